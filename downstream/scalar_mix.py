@@ -1,0 +1,170 @@
+"""ELMo's scalar mix of an encoder's layers: ``gamma * sum_k softmax(s)_k * h_k``.
+
+Every mix the CLI offers goes through this one formula (``--model.mix``):
+
+- ``scalar``   s (init 0) and gamma (init 1) are learned parameters;
+- ``average``  s = 0 and gamma = 1 are fixed buffers, so the weights are 1/L each;
+- ``top``      the same as ``layer:L-1``;
+- ``layer:K``  s is a fixed buffer with 0 at K and -inf elsewhere, so softmax(s) is exactly
+  one-hot, and gamma = 1 is fixed.
+
+Shape legend: B batch, T tokens, D features per token (2H), L layers + 1 (layer 0 = token
+embedding).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from pretrain.errors import UserError
+
+MIX_CHOICES = ("average", "scalar", "top", "layer:K")
+
+# Added to the variance inside the square root, as in allennlp's masked layer norm.
+LAYER_NORM_EPS = 1e-12
+
+
+def _shown(value: str) -> str:
+    """``value`` as it can appear inside a one-line message."""
+    return value if value.isprintable() else repr(value)
+
+
+def parse_mix(mix: str, num_layers: int) -> tuple[str, int | None]:
+    """Validate ``--model.mix`` against an encoder with ``num_layers`` (= L) layers.
+
+    Returns:
+        ``(kind, k)``: ``("scalar", None)``, ``("average", None)`` or ``("layer", k)`` with
+        ``0 <= k < L``; ``top`` becomes ``("layer", L - 1)``.
+
+    Raises:
+        UserError: one line naming the flag and the values that would work.
+    """
+    if num_layers < 1:
+        raise ValueError(f"num_layers must be >= 1, got {num_layers}")
+    last = num_layers - 1
+    span = f"the encoder has layers 0..{last} (L={num_layers}); use layer:0 .. layer:{last}"
+    name = mix.strip() if isinstance(mix, str) else mix
+    if name in ("average", "scalar"):
+        return name, None
+    if name == "top":
+        return "layer", last
+    if isinstance(name, str) and name.startswith("layer:"):
+        index_text = name[len("layer:"):]
+        try:
+            index = int(index_text)
+        except ValueError:
+            raise UserError(
+                f"--model.mix={_shown(mix)}: K in layer:K must be a whole number; {span}"
+            ) from None
+        if not 0 <= index <= last:
+            raise UserError(f"--model.mix={_shown(mix)}: {span}")
+        return "layer", index
+    raise UserError(
+        f"--model.mix={_shown(str(mix))}: unknown mix; choose average, scalar, top or layer:K "
+        f"(K in 0..{last})"
+    )
+
+
+def masked_layer_norm(layer: Tensor, mask: Tensor) -> Tensor:
+    """Normalise one layer per example over its real tokens and all their features.
+
+    For each example b: mean and (biased) variance over the real positions of ``layer[b]``
+    (all D features of every token with ``mask[b, t]``), then ``(x - mean) / sqrt(var + eps)``.
+    allennlp's ScalarMix pools these statistics over the whole batch; we keep them per example
+    so that a sentence's features never depend on the batch it is padded into. Padding
+    positions never enter the statistics and are zero in the result; an all-pad example gives
+    zeros.
+
+    Args:
+        layer: (B, T, D) features.
+        mask: (B, T) bool, True at real tokens.
+
+    Returns:
+        (B, T, D) normalised features, zero at padding.
+    """
+    keep = mask.unsqueeze(-1)  # (B, T, 1)
+    layer = layer.masked_fill(~keep, 0.0)  # garbage (even NaN) at padding is dropped here
+    count = (mask.sum(dim=1) * layer.size(-1)).clamp(min=1).to(layer.dtype)  # (B,)
+    count = count.view(-1, 1, 1)  # (B, 1, 1)
+    mean = layer.sum(dim=(1, 2), keepdim=True) / count  # (B, 1, 1)
+    centred = (layer - mean).masked_fill(~keep, 0.0)  # (B, T, D)
+    variance = centred.pow(2).sum(dim=(1, 2), keepdim=True) / count  # (B, 1, 1)
+    return centred / torch.sqrt(variance + LAYER_NORM_EPS)  # (B, T, D)
+
+
+class ScalarMix(nn.Module):
+    """``gamma * sum_k softmax(s)_k * h_k`` over the L layers of a frozen encoder.
+
+    Args:
+        num_layers: L, the number of layers the encoder returns (layers + 1).
+        mix: ``scalar`` | ``average`` | ``top`` | ``layer:K`` (see the module docstring).
+        layer_norm: normalise each layer first (``masked_layer_norm``), as ELMo optionally does.
+        dropout: dropout on the mixed output.
+    """
+
+    def __init__(
+        self, num_layers: int, mix: str = "scalar", layer_norm: bool = False, dropout: float = 0.0
+    ) -> None:
+        super().__init__()
+        self.num_layers = num_layers
+        self.mix = mix
+        self.kind, self.layer_index = parse_mix(mix, num_layers)
+        self.layer_norm = layer_norm
+        self.dropout = nn.Dropout(dropout)
+
+        scalars = torch.zeros(num_layers)  # (L,)
+        gamma = torch.ones(())
+        if self.kind == "scalar":
+            self.layer_scalars = nn.Parameter(scalars)
+            self.gamma_scale = nn.Parameter(gamma)
+        else:
+            if self.kind == "layer":
+                scalars.fill_(float("-inf"))
+                scalars[self.layer_index] = 0.0  # softmax -> exactly one-hot
+            self.register_buffer("layer_scalars", scalars)
+            self.register_buffer("gamma_scale", gamma)
+
+    @property
+    def trainable(self) -> bool:
+        """Whether s and gamma are learned (only for ``scalar``)."""
+        return self.kind == "scalar"
+
+    @property
+    def gamma(self) -> Tensor:
+        """The scale gamma: a 0-dim tensor (a parameter for ``scalar``, else a fixed 1)."""
+        return self.gamma_scale
+
+    def weights(self) -> Tensor:
+        """Returns: (L,) the layer weights softmax(s) as the forward pass uses them."""
+        return torch.softmax(self.layer_scalars, dim=0)
+
+    def forward(self, layers: Tensor, mask: Tensor) -> Tensor:
+        """Mix the encoder's layers into one feature per token.
+
+        Args:
+            layers: (L, B, T, D) per-layer features; values at padding are ignored.
+            mask: (B, T) bool, True at real tokens.
+
+        Returns:
+            (B, T, D) mixed features, exactly zero at padding positions.
+        """
+        if layers.dim() != 4 or layers.size(0) != self.num_layers:
+            raise ValueError(
+                f"expected layers (L={self.num_layers}, B, T, D), got {tuple(layers.shape)}"
+            )
+        if mask.shape != layers.shape[1:3]:
+            raise ValueError(f"mask {tuple(mask.shape)} does not fit layers {tuple(layers.shape)}")
+        mask = mask.bool()
+        keep = mask.unsqueeze(0).unsqueeze(-1)  # (1, B, T, 1)
+        layers = layers.masked_fill(~keep, 0.0)  # (L, B, T, D), padding zeroed (NaN-safe)
+        if self.layer_norm:
+            normalised = [masked_layer_norm(layer, mask) for layer in layers]  # L x (B, T, D)
+            layers = torch.stack(normalised)  # (L, B, T, D)
+        weights = self.weights().to(layers.dtype).view(-1, 1, 1, 1)  # (L, 1, 1, 1)
+        mixed = self.gamma_scale * (weights * layers).sum(dim=0)  # (B, T, D)
+        mixed = self.dropout(mixed)  # (B, T, D)
+        return mixed * mask.unsqueeze(-1).to(mixed.dtype)  # (B, T, D), zero at padding
+
+    def extra_repr(self) -> str:
+        return f"num_layers={self.num_layers}, mix={self.mix!r}, layer_norm={self.layer_norm}"

@@ -1,0 +1,110 @@
+"""Callbacks of the pretraining run: LM samples, and the encoder export at the end of fit."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytorch_lightning as pl
+import torch
+
+from pretrain.encoder import CHECKPOINT_ARTIFACT, slim_checkpoint
+from pretrain.tokenize import Tokenizer
+
+
+class LanguageModelSamples(pl.Callback):
+    """Every ``every_n_steps`` training steps, write target / forward / backward predictions
+    for a few held-out sentences as a text artifact ``samples/step_XXXXXX.txt`` (and print the
+    first), the way the seed tutorial showed what the biLM had learned."""
+
+    def __init__(self, every_n_steps: int = 500, sentences: int = 3):
+        self.every_n_steps = every_n_steps
+        self.sentences = sentences
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_index):
+        step = trainer.global_step
+        if self.every_n_steps <= 0 or step % self.every_n_steps or not trainer.is_global_zero:
+            return
+        self.write(trainer, pl_module, step)
+
+    def on_train_end(self, trainer, pl_module):
+        if self.every_n_steps > 0 and trainer.is_global_zero:
+            self.write(trainer, pl_module, trainer.global_step)
+
+    @staticmethod
+    def render(tokenizer: Tokenizer, token_ids: torch.Tensor, forward: torch.Tensor, backward: torch.Tensor) -> str:
+        """Three aligned lines for one sentence of ``length`` real tokens: the targets, the
+        forward prediction of each (from the state before it) and the backward prediction of
+        each (from the state after it)."""
+        words = tokenizer.decode(token_ids.tolist())
+        forward_words = ["·", *tokenizer.decode(forward[:-1].tolist())]
+        backward_words = [*tokenizer.decode(backward[1:].tolist()), "·"]
+        return "\n".join([
+            "tgt: " + " ".join(words),
+            "fwd: " + " ".join(forward_words),
+            "bwd: " + " ".join(backward_words),
+        ])
+
+    def write(self, trainer, pl_module, step: int) -> None:
+        datamodule = trainer.datamodule
+        if datamodule is None or pl_module.tokenizer is None:
+            return
+        sequences = datamodule.validation_ids[: self.sentences]
+        lengths = torch.tensor([len(s) for s in sequences], device=pl_module.device)
+        token_ids = torch.nn.utils.rnn.pad_sequence(sequences, batch_first=True).to(pl_module.device)
+        was_training = pl_module.training
+        pl_module.eval()
+        forward, backward = pl_module.model.predict(token_ids, lengths)  # (B, T) each
+        pl_module.train(was_training)
+        blocks = [
+            self.render(pl_module.tokenizer, token_ids[b, :n], forward[b, :n], backward[b, :n])
+            for b, n in enumerate(lengths.tolist())
+        ]
+        text = f"step {step}\n\n" + "\n\n".join(blocks) + "\n"
+        logger = trainer.logger
+        if logger is not None and hasattr(logger, "run_id"):
+            logger.experiment.log_text(logger.run_id, text, f"samples/step_{step:06d}.txt")
+
+
+class ExportEncoder(pl.Callback):
+    """At the end of fit (before the run is closed): reload the best checkpoint, recompute the
+    held-out perplexities on it and log them as the run's final ``val_ppl*``, then log a slim
+    self-describing checkpoint (``checkpoint/bilm.ckpt``: config + vocab + weights, no
+    optimiser state) and ``vocab.txt``. Any failure here fails the run."""
+
+    def __init__(self):
+        self.started = time.perf_counter()
+        self.results: dict[str, float] = {}
+        self.best_path: str | None = None
+
+    def on_fit_start(self, trainer, pl_module):
+        self.started = time.perf_counter()
+
+    def on_fit_end(self, trainer, pl_module):
+        if not trainer.is_global_zero:
+            return
+        seconds = time.perf_counter() - self.started
+        checkpoint_callback = trainer.checkpoint_callback
+        best = checkpoint_callback.best_model_path if checkpoint_callback else ""
+        if best:
+            checkpoint = torch.load(best, map_location="cpu", weights_only=False)
+            pl_module.load_state_dict(checkpoint["state_dict"])
+        else:  # no validation ran: export the last weights
+            checkpoint = {"state_dict": pl_module.state_dict(), "hyper_parameters": dict(pl_module.hparams),
+                          "epoch": trainer.current_epoch, "global_step": trainer.global_step}
+            pl_module.on_save_checkpoint(checkpoint)
+        self.results = pl_module.evaluate(trainer.datamodule.val_dataloader())
+        self.results.update(train_seconds=seconds, best_epoch=float(checkpoint.get("epoch", trainer.current_epoch)))
+        logger = trainer.logger
+        logger.log_metrics(self.results, step=trainer.global_step + 1)
+        directory = Path(best).parent if best else Path(trainer.default_root_dir) / "checkpoints"
+        directory.mkdir(parents=True, exist_ok=True)
+        slim_path = directory / "bilm.ckpt"
+        temporary = slim_path.with_suffix(".ckpt.tmp")
+        torch.save(slim_checkpoint(checkpoint), temporary)
+        os.replace(temporary, slim_path)
+        self.best_path = str(slim_path)
+        logger.experiment.log_artifact(logger.run_id, str(slim_path), os.path.dirname(CHECKPOINT_ARTIFACT))
+        vocab = "\n".join(pl_module.tokenizer.vocab) + "\n"
+        logger.experiment.log_text(logger.run_id, vocab, "vocab.txt")

@@ -1,0 +1,191 @@
+"""Pretraining corpus: which sentences the biLM may see, tokenized and batched by length.
+
+Pretraining text is the GLUE train split of MRPC (de-duplicated), or a user's plain-text file,
+optionally plus extra plain-text corpora. Held-out perplexity is measured on GLUE dev sentences
+that are not in the pretraining text. Dev and test sentences never reach the vocabulary or the
+pretraining text unless ``transductive=True``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytorch_lightning as pl
+import torch
+from torch.utils.data import BatchSampler, DataLoader, RandomSampler, Sampler, SequentialSampler
+
+from pretrain.errors import UserError
+from pretrain.mrpc import load_mrpc
+from pretrain.tokenize import PAD_ID, Tokenizer
+
+
+def read_text_file(path: str | Path, flag: str) -> list[str]:
+    """Read one sentence per line (UTF-8, BOM and CRLF tolerated, blank lines skipped).
+
+    Returns:
+        the non-blank lines, stripped. ``flag`` names the option in error messages.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{flag}={path}: no such file (expected plain text, one sentence per line)")
+    sentences = []
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError as error:
+                raise UserError(f"{path}:{number}: not UTF-8 ({error.reason} at byte {error.start})") from None
+            if line.strip():
+                sentences.append(line.strip())
+    if not sentences:
+        raise UserError(f"{flag}={path}: the file has no sentences")
+    return sentences
+
+
+def unique(sentences: list[str]) -> list[str]:
+    """De-duplicate, keeping first occurrences in order."""
+    return list(dict.fromkeys(sentences))
+
+
+def encode_sentences(tokenizer: Tokenizer, sentences: list[str]) -> list[torch.Tensor]:
+    return [torch.tensor(tokenizer.encode(sentence), dtype=torch.long) for sentence in sentences]
+
+
+def pad_batch(sequences: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Returns (B, T) ids padded at the end with ``PAD_ID``, and (B,) lengths."""
+    lengths = torch.tensor([len(sequence) for sequence in sequences])
+    ids = torch.nn.utils.rnn.pad_sequence(sequences, batch_first=True, padding_value=PAD_ID)  # (B, T)
+    return ids, lengths
+
+
+class BucketBatchSampler(BatchSampler):
+    """Batches of similar length, so little padding is left to compute on.
+
+    Indices come from ``sampler`` (random for training, or a ``DistributedSampler`` that
+    Lightning injects under DDP); each pool of ``pool_batches`` batches is sorted by length,
+    cut into batches, and the batches are shuffled when the sampler is random.
+    """
+
+    def __init__(self, sampler: Sampler, batch_size: int, drop_last: bool, lengths: list[int], pool_batches: int = 50):
+        super().__init__(sampler, batch_size, drop_last)
+        self.lengths = lengths
+        self.pool_batches = pool_batches
+
+    def __iter__(self):
+        indices = list(self.sampler)
+        pool_size = self.batch_size * self.pool_batches
+        batches = []
+        for start in range(0, len(indices), pool_size):
+            pool = sorted(indices[start:start + pool_size], key=lambda index: self.lengths[index])
+            batches += [pool[i:i + self.batch_size] for i in range(0, len(pool), self.batch_size)]
+        if self.drop_last:
+            batches = [batch for batch in batches if len(batch) == self.batch_size]
+        if not isinstance(self.sampler, SequentialSampler):
+            batches = [batches[i] for i in torch.randperm(len(batches)).tolist()]
+        yield from batches
+
+
+class BiLMDataModule(pl.LightningDataModule):
+    """Sentences for biLM pretraining, read and checked in full at construction.
+
+    Args:
+        mrpc_dir: folder with the MSR release files (default: ``$MRPC_DIR`` or ``data/mrpc``).
+        corpus: ``"mrpc"`` (GLUE train sentences) or a plain-text file, one sentence per line.
+        extra_corpus: more plain-text files added to the pretraining text.
+        transductive: also pretrain (and build the vocabulary) on GLUE dev and MSR test sentences.
+        min_frequency: words seen fewer times in the pretraining text become ``<UNK>``.
+        max_vocab_size: keep at most this many entries, most frequent first.
+        batch_size: sentences per batch.
+        bucket: length-bucketed batches (False: random batches, more padding).
+        max_sentences: use only the first N pretraining sentences (smoke tests, learning curves).
+    """
+
+    def __init__(
+        self,
+        mrpc_dir: str | None = None,
+        corpus: str = "mrpc",
+        extra_corpus: list[str] | None = None,
+        transductive: bool = False,
+        min_frequency: int = 1,
+        max_vocab_size: int | None = None,
+        batch_size: int = 16,
+        bucket: bool = True,
+        max_sentences: int | None = None,
+        num_workers: int = 0,
+    ):
+        super().__init__()
+        self.save_hyperparameters(logger=False)
+        splits = load_mrpc(mrpc_dir)
+        held_out = unique([s for pair in splits.dev for s in (pair.sentence1, pair.sentence2)])
+        test = unique([s for pair in splits.test for s in (pair.sentence1, pair.sentence2)])
+        if corpus == "mrpc":
+            train = [s for pair in splits.train for s in (pair.sentence1, pair.sentence2)]
+        else:
+            train = read_text_file(corpus, "--data.corpus")
+        for path in extra_corpus or []:
+            train += read_text_file(path, "--data.extra_corpus")
+        train = unique(train)
+        if transductive:
+            train = unique(train + held_out + test)
+        else:
+            excluded = set(held_out) | set(test)
+            # MRPC sentences can recur across pairs: a dev/test sentence that is also part of a
+            # GLUE train pair is legitimately seen. Only *other* text (user or extra corpora)
+            # is filtered, so no dev/test-only sentence sneaks in through it.
+            mrpc_train = {s for pair in splits.train for s in (pair.sentence1, pair.sentence2)}
+            before = len(train)
+            train = [s for s in train if s in mrpc_train or s not in excluded]
+            self.removed_evaluation_sentences = before - len(train)
+        if max_sentences is not None:
+            train = train[:max_sentences]
+        if not train:
+            raise UserError("--data.corpus: no pretraining sentences left")
+        validation = [s for s in held_out if s not in set(train)] or held_out
+        self.tokenizer = Tokenizer.build(train, min_frequency=min_frequency, max_size=max_vocab_size)
+        self.train_ids = encode_sentences(self.tokenizer, train)
+        self.validation_ids = encode_sentences(self.tokenizer, validation)
+        self.validation_sentences = validation
+        self.train_tokens = sum(len(ids) for ids in self.train_ids)
+        self.content_hash = hashlib.sha256(
+            "\n".join(["train", *train, "validation", *validation]).encode()
+        ).hexdigest()
+        self.summary = {
+            "data_hash": self.content_hash,
+            "mrpc_hash": splits.content_hash,
+            "vocab_size": len(self.tokenizer),
+            "train_sentences": len(train),
+            "train_tokens": self.train_tokens,
+            "validation_sentences": len(validation),
+            "validation_tokens": sum(len(ids) for ids in self.validation_ids),
+            "unk_rate_validation": self._unk_rate(self.validation_ids),
+        }
+        if not transductive:
+            self.summary["removed_evaluation_sentences"] = self.removed_evaluation_sentences
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.tokenizer)
+
+    @staticmethod
+    def _unk_rate(sequences: list[torch.Tensor]) -> float:
+        tokens = torch.cat(sequences)
+        return round(float((tokens == 1).float().mean()), 4)
+
+    def _loader(self, sequences: list[torch.Tensor], train: bool) -> DataLoader:
+        batch_size = self.hparams.batch_size
+        sampler = RandomSampler(sequences) if train else SequentialSampler(sequences)
+        if self.hparams.bucket or not train:
+            lengths = [len(sequence) for sequence in sequences]
+            pool = 50 if train else len(sequences)
+            batch_sampler = BucketBatchSampler(sampler, batch_size, drop_last=False, lengths=lengths, pool_batches=pool)
+        else:
+            batch_sampler = BatchSampler(sampler, batch_size, drop_last=False)
+        return DataLoader(sequences, batch_sampler=batch_sampler, collate_fn=pad_batch,
+                          num_workers=self.hparams.num_workers)
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader(self.train_ids, train=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader(self.validation_ids, train=False)

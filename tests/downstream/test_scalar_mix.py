@@ -1,0 +1,141 @@
+"""ScalarMix: every mix is gamma * sum_k softmax(s)_k h_k, checked against the closed form."""
+
+import math
+
+import pytest
+import torch
+
+from downstream.scalar_mix import ScalarMix, masked_layer_norm, parse_mix
+from pretrain.errors import UserError
+
+L, B, T, D = 3, 2, 5, 4
+
+
+def make_layers(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(seed)
+    layers = torch.randn(L, B, T, D, generator=generator)  # (L, B, T, D)
+    mask = torch.tensor([[True] * 5, [True, True, True, False, False]])  # (B, T)
+    return layers, mask
+
+
+def real(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The real-token rows of (B, T, D) as (N, D)."""
+    return x[mask]
+
+
+def test_scalar_mix_matches_closed_form():
+    layers, mask = make_layers()
+    mix = ScalarMix(L, "scalar")
+    s = [0.5, -1.0, 2.0]
+    gamma = 1.7
+    with torch.no_grad():
+        mix.layer_scalars.copy_(torch.tensor(s))
+        mix.gamma_scale.fill_(gamma)
+    denominator = sum(math.exp(value) for value in s)
+    expected = gamma * sum(math.exp(s[k]) / denominator * layers[k] for k in range(L))
+    out = mix(layers, mask)
+    torch.testing.assert_close(real(out, mask), real(expected, mask))
+    assert torch.all(out[~mask] == 0)
+    torch.testing.assert_close(mix.weights(), torch.softmax(torch.tensor(s), 0))
+    assert mix.gamma.item() == pytest.approx(gamma)
+
+
+def test_average_is_scalar_at_init_and_has_no_parameters():
+    layers, mask = make_layers(1)
+    average = ScalarMix(L, "average")
+    scalar = ScalarMix(L, "scalar")  # s = 0, gamma = 1 at init
+    assert list(average.parameters()) == []
+    assert not average.layer_scalars.requires_grad and not average.gamma.requires_grad
+    torch.testing.assert_close(average(layers, mask), scalar(layers, mask))
+    torch.testing.assert_close(real(average(layers, mask), mask), real(layers.mean(0), mask))
+    torch.testing.assert_close(average.weights(), torch.full((L,), 1 / L))
+
+
+@pytest.mark.parametrize("mix,index", [("top", L - 1), ("layer:0", 0), ("layer:1", 1)])
+def test_single_layer_mix_picks_exactly_that_layer(mix, index):
+    layers, mask = make_layers(2)
+    module = ScalarMix(L, mix)
+    assert list(module.parameters()) == []
+    out = module(layers, mask)
+    torch.testing.assert_close(real(out, mask), real(layers[index], mask), rtol=0, atol=0)
+    one_hot = torch.zeros(L)
+    one_hot[index] = 1.0
+    assert torch.equal(module.weights(), one_hot)
+
+
+@pytest.mark.parametrize("mix", ["scalar", "average", "top", "layer:1"])
+def test_weights_sum_to_one(mix):
+    module = ScalarMix(L, mix)
+    with torch.no_grad():
+        if mix == "scalar":
+            module.layer_scalars.copy_(torch.tensor([3.0, -2.0, 0.1]))
+    assert module.weights().shape == (L,)
+    assert module.weights().sum().item() == pytest.approx(1.0)
+    assert module.gamma.dim() == 0
+
+
+def test_gradients_reach_s_and_gamma_in_scalar_mode():
+    layers, mask = make_layers(3)
+    module = ScalarMix(L, "scalar")
+    target = torch.randn(B, T, D, generator=torch.Generator().manual_seed(9))
+    (module(layers, mask) * target).sum().backward()
+    assert module.layer_scalars.grad is not None and module.gamma.grad is not None
+    assert module.layer_scalars.grad.abs().sum() > 0
+    assert module.gamma.grad.abs() > 0
+
+
+def test_padding_is_zero_even_with_layer_norm_and_dropout():
+    layers, mask = make_layers(4)
+    module = ScalarMix(L, "scalar", layer_norm=True, dropout=0.5).train()
+    out = module(layers, mask)
+    assert out.shape == (B, T, D)
+    assert torch.all(out[~mask] == 0)
+    eval_out = module.eval()(layers, mask)
+    plain = ScalarMix(L, "scalar", layer_norm=True)(layers, mask)
+    torch.testing.assert_close(eval_out, plain)
+
+
+def test_layer_norm_ignores_padding_values_and_normalises_real_tokens():
+    layers, mask = make_layers(5)
+    garbage = layers.clone()
+    garbage[:, ~mask] = 1e4 * torch.randn(L, int((~mask).sum()), D)
+    garbage[0, 1, 4, 0] = float("nan")
+    module = ScalarMix(L, "layer:1", layer_norm=True)
+    clean_out, garbage_out = module(layers, mask), module(garbage, mask)
+    torch.testing.assert_close(clean_out, garbage_out)
+    for example in range(B):
+        values = clean_out[example][mask[example]]  # (T_real, D)
+        assert values.mean().item() == pytest.approx(0.0, abs=1e-5)
+        assert values.var(unbiased=False).item() == pytest.approx(1.0, abs=1e-4)
+
+
+def test_layer_norm_statistics_are_per_example():
+    layers, mask = make_layers(6)
+    together = masked_layer_norm(layers[0], mask)  # (B, T, D)
+    alone = masked_layer_norm(layers[0, 1:2, :3], mask[1:2, :3])  # (1, 3, D), no padding
+    torch.testing.assert_close(together[1:2, :3], alone)
+    all_pad = masked_layer_norm(layers[0], torch.zeros(B, T, dtype=torch.bool))
+    assert torch.all(all_pad == 0)
+
+
+def test_parse_mix_accepts_and_normalises():
+    assert parse_mix("scalar", 3) == ("scalar", None)
+    assert parse_mix("average", 3) == ("average", None)
+    assert parse_mix("top", 3) == ("layer", 2)
+    assert parse_mix("layer:0", 3) == ("layer", 0)
+    assert parse_mix("layer:2", 3) == ("layer", 2)
+
+
+@pytest.mark.parametrize("mix", ["layer:9", "layer:3", "layer:-1", "layer:x", "layer:", "mean", ""])
+def test_parse_mix_rejects_with_one_line_naming_the_flag(mix):
+    with pytest.raises(UserError) as caught:
+        parse_mix(mix, 3)
+    message = str(caught.value)
+    assert "--model.mix" in message
+    assert "\n" not in message
+    assert "layer:2" in message or "0..2" in message
+
+
+def test_out_of_range_message_gives_the_valid_range():
+    with pytest.raises(UserError, match=r"layers 0\.\.2 \(L=3\); use layer:0 \.\. layer:2"):
+        ScalarMix(3, "layer:9")
