@@ -141,7 +141,8 @@ class BiLMDataModule(pl.LightningDataModule):
             train = train[:max_sentences]
         if not train:
             raise UserError("--data.corpus: no pretraining sentences left")
-        validation = [s for s in held_out if s not in set(train)] or held_out
+        training = set(train)
+        validation = [s for s in held_out if s not in training] or held_out
         self.tokenizer = Tokenizer.build(train, min_frequency=min_frequency, max_size=max_vocab_size)
         self.train_ids = encode_sentences(self.tokenizer, train)
         self.validation_ids = encode_sentences(self.tokenizer, validation)

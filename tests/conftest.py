@@ -5,6 +5,11 @@ from pathlib import Path
 
 import pytest
 
+# Tests run the CLI in subprocesses with other working directories: make a relative
+# MRPC_DIR (CI passes ../shared/data/mrpc) absolute once, here.
+if os.environ.get("MRPC_DIR", "").strip():
+    os.environ["MRPC_DIR"] = str(Path(os.environ["MRPC_DIR"]).expanduser().resolve())
+
 MSR_HEADER = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String"
 
 SAMPLE_ROWS = [

@@ -1,0 +1,33 @@
+# lm-transfer-bench. Every target creates .venv and installs the project on a fresh clone.
+# Extra CLI flags: make pretrain ARGS="--trainer.max_epochs=1"
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+ARGS ?=
+
+.DEFAULT_GOAL := help
+.PHONY: help install pretrain finetune benchmark benchmark-quick benchmark-corpus test ui bench-throughput bench-finetune
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)  ## create .venv and install the project (torch CPU/CUDA per platform, pinned)
+
+pretrain: $(STAMP)  ## pretrain the default biLM (configs/pretrain/elmo.yaml), tracked in MLflow
+	$(PY) -m pretrain fit --config configs/pretrain/elmo.yaml $(ARGS)
+
+test: $(STAMP)  ## run the test suite (set MRPC_DIR to run the real-data tests)
+	$(PY) -m pytest -q $(ARGS)
+
+ui:  $(STAMP)  ## open the MLflow UI on the run store (http://127.0.0.1:5000)
+	$(VENV)/bin/mlflow ui --backend-store-uri "$${MLFLOW_TRACKING_URI:-sqlite:///$(CURDIR)/mlflow.db}" --host 127.0.0.1 --port 5000
+
+bench-throughput: $(STAMP)  ## pretraining speed: tokens/s and FLOP/s against the padded baseline (ARGS="--json PATH")
+	$(PY) -m benchmarks.throughput $(ARGS)

@@ -1,0 +1,202 @@
+"""Frozen per-layer features, computed once per sentence and cached (in memory or on disk).
+
+A downstream epoch then reads features instead of running the encoder. Sentences are stored in
+the order given (the caller de-duplicates); each holds (L, T_i, D) with T_i its word count.
+
+On disk: ``<cache_dir>/<key>/features.npy`` (one flat (total_tokens, L, D) array, opened as a
+read-only memmap) and ``meta.json`` (lengths, L, D, dtype, key, n_sentences). A cache directory is
+written under a temporary name and renamed into place whole, so a crash never leaves a half
+cache behind; one that fails validation is treated as a miss and rebuilt.
+
+Shapes: B batch, T tokens, H hidden per direction, D = 2H, L = layers + 1.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+FORMAT_VERSION = 1
+FEATURES_FILE = "features.npy"
+META_FILE = "meta.json"
+_NUMPY_DTYPES = {torch.float16: np.float16, torch.float32: np.float32}
+
+
+def cache_key(fingerprint: str, sentences: list[str], dtype: torch.dtype) -> str:
+    """The data hash: sha256 of the encoder weights' fingerprint, the sentence list, dtype and format."""
+    sentences_hash = hashlib.sha256(json.dumps(sentences, ensure_ascii=False).encode("utf-8")).hexdigest()
+    parts = [fingerprint, sentences_hash, str(dtype), f"format-{FORMAT_VERSION}"]
+    return hashlib.sha256("\n".join(parts).encode("utf-8")).hexdigest()
+
+
+class FeatureStore:
+    """Per-layer features of a fixed list of unique sentences: (L, T_i, D) per sentence, stored as one flat
+    float16 array of shape (total_tokens, L, D) plus offsets; in memory or as an on-disk memmap."""
+
+    def __init__(self, features: np.ndarray, lengths: np.ndarray, key: str, cache_hit: bool):
+        self.features = features  # (total_tokens, L, D); a read-only memmap when loaded from disk
+        self.lengths = lengths.astype(np.int64)  # (n_sentences,) words per sentence
+        self.offsets = np.concatenate([[0], np.cumsum(self.lengths)]).astype(np.int64)  # (n_sentences + 1,)
+        self._key = key
+        self._cache_hit = cache_hit
+
+    @classmethod
+    def build(cls, encoder, sentences: list[str], cache_dir: str | Path | None, batch_size: int = 64,
+              dtype: torch.dtype = torch.float16, progress: bool = True) -> FeatureStore:
+        """Features of ``sentences`` under ``encoder``, from ``cache_dir`` when a valid cache is there.
+
+        The cache key is the data hash: sha256 of ``encoder.fingerprint``, the sha256 of the sentence
+        list, ``dtype`` and the format version; any change to one of them is a different cache entry.
+        ``cache_dir=None`` computes in memory and writes nothing.
+
+        Returns:
+            a :class:`FeatureStore`; ``get(i)`` is (L, T_i, D) float32 for ``sentences[i]``.
+        """
+        if dtype not in _NUMPY_DTYPES:
+            raise ValueError(f"dtype must be one of {list(_NUMPY_DTYPES)}, not {dtype}")
+        sentences = list(sentences)
+        key = cache_key(encoder.fingerprint, sentences, dtype)
+        shape = (encoder.num_layers, encoder.dim)
+        lengths = np.array([len(encoder.tokenize(s)) for s in sentences], dtype=np.int64)
+        if cache_dir is None:
+            features = np.zeros((int(lengths.sum()), *shape), dtype=_NUMPY_DTYPES[dtype])  # (total, L, D)
+            _compute_into(features, encoder, sentences, lengths, batch_size, progress)
+            return cls(features, lengths, key, cache_hit=False)
+
+        cache_dir = Path(cache_dir)
+        target = cache_dir / key
+        loaded = _load(target, key, lengths, shape, dtype)
+        if loaded is not None:
+            return cls(loaded, lengths, key, cache_hit=True)
+
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        temporary = cache_dir / f".{key}.tmp-{os.getpid()}"
+        try:
+            shutil.rmtree(temporary, ignore_errors=True)  # left over by a crashed process with our pid
+            temporary.mkdir()
+            features = np.lib.format.open_memmap(temporary / FEATURES_FILE, mode="w+", dtype=_NUMPY_DTYPES[dtype],
+                                                 shape=(int(lengths.sum()), *shape))  # (total, L, D)
+            _compute_into(features, encoder, sentences, lengths, batch_size, progress)
+            features.flush()
+            del features  # close the writable map before the directory moves
+            meta = {"key": key, "format_version": FORMAT_VERSION, "n_sentences": len(sentences),
+                    "num_layers": shape[0], "dim": shape[1], "dtype": str(dtype),
+                    "lengths": lengths.tolist()}
+            (temporary / META_FILE).write_text(json.dumps(meta), encoding="utf-8")
+            _move_into_place(temporary, target)
+        finally:
+            shutil.rmtree(temporary, ignore_errors=True)
+
+        loaded = _load(target, key, lengths, shape, dtype)
+        if loaded is None:
+            raise RuntimeError(f"feature cache {target} failed validation right after it was written")
+        return cls(loaded, lengths, key, cache_hit=False)
+
+    @property
+    def num_layers(self) -> int:
+        """L = encoder layers + 1."""
+        return int(self.features.shape[1])
+
+    @property
+    def dim(self) -> int:
+        """D = 2H."""
+        return int(self.features.shape[2])
+
+    @property
+    def cache_hit(self) -> bool:
+        """Whether :meth:`build` found the features on disk (no encoder call)."""
+        return self._cache_hit
+
+    @property
+    def key(self) -> str:
+        return self._key
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def _rows(self, index: int) -> np.ndarray:
+        if not 0 <= index < len(self):
+            raise IndexError(f"sentence index {index} out of range for {len(self)} sentences")
+        return self.features[self.offsets[index]:self.offsets[index + 1]]  # (T_i, L, D)
+
+    def get(self, index: int) -> torch.Tensor:
+        """Returns (L, T_i, D) float32, a copy (never a view of the cache)."""
+        rows = np.array(self._rows(index), dtype=np.float32)  # (T_i, L, D)
+        return torch.from_numpy(rows).permute(1, 0, 2).contiguous()  # (L, T_i, D)
+
+    def batch(self, indices: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Returns layers (L, B, T, D) float32, zero at padding (trailing), and mask (B, T) bool.
+
+        T is the longest word count among ``indices`` (0 when all are empty).
+        """
+        indices = [int(i) for i in indices]
+        lengths = [self._rows(i).shape[0] for i in indices]  # also checks the range
+        steps = max(lengths, default=0)
+        padded = np.zeros((len(indices), steps, self.num_layers, self.dim), dtype=np.float32)  # (B, T, L, D)
+        for row, index in enumerate(indices):
+            padded[row, :lengths[row]] = self._rows(index)
+        layers = torch.from_numpy(padded).permute(2, 0, 1, 3).contiguous()  # (B, T, L, D) → (L, B, T, D)
+        mask = torch.arange(steps)[None, :] < torch.tensor(lengths, dtype=torch.long)[:, None]  # (B, T)
+        return layers, mask
+
+
+def _compute_into(features: np.ndarray, encoder, sentences: list[str], lengths: np.ndarray,
+                  batch_size: int, progress: bool) -> None:
+    """Fill ``features`` (total, L, D) from the encoder, in batches of sentences of similar length."""
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    order = sorted(range(len(sentences)), key=lambda i: (int(lengths[i]), i))  # length-sorted: little padding
+    batches = [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
+    model = getattr(encoder, "model", None)
+    if model is not None:
+        model.eval()
+    show = progress and sys.stderr.isatty()
+    with torch.no_grad():
+        for batch in tqdm(batches, desc="features", unit="batch", disable=not show):
+            layers, mask = encoder.embed_layers([sentences[i] for i in batch])  # (L, B, T, D), (B, T)
+            counts = mask.sum(dim=1).tolist()
+            rows = layers.detach().to("cpu", torch.float32).permute(1, 2, 0, 3).numpy()  # (B, T, L, D)
+            for row, index in enumerate(batch):
+                if counts[row] != lengths[index]:
+                    raise RuntimeError(f"encoder gave {counts[row]} words for sentence {index}, "
+                                       f"its tokenizer {int(lengths[index])}")
+                features[offsets[index]:offsets[index + 1]] = rows[row, :counts[row]]  # (T_i, L, D)
+
+
+def _load(target: Path, key: str, lengths: np.ndarray, shape: tuple[int, int], dtype: torch.dtype) -> np.ndarray | None:
+    """The cached (total, L, D) memmap, read-only, or None when missing, incomplete or inconsistent."""
+    try:
+        meta = json.loads((target / META_FILE).read_text(encoding="utf-8"))
+        features = np.lib.format.open_memmap(target / FEATURES_FILE, mode="r")
+    except (OSError, ValueError, EOFError):
+        return None
+    expected = (int(lengths.sum()), *shape)
+    valid = (isinstance(meta, dict) and meta.get("key") == key and meta.get("format_version") == FORMAT_VERSION
+             and meta.get("n_sentences") == len(lengths) and meta.get("lengths") == lengths.tolist()
+             and meta.get("num_layers") == shape[0] and meta.get("dim") == shape[1]
+             and meta.get("dtype") == str(dtype)
+             and features.shape == expected and features.dtype == _NUMPY_DTYPES[dtype])
+    return features if valid else None
+
+
+def _move_into_place(temporary: Path, target: Path) -> None:
+    """Rename the finished temporary directory to ``target``, replacing an invalid one."""
+    if target.exists():
+        stale = target.with_name(f".{target.name}.stale-{os.getpid()}")
+        try:
+            os.replace(target, stale)
+        except OSError:
+            pass
+        shutil.rmtree(stale, ignore_errors=True)
+    try:
+        os.replace(temporary, target)
+    except OSError:
+        if not target.exists():  # not a concurrent writer finishing first: a real failure
+            raise
