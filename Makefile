@@ -30,4 +30,16 @@ ui:  $(STAMP)  ## open the MLflow UI on the run store (http://127.0.0.1:5000)
 	$(VENV)/bin/mlflow ui --backend-store-uri "$${MLFLOW_TRACKING_URI:-sqlite:///$(CURDIR)/mlflow.db}" --host 127.0.0.1 --port 5000
 
 bench-throughput: $(STAMP)  ## pretraining speed: tokens/s and FLOP/s against the padded baseline (ARGS="--json PATH")
-	$(PY) -m benchmarks.throughput $(ARGS)
+	$(PY) -m benchmarks.throughput $(or $(ARGS),--json benchmarks/results/throughput.json)
+
+finetune: $(STAMP)  ## MRPC on frozen features of the newest pretrain run (configs/downstream/mrpc.yaml)
+	$(PY) -m downstream fit --config configs/downstream/mrpc.yaml $(ARGS)
+
+benchmark: $(STAMP)  ## the default matrix: mixes × 5 seeds, random control, baselines, learning curve
+	$(PY) -m benchmarks.suite --config configs/benchmarks/default.yaml $(ARGS)
+
+benchmark-quick: $(STAMP)  ## every path of the suite in a few minutes (1 seed, small pretrain)
+	$(PY) -m benchmarks.suite --config configs/benchmarks/quick.yaml $(ARGS)
+
+benchmark-corpus: $(STAMP)  ## does more pretraining text transfer? MRPC vs MRPC + Reuters-21578
+	$(PY) -m benchmarks.suite --config configs/benchmarks/corpus.yaml $(ARGS)

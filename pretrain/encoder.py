@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 from pathlib import Path
 
 import torch
@@ -17,7 +16,7 @@ from mlflow.tracking import MlflowClient
 from pretrain.bilm import BiLM
 from pretrain.errors import UserError
 from pretrain.tokenize import Tokenizer
-from pretrain.tracking import tracking_uri
+from pretrain.tracking import REPO_ROOT, tracking_uri
 
 CHECKPOINT_ARTIFACT = "checkpoint/bilm.ckpt"
 CHECKPOINT_KEYS = ("state_dict", "hyper_parameters", "tokenizer", "bilm_config", "epoch", "global_step",
@@ -138,7 +137,12 @@ def checkpoint_of_run(run_id: str, source: str) -> Path:
         raise UserError(f"{source}: run {run_id} is a {stage or 'untagged'} run, not a pretrain run")
     if run.info.status != "FINISHED":
         raise UserError(f"{source}: pretrain run {run_id} is {run.info.status}, not FINISHED")
-    directory = Path(tempfile.mkdtemp(prefix="encoder-"))
+    # Artifacts of a FINISHED run do not change: download once per run.
+    directory = REPO_ROOT / ".cache" / "encoders" / run_id
+    local = directory / CHECKPOINT_ARTIFACT
+    if local.is_file():
+        return local
+    directory.mkdir(parents=True, exist_ok=True)
     try:
         return Path(client.download_artifacts(run_id, CHECKPOINT_ARTIFACT, str(directory)))
     except (MlflowException, OSError):
@@ -161,10 +165,9 @@ def load_encoder(source: str | os.PathLike, device: str = "cpu") -> Encoder:
 
 def random_encoder(like: Encoder, seed: int = 0) -> Encoder:
     """The control: ``like``'s architecture and tokenizer with untrained weights (seeded)."""
-    generator_state = torch.random.get_rng_state()
-    torch.manual_seed(seed)
-    model = BiLM(**{**like.config, "adaptive_cutoffs": tuple(like.config["adaptive_cutoffs"])})
-    torch.random.set_rng_state(generator_state)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = BiLM(**{**like.config, "adaptive_cutoffs": tuple(like.config["adaptive_cutoffs"])})
     fingerprint = hashlib.sha256(f"random:{seed}:{like.fingerprint}".encode()).hexdigest()
     return Encoder(model, like.tokenizer, like.config, fingerprint, "random").to(like.device)
 

@@ -61,7 +61,14 @@ class LitBiLM(pl.LightningModule):
         sums = self.model(token_ids, lengths)
         loss = (sums["nll_forward"] + sums["nll_backward"]) / (2 * sums["count"])
         self.log("train_loss", loss, prog_bar=True, batch_size=len(lengths))
+        self.last_train_loss = loss.detach()
         return loss
+
+    def on_train_epoch_end(self):
+        # Steps reach the logger every `log_every_n_steps`; an epoch's last step always does,
+        # so even a run shorter than that interval has its train_loss.
+        if self.logger is not None and hasattr(self, "last_train_loss"):
+            self.logger.log_metrics({"train_loss": float(self.last_train_loss)}, step=self.global_step - 1)
 
     def validation_step(self, batch, batch_index):
         token_ids, lengths = batch

@@ -16,9 +16,10 @@ SPECIALS = (PAD, UNK, BOS, EOS, NUM)
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 
 # A word (letters/digits/underscore, with inner hyphens, apostrophes, dots or commas between
-# word characters, so "u.s.", "1,000.5" and "don't" stay whole) or any single other symbol.
+# word characters, so "1,000.5", "don't" and "u.s" stay whole; a final "." is its own token)
+# or any single other symbol.
 _TOKEN = re.compile(r"\w+(?:[-'.,]\w+)*|[^\w\s]")
-_NUMBER = re.compile(r"^[+-]?\d[\d,.]*$|^\d+(?:st|nd|rd|th|s|m|bn|pct)?$")
+_NUMBER = re.compile(r"^\d[\d,.]*$|^\d+(?:st|nd|rd|th|s|m|bn|pct)?$")
 
 
 class Tokenizer:

@@ -137,6 +137,8 @@ class TrackedCLI(LightningCLI):
                             help="MLflow experiment that receives the run")
         parser.add_argument("--run_name", type=str | None, default=None,
                             help="MLflow run name (default: made from the config)")
+        parser.add_argument("--tags", type=dict[str, str], default={},
+                            help="extra MLflow run tags, e.g. --tags='{\"note\": \"try\"}'")
 
     def setting(self, key: str, default: Any = None) -> Any:
         """A value of the parsed config of the current subcommand, by dotted key."""
@@ -155,8 +157,8 @@ class TrackedCLI(LightningCLI):
         return []
 
     def instantiate_trainer(self, **kwargs):
-        logger = make_logger(self.setting("experiment_name"), self.setting("run_name") or self.run_name(),
-                             self.run_tags())
+        tags = {**self.run_tags(), **(self.setting("tags") or {})}
+        logger = make_logger(self.setting("experiment_name"), self.setting("run_name") or self.run_name(), tags)
         trainer_config = self._get(self.config_init, "trainer")
         trainer_config["callbacks"] = [*(trainer_config.get("callbacks") or []), *self.stage_callbacks(logger.run_id)]
         return super().instantiate_trainer(logger=logger, **kwargs)

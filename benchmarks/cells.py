@@ -1,0 +1,128 @@
+"""The cells of a benchmark — a pretrain run, a finetune run, a baseline run — each run through
+the real CLIs in this process and found again by a hash of its settings (``tags.cell_hash``),
+so a re-run skips what already finished."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mlflow.tracking import MlflowClient
+
+from benchmarks.baselines import majority_baseline, metrics_from_predictions, tfidf_lr_baseline
+from downstream.cli import FinetuneCLI
+from pretrain.cli import PretrainCLI
+from pretrain.errors import UserError
+from pretrain.mrpc import load_mrpc
+from pretrain.tracking import ensure_experiment, run_cli, tracking_uri
+
+# name → fit(train, evaluation_sets, seed) returning {split: predictions}
+BASELINES = {
+    "majority": lambda train, evaluation_sets, seed: majority_baseline(train, evaluation_sets),
+    "tfidf-lr": tfidf_lr_baseline,
+}
+
+
+@dataclass
+class Cell:
+    """One finetune or baseline run of the matrix."""
+
+    method: str
+    kind: str  # pretrained | random | baseline
+    seed: int
+    encoder: str = ""  # encoder name in the suite config
+    encoder_run: str = ""  # run id of the pretrained encoder (or the one random copies)
+    mix: str = ""
+    head: str = ""
+    train_fraction: float = 1.0
+    control: str = ""  # method name of this cell's random control
+    args: list[str] = field(default_factory=list)
+
+    def spec(self) -> dict:
+        """What defines the result (the method name does not)."""
+        return {"kind": self.kind, "seed": self.seed, "encoder_run": self.encoder_run, "mix": self.mix,
+                "head": self.head, "train_fraction": self.train_fraction, "args": self.args}
+
+
+def settings_hash(spec: dict) -> str:
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:20]
+
+
+def finished_run(experiment: str, cell_hash: str) -> str | None:
+    """The newest FINISHED run of ``experiment`` tagged with ``cell_hash``."""
+    client = MlflowClient(tracking_uri())
+    experiment_id = ensure_experiment(experiment)
+    runs = client.search_runs([experiment_id], f"tags.cell_hash = '{cell_hash}' and attributes.status = 'FINISHED'",
+                              order_by=["attributes.start_time DESC"], max_results=1)
+    return runs[0].info.run_id if runs else None
+
+
+def run_quietly(cli_class, args: list[str], log_path: Path) -> int:
+    """Run a CLI in this process with its console output in ``log_path``."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    lightning_logs = [logging.getLogger(name) for name in ("pytorch_lightning", "lightning.pytorch", "lightning_fabric")]
+    levels = [logger.level for logger in lightning_logs]
+    with log_path.open("w") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+        for logger in lightning_logs:
+            logger.setLevel(logging.WARNING)
+        try:
+            return run_cli(cli_class, args)
+        finally:
+            for logger, level in zip(lightning_logs, levels):
+                logger.setLevel(level)
+
+
+def pretrain(config: str, args: list[str], cell_hash: str, log_path: Path) -> str:
+    """Pretrain through ``python -m pretrain`` (in process); returns the run id."""
+    tags = json.dumps({"cell_hash": cell_hash})
+    code = run_quietly(PretrainCLI, ["fit", "--config", config, *args, f"--tags={tags}",
+                                     "--trainer.enable_progress_bar=false"], log_path)
+    run_id = finished_run("pretrain", cell_hash)
+    if code != 0 or run_id is None:
+        raise UserError(f"pretraining failed (exit {code}); its output is in {log_path}")
+    return run_id
+
+
+def finetune(cell: Cell, config: str, experiment: str, parent_run_id: str, cell_hash: str, log_path: Path) -> str:
+    """Run one finetune cell through ``python -m downstream`` (in process); returns the run id."""
+    if cell.kind == "random":
+        encoder = ["--model.encoder=random", f"--model.random_like=runs:/{cell.encoder_run}"]
+    else:
+        encoder = [f"--model.encoder=runs:/{cell.encoder_run}"]
+    args = ["fit", "--config", config, *cell.args, *encoder, f"--model.mix={cell.mix}", f"--model.head={cell.head}",
+            f"--seed_everything={cell.seed}", f"--data.train_fraction={cell.train_fraction}",
+            f"--method={cell.method}", f"--parent_run_id={parent_run_id}", f"--experiment_name={experiment}",
+            f"--tags={json.dumps({'cell_hash': cell_hash, 'kind': cell.kind, 'encoder': cell.encoder})}",
+            "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false"]
+    code = run_quietly(FinetuneCLI, args, log_path)
+    run_id = finished_run(experiment, cell_hash)
+    if code != 0 or run_id is None:
+        raise UserError(f"cell {cell.method} seed {cell.seed} failed (exit {code}); its output is in {log_path}")
+    return run_id
+
+
+def baseline(cell: Cell, mrpc_dir: str | None, experiment: str, parent_run_id: str, cell_hash: str) -> str:
+    """Fit a baseline on GLUE train, log a ``stage=baseline`` child run with the finetune
+    metric names and prediction files; returns the run id."""
+    splits = load_mrpc(mrpc_dir)
+    frames = BASELINES[cell.method](splits.train, {"dev": splits.dev, "test": splits.test}, cell.seed)
+    client = MlflowClient(tracking_uri())
+    run = client.create_run(ensure_experiment(experiment), run_name=f"baseline-{cell.method}-seed{cell.seed}", tags={
+        "stage": "baseline", "method": cell.method, "seed": str(cell.seed), "kind": "baseline",
+        "mlflow.parentRunId": parent_run_id, "cell_hash": cell_hash, "pretrain_run_id": "none"})
+    run_id = run.info.run_id
+    try:
+        for split, frame in frames.items():
+            for name, value in metrics_from_predictions(frame).items():
+                client.log_metric(run_id, f"{split}_{name}", value)
+            client.log_text(run_id, frame.to_csv(index=False), f"predictions/{split}.csv")
+        client.log_param(run_id, "train_pairs", len(splits.train))
+    except BaseException:
+        client.set_terminated(run_id, "FAILED")
+        raise
+    client.set_terminated(run_id, "FINISHED")
+    return run_id
