@@ -8,6 +8,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -66,12 +67,15 @@ def run_quietly(cli_class, args: list[str], log_path: Path) -> int:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     lightning_logs = [logging.getLogger(name) for name in ("pytorch_lightning", "lightning.pytorch", "lightning_fabric")]
     levels = [logger.level for logger in lightning_logs]
+    command_line = sys.argv
     with log_path.open("w") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
         for logger in lightning_logs:
             logger.setLevel(logging.WARNING)
+        sys.argv = [command_line[0]]  # the CLI parses `args`, not the suite's own flags
         try:
             return run_cli(cli_class, args)
         finally:
+            sys.argv = command_line
             for logger, level in zip(lightning_logs, levels):
                 logger.setLevel(level)
 

@@ -44,6 +44,12 @@ def load_config(path: Path) -> dict:
     for encoder in config["encoders"]:
         if "name" not in encoder or not ({"run", "pretrain"} & set(encoder)):
             raise UserError(f"{path}: each encoder needs `name` and `run` (latest | runs:/<id>) or `pretrain`")
+    for key in ("mixes", "heads", "baselines"):
+        if not isinstance(config.get(key, []), list):
+            raise UserError(f"{path}: `{key}` must be a list, e.g. {key}: [{config[key]}]")
+    curve = config.get("learning_curve")
+    if curve is not None and not (isinstance(curve, dict) and isinstance(curve.get("fractions"), list)):
+        raise UserError(f"{path}: `learning_curve` needs `fractions`, e.g. fractions: [0.1, 0.25, 0.5, 1.0]")
     for baseline_name in config.get("baselines", []):
         if baseline_name not in BASELINES:
             raise UserError(f"{path}: unknown baseline {baseline_name!r}; choose from {sorted(BASELINES)}")
@@ -51,6 +57,11 @@ def load_config(path: Path) -> dict:
     config.setdefault("experiment", "mrpc")
     config.setdefault("finetune", {"config": "configs/downstream/mrpc.yaml"})
     return config
+
+
+def repo_path(path: str) -> Path:
+    """Config paths in a suite file are relative to the repository root."""
+    return Path(path) if Path(path).is_absolute() else REPO_ROOT / path
 
 
 def seed_list(value) -> list[int]:
@@ -69,7 +80,8 @@ def resolve_encoder(encoder: dict, logs: Path) -> dict:
                 raise
     if run_id is None:
         spec = {"config": encoder["pretrain"]["config"], "args": encoder["pretrain"].get("args", [])}
-        config_text = (REPO_ROOT / spec["config"]).read_text() if (REPO_ROOT / spec["config"]).is_file() else ""
+        spec["config"] = str(repo_path(spec["config"]))
+        config_text = Path(spec["config"]).read_text() if Path(spec["config"]).is_file() else ""
         cell_hash = settings_hash({**spec, "config_text": config_text})
         run_id = finished_run("pretrain", cell_hash)
         if run_id is None:
@@ -158,6 +170,21 @@ def run_table(done: list[tuple[Cell, str]]) -> tuple[pd.DataFrame, dict[str, pd.
     return pd.DataFrame(rows), predictions
 
 
+def drop_unpaired_controls(runs: pd.DataFrame, predictions: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Clear the control of a method whose test predictions cover other pairs than its control's
+    (baselines on the full test set against cells capped by ``--data.max_pairs``): a paired test
+    needs the same items, so such a method gets no p-value rather than a crash."""
+    pairs = {run_id: set(zip(frame["id1"].astype(str), frame["id2"].astype(str)))
+             for run_id, frame in predictions.items()}
+    run_of = {(method, seed): run_id for method, seed, run_id in zip(runs["method"], runs["seed"], runs["run_id"])}
+    unpaired = {row.method for row in runs.itertuples() if row.control
+                and (row.control, row.seed) in run_of and pairs[row.run_id] != pairs[run_of[(row.control, row.seed)]]}
+    for method in sorted(unpaired):
+        print(f"  note: {method} was evaluated on other test pairs than its control: no p-value")
+    return runs.assign(control=["" if method in unpaired else control
+                                for method, control in zip(runs["method"], runs["control"])])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--config", type=Path, default=REPO_ROOT / "configs/benchmarks/default.yaml")
@@ -179,8 +206,8 @@ def run_suite(args) -> int:
         if "pretrain" in encoder:
             encoder["pretrain"]["args"] = [*encoder["pretrain"].get("args", []), *shlex.split(args.pretrain_args)]
     finetune_args = [*config["finetune"].get("args", []), *shlex.split(args.finetune_args)]
-    finetune_config = config["finetune"]["config"]
-    config_text = (REPO_ROOT / finetune_config).read_text() if (REPO_ROOT / finetune_config).is_file() else ""
+    finetune_config = str(repo_path(config["finetune"]["config"]))
+    config_text = Path(finetune_config).read_text() if Path(finetune_config).is_file() else ""
     directory = args.results_dir or REPO_ROOT / "benchmarks" / "results" / config["name"]
     logs = directory / "logs"
     encoders = [resolve_encoder(encoder, logs) for encoder in config["encoders"]]
@@ -208,6 +235,7 @@ def run_suite(args) -> int:
                   f"  test acc {metrics['test_acc']:.3f}  ({status})", flush=True)
             done.append((cell, run_id))
         runs, predictions = run_table(done)
+        runs = drop_unpaired_controls(runs, predictions)
         results = build_results(runs, predictions)
         wall = time.perf_counter() - started
         throughput_file = REPO_ROOT / "benchmarks" / "results" / "throughput.json"

@@ -25,7 +25,8 @@ def resolve_encoder(encoder: str, random_like: str | None, seed: int) -> tuple[E
             return random_encoder(like, seed), "random"
         loaded = load_encoder(encoder)
     except UserError as error:
-        raise UserError(f"{flag}: {error}") from None
+        message = str(error).removeprefix(f"{random_like or 'latest'}: " if encoder == "random" else f"{encoder}: ")
+        raise UserError(f"{flag}: {message}") from None
     run_id = resolve_run_id(loaded.source) if loaded.source.startswith("runs:/") else None
     return loaded, run_id or f"file:{loaded.source}"
 

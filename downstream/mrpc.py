@@ -25,7 +25,11 @@ def subsample(pairs: list[Pair], fraction: float, seed: int) -> list[Pair]:
     if fraction == 1.0:
         return list(pairs)
     labels = [pair.label for pair in pairs]
-    kept, _ = train_test_split(pairs, train_size=fraction, stratify=labels, random_state=seed)
+    try:
+        kept, _ = train_test_split(pairs, train_size=fraction, stratify=labels, random_state=seed)
+    except ValueError:  # too few pairs left to hold both classes
+        raise UserError(f"--data.train_fraction={fraction}: too small for {len(pairs)} training pairs "
+                        f"(a stratified sample needs at least one pair per class); use a larger fraction") from None
     return kept
 
 
@@ -72,11 +76,11 @@ class MRPCPairs(pl.LightningDataModule):
         super().__init__()
         self.save_hyperparameters(logger=False)
         splits = load_mrpc(mrpc_dir)
-        seed = subsample_seed if subsample_seed is not None else torch.initial_seed() % 2**32
-        train = subsample(splits.train, train_fraction, seed)
-        self.pairs = {"train": train, "dev": splits.dev, "test": splits.test}
-        if max_pairs is not None:
+        self.pairs = {"train": splits.train, "dev": splits.dev, "test": splits.test}
+        if max_pairs is not None:  # cap first, so that train_fraction still subsamples a capped run
             self.pairs = {name: pairs[:max_pairs] for name, pairs in self.pairs.items()}
+        seed = subsample_seed if subsample_seed is not None else torch.initial_seed() % 2**32
+        self.pairs["train"] = subsample(self.pairs["train"], train_fraction, seed)
         self.content_hash = splits.content_hash
         self.encoder = None
         self.store: FeatureStore | None = None

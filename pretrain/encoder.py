@@ -139,7 +139,7 @@ def checkpoint_of_run(run_id: str, source: str) -> Path:
         raise UserError(f"{source}: pretrain run {run_id} is {run.info.status}, not FINISHED")
     # Artifacts of a FINISHED run do not change: download once per run.
     directory = REPO_ROOT / ".cache" / "encoders" / run_id
-    local = directory / CHECKPOINT_ARTIFACT
+    local = directory / Path(CHECKPOINT_ARTIFACT).name  # where download_artifacts puts a single file
     if local.is_file():
         return local
     directory.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,348 @@
+"""The benchmark suite: config checks and the cell plan (fast), then the real
+``python -m benchmarks.suite`` on the quick config against a throw-away MLflow store — what the
+parent run and its cells hold, the results table, resuming, and re-running a lost cell."""
+
+import math
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+import yaml
+from mlflow.entities import ViewType
+from mlflow.tracking import MlflowClient
+
+from benchmarks.suite import expand_mixes, load_config, plan
+from pretrain.errors import UserError
+
+REPO = Path(__file__).resolve().parents[2]
+QUICK = REPO / "configs" / "benchmarks" / "quick.yaml"
+CONTRACT_COLUMNS = (["method", "n_seeds"]
+                    + [f"{split}_{metric}_{statistic}" for split in ("dev", "test") for metric in ("acc", "f1")
+                       for statistic in ("mean", "std", "min", "max")]
+                    + ["p_value_vs_random"])
+QUICK_METHODS = [
+    "elmo-average-pool-mlp", "random-average-pool-mlp", "elmo-scalar-pool-mlp", "random-scalar-pool-mlp",
+    "elmo-top-pool-mlp", "random-top-pool-mlp", "elmo-layer:0-pool-mlp", "random-layer:0-pool-mlp",
+    "elmo-layer:1-pool-mlp", "random-layer:1-pool-mlp", "elmo-scalar-pool-mlp@0.1", "random-scalar-pool-mlp@0.1",
+    "majority", "tfidf-lr",
+]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny models gain nothing from threads, and spinning threads stall on a busy machine."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+# ── expand_mixes and plan ──────────────────────────────────────────────────────────────────────
+
+ENCODER = {"name": "elmo", "run_id": "abc123", "num_layers": 3}
+
+
+def test_expand_mixes_spells_out_the_single_layers_below_the_top():
+    assert expand_mixes(["average", "layers", "top"], 3) == ["average", "layer:0", "layer:1", "top"]
+    assert expand_mixes(["layers"], 4) == ["layer:0", "layer:1", "layer:2"]
+    assert expand_mixes(["layer:1", "layers", "scalar", "scalar"], 3) == ["layer:1", "layer:0", "scalar"]
+
+
+def suite_config(**overrides) -> dict:
+    config = {"mixes": ["average", "layers"], "heads": ["pool-mlp"], "seeds": 2, "random_control": True,
+              "baselines": ["majority", "tfidf-lr"],
+              "learning_curve": {"fractions": [0.1, 1.0], "mix": "scalar", "head": "pool-mlp", "seeds": 1}}
+    return {**config, **overrides}
+
+
+def test_plan_pairs_every_pretrained_cell_with_its_random_control():
+    cells = plan(suite_config(), [ENCODER], ["--trainer.max_epochs=1"])
+    finetune = [cell for cell in cells if cell.kind != "baseline"]
+    pretrained = [cell for cell in finetune if cell.kind == "pretrained"]
+    random = [cell for cell in finetune if cell.kind == "random"]
+    # average, layer:0, layer:1 at two seeds + the 0.1 curve point at one seed
+    assert len(pretrained) == len(random) == 3 * 2 + 1
+    for cell in pretrained:
+        assert cell.encoder == "elmo" and cell.encoder_run == "abc123" and cell.args == ["--trainer.max_epochs=1"]
+        controls = [other for other in random if (other.method, other.seed) == (cell.control, cell.seed)]
+        assert len(controls) == 1 and controls[0] is cells[cells.index(cell) + 1]  # right after what it controls
+        (control,) = controls
+        assert cell.method.startswith("elmo-") and control.method == "random-" + cell.method.removeprefix("elmo-")
+        assert (control.mix, control.head, control.train_fraction, control.seed, control.encoder_run) == (
+            cell.mix, cell.head, cell.train_fraction, cell.seed, cell.encoder_run)
+    assert all(cell.control == "" for cell in random)
+    assert [(cell.method, cell.seed) for cell in pretrained] == [
+        ("elmo-average-pool-mlp", 0), ("elmo-average-pool-mlp", 1), ("elmo-layer:0-pool-mlp", 0),
+        ("elmo-layer:0-pool-mlp", 1), ("elmo-layer:1-pool-mlp", 0), ("elmo-layer:1-pool-mlp", 1),
+        ("elmo-scalar-pool-mlp@0.1", 0)]
+
+
+def test_plan_learning_curve_adds_fractions_below_one_only():
+    cells = plan(suite_config(mixes=["scalar"]), [ENCODER], [])
+    curve = [cell for cell in cells if cell.train_fraction < 1]
+    assert [(cell.method, cell.train_fraction, cell.seed) for cell in curve] == [
+        ("elmo-scalar-pool-mlp@0.1", 0.1, 0), ("random-scalar-pool-mlp@0.1", 0.1, 0)]
+    assert all(cell.mix == "scalar" and cell.head == "pool-mlp" for cell in curve)
+    # the 1.0 point is the matrix's own scalar cell: not a second copy, no "@1" method
+    full = [(cell.method, cell.seed) for cell in cells if cell.kind != "baseline" and cell.train_fraction == 1.0]
+    assert full == [("elmo-scalar-pool-mlp", 0), ("random-scalar-pool-mlp", 0),
+                    ("elmo-scalar-pool-mlp", 1), ("random-scalar-pool-mlp", 1)]
+    assert not any("@1" in cell.method for cell in cells)
+
+
+def test_plan_appends_baselines_against_the_first_control():
+    cells = plan(suite_config(), [ENCODER], ["--x"])
+    baselines = cells[-2:]
+    assert [(cell.method, cell.kind, cell.seed) for cell in baselines] == [
+        ("majority", "baseline", 0), ("tfidf-lr", "baseline", 0)]
+    assert all(cell.control == "random-average-pool-mlp" for cell in baselines)
+    assert all(cell.kind != "baseline" for cell in cells[:-2])
+
+
+def test_plan_without_control_or_baselines_and_with_several_encoders():
+    alone = plan(suite_config(random_control=False, baselines=[]), [ENCODER], [])
+    assert alone and all(cell.kind == "pretrained" and cell.control == "" for cell in alone)
+    other = {"name": "big", "run_id": "def456", "num_layers": 2}
+    cells = plan(suite_config(mixes=["top"], learning_curve=None, seeds=1, baselines=[]), [ENCODER, other], [])
+    assert [(cell.method, cell.control, cell.encoder_run) for cell in cells] == [
+        ("elmo-top-pool-mlp", "random(elmo)-top-pool-mlp", "abc123"), ("random(elmo)-top-pool-mlp", "", "abc123"),
+        ("big-top-pool-mlp", "random(big)-top-pool-mlp", "def456"), ("random(big)-top-pool-mlp", "", "def456")]
+
+
+# ── load_config ────────────────────────────────────────────────────────────────────────────────
+
+GOOD = {"encoders": [{"name": "elmo", "run": "latest"}]}
+
+
+def write_config(tmp_path: Path, content) -> Path:
+    path = tmp_path / "suite.yaml"
+    path.write_text(content if isinstance(content, str) else yaml.safe_dump(content))
+    return path
+
+
+def test_load_config_fills_defaults_and_reads_the_shipped_configs(tmp_path):
+    config = load_config(write_config(tmp_path, GOOD))
+    assert (config["name"], config["experiment"]) == ("suite", "mrpc")
+    assert config["finetune"] == {"config": "configs/downstream/mrpc.yaml"}
+    for name in ("quick", "default"):
+        shipped = load_config(REPO / "configs" / "benchmarks" / f"{name}.yaml")
+        assert shipped["name"] == name
+        assert (REPO / shipped["finetune"]["config"]).is_file()
+        assert all((REPO / e["pretrain"]["config"]).is_file() for e in shipped["encoders"] if "pretrain" in e)
+
+
+@pytest.mark.parametrize("content, fragment", [
+    ({**GOOD, "seed": 3}, "unknown key(s) ['seed']"),
+    ({"encoders": [{"name": "elmo"}]}, "`run`"),
+    ({"encoders": [{"run": "latest"}]}, "`name`"),
+    ({**GOOD, "baselines": ["majority", "bert"]}, "unknown baseline 'bert'"),
+    ({"mixes": ["scalar"]}, "encoders"),
+    ("encoders: [unclosed", "not valid YAML"),
+], ids=["unknown-key", "encoder-without-run", "encoder-without-name", "unknown-baseline", "no-encoders", "bad-yaml"])
+def test_load_config_errors_are_one_line_naming_the_file(tmp_path, content, fragment):
+    path = write_config(tmp_path, content)
+    with pytest.raises(UserError) as raised:
+        load_config(path)
+    message = str(raised.value)
+    assert "\n" not in message and str(path) in message and fragment in message, message
+
+
+def test_load_config_missing_file(tmp_path):
+    missing = tmp_path / "nope.yaml"
+    with pytest.raises(UserError, match="no such file") as raised:
+        load_config(missing)
+    assert str(missing) in str(raised.value) and "\n" not in str(raised.value)
+
+
+# ── the real suite, end to end ─────────────────────────────────────────────────────────────────
+
+
+def suite_command(root: Path) -> list[str]:
+    scratch = f"--trainer.default_root_dir={root / 'lightning'}"  # checkpoints stay out of the repo
+    return [sys.executable, "-m", "benchmarks.suite", "--config", str(QUICK), "--results-dir", str(root / "results"),
+            "--pretrain-args", f"--data.max_sentences=800 --trainer.limit_val_batches=5 --model.hidden_size=16 {scratch}",
+            "--finetune-args", f"--data.max_pairs=150 --trainer.max_epochs=1 --data.cache_dir={root / 'cache'} {scratch}"]
+
+
+def run_suite(root: Path, mrpc_dir: Path, command: list[str] | None = None, timeout: int = 300):
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}", "MRPC_DIR": str(mrpc_dir),
+           "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    return subprocess.run(command or suite_command(root), cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def all_runs(uri: str, view=ViewType.ALL) -> list:
+    client = MlflowClient(uri)
+    experiments = [e.experiment_id for e in client.search_experiments(view_type=ViewType.ALL)]
+    return client.search_runs(experiments, run_view_type=view, max_results=10_000) if experiments else []
+
+
+def benchmark_parents(uri: str) -> list:
+    return [run for run in all_runs(uri) if run.data.tags.get("stage") == "benchmark"]
+
+
+def children(uri: str, parent: str) -> list:
+    return [run for run in all_runs(uri, ViewType.ACTIVE_ONLY) if run.data.tags.get("mlflow.parentRunId") == parent]
+
+
+def cell_lines(stdout: str) -> list[str]:
+    return [line for line in stdout.splitlines() if line.lstrip().startswith("[") and "/14]" in line]
+
+
+@pytest.fixture(scope="module")
+def first(tmp_path_factory):
+    """One quick benchmark from scratch: pretraining, 12 finetune cells, 2 baselines."""
+    mrpc_dir = os.environ.get("MRPC_DIR", "")
+    if not mrpc_dir or not (Path(mrpc_dir) / "msr_paraphrase_train.txt").is_file():
+        pytest.skip("MRPC_DIR does not point at the MSR release files")
+    root = tmp_path_factory.mktemp("suite")
+    process = run_suite(root, Path(mrpc_dir))
+    uri = f"sqlite:///{root / 'mlflow.db'}"
+    runs = all_runs(uri) if (root / "mlflow.db").exists() else []
+    yield {"root": root, "mrpc_dir": Path(mrpc_dir), "uri": uri, "process": process, "runs": runs,
+           "results": (root / "results" / "results.csv").read_text() if process.returncode == 0 else None}
+    # load_encoder caches checkpoints under the repo's .cache/encoders/<run id>: remove this store's
+    for run in runs:
+        if run.data.tags.get("stage") == "pretrain":
+            shutil.rmtree(REPO / ".cache" / "encoders" / run.info.run_id, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def parent_run(first):
+    assert first["process"].returncode == 0, first["process"].stderr[-5000:]
+    (parent,) = [run for run in first["runs"] if run.data.tags.get("stage") == "benchmark"]
+    return parent
+
+
+@pytest.mark.slow
+def test_suite_finishes_with_a_parent_run_holding_the_outputs(first, parent_run, tmp_path):
+    assert parent_run.info.status == "FINISHED"
+    client, parent = MlflowClient(first["uri"]), parent_run.info.run_id
+    top = {artifact.path for artifact in client.list_artifacts(parent)}
+    assert {"results.csv", "report.md", "figures"} <= top
+    figures = [artifact.path for artifact in client.list_artifacts(parent, "figures")]
+    assert figures and all(path.startswith("figures/") and path.endswith(".png") for path in figures)
+    results_dir = first["root"] / "results"
+    for name in ["results.csv", "report.md", *figures]:
+        assert (results_dir / name).is_file(), name
+    logged = Path(client.download_artifacts(parent, "results.csv", str(tmp_path))).read_text()
+    assert logged == first["results"] == (results_dir / "results.csv").read_text()
+    report = (results_dir / "report.md").read_text()
+    assert report.startswith("# Benchmark report: quick") and parent in report
+    stdout = first["process"].stdout
+    assert f"parent run {parent}" in stdout and "reused" not in stdout
+    assert len(cell_lines(stdout)) == 14
+
+
+@pytest.mark.slow
+def test_every_cell_is_a_tagged_child_of_the_parent(first, parent_run):
+    cells = children(first["uri"], parent_run.info.run_id)
+    assert sorted(run.data.tags["method"] for run in cells) == sorted(QUICK_METHODS)
+    for run in cells:
+        tags = run.data.tags
+        assert run.info.status == "FINISHED"
+        assert tags["seed"] == "0" and tags["cell_hash"]
+        assert tags["stage"] == ("baseline" if tags["method"] in ("majority", "tfidf-lr") else "finetune")
+        for metric in ("dev_acc", "dev_f1", "test_acc", "test_f1"):
+            assert 0 <= run.data.metrics[metric] <= 1, (tags["method"], metric)
+    pretrain_runs = [run for run in first["runs"] if run.data.tags.get("stage") == "pretrain"]
+    assert len(pretrain_runs) == 1 and pretrain_runs[0].info.status == "FINISHED"
+    for run in cells:
+        if run.data.tags["stage"] == "finetune":
+            expected = "random" if run.data.tags["method"].startswith("random") else pretrain_runs[0].info.run_id
+            assert run.data.tags["pretrain_run_id"] == expected
+    # nothing but the pretraining, the parent and its cells
+    assert len(first["runs"]) == 1 + 1 + len(QUICK_METHODS)
+
+
+@pytest.mark.slow
+def test_results_table_follows_the_contract(first, parent_run):
+    results = pd.read_csv(first["root"] / "results" / "results.csv")
+    assert list(results.columns) == CONTRACT_COLUMNS + ["collapsed_runs"]
+    assert results["method"].tolist() == QUICK_METHODS
+    assert (results["n_seeds"] == 1).all()
+    statistics = results[CONTRACT_COLUMNS[2:-1]]
+    assert statistics.notna().all().all() and ((statistics >= 0) & (statistics <= 1)).all().all()
+    pvalues = results.set_index("method")["p_value_vs_random"]
+    for method, value in pvalues.items():
+        if method.startswith("random-"):
+            assert math.isnan(value), method
+        elif method.startswith("elmo-"):
+            assert 0 <= value <= 1, (method, value)
+        else:  # baselines: paired with the control when both saw the same test pairs, else none
+            assert math.isnan(value) or 0 <= value <= 1, (method, value)
+
+
+@pytest.fixture(scope="module")
+def second(first, parent_run):
+    """The same command again: everything is found, nothing retrains."""
+    process = run_suite(first["root"], first["mrpc_dir"])
+    return {"process": process, "runs": all_runs(first["uri"])}
+
+
+@pytest.mark.slow
+def test_rerun_reuses_every_cell_and_the_parent(first, parent_run, second):
+    process = second["process"]
+    assert process.returncode == 0, process.stderr[-5000:]
+    lines = cell_lines(process.stdout)
+    assert len(lines) == 14 and all(line.endswith("(reused)") for line in lines), "\n".join(lines)
+    assert "pretraining encoder" not in process.stdout
+    assert sorted(run.info.run_id for run in second["runs"]) == sorted(run.info.run_id for run in first["runs"])
+    (parent,) = benchmark_parents(first["uri"])
+    assert parent.info.run_id == parent_run.info.run_id and parent.info.status == "FINISHED"
+    assert (first["root"] / "results" / "results.csv").read_text() == first["results"]
+
+
+@pytest.fixture(scope="module")
+def killed(first, parent_run, second):
+    """A benchmark that lost two cells: one run deleted, one left FAILED (as a kill leaves it),
+    and the parent KILLED. Re-running must redo exactly those two cells."""
+    client, parent = MlflowClient(first["uri"]), parent_run.info.run_id
+    by_method = {run.data.tags["method"]: run.info.run_id for run in children(first["uri"], parent)}
+    client.delete_run(by_method["elmo-top-pool-mlp"])
+    client.set_terminated(by_method["random-layer:0-pool-mlp"], "FAILED")
+    client.set_terminated(parent, "KILLED")
+    before = {run.info.run_id for run in all_runs(first["uri"])}
+    process = run_suite(first["root"], first["mrpc_dir"])
+    new = [run for run in all_runs(first["uri"]) if run.info.run_id not in before]
+    return {"process": process, "new": new, "lost": by_method}
+
+
+@pytest.mark.slow
+def test_rerun_after_a_kill_redoes_only_the_lost_cells(first, parent_run, killed):
+    process = killed["process"]
+    assert process.returncode == 0, process.stderr[-5000:]
+    assert sorted(run.data.tags["method"] for run in killed["new"]) == ["elmo-top-pool-mlp", "random-layer:0-pool-mlp"]
+    assert all(run.info.status == "FINISHED" and run.data.tags["mlflow.parentRunId"] == parent_run.info.run_id
+               for run in killed["new"])
+    lines = cell_lines(process.stdout)
+    redone = [line for line in lines if not line.endswith("(reused)")]
+    assert len(lines) == 14 and len(redone) == 2, "\n".join(lines)
+    assert any("elmo-top-pool-mlp " in line for line in redone)
+    assert any("random-layer:0-pool-mlp " in line for line in redone)
+    (parent,) = benchmark_parents(first["uri"])
+    assert parent.info.run_id == parent_run.info.run_id and parent.info.status == "FINISHED"
+    active = children(first["uri"], parent.info.run_id)
+    finished = [run for run in active if run.info.status == "FINISHED"]
+    assert sorted(run.data.tags["method"] for run in finished) == sorted(QUICK_METHODS)
+    results = pd.read_csv(first["root"] / "results" / "results.csv")
+    assert results["method"].tolist() == QUICK_METHODS
+
+
+@pytest.mark.slow
+def test_bad_suite_config_exits_2_with_one_error_line(tmp_path):
+    bad = write_config(tmp_path, {**GOOD, "mixess": ["scalar"]})
+    command = [sys.executable, "-m", "benchmarks.suite", "--config", str(bad), "--results-dir", str(tmp_path / "out")]
+    process = run_suite(tmp_path, Path(os.environ.get("MRPC_DIR", "")), command, timeout=120)
+    assert process.returncode == 2, process.stderr[-3000:]
+    assert "Traceback" not in process.stderr
+    lines = process.stderr.strip().splitlines()
+    assert [line for line in lines if line.startswith("error:")] == [lines[-1]], process.stderr[-3000:]
+    assert str(bad) in lines[-1] and "mixess" in lines[-1]
+    assert not (tmp_path / "out").exists()
+    assert not (tmp_path / "mlflow.db").exists() or all_runs(f"sqlite:///{tmp_path / 'mlflow.db'}") == []

@@ -1,0 +1,201 @@
+"""The real ``python -m downstream`` CLI on the smoke config, over one smoke pretrain run: what a
+finetune run leaves in MLflow, the random control, determinism, train fractions, and how user
+errors end (one line, exit 2, no run left RUNNING)."""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+from mlflow.entities import ViewType
+from mlflow.tracking import MlflowClient
+from sklearn.metrics import accuracy_score, f1_score
+
+from downstream.evaluation import PREDICTION_COLUMNS
+from pretrain.mrpc import load_mrpc
+
+REPO = Path(__file__).resolve().parents[2]
+PRETRAIN_SMOKE = REPO / "configs" / "pretrain" / "smoke.yaml"
+FINETUNE_SMOKE = REPO / "configs" / "downstream" / "smoke.yaml"
+PRETRAIN_QUICK = ["--trainer.max_epochs=1", "--trainer.limit_val_batches=2", "--data.max_sentences=200"]
+SMOKE_PAIRS = 300  # data.max_pairs of the smoke config
+METRICS = ("dev_acc", "dev_f1", "test_acc", "test_f1")
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> dict:
+    """One smoke pretrain run in a fresh SQLite store, shared by every test here."""
+    configured = os.environ.get("MRPC_DIR", "")
+    if not configured or not (Path(configured) / "msr_paraphrase_train.txt").is_file():
+        pytest.skip("MRPC_DIR does not point at the MSR release files")
+    directory = tmp_path_factory.mktemp("store")
+    store = {"directory": directory, "uri": f"sqlite:///{directory / 'mlflow.db'}",
+             "mrpc_dir": Path(configured).resolve()}
+    process = run_module(store, "pretrain", PRETRAIN_SMOKE, *PRETRAIN_QUICK)
+    assert process.returncode == 0, process.stderr[-5000:]
+    runs = all_runs(store["uri"])
+    assert len(runs) == 1 and runs[0].info.status == "FINISHED"
+    store["pretrain_run_id"] = runs[0].info.run_id
+    return store
+
+
+def run_module(store: dict, module: str, config: Path, *flags: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "MLFLOW_TRACKING_URI": store["uri"], "MRPC_DIR": str(store["mrpc_dir"]),
+           "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", module, "fit", "--config", str(config), *flags],
+                          cwd=store["directory"], env=env, capture_output=True, text=True, timeout=180)
+
+
+def finetune(store: dict, *flags: str) -> subprocess.CompletedProcess:
+    cache = f"--data.cache_dir={store['directory'] / 'cache'}"
+    return run_module(store, "downstream", FINETUNE_SMOKE, cache, "--trainer.enable_progress_bar=false", *flags)
+
+
+def all_runs(uri: str) -> list:
+    client = MlflowClient(uri)
+    experiments = [e.experiment_id for e in client.search_experiments(view_type=ViewType.ALL)]
+    return client.search_runs(experiments, run_view_type=ViewType.ALL) if experiments else []
+
+
+def finished_run(store: dict, process: subprocess.CompletedProcess):
+    """The run a successful finetune printed in its summary, read back from the store."""
+    assert process.returncode == 0, process.stderr[-5000:]
+    found = re.search(r"^  run +([0-9a-f]{32})\b", process.stdout, re.MULTILINE)
+    assert found, process.stdout[-3000:]
+    run = MlflowClient(store["uri"]).get_run(found.group(1))
+    assert run.info.status == "FINISHED"
+    return run
+
+
+def predictions(store: dict, run_id: str, split: str, directory: Path) -> tuple[pd.DataFrame, str]:
+    path = MlflowClient(store["uri"]).download_artifacts(run_id, f"predictions/{split}.csv", str(directory))
+    text = Path(path).read_text()
+    return pd.read_csv(path, dtype={"id1": str, "id2": str}), text
+
+
+@pytest.fixture(scope="module")
+def smoke(store) -> dict:
+    process = finetune(store, f"--model.encoder=runs:/{store['pretrain_run_id']}")
+    return {"process": process, "run": finished_run(store, process)}
+
+
+def test_smoke_run_finishes_and_prints_a_summary(smoke):
+    stdout, run = smoke["process"].stdout, smoke["run"]
+    assert "finetune finished" in stdout
+    assert f"run        {run.info.run_id}" in stdout
+    for fragment in ("dev        acc", "test       acc", "mix        weights", f"train      {SMOKE_PAIRS} pairs"):
+        assert fragment in stdout, fragment
+    assert "Traceback" not in smoke["process"].stderr
+
+
+def test_smoke_run_tags_metrics_and_params(store, smoke):
+    run = smoke["run"]
+    tags, metrics, params = run.data.tags, run.data.metrics, run.data.params
+    assert tags["stage"] == "finetune"
+    assert tags["pretrain_run_id"] == store["pretrain_run_id"]
+    assert tags["seed"] == "0"
+    assert tags["mix"] == "scalar" and tags["head"] == "pool-mlp"
+    assert run.info.run_name == "finetune-elmo-scalar-pool-mlp-seed0"
+    for name in METRICS:
+        assert 0.0 <= metrics[name] <= 1.0, name
+    weights = [metrics[f"mix_weight_{k}"] for k in range(3)]
+    assert "mix_weight_3" not in metrics
+    assert sum(weights) == pytest.approx(1.0, abs=1e-6) and all(w > 0 for w in weights)
+    assert metrics["mix_gamma"] > 0
+    assert params["train_pairs"] == params["dev_pairs"] == params["test_pairs"] == str(SMOKE_PAIRS)
+    assert params["encoder_layers"] == "3" and params["encoder_dim"] == "64"
+    assert len(params["encoder_fingerprint"]) == 64
+
+
+def test_smoke_run_predictions_recompute_the_metrics(store, smoke, tmp_path):
+    run = smoke["run"]
+    client = MlflowClient(store["uri"])
+    listed = {artifact.path for artifact in client.list_artifacts(run.info.run_id, "predictions")}
+    assert listed == {"predictions/dev.csv", "predictions/test.csv"}
+    splits = load_mrpc(str(store["mrpc_dir"]))
+    for split, pairs in (("dev", splits.dev), ("test", splits.test)):
+        frame, _ = predictions(store, run.info.run_id, split, tmp_path / split)
+        assert list(frame.columns) == PREDICTION_COLUMNS
+        assert len(frame) == SMOKE_PAIRS
+        assert frame["id1"].tolist() == [p.id1 for p in pairs[:SMOKE_PAIRS]]
+        assert frame["id2"].tolist() == [p.id2 for p in pairs[:SMOKE_PAIRS]]
+        assert frame["label"].tolist() == [p.label for p in pairs[:SMOKE_PAIRS]]
+        assert frame["prob"].between(0, 1).all()
+        assert (frame["pred"] == (frame["prob"] >= 0.5).astype(int)).all()
+        accuracy = accuracy_score(frame["label"], frame["pred"])
+        f1 = f1_score(frame["label"], frame["pred"])
+        assert run.data.metrics[f"{split}_acc"] == pytest.approx(accuracy, abs=1e-12)
+        assert run.data.metrics[f"{split}_f1"] == pytest.approx(f1, abs=1e-12)
+
+
+def test_same_seed_twice_gives_the_same_run(store, smoke, tmp_path):
+    again = finished_run(store, finetune(store, f"--model.encoder=runs:/{store['pretrain_run_id']}"))
+    first = smoke["run"]
+    assert again.info.run_id != first.info.run_id
+    for name in METRICS:
+        assert again.data.metrics[name] == first.data.metrics[name], name
+    _, first_text = predictions(store, first.info.run_id, "test", tmp_path / "first")
+    _, again_text = predictions(store, again.info.run_id, "test", tmp_path / "again")
+    assert again_text == first_text
+
+
+def test_random_control(store):
+    run = finished_run(store, finetune(store, "--model.encoder=random"))
+    assert run.data.tags["stage"] == "finetune"
+    assert run.data.tags["pretrain_run_id"] == "random"
+    assert run.data.tags["seed"] == "0"
+    assert run.info.run_name.startswith("finetune-random-")
+    for name in METRICS:
+        assert 0.0 <= run.data.metrics[name] <= 1.0, name
+
+
+def test_train_fraction_subsamples_train_stratified(store):
+    run = finished_run(store, finetune(store, f"--model.encoder=runs:/{store['pretrain_run_id']}",
+                                       "--data.train_fraction=0.5"))
+    params = run.data.params
+    assert int(params["train_pairs"]) == SMOKE_PAIRS // 2
+    assert params["dev_pairs"] == params["test_pairs"] == str(SMOKE_PAIRS)
+    capped = load_mrpc(str(store["mrpc_dir"])).train[:SMOKE_PAIRS]
+    assert abs(int(params["train_positive"]) - sum(p.label for p in capped) / 2) <= 1
+    assert run.data.tags["train_fraction"] == "0.5"
+    assert "-frac0.5-" in run.info.run_name
+
+
+USER_ERRORS = [
+    (["--model.mix=layer:9"], ["--model.mix=layer:9", "layer:2"]),
+    (["--model.encoder=runs:/0123456789abcdef"], ["--model.encoder=runs:/0123456789abcdef", "no run"]),
+    (["--model.encoder=runs:/{finetune_run_id}"], ["--model.encoder=runs:/{finetune_run_id}", "not a pretrain run"]),
+    (["--model.encoder=/nonexistent/bilm.ckpt"], ["--model.encoder=/nonexistent/bilm.ckpt", "not found"]),
+    (["--model.head=nope"], ["--model.head=nope", "pool-mlp"]),
+]
+
+
+@pytest.mark.parametrize("flags, fragments", USER_ERRORS, ids=["mix", "unknown-run", "finetune-run", "missing-file",
+                                                               "head"])
+def test_user_errors_end_in_one_line(store, smoke, flags, fragments):
+    names = {"finetune_run_id": smoke["run"].info.run_id}
+    before = {run.info.run_id for run in all_runs(store["uri"])}
+    process = finetune(store, *(flag.format(**names) for flag in flags))
+    assert process.returncode == 2, process.stderr[-3000:]
+    assert "Traceback" not in process.stderr, process.stderr[-3000:]
+    lines = process.stderr.strip().splitlines()
+    assert [line for line in lines if line.startswith("error:")] == [lines[-1]], process.stderr[-3000:]
+    for fragment in fragments:
+        assert fragment.format(**names) in lines[-1], lines[-1]
+    runs = all_runs(store["uri"])
+    assert not [run.info.run_id for run in runs if run.info.status == "RUNNING"]
+    assert all(run.info.status == "FAILED" for run in runs if run.info.run_id not in before)

@@ -1,0 +1,323 @@
+"""LitPairClassifier in process: a frozen encoder, the mixes, the random control, evaluation
+and determinism, on a few dozen real MRPC pairs and a tiny biLM checkpoint."""
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import pytorch_lightning as pl
+import torch
+from sklearn.metrics import accuracy_score, f1_score
+
+from downstream.evaluation import PREDICTION_COLUMNS, predictions_frame, split_metrics
+from downstream.lit_pair import LitPairClassifier
+from downstream.mrpc import MRPCPairs
+from pretrain.encoder import load_encoder, slim_checkpoint
+from pretrain.errors import UserError
+from pretrain.lit_bilm import LitBiLM
+from pretrain.mrpc import Pair, load_mrpc
+from pretrain.tokenize import Tokenizer
+
+MAX_PAIRS = 64
+HEAD = {"head": "pool-mlp", "hidden_size": 16, "dropout": 0.1, "learning_rate": 1e-2}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny models gain nothing from threads, and spinning threads stall on a busy machine."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def mrpc_dir() -> Path:
+    configured = os.environ.get("MRPC_DIR", "")
+    if not configured or not (Path(configured) / "msr_paraphrase_train.txt").is_file():
+        pytest.skip("MRPC_DIR does not point at the MSR release files")
+    return Path(configured).resolve()
+
+
+@pytest.fixture(scope="module")
+def checkpoint(mrpc_dir, tmp_path_factory) -> Path:
+    """A tiny biLM (2 layers of H=8: L=3, D=16) saved the way pretraining exports it."""
+    train = load_mrpc(str(mrpc_dir)).train[:300]
+    tokenizer = Tokenizer.build(s for pair in train for s in (pair.sentence1, pair.sentence2))
+    torch.manual_seed(0)
+    lit = LitBiLM(vocab_size=len(tokenizer), hidden_size=8, num_layers=2, dropout=0.0)
+    lit.tokenizer = tokenizer
+    state = {"state_dict": lit.state_dict(), "hyper_parameters": dict(lit.hparams), "epoch": 0, "global_step": 0}
+    lit.on_save_checkpoint(state)
+    path = tmp_path_factory.mktemp("encoder") / "bilm.ckpt"
+    torch.save(slim_checkpoint(state), path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("features")
+
+
+def make_data(model: LitPairClassifier, mrpc_dir: Path, cache_dir: Path) -> MRPCPairs:
+    data = MRPCPairs(mrpc_dir=str(mrpc_dir), batch_size=16, max_pairs=MAX_PAIRS, cache_dir=str(cache_dir),
+                     subsample_seed=0)
+    data.attach(model.encoder)
+    return data
+
+
+def make_trainer(root: Path, epochs: int = 2) -> pl.Trainer:
+    return pl.Trainer(max_epochs=epochs, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                      enable_model_summary=False, accelerator="cpu", devices=1, default_root_dir=root)
+
+
+def fit(checkpoint: Path, mrpc_dir: Path, cache_dir: Path, root: Path, seed: int, **kwargs):
+    pl.seed_everything(seed, verbose=False)
+    model = LitPairClassifier(encoder=str(checkpoint), **{**HEAD, **kwargs})
+    data = make_data(model, mrpc_dir, cache_dir)
+    trainer = make_trainer(root)
+    trainer.fit(model, datamodule=data)
+    return model, data, trainer
+
+
+@pytest.fixture(scope="module")
+def fitted(checkpoint, mrpc_dir, cache_dir, tmp_path_factory):
+    return fit(checkpoint, mrpc_dir, cache_dir, tmp_path_factory.mktemp("fit"), seed=7)
+
+
+# ── the encoder stays frozen and outside the module ─────────────────────────────────────────
+
+
+def test_training_never_touches_the_encoder(checkpoint, mrpc_dir, cache_dir, tmp_path):
+    pl.seed_everything(1, verbose=False)
+    model = LitPairClassifier(encoder=str(checkpoint), **HEAD)
+    encoder = model.encoder.model
+    before = {name: p.detach().clone() for name, p in encoder.named_parameters()}
+    head_before = [p.detach().clone() for p in model.head.parameters()]
+    assert before and all(not p.requires_grad for p in encoder.parameters())
+
+    trainer = make_trainer(tmp_path)
+    trainer.fit(model, datamodule=make_data(model, mrpc_dir, cache_dir))
+
+    assert trainer.global_step == 2 * MAX_PAIRS // 16
+    after = dict(encoder.named_parameters())
+    assert after.keys() == before.keys()
+    for name, parameter in after.items():
+        assert not parameter.requires_grad, name
+        assert parameter.grad is None, name
+        assert torch.equal(parameter, before[name]), name
+    assert not encoder.training
+    # the head did learn, so the run above really trained something
+    assert any(not torch.equal(p, q) for p, q in zip(model.head.parameters(), head_before))
+
+    encoder_ids = {id(p) for p in encoder.parameters()}
+    assert not encoder_ids & {id(p) for p in model.parameters()}
+    optimised = {id(p) for group in trainer.optimizers[0].param_groups for p in group["params"]}
+    assert not encoder_ids & optimised
+    keys = list(model.state_dict())
+    assert keys and not [key for key in keys if key.startswith(("encoder", "model."))], keys
+    assert {key.split(".")[0] for key in keys} <= {"mix", "head", "loss", "dev_accuracy", "dev_f1", "train_accuracy"}
+
+
+def test_encoder_from_a_checkpoint_path(checkpoint):
+    model = LitPairClassifier(encoder=str(checkpoint), **HEAD)
+    assert (model.encoder.num_layers, model.encoder.dim) == (3, 16)
+    assert model.encoder.source == str(checkpoint)
+    assert model.pretrain_run_id == f"file:{checkpoint}"
+    assert model.encoder_kind == "elmo"
+
+
+# ── mixes ────────────────────────────────────────────────────────────────────────────────────
+
+
+def test_layer_out_of_range_is_a_user_error(checkpoint):
+    with pytest.raises(UserError, match="--model.mix=layer:9") as raised:
+        LitPairClassifier(encoder=str(checkpoint), mix="layer:9", **HEAD)
+    assert "\n" not in str(raised.value)
+    assert "layer:2" in str(raised.value)  # says what would work
+
+
+def test_average_mix_has_no_trainable_parameters(checkpoint):
+    model = LitPairClassifier(encoder=str(checkpoint), mix="average", **HEAD)
+    assert list(model.mix.parameters()) == []
+    head = {id(p) for p in model.head.parameters()}
+    assert all(id(p) in head for p in model.parameters() if p.requires_grad)
+    metrics = model.mix_metrics()
+    assert metrics == {"mix_weight_0": pytest.approx(1 / 3), "mix_weight_1": pytest.approx(1 / 3),
+                       "mix_weight_2": pytest.approx(1 / 3), "mix_gamma": 1.0}
+
+
+@pytest.mark.parametrize("mix, weights", [("layer:1", [0.0, 1.0, 0.0]), ("top", [0.0, 0.0, 1.0])])
+def test_single_layer_mixes_are_one_hot(checkpoint, mix, weights):
+    model = LitPairClassifier(encoder=str(checkpoint), mix=mix, **HEAD)
+    metrics = model.mix_metrics()
+    assert [metrics[f"mix_weight_{k}"] for k in range(3)] == weights
+    assert metrics["mix_gamma"] == 1.0
+    assert list(model.mix.parameters()) == []
+
+
+def test_scalar_mix_logs_softmax_weights_and_gamma(checkpoint):
+    model = LitPairClassifier(encoder=str(checkpoint), mix="scalar", **HEAD)
+    assert {id(p) for p in model.mix.parameters()} <= {id(p) for p in model.parameters()}
+    with torch.no_grad():
+        model.mix.layer_scalars.copy_(torch.tensor([0.3, -1.2, 2.0]))
+        model.mix.gamma_scale.fill_(0.7)
+    metrics = model.mix_metrics()
+    assert set(metrics) == {"mix_weight_0", "mix_weight_1", "mix_weight_2", "mix_gamma"}
+    weights = [metrics[f"mix_weight_{k}"] for k in range(3)]
+    assert sum(weights) == pytest.approx(1.0, abs=1e-6)
+    assert weights == pytest.approx(torch.softmax(torch.tensor([0.3, -1.2, 2.0]), 0).tolist())
+    assert metrics["mix_gamma"] == pytest.approx(0.7)
+
+
+def test_scalar_mix_weights_after_training_sum_to_one(fitted):
+    model, _, _ = fitted
+    metrics = model.mix_metrics()
+    assert sum(metrics[f"mix_weight_{k}"] for k in range(3)) == pytest.approx(1.0, abs=1e-6)
+    assert model.mix.layer_scalars.requires_grad
+
+
+# ── the random control ───────────────────────────────────────────────────────────────────────
+
+
+def random_control(checkpoint: Path, seed: int) -> LitPairClassifier:
+    torch.manual_seed(seed)
+    return LitPairClassifier(encoder="random", random_like=str(checkpoint), **HEAD)
+
+
+def test_random_control_copies_the_architecture_not_the_weights(checkpoint):
+    trained = load_encoder(checkpoint)
+    model = random_control(checkpoint, seed=3)
+    control = model.encoder
+    assert model.pretrain_run_id == "random"
+    assert model.encoder_kind == "random" and control.source == "random"
+    assert control.config == trained.config
+    assert control.tokenizer.vocab == trained.tokenizer.vocab
+    assert (control.num_layers, control.dim) == (trained.num_layers, trained.dim)
+    weights, trained_weights = control.model.state_dict(), trained.model.state_dict()
+    assert weights.keys() == trained_weights.keys()
+    assert all(weights[key].shape == trained_weights[key].shape for key in weights)
+    assert not all(torch.equal(weights[key], trained_weights[key]) for key in weights)
+    assert control.fingerprint != trained.fingerprint  # a feature cache of its own
+    assert all(not p.requires_grad for p in control.model.parameters()) and not control.model.training
+
+
+def test_random_control_is_deterministic_per_seed(checkpoint):
+    first, again, other = (random_control(checkpoint, seed).encoder for seed in (3, 3, 4))
+    first_weights, again_weights, other_weights = (e.model.state_dict() for e in (first, again, other))
+    assert all(torch.equal(first_weights[key], again_weights[key]) for key in first_weights)
+    assert not all(torch.equal(first_weights[key], other_weights[key]) for key in first_weights)
+    assert first.fingerprint == again.fingerprint != other.fingerprint
+    sentences = ["He said so.", "Shares fell 3 percent on Monday."]
+    assert torch.equal(first.embed_layers(sentences)[0], again.embed_layers(sentences)[0])
+
+
+# ── user errors ──────────────────────────────────────────────────────────────────────────────
+
+
+def test_missing_checkpoint_is_a_user_error(tmp_path):
+    missing = tmp_path / "missing.ckpt"
+    with pytest.raises(UserError) as raised:
+        LitPairClassifier(encoder=str(missing), **HEAD)
+    message = str(raised.value)
+    assert message.startswith("--model.encoder=") and str(missing) in message and "\n" not in message
+
+
+def test_missing_random_like_checkpoint_is_a_user_error(tmp_path):
+    missing = tmp_path / "missing.ckpt"
+    with pytest.raises(UserError, match="--model.encoder=random") as raised:
+        LitPairClassifier(encoder="random", random_like=str(missing), **HEAD)
+    assert str(missing) in str(raised.value)
+
+
+def test_a_file_that_is_not_a_checkpoint_is_a_user_error(tmp_path):
+    junk = tmp_path / "notes.ckpt"
+    junk.write_text("not a checkpoint\n")
+    with pytest.raises(UserError, match="--model.encoder="):
+        LitPairClassifier(encoder=str(junk), **HEAD)
+
+
+# ── evaluation ───────────────────────────────────────────────────────────────────────────────
+
+
+def test_predictions_frame_sorts_by_pair_and_thresholds_at_one_half():
+    pairs = [Pair(id1=str(10 + i), id2=str(20 + i), label=label, sentence1="a", sentence2="b")
+             for i, label in enumerate([1, 0, 1, 1, 0])]
+    indices = torch.tensor([3, 0, 4, 1, 2])  # the order a loader might return them in
+    probabilities = torch.tensor([0.5, 0.9, 0.49999, 0.2, 0.7])
+    frame = predictions_frame(pairs, probabilities, indices)
+    assert list(frame.columns) == PREDICTION_COLUMNS
+    assert frame["id1"].tolist() == ["10", "11", "12", "13", "14"]
+    assert frame["id2"].tolist() == ["20", "21", "22", "23", "24"]
+    assert frame["label"].tolist() == [1, 0, 1, 1, 0]
+    assert frame["prob"].tolist() == pytest.approx([0.9, 0.2, 0.7, 0.5, 0.49999])
+    assert frame["pred"].tolist() == [1, 0, 1, 1, 0]
+    metrics = split_metrics(frame, "dev")
+    assert metrics == {"dev_acc": 1.0, "dev_f1": 1.0}
+
+
+def test_split_metrics_equal_sklearn_on_a_trained_model(fitted):
+    model, data, _ = fitted
+    for split in ("dev", "test"):
+        probabilities, indices = model.probabilities(data.loader(split))
+        frame = predictions_frame(data.pairs[split], probabilities, indices)
+        assert list(frame.columns) == PREDICTION_COLUMNS
+        assert len(frame) == len(data.pairs[split]) == MAX_PAIRS
+        assert frame["id1"].tolist() == [p.id1 for p in data.pairs[split]]
+        assert frame["label"].tolist() == [p.label for p in data.pairs[split]]
+        assert ((frame["prob"] >= 0) & (frame["prob"] <= 1)).all()
+        assert (frame["pred"] == (frame["prob"] >= 0.5).astype(int)).all()
+        metrics = split_metrics(frame, split)
+        assert set(metrics) == {f"{split}_acc", f"{split}_f1"}
+        assert metrics[f"{split}_acc"] == accuracy_score(frame["label"], frame["pred"])
+        assert metrics[f"{split}_f1"] == f1_score(frame["label"], frame["pred"])
+        assert all(0.0 <= value <= 1.0 for value in metrics.values())
+
+
+def test_split_metrics_f1_is_zero_without_positive_predictions():
+    pairs = [Pair(id1=str(i), id2=str(i + 1), label=i % 2, sentence1="a", sentence2="b") for i in range(4)]
+    frame = predictions_frame(pairs, torch.full((4,), 0.1), torch.arange(4))
+    assert split_metrics(frame, "test") == {"test_acc": 0.5, "test_f1": 0.0}
+
+
+# ── determinism ──────────────────────────────────────────────────────────────────────────────
+
+
+def test_same_seed_same_model(fitted, checkpoint, mrpc_dir, cache_dir, tmp_path):
+    model, data, trainer = fitted
+    again, again_data, again_trainer = fit(checkpoint, mrpc_dir, cache_dir, tmp_path / "again", seed=7)
+    assert again_data.store.cache_hit  # the same features, read back from the cache
+    for name in ("dev_acc", "dev_f1"):
+        assert float(again_trainer.callback_metrics[name]) == float(trainer.callback_metrics[name])
+    for split in ("dev", "test"):
+        first = model.probabilities(data.loader(split))
+        second = again.probabilities(again_data.loader(split))
+        assert torch.equal(first[0], second[0]) and torch.equal(first[1], second[1])
+    for (name, p), q in zip(model.state_dict().items(), again.state_dict().values()):
+        assert torch.equal(p, q), name
+
+    other, other_data, _ = fit(checkpoint, mrpc_dir, cache_dir, tmp_path / "other", seed=8)
+    assert not np.array_equal(model.probabilities(data.loader("dev"))[0].numpy(),
+                              other.probabilities(other_data.loader("dev"))[0].numpy())
+
+
+# ── the data module ──────────────────────────────────────────────────────────────────────────
+
+
+def test_train_fraction_subsamples_the_capped_train_split(mrpc_dir):
+    full = MRPCPairs(mrpc_dir=str(mrpc_dir), max_pairs=200, cache_dir="none", subsample_seed=0)
+    half = MRPCPairs(mrpc_dir=str(mrpc_dir), max_pairs=200, train_fraction=0.5, cache_dir="none", subsample_seed=0)
+    assert len(half.pairs["train"]) == 100
+    assert {(p.id1, p.id2) for p in half.pairs["train"]} <= {(p.id1, p.id2) for p in full.pairs["train"]}
+    assert abs(sum(p.label for p in half.pairs["train"]) - sum(p.label for p in full.pairs["train"]) / 2) <= 1
+    assert half.pairs["dev"] == full.pairs["dev"] and half.pairs["test"] == full.pairs["test"]
+    again = MRPCPairs(mrpc_dir=str(mrpc_dir), max_pairs=200, train_fraction=0.5, cache_dir="none", subsample_seed=0)
+    assert again.pairs["train"] == half.pairs["train"]
+
+
+@pytest.mark.parametrize("fraction", [0.0, 1.5, 0.001, 0.004])
+def test_unusable_train_fraction_is_a_user_error(mrpc_dir, fraction):
+    with pytest.raises(UserError, match="--data.train_fraction=") as raised:
+        MRPCPairs(mrpc_dir=str(mrpc_dir), max_pairs=300, train_fraction=fraction, cache_dir="none")
+    assert "\n" not in str(raised.value)
