@@ -22,7 +22,7 @@ from benchmarks.stats import METRICS, PVALUE_COLUMN, is_collapsed, pvalues_vs_co
 COLLAPSED_COLUMN = "collapsed_runs"
 ANCHORS = [  # (system, test acc, test F1, source) — MSR test, from docs/reference-systems.md
     ("majority (always paraphrase)", 66.5, 79.9, "MSR test label distribution"),
-    ("TF-IDF cosine + LR", 71.7, 80.7, "measured with this harness (benchmarks/baselines.py)"),
+    ("TF-IDF cosine + LR", 71.7, 80.7, "reference-systems.md (an earlier measurement on this machine)"),
     ("GLUE single-task BiLSTM + ELMo", 69.0, 80.8, "Wang et al. 2019, GLUE"),
     ("CBoW (frozen)", 73.4, 81.5, "Wang et al. 2019, GLUE"),
     ("InferSent (frozen)", 74.1, 81.2, "Wang et al. 2019, GLUE"),

@@ -31,7 +31,8 @@ import torch
 import yaml
 
 from pretrain.bilm import BiLM, padding_mask
-from pretrain.corpus import BiLMDataModule, pad_batch
+from pretrain.corpus import BiLMDataModule
+from pretrain.runtime import retain_freed_memory
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "pretrain"
 
@@ -93,6 +94,7 @@ def config_of(name: str) -> dict:
 
 def measure(row: dict) -> dict:
     """Train for ``row['seconds']`` at the row's config; returns the row's measurements."""
+    retain_freed_memory()  # as the CLIs do, for every row alike
     torch.manual_seed(0)
     config = config_of(row["config"])
     model_args, data_args = dict(config.get("model", {})), dict(config.get("data", {}))

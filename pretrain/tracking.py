@@ -14,6 +14,7 @@ from pytorch_lightning.cli import LightningCLI, SaveConfigCallback
 from pytorch_lightning.loggers import MLFlowLogger
 
 from pretrain.errors import UserError
+from pretrain.runtime import retain_freed_memory
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
@@ -171,6 +172,7 @@ class TrackedCLI(LightningCLI):
 def run_cli(cli_class: type[TrackedCLI], args: list[str] | None = None) -> int:
     """Run a CLI; a :class:`UserError` prints one line and exits 2, any failure marks the
     MLflow run FAILED. Returns the exit status."""
+    retain_freed_memory()
     try:
         cli_class(args=args)
     except UserError as error:
