@@ -43,3 +43,6 @@ benchmark-quick: $(STAMP)  ## every path of the suite in a few minutes (1 seed, 
 
 benchmark-corpus: $(STAMP)  ## does more pretraining text transfer? MRPC vs MRPC + Reuters-21578
 	$(PY) -m benchmarks.suite --config configs/benchmarks/corpus.yaml $(ARGS)
+
+bench-finetune: $(STAMP)  ## downstream epoch: cached frozen features vs recomputing the encoder
+	$(PY) -m benchmarks.finetune_speed $(or $(ARGS),--json benchmarks/results/finetune_speed.json)

@@ -5,6 +5,7 @@ so a re-run skips what already finished."""
 from __future__ import annotations
 
 import contextlib
+import gc
 import hashlib
 import json
 import logging
@@ -76,6 +77,7 @@ def run_quietly(cli_class, args: list[str], log_path: Path) -> int:
             return run_cli(cli_class, args)
         finally:
             sys.argv = command_line
+            gc.collect()  # drop the finished cell's model and feature maps before the next one
             for logger, level in zip(lightning_logs, levels):
                 logger.setLevel(level)
 

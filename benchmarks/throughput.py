@@ -99,6 +99,8 @@ def measure(row: dict) -> dict:
     config = config_of(row["config"])
     model_args, data_args = dict(config.get("model", {})), dict(config.get("data", {}))
     model_args["softmax"] = row["softmax"]
+    if row["softmax"] == "adaptive":
+        model_args["tie_weights"] = False  # the adaptive softmax has no single output matrix to tie
     data = BiLMDataModule(**{**data_args, "bucket": not row["padded"]})
     bilm_keys = ("hidden_size", "cell_size", "num_layers", "dropout", "softmax", "adaptive_cutoffs", "tie_weights")
     model = BiLM(data.vocab_size, **{k: model_args[k] for k in bilm_keys if k in model_args})
@@ -143,6 +145,7 @@ def measure(row: dict) -> dict:
         "name": row["name"],
         "softmax": row["softmax"],
         "batch_size": data_args.get("batch_size", 16),
+        "tie_weights": bool(model_args.get("tie_weights", False)),
         "hidden_size": model.hidden_size,
         "num_layers": model.num_layers,
         "vocab_size": data.vocab_size,
