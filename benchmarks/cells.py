@@ -82,9 +82,9 @@ def run_quietly(cli_class, args: list[str], log_path: Path) -> int:
                 logger.setLevel(level)
 
 
-def pretrain(config: str, args: list[str], cell_hash: str, log_path: Path) -> str:
+def pretrain(config: str, args: list[str], cell_hash: str, benchmark: str, log_path: Path) -> str:
     """Pretrain through ``python -m pretrain`` (in process); returns the run id."""
-    tags = json.dumps({"cell_hash": cell_hash})
+    tags = json.dumps({"cell_hash": cell_hash, "benchmark": benchmark})
     code = run_quietly(PretrainCLI, ["fit", "--config", config, *args, f"--tags={tags}",
                                      "--trainer.enable_progress_bar=false"], log_path)
     run_id = finished_run("pretrain", cell_hash)

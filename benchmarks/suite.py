@@ -68,7 +68,7 @@ def seed_list(value) -> list[int]:
     return list(range(value)) if isinstance(value, int) else [int(seed) for seed in value]
 
 
-def resolve_encoder(encoder: dict, logs: Path) -> dict:
+def resolve_encoder(encoder: dict, benchmark: str, logs: Path) -> dict:
     """Reuse the given run, or pretrain once (found again by its settings on a re-run)."""
     run_id = None
     if encoder.get("run"):
@@ -86,7 +86,8 @@ def resolve_encoder(encoder: dict, logs: Path) -> dict:
         run_id = finished_run("pretrain", cell_hash)
         if run_id is None:
             print(f"  pretraining encoder '{encoder['name']}' ({spec['config']} {' '.join(spec['args'])}) …", flush=True)
-            run_id = pretrain(spec["config"], spec["args"], cell_hash, logs / f"pretrain-{encoder['name']}.log")
+            run_id = pretrain(spec["config"], spec["args"], cell_hash, benchmark,
+                              logs / f"pretrain-{encoder['name']}.log")
     try:
         run = MlflowClient(tracking_uri()).get_run(run_id)
     except Exception:  # noqa: BLE001 - an unknown id is the user's to fix
@@ -210,7 +211,7 @@ def run_suite(args) -> int:
     config_text = Path(finetune_config).read_text() if Path(finetune_config).is_file() else ""
     directory = args.results_dir or REPO_ROOT / "benchmarks" / "results" / config["name"]
     logs = directory / "logs"
-    encoders = [resolve_encoder(encoder, logs) for encoder in config["encoders"]]
+    encoders = [resolve_encoder(encoder, config["name"], logs) for encoder in config["encoders"]]
     cells = plan(config, encoders, finetune_args)
     suite_hash = settings_hash({"config": config, "finetune_args": finetune_args, "encoders": [e["run_id"] for e in encoders]})
     parent = open_parent(config, suite_hash)

@@ -140,11 +140,12 @@ class FeatureStore:
         indices = [int(i) for i in indices]
         lengths = [self._rows(i).shape[0] for i in indices]  # also checks the range
         steps = max(lengths, default=0)
-        padded = np.zeros((len(indices), steps, self.num_layers, self.dim), dtype=np.float32)  # (B, T, L, D)
-        for row, index in enumerate(indices):
-            padded[row, :lengths[row]] = self._rows(index)
-        layers = torch.from_numpy(padded).permute(2, 0, 1, 3).contiguous()  # (B, T, L, D) → (L, B, T, D)
         mask = torch.arange(steps)[None, :] < torch.tensor(lengths, dtype=torch.long)[:, None]  # (B, T)
+        layers = torch.zeros(self.num_layers, len(indices), steps, self.dim)  # (L, B, T, D)
+        if steps:
+            # One copy of the stored (half) rows, in batch order; torch converts while scattering.
+            stored = torch.from_numpy(np.concatenate([self._rows(i) for i in indices]))  # (ΣT_i, L, D)
+            layers[:, mask] = stored.transpose(0, 1).to(layers.dtype)  # (L, ΣT_i, D) into the real slots
         return layers, mask
 
 

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytorch_lightning as pl
 import torch
 from sklearn.model_selection import train_test_split
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, RandomSampler, SequentialSampler
 
 from downstream.features import FeatureStore
+from pretrain.corpus import BucketBatchSampler
 from pretrain.errors import UserError
 from pretrain.mrpc import Pair, load_mrpc
 from pretrain.tracking import REPO_ROOT
@@ -108,8 +109,15 @@ class MRPCPairs(pl.LightningDataModule):
         }
 
     def loader(self, split: str, shuffle: bool = False) -> DataLoader:
-        return DataLoader(range(len(self.pairs[split])), batch_size=self.hparams.batch_size, shuffle=shuffle,
-                          collate_fn=self.collators[split], num_workers=self.hparams.num_workers)
+        """Batches of pairs of similar length (the longer sentence of each pair), so that the
+        mix and the head spend little on padding; shuffled pools for training."""
+        collate = self.collators[split]
+        lengths = [max(self.store.lengths[a], self.store.lengths[b]) for a, b in zip(collate.first, collate.second)]
+        indices = range(len(lengths))
+        sampler = RandomSampler(indices) if shuffle else SequentialSampler(indices)
+        batches = BucketBatchSampler(sampler, self.hparams.batch_size, drop_last=False, lengths=lengths,
+                                     pool_batches=50 if shuffle else len(lengths))
+        return DataLoader(indices, batch_sampler=batches, collate_fn=collate, num_workers=self.hparams.num_workers)
 
     def train_dataloader(self) -> DataLoader:
         return self.loader("train", shuffle=True)

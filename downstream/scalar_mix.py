@@ -161,8 +161,8 @@ class ScalarMix(nn.Module):
         if self.layer_norm:
             normalised = [masked_layer_norm(layer, mask) for layer in layers]  # L x (B, T, D)
             layers = torch.stack(normalised)  # (L, B, T, D)
-        weights = self.weights().to(layers.dtype).view(-1, 1, 1, 1)  # (L, 1, 1, 1)
-        mixed = self.gamma_scale * (weights * layers).sum(dim=0)  # (B, T, D)
+        weights = self.weights().to(layers.dtype)  # (L,)
+        mixed = self.gamma_scale * torch.tensordot(weights, layers, dims=1)  # (L,) · (L, B, T, D) → (B, T, D)
         mixed = self.dropout(mixed)  # (B, T, D)
         return mixed * mask.unsqueeze(-1).to(mixed.dtype)  # (B, T, D), zero at padding
 

@@ -106,11 +106,14 @@ def read_checkpoint(path: str | Path, source: str) -> tuple[dict, str]:
 
 
 def latest_pretrain_run() -> str:
-    """Returns the id of the newest FINISHED run tagged ``stage=pretrain``."""
+    """Returns the id of the newest FINISHED run tagged ``stage=pretrain`` that a benchmark did not
+    make for itself (those carry a ``benchmark`` tag: a quick benchmark's toy encoder must not
+    become everyone's default)."""
     client = MlflowClient(tracking_uri())
     experiments = [e.experiment_id for e in client.search_experiments()]
     runs = client.search_runs(experiments, "tags.stage = 'pretrain' and attributes.status = 'FINISHED'",
-                              order_by=["attributes.start_time DESC"], max_results=1) if experiments else []
+                              order_by=["attributes.start_time DESC"], max_results=200) if experiments else []
+    runs = [run for run in runs if "benchmark" not in run.data.tags]
     if not runs:
         raise UserError(f"encoder=latest: no finished pretrain run in {tracking_uri()}; run `make pretrain` first")
     return runs[0].info.run_id

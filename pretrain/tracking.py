@@ -164,9 +164,11 @@ class TrackedCLI(LightningCLI):
         trainer_config["callbacks"] = [*(trainer_config.get("callbacks") or []), *self.stage_callbacks(logger.run_id)]
         return super().instantiate_trainer(logger=logger, **kwargs)
 
-    def checkpoint_dir(self, run_id: str) -> Path:
+    def checkpoint_dir(self, run_id: str | None) -> Path:
+        """``<default_root_dir>/checkpoints/<stage>/<run_id>``. Under DDP only rank 0 has the run
+        id; ModelCheckpoint broadcasts rank 0's folder at setup, so the others' is a placeholder."""
         root = Path(self.setting("trainer.default_root_dir") or os.getcwd())
-        return root / "checkpoints" / self.stage / run_id
+        return root / "checkpoints" / self.stage / (run_id or "rank-placeholder")
 
 
 def run_cli(cli_class: type[TrackedCLI], args: list[str] | None = None) -> int:
