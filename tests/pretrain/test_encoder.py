@@ -1,6 +1,7 @@
 """``load_encoder``: a checkpoint written by a real Trainer rebuilds the same frozen features."""
 
 import hashlib
+import time
 
 import pytest
 import pytorch_lightning as pl
@@ -10,7 +11,7 @@ from torch.utils.data import DataLoader
 
 from pretrain import load_encoder
 from pretrain.corpus import encode_sentences, pad_batch
-from pretrain.encoder import random_encoder, slim_checkpoint
+from pretrain.encoder import latest_pretrain_run, random_encoder, slim_checkpoint
 from pretrain.errors import UserError
 from pretrain.lit_bilm import LitBiLM
 from pretrain.tokenize import Tokenizer
@@ -221,3 +222,17 @@ def test_unfinished_pretrain_run(monkeypatch, store):
 def test_latest_without_finished_pretrain_run(monkeypatch, store):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", store["uri"])
     assert "latest" in one_line_error("latest")
+
+
+def test_latest_is_the_newest_finished_pretrain_run_not_made_by_a_benchmark(monkeypatch, tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    client = MlflowClient(uri)
+    experiment = client.create_experiment("pretrain")
+    made = []
+    for tags in ({"stage": "pretrain"}, {"stage": "pretrain"}, {"stage": "pretrain", "benchmark": "quick"}):
+        run = client.create_run(experiment, tags=tags)
+        client.set_terminated(run.info.run_id, "FINISHED")
+        made.append(run.info.run_id)
+        time.sleep(0.01)  # distinct start times
+    assert latest_pretrain_run() == made[1]
