@@ -4,6 +4,7 @@ import os
 from pathlib import Path
 
 import pytest
+import torch
 
 # Tests run the CLI in subprocesses with other working directories: make a relative
 # MRPC_DIR (CI passes ../shared/data/mrpc) absolute once, here.
@@ -48,3 +49,12 @@ def real_mrpc_dir() -> Path:
     if not configured or not (folder / "msr_paraphrase_train.txt").is_file():
         pytest.skip("MRPC_DIR does not point at the MSR release files")
     return folder
+
+
+@pytest.fixture(autouse=True, scope="session")
+def one_thread():
+    """Tiny models gain nothing from threads, and spinning threads stall on a busy 2-core machine."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

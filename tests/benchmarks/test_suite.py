@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import torch
 import yaml
 from mlflow.entities import ViewType
 from mlflow.tracking import MlflowClient
@@ -31,15 +30,6 @@ QUICK_METHODS = [
     "elmo-layer:1-pool-mlp", "random-layer:1-pool-mlp", "elmo-scalar-pool-mlp@0.1", "random-scalar-pool-mlp@0.1",
     "majority", "tfidf-lr",
 ]
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models gain nothing from threads, and spinning threads stall on a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 # ── expand_mixes and plan ──────────────────────────────────────────────────────────────────────

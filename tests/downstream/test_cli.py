@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import torch
 from mlflow.entities import ViewType
 from mlflow.tracking import MlflowClient
 from sklearn.metrics import accuracy_score, f1_score
@@ -26,14 +25,6 @@ SMOKE_PAIRS = 300  # data.max_pairs of the smoke config
 METRICS = ("dev_acc", "dev_f1", "test_acc", "test_f1")
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")

@@ -23,15 +23,6 @@ MAX_PAIRS = 64
 HEAD = {"head": "pool-mlp", "hidden_size": 16, "dropout": 0.1, "learning_rate": 1e-2}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models gain nothing from threads, and spinning threads stall on a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="module")
 def mrpc_dir() -> Path:
     configured = os.environ.get("MRPC_DIR", "")

@@ -27,15 +27,6 @@ def other_token(token: int) -> int:
     return 5 + (token - 5 + 17) % (VOCAB - 5)  # a different non-special id
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models gain nothing from threads, and spinning threads stall on a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture
 def generator():
     return torch.Generator().manual_seed(1234)

@@ -23,15 +23,6 @@ SMOKE = REPO / "configs" / "pretrain" / "smoke.yaml"
 QUICK = ["--trainer.max_epochs=1", "--trainer.limit_val_batches=2", "--data.max_sentences=200"]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models gain nothing from threads, and spinning threads stall on a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def real_mrpc() -> Path:
     configured = os.environ.get("MRPC_DIR", "")
     if not configured or not (Path(configured) / "msr_paraphrase_train.txt").is_file():

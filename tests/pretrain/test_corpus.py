@@ -13,15 +13,6 @@ from pretrain.mrpc import load_mrpc
 from pretrain.tokenize import PAD_ID, SPECIALS, Tokenizer
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models gain nothing from threads, and spinning threads stall on a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def sentences_of(pairs) -> list[str]:
     return unique([s for pair in pairs for s in (pair.sentence1, pair.sentence2)])
 

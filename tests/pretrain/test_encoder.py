@@ -22,15 +22,6 @@ TRAIN = ["the cat sat on the mat .", "a dog ran home .", 'he said "so" .', "pric
 SENTENCES = ["The cat ran home.", "A dog said so, with zebras!", "Mat."]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models gain nothing from threads, and spinning threads stall on a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     """A LitBiLM trained for a few steps (dropout on) and its full and slim checkpoints."""
