@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import sys
 import tempfile
@@ -193,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--finetune-args", default="", help="extra flags for every finetune cell")
     parser.add_argument("--pretrain-args", default="", help="extra flags for every pretraining")
     args = parser.parse_args(argv)
+    # One line per cell is the suite's progress; MLflow's per-download bars would drown it.
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     try:
         return run_suite(args)
     except UserError as error:
