@@ -18,9 +18,9 @@ from mlflow.tracking import MlflowClient
 from benchmarks.baselines import majority_baseline, metrics_from_predictions, tfidf_lr_baseline
 from downstream.cli import FinetuneCLI
 from pretrain.cli import PretrainCLI
-from pretrain.errors import UserError
-from pretrain.mrpc import load_mrpc
-from pretrain.tracking import ensure_experiment, run_cli, tracking_uri
+from harness.errors import UserError
+from harness.mrpc import load_mrpc
+from harness.tracking import ensure_experiment, run_cli, tracking_uri
 
 # name → fit(train, evaluation_sets, seed) returning {split: predictions}
 BASELINES = {

@@ -17,7 +17,7 @@ import torch
 
 from downstream.lit_pair import LitPairClassifier
 from downstream.mrpc import MRPCPairs
-from pretrain.runtime import retain_freed_memory
+from harness.runtime import retain_freed_memory
 
 
 def timed_steps(model: LitPairClassifier, batches, features) -> float:

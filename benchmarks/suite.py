@@ -22,8 +22,8 @@ from benchmarks.cells import BASELINES, Cell, baseline, finetune, finished_run, 
 from benchmarks.report import build_results, write_outputs
 from benchmarks.stats import METRICS
 from pretrain.encoder import latest_pretrain_run
-from pretrain.errors import UserError
-from pretrain.tracking import REPO_ROOT, ensure_experiment, flatten, tracking_uri, ui_hint
+from harness.errors import UserError
+from harness.tracking import REPO_ROOT, ensure_experiment, flatten, tracking_uri, ui_hint
 
 KEYS = {"name", "experiment", "encoders", "finetune", "mixes", "heads", "seeds", "random_control", "baselines",
         "learning_curve", "mrpc_dir"}

@@ -30,9 +30,9 @@ from pathlib import Path
 import torch
 import yaml
 
-from pretrain.bilm import BiLM, padding_mask
+from pretrain.models.bilm import BiLM, padding_mask
 from pretrain.corpus import BiLMDataModule
-from pretrain.runtime import retain_freed_memory
+from harness.runtime import retain_freed_memory
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "pretrain"
 

@@ -7,7 +7,7 @@ from pytorch_lightning.callbacks import ModelCheckpoint
 from downstream.evaluation import EvaluateBest
 from downstream.lit_pair import LitPairClassifier
 from downstream.mrpc import MRPCPairs
-from pretrain.tracking import TrackedCLI, log_params, ui_hint
+from harness.tracking import TrackedCLI, log_params, ui_hint
 
 
 class FinetuneCLI(TrackedCLI):

@@ -19,7 +19,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from pretrain.errors import UserError
+from harness.errors import UserError
 
 NUM_CLASSES = 2
 

@@ -9,7 +9,7 @@ from torchmetrics.classification import BinaryAccuracy, BinaryF1Score
 from downstream.heads import build_head
 from downstream.scalar_mix import ScalarMix
 from pretrain.encoder import Encoder, load_encoder, random_encoder, resolve_run_id
-from pretrain.errors import UserError
+from harness.errors import UserError
 
 
 def resolve_encoder(encoder: str, random_like: str | None, seed: int) -> tuple[Encoder, str]:

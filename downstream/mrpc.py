@@ -11,10 +11,10 @@ from sklearn.model_selection import train_test_split
 from torch.utils.data import DataLoader, RandomSampler, SequentialSampler
 
 from downstream.features import FeatureStore
-from pretrain.corpus import BucketBatchSampler
-from pretrain.errors import UserError
-from pretrain.mrpc import Pair, load_mrpc
-from pretrain.tracking import REPO_ROOT
+from harness.batching import BucketBatchSampler
+from harness.errors import UserError
+from harness.mrpc import Pair, load_mrpc
+from harness.tracking import REPO_ROOT
 
 SPLITS = ("train", "dev", "test")
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from pretrain.errors import UserError
+from harness.errors import UserError
 
 MIX_CHOICES = ("average", "scalar", "top", "layer:K")
 

@@ -7,7 +7,7 @@ from pytorch_lightning.callbacks import LearningRateMonitor, ModelCheckpoint
 from pretrain.callbacks import ExportEncoder, LanguageModelSamples
 from pretrain.corpus import BiLMDataModule
 from pretrain.lit_bilm import LitBiLM
-from pretrain.tracking import TrackedCLI, log_params, ui_hint
+from harness.tracking import TrackedCLI, log_params, ui_hint
 
 
 class PretrainCLI(TrackedCLI):

@@ -13,10 +13,10 @@ import torch
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from pretrain.bilm import BiLM
-from pretrain.errors import UserError
+from pretrain.models.bilm import BiLM
+from harness.errors import UserError
 from pretrain.tokenize import Tokenizer
-from pretrain.tracking import REPO_ROOT, tracking_uri
+from harness.tracking import REPO_ROOT, tracking_uri
 
 CHECKPOINT_ARTIFACT = "checkpoint/bilm.ckpt"
 CHECKPOINT_KEYS = ("state_dict", "hyper_parameters", "tokenizer", "bilm_config", "epoch", "global_step",

@@ -6,7 +6,7 @@ import pytorch_lightning as pl
 import torch
 from torchmetrics import SumMetric
 
-from pretrain.bilm import BiLM
+from pretrain.models.bilm import BiLM
 from pretrain.tokenize import Tokenizer
 
 

@@ -16,7 +16,7 @@ from mlflow.entities import ViewType
 from mlflow.tracking import MlflowClient
 
 from benchmarks.suite import expand_mixes, load_config, plan
-from pretrain.errors import UserError
+from harness.errors import UserError
 
 REPO = Path(__file__).resolve().parents[2]
 QUICK = REPO / "configs" / "benchmarks" / "quick.yaml"

@@ -15,7 +15,7 @@ from mlflow.tracking import MlflowClient
 from sklearn.metrics import accuracy_score, f1_score
 
 from downstream.evaluation import PREDICTION_COLUMNS
-from pretrain.mrpc import load_mrpc
+from harness.mrpc import load_mrpc
 
 REPO = Path(__file__).resolve().parents[2]
 PRETRAIN_SMOKE = REPO / "configs" / "pretrain" / "smoke.yaml"

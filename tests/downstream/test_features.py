@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from downstream.features import FeatureStore
-from pretrain.bilm import BiLM
+from pretrain.models.bilm import BiLM
 from pretrain.encoder import Encoder, random_encoder
 from pretrain.tokenize import Tokenizer
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from downstream.heads import HEAD_NAMES, PairHead, build_head, masked_max, masked_mean
-from pretrain.errors import UserError
+from harness.errors import UserError
 
 D = 8
 LENGTHS_A = [5, 2, 3]

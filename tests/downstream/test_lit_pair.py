@@ -14,9 +14,9 @@ from downstream.evaluation import PREDICTION_COLUMNS, predictions_frame, split_m
 from downstream.lit_pair import LitPairClassifier
 from downstream.mrpc import MRPCPairs
 from pretrain.encoder import load_encoder, slim_checkpoint
-from pretrain.errors import UserError
+from harness.errors import UserError
 from pretrain.lit_bilm import LitBiLM
-from pretrain.mrpc import Pair, load_mrpc
+from harness.mrpc import Pair, load_mrpc
 from pretrain.tokenize import Tokenizer
 
 MAX_PAIRS = 64

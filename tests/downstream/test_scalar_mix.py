@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from downstream.scalar_mix import ScalarMix, masked_layer_norm, parse_mix
-from pretrain.errors import UserError
+from harness.errors import UserError
 
 L, B, T, D = 3, 2, 5, 4
 

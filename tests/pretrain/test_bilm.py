@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from pretrain.bilm import BiLM, padding_mask, reverse_within_lengths
+from pretrain.models.bilm import BiLM, padding_mask, reverse_within_lengths
 
 VOCAB, HIDDEN = 50, 8
 

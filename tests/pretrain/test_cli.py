@@ -14,7 +14,8 @@ from mlflow.entities import ViewType
 from mlflow.tracking import MlflowClient
 
 from pretrain import load_encoder
-from pretrain.corpus import encode_sentences, pad_batch
+from harness.batching import pad_batch
+from pretrain.corpus import encode_sentences
 from pretrain.lit_bilm import LitBiLM
 from pretrain.tokenize import Tokenizer
 

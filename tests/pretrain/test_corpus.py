@@ -7,9 +7,10 @@ import pytest
 import torch
 from torch.utils.data import BatchSampler, DataLoader, DistributedSampler, RandomSampler, SequentialSampler
 
-from pretrain.corpus import BiLMDataModule, BucketBatchSampler, pad_batch, read_text_file, unique
-from pretrain.errors import UserError
-from pretrain.mrpc import load_mrpc
+from harness.batching import BucketBatchSampler, pad_batch
+from pretrain.corpus import BiLMDataModule, read_text_file, unique
+from harness.errors import UserError
+from harness.mrpc import load_mrpc
 from pretrain.tokenize import PAD_ID, SPECIALS, Tokenizer
 
 

@@ -10,9 +10,10 @@ from mlflow.tracking import MlflowClient
 from torch.utils.data import DataLoader
 
 from pretrain import load_encoder
-from pretrain.corpus import encode_sentences, pad_batch
+from harness.batching import pad_batch
+from pretrain.corpus import encode_sentences
 from pretrain.encoder import latest_pretrain_run, random_encoder, slim_checkpoint
-from pretrain.errors import UserError
+from harness.errors import UserError
 from pretrain.lit_bilm import LitBiLM
 from pretrain.tokenize import Tokenizer
 

@@ -5,9 +5,9 @@ import threading
 
 import pytest
 
-from pretrain import mrpc
-from pretrain.errors import UserError
-from pretrain.mrpc import Pair, TEST_FILE, TRAIN_FILE
+from harness import mrpc
+from harness.errors import UserError
+from harness.mrpc import Pair, TEST_FILE, TRAIN_FILE
 
 EXPECTED_PAIRS = [
     Pair(1, "101", "102", 'He said "yes" to the plan.', "He agreed to the plan."),

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from pretrain.errors import UserError
+from harness.errors import UserError
 
 TRAIN_FILE = "msr_paraphrase_train.txt"
 TEST_FILE = "msr_paraphrase_test.txt"
@@ -213,8 +213,8 @@ def download_mrpc(directory: str | os.PathLike, base_url: str = DEFAULT_BASE_URL
 
 def _dev_ids() -> set[tuple[str, str]]:
     try:
-        resource = resources.files("pretrain") / "resources" / "mrpc_dev_ids.tsv"
-    except (NotADirectoryError, TypeError):  # pretrain as a namespace package (no __init__.py)
+        resource = resources.files("harness") / "resources" / "mrpc_dev_ids.tsv"
+    except (NotADirectoryError, TypeError):  # harness as a namespace package (no __init__.py)
         resource = Path(__file__).parent / "resources" / "mrpc_dev_ids.tsv"
     text = resource.read_text(encoding="utf-8")
     return {tuple(line.split("\t")) for line in text.splitlines() if line}

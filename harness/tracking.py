@@ -13,8 +13,8 @@ from mlflow.tracking import MlflowClient
 from pytorch_lightning.cli import LightningCLI, SaveConfigCallback
 from pytorch_lightning.loggers import MLFlowLogger
 
-from pretrain.errors import UserError
-from pretrain.runtime import retain_freed_memory
+from harness.errors import UserError
+from harness.runtime import retain_freed_memory
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}

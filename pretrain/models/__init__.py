@@ -1,0 +1,1 @@
+"""The language-model families, one torch-only ``nn.Module`` file each."""
