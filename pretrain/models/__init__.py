@@ -1,1 +1,24 @@
-"""The language-model families, one torch-only ``nn.Module`` file each."""
+"""The language-model families, one torch-only ``nn.Module`` file each.
+
+Every family's model keeps the same small surface, which the encoder protocol
+(``pretrain.encoder``), the pretraining LightningModule and fine-tuning rely on:
+
+- class attributes ``family`` (``"elmo"``, ``"ulmfit"``, ``"gpt"``) and ``directions``
+  (``("forward", "backward")`` for the biLM, ``("forward",)`` for a left-to-right LM);
+- constructor arguments that are plain JSON values (the checkpoint stores them as the model's
+  config and rebuilds the model from them alone), ``vocab_size`` first; padding id 0;
+- ``num_layers`` (layers; features have L = num_layers + 1, layer 0 the token embedding) and
+  ``feature_dim`` (D, the width of every feature layer);
+- ``layer_outputs(token_ids, lengths) -> (L, B, T, D)``: per-layer features, zero at padding,
+  differentiable (no ``no_grad`` inside: fine-tuning backpropagates through it);
+- ``forward(token_ids, lengths) -> dict``: the language-model loss over real tokens only, as sums:
+  ``nll_<direction>`` per direction and ``count`` (predicted tokens per direction), plus an
+  optional ``regularization`` scalar the training loss adds (e.g. AWD-LSTM's AR/TAR);
+- ``parameter_groups() -> list[list[nn.Parameter]]``: every parameter in exactly one group, from
+  the input (embedding) to the top, for discriminative learning rates and gradual unfreezing.
+
+Batches are (B, T) token ids with *trailing* padding and (B,) lengths; a sentence is encoded
+with its boundary tokens (``<S> … </S>`` or the subword tokenizer's ``<s> … </s>``).
+
+Shape legend: B batch, T tokens, H hidden per direction, D feature width, L layers + 1.
+"""
