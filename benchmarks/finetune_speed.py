@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 from downstream.lit_pair import LitPairClassifier
-from downstream.mrpc import MRPCPairs
+from downstream.pairs import PairDataModule
 from harness.runtime import retain_freed_memory
 
 
@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.manual_seed(0)
     model = LitPairClassifier(encoder=args.encoder, mix="scalar", head="pool-mlp")
     with tempfile.TemporaryDirectory() as cache:
-        data = MRPCPairs(cache_dir=cache)
+        data = PairDataModule(cache_dir=cache)
         data.attach(model.encoder)
         start = time.perf_counter()
         data.setup()

@@ -21,7 +21,7 @@ from mlflow.tracking import MlflowClient
 from benchmarks.cells import BASELINES, Cell, baseline, finetune, finished_run, pretrain, settings_hash
 from benchmarks.report import build_results, write_outputs
 from benchmarks.stats import METRICS
-from pretrain.encoder import latest_pretrain_run
+from pretrain.runs import latest_pretrain_run
 from harness.errors import UserError
 from harness.tracking import REPO_ROOT, ensure_experiment, flatten, tracking_uri, ui_hint
 

@@ -2,12 +2,45 @@
 
 from __future__ import annotations
 
-from pytorch_lightning.callbacks import ModelCheckpoint
+from pytorch_lightning.callbacks import LearningRateMonitor, ModelCheckpoint
+
+import torch
 
 from downstream.evaluation import EvaluateBest
 from downstream.lit_pair import LitPairClassifier
-from downstream.mrpc import MRPCPairs
+from downstream.pairs import PairDataModule
+from harness.errors import UserError
 from harness.tracking import TrackedCLI, log_params, ui_hint
+from pretrain.encoder import Encoder
+from pretrain.runs import load_encoder, random_encoder
+
+
+def resolve_encoder(encoder: str, random_like: str | None, seed: int) -> Encoder:
+    """The encoder ``--model.encoder`` names: ``runs:/<id>``, ``latest[:<family>]``, a checkpoint
+    path, or ``random`` — the control: the family, architecture and tokenizer of ``random_like``
+    (default: the latest pretrain run) with untrained weights drawn from ``seed``."""
+    flag = f"--model.encoder={encoder}"
+    like = random_like or "latest"
+    try:
+        if encoder == "random":
+            return random_encoder(load_encoder(like), seed)
+        return load_encoder(encoder)
+    except UserError as error:
+        message = str(error).removeprefix(f"{like if encoder == 'random' else encoder}: ")
+        raise UserError(f"{flag}: {message}") from None
+
+
+def pair_classifier(encoder: str = "latest", random_like: str | None = None, **kwargs) -> LitPairClassifier:
+    """The classifier around the encoder ``encoder`` names, resolved here, once per run: the
+    model gets the encoder object and the data module is handed the same one (``before_fit``).
+
+    Args:
+        encoder: ``runs:/<id>``, ``latest`` (newest finished pretrain run), ``latest:<family>``,
+            a checkpoint path, or ``random`` (the random-init control).
+        random_like: with ``encoder=random``, the encoder whose family/architecture/tokenizer to copy.
+        **kwargs: the classifier's settings (:class:`LitPairClassifier`).
+    """
+    return LitPairClassifier(resolve_encoder(encoder, random_like, torch.initial_seed() % 2**31), **kwargs)
 
 
 class FinetuneCLI(TrackedCLI):
@@ -15,7 +48,7 @@ class FinetuneCLI(TrackedCLI):
     experiment = "mrpc"
 
     def __init__(self, *args, **kwargs):
-        super().__init__(LitPairClassifier, MRPCPairs, *args, **kwargs)
+        super().__init__(pair_classifier, PairDataModule, *args, **kwargs)
 
     def add_arguments_to_parser(self, parser) -> None:
         super().add_arguments_to_parser(parser)
@@ -26,7 +59,8 @@ class FinetuneCLI(TrackedCLI):
 
     def method(self) -> str:
         model = self.model
-        return self.setting("method") or f"{model.encoder_kind}-{model.hparams.mix}-{model.hparams.head}"
+        mode = "" if model.hparams.finetune == "frozen" else f"-{model.hparams.finetune}"
+        return self.setting("method") or f"{model.encoder_kind}{mode}-{model.hparams.mix}-{model.hparams.head}"
 
     def run_name(self) -> str:
         fraction = self.setting("data.train_fraction")
@@ -35,8 +69,10 @@ class FinetuneCLI(TrackedCLI):
 
     def run_tags(self) -> dict[str, str]:
         model = self.model
+        encoder = model.encoder
         tags = {"stage": self.stage, "method": self.method(), "seed": str(self.setting("seed_everything")),
-                "pretrain_run_id": model.pretrain_run_id, "encoder_source": model.encoder.source,
+                "pretrain_run_id": model.pretrain_run_id, "encoder_source": encoder.copies or encoder.source,
+                "family": encoder.family, "finetune_mode": model.hparams.finetune,
                 "mix": model.hparams.mix, "head": model.hparams.head,
                 "train_fraction": str(self.setting("data.train_fraction"))}
         if self.setting("parent_run_id"):
@@ -45,17 +81,21 @@ class FinetuneCLI(TrackedCLI):
 
     def stage_callbacks(self, run_id: str) -> list:
         self.evaluation = EvaluateBest()
-        return [
+        callbacks = [
             ModelCheckpoint(dirpath=self.checkpoint_dir(run_id), filename="best", monitor="dev_acc", mode="max",
                             save_top_k=1),
             self.evaluation,
         ]
+        if self.model.hparams.finetune != "frozen":  # the encoder's per-group rates: lr-AdamW/<group>
+            callbacks.append(LearningRateMonitor(logging_interval="step"))
+        return callbacks
 
     def before_fit(self) -> None:
-        self.datamodule.attach(self.model.encoder)
+        self.datamodule.attach(self.model.encoder, self.model.input_kind)
         encoder = self.model.encoder
         log_params(self.trainer.logger, {
             **self.datamodule.summary(), "encoder_fingerprint": encoder.fingerprint,
+            "encoder_run_id": encoder.run_id, "encoder_random_seed": encoder.random_seed,
             "encoder_layers": encoder.num_layers, "encoder_dim": encoder.dim,
             "trainable_parameters": sum(p.numel() for p in self.model.parameters() if p.requires_grad),
         })

@@ -15,21 +15,39 @@ from sklearn.metrics import ConfusionMatrixDisplay, accuracy_score, f1_score  # 
 PREDICTION_COLUMNS = ["id1", "id2", "label", "prob", "pred"]
 
 
+def predicted_class(probabilities: torch.Tensor) -> torch.Tensor:
+    """(N, C) class probabilities → (N,) predicted classes, one rule for validation and the final
+    metrics: with two classes, class 1 when P(class 1) ≥ 0.5 (ties go to 1, as the predictions
+    contract says); with more, the most probable class."""
+    if probabilities.shape[-1] == 2:
+        return (probabilities[:, 1] >= 0.5).long()
+    return probabilities.argmax(dim=-1)
+
+
 def predictions_frame(pairs, probabilities: torch.Tensor, indices: torch.Tensor) -> pd.DataFrame:
-    """Returns one row per pair: ``id1, id2, label, prob, pred`` (pred = prob ≥ 0.5), in split order."""
+    """Returns one row per pair, in split order: ``id1, id2, label``, then ``prob`` = P(class 1)
+    with two classes, or ``prob_<k>`` per class with more, and ``pred`` (:func:`predicted_class`)."""
     order = torch.argsort(indices)
     rows = [pairs[i] for i in indices[order].tolist()]
-    probability = probabilities[order].double().numpy()
-    return pd.DataFrame({
-        "id1": [p.id1 for p in rows], "id2": [p.id2 for p in rows], "label": [p.label for p in rows],
-        "prob": probability, "pred": (probability >= 0.5).astype(int),
-    })[PREDICTION_COLUMNS]
+    probabilities = probabilities[order].double()  # (N, C)
+    frame = pd.DataFrame({"id1": [p.id1 for p in rows], "id2": [p.id2 for p in rows],
+                          "label": [p.label for p in rows]})
+    if probabilities.shape[1] == 2:
+        frame["prob"] = probabilities[:, 1].numpy()
+    else:
+        for k in range(probabilities.shape[1]):
+            frame[f"prob_{k}"] = probabilities[:, k].numpy()
+    frame["pred"] = predicted_class(probabilities).numpy()
+    return frame
 
 
 def split_metrics(frame: pd.DataFrame, split: str) -> dict[str, float]:
-    """``<split>_acc`` and ``<split>_f1`` (positive class = paraphrase) from sklearn."""
+    """``<split>_acc`` and ``<split>_f1`` from sklearn: binary F1 of class 1 (MRPC: paraphrase)
+    with two classes, macro F1 with more."""
+    binary = frame.filter(like="prob_").shape[1] == 0
     return {f"{split}_acc": float(accuracy_score(frame["label"], frame["pred"])),
-            f"{split}_f1": float(f1_score(frame["label"], frame["pred"], zero_division=0))}
+            f"{split}_f1": float(f1_score(frame["label"], frame["pred"], average="binary" if binary else "macro",
+                                          zero_division=0))}
 
 
 def confusion_figure(frames: dict[str, pd.DataFrame]):

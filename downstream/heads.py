@@ -1,4 +1,5 @@
-"""Pair heads: two sentences' mixed token features -> 2 logits (not paraphrase, paraphrase).
+"""Pair heads: two sentences' mixed token features -> one logit per class (MRPC: not paraphrase,
+paraphrase; any ``num_classes`` >= 2).
 
 Every head takes ``a`` (B, Ta, D) with ``mask_a`` (B, Ta) and ``b`` (B, Tb, D) with ``mask_b``
 (B, Tb); masks are bool, True at real tokens, real tokens first. Values at padding never
@@ -9,6 +10,8 @@ recurrence and attention is masked, so logits do not change with the padding a b
 - ``bilstm``    shared BiLSTM per sentence -> masked max -> [u; v; |u-v|; u*v] -> MLP (GLUE).
 - ``dense``     masked mean per sentence -> [u; v; |u-v|; u*v] -> Dense(ReLU) -> 2 (TF-Hub style).
 - ``attn``      ESIM: project, masked cross-attention, compose, BiLSTM, mean+max pool, MLP.
+- ``concat-pool`` ULMFiT: [last; max; mean] per sentence -> [u; v; |u-v|; u*v] -> BatchNorm /
+                dropout / linear blocks (Howard & Ruder 2018's classifier, for a pair).
 
 Shape legend: B batch, T tokens, D input features per token, H ``hidden_size``.
 """
@@ -20,9 +23,6 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from harness.errors import UserError
-
-NUM_CLASSES = 2
-
 
 def _zero_padding(x: Tensor, mask: Tensor) -> Tensor:
     """(B, T, D) with padding set to 0 (NaN/inf there included)."""
@@ -51,13 +51,13 @@ def pair_features(u: Tensor, v: Tensor) -> Tensor:
     return torch.cat([u, v, (u - v).abs(), u * v], dim=-1)  # (B, 4F)
 
 
-def _mlp(input_dim: int, hidden_size: int, dropout: float, activation: nn.Module) -> nn.Sequential:
-    """Linear -> activation -> Dropout -> Linear(2)."""
+def _mlp(input_dim: int, hidden_size: int, dropout: float, activation: nn.Module, num_classes: int) -> nn.Sequential:
+    """Linear -> activation -> Dropout -> Linear(num_classes)."""
     return nn.Sequential(
         nn.Linear(input_dim, hidden_size),
         activation,
         nn.Dropout(dropout),
-        nn.Linear(hidden_size, NUM_CLASSES),
+        nn.Linear(hidden_size, num_classes),
     )
 
 
@@ -87,13 +87,13 @@ class MaskedBiLSTM(nn.Module):
 
 
 class PairHead(nn.Module):
-    """The protocol of every pair head: ``forward(a, mask_a, b, mask_b) -> (B, 2) logits``."""
+    """The protocol of every pair head: ``forward(a, mask_a, b, mask_b) -> (B, C) logits``."""
 
     def forward(self, a: Tensor, mask_a: Tensor, b: Tensor, mask_b: Tensor) -> Tensor:
         """Args: a (B, Ta, D), mask_a (B, Ta) bool, b (B, Tb, D), mask_b (B, Tb) bool.
 
         Returns:
-            (B, 2) logits; index 1 = paraphrase.
+            (B, C) logits, C = num_classes; MRPC's index 1 = paraphrase.
         """
         raise NotImplementedError
 
@@ -101,9 +101,9 @@ class PairHead(nn.Module):
 class PoolMLPHead(PairHead):
     """Masked [mean; max] pooling per sentence, [u; v; |u-v|; u*v], MLP (tanh)."""
 
-    def __init__(self, input_dim: int, hidden_size: int = 256, dropout: float = 0.2) -> None:
+    def __init__(self, input_dim: int, hidden_size: int = 256, dropout: float = 0.2, num_classes: int = 2) -> None:
         super().__init__()
-        self.classifier = _mlp(8 * input_dim, hidden_size, dropout, nn.Tanh())
+        self.classifier = _mlp(8 * input_dim, hidden_size, dropout, nn.Tanh(), num_classes)
 
     def encode(self, x: Tensor, mask: Tensor) -> Tensor:
         """(B, T, D) -> (B, 2D)."""
@@ -111,16 +111,16 @@ class PoolMLPHead(PairHead):
 
     def forward(self, a: Tensor, mask_a: Tensor, b: Tensor, mask_b: Tensor) -> Tensor:
         u, v = self.encode(a, mask_a), self.encode(b, mask_b)  # (B, 2D) each
-        return self.classifier(pair_features(u, v))  # (B, 8D) -> (B, 2)
+        return self.classifier(pair_features(u, v))  # (B, 8D) -> (B, C)
 
 
 class BiLSTMHead(PairHead):
     """Shared BiLSTM over each sentence, masked max pooling, [u; v; |u-v|; u*v], MLP (tanh)."""
 
-    def __init__(self, input_dim: int, hidden_size: int = 256, dropout: float = 0.2) -> None:
+    def __init__(self, input_dim: int, hidden_size: int = 256, dropout: float = 0.2, num_classes: int = 2) -> None:
         super().__init__()
         self.encoder = MaskedBiLSTM(input_dim, hidden_size)
-        self.classifier = _mlp(8 * hidden_size, hidden_size, dropout, nn.Tanh())
+        self.classifier = _mlp(8 * hidden_size, hidden_size, dropout, nn.Tanh(), num_classes)
 
     def encode(self, x: Tensor, mask: Tensor) -> Tensor:
         """(B, T, D) -> (B, 2H)."""
@@ -128,19 +128,19 @@ class BiLSTMHead(PairHead):
 
     def forward(self, a: Tensor, mask_a: Tensor, b: Tensor, mask_b: Tensor) -> Tensor:
         u, v = self.encode(a, mask_a), self.encode(b, mask_b)  # (B, 2H) each
-        return self.classifier(pair_features(u, v))  # (B, 8H) -> (B, 2)
+        return self.classifier(pair_features(u, v))  # (B, 8H) -> (B, C)
 
 
 class DenseHead(PairHead):
-    """TF-Hub ELMo style: masked mean vector per sentence, [u; v; |u-v|; u*v], Dense(ReLU), 2."""
+    """TF-Hub ELMo style: masked mean vector per sentence, [u; v; |u-v|; u*v], Dense(ReLU), C."""
 
-    def __init__(self, input_dim: int, hidden_size: int = 256, dropout: float = 0.2) -> None:
+    def __init__(self, input_dim: int, hidden_size: int = 256, dropout: float = 0.2, num_classes: int = 2) -> None:
         super().__init__()
-        self.classifier = _mlp(4 * input_dim, hidden_size, dropout, nn.ReLU())
+        self.classifier = _mlp(4 * input_dim, hidden_size, dropout, nn.ReLU(), num_classes)
 
     def forward(self, a: Tensor, mask_a: Tensor, b: Tensor, mask_b: Tensor) -> Tensor:
         u, v = masked_mean(a, mask_a), masked_mean(b, mask_b)  # (B, D) each
-        return self.classifier(pair_features(u, v))  # (B, 4D) -> (B, 2)
+        return self.classifier(pair_features(u, v))  # (B, 4D) -> (B, C)
 
 
 def masked_attention(query: Tensor, keys: Tensor, key_mask: Tensor) -> Tensor:
@@ -170,7 +170,7 @@ class AttentionHead(PairHead):
     Linear + ReLU, a shared BiLSTM (packed), masked mean and max of both sentences, MLP (tanh).
     """
 
-    def __init__(self, input_dim: int, hidden_size: int = 256, dropout: float = 0.2) -> None:
+    def __init__(self, input_dim: int, hidden_size: int = 256, dropout: float = 0.2, num_classes: int = 2) -> None:
         super().__init__()
         self.projection = nn.Linear(input_dim, hidden_size)
         self.compose = nn.Sequential(
@@ -178,7 +178,7 @@ class AttentionHead(PairHead):
         )
         self.composer = MaskedBiLSTM(hidden_size, hidden_size)
         self.classifier = nn.Sequential(
-            nn.Dropout(dropout), *_mlp(8 * hidden_size, hidden_size, dropout, nn.Tanh())
+            nn.Dropout(dropout), *_mlp(8 * hidden_size, hidden_size, dropout, nn.Tanh(), num_classes)
         )
 
     def _infer(self, x: Tensor, aligned: Tensor, mask: Tensor) -> Tensor:
@@ -195,7 +195,38 @@ class AttentionHead(PairHead):
         b_aligned = masked_attention(b, a, mask_a)  # (B, Tb, H): a summarised for each b token
         pooled_a = self._infer(a, a_aligned, mask_a)  # (B, 4H)
         pooled_b = self._infer(b, b_aligned, mask_b)  # (B, 4H)
-        return self.classifier(torch.cat([pooled_a, pooled_b], dim=-1))  # (B, 8H) -> (B, 2)
+        return self.classifier(torch.cat([pooled_a, pooled_b], dim=-1))  # (B, 8H) -> (B, C)
+
+
+def masked_last(x: Tensor, mask: Tensor) -> Tensor:
+    """The features at each row's last real token: (B, T, D), (B, T) -> (B, D); all-pad rows -> 0."""
+    lengths = mask.bool().sum(dim=1)  # (B,)
+    index = (lengths - 1).clamp(min=0).view(-1, 1, 1).expand(-1, 1, x.size(-1))  # (B, 1, D)
+    last = x.gather(1, index).squeeze(1)  # (B, D)
+    return torch.where((lengths > 0).unsqueeze(-1), last, torch.zeros_like(last))  # (B, D)
+
+
+class ConcatPoolHead(PairHead):
+    """ULMFiT's classifier for a pair: concat pooling [last; max; mean] of each sentence's features,
+    [u; v; |u-v|; u*v], then BatchNorm -> Dropout -> Linear -> ReLU -> BatchNorm -> Dropout -> Linear.
+    fastai's text classifier uses a 50-unit hidden block and dropouts 0.4 then 0.1."""
+
+    def __init__(self, input_dim: int, hidden_size: int = 50, dropout: float = 0.4, num_classes: int = 2) -> None:
+        super().__init__()
+        features = 12 * input_dim  # [u; v; |u-v|; u*v] of 3D-wide pooled vectors
+        self.classifier = nn.Sequential(
+            nn.BatchNorm1d(features), nn.Dropout(dropout), nn.Linear(features, hidden_size), nn.ReLU(),
+            nn.BatchNorm1d(hidden_size), nn.Dropout(0.1), nn.Linear(hidden_size, num_classes),
+        )
+
+    def encode(self, x: Tensor, mask: Tensor) -> Tensor:
+        """(B, T, D) -> (B, 3D)."""
+        x = _zero_padding(x, mask)
+        return torch.cat([masked_last(x, mask), masked_max(x, mask), masked_mean(x, mask)], dim=-1)  # (B, 3D)
+
+    def forward(self, a: Tensor, mask_a: Tensor, b: Tensor, mask_b: Tensor) -> Tensor:
+        u, v = self.encode(a, mask_a), self.encode(b, mask_b)  # (B, 3D) each
+        return self.classifier(pair_features(u, v))  # (B, 12D) -> (B, C)
 
 
 HEADS: dict[str, type[PairHead]] = {
@@ -203,15 +234,17 @@ HEADS: dict[str, type[PairHead]] = {
     "bilstm": BiLSTMHead,
     "dense": DenseHead,
     "attn": AttentionHead,
+    "concat-pool": ConcatPoolHead,
 }
 HEAD_NAMES = tuple(HEADS)
 
 
-def build_head(name: str, input_dim: int, hidden_size: int = 256, dropout: float = 0.2) -> PairHead:
+def build_head(name: str, input_dim: int, hidden_size: int = 256, dropout: float = 0.2,
+               num_classes: int = 2) -> PairHead:
     """The pair head called ``name`` (``--model.head``) for D = ``input_dim`` features.
 
     Returns:
-        a ``PairHead``: ``forward(a, mask_a, b, mask_b) -> (B, 2)``.
+        a ``PairHead``: ``forward(a, mask_a, b, mask_b) -> (B, num_classes)``.
 
     Raises:
         UserError: one line naming ``--model.head`` and the choices, for an unknown name.
@@ -221,4 +254,4 @@ def build_head(name: str, input_dim: int, hidden_size: int = 256, dropout: float
         raise UserError(
             f"--model.head={shown}: unknown head; choose one of {', '.join(HEAD_NAMES)}"
         )
-    return HEADS[name](input_dim, hidden_size=hidden_size, dropout=dropout)
+    return HEADS[name](input_dim, hidden_size=hidden_size, dropout=dropout, num_classes=num_classes)

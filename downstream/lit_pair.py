@@ -1,57 +1,54 @@
-"""LightningModule for MRPC on frozen biLM features: layer mix → pair head → 2 logits."""
+"""LightningModule for sentence-pair classification over any family's encoder: layer mix → pair
+head → one logit per class, with the encoder frozen (cached features) or fine-tuned.
+
+``finetune``:
+- ``frozen``: the encoder is a plain attribute, outside the optimiser and the checkpoint; batches
+  hold its cached per-layer features. AdamW at a constant rate.
+- ``full``: the encoder's model is a submodule trained under the head, with discriminative
+  learning rates (each lower parameter group's rate / ``lr_decay``, ULMFiT's 2.6) and the slanted
+  triangular schedule (``warmup_fraction`` = cut_frac 0.1, ``stlr_ratio`` 32), per step.
+- ``gradual``: as ``full``, plus gradual unfreezing (``downstream.finetuning.GradualUnfreezing``).
+The random-init twin runs the identical procedure: only its encoder's weights differ.
+"""
 
 from __future__ import annotations
 
 import pytorch_lightning as pl
 import torch
-from torchmetrics.classification import BinaryAccuracy, BinaryF1Score
+from torchmetrics.classification import (BinaryAccuracy, BinaryF1Score, MulticlassAccuracy,
+                                         MulticlassF1Score)
 
+from downstream.evaluation import predicted_class
+from downstream.finetuning import GradualUnfreezing
 from downstream.heads import build_head
 from downstream.scalar_mix import ScalarMix
-from pretrain.encoder import Encoder, load_encoder, random_encoder, resolve_run_id
 from harness.errors import UserError
+from pretrain.encoder import Encoder
+from pretrain.lit_lm import discriminative_groups, slanted_triangular
 
-
-def resolve_encoder(encoder: str, random_like: str | None, seed: int) -> tuple[Encoder, str]:
-    """Returns the frozen encoder for ``--model.encoder`` and the ``pretrain_run_id`` tag.
-
-    ``random`` is the control: the architecture and tokenizer of ``random_like`` (default: the
-    latest pretrain run) with untrained weights drawn from ``seed``.
-    """
-    flag = f"--model.encoder={encoder}"
-    try:
-        if encoder == "random":
-            like = load_encoder(random_like or "latest")
-            return random_encoder(like, seed), "random"
-        loaded = load_encoder(encoder)
-    except UserError as error:
-        message = str(error).removeprefix(f"{random_like or 'latest'}: " if encoder == "random" else f"{encoder}: ")
-        raise UserError(f"{flag}: {message}") from None
-    run_id = resolve_run_id(loaded.source) if loaded.source.startswith("runs:/") else None
-    return loaded, run_id or f"file:{loaded.source}"
+FINETUNE_MODES = ("frozen", "full", "gradual")
 
 
 class LitPairClassifier(pl.LightningModule):
-    """Classify MRPC pairs from cached frozen per-layer features.
-
-    The encoder is a plain attribute, not a submodule: it is outside the optimiser and the
-    checkpoint, and training sees only its cached outputs.
+    """Classify sentence pairs from an encoder's per-layer features.
 
     Args:
-        encoder: ``runs:/<id>``, a checkpoint path, ``latest`` or ``random`` (the control).
-        random_like: with ``encoder=random``, the run whose architecture to copy (default latest).
+        encoder: the resolved encoder (the CLI resolves ``--model.encoder`` once and passes it).
         mix: ``average``, ``scalar``, ``top`` or ``layer:K``.
         layer_norm: normalise each layer before a scalar mix (ELMo's option).
-        head: ``pool-mlp``, ``bilstm``, ``dense`` or ``attn``.
+        head: ``pool-mlp``, ``bilstm``, ``dense``, ``attn`` or ``concat-pool``.
         hidden_size, dropout: of the head (jiant's MRPC default: 256, 0.2).
         mix_dropout: dropout on the mixed features (ELMo applies it to its output).
-        learning_rate, weight_decay: AdamW.
+        learning_rate, weight_decay: AdamW; with fine-tuning, the head's (top) rate.
+        finetune: ``frozen``, ``full`` or ``gradual`` (see the module docstring).
+        lr_decay: discriminative rates: each lower encoder group's rate / ``lr_decay``.
+        warmup_fraction, stlr_ratio: the slanted triangular schedule's cut_frac and ratio.
+        num_classes: labels of the data set (2 for MRPC).
     """
 
     def __init__(
         self,
-        encoder: str = "latest",
-        random_like: str | None = None,
+        encoder: Encoder,
         mix: str = "scalar",
         layer_norm: bool = False,
         head: str = "pool-mlp",
@@ -60,35 +57,73 @@ class LitPairClassifier(pl.LightningModule):
         mix_dropout: float = 0.0,
         learning_rate: float = 1e-3,
         weight_decay: float = 0.0,
+        finetune: str = "frozen",
+        lr_decay: float = 2.6,
+        warmup_fraction: float = 0.1,
+        stlr_ratio: float = 32.0,
+        num_classes: int = 2,
     ):
         super().__init__()
-        self.save_hyperparameters(logger=False)
-        self.encoder, self.pretrain_run_id = resolve_encoder(encoder, random_like, torch.initial_seed() % 2**31)
-        self.encoder_kind = "random" if encoder == "random" else "elmo"
-        self.mix = ScalarMix(self.encoder.num_layers, mix=mix, layer_norm=layer_norm, dropout=mix_dropout)
-        self.head = build_head(head, self.encoder.dim, hidden_size=hidden_size, dropout=dropout)
+        if finetune not in FINETUNE_MODES:
+            raise UserError(f"--model.finetune={finetune}: choose one of {', '.join(FINETUNE_MODES)}")
+        if learning_rate <= 0:
+            raise UserError(f"--model.learning_rate={learning_rate}: must be > 0")
+        self.save_hyperparameters(ignore=["encoder"], logger=False)
+        self.encoder = encoder
+        if finetune != "frozen":
+            self.encoder_model = encoder.model.requires_grad_(True).train()  # a submodule: trained, checkpointed
+        self.mix = ScalarMix(encoder.num_layers, mix=mix, layer_norm=layer_norm, dropout=mix_dropout)
+        self.head = build_head(head, encoder.dim, hidden_size=hidden_size, dropout=dropout, num_classes=num_classes)
         self.loss = torch.nn.CrossEntropyLoss()
-        self.dev_accuracy, self.dev_f1 = BinaryAccuracy(), BinaryF1Score()
-        self.train_accuracy = BinaryAccuracy()
+        if num_classes == 2:
+            self.dev_accuracy, self.dev_f1, self.train_accuracy = BinaryAccuracy(), BinaryF1Score(), BinaryAccuracy()
+        else:
+            self.dev_accuracy = MulticlassAccuracy(num_classes, average="micro")
+            self.dev_f1 = MulticlassF1Score(num_classes, average="macro")
+            self.train_accuracy = MulticlassAccuracy(num_classes, average="micro")
 
-    def forward(self, layers_a, mask_a, layers_b, mask_b) -> torch.Tensor:
-        """(L, B, T, D) features and (B, T) masks of both sentences → (B, 2) logits."""
+    @property
+    def input_kind(self) -> str:
+        """What the data module feeds: cached ``features`` (frozen) or ``tokens`` (fine-tuning)."""
+        return "features" if self.hparams.finetune == "frozen" else "tokens"
+
+    @property
+    def encoder_kind(self) -> str:
+        return "random" if self.encoder.is_random else self.encoder.family
+
+    @property
+    def pretrain_run_id(self) -> str:
+        """The ``pretrain_run_id`` tag: the run, ``file:<path>``, or ``random`` for the control."""
+        encoder = self.encoder
+        return "random" if encoder.is_random else encoder.run_id or f"file:{encoder.source}"
+
+    def forward(self, inputs_a, mask_or_lengths_a, inputs_b, mask_or_lengths_b) -> torch.Tensor:
+        """Both sentences' encoder inputs → (B, C) logits.
+
+        Frozen: (L, B, T, D) features and (B, T) masks. Fine-tuned: (B, T + 2) ids and (B,)
+        lengths, run through the encoder here.
+        """
+        if self.hparams.finetune == "frozen":
+            layers_a, mask_a, layers_b, mask_b = inputs_a, mask_or_lengths_a, inputs_b, mask_or_lengths_b
+        else:
+            layers_a, mask_a = self.encoder.features(inputs_a, mask_or_lengths_a)  # (L, B, Ta, D), (B, Ta)
+            layers_b, mask_b = self.encoder.features(inputs_b, mask_or_lengths_b)  # (L, B, Tb, D), (B, Tb)
         mixed_a = self.mix(layers_a, mask_a)  # (B, Ta, D)
         mixed_b = self.mix(layers_b, mask_b)  # (B, Tb, D)
         return self.head(mixed_a, mask_a, mixed_b, mask_b)
 
     def training_step(self, batch, batch_index):
-        layers_a, mask_a, layers_b, mask_b, labels, _ = batch
-        logits = self(layers_a, mask_a, layers_b, mask_b)
+        labels = batch[4]
+        logits = self(*batch[:4])
         loss = self.loss(logits, labels)
-        self.train_accuracy(logits.argmax(-1), labels)
+        self.train_accuracy(predicted_class(torch.softmax(logits.detach(), dim=-1)), labels)
         self.log("train_loss", loss, prog_bar=True, batch_size=len(labels))
         self.log("train_acc", self.train_accuracy, on_step=False, on_epoch=True, batch_size=len(labels))
         return loss
 
     def validation_step(self, batch, batch_index):
-        layers_a, mask_a, layers_b, mask_b, labels, _ = batch
-        predictions = self(layers_a, mask_a, layers_b, mask_b).argmax(-1)
+        labels = batch[4]
+        predictions = predicted_class(torch.softmax(self(*batch[:4]), dim=-1))
         self.dev_accuracy(predictions, labels)
         self.dev_f1(predictions, labels)
         self.log_dict({"dev_acc": self.dev_accuracy, "dev_f1": self.dev_f1}, prog_bar=True, batch_size=len(labels))
@@ -105,17 +140,38 @@ class LitPairClassifier(pl.LightningModule):
 
     @torch.no_grad()
     def probabilities(self, loader) -> tuple[torch.Tensor, torch.Tensor]:
-        """Returns P(paraphrase) (N,) and the pair indices (N,) over ``loader``."""
+        """Returns class probabilities (N, C) and the pair indices (N,) over ``loader``."""
         was_training = self.training
         self.eval()
         probabilities, indices = [], []
-        for layers_a, mask_a, layers_b, mask_b, _, pair_index in loader:
-            batch = [t.to(self.device) for t in (layers_a, mask_a, layers_b, mask_b)]
-            probabilities.append(torch.softmax(self(*batch), dim=-1)[:, 1].cpu())
-            indices.append(pair_index)
+        for batch in loader:
+            inputs = [t.to(self.device) for t in batch[:4]]
+            probabilities.append(torch.softmax(self(*inputs), dim=-1).cpu())
+            indices.append(batch[5])
         self.train(was_training)
         return torch.cat(probabilities), torch.cat(indices)
 
+    def head_parameters(self) -> list[torch.nn.Parameter]:
+        """The mix's and the head's trainable parameters (never the encoder's)."""
+        return [p for name, p in self.named_parameters() if not name.startswith("encoder_model.") and p.requires_grad]
+
     def configure_optimizers(self):
-        return torch.optim.AdamW(self.parameters(), lr=self.hparams.learning_rate,
-                                 weight_decay=self.hparams.weight_decay)
+        hparams = self.hparams
+        if hparams.finetune == "frozen":
+            return torch.optim.AdamW(self.head_parameters(), lr=hparams.learning_rate, weight_decay=hparams.weight_decay)
+        # The head is the top of the discriminative chain; the encoder's groups follow, top to input.
+        groups = discriminative_groups([*self.encoder.parameter_groups(), self.head_parameters()],
+                                       hparams.learning_rate, hparams.lr_decay)
+        for index, group in enumerate(groups):
+            group["name"] = "head" if index == len(groups) - 1 else f"encoder-{index}"
+        optimizer = torch.optim.AdamW(groups, lr=hparams.learning_rate, weight_decay=hparams.weight_decay)
+        total = max(1, int(self.trainer.estimated_stepping_batches))
+        scheduler = torch.optim.lr_scheduler.LambdaLR(
+            optimizer, lambda step: slanted_triangular(step, total, hparams.warmup_fraction, hparams.stlr_ratio))
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    def configure_callbacks(self):
+        return [GradualUnfreezing()] if self.hparams.finetune == "gradual" else []
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint["encoder"] = self.encoder.record()

@@ -114,6 +114,9 @@ class MLflowConfig(SaveConfigCallback):
             config.pop(key, None)
         config.get("trainer", {}).pop("callbacks", None)
         config.get("trainer", {}).pop("logger", None)
+        model = config.get("model")
+        if isinstance(model, dict) and "class_path" in model:  # a family's module: model.<arg> as before
+            config["model"] = {"class": model["class_path"], **(model.get("init_args") or {})}
         log_params(logger, config)
 
 

@@ -1,5 +1,6 @@
-"""Pretraining stage: MRPC corpus, ELMo-style biLM, and the frozen encoder it yields."""
+"""Pretraining stage: corpora, the language-model families, and the frozen encoders they yield."""
 
-from pretrain.encoder import Encoder, load_encoder
+from pretrain.encoder import Encoder
+from pretrain.runs import load_encoder, random_encoder
 
-__all__ = ["Encoder", "load_encoder"]
+__all__ = ["Encoder", "load_encoder", "random_encoder"]

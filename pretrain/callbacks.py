@@ -9,8 +9,8 @@ from pathlib import Path
 import pytorch_lightning as pl
 import torch
 
-from pretrain.encoder import CHECKPOINT_ARTIFACT, slim_checkpoint
-from pretrain.tokenize import Tokenizer
+from pretrain.checkpoints import slim_checkpoint
+from pretrain.runs import CHECKPOINT_ARTIFACT
 
 
 class LanguageModelSamples(pl.Callback):
@@ -33,18 +33,15 @@ class LanguageModelSamples(pl.Callback):
             self.write(trainer, pl_module, trainer.global_step)
 
     @staticmethod
-    def render(tokenizer: Tokenizer, token_ids: torch.Tensor, forward: torch.Tensor, backward: torch.Tensor) -> str:
+    def render(tokenizer, token_ids: torch.Tensor, forward: torch.Tensor, backward: torch.Tensor | None) -> str:
         """Three aligned lines for one sentence of ``length`` real tokens: the targets, the
         forward prediction of each (from the state before it) and the backward prediction of
         each (from the state after it)."""
         words = tokenizer.decode(token_ids.tolist())
-        forward_words = ["·", *tokenizer.decode(forward[:-1].tolist())]
-        backward_words = [*tokenizer.decode(backward[1:].tolist()), "·"]
-        return "\n".join([
-            "tgt: " + " ".join(words),
-            "fwd: " + " ".join(forward_words),
-            "bwd: " + " ".join(backward_words),
-        ])
+        lines = ["tgt: " + " ".join(words), "fwd: " + " ".join(["·", *tokenizer.decode(forward[:-1].tolist())])]
+        if backward is not None:
+            lines.append("bwd: " + " ".join([*tokenizer.decode(backward[1:].tolist()), "·"]))
+        return "\n".join(lines)
 
     def write(self, trainer, pl_module, step: int) -> None:
         datamodule = trainer.datamodule
@@ -55,10 +52,12 @@ class LanguageModelSamples(pl.Callback):
         token_ids = torch.nn.utils.rnn.pad_sequence(sequences, batch_first=True).to(pl_module.device)
         was_training = pl_module.training
         pl_module.eval()
-        forward, backward = pl_module.model.predict(token_ids, lengths)  # (B, T) each
+        predicted = pl_module.model.predict(token_ids, lengths)  # (B, T) per direction
+        forward, backward = predicted if isinstance(predicted, tuple) else (predicted, None)
         pl_module.train(was_training)
         blocks = [
-            self.render(pl_module.tokenizer, token_ids[b, :n], forward[b, :n], backward[b, :n])
+            self.render(pl_module.tokenizer, token_ids[b, :n], forward[b, :n],
+                        None if backward is None else backward[b, :n])
             for b, n in enumerate(lengths.tolist())
         ]
         text = f"step {step}\n\n" + "\n\n".join(blocks) + "\n"
@@ -70,7 +69,7 @@ class LanguageModelSamples(pl.Callback):
 class ExportEncoder(pl.Callback):
     """At the end of fit (before the run is closed): reload the best checkpoint, recompute the
     held-out perplexities on it and log them as the run's final ``val_ppl*``, then log a slim
-    self-describing checkpoint (``checkpoint/bilm.ckpt``: config + vocab + weights, no
+    self-describing checkpoint (``checkpoint/encoder.ckpt``: family, config, tokenizer, weights, no
     optimiser state) and ``vocab.txt``. Any failure here fails the run."""
 
     def __init__(self):
@@ -100,9 +99,9 @@ class ExportEncoder(pl.Callback):
         logger.log_metrics(self.results, step=trainer.global_step + 1)
         directory = Path(best).parent if best else Path(trainer.default_root_dir) / "checkpoints"
         directory.mkdir(parents=True, exist_ok=True)
-        slim_path = directory / "bilm.ckpt"
+        slim_path = directory / os.path.basename(CHECKPOINT_ARTIFACT)
         temporary = slim_path.with_suffix(".ckpt.tmp")
-        torch.save(slim_checkpoint(checkpoint), temporary)
+        torch.save(slim_checkpoint(checkpoint, best or "the trained model"), temporary)
         os.replace(temporary, slim_path)
         self.best_path = str(slim_path)
         logger.experiment.log_artifact(logger.run_id, str(slim_path), os.path.dirname(CHECKPOINT_ARTIFACT))

@@ -6,35 +6,55 @@ from pytorch_lightning.callbacks import LearningRateMonitor, ModelCheckpoint
 
 from pretrain.callbacks import ExportEncoder, LanguageModelSamples
 from pretrain.corpus import BiLMDataModule
-from pretrain.lit_bilm import LitBiLM
+from pretrain.lit_lm import LitLanguageModel
 from harness.tracking import TrackedCLI, log_params, ui_hint
+
+# Short model names for run names, by family.
+MODEL_NAMES = {"elmo": "bilm", "ulmfit": "awd", "gpt": "gpt"}
 
 
 class PretrainCLI(TrackedCLI):
+    """``--model`` is a family's LightningModule (default the biLM, ``LitBiLM``); a config picks
+    another with ``model: class_path: pretrain.lit_awd_lstm.LitAWDLSTM``."""
+
     stage = "pretrain"
     experiment = "pretrain"
 
     def __init__(self, *args, **kwargs):
-        super().__init__(LitBiLM, BiLMDataModule, *args, **kwargs)
+        kwargs.setdefault("subclass_mode_model", True)
+        super().__init__(LitLanguageModel, BiLMDataModule, *args, **kwargs)
 
     def add_arguments_to_parser(self, parser) -> None:
         super().add_arguments_to_parser(parser)
-        parser.link_arguments("data.vocab_size", "model.vocab_size", apply_on="instantiate")
+        parser.set_defaults({"model": {"class_path": "pretrain.lit_bilm.LitBiLM"}})
+        parser.link_arguments("data.vocab_size", "model.init_args.vocab_size", apply_on="instantiate")
+        parser.link_arguments("model.init_args.init_from", "data.init_from")
         parser.add_argument("--samples_every_n_steps", type=int, default=500,
                             help="log target/forward/backward LM samples every N steps (0: never)")
 
     def run_name(self) -> str:
-        model = self.setting("model")
+        model = self.model
+        config = model.built_config
         corpus = self.setting("data.corpus")
         corpus = "mrpc" if corpus == "mrpc" else "text"
         if self.setting("data.extra_corpus"):
             corpus += "+extra"
-        return (f"pretrain-bilm-{model.num_layers}x{model.hidden_size}-{model.softmax}-{corpus}"
+        size = f"{config['num_layers']}x{config.get('hidden_size', config.get('embedding_size'))}"
+        variant = f"-{config['softmax']}" if "softmax" in config else ""
+        stage = "-task" if model.init_source else ""
+        return (f"pretrain-{MODEL_NAMES.get(model.family, model.family)}-{size}{variant}-{corpus}{stage}"
                 f"-seed{self.setting('seed_everything')}")
 
     def run_tags(self) -> dict[str, str]:
-        return {"stage": self.stage, "model": "bilm", "seed": str(self.setting("seed_everything")),
+        model = self.model
+        tags = {"stage": self.stage, "family": model.family, "model": MODEL_NAMES.get(model.family, model.family),
+                "seed": str(self.setting("seed_everything")),
                 "transductive": str(self.setting("data.transductive")).lower()}
+        if model.init_source:  # ULMFiT stage 2: the run it continues
+            tags["init_from"] = model.init_source["source"]
+            if model.init_source["run_id"]:
+                tags["init_run_id"] = model.init_source["run_id"]
+        return tags
 
     def stage_callbacks(self, run_id: str) -> list:
         self.export = ExportEncoder()
@@ -47,7 +67,8 @@ class PretrainCLI(TrackedCLI):
         ]
 
     def before_fit(self) -> None:
-        self.model.tokenizer = self.datamodule.tokenizer
+        if self.model.tokenizer is None:
+            self.model.tokenizer = self.datamodule.tokenizer
         parameters = sum(p.numel() for p in self.model.model.parameters())
         log_params(self.trainer.logger, {**self.datamodule.summary, "parameters": parameters})
 
@@ -56,15 +77,19 @@ class PretrainCLI(TrackedCLI):
             return
         results, summary = self.export.results, self.datamodule.summary
         run_id = self.trainer.logger.run_id
+        config = self.model.built_config
+        shape = ", ".join(f"{key} {value}" for key, value in config.items() if key != "vocab_size"
+                          and isinstance(value, (int, str)) and not isinstance(value, bool))
         lines = [
             "",
             "── pretrain finished " + "─" * 50,
-            f"  model      biLM {self.model.hparams.num_layers}×{self.model.hparams.hidden_size}, "
-            f"{self.model.hparams.softmax} softmax, vocab {summary['vocab_size']}",
+            f"  model      {self.model.family}: {shape}; vocab {summary['vocab_size']}",
             f"  corpus     {summary['train_sentences']} sentences, {summary['train_tokens']} tokens"
             f"  (held out: {summary['validation_sentences']} GLUE dev sentences)",
-            f"  val_ppl    {results.get('val_ppl', float('nan')):.2f}  (fwd {results.get('val_ppl_fwd', float('nan')):.2f},"
-            f" bwd {results.get('val_ppl_bwd', float('nan')):.2f}; best epoch {int(results.get('best_epoch', 0))})",
+            f"  val_ppl    {results.get('val_ppl', float('nan')):.2f}  ("
+            + ", ".join(f"{key.removeprefix('val_ppl_')} {results[key]:.2f}" for key in
+                        ("val_ppl_fwd", "val_ppl_bwd", "val_ppl_word") if key in results)
+            + f"; best epoch {int(results.get('best_epoch', 0))})",
             f"  time       {results.get('train_seconds', 0):.0f} s",
             f"  run        {run_id}  (experiment '{self.setting('experiment_name')}')",
             f"  checkpoint {self.export.best_path}",

@@ -19,6 +19,7 @@ from harness.batching import BucketBatchSampler, pad_batch
 
 from harness.errors import UserError
 from harness.mrpc import load_mrpc
+from pretrain.checkpoints import build_tokenizer, tokenizer_class
 from pretrain.tokenize import Tokenizer
 
 
@@ -50,8 +51,31 @@ def unique(sentences: list[str]) -> list[str]:
     return list(dict.fromkeys(sentences))
 
 
-def encode_sentences(tokenizer: Tokenizer, sentences: list[str]) -> list[torch.Tensor]:
+def encode_sentences(tokenizer, sentences: list[str]) -> list[torch.Tensor]:
     return [torch.tensor(tokenizer.encode(sentence), dtype=torch.long) for sentence in sentences]
+
+
+def word_count(sentence: str) -> int:
+    """Whitespace words + 1 for the sentence's end: the unit of ``val_ppl_word``."""
+    return len(sentence.split()) + 1
+
+
+def collate_with_words(items: list[tuple[torch.Tensor, int]]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Returns (B, T) padded ids, (B,) lengths and (B,) word counts."""
+    token_ids, lengths = pad_batch([ids for ids, _ in items])
+    return token_ids, lengths, torch.tensor([words for _, words in items])
+
+
+def hold_out(sentences: list[str], keep: set[str], fraction: float = 0.02, minimum: int = 100,
+             seed: int = 0) -> tuple[list[str], list[str]]:
+    """Split a seeded random ``fraction`` (at least ``minimum``) of the sentences not in ``keep``
+    off ``sentences``, for held-out perplexity. Returns (kept, held_out)."""
+    candidates = [i for i, sentence in enumerate(sentences) if sentence not in keep]
+    count = min(len(candidates) // 2, max(minimum, round(fraction * len(sentences))))
+    order = torch.randperm(len(candidates), generator=torch.Generator().manual_seed(seed)).tolist()
+    chosen = {candidates[i] for i in order[:count]}
+    return ([s for i, s in enumerate(sentences) if i not in chosen],
+            [s for i, s in enumerate(sentences) if i in chosen])
 
 
 class BiLMDataModule(pl.LightningDataModule):
@@ -59,19 +83,26 @@ class BiLMDataModule(pl.LightningDataModule):
 
     Args:
         mrpc_dir: folder with the MSR release files (default: ``$MRPC_DIR`` or ``data/mrpc``).
+        tokenizer: ``word`` (the biLM's and AWD-LSTM's) or ``subword`` (byte-level BPE, GPT's),
+            trained on the pretraining text only.
         corpus: ``"mrpc"`` (GLUE train sentences) or a plain-text file, one sentence per line.
         extra_corpus: more plain-text files added to the pretraining text.
-        transductive: also pretrain (and build the vocabulary) on GLUE dev and MSR test sentences.
+        transductive: also pretrain (and build the vocabulary) on GLUE dev and MSR test sentences;
+            held-out perplexity then uses a seeded 2% of the other pretraining text, kept out of
+            training (never the evaluation sentences themselves).
         min_frequency: words seen fewer times in the pretraining text become ``<UNK>``.
-        max_vocab_size: keep at most this many entries, most frequent first.
+        max_vocab_size: keep at most this many entries, most frequent first (subword: the BPE
+            vocabulary size, default 8000).
         batch_size: sentences per batch.
         bucket: length-bucketed batches (False: random batches, more padding).
         max_sentences: use only the first N pretraining sentences (smoke tests, learning curves).
+        init_from: linked from ``--model.init_from``: keep that run's tokenizer (ULMFiT stage 2).
     """
 
     def __init__(
         self,
         mrpc_dir: str | None = None,
+        tokenizer: str = "word",
         corpus: str = "mrpc",
         extra_corpus: list[str] | None = None,
         transductive: bool = False,
@@ -81,6 +112,7 @@ class BiLMDataModule(pl.LightningDataModule):
         bucket: bool = True,
         max_sentences: int | None = None,
         num_workers: int = 0,
+        init_from: str | None = None,
     ):
         super().__init__()
         self.save_hyperparameters(logger=False)
@@ -110,10 +142,13 @@ class BiLMDataModule(pl.LightningDataModule):
         if not train:
             raise UserError("--data.corpus: no pretraining sentences left")
         training = set(train)
-        validation = [s for s in held_out if s not in training] or held_out
-        self.tokenizer = Tokenizer.build(train, min_frequency=min_frequency, max_size=max_vocab_size)
+        validation = [s for s in held_out if s not in training]
+        if not validation:  # transductive: every dev sentence is training text; hold other text out
+            train, validation = hold_out(train, keep=set(held_out) | set(test))
+        self.tokenizer = self._tokenizer(train, tokenizer, min_frequency, max_vocab_size, init_from)
         self.train_ids = encode_sentences(self.tokenizer, train)
         self.validation_ids = encode_sentences(self.tokenizer, validation)
+        self.validation_words = [word_count(sentence) for sentence in validation]
         self.validation_sentences = validation
         self.train_tokens = sum(len(ids) for ids in self.train_ids)
         self.content_hash = hashlib.sha256(
@@ -132,29 +167,42 @@ class BiLMDataModule(pl.LightningDataModule):
         if not transductive:
             self.summary["removed_evaluation_sentences"] = self.removed_evaluation_sentences
 
+    @staticmethod
+    def _tokenizer(train: list[str], kind: str, min_frequency: int, max_vocab_size: int | None, init_from: str | None):
+        """The pretraining text's tokenizer, or the one of the run ``init_from`` continues."""
+        if init_from:
+            from pretrain.runs import init_checkpoint  # needs the run store: import on use
+
+            return build_tokenizer(init_checkpoint(init_from)["tokenizer"])
+        if kind == "word":
+            return Tokenizer.build(train, min_frequency=min_frequency, max_size=max_vocab_size)
+        if kind == "subword":
+            return tokenizer_class(kind).build(train, vocab_size=max_vocab_size or 8000)
+        raise UserError(f"--data.tokenizer={kind}: choose word or subword")
+
     @property
     def vocab_size(self) -> int:
         return len(self.tokenizer)
 
-    @staticmethod
-    def _unk_rate(sequences: list[torch.Tensor]) -> float:
+    def _unk_rate(self, sequences: list[torch.Tensor]) -> float:
         tokens = torch.cat(sequences)
-        return round(float((tokens == 1).float().mean()), 4)
+        return round(float((tokens == self.tokenizer.unk_id).float().mean()), 4)
 
-    def _loader(self, sequences: list[torch.Tensor], train: bool) -> DataLoader:
+    def _loader(self, sequences: list, train: bool, collate=pad_batch) -> DataLoader:
         batch_size = self.hparams.batch_size
         sampler = RandomSampler(sequences) if train else SequentialSampler(sequences)
         if self.hparams.bucket or not train:
-            lengths = [len(sequence) for sequence in sequences]
+            lengths = [len(sequence) if train else len(sequence[0]) for sequence in sequences]
             pool = 50 if train else len(sequences)
             batch_sampler = BucketBatchSampler(sampler, batch_size, drop_last=False, lengths=lengths, pool_batches=pool)
         else:
             batch_sampler = BatchSampler(sampler, batch_size, drop_last=False)
-        return DataLoader(sequences, batch_sampler=batch_sampler, collate_fn=pad_batch,
+        return DataLoader(sequences, batch_sampler=batch_sampler, collate_fn=collate,
                           num_workers=self.hparams.num_workers)
 
     def train_dataloader(self) -> DataLoader:
         return self._loader(self.train_ids, train=True)
 
     def val_dataloader(self) -> DataLoader:
-        return self._loader(self.validation_ids, train=False)
+        items = list(zip(self.validation_ids, self.validation_words))
+        return self._loader(items, train=False, collate=collate_with_words)

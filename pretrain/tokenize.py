@@ -60,6 +60,10 @@ class Tokenizer:
     def __len__(self) -> int:
         return len(self.vocab)
 
+    @property
+    def unk_id(self) -> int:
+        return UNK_ID
+
     def tokenize(self, sentence: str) -> list[str]:
         """Returns the normalised words of ``sentence`` (no boundary tokens)."""
         text = sentence.lower() if self.lowercase else sentence

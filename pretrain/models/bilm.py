@@ -54,12 +54,15 @@ class LSTMStack(nn.Module):
 
 
 class BiLM(nn.Module):
-    """Bidirectional LM whose per-layer states are the transferable features.
+    """Bidirectional LM whose per-layer states are the transferable features (family ``elmo``).
 
     ``cell_size`` > ``hidden_size`` gives ELMo's LSTM-with-projection (memory cell_size,
     output hidden_size). ``softmax`` is ``"full"`` (exact) or ``"adaptive"``
     (``nn.AdaptiveLogSoftmaxWithLoss`` over the same frequency-ordered vocabulary).
     """
+
+    family = "elmo"
+    directions = ("forward", "backward")
 
     def __init__(
         self,
@@ -93,6 +96,20 @@ class BiLM(nn.Module):
         else:
             cutoffs = [c for c in adaptive_cutoffs if 0 < c < vocab_size - 1] or [max(1, vocab_size // 4)]
             self.softmax = nn.AdaptiveLogSoftmaxWithLoss(hidden_size, vocab_size, cutoffs, div_value=4.0)
+
+    @property
+    def feature_dim(self) -> int:
+        """D = 2H: every feature layer is [forward; backward] (layer 0: the embedding twice)."""
+        return 2 * self.hidden_size
+
+    def parameter_groups(self) -> list[list[nn.Parameter]]:
+        """Input to top: [embedding], then layer k of both directions for k = 1..N. The softmax
+        (which features never use) joins the top group, unless tied to the embedding."""
+        groups = [[self.embedding.weight]]
+        for forward_layer, backward_layer in zip(self.forward_stack.layers, self.backward_stack.layers):
+            groups.append([*forward_layer.parameters(), *backward_layer.parameters()])
+        groups[-1] += [p for p in self.softmax.parameters() if p is not self.embedding.weight]
+        return groups
 
     def directional_states(self, token_ids: Tensor, lengths: Tensor) -> tuple[Tensor, list[Tensor], list[Tensor]]:
         """Returns the (B, T, H) embedding and per-layer forward / backward states, in sentence order."""

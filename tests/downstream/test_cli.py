@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import torch
 import pytest
 from mlflow.entities import ViewType
 from mlflow.tracking import MlflowClient
@@ -190,3 +191,21 @@ def test_user_errors_end_in_one_line(store, smoke, flags, fragments):
     runs = all_runs(store["uri"])
     assert not [run.info.run_id for run in runs if run.info.status == "RUNNING"]
     assert all(run.info.status == "FAILED" for run in runs if run.info.run_id not in before)
+
+
+def test_gradual_fine_tuning_of_the_pretrained_and_random_encoder(store, tmp_path):
+    """The same procedure for the encoder and its random twin: tags, per-group learning-rate
+    curves, and a checkpoint that records the resolved encoder (never `latest`)."""
+    for encoder in ("latest", "random"):
+        run = finished_run(store, finetune(store, f"--model.encoder={encoder}", "--model.finetune=gradual"))
+        tags, metrics = run.data.tags, run.data.metrics
+        assert tags["finetune_mode"] == "gradual" and tags["family"] == "elmo"
+        assert tags["pretrain_run_id"] == ("random" if encoder == "random" else store["pretrain_run_id"])
+        assert "-gradual-" in run.info.run_name
+        history = MlflowClient(store["uri"]).get_metric_history(run.info.run_id, "lr-AdamW/encoder-0")
+        assert history and metrics["lr-AdamW/head"] > metrics["lr-AdamW/encoder-0"] > 0
+        assert metrics["unfrozen_groups"] == 1  # 2 epochs: head only, then the top group
+        checkpoint = torch.load(next((store["directory"] / "checkpoints" / "finetune" / run.info.run_id).glob("*.ckpt")),
+                                map_location="cpu", weights_only=True)
+        assert checkpoint["encoder"]["run_id"] == store["pretrain_run_id"]
+        assert checkpoint["encoder"]["random_seed"] == (0 if encoder == "random" else None)

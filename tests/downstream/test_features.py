@@ -9,7 +9,8 @@ import torch
 
 from downstream.features import FeatureStore
 from pretrain.models.bilm import BiLM
-from pretrain.encoder import Encoder, random_encoder
+from pretrain.encoder import Encoder
+from pretrain.runs import random_encoder
 from pretrain.tokenize import Tokenizer
 
 SENTENCES = [
@@ -29,7 +30,7 @@ def make_encoder(seed: int = 0, fingerprint: str = "abc") -> Encoder:
     config = {"vocab_size": len(tokenizer), "hidden_size": 8, "num_layers": 2, "dropout": 0.0,
               "adaptive_cutoffs": [2000, 8000]}
     model = BiLM(len(tokenizer), hidden_size=8, num_layers=2, dropout=0.0)
-    return Encoder(model, tokenizer, config=config, fingerprint=fingerprint, source="test")
+    return Encoder(model, tokenizer, family="elmo", config=config, fingerprint=fingerprint, source="test")
 
 
 def count_calls(encoder: Encoder, monkeypatch, fail_on_call: int | None = None) -> list[int]:

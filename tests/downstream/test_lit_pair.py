@@ -12,8 +12,10 @@ from sklearn.metrics import accuracy_score, f1_score
 
 from downstream.evaluation import PREDICTION_COLUMNS, predictions_frame, split_metrics
 from downstream.lit_pair import LitPairClassifier
-from downstream.mrpc import MRPCPairs
-from pretrain.encoder import load_encoder, slim_checkpoint
+from downstream.pairs import PairDataModule
+from downstream.cli import pair_classifier
+from pretrain.checkpoints import slim_checkpoint
+from pretrain.runs import load_encoder
 from harness.errors import UserError
 from pretrain.lit_bilm import LitBiLM
 from harness.mrpc import Pair, load_mrpc
@@ -51,8 +53,8 @@ def cache_dir(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("features")
 
 
-def make_data(model: LitPairClassifier, mrpc_dir: Path, cache_dir: Path) -> MRPCPairs:
-    data = MRPCPairs(mrpc_dir=str(mrpc_dir), batch_size=16, max_pairs=MAX_PAIRS, cache_dir=str(cache_dir),
+def make_data(model: LitPairClassifier, mrpc_dir: Path, cache_dir: Path) -> PairDataModule:
+    data = PairDataModule(mrpc_dir=str(mrpc_dir), batch_size=16, max_pairs=MAX_PAIRS, cache_dir=str(cache_dir),
                      subsample_seed=0)
     data.attach(model.encoder)
     return data
@@ -65,7 +67,7 @@ def make_trainer(root: Path, epochs: int = 2) -> pl.Trainer:
 
 def fit(checkpoint: Path, mrpc_dir: Path, cache_dir: Path, root: Path, seed: int, **kwargs):
     pl.seed_everything(seed, verbose=False)
-    model = LitPairClassifier(encoder=str(checkpoint), **{**HEAD, **kwargs})
+    model = pair_classifier(encoder=str(checkpoint), **{**HEAD, **kwargs})
     data = make_data(model, mrpc_dir, cache_dir)
     trainer = make_trainer(root)
     trainer.fit(model, datamodule=data)
@@ -82,7 +84,7 @@ def fitted(checkpoint, mrpc_dir, cache_dir, tmp_path_factory):
 
 def test_training_never_touches_the_encoder(checkpoint, mrpc_dir, cache_dir, tmp_path):
     pl.seed_everything(1, verbose=False)
-    model = LitPairClassifier(encoder=str(checkpoint), **HEAD)
+    model = pair_classifier(encoder=str(checkpoint), **HEAD)
     encoder = model.encoder.model
     before = {name: p.detach().clone() for name, p in encoder.named_parameters()}
     head_before = [p.detach().clone() for p in model.head.parameters()]
@@ -112,7 +114,7 @@ def test_training_never_touches_the_encoder(checkpoint, mrpc_dir, cache_dir, tmp
 
 
 def test_encoder_from_a_checkpoint_path(checkpoint):
-    model = LitPairClassifier(encoder=str(checkpoint), **HEAD)
+    model = pair_classifier(encoder=str(checkpoint), **HEAD)
     assert (model.encoder.num_layers, model.encoder.dim) == (3, 16)
     assert model.encoder.source == str(checkpoint)
     assert model.pretrain_run_id == f"file:{checkpoint}"
@@ -124,13 +126,13 @@ def test_encoder_from_a_checkpoint_path(checkpoint):
 
 def test_layer_out_of_range_is_a_user_error(checkpoint):
     with pytest.raises(UserError, match="--model.mix=layer:9") as raised:
-        LitPairClassifier(encoder=str(checkpoint), mix="layer:9", **HEAD)
+        pair_classifier(encoder=str(checkpoint), mix="layer:9", **HEAD)
     assert "\n" not in str(raised.value)
     assert "layer:2" in str(raised.value)  # says what would work
 
 
 def test_average_mix_has_no_trainable_parameters(checkpoint):
-    model = LitPairClassifier(encoder=str(checkpoint), mix="average", **HEAD)
+    model = pair_classifier(encoder=str(checkpoint), mix="average", **HEAD)
     assert list(model.mix.parameters()) == []
     head = {id(p) for p in model.head.parameters()}
     assert all(id(p) in head for p in model.parameters() if p.requires_grad)
@@ -141,7 +143,7 @@ def test_average_mix_has_no_trainable_parameters(checkpoint):
 
 @pytest.mark.parametrize("mix, weights", [("layer:1", [0.0, 1.0, 0.0]), ("top", [0.0, 0.0, 1.0])])
 def test_single_layer_mixes_are_one_hot(checkpoint, mix, weights):
-    model = LitPairClassifier(encoder=str(checkpoint), mix=mix, **HEAD)
+    model = pair_classifier(encoder=str(checkpoint), mix=mix, **HEAD)
     metrics = model.mix_metrics()
     assert [metrics[f"mix_weight_{k}"] for k in range(3)] == weights
     assert metrics["mix_gamma"] == 1.0
@@ -149,7 +151,7 @@ def test_single_layer_mixes_are_one_hot(checkpoint, mix, weights):
 
 
 def test_scalar_mix_logs_softmax_weights_and_gamma(checkpoint):
-    model = LitPairClassifier(encoder=str(checkpoint), mix="scalar", **HEAD)
+    model = pair_classifier(encoder=str(checkpoint), mix="scalar", **HEAD)
     assert {id(p) for p in model.mix.parameters()} <= {id(p) for p in model.parameters()}
     with torch.no_grad():
         model.mix.layer_scalars.copy_(torch.tensor([0.3, -1.2, 2.0]))
@@ -174,7 +176,7 @@ def test_scalar_mix_weights_after_training_sum_to_one(fitted):
 
 def random_control(checkpoint: Path, seed: int) -> LitPairClassifier:
     torch.manual_seed(seed)
-    return LitPairClassifier(encoder="random", random_like=str(checkpoint), **HEAD)
+    return pair_classifier(encoder="random", random_like=str(checkpoint), **HEAD)
 
 
 def test_random_control_copies_the_architecture_not_the_weights(checkpoint):
@@ -210,7 +212,7 @@ def test_random_control_is_deterministic_per_seed(checkpoint):
 def test_missing_checkpoint_is_a_user_error(tmp_path):
     missing = tmp_path / "missing.ckpt"
     with pytest.raises(UserError) as raised:
-        LitPairClassifier(encoder=str(missing), **HEAD)
+        pair_classifier(encoder=str(missing), **HEAD)
     message = str(raised.value)
     assert message.startswith("--model.encoder=") and str(missing) in message and "\n" not in message
 
@@ -218,7 +220,7 @@ def test_missing_checkpoint_is_a_user_error(tmp_path):
 def test_missing_random_like_checkpoint_is_a_user_error(tmp_path):
     missing = tmp_path / "missing.ckpt"
     with pytest.raises(UserError, match="--model.encoder=random") as raised:
-        LitPairClassifier(encoder="random", random_like=str(missing), **HEAD)
+        pair_classifier(encoder="random", random_like=str(missing), **HEAD)
     assert str(missing) in str(raised.value)
 
 
@@ -226,7 +228,7 @@ def test_a_file_that_is_not_a_checkpoint_is_a_user_error(tmp_path):
     junk = tmp_path / "notes.ckpt"
     junk.write_text("not a checkpoint\n")
     with pytest.raises(UserError, match="--model.encoder="):
-        LitPairClassifier(encoder=str(junk), **HEAD)
+        pair_classifier(encoder=str(junk), **HEAD)
 
 
 # ── evaluation ───────────────────────────────────────────────────────────────────────────────
@@ -236,8 +238,8 @@ def test_predictions_frame_sorts_by_pair_and_thresholds_at_one_half():
     pairs = [Pair(id1=str(10 + i), id2=str(20 + i), label=label, sentence1="a", sentence2="b")
              for i, label in enumerate([1, 0, 1, 1, 0])]
     indices = torch.tensor([3, 0, 4, 1, 2])  # the order a loader might return them in
-    probabilities = torch.tensor([0.5, 0.9, 0.49999, 0.2, 0.7])
-    frame = predictions_frame(pairs, probabilities, indices)
+    paraphrase = torch.tensor([0.5, 0.9, 0.49999, 0.2, 0.7])
+    frame = predictions_frame(pairs, torch.stack([1 - paraphrase, paraphrase], dim=1), indices)
     assert list(frame.columns) == PREDICTION_COLUMNS
     assert frame["id1"].tolist() == ["10", "11", "12", "13", "14"]
     assert frame["id2"].tolist() == ["20", "21", "22", "23", "24"]
@@ -268,7 +270,7 @@ def test_split_metrics_equal_sklearn_on_a_trained_model(fitted):
 
 def test_split_metrics_f1_is_zero_without_positive_predictions():
     pairs = [Pair(id1=str(i), id2=str(i + 1), label=i % 2, sentence1="a", sentence2="b") for i in range(4)]
-    frame = predictions_frame(pairs, torch.full((4,), 0.1), torch.arange(4))
+    frame = predictions_frame(pairs, torch.tensor([[0.9, 0.1]]).repeat(4, 1), torch.arange(4))
     assert split_metrics(frame, "test") == {"test_acc": 0.5, "test_f1": 0.0}
 
 
@@ -297,18 +299,18 @@ def test_same_seed_same_model(fitted, checkpoint, mrpc_dir, cache_dir, tmp_path)
 
 
 def test_train_fraction_subsamples_the_capped_train_split(mrpc_dir):
-    full = MRPCPairs(mrpc_dir=str(mrpc_dir), max_pairs=200, cache_dir="none", subsample_seed=0)
-    half = MRPCPairs(mrpc_dir=str(mrpc_dir), max_pairs=200, train_fraction=0.5, cache_dir="none", subsample_seed=0)
+    full = PairDataModule(mrpc_dir=str(mrpc_dir), max_pairs=200, cache_dir="none", subsample_seed=0)
+    half = PairDataModule(mrpc_dir=str(mrpc_dir), max_pairs=200, train_fraction=0.5, cache_dir="none", subsample_seed=0)
     assert len(half.pairs["train"]) == 100
     assert {(p.id1, p.id2) for p in half.pairs["train"]} <= {(p.id1, p.id2) for p in full.pairs["train"]}
     assert abs(sum(p.label for p in half.pairs["train"]) - sum(p.label for p in full.pairs["train"]) / 2) <= 1
     assert half.pairs["dev"] == full.pairs["dev"] and half.pairs["test"] == full.pairs["test"]
-    again = MRPCPairs(mrpc_dir=str(mrpc_dir), max_pairs=200, train_fraction=0.5, cache_dir="none", subsample_seed=0)
+    again = PairDataModule(mrpc_dir=str(mrpc_dir), max_pairs=200, train_fraction=0.5, cache_dir="none", subsample_seed=0)
     assert again.pairs["train"] == half.pairs["train"]
 
 
 @pytest.mark.parametrize("fraction", [0.0, 1.5, 0.001, 0.004])
 def test_unusable_train_fraction_is_a_user_error(mrpc_dir, fraction):
     with pytest.raises(UserError, match="--data.train_fraction=") as raised:
-        MRPCPairs(mrpc_dir=str(mrpc_dir), max_pairs=300, train_fraction=fraction, cache_dir="none")
+        PairDataModule(mrpc_dir=str(mrpc_dir), max_pairs=300, train_fraction=fraction, cache_dir="none")
     assert "\n" not in str(raised.value)

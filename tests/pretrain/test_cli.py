@@ -82,7 +82,7 @@ def test_smoke_run_finishes_and_prints_a_summary(smoke_run):
     assert "pretrain finished" in stdout
     assert f"run        {run.info.run_id}" in stdout
     assert f"runs:/{run.info.run_id}" in stdout
-    checkpoint = smoke_run["directory"] / "checkpoints" / "pretrain" / run.info.run_id / "bilm.ckpt"
+    checkpoint = smoke_run["directory"] / "checkpoints" / "pretrain" / run.info.run_id / "encoder.ckpt"
     assert checkpoint.is_file()
     assert f"checkpoint {checkpoint}" in stdout
 
@@ -92,6 +92,7 @@ def test_smoke_run_tags_metrics_and_params(smoke_run):
     run = smoke_run["run"]
     assert run.data.tags["stage"] == "pretrain"
     assert run.data.tags["model"] == "bilm" and run.data.tags["transductive"] == "false"
+    assert run.data.tags["family"] == "elmo"
     assert run.info.run_name.startswith("pretrain-bilm-2x32-full-mrpc")
     metrics = run.data.metrics
     for name in ("train_loss", "val_ppl", "val_ppl_fwd", "val_ppl_bwd"):
@@ -112,7 +113,7 @@ def test_smoke_run_artifacts(smoke_run, tmp_path):
     client, run_id = MlflowClient(smoke_run["uri"]), smoke_run["run"].info.run_id
     top = {artifact.path for artifact in client.list_artifacts(run_id)}
     assert {"config.yaml", "vocab.txt", "checkpoint", "samples"} <= top
-    assert [a.path for a in client.list_artifacts(run_id, "checkpoint")] == ["checkpoint/bilm.ckpt"]
+    assert [a.path for a in client.list_artifacts(run_id, "checkpoint")] == ["checkpoint/encoder.ckpt"]
     samples = [a.path for a in client.list_artifacts(run_id, "samples")]
     assert samples and all(path.startswith("samples/") and path.endswith(".txt") for path in samples)
     sample = Path(client.download_artifacts(run_id, samples[0], str(tmp_path))).read_text()

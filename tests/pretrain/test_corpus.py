@@ -80,7 +80,18 @@ def test_transductive_adds_dev_and_test(mrpc_dir, text):
     pretraining = {tuple(ids.tolist()) for ids in transductive.train_ids}
     assert tuple(transductive.tokenizer.encode(text["test_only_sentence"])) in pretraining
     assert tuple(transductive.tokenizer.encode(text["dev_only_sentence"])) in pretraining
-    assert transductive.summary["train_sentences"] == len(unique(text["train"] + text["dev"] + text["test"]))
+    summary = transductive.summary
+    assert summary["train_sentences"] + summary["validation_sentences"] == len(unique(text["train"] + text["dev"] + text["test"]))
+
+
+def test_transductive_perplexity_is_held_out(mrpc_dir, text):
+    """Transductive pretraining sees every dev/test sentence, so held-out perplexity must come from
+    other text kept out of training — never from training sentences (early stopping reads it)."""
+    transductive = BiLMDataModule(mrpc_dir=str(mrpc_dir), transductive=True)
+    training = {tuple(ids.tolist()) for ids in transductive.train_ids}
+    held_out = [tuple(ids.tolist()) for ids in transductive.validation_ids]
+    assert len(held_out) >= 100 and not training & set(held_out)
+    assert not set(transductive.validation_sentences) & (set(text["dev"]) | set(text["test"]))
 
 
 def test_validation_is_dev_sentences_not_in_training(datamodule, text):
@@ -281,7 +292,9 @@ def test_loaders_pad_at_the_end(mrpc_dir):
         seen += len(lengths)
     assert seen == 200
     validation = list(module.val_dataloader())
-    assert sum(len(lengths) for _, lengths in validation) == len(module.validation_ids)
+    assert sum(len(lengths) for _, lengths, _ in validation) == len(module.validation_ids)
+    words = torch.cat([batch[2] for batch in validation])  # whitespace words + 1 per sentence
+    assert sorted(words.tolist()) == sorted(len(s.split()) + 1 for s in module.validation_sentences)
     assert list(module.val_dataloader())[0][0].tolist() == validation[0][0].tolist()  # deterministic
 
 

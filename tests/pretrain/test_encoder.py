@@ -12,7 +12,8 @@ from torch.utils.data import DataLoader
 from pretrain import load_encoder
 from harness.batching import pad_batch
 from pretrain.corpus import encode_sentences
-from pretrain.encoder import latest_pretrain_run, random_encoder, slim_checkpoint
+from pretrain.checkpoints import slim_checkpoint
+from pretrain.runs import fingerprint_of, latest_pretrain_run, random_encoder
 from harness.errors import UserError
 from pretrain.lit_bilm import LitBiLM
 from pretrain.tokenize import Tokenizer
@@ -69,15 +70,28 @@ def test_round_trip_gives_the_in_memory_features(trained, which):
         reference = reference_layers(trained["lit"], trained["tokenizer"], sentence)
         words = len(encoder.tokenize(sentence))
         torch.testing.assert_close(layers[:, b, :words], reference, rtol=0, atol=1e-6)
-    assert encoder.fingerprint == hashlib.sha256(trained[which].read_bytes()).hexdigest()
-    assert encoder.source == str(trained[which])
+    file_digest = hashlib.sha256(trained[which].read_bytes()).hexdigest()
+    assert encoder.fingerprint == fingerprint_of(file_digest, "elmo", {"kind": "word"})
+    assert encoder.source == str(trained[which]) and encoder.family == "elmo"
+
+
+def test_fingerprint_follows_the_model_code(trained, monkeypatch):
+    """Feature caches and random twins key on the fingerprint: an edit to the model code (its
+    initialisation included) must change it even when the weights file is the same."""
+    before = load_encoder(trained["slim"])
+    twin_before = random_encoder(before, seed=0)
+    monkeypatch.setattr("pretrain.runs.code_version", lambda family, kind: "edited model code")
+    after = load_encoder(trained["slim"])
+    assert after.fingerprint != before.fingerprint
+    assert random_encoder(after, seed=0).fingerprint != twin_before.fingerprint
 
 
 def test_slim_checkpoint_has_no_optimiser_state(trained):
     slim = torch.load(trained["slim"], map_location="cpu", weights_only=True)
     assert "optimizer_states" not in slim and "loops" not in slim
-    assert all(key.startswith("model.") for key in slim["state_dict"])
-    assert slim["bilm_config"]["hidden_size"] == HIDDEN and slim["tokenizer"]["vocab"] == trained["tokenizer"].vocab
+    assert slim["state_dict"].keys() == trained["lit"].model.state_dict().keys()
+    assert slim["family"] == "elmo" and slim["model_config"]["hidden_size"] == HIDDEN
+    assert slim["tokenizer"]["vocab"] == trained["tokenizer"].vocab
 
 
 def test_embed_layers_shapes_mask_and_alignment(encoder):
@@ -181,7 +195,7 @@ def test_not_a_checkpoint(tmp_path):
 def test_checkpoint_without_config_and_vocabulary(tmp_path, trained):
     foreign = tmp_path / "foreign.ckpt"
     torch.save({"state_dict": trained["lit"].state_dict()}, foreign)
-    assert "not a biLM checkpoint" in one_line_error(foreign)
+    assert "not an encoder checkpoint" in one_line_error(foreign)
 
 
 @pytest.fixture(scope="module")

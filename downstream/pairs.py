@@ -1,8 +1,16 @@
-"""MRPC pairs for the frozen-feature classifier: GLUE train / GLUE dev / MSR test over a
-per-layer feature store, so a training epoch costs no encoder pass."""
+"""Sentence pairs for the classifier: GLUE train / GLUE dev / MSR test, batched by length.
+
+What a batch holds depends on how the encoder is used (``attach``):
+
+- ``features`` (frozen encoder): per-layer features of both sentences from the feature store,
+  computed once per sentence, so a training epoch costs no encoder pass;
+- ``tokens`` (fine-tuned encoder): the token ids of both sentences, encoded once; the encoder
+  runs inside the training step.
+"""
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import pytorch_lightning as pl
@@ -11,7 +19,7 @@ from sklearn.model_selection import train_test_split
 from torch.utils.data import DataLoader, RandomSampler, SequentialSampler
 
 from downstream.features import FeatureStore
-from harness.batching import BucketBatchSampler
+from harness.batching import BucketBatchSampler, pad_batch
 from harness.errors import UserError
 from harness.mrpc import Pair, load_mrpc
 from harness.tracking import REPO_ROOT
@@ -34,8 +42,11 @@ def subsample(pairs: list[Pair], fraction: float, seed: int) -> list[Pair]:
     return kept
 
 
+INPUT_KINDS = ("features", "tokens")
+
+
 class PairBatches:
-    """Collate pair indices into per-layer features of both sentences.
+    """Collate pair indices into per-layer features of both sentences (``features``).
 
     Returns per batch: ``layers_a`` (L, B, Ta, D), ``mask_a`` (B, Ta), ``layers_b`` (L, B, Tb, D),
     ``mask_b`` (B, Tb), ``labels`` (B,), ``pair_index`` (B,).
@@ -51,9 +62,27 @@ class PairBatches:
         return layers_a, mask_a, layers_b, mask_b, labels, torch.tensor(pair_indices)
 
 
-class MRPCPairs(pl.LightningDataModule):
-    """MRPC read and checked at construction; features computed in :meth:`setup`, once the
-    encoder is attached (by the CLI, from ``--model.encoder``).
+class TokenBatches:
+    """Collate pair indices into the token ids of both sentences (``tokens``).
+
+    Returns per batch: ``ids_a`` (B, Ta + 2), ``lengths_a`` (B,), ``ids_b`` (B, Tb + 2),
+    ``lengths_b`` (B,), ``labels`` (B,), ``pair_index`` (B,) — boundaries included, as the
+    encoder's ``features`` expects them.
+    """
+
+    def __init__(self, encoded: list[torch.Tensor], first: list[int], second: list[int], labels: list[int]):
+        self.encoded, self.first, self.second, self.labels = encoded, first, second, labels
+
+    def __call__(self, pair_indices: list[int]):
+        ids_a, lengths_a = pad_batch([self.encoded[self.first[i]] for i in pair_indices])
+        ids_b, lengths_b = pad_batch([self.encoded[self.second[i]] for i in pair_indices])
+        labels = torch.tensor([self.labels[i] for i in pair_indices])
+        return ids_a, lengths_a, ids_b, lengths_b, labels, torch.tensor(pair_indices)
+
+
+class PairDataModule(pl.LightningDataModule):
+    """MRPC read and checked at construction; the encoder's inputs are made in :meth:`setup`,
+    once the CLI has attached the resolved encoder.
 
     Args:
         mrpc_dir: folder with the MSR release files (default: ``$MRPC_DIR`` or ``data/mrpc``).
@@ -84,27 +113,38 @@ class MRPCPairs(pl.LightningDataModule):
         self.pairs["train"] = subsample(self.pairs["train"], train_fraction, seed)
         self.content_hash = splits.content_hash
         self.encoder = None
+        self.input_kind = "features"
         self.store: FeatureStore | None = None
+        self.collators = None
 
-    def attach(self, encoder) -> None:
-        self.encoder = encoder
+    def attach(self, encoder, input_kind: str = "features") -> None:
+        """Use ``encoder``: ``features`` caches its frozen outputs, ``tokens`` feeds it ids."""
+        if input_kind not in INPUT_KINDS:
+            raise ValueError(f"input_kind must be one of {INPUT_KINDS}, not {input_kind!r}")
+        self.encoder, self.input_kind = encoder, input_kind
 
     def sentences(self) -> list[str]:
         """Unique sentences of all splits, in first-seen order (the feature store's rows)."""
         return list(dict.fromkeys(s for name in SPLITS for p in self.pairs[name] for s in (p.sentence1, p.sentence2)))
 
     def setup(self, stage: str | None = None) -> None:
-        if self.store is not None:
+        if self.collators is not None:
             return
         if self.encoder is None:
             raise RuntimeError("attach an encoder before setup")
         sentences = self.sentences()
-        cache = None if self.hparams.cache_dir in (None, "none") else Path(self.hparams.cache_dir)
-        self.store = FeatureStore.build(self.encoder, sentences, cache)
         row = {sentence: index for index, sentence in enumerate(sentences)}
+        if self.input_kind == "features":
+            cache = None if self.hparams.cache_dir in (None, "none") else Path(self.hparams.cache_dir)
+            self.store = FeatureStore.build(self.encoder, sentences, cache)
+            self.lengths = self.store.lengths
+            make = partial(PairBatches, self.store)
+        else:
+            encoded = [self.encoder.encode_ids(sentence) for sentence in sentences]
+            self.lengths = [len(ids) for ids in encoded]
+            make = partial(TokenBatches, encoded)
         self.collators = {
-            name: PairBatches(self.store, [row[p.sentence1] for p in pairs], [row[p.sentence2] for p in pairs],
-                              [p.label for p in pairs])
+            name: make([row[p.sentence1] for p in pairs], [row[p.sentence2] for p in pairs], [p.label for p in pairs])
             for name, pairs in self.pairs.items()
         }
 
@@ -112,7 +152,7 @@ class MRPCPairs(pl.LightningDataModule):
         """Batches of pairs of similar length (the longer sentence of each pair), so that the
         mix and the head spend little on padding; shuffled pools for training."""
         collate = self.collators[split]
-        lengths = [max(self.store.lengths[a], self.store.lengths[b]) for a, b in zip(collate.first, collate.second)]
+        lengths = [max(self.lengths[a], self.lengths[b]) for a, b in zip(collate.first, collate.second)]
         indices = range(len(lengths))
         sampler = RandomSampler(indices) if shuffle else SequentialSampler(indices)
         batches = BucketBatchSampler(sampler, self.hparams.batch_size, drop_last=False, lengths=lengths,

@@ -1,0 +1,225 @@
+"""The LightningModule every language-model family pretrains with: loss, perplexities,
+optimiser and schedule, and a checkpoint that describes itself (family, config, tokenizer).
+
+A family subclasses :class:`LitLanguageModel`, names its ``family`` and the constructor
+arguments of its model (``model_keys``), and passes the rest on (``**kwargs``). Perplexities are
+exp of the mean NLL over real tokens: ``val_ppl`` (mean over directions), ``val_ppl_fwd`` and, for
+the biLM, ``val_ppl_bwd``; ``val_ppl_word`` divides the same NLL by whitespace words (+1 per
+sentence for its end) so families with different tokenizers compare.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytorch_lightning as pl
+import torch
+from torchmetrics import SumMetric
+
+from harness.errors import UserError
+from pretrain.checkpoints import build_model, build_tokenizer, tokenizer_state
+
+SCHEDULES = ("constant", "plateau", "cosine", "stlr")
+DIRECTION_SUFFIX = {"forward": "fwd", "backward": "bwd"}
+
+
+def slanted_triangular(step: int, total_steps: int, cut_fraction: float = 0.1, ratio: float = 32.0) -> float:
+    """ULMFiT's slanted triangular learning-rate multiplier (Howard & Ruder 2018, eq. 3): a linear
+    rise over the first ``cut_fraction`` of the steps from 1/ratio to 1, then a linear decay back to
+    1/ratio at the last step."""
+    cut = max(1, math.floor(total_steps * cut_fraction))
+    if step < cut:
+        progress = step / cut
+    else:
+        progress = 1 - (step - cut) / max(1, cut * (1 / cut_fraction - 1))
+    return (1 + max(0.0, progress) * (ratio - 1)) / ratio
+
+
+def warmup_cosine(step: int, total_steps: int, warmup_fraction: float = 0.1) -> float:
+    """Linear warm-up over ``warmup_fraction`` of the steps, then cosine decay to 0."""
+    warmup = max(1, math.floor(total_steps * warmup_fraction))
+    if step < warmup:
+        return (step + 1) / warmup
+    progress = min(1.0, (step - warmup) / max(1, total_steps - warmup))
+    return 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def discriminative_groups(groups: list[list[torch.nn.Parameter]], learning_rate: float, decay: float) -> list[dict]:
+    """Optimizer groups for parameters listed input → top: the top group gets ``learning_rate``,
+    each lower one the one above it divided by ``decay`` (ULMFiT: 2.6)."""
+    depth = len(groups)
+    return [{"params": params, "lr": learning_rate / decay ** (depth - 1 - index), "name": f"group{index}"}
+            for index, params in enumerate(groups) if params]
+
+
+def scheduler_lambda(schedule: str, total_steps: int, warmup_fraction: float, stlr_ratio: float):
+    if schedule == "stlr":
+        return lambda step: slanted_triangular(step, total_steps, warmup_fraction, stlr_ratio)
+    return lambda step: warmup_cosine(step, total_steps, warmup_fraction)
+
+
+class LitLanguageModel(pl.LightningModule):
+    """Pretrains one family's language model.
+
+    Args (common to every family):
+        learning_rate, weight_decay: AdamW (the top group's rate with ``lr_decay``).
+        schedule: ``constant``, ``plateau`` (halve the rate when ``val_ppl`` stalls for
+            ``plateau_patience`` validations), ``cosine`` (linear warm-up, cosine decay) or ``stlr``
+            (ULMFiT's slanted triangular rate, per step).
+        plateau_patience: setting it selects ``plateau`` (kept for older configs).
+        warmup_fraction: share of the steps that warm up (``cosine``) or rise (``stlr``'s cut_frac).
+        stlr_ratio: ``stlr``'s lowest / highest rate ratio (ULMFiT: 32).
+        lr_decay: discriminative rates, each lower parameter group's rate / ``lr_decay`` (1: off).
+        init_from: continue from another pretrain run or checkpoint of the same family (ULMFiT's
+            target-task LM fine-tuning): its architecture, tokenizer and weights are kept.
+    """
+
+    family = ""
+    model_keys: tuple[str, ...] = ()
+
+    def __init__(
+        self,
+        learning_rate: float = 2e-3,
+        weight_decay: float = 0.01,
+        schedule: str = "constant",
+        plateau_patience: int | None = None,
+        warmup_fraction: float = 0.1,
+        stlr_ratio: float = 32.0,
+        lr_decay: float = 1.0,
+        init_from: str | None = None,
+    ):
+        super().__init__()
+        if schedule not in SCHEDULES:
+            raise UserError(f"--model.schedule={schedule}: choose one of {', '.join(SCHEDULES)}")
+        if learning_rate <= 0:
+            raise UserError(f"--model.learning_rate={learning_rate}: must be > 0")
+        # A subclass's save_hyperparameters() sees only the arguments passed on to here: keep them all.
+        self.common_arguments = {"learning_rate": learning_rate, "weight_decay": weight_decay, "schedule": schedule,
+                                 "plateau_patience": plateau_patience, "warmup_fraction": warmup_fraction,
+                                 "stlr_ratio": stlr_ratio, "lr_decay": lr_decay, "init_from": init_from}
+        self.tokenizer = None
+        self.init_source: dict | None = None  # the run/file this model continues (init_from)
+        self.validation_sums = torch.nn.ModuleDict()
+
+    # --- building -------------------------------------------------------------------------
+
+    def model_config(self) -> dict:
+        """The constructor arguments of the wrapped model."""
+        return {key: self.hparams[key] for key in self.model_keys}
+
+    def build(self) -> None:
+        """Create ``self.model`` from the hyper-parameters, or from ``init_from``'s checkpoint.
+        Subclasses call it after ``save_hyperparameters()``."""
+        self.hparams.update({**self.common_arguments, **self.hparams})
+        config = self.model_config()
+        initial = None
+        if self.hparams.init_from:
+            from pretrain.runs import init_checkpoint  # resolution needs the store; import on use
+
+            initial = init_checkpoint(self.hparams.init_from, self.family)
+            config = dict(initial["model_config"])
+            self.init_source = {"source": initial["source"], "run_id": initial["run_id"]}
+        self.model = build_model(self.family, config)
+        self.built_config = config
+        if initial is not None:
+            self.model.load_state_dict(initial["state_dict"])
+            self.tokenizer = build_tokenizer(initial["tokenizer"])
+        names = [f"nll_{direction}" for direction in self.model.directions] + ["count", "words"]
+        self.validation_sums = torch.nn.ModuleDict({name: SumMetric() for name in names})
+
+    # --- steps ----------------------------------------------------------------------------
+
+    def sums(self, batch) -> dict[str, torch.Tensor]:
+        """The model's NLL sums and counts for a batch ``(ids, lengths[, words])``, plus ``words``
+        (whitespace words + 1 per sentence; the token count when the batch does not say)."""
+        token_ids, lengths = batch[0], batch[1]
+        sums = self.model(token_ids, lengths)
+        sums["words"] = batch[2].sum() if len(batch) > 2 else sums["count"]
+        return sums
+
+    def training_step(self, batch, batch_index):
+        sums = self.sums(batch)
+        directions = self.model.directions
+        nll = sum(sums[f"nll_{direction}"] for direction in directions)
+        loss = nll / (len(directions) * sums["count"].clamp(min=1))
+        self.log("train_loss", loss, prog_bar=True, batch_size=len(batch[1]))
+        self.last_train_loss = loss.detach()
+        if "regularization" in sums:
+            loss = loss + sums["regularization"]
+        return loss
+
+    def on_train_epoch_end(self):
+        # Steps reach the logger every `log_every_n_steps`; an epoch's last step always does,
+        # so even a run shorter than that interval has its train_loss.
+        if self.logger is not None and hasattr(self, "last_train_loss"):
+            self.logger.log_metrics({"train_loss": float(self.last_train_loss)}, step=self.global_step - 1)
+
+    def validation_step(self, batch, batch_index):
+        sums = self.sums(batch)
+        for name, metric in self.validation_sums.items():
+            metric.update(sums[name].float())
+
+    def on_validation_epoch_end(self):
+        totals = {name: metric.compute() for name, metric in self.validation_sums.items()}
+        for metric in self.validation_sums.values():
+            metric.reset()
+        self.log_dict(perplexities(totals, self.model.directions), prog_bar=True)
+
+    @torch.no_grad()
+    def evaluate(self, loader) -> dict[str, float]:
+        """Perplexities of the current weights over ``loader`` (used on the best checkpoint)."""
+        was_training = self.training
+        self.eval()
+        totals: dict[str, float] = {name: 0.0 for name in self.validation_sums}
+        for batch in loader:
+            batch = [tensor.to(self.device) for tensor in batch]
+            sums = self.sums(batch)
+            for name in totals:
+                totals[name] += float(sums[name])
+        self.train(was_training)
+        tensors = {name: torch.tensor(value, dtype=torch.float64) for name, value in totals.items()}
+        return {name: float(value) for name, value in perplexities(tensors, self.model.directions).items()}
+
+    # --- optimisation ---------------------------------------------------------------------
+
+    def configure_optimizers(self):
+        hparams = self.hparams
+        groups = discriminative_groups(self.model.parameter_groups(), hparams.learning_rate, hparams.lr_decay)
+        fused = all(p.device.type in ("cpu", "cuda") for p in self.parameters())
+        optimizer = torch.optim.AdamW(groups, lr=hparams.learning_rate, weight_decay=hparams.weight_decay, fused=fused)
+        schedule = "plateau" if hparams.plateau_patience is not None else hparams.schedule
+        if schedule == "constant":
+            return optimizer
+        if schedule == "plateau":
+            scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
+                optimizer, mode="min", factor=0.5, patience=hparams.plateau_patience or 0)
+            return {"optimizer": optimizer,
+                    "lr_scheduler": {"scheduler": scheduler, "monitor": "val_ppl", "interval": "epoch"}}
+        total = max(1, int(self.trainer.estimated_stepping_batches))
+        scheduler = torch.optim.lr_scheduler.LambdaLR(
+            optimizer, scheduler_lambda(schedule, total, hparams.warmup_fraction, hparams.stlr_ratio))
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    # --- checkpoints ----------------------------------------------------------------------
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint["family"] = self.family
+        checkpoint["model_config"] = dict(self.built_config)
+        checkpoint["tokenizer"] = tokenizer_state(self.tokenizer)
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        self.tokenizer = build_tokenizer(checkpoint["tokenizer"])
+
+
+def perplexities(totals: dict[str, torch.Tensor], directions: tuple[str, ...]) -> dict[str, torch.Tensor]:
+    """exp of the mean NLL over real tokens: over all directions (``val_ppl``), per direction
+    (``val_ppl_fwd``, ``val_ppl_bwd``) and per whitespace word (``val_ppl_word``)."""
+    count = totals["count"].clamp(min=1)
+    nll = {direction: totals[f"nll_{direction}"] for direction in directions}
+    mean_nll = sum(nll.values()) / len(directions)
+    results = {"val_ppl": torch.exp(mean_nll / count)}
+    for direction, value in nll.items():
+        results[f"val_ppl_{DIRECTION_SUFFIX[direction]}"] = torch.exp(value / count)
+    if "words" in totals:
+        results["val_ppl_word"] = torch.exp(mean_nll / totals["words"].clamp(min=1))
+    return results

@@ -1,0 +1,202 @@
+"""Run resolution: ``runs:/<id>``, ``latest[:<family>]`` or a checkpoint path → an :class:`Encoder`;
+``random_encoder`` builds any family's untrained twin; ``encoder_from_record`` rebuilds the exact
+encoder a finetune checkpoint recorded.
+
+Fingerprints: a trained encoder's is sha256(checkpoint file bytes' sha256, model code version);
+a random twin's is sha256("random", seed, the copied encoder's fingerprint, torch version). Any
+change to the weights, the model code (its initialisation included) or the RNG changes them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from pathlib import Path
+
+import torch
+from mlflow.exceptions import MlflowException
+from mlflow.tracking import MlflowClient
+
+from harness.errors import UserError
+from harness.tracking import REPO_ROOT, tracking_uri
+from pretrain.checkpoints import FAMILIES, build_model, build_tokenizer, code_version, read_checkpoint
+from pretrain.encoder import Encoder
+
+CHECKPOINT_ARTIFACT = "checkpoint/encoder.ckpt"
+LEGACY_ARTIFACT = "checkpoint/bilm.ckpt"  # pretrain runs made before families existed
+ENCODER_CACHE = REPO_ROOT / ".cache" / "encoders"
+
+
+def latest_pretrain_run(family: str | None = None) -> str:
+    """The newest FINISHED ``stage=pretrain`` run (of ``family``, if given) that a benchmark did not
+    make for itself (those carry a ``benchmark`` tag: a quick benchmark's toy encoder must not
+    become everyone's default). Pages through the whole store."""
+    client = MlflowClient(tracking_uri())
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    query = "tags.stage = 'pretrain' and attributes.status = 'FINISHED'"
+    token = None
+    while experiments:
+        page = client.search_runs(experiments, query, order_by=["attributes.start_time DESC"], max_results=500,
+                                  page_token=token)
+        for run in page:
+            tags = run.data.tags
+            if "benchmark" in tags or (family and tags.get("family", "elmo") != family):
+                continue
+            return run.info.run_id
+        token = page.token
+        if not token:
+            break
+    which = f"{family} " if family else ""
+    raise UserError(f"no finished {which}pretrain run in {tracking_uri()}; run `make pretrain` first")
+
+
+def resolve_run_id(source: str) -> str | None:
+    """``runs:/<id>``, ``latest`` or ``latest:<family>`` → run id; a path → None."""
+    if source == "latest" or source.startswith("latest:"):
+        family = source.partition(":")[2] or None
+        if family and family not in FAMILIES:
+            raise UserError(f"{source}: unknown family {family!r}; choose {', '.join(FAMILIES)}")
+        try:
+            return latest_pretrain_run(family)
+        except UserError as error:
+            raise UserError(f"{source}: {error}") from None
+    if source.startswith("runs:/"):
+        return source[len("runs:/"):].strip("/").split("/")[0]
+    return None
+
+
+def _download(client: MlflowClient, run_id: str, target: Path) -> Path:
+    """Download the run's encoder checkpoint into a temporary folder, then rename it into place,
+    so an interrupted download never leaves a file that looks complete."""
+    temporary = target.parent.parent / f".{run_id}.tmp-{os.getpid()}"
+    shutil.rmtree(temporary, ignore_errors=True)
+    temporary.mkdir(parents=True)
+    try:
+        for artifact in (CHECKPOINT_ARTIFACT, LEGACY_ARTIFACT):
+            try:
+                downloaded = Path(client.download_artifacts(run_id, artifact, str(temporary)))
+                break
+            except (MlflowException, OSError):
+                continue
+        else:
+            raise UserError(f"run {run_id} has no {CHECKPOINT_ARTIFACT} artifact")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(downloaded, target)
+    finally:
+        shutil.rmtree(temporary, ignore_errors=True)
+    return target
+
+
+def checkpoint_of_run(run_id: str, source: str) -> tuple[dict, str]:
+    """The pretrain run's encoder checkpoint (downloaded once per run, re-downloaded once if the
+    cached copy is unreadable). Returns the normalised checkpoint and its file digest."""
+    client = MlflowClient(tracking_uri())
+    try:
+        run = client.get_run(run_id)
+    except MlflowException:
+        raise UserError(f"{source}: no run {run_id} in {tracking_uri()}") from None
+    stage = run.data.tags.get("stage")
+    if stage != "pretrain":
+        raise UserError(f"{source}: run {run_id} is a {stage or 'untagged'} run, not a pretrain run")
+    if run.info.status != "FINISHED":
+        raise UserError(f"{source}: pretrain run {run_id} is {run.info.status}, not FINISHED")
+    local = ENCODER_CACHE / run_id / Path(CHECKPOINT_ARTIFACT).name
+    if not local.is_file():
+        _download(client, run_id, local)
+    try:
+        return read_checkpoint(local, source)
+    except UserError:  # a damaged cached copy: fetch it again, once
+        local.unlink(missing_ok=True)
+        _download(client, run_id, local)
+        try:
+            return read_checkpoint(local, source)
+        except UserError:
+            raise UserError(f"{source}: the downloaded checkpoint {local} is unreadable twice; delete it and "
+                            f"check run {run_id}'s {CHECKPOINT_ARTIFACT} artifact") from None
+
+
+def fingerprint_of(file_digest: str, family: str, tokenizer: dict) -> str:
+    version = code_version(family, tokenizer.get("kind", "word"))
+    return hashlib.sha256(f"{file_digest}\n{version}".encode()).hexdigest()
+
+
+def encoder_from_checkpoint(checkpoint: dict, file_digest: str, source: str, run_id: str | None) -> Encoder:
+    """An :class:`Encoder` from a normalised checkpoint (see ``pretrain.checkpoints.normalise``)."""
+    family, config = checkpoint["family"], checkpoint["model_config"]
+    model = build_model(family, config)
+    try:
+        model.load_state_dict(checkpoint["state_dict"])
+    except RuntimeError as error:
+        first = str(error).strip().splitlines()[0]
+        raise UserError(f"{source}: weights do not fit the {family} model in its config ({first})") from None
+    tokenizer = build_tokenizer(checkpoint["tokenizer"])
+    return Encoder(model, tokenizer, family, config, fingerprint_of(file_digest, family, checkpoint["tokenizer"]),
+                   source, run_id=run_id)
+
+
+def load_encoder(source: str | os.PathLike, device: str = "cpu") -> Encoder:
+    """Rebuild a frozen encoder from ``runs:/<run_id>``, ``latest[:<family>]`` or a checkpoint path.
+
+    Returns:
+        :class:`Encoder` in eval mode, parameters with ``requires_grad=False``.
+    """
+    source = str(source)
+    run_id = resolve_run_id(source)
+    if run_id:
+        checkpoint, digest = checkpoint_of_run(run_id, source)
+        resolved = f"runs:/{run_id}"
+    else:
+        checkpoint, digest = read_checkpoint(Path(source), source)
+        resolved = str(Path(source))
+    return encoder_from_checkpoint(checkpoint, digest, resolved, run_id).to(device)
+
+
+def random_encoder(like: Encoder, seed: int = 0) -> Encoder:
+    """The control: ``like``'s family, architecture and tokenizer with untrained weights drawn from
+    ``seed`` by the family's own initialisation."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = build_model(like.family, like.config)
+    fingerprint = hashlib.sha256(f"random\n{seed}\n{like.fingerprint}\n{torch.__version__}".encode()).hexdigest()
+    return Encoder(model, like.tokenizer, like.family, like.config, fingerprint, "random", run_id=like.run_id,
+                   random_seed=seed, copies=like.source).to(like.device)
+
+
+def encoder_from_record(record: dict, weights: bool = True) -> Encoder:
+    """The encoder a finetune checkpoint recorded (``Encoder.record()``).
+
+    ``weights=True``: the pretrain run (or file) it names, or that run's random twin with the
+    recorded seed, checked by fingerprint. ``weights=False``: only the architecture and tokenizer
+    (the fine-tuned weights are in the finetune checkpoint itself).
+    """
+    if not weights:
+        model = build_model(record["family"], record["model_config"])
+        return Encoder(model, build_tokenizer(record["tokenizer"]), record["family"], record["model_config"],
+                       record["fingerprint"], record["source"], record.get("run_id"), record.get("random_seed"),
+                       record.get("copies"))
+    random = record.get("random_seed") is not None
+    source = record["copies"] if random else record["source"]
+    encoder = load_encoder(source)
+    if random:
+        encoder = random_encoder(encoder, int(record["random_seed"]))
+    if encoder.fingerprint != record["fingerprint"]:
+        raise UserError(f"{source}: the encoder there is not the one this checkpoint was trained on "
+                        f"(fingerprint {encoder.fingerprint[:12]} ≠ recorded {record['fingerprint'][:12]}: "
+                        f"other weights or other model code)")
+    return encoder
+
+
+def init_checkpoint(source: str, family: str | None = None) -> dict:
+    """The checkpoint ``--model.init_from`` names (a pretrain run or a file) for a model of
+    ``family`` (any, when None) to continue from. Returns the normalised checkpoint plus ``source`` and ``run_id``."""
+    flag = f"--model.init_from={source}"
+    try:
+        run_id = resolve_run_id(source)
+        checkpoint, _ = checkpoint_of_run(run_id, source) if run_id else read_checkpoint(Path(source), source)
+    except UserError as error:
+        raise UserError(f"{flag}: {str(error).removeprefix(f'{source}: ')}") from None
+    if family and checkpoint["family"] != family:
+        raise UserError(f"{flag}: that is a {checkpoint['family']} encoder; this model is {family} "
+                        f"(continue a run of the same family)")
+    return {**checkpoint, "source": f"runs:/{run_id}" if run_id else source, "run_id": run_id}
