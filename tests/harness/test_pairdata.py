@@ -298,3 +298,24 @@ def test_real_msr_file_reads_like_the_msr_reader(real_mrpc_dir):
     assert read.labels == ["0", "1"]
     assert [(p.label, p.sentence1, p.sentence2) for p in read.pairs] == expected
     assert read.digest == pairdata.hashlib.sha256(mrpc.normalised_text(path).encode("utf-8")).hexdigest()
+
+
+def test_read_benchmark_file_reads_back(tmp_path):
+    from benchmarks.read_speed import sentence_pool, write_pairs
+
+    path = tmp_path / "train.tsv"
+    write_pairs(path, 500, sentence_pool(50))
+    read = read_pair_tsv(path)
+    assert len(read.pairs) == 500 and read.labels == ["contradiction", "entailment", "neutral"]
+    assert [pair.ids for pair in read.pairs[:2]] == [("p0",), ("p1",)]
+    assert any('"' in pair.sentence1 for pair in read.pairs)
+
+
+@pytest.mark.slow
+def test_read_benchmark_command(tmp_path, capsys):
+    from benchmarks import read_speed
+
+    assert read_speed.main(["--pairs", "300", "--json", str(tmp_path / "rows.json")]) == 0
+    rows = read_speed.json.loads((tmp_path / "rows.json").read_text())
+    assert [(row["row"], row["pairs"]) for row in rows] == [("read_pair_tsv", 300), ("load_pair_data", 306)]
+    assert "pairs/s" in capsys.readouterr().out
