@@ -1,4 +1,8 @@
-"""The MSR Paraphrase Corpus: a strict reader, content checks, download and the GLUE split."""
+"""The MSR Paraphrase Corpus: a strict reader, content checks, download and the GLUE split.
+
+``load_mrpc`` returns the MSR rows (``Pair`` with ``id1, id2``); ``load_mrpc_data`` is MRPC as one
+implementation of the pair-data-set interface (``harness.pairdata.PairData``).
+"""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from harness import pairdata
 from harness.errors import UserError
 
 TRAIN_FILE = "msr_paraphrase_train.txt"
@@ -27,10 +32,14 @@ EXPECTED = {
 }
 MAX_DOWNLOAD_BYTES = 50_000_000
 HINT_MRPC_DIR = f"set MRPC_DIR to a folder holding {TRAIN_FILE} and {TEST_FILE}"
+LABELS = ["0", "1"]  # class 1 = paraphrase, the positive class of F1
+ID_COLUMNS = ("id1", "id2")
 
 
 @dataclass(frozen=True)
 class Pair:
+    """One row of an MSR file (the interface's pair is ``harness.pairdata.Pair``)."""
+
     label: int  # 1 = paraphrase
     id1: str
     id2: str
@@ -221,8 +230,7 @@ def _dev_ids() -> set[tuple[str, str]]:
 
 
 def _content_hash(texts: list[str]) -> str:
-    combined = "".join(hashlib.sha256(text.encode("utf-8")).hexdigest() + "\n" for text in texts)
-    return hashlib.sha256(combined.encode("ascii")).hexdigest()
+    return pairdata.combine_digests([hashlib.sha256(text.encode("utf-8")).hexdigest() for text in texts])
 
 
 def load_mrpc(
@@ -263,3 +271,23 @@ def load_mrpc(
         test=test_pairs,
         content_hash=_content_hash([train_text, test_text]),
     )
+
+
+def to_pair_data(splits: MRPCSplits) -> pairdata.PairData:
+    """MRPC's GLUE split as a PairData: labels ``["0", "1"]`` (class id = MSR label), positive "1",
+    ids ``(id1, id2)``, the same content hash."""
+
+    def convert(pairs: list[Pair]) -> list[pairdata.Pair]:
+        return [pairdata.Pair(pair.label, (pair.id1, pair.id2), pair.sentence1, pair.sentence2) for pair in pairs]
+
+    return pairdata.PairData(name="mrpc", labels=list(LABELS), id_columns=ID_COLUMNS, train=convert(splits.train),
+                             dev=convert(splits.dev), test=convert(splits.test), content_hash=splits.content_hash,
+                             positive_label=LABELS[1])
+
+
+def load_mrpc_data(
+    directory: str | os.PathLike | None = None, download: bool = True, base_url: str = DEFAULT_BASE_URL
+) -> pairdata.PairData:
+    """MRPC through the pair-data-set interface: :func:`load_mrpc` (same folder and download rules)
+    converted by :func:`to_pair_data`."""
+    return to_pair_data(load_mrpc(directory, download=download, base_url=base_url))

@@ -5,7 +5,7 @@ import threading
 
 import pytest
 
-from harness import mrpc
+from harness import mrpc, pairdata
 from harness.errors import UserError
 from harness.mrpc import Pair, TEST_FILE, TRAIN_FILE
 
@@ -258,3 +258,36 @@ def test_missing_dev_ids_are_reported(tmp_path, write_msr, sample_rows):
     write_msr(tmp_path / TRAIN_FILE, sample_rows)
     write_msr(tmp_path / TEST_FILE, sample_rows)
     assert_one_line_error(lambda: mrpc.load_mrpc(tmp_path, download=False), TRAIN_FILE, "408", "dev id pairs")
+
+
+# --- MRPC through the pair-data-set interface ---------------------------------------------------
+
+
+def test_splits_convert_to_pair_data():
+    splits = mrpc.MRPCSplits(train=EXPECTED_PAIRS[:2], dev=EXPECTED_PAIRS[2:], test=EXPECTED_PAIRS[1:],
+                             content_hash="h")
+    data = mrpc.to_pair_data(splits)
+    assert (data.name, data.labels, data.id_columns, data.content_hash) == ("mrpc", ["0", "1"], ("id1", "id2"), "h")
+    assert (data.num_classes, data.positive_label, data.positive_class, data.f1_average) == (2, "1", 1, "binary")
+    assert data.train == [pairdata.Pair(1, ("101", "102"), 'He said "yes" to the plan.', "He agreed to the plan."),
+                          pairdata.Pair(0, ("103", "104"), 'The "quote never closes.', "Shares fell 3 percent.")]
+    assert data.ids_by_column(data.test) == {"id1": ["103", "105"], "id2": ["104", "106"]}
+    assert data.label_counts("test") == {"0": 1, "1": 1}
+
+
+def test_real_data_through_the_interface(real_mrpc_dir, monkeypatch):
+    data = pairdata.load_pair_data("mrpc", mrpc_dir=real_mrpc_dir)
+    splits = mrpc.load_mrpc(real_mrpc_dir, download=False)
+    assert (len(data.train), len(data.dev), len(data.test)) == (3668, 408, 1725)
+    assert data.label_counts("dev") == {"0": 129, "1": 279}
+    assert data.label_counts("test") == {"0": 578, "1": 1147}
+    assert (data.labels, data.id_columns, data.positive_label) == (["0", "1"], ("id1", "id2"), "1")
+    assert data.content_hash == splits.content_hash
+    assert data.content_hash == "704e94466deb0a1aa268875f81a5d0e472cd23cb4ff7fa38508cffca3b878df6"
+    for name in pairdata.SPLITS:
+        expected = [(p.label, (p.id1, p.id2), p.sentence1, p.sentence2) for p in getattr(splits, name)]
+        assert [(p.label, p.ids, p.sentence1, p.sentence2) for p in data.split(name)] == expected
+    assert not set(data.sentences("test")) - set(data.sentences())
+    monkeypatch.setenv("MRPC_DIR", str(real_mrpc_dir))
+    assert pairdata.load_pair_data().dev == data.dev
+    assert pairdata.load_pair_data(positive_label=0).positive_class == 0
