@@ -21,6 +21,7 @@ from pretrain.cli import PretrainCLI
 from harness.errors import UserError
 from harness.mrpc import load_mrpc
 from harness.tracking import ensure_experiment, run_cli, tracking_uri
+from harness.versioning import code_version
 
 # name → fit(train, evaluation_sets, seed) returning {split: predictions}
 BASELINES = {
@@ -51,16 +52,38 @@ class Cell:
 
 
 def settings_hash(spec: dict) -> str:
-    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:20]
+    """What defines a result: the settings, the data's content digest (callers put it in ``spec``)
+    and the code version, so a change to any of them is another cell, never a stale reuse."""
+    return hashlib.sha256(json.dumps({**spec, "code_version": code_version()}, sort_keys=True).encode()).hexdigest()[:20]
 
 
-def finished_run(experiment: str, cell_hash: str) -> str | None:
-    """The newest FINISHED run of ``experiment`` tagged with ``cell_hash``."""
+def file_digests(args: list[str]) -> dict[str, str]:
+    """sha256 of every existing file an argument names (``--data.corpus=<file>``, lists of files):
+    a corpus edited in place is other pretraining text."""
+    digests = {}
+    for argument in args:
+        value = argument.partition("=")[2] if argument.startswith("--") else argument
+        for candidate in value.strip("[]").split(","):
+            path = Path(candidate.strip().strip("'\""))
+            if candidate.strip() and path.is_file():
+                digests[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return digests
+
+
+def finished_run(experiment: str, cell_hash: str, parent_run_id: str | None = None) -> str | None:
+    """The newest FINISHED run of ``experiment`` tagged with ``cell_hash``: among the children of
+    ``parent_run_id`` first (a resumed benchmark), else anywhere in the experiment (a cell another
+    benchmark already ran with the same settings, data and code: the caller links it)."""
     client = MlflowClient(tracking_uri())
     experiment_id = ensure_experiment(experiment)
-    runs = client.search_runs([experiment_id], f"tags.cell_hash = '{cell_hash}' and attributes.status = 'FINISHED'",
-                              order_by=["attributes.start_time DESC"], max_results=1)
-    return runs[0].info.run_id if runs else None
+    query = f"tags.cell_hash = '{cell_hash}' and attributes.status = 'FINISHED'"
+    scopes = [f" and tags.mlflow.parentRunId = '{parent_run_id}'", ""] if parent_run_id else [""]
+    for scope in scopes:
+        runs = client.search_runs([experiment_id], query + scope, order_by=["attributes.start_time DESC"],
+                                  max_results=1)
+        if runs:
+            return runs[0].info.run_id
+    return None
 
 
 def run_quietly(cli_class, args: list[str], log_path: Path) -> int:
@@ -105,7 +128,7 @@ def finetune(cell: Cell, config: str, experiment: str, parent_run_id: str, cell_
             f"--tags={json.dumps({'cell_hash': cell_hash, 'kind': cell.kind, 'encoder': cell.encoder})}",
             "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false"]
     code = run_quietly(FinetuneCLI, args, log_path)
-    run_id = finished_run(experiment, cell_hash)
+    run_id = finished_run(experiment, cell_hash, parent_run_id)
     if code != 0 or run_id is None:
         raise UserError(f"cell {cell.method} seed {cell.seed} failed (exit {code}); its output is in {log_path}")
     return run_id

@@ -18,12 +18,15 @@ import pandas as pd
 import yaml
 from mlflow.tracking import MlflowClient
 
-from benchmarks.cells import BASELINES, Cell, baseline, finetune, finished_run, pretrain, settings_hash
+from benchmarks.cells import (BASELINES, Cell, baseline, file_digests, finetune, finished_run, pretrain,
+                              settings_hash)
 from benchmarks.report import build_results, write_outputs
 from benchmarks.stats import METRICS
 from pretrain.runs import latest_pretrain_run
 from harness.errors import UserError
+from harness.mrpc import load_mrpc
 from harness.tracking import REPO_ROOT, ensure_experiment, flatten, tracking_uri, ui_hint
+from harness.versioning import code_version, git_commit
 
 KEYS = {"name", "experiment", "encoders", "finetune", "mixes", "heads", "seeds", "random_control", "baselines",
         "learning_curve", "mrpc_dir"}
@@ -69,8 +72,9 @@ def seed_list(value) -> list[int]:
     return list(range(value)) if isinstance(value, int) else [int(seed) for seed in value]
 
 
-def resolve_encoder(encoder: dict, benchmark: str, logs: Path) -> dict:
-    """Reuse the given run, or pretrain once (found again by its settings on a re-run)."""
+def resolve_encoder(encoder: dict, benchmark: str, logs: Path, data_digest: str) -> dict:
+    """Reuse the given run, or pretrain once (found again by its settings, the data's and corpus
+    files' content and the code version on a re-run)."""
     run_id = None
     if encoder.get("run"):
         run = encoder["run"]
@@ -83,7 +87,8 @@ def resolve_encoder(encoder: dict, benchmark: str, logs: Path) -> dict:
         spec = {"config": encoder["pretrain"]["config"], "args": encoder["pretrain"].get("args", [])}
         spec["config"] = str(repo_path(spec["config"]))
         config_text = Path(spec["config"]).read_text() if Path(spec["config"]).is_file() else ""
-        cell_hash = settings_hash({**spec, "config_text": config_text})
+        cell_hash = settings_hash({**spec, "config_text": config_text, "data": data_digest,
+                                   "files": file_digests(spec["args"])})
         run_id = finished_run("pretrain", cell_hash)
         if run_id is None:
             print(f"  pretraining encoder '{encoder['name']}' ({spec['config']} {' '.join(spec['args'])}) …", flush=True)
@@ -147,8 +152,11 @@ def open_parent(config: dict, suite_hash: str) -> str:
     if found:
         client.update_run(found[0].info.run_id, status="RUNNING")
         return found[0].info.run_id
-    run = client.create_run(experiment_id, run_name=f"benchmark-{config['name']}",
-                            tags={"stage": "benchmark", "suite_hash": suite_hash, "benchmark": config["name"]})
+    tags = {"stage": "benchmark", "suite_hash": suite_hash, "benchmark": config["name"], "code_version": code_version()}
+    commit = git_commit()
+    if commit:
+        tags["mlflow.source.git.commit"] = commit
+    run = client.create_run(experiment_id, run_name=f"benchmark-{config['name']}", tags=tags)
     params = {key: json.dumps(value) if isinstance(value, list) else value for key, value in flatten(config).items()}
     for key, value in params.items():
         client.log_param(run.info.run_id, key, str(value)[:6000])
@@ -156,13 +164,16 @@ def open_parent(config: dict, suite_hash: str) -> str:
 
 
 def run_table(done: list[tuple[Cell, str]]) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
-    """One row per finished cell (metrics, mix weights) and its test predictions."""
+    """One row per finished cell (metrics, mix weights, the parent it belongs to: this benchmark's,
+    or an earlier one's for a linked cell) and its test predictions."""
     client = MlflowClient(tracking_uri())
     rows, predictions = [], {}
     with tempfile.TemporaryDirectory() as scratch:
         for cell, run_id in done:
-            metrics = client.get_run(run_id).data.metrics
-            row = {"run_id": run_id, "method": cell.method, "seed": cell.seed, "encoder": cell.encoder,
+            run = client.get_run(run_id)
+            metrics = run.data.metrics
+            row = {"run_id": run_id, "parent_run_id": run.data.tags.get("mlflow.parentRunId", ""),
+                   "method": cell.method, "seed": cell.seed, "encoder": cell.encoder,
                    "kind": cell.kind, "mix": cell.mix, "head": cell.head, "train_fraction": cell.train_fraction,
                    "control": cell.control, **{m: metrics.get(m) for m in METRICS}}
             row.update({k: v for k, v in metrics.items() if k.startswith("mix_")})
@@ -214,19 +225,25 @@ def run_suite(args) -> int:
     config_text = Path(finetune_config).read_text() if Path(finetune_config).is_file() else ""
     directory = args.results_dir or REPO_ROOT / "benchmarks" / "results" / config["name"]
     logs = directory / "logs"
-    encoders = [resolve_encoder(encoder, config["name"], logs) for encoder in config["encoders"]]
+    data_digest = load_mrpc(config.get("mrpc_dir")).content_hash
+    encoders = [resolve_encoder(encoder, config["name"], logs, data_digest) for encoder in config["encoders"]]
     cells = plan(config, encoders, finetune_args)
-    suite_hash = settings_hash({"config": config, "finetune_args": finetune_args, "encoders": [e["run_id"] for e in encoders]})
+    suite_hash = settings_hash({"config": config, "finetune_args": finetune_args, "data": data_digest,
+                                "encoders": [e["run_id"] for e in encoders]})
     parent = open_parent(config, suite_hash)
     client = MlflowClient(tracking_uri())
     print(f"benchmark '{config['name']}': {len(cells)} cells, parent run {parent}")
     done: list[tuple[Cell, str]] = []
     try:
         for number, cell in enumerate(cells, start=1):
-            cell_hash = settings_hash({**cell.spec(), "method": cell.method, "config_text": config_text})
-            run_id = finished_run(config["experiment"], cell_hash)
-            status = "reused"
-            if run_id is None:
+            cell_hash = settings_hash({**cell.spec(), "method": cell.method, "config_text": config_text,
+                                       "data": data_digest})
+            run_id = finished_run(config["experiment"], cell_hash, parent)
+            status = None
+            if run_id is not None:
+                owner = client.get_run(run_id).data.tags.get("mlflow.parentRunId")
+                status = "reused" if owner == parent else f"linked from benchmark {str(owner)[:8]}"
+            else:
                 cell_started = time.perf_counter()
                 if cell.kind == "baseline":
                     run_id = baseline(cell, config.get("mrpc_dir"), config["experiment"], parent, cell_hash)
