@@ -37,8 +37,8 @@ def build_results(runs: pd.DataFrame, test_predictions: dict[str, pd.DataFrame])
 
     Returns:
         DataFrame, one row per method (first-appearance order): ``method, n_seeds,
-        {dev,test}_{acc,f1}_{mean,std,min,max}, p_value_vs_random, gap_vs_random, gap_ci_low,
-        gap_ci_high, mde_vs_random, paired_seeds, paired_items, gap_test, collapsed_runs``.
+        {dev,test}_{acc,f1}_{mean,std,min,max}, p_value_vs_random, collapsed_runs, gap_vs_random,
+        gap_ci_low, gap_ci_high, mde_vs_random, paired_seeds, paired_items, gap_test``.
     """
     predicted = runs[runs["run_id"].isin(list(test_predictions))]
     by_seed = {method: {seed: test_predictions[run_id] for seed, run_id in zip(group["seed"], group["run_id"])}
@@ -52,7 +52,8 @@ def build_results(runs: pd.DataFrame, test_predictions: dict[str, pd.DataFrame])
     table = results_table(runs, gaps)
     collapsed = predicted.assign(collapsed=[is_collapsed(test_predictions[run]) for run in predicted["run_id"]])
     counts = collapsed.groupby("method")["collapsed"].sum()
-    table[COLLAPSED_COLUMN] = [int(counts.get(method, 0)) for method in table["method"]]
+    table.insert(table.columns.get_loc(PVALUE_COLUMN) + 1, COLLAPSED_COLUMN,  # the old columns keep their places
+                 [int(counts.get(method, 0)) for method in table["method"]])
     return table
 
 
@@ -178,8 +179,9 @@ def _curve_remarks(runs: pd.DataFrame, table: pd.DataFrame, accuracy: pd.Series)
                 pieces.append(f"{accuracy[method]:.1f}% at {fraction:g} of the training data (no paired twin)")
         trend = ""
         if len(gaps) == 2:
-            trend = (f" — the point estimate {'shrinks' if abs(gaps[0]) > abs(gaps[1]) else 'grows'} with more "
-                     "training data (read the CIs before calling it a trend)")
+            change = "shrinks" if abs(gaps[0]) > abs(gaps[1]) else "grows" if abs(gaps[0]) < abs(gaps[1]) else None
+            trend = (f" — the point estimate {change} with more training data (read the CIs before calling it a "
+                     "trend)") if change else " — the same point estimate at both"
         remarks.append(f"Learning curve `{base}`: " + "; ".join(pieces) + trend + ".")
     return remarks
 

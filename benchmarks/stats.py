@@ -243,10 +243,10 @@ def minimum_detectable_effect(seed_variance: float, item_variance: float, residu
                     residual_variance)  # E[MS_seed], E[MS_item], E[MS_residual]
         combined = expected[0] + expected[1] - expected[2]
         variance = combined / (seeds * items)
-        df = combined**2 / sum(square**2 / dof for square, dof in
-                               zip(expected, (seeds - 1, items - 1, (seeds - 1) * (items - 1))))
-    if variance <= 0:
-        return 0.0
+        mean_squares_df = (seeds - 1, items - 1, (seeds - 1) * (items - 1))
+        spread = sum(square**2 / dof for square, dof in zip(expected, mean_squares_df))
+        df = combined**2 / spread if combined > 0 else seeds - 1.0  # Satterthwaite, as in ``crossed_gap``
+    variance = max(variance, 1.0 / (seeds * items) ** 2)  # the resolution floor of ``crossed_gap``
     error, critical = np.sqrt(variance), stats.t.ppf(1 - alpha / 2, df)
 
     def shortfall(effect: float) -> float:

@@ -80,7 +80,7 @@ def test_build_results_columns_and_method_order(benchmark):
     runs, _, results = benchmark
     statistics = ("mean", "std", "min", "max")
     expected = ["method", "n_seeds"] + [f"{metric}_{stat}" for metric in METRICS for stat in statistics]
-    assert list(results.columns) == expected + [PVALUE_COLUMN, *GAP_COLUMNS, "collapsed_runs"]
+    assert list(results.columns) == expected + [PVALUE_COLUMN, "collapsed_runs", *GAP_COLUMNS]
     assert list(results["method"]) == list(dict.fromkeys(runs["method"]))
 
 

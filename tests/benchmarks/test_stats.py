@@ -187,8 +187,12 @@ def test_one_seed_falls_back_to_the_paired_t_test_over_items():
 
 
 def test_degenerate_differences():
-    identical = crossed_gap(np.zeros((3, 50)))
+    identical = crossed_gap(np.zeros((3, 50)))  # e.g. method and twin both collapsed to one class
     assert identical.gap == 0.0 and identical.p_value == 1.0
+    assert identical.standard_error == pytest.approx(1 / 150)  # floored at the gap's resolution, 1 / (S N)
+    effect = minimum_detectable_effect(identical.seed_variance, identical.item_variance, identical.residual_variance,
+                                       3, 50)
+    assert effect > 3 / 150  # the same floor: no design detects a gap finer than a few items
     always_better = crossed_gap(np.ones((3, 50)))  # method always right, twin always wrong
     assert always_better.gap == 1.0 and always_better.p_value < 1e-3 and always_better.ci_low > 0.9
     with pytest.raises(ValueError):
