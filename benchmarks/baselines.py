@@ -52,17 +52,28 @@ def _predictions_frame(pairs: Sequence, probabilities: np.ndarray) -> pd.DataFra
 
 
 def metrics_from_predictions(predictions: pd.DataFrame) -> dict[str, float]:
-    """Accuracy and F1 (positive class 1) of a predictions table.
+    """Accuracy and F1 of a predictions table, aware of its label set.
+
+    Labels and predictions within {0, 1}: F1 of the positive class 1 (MRPC's paraphrase). Any other
+    label set (k > 2 classes, or names): macro F1 over the labels seen in ``label`` or ``pred``.
 
     Returns:
         ``{"acc": float, "f1": float}``, both fractions in [0, 1].
     """
-    labels = predictions["label"].astype(int).to_numpy()
-    preds = predictions["pred"].astype(int).to_numpy()
-    return {
-        "acc": float(accuracy_score(labels, preds)),
-        "f1": float(f1_score(labels, preds, pos_label=1, zero_division=0.0)),
-    }
+    if len(predictions) == 0:
+        raise ValueError("metrics_from_predictions: no predictions")
+    labels, preds = predictions["label"], predictions["pred"]
+    numeric_labels, numeric_preds = pd.to_numeric(labels, errors="coerce"), pd.to_numeric(preds, errors="coerce")
+    if numeric_labels.notna().all() and numeric_preds.notna().all():  # numbers, also when read back as text
+        labels, preds = numeric_labels.to_numpy(float), numeric_preds.to_numpy(float)
+    else:
+        labels, preds = labels.astype(str).to_numpy(object), preds.astype(str).to_numpy(object)
+    classes = sorted(set(labels.tolist()) | set(preds.tolist()))
+    if set(classes) <= {0, 1}:
+        f1 = f1_score(labels, preds, labels=[0.0, 1.0], pos_label=1.0, zero_division=0.0)
+    else:
+        f1 = f1_score(labels, preds, labels=classes, average="macro", zero_division=0.0)
+    return {"acc": float(accuracy_score(labels, preds)), "f1": float(f1)}
 
 
 def majority_baseline(train: Sequence, evaluation_sets: dict[str, Sequence]) -> dict[str, pd.DataFrame]:

@@ -21,7 +21,7 @@ from mlflow.tracking import MlflowClient
 from benchmarks.cells import (BASELINES, Cell, baseline, file_digests, finetune, finished_run, pretrain,
                               settings_hash)
 from benchmarks.report import build_results, write_outputs
-from benchmarks.stats import METRICS
+from benchmarks.stats import ITEMS_ONLY, METRICS
 from pretrain.runs import latest_pretrain_run
 from harness.errors import UserError
 from harness.mrpc import load_mrpc
@@ -278,13 +278,23 @@ def run_suite(args) -> int:
 
 
 def print_summary(results: pd.DataFrame, config: dict, parent: str, directory: Path, wall: float) -> None:
+    """The results on the console: mean ± std over seeds, and the paired gap over the random twin
+    on test accuracy with its 95% CI and p (points; † = one seed pair, an items-only test)."""
     print(f"\n── benchmark '{config['name']}' finished in {wall / 60:.1f} min " + "─" * 30)
-    print(f"  {'method':<34}{'n':>3}  {'dev acc':>14}  {'test acc':>14}  {'test F1':>14}  p vs random")
+    print(f"  {'method':<34}{'n':>3}  {'dev acc':>14}  {'test acc':>14}  {'test F1':>14}  "
+          f"{'gap vs random (95% CI)':<24}  p")
     for row in results.itertuples():
         cells = [f"{100 * getattr(row, f'{m}_mean'):5.1f} ± {100 * getattr(row, f'{m}_std'):4.1f}"
                  for m in ("dev_acc", "test_acc", "test_f1")]
-        p_value = "—" if pd.isna(row.p_value_vs_random) else f"{row.p_value_vs_random:.3g}"
-        print(f"  {row.method:<34}{row.n_seeds:>3}  {cells[0]:>14}  {cells[1]:>14}  {cells[2]:>14}  {p_value}")
+        gap, p_value = "—", "—"
+        if pd.notna(getattr(row, "gap_vs_random", float("nan"))):
+            mark = " †" if row.gap_test == ITEMS_ONLY else ""
+            gap = f"{100 * row.gap_vs_random:+.1f} ({100 * row.gap_ci_low:+.1f}, {100 * row.gap_ci_high:+.1f}){mark}"
+            p_value = f"{row.p_value_vs_random:.3g}"
+        print(f"  {row.method:<34}{row.n_seeds:>3}  {cells[0]:>14}  {cells[1]:>14}  {cells[2]:>14}  "
+              f"{gap:<24}  {p_value}")
+    if "gap_test" in results and (results["gap_test"] == ITEMS_ONLY).any():
+        print("  † one seed pair: the gap's CI counts test items only, not seed luck (see report.md, How to read)")
     print(f"  parent run {parent}  (experiment '{config['experiment']}')")
     print(f"  report     {directory / 'report.md'}")
     print(f"  UI         {ui_hint()}")

@@ -31,12 +31,14 @@ def f1(frame: pd.DataFrame) -> float:
 CELLS = [
     ("elmo-scalar-pool-mlp", "elmo", "pretrained", "scalar", 1.0, "random-scalar-pool-mlp", 0.88, 3),
     ("random-scalar-pool-mlp", "elmo", "random", "scalar", 1.0, "", 0.66, 3),
-    ("elmo-layer:0-pool-mlp", "elmo", "pretrained", "layer:0", 1.0, "random-layer:0-pool-mlp", 0.60, 2),
-    ("random-layer:0-pool-mlp", "elmo", "random", "layer:0", 1.0, "", 0.75, 2),
+    ("elmo-layer:0-pool-mlp", "elmo", "pretrained", "layer:0", 1.0, "random-layer:0-pool-mlp", 0.60, 3),
+    ("random-layer:0-pool-mlp", "elmo", "random", "layer:0", 1.0, "", 0.75, 3),
     ("elmo-layer:1-pool-mlp", "elmo", "pretrained", "layer:1", 1.0, "random-layer:1-pool-mlp", 0.80, 2),
     ("random-layer:1-pool-mlp", "elmo", "random", "layer:1", 1.0, "", 0.70, 2),
     ("elmo-top-pool-mlp", "elmo", "pretrained", "top", 1.0, "random-top-pool-mlp", 0.80, 2),
     ("random-top-pool-mlp", "elmo", "random", "top", 1.0, "", 0.70, 2),
+    ("elmo-average-pool-mlp", "elmo", "pretrained", "average", 1.0, "random-average-pool-mlp", 0.70, 3),
+    ("random-average-pool-mlp", "elmo", "random", "average", 1.0, "", 0.70, 3),
     ("elmo-scalar-pool-mlp@0.1", "elmo", "pretrained", "scalar", 0.1, "random-scalar-pool-mlp@0.1", 0.75, 3),
     ("random-scalar-pool-mlp@0.1", "elmo", "random", "scalar", 0.1, "", 0.66, 3),
     ("majority", "", "baseline", "", 1.0, "", None, 1),
@@ -66,11 +68,19 @@ def benchmark():
     return runs, preds, build_results(runs, preds)
 
 
+def accuracy(frame: pd.DataFrame) -> float:
+    return float((frame["pred"] == frame["label"]).mean())
+
+
+GAP_COLUMNS = ["gap_vs_random", "gap_ci_low", "gap_ci_high", "mde_vs_random", "paired_seeds", "paired_items",
+               "gap_test"]
+
+
 def test_build_results_columns_and_method_order(benchmark):
     runs, _, results = benchmark
     statistics = ("mean", "std", "min", "max")
     expected = ["method", "n_seeds"] + [f"{metric}_{stat}" for metric in METRICS for stat in statistics]
-    assert list(results.columns) == expected + [PVALUE_COLUMN, "collapsed_runs"]
+    assert list(results.columns) == expected + [PVALUE_COLUMN, "collapsed_runs", *GAP_COLUMNS]
     assert list(results["method"]) == list(dict.fromkeys(runs["method"]))
 
 
@@ -84,22 +94,42 @@ def test_build_results_aggregates_over_seeds(benchmark):
     assert row["dev_acc_max"] == pytest.approx(runs.loc[runs["method"] == "elmo-scalar-pool-mlp", "dev_acc"].max())
 
 
-def test_pvalue_small_for_better_method_and_nan_without_control(benchmark):
-    _, _, results = benchmark
-    pvalues = results.set_index("method")[PVALUE_COLUMN]
-    assert pvalues["elmo-scalar-pool-mlp"] < 1e-6
-    assert pvalues["elmo-layer:0-pool-mlp"] < 0.05  # significant, but the control is the better one
+def test_gap_is_the_paired_accuracy_difference_with_a_ci(benchmark):
+    _, preds, results = benchmark
+    table = results.set_index("method")
+    better = table.loc["elmo-scalar-pool-mlp"]  # 88% against 66%, 3 seeds
+    expected = np.mean([accuracy(preds[f"elmo-scalar-pool-mlp/{seed}"])
+                        - accuracy(preds[f"random-scalar-pool-mlp/{seed}"]) for seed in range(3)])
+    assert better["gap_vs_random"] == pytest.approx(expected, abs=1e-12)
+    assert 0 < better["gap_ci_low"] < better["gap_vs_random"] < better["gap_ci_high"]
+    assert better[PVALUE_COLUMN] < 0.05 and (better["paired_seeds"], better["paired_items"]) == (3, N_ITEMS)
+    worse = table.loc["elmo-layer:0-pool-mlp"]  # 60% against 75% over 3 seeds: the twin is better
+    assert worse["gap_ci_high"] < 0 and worse[PVALUE_COLUMN] < 0.05
     for method in ("random-scalar-pool-mlp", "majority", "tfidf-lr"):
-        assert math.isnan(pvalues[method])
+        assert math.isnan(table.loc[method, PVALUE_COLUMN]) and math.isnan(table.loc[method, "gap_vs_random"])
 
 
-def test_pvalue_pairs_seeds_by_value_and_nan_when_control_missing():
+def test_gap_pairs_seeds_by_value_with_a_missing_seed():
+    """The twin lacks seed 0: method seeds 1 and 2 pair with twin seeds 1 and 2. By position, method
+    seed 0 would meet twin seed 1 and the perfect method seed 2 would be left out."""
     runs, preds = make_benchmark()
-    shuffled = build_results(runs.iloc[::-1].reset_index(drop=True), preds).set_index("method")
-    ordered = build_results(runs, preds).set_index("method")
-    assert shuffled.loc["elmo-scalar-pool-mlp", PVALUE_COLUMN] == ordered.loc["elmo-scalar-pool-mlp", PVALUE_COLUMN]
-    without_control = runs[runs["method"] != "random-top-pool-mlp"]
-    assert math.isnan(build_results(without_control, preds).set_index("method").loc["elmo-top-pool-mlp", PVALUE_COLUMN])
+    preds["elmo-scalar-pool-mlp/2"] = preds["elmo-scalar-pool-mlp/2"].assign(pred=LABELS)  # 100% right
+    runs = runs[runs["run_id"] != "random-scalar-pool-mlp/0"].iloc[::-1].reset_index(drop=True)
+    row = build_results(runs, preds).set_index("method").loc["elmo-scalar-pool-mlp"]
+    method = {seed: accuracy(preds[f"elmo-scalar-pool-mlp/{seed}"]) for seed in range(3)}
+    twin = {seed: accuracy(preds[f"random-scalar-pool-mlp/{seed}"]) for seed in (1, 2)}
+    by_value = np.mean([method[1] - twin[1], method[2] - twin[2]])
+    by_position = np.mean([method[0] - twin[1], method[1] - twin[2]])
+    assert row["paired_seeds"] == 2
+    assert row["gap_vs_random"] == pytest.approx(by_value, abs=1e-12)
+    assert abs(by_value - by_position) > 0.03
+
+
+def test_no_gap_when_the_twin_is_missing():
+    runs, preds = make_benchmark()
+    without = runs[runs["method"] != "random-top-pool-mlp"]
+    row = build_results(without, preds).set_index("method").loc["elmo-top-pool-mlp"]
+    assert math.isnan(row[PVALUE_COLUMN]) and math.isnan(row["gap_vs_random"]) and row["paired_seeds"] == 0
 
 
 def test_collapsed_runs_counted(benchmark):
@@ -110,14 +140,16 @@ def test_collapsed_runs_counted(benchmark):
     assert collapsed["elmo-scalar-pool-mlp"] == 0
 
 
+CONTEXT = {"name": "unit", "parent_run_id": "parent123", "wall_seconds": 125.0, "settings": {"seeds": 3},
+           "encoders": [{"name": "elmo", "run_id": "pre1", "val_ppl": 123.4, "train_tokens": 160000,
+                         "config": {"hidden_size": 64}}],
+           "throughput": [{"name": "seed-full", "softmax": "full", "batch_size": 16, "real_tokens_per_s": 5000.0,
+                           "model_gflops_per_s": 3.2, "matmul_peak_gflops_per_s": 100.0, "peak_rss_mb": 900.0}]}
+
+
 def test_write_outputs_tables_report_and_figures(benchmark, tmp_path):
     runs, _, results = benchmark
-    context = {"name": "unit", "parent_run_id": "parent123", "wall_seconds": 125.0, "settings": {"seeds": 3},
-               "encoders": [{"name": "elmo", "run_id": "pre1", "val_ppl": 123.4, "train_tokens": 160000,
-                             "config": {"hidden_size": 64}}],
-               "throughput": [{"name": "seed-full", "softmax": "full", "batch_size": 16, "real_tokens_per_s": 5000.0,
-                               "model_gflops_per_s": 3.2, "matmul_peak_gflops_per_s": 100.0, "peak_rss_mb": 900.0}]}
-    written = write_outputs(tmp_path, results, runs, context)
+    written = write_outputs(tmp_path, results, runs, CONTEXT)
     assert all(path.exists() for path in written)
     pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "results.csv"), results, check_dtype=False)
     assert len(pd.read_csv(tmp_path / "runs.csv")) == len(runs)
@@ -128,14 +160,63 @@ def test_write_outputs_tables_report_and_figures(benchmark, tmp_path):
     report = (tmp_path / "report.md").read_text()
     row = results.set_index("method").loc["elmo-scalar-pool-mlp"]
     cell = f"{100 * row['test_acc_mean']:.1f} ± {100 * row['test_acc_std']:.1f}"
-    assert any(line.startswith("| `elmo-scalar-pool-mlp` | 3 |") and cell in line for line in report.splitlines())
+    gap = (f"{100 * row['gap_vs_random']:+.1f} ({100 * row['gap_ci_low']:+.1f}, {100 * row['gap_ci_high']:+.1f})")
+    assert any(line.startswith("| `elmo-scalar-pool-mlp` | 3 |") and cell in line and gap in line
+               for line in report.splitlines())
     assert "parent123" in report and "pre1" in report and "seed-full" in report
-    assert "The random control `random-layer:0-pool-mlp` beats `elmo-layer:0-pool-mlp`" in report
-    assert "`elmo-scalar-pool-mlp` beats its random control `random-scalar-pool-mlp`" in report
     assert "vs `tfidf-lr`" in report and "`majority` (1/1)" in report
     assert "Learning curve `elmo-scalar-pool-mlp`" in report
-    assert "66.5" in report and "Wang et al. 2019" in report
-    assert "figures/learning_curve.png" in report and "McNemar" in report
+    assert "66.5" in report and "Wang et al. 2019" in report and "figures/learning_curve.png" in report
+
+
+def remark(report: str, method: str) -> str:
+    (line,) = [line for line in report.splitlines() if line.startswith("- ") and f"`{method}`" in line
+               and "twin" in line]
+    return line
+
+
+def test_remarks_follow_the_ci(benchmark, tmp_path):
+    runs, _, results = benchmark
+    write_outputs(tmp_path, results, runs, CONTEXT)
+    report = (tmp_path / "report.md").read_text()
+    table = results.set_index("method")
+    assert "significant" not in report.lower()
+    assert "`elmo-scalar-pool-mlp` beats its random twin `random-scalar-pool-mlp`" in report
+    assert "the CI excludes 0" in remark(report, "elmo-scalar-pool-mlp")
+    assert "**The random twin `random-layer:0-pool-mlp` beats `elmo-layer:0-pool-mlp`**" in report
+    same = table.loc["elmo-average-pool-mlp"]  # 70% against 70%
+    assert same["gap_ci_low"] < 0 < same["gap_ci_high"]
+    text = remark(report, "elmo-average-pool-mlp")
+    assert "the CI includes 0" in text and f"{100 * same['mde_vs_random']:.1f} points (MDE)" in text
+    assert "beats" not in text
+    effects = 100 * table["mde_vs_random"].dropna()
+    assert f"Minimum detectable gap (MDE; α = 0.05, power 0.8) with 2–3 seed pair(s) × {N_ITEMS} test items" in report
+    assert f"{effects.median():.1f} points (median of 6 comparisons" in report
+
+
+def test_how_to_read_documents_the_procedure(benchmark, tmp_path):
+    runs, _, results = benchmark
+    write_outputs(tmp_path, results, runs, {})
+    how = (tmp_path / "report.md").read_text().split("## How to read", 1)[1]
+    for phrase in ("same seed value", "id columns", "seed luck", "Clark 1973", "Satterthwaite", "95% CI",
+                   "excludes 0 exactly when p < 0.05", "MDE", "median of per-seed p-values", "47%"):
+        assert phrase in how, phrase
+
+
+def test_split_sizes_and_dataset_come_from_the_data(benchmark, tmp_path):
+    runs, _, results = benchmark
+    runs = runs.drop(columns=["mix", "train_fraction"])  # nothing to plot: the text alone
+    write_outputs(tmp_path / "plain", results, runs, {})
+    plain = (tmp_path / "plain" / "report.md").read_text()
+    assert f"test = test split ({N_ITEMS} pairs)" in plain and "408" not in plain and "1725" not in plain
+    sized = runs.assign(dev_pairs=120, test_pairs=N_ITEMS)
+    write_outputs(tmp_path / "runs", results, sized, {"dataset": "MRPC"})
+    assert "dev = MRPC dev split (120 pairs), test = MRPC test split (300 pairs)" in \
+        (tmp_path / "runs" / "report.md").read_text()
+    write_outputs(tmp_path / "sick", results, runs, {"dataset": "SICK", "split_sizes": {"dev": 500, "test": 4906}})
+    sick = (tmp_path / "sick" / "report.md").read_text()
+    assert "dev = SICK dev split (500 pairs), test = SICK test split (4906 pairs)" in sick
+    assert "Published anchors" not in sick  # MRPC's anchors only beside MRPC
 
 
 def test_write_outputs_skips_learning_curve_without_fractions(tmp_path):
@@ -148,16 +229,38 @@ def test_write_outputs_skips_learning_curve_without_fractions(tmp_path):
     assert "learning_curve" not in report and "Learning curve" not in report
 
 
-def test_suite_shaped_inputs_baseline_controls_and_plain_context(tmp_path):
+def test_suite_shaped_inputs_one_seed_baselines_and_plain_context(tmp_path):
     # The suite gives baselines the first random method as control and passes encoder configs as paths.
     cells = [cell if cell[2] != "baseline" else (*cell[:5], "random-scalar-pool-mlp", *cell[6:]) for cell in CELLS]
     runs, preds = make_benchmark(cells)
     results = build_results(runs, preds).set_index("method")
-    assert results.loc["tfidf-lr", PVALUE_COLUMN] < 1  # seed 0 against control seed 0
+    tfidf = results.loc["tfidf-lr"]  # one seed: seed 0 against control seed 0, items only
+    assert tfidf["gap_test"] == "items only (1 seed)" and tfidf["paired_seeds"] == 1
+    assert tfidf["gap_vs_random"] == pytest.approx(accuracy(preds["tfidf-lr/0"])
+                                                   - accuracy(preds["random-scalar-pool-mlp/0"]), abs=1e-12)
     encoder = {"name": "elmo", "run_id": "pre1", "num_layers": 3, "config": "configs/pretrain/elmo.yaml"}
-    context = {"encoders": [encoder],
-               "settings": {"output": tmp_path, "seeds": [0, 1, 2]}, "throughput": None}
+    context = {"encoders": [encoder], "settings": {"output": tmp_path, "seeds": [0, 1, 2]}, "throughput": None}
     write_outputs(tmp_path, results.reset_index(), runs, context)
     report = (tmp_path / "report.md").read_text()
     assert "`configs/pretrain/elmo.yaml`" in report and str(tmp_path) in report
+    assert any(line.startswith("| `tfidf-lr` |") and "†" in line for line in report.splitlines())
     assert "beats `majority`" not in report and "beats `tfidf-lr`" not in report  # remarks compare pretrained only
+
+
+@pytest.mark.slow  # importing the suite loads Lightning and MLflow
+def test_print_summary_shows_gap_ci_and_p(capsys, tmp_path):
+    from benchmarks.suite import print_summary
+
+    cells = [cell if cell[2] != "baseline" else (*cell[:5], "random-scalar-pool-mlp", *cell[6:]) for cell in CELLS]
+    runs, preds = make_benchmark(cells)
+    results = build_results(runs, preds)
+    print_summary(results, {"name": "unit", "experiment": "mrpc"}, "parent1", tmp_path, 60.0)
+    lines = capsys.readouterr().out.splitlines()
+    row = results.set_index("method").loc["elmo-scalar-pool-mlp"]
+    (line,) = [line for line in lines if line.strip().startswith("elmo-scalar-pool-mlp ")]
+    gap = f"{100 * row['gap_vs_random']:+.1f} ({100 * row['gap_ci_low']:+.1f}, {100 * row['gap_ci_high']:+.1f})"
+    assert gap in line and line.endswith(f"{row['p_value_vs_random']:.3g}")
+    (twin,) = [line for line in lines if line.strip().startswith("random-scalar-pool-mlp ")]
+    assert twin.endswith("—")
+    assert any(line.strip().startswith("tfidf-lr") and "†" in line for line in lines)
+    assert any(line.strip().startswith("† one seed pair") for line in lines)

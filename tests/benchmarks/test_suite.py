@@ -253,7 +253,9 @@ def test_every_cell_is_a_tagged_child_of_the_parent(first, parent_run):
 @pytest.mark.slow
 def test_results_table_follows_the_contract(first, parent_run):
     results = pd.read_csv(first["root"] / "results" / "results.csv")
-    assert list(results.columns) == CONTRACT_COLUMNS + ["collapsed_runs"]
+    assert list(results.columns) == CONTRACT_COLUMNS + ["collapsed_runs", "gap_vs_random", "gap_ci_low",
+                                                        "gap_ci_high", "mde_vs_random", "paired_seeds",
+                                                        "paired_items", "gap_test"]
     assert results["method"].tolist() == QUICK_METHODS
     assert (results["n_seeds"] == 1).all()
     statistics = results[CONTRACT_COLUMNS[2:-1]]
