@@ -60,7 +60,8 @@ class FinetuneCLI(TrackedCLI):
     def method(self) -> str:
         model = self.model
         mode = "" if model.hparams.finetune == "frozen" else f"-{model.hparams.finetune}"
-        return self.setting("method") or f"{model.encoder_kind}{mode}-{model.hparams.mix}-{model.hparams.head}"
+        mix = "" if model.mix is None else f"-{model.hparams.mix}"
+        return self.setting("method") or f"{model.encoder_kind}{mode}{mix}-{model.hparams.head}"
 
     def run_name(self) -> str:
         fraction = self.setting("data.train_fraction")
@@ -104,7 +105,9 @@ class FinetuneCLI(TrackedCLI):
         if not self.trainer.is_global_zero:
             return
         results = self.evaluation.results
-        weights = " ".join(f"{results[f'mix_weight_{k}']:.2f}" for k in range(self.model.mix.num_layers))
+        mix = self.model.mix
+        weights = ("none (GPT's <cls> classifier)" if mix is None else "weights [" + " ".join(
+            f"{results[f'mix_weight_{k}']:.2f}" for k in range(mix.num_layers)) + f"]  γ {results['mix_gamma']:.2f}")
         run_id = self.trainer.logger.run_id
         print("\n".join([
             "",
@@ -116,7 +119,7 @@ class FinetuneCLI(TrackedCLI):
             f"   (GLUE dev, {len(self.datamodule.pairs['dev'])} pairs)",
             f"  test       acc {results['test_acc']:.3f}  F1 {results['test_f1']:.3f}"
             f"   (MSR test, {len(self.datamodule.pairs['test'])} pairs)",
-            f"  mix        weights [{weights}]  γ {results['mix_gamma']:.2f}",
+            f"  mix        {weights}",
             f"  run        {run_id}  (experiment '{self.setting('experiment_name')}')",
             f"  UI         {ui_hint()}",
         ]))

@@ -100,7 +100,8 @@ class EvaluateBest(pl.Callback):
         figure = confusion_figure(self.frames)
         client.log_figure(run_id, figure, "figures/confusion_matrix.png")
         plt.close(figure)
-        weights = [self.results[f"mix_weight_{k}"] for k in range(pl_module.mix.num_layers)]
-        figure = mix_figure(weights, self.results["mix_gamma"], f"mix = {pl_module.hparams.mix}")
-        client.log_figure(run_id, figure, "figures/mix_weights.png")
-        plt.close(figure)
+        if pl_module.mix is not None:
+            weights = [self.results[f"mix_weight_{k}"] for k in range(pl_module.mix.num_layers)]
+            figure = mix_figure(weights, self.results["mix_gamma"], f"mix = {pl_module.hparams.mix}")
+            client.log_figure(run_id, figure, "figures/mix_weights.png")
+            plt.close(figure)

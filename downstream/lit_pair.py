@@ -9,6 +9,9 @@ head → one logit per class, with the encoder frozen (cached features) or fine-
   triangular schedule (``warmup_fraction`` = cut_frac 0.1, ``stlr_ratio`` 32), per step.
 - ``gradual``: as ``full``, plus gradual unfreezing (``downstream.finetuning.GradualUnfreezing``).
 The random-init twin runs the identical procedure: only its encoder's weights differ.
+
+``head=cls`` is GPT's own classifier (``downstream.joint``): the pair as one sequence in both
+orders, fine-tuned with an auxiliary LM loss weighted by ``lm_weight`` (GPT: 0.5; 0 ablates it).
 """
 
 from __future__ import annotations
@@ -20,13 +23,15 @@ from torchmetrics.classification import (BinaryAccuracy, BinaryF1Score, Multicla
 
 from downstream.evaluation import predicted_class
 from downstream.finetuning import GradualUnfreezing
-from downstream.heads import build_head
+from downstream.heads import HEAD_NAMES, build_head
+from downstream.joint import JointClassifier
 from downstream.scalar_mix import ScalarMix
 from harness.errors import UserError
 from pretrain.encoder import Encoder
 from pretrain.lit_lm import discriminative_groups, slanted_triangular
 
 FINETUNE_MODES = ("frozen", "full", "gradual")
+JOINT_HEAD = "cls"  # GPT's: one sequence per pair order, linear on the <cls> states
 
 
 class LitPairClassifier(pl.LightningModule):
@@ -36,7 +41,7 @@ class LitPairClassifier(pl.LightningModule):
         encoder: the resolved encoder (the CLI resolves ``--model.encoder`` once and passes it).
         mix: ``average``, ``scalar``, ``top`` or ``layer:K``.
         layer_norm: normalise each layer before a scalar mix (ELMo's option).
-        head: ``pool-mlp``, ``bilstm``, ``dense``, ``attn`` or ``concat-pool``.
+        head: ``pool-mlp``, ``bilstm``, ``dense``, ``attn``, ``concat-pool`` or ``cls`` (GPT's).
         hidden_size, dropout: of the head (jiant's MRPC default: 256, 0.2).
         mix_dropout: dropout on the mixed features (ELMo applies it to its output).
         learning_rate, weight_decay: AdamW; with fine-tuning, the head's (top) rate.
@@ -44,6 +49,7 @@ class LitPairClassifier(pl.LightningModule):
         lr_decay: discriminative rates: each lower encoder group's rate / ``lr_decay``.
         warmup_fraction, stlr_ratio: the slanted triangular schedule's cut_frac and ratio.
         num_classes: labels of the data set (2 for MRPC).
+        lm_weight: λ of the auxiliary LM loss with ``head=cls`` (GPT: 0.5).
     """
 
     def __init__(
@@ -62,6 +68,7 @@ class LitPairClassifier(pl.LightningModule):
         warmup_fraction: float = 0.1,
         stlr_ratio: float = 32.0,
         num_classes: int = 2,
+        lm_weight: float = 0.0,
     ):
         super().__init__()
         if finetune not in FINETUNE_MODES:
@@ -72,8 +79,17 @@ class LitPairClassifier(pl.LightningModule):
         self.encoder = encoder
         if finetune != "frozen":
             self.encoder_model = encoder.model.requires_grad_(True).train()  # a submodule: trained, checkpointed
-        self.mix = ScalarMix(encoder.num_layers, mix=mix, layer_norm=layer_norm, dropout=mix_dropout)
-        self.head = build_head(head, encoder.dim, hidden_size=hidden_size, dropout=dropout, num_classes=num_classes)
+        if head == JOINT_HEAD:
+            if encoder.family != "gpt" or finetune == "frozen":
+                raise UserError(f"--model.head={head}: GPT's pair classifier needs a gpt encoder and "
+                                f"--model.finetune=full or gradual (this is {encoder.family}, {finetune}); "
+                                f"other heads: {', '.join(HEAD_NAMES)}")
+            self.mix = None
+            self.head = JointClassifier(encoder.dim, dropout=dropout, num_classes=num_classes)
+        else:
+            self.mix = ScalarMix(encoder.num_layers, mix=mix, layer_norm=layer_norm, dropout=mix_dropout)
+            self.head = build_head(head, encoder.dim, hidden_size=hidden_size, dropout=dropout,
+                                   num_classes=num_classes)
         self.loss = torch.nn.CrossEntropyLoss()
         if num_classes == 2:
             self.dev_accuracy, self.dev_f1, self.train_accuracy = BinaryAccuracy(), BinaryF1Score(), BinaryAccuracy()
@@ -84,7 +100,10 @@ class LitPairClassifier(pl.LightningModule):
 
     @property
     def input_kind(self) -> str:
-        """What the data module feeds: cached ``features`` (frozen) or ``tokens`` (fine-tuning)."""
+        """What the data module feeds: cached ``features`` (frozen), each sentence's ``tokens``
+        (fine-tuning), or the ``joint`` sequences of both orders (``head=cls``)."""
+        if self.hparams.head == JOINT_HEAD:
+            return "joint"
         return "features" if self.hparams.finetune == "frozen" else "tokens"
 
     @property
@@ -101,8 +120,15 @@ class LitPairClassifier(pl.LightningModule):
         """Both sentences' encoder inputs → (B, C) logits.
 
         Frozen: (L, B, T, D) features and (B, T) masks. Fine-tuned: (B, T + 2) ids and (B,)
-        lengths, run through the encoder here.
+        lengths, run through the encoder here. ``head=cls``: the joint sequences of both orders.
         """
+        return self.scores(inputs_a, mask_or_lengths_a, inputs_b, mask_or_lengths_b)[0]
+
+    def scores(self, inputs_a, mask_or_lengths_a, inputs_b, mask_or_lengths_b) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(B, C) logits and, with ``head=cls``, the auxiliary LM loss (mean NLL per token)."""
+        if self.mix is None:
+            logits, lm = self.head(self.encoder.model, inputs_a, mask_or_lengths_a, inputs_b, mask_or_lengths_b)
+            return logits, lm["nll_forward"] / lm["count"].clamp(min=1)
         if self.hparams.finetune == "frozen":
             layers_a, mask_a, layers_b, mask_b = inputs_a, mask_or_lengths_a, inputs_b, mask_or_lengths_b
         else:
@@ -110,12 +136,15 @@ class LitPairClassifier(pl.LightningModule):
             layers_b, mask_b = self.encoder.features(inputs_b, mask_or_lengths_b)  # (L, B, Tb, D), (B, Tb)
         mixed_a = self.mix(layers_a, mask_a)  # (B, Ta, D)
         mixed_b = self.mix(layers_b, mask_b)  # (B, Tb, D)
-        return self.head(mixed_a, mask_a, mixed_b, mask_b)
+        return self.head(mixed_a, mask_a, mixed_b, mask_b), None
 
     def training_step(self, batch, batch_index):
         labels = batch[4]
-        logits = self(*batch[:4])
+        logits, lm_loss = self.scores(*batch[:4])
         loss = self.loss(logits, labels)
+        if lm_loss is not None:
+            self.log("train_lm_loss", lm_loss, batch_size=len(labels))
+            loss = loss + self.hparams.lm_weight * lm_loss
         self.train_accuracy(predicted_class(torch.softmax(logits.detach(), dim=-1)), labels)
         self.log("train_loss", loss, prog_bar=True, batch_size=len(labels))
         self.log("train_acc", self.train_accuracy, on_step=False, on_epoch=True, batch_size=len(labels))
@@ -132,7 +161,9 @@ class LitPairClassifier(pl.LightningModule):
         self.log_dict(self.mix_metrics())
 
     def mix_metrics(self) -> dict[str, float]:
-        """``mix_weight_<k>`` (after softmax) and ``mix_gamma``."""
+        """``mix_weight_<k>`` (after softmax) and ``mix_gamma``; none without a mix (``head=cls``)."""
+        if self.mix is None:
+            return {}
         weights = self.mix.weights().detach().cpu()
         metrics = {f"mix_weight_{k}": float(w) for k, w in enumerate(weights)}
         metrics["mix_gamma"] = float(self.mix.gamma.detach())

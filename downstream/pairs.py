@@ -5,7 +5,9 @@ What a batch holds depends on how the encoder is used (``attach``):
 - ``features`` (frozen encoder): per-layer features of both sentences from the feature store,
   computed once per sentence, so a training epoch costs no encoder pass;
 - ``tokens`` (fine-tuned encoder): the token ids of both sentences, encoded once; the encoder
-  runs inside the training step.
+  runs inside the training step;
+- ``joint`` (GPT's classifier): each pair as one sequence ``<s> s1 <delim> s2 <cls>``, in both
+  orders.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ def subsample(pairs: list[Pair], fraction: float, seed: int) -> list[Pair]:
     return kept
 
 
-INPUT_KINDS = ("features", "tokens")
+INPUT_KINDS = ("features", "tokens", "joint")
 
 
 class PairBatches:
@@ -78,6 +80,33 @@ class TokenBatches:
         ids_b, lengths_b = pad_batch([self.encoded[self.second[i]] for i in pair_indices])
         labels = torch.tensor([self.labels[i] for i in pair_indices])
         return ids_a, lengths_a, ids_b, lengths_b, labels, torch.tensor(pair_indices)
+
+
+class JointBatches:
+    """Collate pair indices into GPT's joint sequences of both orders (``joint``).
+
+    Returns per batch: ``ids_ab`` (B, T), ``lengths_ab`` (B,), ``ids_ba`` (B, T'), ``lengths_ba``
+    (B,), ``labels`` (B,), ``pair_index`` (B,).
+    """
+
+    def __init__(self, forward: list[torch.Tensor], backward: list[torch.Tensor], labels: list[int]):
+        self.forward, self.backward, self.labels = forward, backward, labels
+
+    def __call__(self, pair_indices: list[int]):
+        ids_ab, lengths_ab = pad_batch([self.forward[i] for i in pair_indices])
+        ids_ba, lengths_ba = pad_batch([self.backward[i] for i in pair_indices])
+        labels = torch.tensor([self.labels[i] for i in pair_indices])
+        return ids_ab, lengths_ab, ids_ba, lengths_ba, labels, torch.tensor(pair_indices)
+
+
+def joint_ids(encoder, first: str, second: str) -> torch.Tensor:
+    """``<s> first <delim> second <cls>`` as ids; longer than the encoder's positions is a UserError."""
+    ids = encoder.tokenizer.encode_pair(first, second)
+    limit = encoder.max_tokens()
+    if limit is not None and len(ids) > limit + 2:
+        raise UserError(f"a pair of {len(ids)} tokens is longer than this gpt encoder's max_positions "
+                        f"{limit + 2}: {first[:40]!r} / {second[:40]!r}")
+    return torch.tensor(ids, dtype=torch.long)
 
 
 class PairDataModule(pl.LightningDataModule):
@@ -134,6 +163,13 @@ class PairDataModule(pl.LightningDataModule):
             raise RuntimeError("attach an encoder before setup")
         sentences = self.sentences()
         row = {sentence: index for index, sentence in enumerate(sentences)}
+        if self.input_kind == "joint":
+            self.collators = {}
+            for name, pairs in self.pairs.items():
+                forward = [joint_ids(self.encoder, p.sentence1, p.sentence2) for p in pairs]
+                backward = [joint_ids(self.encoder, p.sentence2, p.sentence1) for p in pairs]
+                self.collators[name] = JointBatches(forward, backward, [p.label for p in pairs])
+            return
         if self.input_kind == "features":
             cache = None if self.hparams.cache_dir in (None, "none") else Path(self.hparams.cache_dir)
             self.store = FeatureStore.build(self.encoder, sentences, cache)
@@ -152,7 +188,10 @@ class PairDataModule(pl.LightningDataModule):
         """Batches of pairs of similar length (the longer sentence of each pair), so that the
         mix and the head spend little on padding; shuffled pools for training."""
         collate = self.collators[split]
-        lengths = [max(self.lengths[a], self.lengths[b]) for a, b in zip(collate.first, collate.second)]
+        if isinstance(collate, JointBatches):
+            lengths = [len(ids) for ids in collate.forward]
+        else:
+            lengths = [max(self.lengths[a], self.lengths[b]) for a, b in zip(collate.first, collate.second)]
         indices = range(len(lengths))
         sampler = RandomSampler(indices) if shuffle else SequentialSampler(indices)
         batches = BucketBatchSampler(sampler, self.hparams.batch_size, drop_last=False, lengths=lengths,

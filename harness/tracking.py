@@ -117,6 +117,9 @@ class MLflowConfig(SaveConfigCallback):
         model = config.get("model")
         if isinstance(model, dict) and "class_path" in model:  # a family's module: model.<arg> as before
             config["model"] = {"class": model["class_path"], **(model.get("init_args") or {})}
+        built = getattr(pl_module, "built_config", None)  # what was built (init_from's architecture wins)
+        if isinstance(config.get("model"), dict) and built:
+            config["model"].update(built)
         log_params(logger, config)
 
 

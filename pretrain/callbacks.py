@@ -53,7 +53,8 @@ class LanguageModelSamples(pl.Callback):
         was_training = pl_module.training
         pl_module.eval()
         predicted = pl_module.model.predict(token_ids, lengths)  # (B, T) per direction
-        forward, backward = predicted if isinstance(predicted, tuple) else (predicted, None)
+        predicted = predicted if isinstance(predicted, tuple) else (predicted,)
+        forward, backward = predicted[0], predicted[1] if len(predicted) > 1 else None
         pl_module.train(was_training)
         blocks = [
             self.render(pl_module.tokenizer, token_ids[b, :n], forward[b, :n],

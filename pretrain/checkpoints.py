@@ -4,7 +4,7 @@ model config, tokenizer and weights, and the code version that fingerprints depe
 A slim encoder checkpoint (``checkpoint/encoder.ckpt`` of a pretrain run) is a plain dict::
 
     {"format": "lm-transfer-bench/encoder", "family": "elmo" | "ulmfit" | "gpt",
-     "model_config": {...constructor arguments...}, "tokenizer": {"kind": "word" | "subword", ...},
+     "model_config": {...constructor arguments...}, "tokenizer": {"type": "word" | "subword", ...},
      "state_dict": {...model weights, no prefix...}, "code_version": "...", "epoch": ..., "global_step": ...}
 
 Lightning's own checkpoints of a pretraining (``best.ckpt``, ``last.ckpt``) carry the same
@@ -86,13 +86,15 @@ def build_model(family: str, config: dict) -> nn.Module:
 
 
 def build_tokenizer(state: dict):
+    """A tokenizer from :func:`tokenizer_state` (checkpoints made before families: word)."""
     state = dict(state)
-    kind = state.pop("kind", "word")
+    kind = state.pop("type", "word")
     return tokenizer_class(kind).from_dict(state)
 
 
 def tokenizer_state(tokenizer) -> dict:
-    return {"kind": tokenizer_kind(tokenizer), **tokenizer.to_dict()}
+    """The tokenizer's own state plus ``type``, its registry name."""
+    return {"type": tokenizer_kind(tokenizer), **tokenizer.to_dict()}
 
 
 def normalise(checkpoint: dict, source: str) -> dict:
@@ -109,6 +111,7 @@ def normalise(checkpoint: dict, source: str) -> dict:
     if "tokenizer" not in checkpoint:
         raise UserError(f"{source}: the checkpoint holds no tokenizer; re-export it with `python -m pretrain`")
     model_class(family)  # an unknown family fails here, in one line
+    tokenizer_class(checkpoint["tokenizer"].get("type", "word"))
     weights = checkpoint["state_dict"]
     if any(key.startswith("model.") for key in weights):
         weights = {key[len("model."):]: value for key, value in weights.items() if key.startswith("model.")}
@@ -119,7 +122,7 @@ def normalise(checkpoint: dict, source: str) -> dict:
 def slim_checkpoint(checkpoint: dict, source: str = "checkpoint") -> dict:
     """What rebuilding the encoder needs (no optimiser state), as plain containers."""
     slim = normalise(checkpoint, source)
-    kind = slim["tokenizer"].get("kind", "word")
+    kind = slim["tokenizer"].get("type", "word")
     return {"format": FORMAT, **slim, "code_version": code_version(slim["family"], kind),
             "epoch": checkpoint.get("epoch"), "global_step": checkpoint.get("global_step")}
 

@@ -48,6 +48,7 @@ class PretrainCLI(TrackedCLI):
     def run_tags(self) -> dict[str, str]:
         model = self.model
         tags = {"stage": self.stage, "family": model.family, "model": MODEL_NAMES.get(model.family, model.family),
+                "lm_stage": "task" if model.init_source else "general",
                 "seed": str(self.setting("seed_everything")),
                 "transductive": str(self.setting("data.transductive")).lower()}
         if model.init_source:  # ULMFiT stage 2: the run it continues
@@ -92,6 +93,8 @@ class PretrainCLI(TrackedCLI):
             + f"; best epoch {int(results.get('best_epoch', 0))})",
             f"  time       {results.get('train_seconds', 0):.0f} s",
             f"  run        {run_id}  (experiment '{self.setting('experiment_name')}')",
+            *([f"  continues  {self.model.init_source['source']}  (its vocabulary and architecture; lm_stage=task)"]
+              if self.model.init_source else []),
             f"  checkpoint {self.export.best_path}",
             f"  use it     make finetune ARGS=\"--model.encoder=runs:/{run_id}\"",
             f"  UI         {ui_hint()}",

@@ -177,7 +177,7 @@ class BiLMDataModule(pl.LightningDataModule):
         if kind == "word":
             return Tokenizer.build(train, min_frequency=min_frequency, max_size=max_vocab_size)
         if kind == "subword":
-            return tokenizer_class(kind).build(train, vocab_size=max_vocab_size or 8000)
+            return tokenizer_class(kind).build(train, vocab_size=max_vocab_size or 8000, min_frequency=min_frequency)
         raise UserError(f"--data.tokenizer={kind}: choose word or subword")
 
     @property
@@ -186,7 +186,8 @@ class BiLMDataModule(pl.LightningDataModule):
 
     def _unk_rate(self, sequences: list[torch.Tensor]) -> float:
         tokens = torch.cat(sequences)
-        return round(float((tokens == self.tokenizer.unk_id).float().mean()), 4)
+        unknown = getattr(self.tokenizer, "unk_id", None)  # byte-level BPE has no unknown token
+        return 0.0 if unknown is None else round(float((tokens == unknown).float().mean()), 4)
 
     def _loader(self, sequences: list, train: bool, collate=pad_batch) -> DataLoader:
         batch_size = self.hparams.batch_size

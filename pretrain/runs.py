@@ -28,37 +28,44 @@ LEGACY_ARTIFACT = "checkpoint/bilm.ckpt"  # pretrain runs made before families e
 ENCODER_CACHE = REPO_ROOT / ".cache" / "encoders"
 
 
-def latest_pretrain_run(family: str | None = None) -> str:
-    """The newest FINISHED ``stage=pretrain`` run (of ``family``, if given) that a benchmark did not
-    make for itself (those carry a ``benchmark`` tag: a quick benchmark's toy encoder must not
-    become everyone's default). Pages through the whole store."""
+SEARCH_PAGE = 500  # runs per search request while looking for `latest`
+
+
+def latest_pretrain_run(family: str | None = None, lm_stage: str | None = None) -> str:
+    """The newest FINISHED ``stage=pretrain`` run (of ``family`` and ``lm_stage`` — ``general`` or
+    ``task`` — if given) that a benchmark did not make for itself (those carry a ``benchmark`` tag:
+    a quick benchmark's toy encoder must not become everyone's default). Pages through the store."""
     client = MlflowClient(tracking_uri())
     experiments = [e.experiment_id for e in client.search_experiments()]
     query = "tags.stage = 'pretrain' and attributes.status = 'FINISHED'"
     token = None
     while experiments:
-        page = client.search_runs(experiments, query, order_by=["attributes.start_time DESC"], max_results=500,
-                                  page_token=token)
+        page = client.search_runs(experiments, query, order_by=["attributes.start_time DESC"],
+                                  max_results=SEARCH_PAGE, page_token=token)
         for run in page:
             tags = run.data.tags
-            if "benchmark" in tags or (family and tags.get("family", "elmo") != family):
+            if ("benchmark" in tags or (family and tags.get("family", "elmo") != family)
+                    or (lm_stage and tags.get("lm_stage", "general") != lm_stage)):
                 continue
             return run.info.run_id
         token = page.token
         if not token:
             break
-    which = f"{family} " if family else ""
-    raise UserError(f"no finished {which}pretrain run in {tracking_uri()}; run `make pretrain` first")
+    which = " ".join(filter(None, [family, lm_stage]))
+    raise UserError(f"no finished {which + ' ' if which else ''}pretrain run in {tracking_uri()}; "
+                    f"run `make pretrain` first")
 
 
 def resolve_run_id(source: str) -> str | None:
-    """``runs:/<id>``, ``latest`` or ``latest:<family>`` → run id; a path → None."""
+    """``runs:/<id>`` or ``latest[:<family>[:<lm_stage>]]`` → run id; a path → None."""
     if source == "latest" or source.startswith("latest:"):
-        family = source.partition(":")[2] or None
+        family, _, lm_stage = source.partition(":")[2].partition(":")
         if family and family not in FAMILIES:
             raise UserError(f"{source}: unknown family {family!r}; choose {', '.join(FAMILIES)}")
+        if lm_stage not in ("", "general", "task"):
+            raise UserError(f"{source}: unknown LM stage {lm_stage!r}; choose general or task")
         try:
-            return latest_pretrain_run(family)
+            return latest_pretrain_run(family or None, lm_stage or None)
         except UserError as error:
             raise UserError(f"{source}: {error}") from None
     if source.startswith("runs:/"):
@@ -117,7 +124,7 @@ def checkpoint_of_run(run_id: str, source: str) -> tuple[dict, str]:
 
 
 def fingerprint_of(file_digest: str, family: str, tokenizer: dict) -> str:
-    version = code_version(family, tokenizer.get("kind", "word"))
+    version = code_version(family, tokenizer.get("type", "word"))
     return hashlib.sha256(f"{file_digest}\n{version}".encode()).hexdigest()
 
 

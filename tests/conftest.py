@@ -1,10 +1,20 @@
 """Shared fixtures: tiny MRPC-format files and the real data set when it is available."""
 
 import os
+import random
 from pathlib import Path
 
 import pytest
 import torch
+
+from pretrain.checkpoints import slim_checkpoint
+from pretrain.lit_awd_lstm import LitAWDLSTM
+from pretrain.lit_bilm import LitBiLM
+from pretrain.lit_gpt import LitGPT
+from pretrain.subword import SubwordTokenizer
+from pretrain.tokenize import Tokenizer
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 # Tests run the CLI in subprocesses with other working directories: make a relative
 # MRPC_DIR (CI passes ../shared/data/mrpc) absolute once, here.
@@ -41,6 +51,63 @@ def sample_rows():
     return list(SAMPLE_ROWS)
 
 
+def write_synthetic_mrpc(directory: Path, extra_train: int = 600, test_pairs: int = 400) -> Path:
+    """A small but valid MSR-format data set: the train file holds the 408 GLUE dev id pairs (so
+    the split applies) plus ``extra_train`` pairs, the test file ``test_pairs``. Sentences come
+    from a few templates and a seeded shuffle of words; a paraphrase pair shares its content
+    words, a non-paraphrase pair does not — enough signal for smoke runs, no licensed text."""
+    generator = random.Random(0)
+    subjects = ["the company", "the minister", "shares", "the court", "police", "the team", "analysts", "the bank",
+                "the senator", "the union", "investors", "the agency", "officials", "the board", "the city"]
+    verbs = ["said", "reported", "rose", "fell", "announced", "denied", "expected", "approved", "rejected", "warned"]
+    objects = ["profits", "the plan", "a new law", "the merger", "sales", "the deal", "prices", "the report",
+               "the vote", "earnings", "the budget", "the strike", "the offer", "the ruling", "the forecast"]
+    times = ["on monday", "on friday", "last week", "in march", "this year", "today", "in 2003", "by 5 percent"]
+
+    def sentence(subject, verb, thing, when):
+        return f"{subject.capitalize()} {verb} {thing} {when}."
+
+    def pair(paraphrase: bool) -> tuple[str, str]:
+        parts = [generator.choice(options) for options in (subjects, verbs, objects, times)]
+        first = sentence(*parts)
+        if paraphrase:  # the same content, reordered or with a synonym-ish time
+            second = f"{parts[3].capitalize()}, {parts[0]} {parts[1]} {parts[2]}."
+        else:
+            second = sentence(*[generator.choice(options) for options in (subjects, verbs, objects, times)])
+        return first, second
+
+    dev_ids = (REPO_ROOT / "harness" / "resources" / "mrpc_dev_ids.tsv").read_text().split()
+    dev_ids = list(zip(dev_ids[0::2], dev_ids[1::2]))
+    rows, next_id = [], 900000
+    for id1, id2 in dev_ids:
+        label = int(generator.random() < 0.68)
+        rows.append((str(label), id1, id2, *pair(bool(label))))
+    for _ in range(extra_train):
+        label = int(generator.random() < 0.68)
+        rows.append((str(label), str(next_id), str(next_id + 1), *pair(bool(label))))
+        next_id += 2
+    generator.shuffle(rows)
+    directory.mkdir(parents=True, exist_ok=True)
+    write_msr(directory / "msr_paraphrase_train.txt", rows)
+    test = []
+    for _ in range(test_pairs):
+        label = int(generator.random() < 0.66)
+        test.append((str(label), str(next_id), str(next_id + 1), *pair(bool(label))))
+        next_id += 2
+    write_msr(directory / "msr_paraphrase_test.txt", test)
+    return directory
+
+
+@pytest.fixture(scope="session")
+def mrpc_dir(tmp_path_factory) -> Path:
+    """The MSR release from ``$MRPC_DIR`` when it is there, else a small synthetic MSR-format data
+    set (``write_synthetic_mrpc``), so the CLI smoke tests always run."""
+    configured = os.environ.get("MRPC_DIR", "")
+    if configured and (Path(configured) / "msr_paraphrase_train.txt").is_file():
+        return Path(configured).resolve()
+    return write_synthetic_mrpc(tmp_path_factory.mktemp("synthetic-mrpc"))
+
+
 @pytest.fixture
 def real_mrpc_dir() -> Path:
     """The full MSR release from ``$MRPC_DIR``; skips the test when it is not there."""
@@ -58,3 +125,46 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+# ── tiny encoders of every family, saved the way pretraining exports them ──────────────────
+
+TINY_SENTENCES = ["the cat sat on the mat .", "a dog barked at the cat , loudly .", "shares fell 3 percent on monday .",
+                  "the market rose sharply after the report .", "he said so .", "she agreed to the plan at once ."]
+FAMILY_MODULES = {
+    "elmo": lambda vocab: LitBiLM(vocab_size=vocab, hidden_size=6, num_layers=2, dropout=0.0),
+    "ulmfit": lambda vocab: LitAWDLSTM(vocab_size=vocab, embedding_size=6, hidden_size=10, num_layers=2),
+    "gpt": lambda vocab: LitGPT(vocab_size=vocab, num_layers=2, hidden_size=8, num_heads=2, max_positions=64),
+}
+
+
+def tokenizer_for(family: str):
+    if family == "gpt":
+        return SubwordTokenizer.build(TINY_SENTENCES * 3, vocab_size=300, min_frequency=1)
+    return Tokenizer.build(TINY_SENTENCES)
+
+
+def _save_encoder(family: str, directory) -> tuple:
+    """A tiny, untrained ``family`` encoder saved as a slim checkpoint; returns (path, module)."""
+    tokenizer = tokenizer_for(family)
+    torch.manual_seed(0)
+    lit = FAMILY_MODULES[family](len(tokenizer))
+    lit.tokenizer = tokenizer
+    state = {"state_dict": lit.state_dict(), "epoch": 0, "global_step": 0}
+    lit.on_save_checkpoint(state)
+    path = directory / f"{family}.ckpt"
+    torch.save(slim_checkpoint(state), path)
+    return path, lit
+
+
+@pytest.fixture(scope="session")
+def tiny_sentences() -> list[str]:
+    """The sentences the tiny encoders' tokenizers were built on."""
+    return list(TINY_SENTENCES)
+
+
+@pytest.fixture(name="save_encoder", scope="session")
+def save_encoder_fixture():
+    """``save_encoder(family, directory) -> (path, LightningModule)``: a tiny untrained encoder of
+    ``family`` with its tokenizer, as a slim checkpoint."""
+    return _save_encoder

@@ -12,47 +12,46 @@ from pytorch_lightning.callbacks import ModelCheckpoint
 from downstream.finetuning import load_classifier
 from downstream.lit_pair import LitPairClassifier
 from harness.errors import UserError
-from pretrain.checkpoints import slim_checkpoint
-from pretrain.lit_bilm import LitBiLM
+from downstream.pairs import joint_ids
+from pretrain.checkpoints import FAMILIES
 from pretrain.lit_lm import slanted_triangular
 from pretrain.runs import load_encoder, random_encoder
-from pretrain.tokenize import Tokenizer
 
-SENTENCES = ["the cat sat on the mat .", "a dog barked at the cat .", "shares fell 3 percent on monday .",
-             "the market rose sharply .", "he said so .", "she agreed to the plan .", "prices climbed .",
-             "nobody came to the party ."]
+SENTENCES = ["the cat sat on the mat .", "a dog barked at the cat , loudly .", "shares fell 3 percent on monday .",
+             "the market rose sharply after the report .", "he said so .", "she agreed to the plan at once .",
+             "the cat said so .", "shares rose on monday ."]
 HEAD = {"head": "pool-mlp", "hidden_size": 8, "dropout": 0.0, "learning_rate": 1e-2}
 
 
+@pytest.fixture(scope="module", params=sorted(FAMILIES))
+def checkpoint(request, tmp_path_factory, save_encoder):
+    """A tiny encoder of each family (2 layers: 3 parameter groups) saved the way pretraining exports it."""
+    return save_encoder(request.param, tmp_path_factory.mktemp(request.param))[0]
+
+
 @pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory):
-    """A tiny biLM (2 layers of H=6: 3 parameter groups) saved the way pretraining exports it."""
-    tokenizer = Tokenizer.build(SENTENCES)
-    torch.manual_seed(0)
-    lit = LitBiLM(vocab_size=len(tokenizer), hidden_size=6, num_layers=2, dropout=0.0)
-    lit.tokenizer = tokenizer
-    state = {"state_dict": lit.state_dict(), "epoch": 0, "global_step": 0}
-    lit.on_save_checkpoint(state)
-    path = tmp_path_factory.mktemp("encoder") / "encoder.ckpt"
-    torch.save(slim_checkpoint(state), path)
-    return path
+def gpt_checkpoint(tmp_path_factory, save_encoder):
+    return save_encoder("gpt", tmp_path_factory.mktemp("gpt"))[0]
 
 
 class Pairs(pl.LightningDataModule):
-    """Eight pairs as token ids (what the data module feeds a fine-tuned encoder)."""
+    """Eight pairs as the data module would feed them: token ids for a fine-tuned encoder, or the
+    frozen encoder's (L, B, T, D) features."""
 
-    def __init__(self, encoder, batch_size: int = 4):
+    def __init__(self, encoder, batch_size: int = 4, frozen: bool = False):
         super().__init__()
         first, second = SENTENCES, SENTENCES[1:] + SENTENCES[:1]
-        ids_a, lengths_a = encoder.encode(first)
-        ids_b, lengths_b = encoder.encode(second)
-        labels = torch.tensor([0, 1] * 4)
-        self.tensors = (ids_a, lengths_a, ids_b, lengths_b, labels, torch.arange(8))
-        self.batch_size = batch_size
+        inputs = [*encoder.embed_layers(first), *encoder.embed_layers(second)] if frozen else \
+            [*encoder.encode(first), *encoder.encode(second)]
+        self.tensors = (*inputs, torch.tensor([0, 1] * 4), torch.arange(8))
+        self.frozen, self.batch_size = frozen, batch_size
+
+    def collate(self, indices: list[int]) -> tuple:
+        index = torch.tensor(indices)
+        return tuple(t[:, index] if self.frozen and t.dim() == 4 else t[index] for t in self.tensors)
 
     def train_dataloader(self):
-        dataset = torch.utils.data.TensorDataset(*self.tensors)
-        return torch.utils.data.DataLoader(dataset, batch_size=self.batch_size)
+        return torch.utils.data.DataLoader(range(8), batch_size=self.batch_size, collate_fn=self.collate)
 
     val_dataloader = train_dataloader
 
@@ -91,9 +90,10 @@ def test_full_fine_tuning_trains_every_encoder_group(checkpoint, tmp_path):
     trainer(tmp_path, 1, [recorder]).fit(model, datamodule=Pairs(model.encoder))
     groups = len(model.encoder.parameter_groups())
     assert recorder.reached[0] == set(range(groups))
-    changed = [name for name, p in model.encoder.model.named_parameters() if not torch.equal(p, before[name])]
-    assert any(name.startswith("embedding") for name in changed)
-    assert any(name.startswith("forward_stack.layers.1") for name in changed)
+    changed = {name for name, p in model.encoder.model.named_parameters() if not torch.equal(p, before[name])}
+    for group in model.encoder.parameter_groups():  # every group moved (the biLM's unused softmax aside)
+        names = {name for name, p in model.encoder.model.named_parameters() if any(p is q for q in group)}
+        assert names & changed, names
     assert any(key.startswith("encoder_model.") for key in model.state_dict())  # checkpointed with the head
 
 
@@ -109,7 +109,7 @@ def test_gradual_unfreezing_reaches_exactly_the_unfrozen_groups(checkpoint, tmp_
     pl.seed_everything(0, verbose=False)
     model = classifier(checkpoint, "gradual")
     recorder = RecordGradients()
-    groups = len(model.encoder.parameter_groups())  # embedding, layer 1, layer 2 (+ softmax)
+    groups = len(model.encoder.parameter_groups())  # embedding, layer 1, layer 2
     trainer(tmp_path, groups + 1, [recorder]).fit(model, datamodule=Pairs(model.encoder))
     assert groups == 3
     assert recorder.reached.get(0, set()) == set()  # epoch 0: the head only
@@ -156,13 +156,7 @@ def test_the_schedule_drives_the_optimizer_per_step(checkpoint, tmp_path):
 def test_a_finetune_checkpoint_reloads_alone_and_reproduces_its_predictions(checkpoint, tmp_path, finetune, random):
     pl.seed_everything(0, verbose=False)
     model = classifier(checkpoint, finetune, random=random)
-    data = Pairs(model.encoder)
-    if finetune == "frozen":  # feed features, as the frozen data module would
-        layers_a, mask_a = model.encoder.embed_layers(SENTENCES)
-        layers_b, mask_b = model.encoder.embed_layers(SENTENCES[1:] + SENTENCES[:1])
-        data.tensors = (layers_a.transpose(0, 1), mask_a, layers_b.transpose(0, 1), mask_b, *data.tensors[4:])
-        model.forward = lambda a, ma, b, mb: LitPairClassifier.forward(model, a.transpose(0, 1), ma,
-                                                                       b.transpose(0, 1), mb)
+    data = Pairs(model.encoder, frozen=finetune == "frozen")
     saving = ModelCheckpoint(dirpath=tmp_path, filename="best")
     trainer(tmp_path, 2, [saving]).fit(model, datamodule=data)
     model.load_state_dict(torch.load(saving.best_model_path, weights_only=True)["state_dict"])
@@ -171,9 +165,6 @@ def test_a_finetune_checkpoint_reloads_alone_and_reproduces_its_predictions(chec
     reloaded = load_classifier(saving.best_model_path)
     assert reloaded.encoder.fingerprint == model.encoder.fingerprint
     assert reloaded.encoder.random_seed == model.encoder.random_seed
-    if finetune == "frozen":
-        reloaded.forward = lambda a, ma, b, mb: LitPairClassifier.forward(reloaded, a.transpose(0, 1), ma,
-                                                                          b.transpose(0, 1), mb)
     again, _ = reloaded.probabilities(data.train_dataloader())
     assert torch.equal(again, expected)
 
@@ -181,7 +172,7 @@ def test_a_finetune_checkpoint_reloads_alone_and_reproduces_its_predictions(chec
 def test_finetune_record_names_the_resolved_encoder_never_latest(checkpoint):
     model = classifier(checkpoint, "frozen")
     record = model.encoder.record()
-    assert record["source"] == str(checkpoint) and record["family"] == "elmo"
+    assert record["source"] == str(checkpoint) and record["family"] == checkpoint.stem
     twin = classifier(checkpoint, "frozen", random=True).encoder.record()
     assert twin["source"] == "random" and twin["copies"] == str(checkpoint) and twin["random_seed"] == 5
 
@@ -189,3 +180,52 @@ def test_finetune_record_names_the_resolved_encoder_never_latest(checkpoint):
 def test_unknown_finetune_mode_is_one_line(checkpoint):
     with pytest.raises(UserError, match=r"^--model.finetune=partial: choose one of frozen, full, gradual$"):
         classifier(checkpoint, "partial")
+
+
+# ── GPT's own classifier: both orders, the auxiliary LM loss ─────────────────────────────────
+
+
+def joint_batch(encoder, first: list[str], second: list[str]) -> tuple:
+    ab = [joint_ids(encoder, a, b) for a, b in zip(first, second)]
+    ba = [joint_ids(encoder, b, a) for a, b in zip(first, second)]
+    pad = torch.nn.utils.rnn.pad_sequence
+    return (pad(ab, batch_first=True), torch.tensor([len(x) for x in ab]),
+            pad(ba, batch_first=True), torch.tensor([len(x) for x in ba]))
+
+
+def test_gpt_classifier_reads_both_orders_so_swapping_the_sentences_changes_nothing(gpt_checkpoint):
+    model = LitPairClassifier(load_encoder(gpt_checkpoint), finetune="full", head="cls", dropout=0.0).eval()
+    assert model.input_kind == "joint" and model.mix is None
+    first, second = SENTENCES[:4], SENTENCES[4:]
+    logits = model(*joint_batch(model.encoder, first, second))
+    swapped = model(*joint_batch(model.encoder, second, first))
+    torch.testing.assert_close(logits, swapped, rtol=0, atol=1e-6)
+    one_order = model.head.linear(model.encoder.model.hidden_states(*joint_batch(model.encoder, first, second)[:2])
+                                  [torch.arange(4), joint_batch(model.encoder, first, second)[1] - 1])
+    assert not torch.allclose(logits, one_order)  # the sum of both orders, not one
+
+
+@pytest.mark.parametrize("lm_weight", [0.0, 0.5])
+def test_gpt_loss_is_the_classifier_loss_plus_lambda_times_the_lm_loss(gpt_checkpoint, lm_weight):
+    torch.manual_seed(0)
+    model = LitPairClassifier(load_encoder(gpt_checkpoint), finetune="full", head="cls", dropout=0.0,
+                              lm_weight=lm_weight).eval()
+    model.log = lambda *args, **kwargs: None
+    inputs = joint_batch(model.encoder, SENTENCES[:4], SENTENCES[4:])
+    labels = torch.tensor([0, 1, 1, 0])
+    loss = model.training_step((*inputs, labels, torch.arange(4)), 0)
+    classifier_loss = torch.nn.functional.cross_entropy(model(*inputs), labels)
+    lm = [model.encoder.model(ids, lengths) for ids, lengths in (inputs[:2], inputs[2:])]
+    lm_loss = sum(sums["nll_forward"] for sums in lm) / sum(sums["count"] for sums in lm)
+    if lm_weight == 0.0:
+        assert torch.equal(loss, classifier_loss)
+    else:
+        torch.testing.assert_close(loss, classifier_loss + lm_weight * lm_loss)
+
+
+def test_gpt_classifier_needs_a_gpt_encoder_fine_tuned(gpt_checkpoint, save_encoder, tmp_path):
+    with pytest.raises(UserError, match=r"^--model.head=cls: .*needs a gpt encoder and --model.finetune=full"):
+        LitPairClassifier(load_encoder(gpt_checkpoint), finetune="frozen", head="cls")
+    elmo, _ = save_encoder("elmo", tmp_path)
+    with pytest.raises(UserError, match=r"this is elmo, full"):
+        LitPairClassifier(load_encoder(elmo), finetune="full", head="cls")

@@ -71,7 +71,7 @@ def test_round_trip_gives_the_in_memory_features(trained, which):
         words = len(encoder.tokenize(sentence))
         torch.testing.assert_close(layers[:, b, :words], reference, rtol=0, atol=1e-6)
     file_digest = hashlib.sha256(trained[which].read_bytes()).hexdigest()
-    assert encoder.fingerprint == fingerprint_of(file_digest, "elmo", {"kind": "word"})
+    assert encoder.fingerprint == fingerprint_of(file_digest, "elmo", {"type": "word"})
     assert encoder.source == str(trained[which]) and encoder.family == "elmo"
 
 
