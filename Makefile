@@ -7,7 +7,8 @@ STAMP := $(VENV)/.installed-stamp
 ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install pretrain finetune benchmark benchmark-quick benchmark-corpus test ui bench-throughput bench-finetune
+.PHONY: help install pretrain finetune benchmark benchmark-quick benchmark-corpus test ui bench-throughput bench-finetune \
+	pretrain-ulmfit pretrain-ulmfit-task finetune-ulmfit pretrain-gpt finetune-gpt
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -34,6 +35,21 @@ bench-throughput: $(STAMP)  ## pretraining speed: tokens/s and FLOP/s against th
 
 finetune: $(STAMP)  ## MRPC on frozen features of the newest pretrain run (configs/downstream/mrpc.yaml)
 	$(PY) -m downstream fit --config configs/downstream/mrpc.yaml $(ARGS)
+
+pretrain-ulmfit: $(STAMP)  ## ULMFiT stage 1: AWD-LSTM general LM on MRPC + Reuters (configs/pretrain/ulmfit.yaml)
+	$(PY) -m pretrain fit --config configs/pretrain/ulmfit.yaml $(ARGS)
+
+pretrain-ulmfit-task: $(STAMP)  ## ULMFiT stage 2: continue the newest stage-1 LM on MRPC's train text
+	$(PY) -m pretrain fit --config configs/pretrain/ulmfit-task.yaml $(ARGS)
+
+finetune-ulmfit: $(STAMP)  ## ULMFiT stage 3: classifier fine-tuning (gradual unfreezing, STLR, concat pooling)
+	$(PY) -m downstream fit --config configs/downstream/ulmfit.yaml $(ARGS)
+
+pretrain-gpt: $(STAMP)  ## GPT family: transformer LM over byte-level BPE on MRPC + Reuters (configs/pretrain/gpt.yaml)
+	$(PY) -m pretrain fit --config configs/pretrain/gpt.yaml $(ARGS)
+
+finetune-gpt: $(STAMP)  ## GPT fine-tuning: both pair orders, <cls> classifier, auxiliary LM loss λ = 0.5
+	$(PY) -m downstream fit --config configs/downstream/gpt.yaml $(ARGS)
 
 benchmark: $(STAMP)  ## the default matrix: mixes × 5 seeds, random control, baselines, learning curve
 	$(PY) -m benchmarks.suite --config configs/benchmarks/default.yaml $(ARGS)

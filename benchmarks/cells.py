@@ -10,6 +10,7 @@ import hashlib
 import json
 import logging
 import sys
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -87,7 +88,9 @@ def finished_run(experiment: str, cell_hash: str, parent_run_id: str | None = No
 
 
 def run_quietly(cli_class, args: list[str], log_path: Path) -> int:
-    """Run a CLI in this process with its console output in ``log_path``."""
+    """Run a CLI in this process with its console output in ``log_path``. A crash (its run is
+    already marked FAILED by ``run_cli``) leaves its traceback in the log and returns 1; Ctrl-C
+    still stops the suite."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     lightning_logs = [logging.getLogger(name) for name in ("pytorch_lightning", "lightning.pytorch", "lightning_fabric")]
     levels = [logger.level for logger in lightning_logs]
@@ -98,6 +101,9 @@ def run_quietly(cli_class, args: list[str], log_path: Path) -> int:
         sys.argv = [command_line[0]]  # the CLI parses `args`, not the suite's own flags
         try:
             return run_cli(cli_class, args)
+        except Exception:  # noqa: BLE001 - the caller names the cell and its log in one line
+            traceback.print_exc()
+            return 1
         finally:
             sys.argv = command_line
             gc.collect()  # drop the finished cell's model and feature maps before the next one

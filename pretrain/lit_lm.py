@@ -184,7 +184,8 @@ class LitLanguageModel(pl.LightningModule):
 
     def configure_optimizers(self):
         hparams = self.hparams
-        groups = discriminative_groups(self.model.parameter_groups(), hparams.learning_rate, hparams.lr_decay)
+        groups = (discriminative_groups(self.model.parameter_groups(), hparams.learning_rate, hparams.lr_decay)
+                  if hparams.lr_decay != 1.0 else [{"params": list(self.model.parameters())}])
         fused = all(p.device.type in ("cpu", "cuda") for p in self.parameters())
         optimizer = torch.optim.AdamW(groups, lr=hparams.learning_rate, weight_decay=hparams.weight_decay, fused=fused)
         schedule = "plateau" if hparams.plateau_patience is not None else hparams.schedule

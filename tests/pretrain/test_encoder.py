@@ -242,3 +242,31 @@ def test_latest_is_the_newest_finished_pretrain_run_not_made_by_a_benchmark(monk
         made.append(run.info.run_id)
         time.sleep(0.01)  # distinct start times
     assert latest_pretrain_run() == made[1]
+
+
+def test_latest_looks_past_a_page_of_benchmark_runs_and_filters_family_and_stage(monkeypatch, tmp_path):
+    """More benchmark-made runs than one search page must not hide an older user's run (the search
+    used to stop at 200 results), and latest:<family>:<stage> selects by the run's tags."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setattr("pretrain.runs.SEARCH_PAGE", 2)
+    client = MlflowClient(uri)
+    experiment = client.create_experiment("pretrain")
+
+    def finished(**tags):
+        run = client.create_run(experiment, tags={"stage": "pretrain", **tags})
+        client.set_terminated(run.info.run_id, "FINISHED")
+        time.sleep(0.01)  # distinct start times
+        return run.info.run_id
+
+    general = finished(family="ulmfit", lm_stage="general")
+    task = finished(family="ulmfit", lm_stage="task")
+    elmo = finished()  # made before families existed: no family tag, an ELMo biLM
+    for _ in range(5):
+        finished(family="ulmfit", benchmark="quick")
+    assert latest_pretrain_run() == elmo
+    assert latest_pretrain_run("ulmfit") == task
+    assert latest_pretrain_run("ulmfit", "general") == general
+    assert latest_pretrain_run("elmo") == elmo
+    with pytest.raises(UserError, match="no finished gpt pretrain run"):
+        latest_pretrain_run("gpt")

@@ -1,0 +1,74 @@
+"""A run that crashes after it started is marked FAILED, never left RUNNING: pretraining,
+fine-tuning, and a benchmark cell (with its parent). The crash is real: Lightning's own
+EarlyStopping, told to watch a metric no stage logs, raises at the end of the first validation —
+after the MLflow run exists and has logged."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from mlflow.entities import ViewType
+from mlflow.tracking import MlflowClient
+
+REPO = Path(__file__).resolve().parents[1]
+CRASH = ["--trainer.callbacks+=EarlyStopping", "--trainer.callbacks.monitor=no_such_metric"]
+
+pytestmark = pytest.mark.slow
+
+
+def run(directory: Path, mrpc_dir: Path, *command: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{directory / 'mlflow.db'}", "MRPC_DIR": str(mrpc_dir),
+           "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", *command], cwd=directory, env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+def runs(directory: Path) -> list:
+    client = MlflowClient(f"sqlite:///{directory / 'mlflow.db'}")
+    experiments = [e.experiment_id for e in client.search_experiments(view_type=ViewType.ALL)]
+    return client.search_runs(experiments, run_view_type=ViewType.ALL)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory, mrpc_dir) -> Path:
+    directory = tmp_path_factory.mktemp("crash")
+    process = run(directory, mrpc_dir, "pretrain", "fit", "--config", str(REPO / "configs/pretrain/smoke.yaml"),
+                  "--trainer.enable_progress_bar=false")
+    assert process.returncode == 0, process.stderr[-3000:]
+    return directory
+
+
+def test_a_pretraining_that_crashes_mid_run_is_failed(store, mrpc_dir):
+    before = {r.info.run_id for r in runs(store)}
+    process = run(store, mrpc_dir, "pretrain", "fit", "--config", str(REPO / "configs/pretrain/smoke.yaml"),
+                  "--trainer.enable_progress_bar=false", *CRASH)
+    assert process.returncode != 0 and "no_such_metric" in process.stderr
+    new = [r for r in runs(store) if r.info.run_id not in before]
+    assert len(new) == 1 and new[0].info.status == "FAILED"
+    assert new[0].data.metrics.get("train_loss") is not None  # it really ran before it crashed
+
+
+def test_a_finetune_that_crashes_mid_run_is_failed(store, mrpc_dir):
+    before = {r.info.run_id for r in runs(store)}
+    process = run(store, mrpc_dir, "downstream", "fit", "--config", str(REPO / "configs/downstream/smoke.yaml"),
+                  f"--data.cache_dir={store / 'cache'}", "--trainer.enable_progress_bar=false", *CRASH)
+    assert process.returncode != 0 and "no_such_metric" in process.stderr
+    new = [r for r in runs(store) if r.info.run_id not in before]
+    assert len(new) == 1 and new[0].info.status == "FAILED" and new[0].data.tags["stage"] == "finetune"
+
+
+def test_a_benchmark_whose_cell_crashes_leaves_nothing_running(store, mrpc_dir):
+    before = {r.info.run_id for r in runs(store)}
+    finetune_args = " ".join(["--data.max_pairs=100", "--trainer.max_epochs=1", f"--data.cache_dir={store / 'cache'}",
+                              *CRASH])
+    process = run(store, mrpc_dir, "benchmarks.suite", "--config", str(REPO / "configs/benchmarks/quick.yaml"),
+                  "--results-dir", str(store / "results"), "--finetune-args", finetune_args,
+                  "--pretrain-args", "--data.max_sentences=300 --model.hidden_size=16 --trainer.limit_val_batches=3")
+    assert process.returncode == 2, process.stderr[-3000:]
+    assert process.stderr.strip().splitlines()[-1].startswith("error: cell ")
+    new = [r for r in runs(store) if r.info.run_id not in before]
+    statuses = {r.data.tags.get("stage"): r.info.status for r in new if r.data.tags.get("stage") != "pretrain"}
+    assert statuses == {"benchmark": "FAILED", "finetune": "FAILED"}
+    assert not [r for r in runs(store) if r.info.status == "RUNNING"]
