@@ -78,7 +78,13 @@ def build_results(
     return table
 
 
-def _learning_curve(runs: pd.DataFrame, path: Path) -> Path | None:
+def _data_names(context: dict) -> tuple[str, str, str]:
+    """(data set, dev split, test split) as the report names them; MRPC's: MRPC, GLUE dev, MSR test."""
+    name = (context.get("dataset") or {}).get("name", "mrpc")
+    return ("MRPC", "GLUE dev", "MSR test") if name == "mrpc" else (name, f"{name} dev", f"{name} test")
+
+
+def _learning_curve(runs: pd.DataFrame, path: Path, data_name: str = "MRPC") -> Path | None:
     fractions = _fractions(runs)
     if not (fractions < 1).any():
         return None
@@ -94,7 +100,7 @@ def _learning_curve(runs: pd.DataFrame, path: Path) -> Path | None:
     ticks = sorted(table["fraction"].unique())
     axes.set_xscale("log")
     axes.set_xticks(ticks, [f"{tick:g}" for tick in ticks])
-    axes.set(xlabel="fraction of MRPC train", ylabel="test accuracy (%)", title="Learning curve (mean ± std, seeds)")
+    axes.set(xlabel=f"fraction of {data_name} train", ylabel="test accuracy (%)", title="Learning curve (mean ± std, seeds)")
     axes.legend(fontsize=8)
     return _save(figure, path)
 
@@ -203,7 +209,7 @@ def _control_remark(method: str, control: str, accuracy: pd.Series, p: float) ->
             f"({numbers}): pretraining did not help here.")
 
 
-def _remarks(results: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
+def _remarks(results: pd.DataFrame, runs: pd.DataFrame, data_name: str = "MRPC") -> list[str]:
     table = results.set_index("method")
     accuracy = table["test_acc_mean"] * 100
     remarks = []
@@ -232,7 +238,7 @@ def _remarks(results: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
         remarks.append("Collapsed runs (every test prediction one class: the majority rate or its complement): "
                        + ", ".join(flagged) + ". Expected for `majority`; for another method the run learned nothing.")
     if len(table):
-        remarks.append(f"Seeds per method: {table['n_seeds'].min()}–{table['n_seeds'].max()}. MRPC is small and "
+        remarks.append(f"Seeds per method: {table['n_seeds'].min()}–{table['n_seeds'].max()}. {data_name} is small and "
                        "seed-sensitive (restarts move accuracy by several points): treat gaps within one std as noise.")
     return remarks + _curve_remarks(runs, accuracy)
 
@@ -286,20 +292,39 @@ def _context_sections(context: dict) -> list[str]:
     return lines
 
 
+def _split_sizes(context: dict) -> str:
+    """The sentence naming the evaluation splits, their sizes and the F1 kind, from the data set."""
+    dataset = context.get("dataset") or {"dev_pairs": 408, "test_pairs": 1725}  # MRPC's, when not given
+    _, dev, test = _data_names(context)
+    text = f"dev = {dev} ({dataset['dev_pairs']} pairs), test = {test} ({dataset['test_pairs']} pairs)"
+    if dataset.get("f1_average") == "macro":
+        text += f"; F1 = macro F1 over the {len(dataset['labels'])} labels ({', '.join(dataset['labels'])})"
+    return text
+
+
+def _dataset_line(context: dict) -> list[str]:
+    dataset = context.get("dataset")
+    if not dataset:
+        return []
+    sizes = "/".join(str(dataset[f"{split}_pairs"]) for split in ("train", "dev", "test"))
+    return [f"- data set: `{dataset['name']}`, labels {', '.join(dataset['labels'])}; train/dev/test {sizes} pairs"]
+
+
 def _markdown(results: pd.DataFrame, runs: pd.DataFrame, context: dict, figures: list[Path]) -> str:
     wall = context.get("wall_seconds")
     lines = [f"# Benchmark report: {context.get('name', 'benchmark')}", "",
              f"- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}",
              f"- parent run: `{context.get('parent_run_id', '—')}`",
              f"- wall time: {'—' if wall is None else f'{wall / 60:.1f} min ({wall:.0f} s)'}",
-             "", "## Results", "", "Accuracy and F1 in %, mean ± std (min–max) over seeds; dev = GLUE dev "
-             "(408 pairs), test = MSR test (1725 pairs).", ""]
+             *_dataset_line(context),
+             "", "## Results", "",
+             f"Accuracy and F1 in %, mean ± std (min–max) over seeds; {_split_sizes(context)}.", ""]
     rows = [[f"`{row['method']}`", int(row["n_seeds"]), *[_percent(row, metric) for metric in METRICS],
              _number(row.get(PVALUE_COLUMN), ".3g"),
              f"⚠ {int(row[COLLAPSED_COLUMN])}/{int(row['n_seeds'])}" if row.get(COLLAPSED_COLUMN, 0) > 0 else "no"]
             for _, row in results.iterrows()]
     lines += _table(["method", "seeds", "dev acc", "dev F1", "test acc", "test F1", "p vs random", "collapsed"], rows)
-    lines += ["", "## Remarks", ""] + [f"- {remark}" for remark in _remarks(results, runs)]
+    lines += ["", "## Remarks", ""] + [f"- {remark}" for remark in _remarks(results, runs, _data_names(context)[0])]
     if context.get("anchors", True):
         lines += ["", "## Published anchors (MSR test, for context; not produced by this run)", ""]
         lines += _table(["system", "test acc", "test F1", "source"], [list(anchor) for anchor in ANCHORS])
@@ -307,7 +332,8 @@ def _markdown(results: pd.DataFrame, runs: pd.DataFrame, context: dict, figures:
     lines += _context_sections(context)
     test = "exact McNemar test" if context.get("test", "mcnemar") == "mcnemar" else "paired bootstrap test"
     lines += ["", "## How to read", "",
-              f"- `p vs random`: {test} on the MSR test predictions of a method against its random-init control "
+              f"- `p vs random`: {test} on the {_data_names(context)[2]} predictions of a method against its "
+              "random-init control "
               "(same architecture, mix and head): seed i against control seed i, median p over seeds. It asks whether "
               "the two make different errors, not how large the gap is; — = no control.",
               "- `collapsed`: runs whose test predictions are all one class.",
@@ -330,7 +356,9 @@ def write_outputs(directory: Path, results: pd.DataFrame, runs: pd.DataFrame, co
     written = [directory / "results.csv", directory / "runs.csv"]
     results.to_csv(written[0], index=False)
     runs.to_csv(written[1], index=False)
-    plots = {"learning_curve": _learning_curve, "mix_weights": _mix_weights, "accuracy_by_layer": _accuracy_by_layer}
+    data_name = _data_names(context)[0]
+    plots = {"learning_curve": lambda runs, path: _learning_curve(runs, path, data_name), "mix_weights": _mix_weights,
+             "accuracy_by_layer": _accuracy_by_layer}
     figures = []
     for name, plot in plots.items():
         path = figures_dir / f"{name}.png"

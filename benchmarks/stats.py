@@ -1,6 +1,7 @@
 """Aggregation of benchmark runs over seeds and paired significance tests against a control.
 
-Predictions tables follow the project contract: columns ``id1, id2, label, prob, pred``.
+Predictions tables follow the project contract: the data set's id columns (MRPC ``id1, id2``, a TSV
+data set ``id``), ``label``, probabilities, ``pred``; labels and predictions are compared as text.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from scipy.stats import binomtest
 METRICS = ["dev_acc", "dev_f1", "test_acc", "test_f1"]
 STATISTICS = ["mean", "std", "min", "max"]
 PVALUE_COLUMN = "p_value_vs_random"
+ID_COLUMNS = ("id1", "id2", "id")  # a predictions table's id columns are those of these it has
 _BOOTSTRAP_CHUNK = 1000
 
 
@@ -83,8 +85,14 @@ def aggregate_runs(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
+def _as_text(values) -> np.ndarray:
+    """Labels or predictions as text (numbers as integers first: 1, 1.0 and "1" are one label)."""
+    array = np.asarray(values).ravel()
+    return (array.astype(int) if array.dtype.kind in "biuf" else array).astype(str)
+
+
 def _paired_correctness(labels, pred_a, pred_b) -> tuple[np.ndarray, np.ndarray]:
-    labels, pred_a, pred_b = (np.asarray(values).astype(int).ravel() for values in (labels, pred_a, pred_b))
+    labels, pred_a, pred_b = (_as_text(values) for values in (labels, pred_a, pred_b))
     if not len(labels) == len(pred_a) == len(pred_b):
         raise ValueError(
             f"paired test: labels ({len(labels)}), pred_a ({len(pred_a)}) and pred_b ({len(pred_b)}) differ in length"
@@ -154,8 +162,11 @@ def is_collapsed(predictions) -> bool:
 
 
 def _aligned(method_predictions: pd.DataFrame, control_predictions: pd.DataFrame, method: str) -> pd.DataFrame:
-    """Join two predictions tables on (id1, id2); raise ValueError unless they hold the same pairs."""
-    keys = ["id1", "id2"]
+    """Join two predictions tables on their id columns; raise ValueError unless they hold the same pairs."""
+    keys = [column for column in ID_COLUMNS if column in method_predictions]
+    if not keys:
+        raise ValueError(f"pvalues_vs_control: the predictions of {method!r} have no id column "
+                         f"({', '.join(ID_COLUMNS)})")
     frames = []
     for name, frame in ((method, method_predictions), ("control", control_predictions)):
         frame = frame[keys + ["label", "pred"]].copy()
@@ -166,7 +177,7 @@ def _aligned(method_predictions: pd.DataFrame, control_predictions: pd.DataFrame
     merged = frames[0].merge(frames[1], on=keys, how="outer", suffixes=("_method", "_control"), indicator=True)
     if (merged["_merge"] != "both").any() or len(merged) != len(frames[0]) or len(merged) != len(frames[1]):
         raise ValueError(f"pvalues_vs_control: {method!r} and the control were evaluated on different (id1, id2) pairs")
-    if (merged["label_method"].astype(int) != merged["label_control"].astype(int)).any():
+    if (_as_text(merged["label_method"]) != _as_text(merged["label_control"])).any():
         raise ValueError(f"pvalues_vs_control: {method!r} and the control disagree on gold labels")
     return merged
 

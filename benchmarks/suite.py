@@ -1,7 +1,9 @@
 """``python -m benchmarks.suite --config configs/benchmarks/default.yaml``: pretrained encoders ×
 mixes × heads × seeds, the random-encoder control through the same code, baselines, learning
 curves; one MLflow parent run (``stage=benchmark``) with ``results.csv``, ``report.md`` and figures.
-Re-running skips cells that already finished with the same settings."""
+The pair data set is MRPC unless the config's ``dataset:`` names another (the ``--data.*`` keys of
+``harness.pairdata.load_pair_data``), passed to every cell. Re-running skips cells that already
+finished with the same settings."""
 
 from __future__ import annotations
 
@@ -20,13 +22,17 @@ from mlflow.tracking import MlflowClient
 
 from benchmarks.cells import BASELINES, Cell, baseline, finetune, finished_run, pretrain, settings_hash
 from benchmarks.report import build_results, write_outputs
-from benchmarks.stats import METRICS
+from benchmarks.stats import ID_COLUMNS, METRICS
 from pretrain.runs import latest_pretrain_run
 from harness.errors import UserError
+from harness.pairdata import PairData, dataset_name, load_pair_data
 from harness.tracking import REPO_ROOT, ensure_experiment, flatten, tracking_uri, ui_hint
 
 KEYS = {"name", "experiment", "encoders", "finetune", "mixes", "heads", "seeds", "random_control", "baselines",
-        "learning_curve", "mrpc_dir"}
+        "learning_curve", "mrpc_dir", "dataset"}
+DATASET_KEYS = {"dataset", "mrpc_dir", "train", "dev", "test", "sentence1_column", "sentence2_column",
+                "label_column", "id_column", "has_header", "positive_label", "name"}
+DATASET_PATHS = ("mrpc_dir", "train", "dev", "test")
 
 
 def load_config(path: Path) -> dict:
@@ -54,8 +60,16 @@ def load_config(path: Path) -> dict:
     for baseline_name in config.get("baselines", []):
         if baseline_name not in BASELINES:
             raise UserError(f"{path}: unknown baseline {baseline_name!r}; choose from {sorted(BASELINES)}")
+    dataset = config.get("dataset")
+    if dataset is not None:
+        if not isinstance(dataset, dict):
+            raise UserError(f"{path}: `dataset` must be a mapping of data flags, e.g. dataset: {{dataset: tsv, "
+                            f"train: data/mine/train.tsv, dev: …, test: …}}")
+        unknown = set(dataset) - DATASET_KEYS
+        if unknown:
+            raise UserError(f"{path}: unknown `dataset` key(s) {sorted(unknown)}; known: {sorted(DATASET_KEYS)}")
     config.setdefault("name", path.stem)
-    config.setdefault("experiment", "mrpc")
+    config.setdefault("experiment", data_name(dataset_spec(config)))
     config.setdefault("finetune", {"config": "configs/downstream/mrpc.yaml"})
     return config
 
@@ -65,12 +79,40 @@ def repo_path(path: str) -> Path:
     return Path(path) if Path(path).is_absolute() else REPO_ROOT / path
 
 
+def dataset_spec(config: dict) -> dict:
+    """The config's ``dataset:`` keys (paths made absolute, relative to the repository root), with
+    the older top-level ``mrpc_dir``; empty for the default (MRPC from ``$MRPC_DIR``)."""
+    spec = dict(config.get("dataset") or {})
+    if config.get("mrpc_dir") and "mrpc_dir" not in spec:
+        spec["mrpc_dir"] = config["mrpc_dir"]
+    for key in DATASET_PATHS:
+        if spec.get(key) is not None:
+            spec[key] = str(repo_path(str(spec[key])))
+    return spec
+
+
+def data_name(spec: dict) -> str:
+    """The data set's name without reading it: ``name``, ``mrpc``, or from the train file's path."""
+    if spec.get("name"):
+        return str(spec["name"])
+    if spec.get("dataset", "mrpc") == "mrpc" or not spec.get("train"):
+        return "mrpc"
+    return dataset_name(Path(spec["train"]))
+
+
+def data_flags(spec: dict) -> list[str]:
+    """The ``--data.*`` flags every pretrain and finetune cell gets for ``spec``."""
+    return [f"--data.{key}={str(value).lower() if isinstance(value, bool) else value}"
+            for key, value in spec.items() if value is not None]
+
+
 def seed_list(value) -> list[int]:
     return list(range(value)) if isinstance(value, int) else [int(seed) for seed in value]
 
 
-def resolve_encoder(encoder: dict, benchmark: str, logs: Path) -> dict:
-    """Reuse the given run, or pretrain once (found again by its settings on a re-run)."""
+def resolve_encoder(encoder: dict, benchmark: str, logs: Path, data_hash: str | None = None) -> dict:
+    """Reuse the given run, or pretrain once (found again by its settings, and the content of a
+    data set other than the default, ``data_hash``, on a re-run)."""
     run_id = None
     if encoder.get("run"):
         run = encoder["run"]
@@ -83,7 +125,8 @@ def resolve_encoder(encoder: dict, benchmark: str, logs: Path) -> dict:
         spec = {"config": encoder["pretrain"]["config"], "args": encoder["pretrain"].get("args", [])}
         spec["config"] = str(repo_path(spec["config"]))
         config_text = Path(spec["config"]).read_text() if Path(spec["config"]).is_file() else ""
-        cell_hash = settings_hash({**spec, "config_text": config_text})
+        content = {"data_hash": data_hash} if data_hash else {}
+        cell_hash = settings_hash({**spec, "config_text": config_text, **content})
         run_id = finished_run("pretrain", cell_hash)
         if run_id is None:
             print(f"  pretraining encoder '{encoder['name']}' ({spec['config']} {' '.join(spec['args'])}) …", flush=True)
@@ -138,7 +181,7 @@ def plan(config: dict, encoders: list[dict], finetune_args: list[str]) -> list[C
     return cells
 
 
-def open_parent(config: dict, suite_hash: str) -> str:
+def open_parent(config: dict, suite_hash: str, data: PairData) -> str:
     """The benchmark's parent run: resumed when this config ran before, else new."""
     client = MlflowClient(tracking_uri())
     experiment_id = ensure_experiment(config["experiment"])
@@ -148,11 +191,17 @@ def open_parent(config: dict, suite_hash: str) -> str:
         client.update_run(found[0].info.run_id, status="RUNNING")
         return found[0].info.run_id
     run = client.create_run(experiment_id, run_name=f"benchmark-{config['name']}",
-                            tags={"stage": "benchmark", "suite_hash": suite_hash, "benchmark": config["name"]})
+                            tags={"stage": "benchmark", "suite_hash": suite_hash, "benchmark": config["name"],
+                                  "dataset": data.name})
     params = {key: json.dumps(value) if isinstance(value, list) else value for key, value in flatten(config).items()}
     for key, value in params.items():
         client.log_param(run.info.run_id, key, str(value)[:6000])
     return run.info.run_id
+
+
+def read_predictions(path: str) -> pd.DataFrame:
+    """A predictions file with ids, labels and predictions as text (label names compare as written)."""
+    return pd.read_csv(path, dtype={column: str for column in (*ID_COLUMNS, "label", "pred")}, keep_default_na=False)
 
 
 def run_table(done: list[tuple[Cell, str]]) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
@@ -168,7 +217,7 @@ def run_table(done: list[tuple[Cell, str]]) -> tuple[pd.DataFrame, dict[str, pd.
             row.update({k: v for k, v in metrics.items() if k.startswith("mix_")})
             rows.append(row)
             path = client.download_artifacts(run_id, "predictions/test.csv", scratch)
-            predictions[run_id] = pd.read_csv(path, dtype={"id1": str, "id2": str})
+            predictions[run_id] = read_predictions(path)
     return pd.DataFrame(rows), predictions
 
 
@@ -176,8 +225,10 @@ def drop_unpaired_controls(runs: pd.DataFrame, predictions: dict[str, pd.DataFra
     """Clear the control of a method whose test predictions cover other pairs than its control's
     (baselines on the full test set against cells capped by ``--data.max_pairs``): a paired test
     needs the same items, so such a method gets no p-value rather than a crash."""
-    pairs = {run_id: set(zip(frame["id1"].astype(str), frame["id2"].astype(str)))
-             for run_id, frame in predictions.items()}
+    def ids(frame: pd.DataFrame) -> set[tuple]:  # each pair's ids (MRPC: id1, id2; a TSV data set: id)
+        return set(frame[[column for column in ID_COLUMNS if column in frame]].astype(str).itertuples(index=False))
+
+    pairs = {run_id: ids(frame) for run_id, frame in predictions.items()}
     run_of = {(method, seed): run_id for method, seed, run_id in zip(runs["method"], runs["seed"], runs["run_id"])}
     unpaired = {row.method for row in runs.itertuples() if row.control
                 and (row.control, row.seed) in run_of and pairs[row.run_id] != pairs[run_of[(row.control, row.seed)]]}
@@ -206,30 +257,38 @@ def main(argv: list[str] | None = None) -> int:
 def run_suite(args) -> int:
     started = time.perf_counter()
     config = load_config(args.config)
+    spec = dataset_spec(config)
+    data = load_pair_data(**spec)  # read and checked once, before any cell runs
+    flags = data_flags(spec)
+    # the default data set's cells keep their hashes; another one's are tied to its content
+    data_hash = data.content_hash if "dataset" in config else None
     for encoder in config["encoders"]:
         if "pretrain" in encoder:
-            encoder["pretrain"]["args"] = [*encoder["pretrain"].get("args", []), *shlex.split(args.pretrain_args)]
-    finetune_args = [*config["finetune"].get("args", []), *shlex.split(args.finetune_args)]
+            own = encoder["pretrain"].get("args", [])
+            encoder["pretrain"]["args"] = [*flags, *own, *shlex.split(args.pretrain_args)]
+    finetune_args = [*flags, *config["finetune"].get("args", []), *shlex.split(args.finetune_args)]
     finetune_config = str(repo_path(config["finetune"]["config"]))
     config_text = Path(finetune_config).read_text() if Path(finetune_config).is_file() else ""
     directory = args.results_dir or REPO_ROOT / "benchmarks" / "results" / config["name"]
     logs = directory / "logs"
-    encoders = [resolve_encoder(encoder, config["name"], logs) for encoder in config["encoders"]]
+    encoders = [resolve_encoder(encoder, config["name"], logs, data_hash) for encoder in config["encoders"]]
     cells = plan(config, encoders, finetune_args)
-    suite_hash = settings_hash({"config": config, "finetune_args": finetune_args, "encoders": [e["run_id"] for e in encoders]})
-    parent = open_parent(config, suite_hash)
+    extra = {"data_hash": data_hash} if data_hash else {}
+    suite_hash = settings_hash({"config": config, "finetune_args": finetune_args,
+                                "encoders": [e["run_id"] for e in encoders], **extra})
+    parent = open_parent(config, suite_hash, data)
     client = MlflowClient(tracking_uri())
-    print(f"benchmark '{config['name']}': {len(cells)} cells, parent run {parent}")
+    print(f"benchmark '{config['name']}' on {data.name}: {len(cells)} cells, parent run {parent}")
     done: list[tuple[Cell, str]] = []
     try:
         for number, cell in enumerate(cells, start=1):
-            cell_hash = settings_hash({**cell.spec(), "method": cell.method, "config_text": config_text})
+            cell_hash = settings_hash({**cell.spec(), "method": cell.method, "config_text": config_text, **extra})
             run_id = finished_run(config["experiment"], cell_hash)
             status = "reused"
             if run_id is None:
                 cell_started = time.perf_counter()
                 if cell.kind == "baseline":
-                    run_id = baseline(cell, config.get("mrpc_dir"), config["experiment"], parent, cell_hash)
+                    run_id = baseline(cell, data, config["experiment"], parent, cell_hash)
                 else:
                     log_path = logs / f"{cell.method}-seed{cell.seed}.log".replace(":", "")
                     run_id = finetune(cell, finetune_config, config["experiment"], parent, cell_hash, log_path)
@@ -244,7 +303,7 @@ def run_suite(args) -> int:
         wall = time.perf_counter() - started
         throughput_file = REPO_ROOT / "benchmarks" / "results" / "throughput.json"
         context = {"name": config["name"], "parent_run_id": parent, "wall_seconds": wall, "settings": config,
-                   "encoders": encoders,
+                   "encoders": encoders, "dataset": describe(data), "anchors": data.name == "mrpc",
                    "throughput": json.loads(throughput_file.read_text()) if throughput_file.is_file() else None}
         written = write_outputs(directory, results, runs, context)
         for path in written:
@@ -256,12 +315,20 @@ def run_suite(args) -> int:
         client.set_terminated(parent, "KILLED" if isinstance(error, KeyboardInterrupt) else "FAILED")
         raise
     client.set_terminated(parent, "FINISHED")
-    print_summary(results, config, parent, directory, wall)
+    print_summary(results, config, parent, directory, wall, data)
     return 0
 
 
-def print_summary(results: pd.DataFrame, config: dict, parent: str, directory: Path, wall: float) -> None:
-    print(f"\n── benchmark '{config['name']}' finished in {wall / 60:.1f} min " + "─" * 30)
+def describe(data: PairData) -> dict:
+    """What the report says about the data set: name, labels, F1 kind and split sizes."""
+    return {"name": data.name, "labels": list(data.labels), "f1_average": data.f1_average,
+            "positive_label": data.positive_label,
+            **{f"{split}_pairs": len(data.split(split)) for split in ("train", "dev", "test")}}
+
+
+def print_summary(results: pd.DataFrame, config: dict, parent: str, directory: Path, wall: float,
+                  data: PairData) -> None:
+    print(f"\n── benchmark '{config['name']}' on {data.name} finished in {wall / 60:.1f} min " + "─" * 30)
     print(f"  {'method':<34}{'n':>3}  {'dev acc':>14}  {'test acc':>14}  {'test F1':>14}  p vs random")
     for row in results.itertuples():
         cells = [f"{100 * getattr(row, f'{m}_mean'):5.1f} ± {100 * getattr(row, f'{m}_std'):4.1f}"
