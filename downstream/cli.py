@@ -77,7 +77,8 @@ class FinetuneCLI(TrackedCLI):
     def run_name(self) -> str:
         fraction = self.setting("data.train_fraction")
         suffix = f"-frac{fraction:g}" if fraction < 1 else ""
-        return f"finetune-{self.dataset_prefix()}{self.method()}{suffix}-seed{self.setting('seed_everything')}"
+        seed = self.setting("seed_everything")
+        return f"finetune-{self.dataset_prefix()}{self.method()}{suffix}-seed{seed}"
 
     def run_tags(self) -> dict[str, str]:
         model = self.model
@@ -118,7 +119,8 @@ class FinetuneCLI(TrackedCLI):
             return
         results = self.evaluation.results
         data = self.datamodule.pair_data
-        dev_name, test_name = ("GLUE dev", "MSR test") if data.name == "mrpc" else (f"{data.name} dev", f"{data.name} test")
+        dev_name, test_name = (("GLUE dev", "MSR test") if data.name == "mrpc"
+                               else (f"{data.name} dev", f"{data.name} test"))
         f1_kind = "" if data.f1_average == "binary" else " (macro)"
         weights = " ".join(f"{results[f'mix_weight_{k}']:.2f}" for k in range(self.model.mix.num_layers))
         run_id = self.trainer.logger.run_id

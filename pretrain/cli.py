@@ -39,8 +39,8 @@ class PretrainCLI(TrackedCLI):
         names = entries(self.setting("data.corpus"))
         if names == list(GROUPS["all-shared"]):
             return "all-shared"
-        labels = [self.datamodule.pair_data.name if name == PAIR_TRAIN else name if name in SHARED_FOLDERS else "text"
-                  for name in names]
+        labels = [self.datamodule.pair_data.name if name == PAIR_TRAIN else name if name in SHARED_FOLDERS
+                  else "text" for name in names]
         return "+".join(dict.fromkeys(labels))
 
     def run_name(self) -> str:

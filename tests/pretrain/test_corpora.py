@@ -133,8 +133,10 @@ def test_corpora_are_logged_as_dataset_inputs(tmp_path, pair_files, corpora_dir,
 SHARED = default_corpora_dir()
 
 
-@pytest.mark.skipif(not all((SHARED / folder / "sentences.txt").is_file() for folder in ("reuters21578", "brown", "sotu")),
-                    reason="the shared corpora folder is not there")
+HAS_SHARED = all((SHARED / folder / "sentences.txt").is_file() for folder in ("reuters21578", "brown", "sotu"))
+
+
+@pytest.mark.skipif(not HAS_SHARED, reason="the shared corpora folder is not there")
 def test_all_shared_reads_every_shared_corpus(pair_files):
     module = BiLMDataModule(**tsv_flags(pair_files), corpus="all-shared", max_sentences=3000)
     assert [corpus.name for corpus in module.corpora] == ["nli3", "reuters", "brown", "sotu"]
