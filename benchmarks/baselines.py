@@ -1,13 +1,16 @@
-"""Control systems that run through the same MRPC splits as the pretrained encoders.
+"""Control systems that run through the same splits as the pretrained encoders, for any number of
+labels. Both fit on train only and return class probabilities per evaluation split, (N, C) with
+columns in class-id order; ``benchmarks.cells`` writes them in the predictions contract with the
+finetune runs' own code (``downstream.evaluation.predictions_frame``, ``split_metrics``), so a
+baseline's ``pred`` follows the same rule (2 labels: P(positive) >= 0.5; more: the most probable).
 
-Two controls, both returning predictions in the project's contract format
-(columns ``id1, id2, label, prob, pred``; ``prob`` = P(paraphrase), ``pred = int(prob >= 0.5)``):
-
-- ``majority_baseline``: always the majority class of train (the collapse rate).
+- ``majority_baseline``: the class frequencies of train for every pair, so it predicts the
+  majority class (the collapse rate).
 - ``tfidf_lr_baseline``: TF-IDF similarity and lexical-overlap features of a pair, scored by a
-  logistic regression whose L2 strength is chosen by stratified cross-validation on train only.
+  (multinomial) logistic regression whose L2 strength is chosen by stratified cross-validation on
+  train only.
 
-Pairs are duck-typed: any object with attributes ``label, id1, id2, sentence1, sentence2``.
+Pairs are duck-typed: any object with attributes ``label`` (the class id), ``sentence1``, ``sentence2``.
 """
 
 from __future__ import annotations
@@ -16,15 +19,12 @@ import re
 from collections.abc import Sequence
 
 import numpy as np
-import pandas as pd
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
-from sklearn.metrics import accuracy_score, f1_score
 from sklearn.model_selection import GridSearchCV, StratifiedKFold
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-PREDICTION_COLUMNS = ["id1", "id2", "label", "prob", "pred"]
 REGULARISATION_GRID = [0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0]
 CROSS_VALIDATION_FOLDS = 5
 
@@ -36,61 +36,18 @@ def _labels(pairs: Sequence) -> np.ndarray:
     return np.asarray([int(pair.label) for pair in pairs], dtype=int)
 
 
-def _predictions_frame(pairs: Sequence, probabilities: np.ndarray) -> pd.DataFrame:
-    """Build the contract predictions table for ``pairs`` given P(paraphrase) per pair."""
-    probabilities = np.asarray(probabilities, dtype=float)
-    return pd.DataFrame(
-        {
-            "id1": [pair.id1 for pair in pairs],
-            "id2": [pair.id2 for pair in pairs],
-            "label": _labels(pairs),
-            "prob": probabilities,
-            "pred": (probabilities >= 0.5).astype(int),
-        },
-        columns=PREDICTION_COLUMNS,
-    )
-
-
-def metrics_from_predictions(predictions: pd.DataFrame) -> dict[str, float]:
-    """Accuracy and F1 of a predictions table, aware of its label set.
-
-    Labels and predictions within {0, 1}: F1 of the positive class 1 (MRPC's paraphrase). Any other
-    label set (k > 2 classes, or names): macro F1 over the labels seen in ``label`` or ``pred``.
+def majority_baseline(train: Sequence, evaluation_sets: dict[str, Sequence], num_classes: int = 2
+                      ) -> dict[str, np.ndarray]:
+    """The class frequencies of ``train`` as every pair's probabilities.
 
     Returns:
-        ``{"acc": float, "f1": float}``, both fractions in [0, 1].
-    """
-    if len(predictions) == 0:
-        raise ValueError("metrics_from_predictions: no predictions")
-    labels, preds = predictions["label"], predictions["pred"]
-    numeric_labels, numeric_preds = pd.to_numeric(labels, errors="coerce"), pd.to_numeric(preds, errors="coerce")
-    if numeric_labels.notna().all() and numeric_preds.notna().all():  # numbers, also when read back as text
-        labels, preds = numeric_labels.to_numpy(float), numeric_preds.to_numpy(float)
-    else:
-        labels, preds = labels.astype(str).to_numpy(object), preds.astype(str).to_numpy(object)
-    classes = sorted(set(labels.tolist()) | set(preds.tolist()))
-    if set(classes) <= {0, 1}:
-        f1 = f1_score(labels, preds, labels=[0.0, 1.0], pos_label=1.0, zero_division=0.0)
-    else:
-        f1 = f1_score(labels, preds, labels=classes, average="macro", zero_division=0.0)
-    return {"acc": float(accuracy_score(labels, preds)), "f1": float(f1)}
-
-
-def majority_baseline(train: Sequence, evaluation_sets: dict[str, Sequence]) -> dict[str, pd.DataFrame]:
-    """Predict the majority class of ``train`` for every pair, with prob = train positive rate.
-
-    Ties (positive rate exactly 0.5) predict the positive class, as ``prob >= 0.5`` does.
-
-    Returns:
-        ``{split_name: predictions DataFrame}`` with columns ``id1, id2, label, prob, pred``.
+        ``{split_name: (N, num_classes) probabilities}``; with 2 classes the positive class is
+        predicted when its train rate is >= 0.5 (a tie included), with more the most frequent class.
     """
     if len(train) == 0:
         raise ValueError("majority_baseline: the training set is empty")
-    positive_rate = float(_labels(train).mean())
-    return {
-        name: _predictions_frame(pairs, np.full(len(pairs), positive_rate))
-        for name, pairs in evaluation_sets.items()
-    }
+    prior = np.bincount(_labels(train), minlength=num_classes) / len(train)  # (C,)
+    return {name: np.tile(prior, (len(pairs), 1)) for name, pairs in evaluation_sets.items()}
 
 
 def _words(sentence: str) -> list[str]:
@@ -174,8 +131,8 @@ class PairFeaturizer:
 
 
 def tfidf_lr_baseline(
-    train: Sequence, evaluation_sets: dict[str, Sequence], seed: int = 0
-) -> dict[str, pd.DataFrame]:
+    train: Sequence, evaluation_sets: dict[str, Sequence], num_classes: int = 2, seed: int = 0
+) -> dict[str, np.ndarray]:
     """TF-IDF similarity + lexical overlap features scored by logistic regression.
 
     Vectorizers are fitted on train sentences only; the inverse L2 strength ``C`` is chosen from
@@ -183,15 +140,17 @@ def tfidf_lr_baseline(
     (accuracy) on train, shuffled with ``seed``. No evaluation pair is seen in fitting or selection.
 
     Returns:
-        ``{split_name: predictions DataFrame}`` with columns ``id1, id2, label, prob, pred``.
+        ``{split_name: (N, num_classes) probabilities}`` (0 for a class train lacks).
     """
     labels = _labels(train)
-    if len(np.unique(labels)) < 2:
-        raise ValueError("tfidf_lr_baseline: the training set needs both classes")
+    present = np.unique(labels)
+    if len(present) < 2:
+        raise ValueError("tfidf_lr_baseline: the training set needs at least 2 classes")
     featurizer = PairFeaturizer().fit(train)
     features = featurizer.transform(train)  # (N, F)
     folds = StratifiedKFold(
-        n_splits=min(CROSS_VALIDATION_FOLDS, int(np.bincount(labels).min())), shuffle=True, random_state=seed
+        n_splits=min(CROSS_VALIDATION_FOLDS, int(np.bincount(labels)[present].min())), shuffle=True,
+        random_state=seed
     )
     search = GridSearchCV(
         make_pipeline(StandardScaler(), LogisticRegression(solver="lbfgs", max_iter=1000, random_state=seed)),
@@ -201,7 +160,9 @@ def tfidf_lr_baseline(
     )
     search.fit(features, labels)
     model = search.best_estimator_
-    return {
-        name: _predictions_frame(pairs, model.predict_proba(featurizer.transform(pairs))[:, 1])
-        for name, pairs in evaluation_sets.items()
-    }
+    probabilities = {}
+    for name, pairs in evaluation_sets.items():
+        scores = np.zeros((len(pairs), num_classes))  # (N, C)
+        scores[:, model.classes_] = model.predict_proba(featurizer.transform(pairs))
+        probabilities[name] = scores
+    return probabilities

@@ -16,17 +16,19 @@ from pathlib import Path
 
 from mlflow.tracking import MlflowClient
 
-from benchmarks.baselines import majority_baseline, metrics_from_predictions, tfidf_lr_baseline
+from benchmarks.baselines import majority_baseline, tfidf_lr_baseline
 from downstream.cli import FinetuneCLI
+from downstream.evaluation import predictions_frame, split_metrics
 from pretrain.cli import PretrainCLI
 from harness.errors import UserError
-from harness.mrpc import load_mrpc
+from harness.pairdata import PairData
 from harness.tracking import ensure_experiment, run_cli, tracking_uri
 from harness.versioning import code_version
 
-# name → fit(train, evaluation_sets, seed) returning {split: predictions}
+# name → fit(train, evaluation_sets, num_classes, seed) returning {split: (N, C) probabilities}
 BASELINES = {
-    "majority": lambda train, evaluation_sets, seed: majority_baseline(train, evaluation_sets),
+    "majority": lambda train, evaluation_sets, num_classes, seed: majority_baseline(train, evaluation_sets,
+                                                                                     num_classes),
     "tfidf-lr": tfidf_lr_baseline,
 }
 
@@ -140,22 +142,28 @@ def finetune(cell: Cell, config: str, experiment: str, parent_run_id: str, cell_
     return run_id
 
 
-def baseline(cell: Cell, mrpc_dir: str | None, experiment: str, parent_run_id: str, cell_hash: str) -> str:
-    """Fit a baseline on GLUE train, log a ``stage=baseline`` child run with the finetune
-    metric names and prediction files; returns the run id."""
-    splits = load_mrpc(mrpc_dir)
-    frames = BASELINES[cell.method](splits.train, {"dev": splits.dev, "test": splits.test}, cell.seed)
+def baseline(cell: Cell, data: PairData, experiment: str, parent_run_id: str, cell_hash: str) -> str:
+    """Fit a baseline on the data set's train split, log a ``stage=baseline`` child run with the
+    finetune metric names and prediction files; returns the run id."""
+    evaluation = {"dev": data.dev, "test": data.test}
+    probabilities = BASELINES[cell.method](data.train, evaluation, data.num_classes, cell.seed)
+    frames = {split: predictions_frame(data, evaluation[split], scores) for split, scores in probabilities.items()}
     client = MlflowClient(tracking_uri())
-    run = client.create_run(ensure_experiment(experiment), run_name=f"baseline-{cell.method}-seed{cell.seed}", tags={
-        "stage": "baseline", "method": cell.method, "seed": str(cell.seed), "kind": "baseline",
-        "mlflow.parentRunId": parent_run_id, "cell_hash": cell_hash, "pretrain_run_id": "none"})
+    prefix = "" if data.name == "mrpc" else f"{data.name}-"
+    tags = {"stage": "baseline", "method": cell.method, "seed": str(cell.seed), "kind": "baseline",
+            "mlflow.parentRunId": parent_run_id, "cell_hash": cell_hash, "pretrain_run_id": "none",
+            "dataset": data.name}
+    run = client.create_run(ensure_experiment(experiment), run_name=f"baseline-{prefix}{cell.method}-seed{cell.seed}",
+                            tags=tags)
     run_id = run.info.run_id
     try:
         for split, frame in frames.items():
-            for name, value in metrics_from_predictions(frame).items():
-                client.log_metric(run_id, f"{split}_{name}", value)
+            for name, value in split_metrics(frame, split, data).items():
+                client.log_metric(run_id, name, value)
             client.log_text(run_id, frame.to_csv(index=False), f"predictions/{split}.csv")
-        client.log_param(run_id, "train_pairs", len(splits.train))
+        for key, value in {"train_pairs": len(data.train), "dataset": data.name, "f1_average": data.f1_average,
+                           "num_classes": data.num_classes}.items():
+            client.log_param(run_id, key, value)
     except BaseException:
         client.set_terminated(run_id, "FAILED")
         raise

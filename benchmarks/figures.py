@@ -37,7 +37,7 @@ def controls(runs: pd.DataFrame) -> dict[str, str]:
     return dict(table.groupby("method", sort=False)["control"].first())
 
 
-def _learning_curve(runs: pd.DataFrame, path: Path) -> Path | None:
+def _learning_curve(runs: pd.DataFrame, path: Path, data_name: str = "MRPC") -> Path | None:
     fractions = train_fractions(runs)
     if not (fractions < 1).any():
         return None
@@ -53,7 +53,7 @@ def _learning_curve(runs: pd.DataFrame, path: Path) -> Path | None:
     ticks = sorted(table["fraction"].unique())
     axes.set_xscale("log")
     axes.set_xticks(ticks, [f"{tick:g}" for tick in ticks])
-    axes.set(xlabel="fraction of MRPC train", ylabel="test accuracy (%)", title="Learning curve (mean ± std, seeds)")
+    axes.set(xlabel=f"fraction of {data_name} train", ylabel="test accuracy (%)", title="Learning curve (mean ± std, seeds)")
     axes.legend(fontsize=8)
     return _save(figure, path)
 
@@ -137,8 +137,9 @@ def _save(figure: Figure, path: Path) -> Path:
 PLOTS = {"learning_curve": _learning_curve, "mix_weights": _mix_weights, "accuracy_by_layer": _accuracy_by_layer}
 
 
-def write_figures(runs: pd.DataFrame, directory: Path) -> list[Path]:
+def write_figures(runs: pd.DataFrame, directory: Path, data_name: str = "MRPC") -> list[Path]:
     """Draw every figure the runs have data for as ``directory/<name>.png``; remove stale ones.
+    ``data_name`` names the data set on axes.
 
     Returns:
         The written paths.
@@ -147,5 +148,6 @@ def write_figures(runs: pd.DataFrame, directory: Path) -> list[Path]:
     for name, plot in PLOTS.items():
         path = directory / f"{name}.png"
         path.unlink(missing_ok=True)  # a figure skipped now must not survive from an earlier write
-        written += [path] if plot(runs, path) else []
+        drawn = plot(runs, path, data_name) if plot is _learning_curve else plot(runs, path)
+        written += [path] if drawn else []
     return written

@@ -263,6 +263,16 @@ def _split_sizes(results: pd.DataFrame, runs: pd.DataFrame, context: dict) -> st
     return ", ".join(parts)
 
 
+def _f1_kind(context: dict) -> str:
+    """How F1 is computed, from the context's ``labels`` and ``positive_label`` (nothing when absent)."""
+    labels = context.get("labels")
+    if not labels:
+        return ""
+    if len(labels) == 2:
+        return f"; F1 = binary F1 of the positive label `{context.get('positive_label', labels[-1])}`"
+    return f"; F1 = macro F1 over the {len(labels)} labels"
+
+
 def _markdown(results: pd.DataFrame, runs: pd.DataFrame, context: dict, figures: list[Path]) -> str:
     wall = context.get("wall_seconds")
     lines = [f"# Benchmark report: {context.get('name', 'benchmark')}", "",
@@ -270,8 +280,8 @@ def _markdown(results: pd.DataFrame, runs: pd.DataFrame, context: dict, figures:
              f"- parent run: `{context.get('parent_run_id', '—')}`",
              f"- wall time: {'—' if wall is None else f'{wall / 60:.1f} min ({wall:.0f} s)'}",
              "", "## Results", "", "Accuracy and F1 in %, mean ± std (min–max) over seeds; "
-             f"{_split_sizes(results, runs, context)}. Gap vs the random-init twin on test accuracy in points, "
-             "with its 95% CI (see How to read).", ""]
+             f"{_split_sizes(results, runs, context)}{_f1_kind(context)}. Gap vs the random-init twin on test "
+             "accuracy in points, with its 95% CI (see How to read).", ""]
     rows = [[f"`{row['method']}`", int(row["n_seeds"]), *[_percent(row, metric) for metric in METRICS],
              _gap_cell(row), _number(row.get(PVALUE_COLUMN), ".3g"), _mde(row.get("mde_vs_random", np.nan)),
              f"⚠ {int(row[COLLAPSED_COLUMN])}/{int(row['n_seeds'])}" if row.get(COLLAPSED_COLUMN, 0) > 0 else "no"]
@@ -304,7 +314,7 @@ def write_outputs(directory: Path, results: pd.DataFrame, runs: pd.DataFrame, co
     written = [directory / "results.csv", directory / "runs.csv"]
     results.to_csv(written[0], index=False)
     runs.to_csv(written[1], index=False)
-    figures = write_figures(runs, figures_dir)
+    figures = write_figures(runs, figures_dir, str(context.get("dataset") or "MRPC"))
     report = directory / "report.md"
     report.write_text(_markdown(results, runs, context, figures), encoding="utf-8")
     return written + figures + [report]

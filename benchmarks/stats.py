@@ -26,7 +26,8 @@ PVALUE_COLUMN = "p_value_vs_random"
 GAP_COLUMNS = ["gap_vs_random", "gap_ci_low", "gap_ci_high", "mde_vs_random", "paired_seeds", "paired_items",
                "gap_test"]
 CROSSED, ITEMS_ONLY = "seeds x items", "items only (1 seed)"
-VALUE_COLUMNS = {"label", "pred", "prob"}  # with prob_<label>: every other predictions column is an id
+VALUE_COLUMNS = {"label", "pred", "prob", "sentence1", "sentence2"}  # and prob_<label>: the rest are ids
+ID_COLUMNS = ("id1", "id2", "id")  # the id columns the data sets write (MRPC: id1, id2; a TSV: id)
 
 
 def runs_table(search_runs: pd.DataFrame) -> pd.DataFrame:

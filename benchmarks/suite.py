@@ -1,7 +1,9 @@
 """``python -m benchmarks.suite --config configs/benchmarks/default.yaml``: pretrained encoders ×
 mixes × heads × seeds, the random-encoder control through the same code, baselines, learning
 curves; one MLflow parent run (``stage=benchmark``) with ``results.csv``, ``report.md`` and figures.
-Re-running skips cells that already finished with the same settings."""
+The pair data set is MRPC unless the config's ``dataset:`` names another (the ``--data.*`` keys of
+``harness.pairdata.load_pair_data``), passed to every cell. Re-running skips cells that already
+finished with the same settings."""
 
 from __future__ import annotations
 
@@ -21,15 +23,18 @@ from mlflow.tracking import MlflowClient
 from benchmarks.cells import (BASELINES, Cell, baseline, file_digests, finetune, finished_run, pretrain,
                               settings_hash)
 from benchmarks.report import build_results, write_outputs
-from benchmarks.stats import ITEMS_ONLY, METRICS
+from benchmarks.stats import ID_COLUMNS, ITEMS_ONLY, METRICS
 from pretrain.runs import latest_pretrain_run
 from harness.errors import UserError
-from harness.mrpc import load_mrpc
+from harness.pairdata import PairData, dataset_name, load_pair_data
 from harness.tracking import REPO_ROOT, ensure_experiment, flatten, tracking_uri, ui_hint
 from harness.versioning import code_version, git_commit
 
 KEYS = {"name", "experiment", "encoders", "finetune", "mixes", "heads", "seeds", "random_control", "baselines",
-        "learning_curve", "mrpc_dir"}
+        "learning_curve", "mrpc_dir", "dataset"}
+DATASET_KEYS = {"dataset", "mrpc_dir", "train", "dev", "test", "sentence1_column", "sentence2_column",
+                "label_column", "id_column", "has_header", "positive_label", "name"}
+DATASET_PATHS = ("mrpc_dir", "train", "dev", "test")
 
 
 def load_config(path: Path) -> dict:
@@ -57,8 +62,16 @@ def load_config(path: Path) -> dict:
     for baseline_name in config.get("baselines", []):
         if baseline_name not in BASELINES:
             raise UserError(f"{path}: unknown baseline {baseline_name!r}; choose from {sorted(BASELINES)}")
+    dataset = config.get("dataset")
+    if dataset is not None:
+        if not isinstance(dataset, dict):
+            raise UserError(f"{path}: `dataset` must be a mapping of data flags, e.g. dataset: {{dataset: tsv, "
+                            f"train: data/mine/train.tsv, dev: …, test: …}}")
+        unknown = set(dataset) - DATASET_KEYS
+        if unknown:
+            raise UserError(f"{path}: unknown `dataset` key(s) {sorted(unknown)}; known: {sorted(DATASET_KEYS)}")
     config.setdefault("name", path.stem)
-    config.setdefault("experiment", "mrpc")
+    config.setdefault("experiment", data_name(dataset_spec(config)))
     config.setdefault("finetune", {"config": "configs/downstream/mrpc.yaml"})
     return config
 
@@ -66,6 +79,33 @@ def load_config(path: Path) -> dict:
 def repo_path(path: str) -> Path:
     """Config paths in a suite file are relative to the repository root."""
     return Path(path) if Path(path).is_absolute() else REPO_ROOT / path
+
+
+def dataset_spec(config: dict) -> dict:
+    """The config's ``dataset:`` keys (paths made absolute, relative to the repository root), with
+    the older top-level ``mrpc_dir``; empty for the default (MRPC from ``$MRPC_DIR``)."""
+    spec = dict(config.get("dataset") or {})
+    if config.get("mrpc_dir") and "mrpc_dir" not in spec:
+        spec["mrpc_dir"] = config["mrpc_dir"]
+    for key in DATASET_PATHS:
+        if spec.get(key) is not None:
+            spec[key] = str(repo_path(str(spec[key])))
+    return spec
+
+
+def data_name(spec: dict) -> str:
+    """The data set's name without reading it: ``name``, ``mrpc``, or from the train file's path."""
+    if spec.get("name"):
+        return str(spec["name"])
+    if spec.get("dataset", "mrpc") == "mrpc" or not spec.get("train"):
+        return "mrpc"
+    return dataset_name(Path(spec["train"]))
+
+
+def data_flags(spec: dict) -> list[str]:
+    """The ``--data.*`` flags every pretrain and finetune cell gets for ``spec``."""
+    return [f"--data.{key}={str(value).lower() if isinstance(value, bool) else value}"
+            for key, value in spec.items() if value is not None]
 
 
 def seed_list(value) -> list[int]:
@@ -143,7 +183,7 @@ def plan(config: dict, encoders: list[dict], finetune_args: list[str]) -> list[C
     return cells
 
 
-def open_parent(config: dict, suite_hash: str) -> str:
+def open_parent(config: dict, suite_hash: str, data: PairData) -> str:
     """The benchmark's parent run: resumed when this config ran before, else new."""
     client = MlflowClient(tracking_uri())
     experiment_id = ensure_experiment(config["experiment"])
@@ -152,7 +192,8 @@ def open_parent(config: dict, suite_hash: str) -> str:
     if found:
         client.update_run(found[0].info.run_id, status="RUNNING")
         return found[0].info.run_id
-    tags = {"stage": "benchmark", "suite_hash": suite_hash, "benchmark": config["name"], "code_version": code_version()}
+    tags = {"stage": "benchmark", "suite_hash": suite_hash, "benchmark": config["name"], "dataset": data.name,
+            "code_version": code_version()}
     commit = git_commit()
     if commit:
         tags["mlflow.source.git.commit"] = commit
@@ -161,6 +202,11 @@ def open_parent(config: dict, suite_hash: str) -> str:
     for key, value in params.items():
         client.log_param(run.info.run_id, key, str(value)[:6000])
     return run.info.run_id
+
+
+def read_predictions(path: str) -> pd.DataFrame:
+    """A predictions file with ids, labels and predictions as text (label names compare as written)."""
+    return pd.read_csv(path, dtype={column: str for column in (*ID_COLUMNS, "label", "pred")}, keep_default_na=False)
 
 
 def run_table(done: list[tuple[Cell, str]]) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
@@ -179,7 +225,7 @@ def run_table(done: list[tuple[Cell, str]]) -> tuple[pd.DataFrame, dict[str, pd.
             row.update({k: v for k, v in metrics.items() if k.startswith("mix_")})
             rows.append(row)
             path = client.download_artifacts(run_id, "predictions/test.csv", scratch)
-            predictions[run_id] = pd.read_csv(path, dtype={"id1": str, "id2": str})
+            predictions[run_id] = read_predictions(path)
     return pd.DataFrame(rows), predictions
 
 
@@ -187,8 +233,10 @@ def drop_unpaired_controls(runs: pd.DataFrame, predictions: dict[str, pd.DataFra
     """Clear the control of a method whose test predictions cover other pairs than its control's
     (baselines on the full test set against cells capped by ``--data.max_pairs``): a paired test
     needs the same items, so such a method gets no p-value rather than a crash."""
-    pairs = {run_id: set(zip(frame["id1"].astype(str), frame["id2"].astype(str)))
-             for run_id, frame in predictions.items()}
+    def ids(frame: pd.DataFrame) -> set[tuple]:  # each pair's ids (MRPC: id1, id2; a TSV data set: id)
+        return set(frame[[column for column in ID_COLUMNS if column in frame]].astype(str).itertuples(index=False))
+
+    pairs = {run_id: ids(frame) for run_id, frame in predictions.items()}
     run_of = {(method, seed): run_id for method, seed, run_id in zip(runs["method"], runs["seed"], runs["run_id"])}
     unpaired = {row.method for row in runs.itertuples() if row.control
                 and (row.control, row.seed) in run_of and pairs[row.run_id] != pairs[run_of[(row.control, row.seed)]]}
@@ -217,27 +265,31 @@ def main(argv: list[str] | None = None) -> int:
 def run_suite(args) -> int:
     started = time.perf_counter()
     config = load_config(args.config)
+    spec = dataset_spec(config)
+    data = load_pair_data(**spec)  # read and checked once, before any cell runs
+    flags = data_flags(spec)
+    # the default data set's cells keep their hashes; another one's are tied to its content
     for encoder in config["encoders"]:
         if "pretrain" in encoder:
-            encoder["pretrain"]["args"] = [*encoder["pretrain"].get("args", []), *shlex.split(args.pretrain_args)]
-    finetune_args = [*config["finetune"].get("args", []), *shlex.split(args.finetune_args)]
+            own = encoder["pretrain"].get("args", [])
+            encoder["pretrain"]["args"] = [*flags, *own, *shlex.split(args.pretrain_args)]
+    finetune_args = [*flags, *config["finetune"].get("args", []), *shlex.split(args.finetune_args)]
     finetune_config = str(repo_path(config["finetune"]["config"]))
     config_text = Path(finetune_config).read_text() if Path(finetune_config).is_file() else ""
     directory = args.results_dir or REPO_ROOT / "benchmarks" / "results" / config["name"]
     logs = directory / "logs"
-    data_digest = load_mrpc(config.get("mrpc_dir")).content_hash
-    encoders = [resolve_encoder(encoder, config["name"], logs, data_digest) for encoder in config["encoders"]]
+    encoders = [resolve_encoder(encoder, config["name"], logs, data.content_hash) for encoder in config["encoders"]]
     cells = plan(config, encoders, finetune_args)
-    suite_hash = settings_hash({"config": config, "finetune_args": finetune_args, "data": data_digest,
+    suite_hash = settings_hash({"config": config, "finetune_args": finetune_args, "data": data.content_hash,
                                 "encoders": [e["run_id"] for e in encoders]})
-    parent = open_parent(config, suite_hash)
+    parent = open_parent(config, suite_hash, data)
     client = MlflowClient(tracking_uri())
-    print(f"benchmark '{config['name']}': {len(cells)} cells, parent run {parent}")
+    print(f"benchmark '{config['name']}' on {data.name}: {len(cells)} cells, parent run {parent}")
     done: list[tuple[Cell, str]] = []
     try:
         for number, cell in enumerate(cells, start=1):
             cell_hash = settings_hash({**cell.spec(), "method": cell.method, "config_text": config_text,
-                                       "data": data_digest})
+                                       "data": data.content_hash})
             run_id = finished_run(config["experiment"], cell_hash, parent)
             status = None
             if run_id is not None:
@@ -246,7 +298,7 @@ def run_suite(args) -> int:
             else:
                 cell_started = time.perf_counter()
                 if cell.kind == "baseline":
-                    run_id = baseline(cell, config.get("mrpc_dir"), config["experiment"], parent, cell_hash)
+                    run_id = baseline(cell, data, config["experiment"], parent, cell_hash)
                 else:
                     log_path = logs / f"{cell.method}-seed{cell.seed}.log".replace(":", "")
                     run_id = finetune(cell, finetune_config, config["experiment"], parent, cell_hash, log_path)
@@ -261,7 +313,9 @@ def run_suite(args) -> int:
         wall = time.perf_counter() - started
         throughput_file = REPO_ROOT / "benchmarks" / "results" / "throughput.json"
         context = {"name": config["name"], "parent_run_id": parent, "wall_seconds": wall, "settings": config,
-                   "encoders": encoders,
+                   "encoders": encoders, "dataset": data.name, "anchors": data.name == "mrpc",
+                   "split_sizes": {split: len(data.split(split)) for split in ("dev", "test")},
+                   "labels": list(data.labels), "positive_label": data.positive_label,
                    "throughput": json.loads(throughput_file.read_text()) if throughput_file.is_file() else None}
         written = write_outputs(directory, results, runs, context)
         for path in written:
@@ -273,14 +327,15 @@ def run_suite(args) -> int:
         client.set_terminated(parent, "KILLED" if isinstance(error, KeyboardInterrupt) else "FAILED")
         raise
     client.set_terminated(parent, "FINISHED")
-    print_summary(results, config, parent, directory, wall)
+    print_summary(results, config, parent, directory, wall, data.name)
     return 0
 
 
-def print_summary(results: pd.DataFrame, config: dict, parent: str, directory: Path, wall: float) -> None:
+def print_summary(results: pd.DataFrame, config: dict, parent: str, directory: Path, wall: float,
+                  data_name: str = "mrpc") -> None:
     """The results on the console: mean ± std over seeds, and the paired gap over the random twin
     on test accuracy with its 95% CI and p (points; † = one seed pair, an items-only test)."""
-    print(f"\n── benchmark '{config['name']}' finished in {wall / 60:.1f} min " + "─" * 30)
+    print(f"\n── benchmark '{config['name']}' on {data_name} finished in {wall / 60:.1f} min " + "─" * 30)
     print(f"  {'method':<34}{'n':>3}  {'dev acc':>14}  {'test acc':>14}  {'test F1':>14}  "
           f"{'gap vs random (95% CI)':<24}  p")
     for row in results.itertuples():

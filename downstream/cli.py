@@ -56,6 +56,18 @@ class FinetuneCLI(TrackedCLI):
                             help="method tag for reports (default: <encoder>-<mix>-<head>)")
         parser.add_argument("--parent_run_id", type=str | None, default=None,
                             help="make this run a child of that MLflow run (benchmarks set it)")
+        parser.set_defaults({"experiment_name": None})  # None: the data set's name (MRPC: "mrpc")
+        parser.link_arguments("data.num_classes", "model.num_classes", apply_on="instantiate")
+        parser.link_arguments("data.positive_class", "model.positive_class", apply_on="instantiate")
+
+    def default_experiment(self) -> str:
+        """The experiment a run goes to without ``--experiment_name``: the data set's name."""
+        return self.datamodule.pair_data.name
+
+    def dataset_prefix(self) -> str:
+        """``<name>-`` in run names for a data set other than MRPC (MRPC's names stay as they were)."""
+        name = self.datamodule.pair_data.name
+        return "" if name == "mrpc" else f"{name}-"
 
     def method(self) -> str:
         model = self.model
@@ -66,7 +78,8 @@ class FinetuneCLI(TrackedCLI):
     def run_name(self) -> str:
         fraction = self.setting("data.train_fraction")
         suffix = f"-frac{fraction:g}" if fraction < 1 else ""
-        return f"finetune-{self.method()}{suffix}-seed{self.setting('seed_everything')}"
+        seed = self.setting("seed_everything")
+        return f"finetune-{self.dataset_prefix()}{self.method()}{suffix}-seed{seed}"
 
     def run_tags(self) -> dict[str, str]:
         model = self.model
@@ -75,7 +88,8 @@ class FinetuneCLI(TrackedCLI):
                 "pretrain_run_id": model.pretrain_run_id, "encoder_source": encoder.copies or encoder.source,
                 "family": encoder.family, "finetune_mode": model.hparams.finetune,
                 "mix": model.hparams.mix, "head": model.hparams.head,
-                "train_fraction": str(self.setting("data.train_fraction"))}
+                "train_fraction": str(self.setting("data.train_fraction")),
+                "dataset": self.datamodule.pair_data.name}
         if self.setting("parent_run_id"):
             tags["mlflow.parentRunId"] = self.setting("parent_run_id")
         return tags
@@ -105,6 +119,10 @@ class FinetuneCLI(TrackedCLI):
         if not self.trainer.is_global_zero:
             return
         results = self.evaluation.results
+        data = self.datamodule.pair_data
+        dev_name, test_name = (("GLUE dev", "MSR test") if data.name == "mrpc"
+                               else (f"{data.name} dev", f"{data.name} test"))
+        f1_kind = "" if data.f1_average == "binary" else " (macro)"
         mix = self.model.mix
         weights = ("none (GPT's <cls> classifier)" if mix is None else "weights [" + " ".join(
             f"{results[f'mix_weight_{k}']:.2f}" for k in range(mix.num_layers)) + f"]  γ {results['mix_gamma']:.2f}")
@@ -115,11 +133,11 @@ class FinetuneCLI(TrackedCLI):
             f"  method     {self.method()}  (encoder {self.model.encoder.source}, seed {self.setting('seed_everything')})",
             f"  train      {len(self.datamodule.pairs['train'])} pairs"
             f" (fraction {self.setting('data.train_fraction'):g}); best dev epoch selected",
-            f"  dev        acc {results['dev_acc']:.3f}  F1 {results['dev_f1']:.3f}"
-            f"   (GLUE dev, {len(self.datamodule.pairs['dev'])} pairs)",
-            f"  test       acc {results['test_acc']:.3f}  F1 {results['test_f1']:.3f}"
-            f"   (MSR test, {len(self.datamodule.pairs['test'])} pairs)",
+            f"  dev        acc {results['dev_acc']:.3f}  F1{f1_kind} {results['dev_f1']:.3f}"
+            f"   ({dev_name}, {len(self.datamodule.pairs['dev'])} pairs)",
+            f"  test       acc {results['test_acc']:.3f}  F1{f1_kind} {results['test_f1']:.3f}"
+            f"   ({test_name}, {len(self.datamodule.pairs['test'])} pairs)",
             f"  mix        {weights}",
-            f"  run        {run_id}  (experiment '{self.setting('experiment_name')}')",
+            f"  run        {run_id}  (experiment '{self.experiment_name()}')",
             f"  UI         {ui_hint()}",
         ]))

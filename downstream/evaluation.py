@@ -1,5 +1,5 @@
-"""End of a finetune run: the best checkpoint on GLUE dev and MSR test, with predictions and
-figures logged so that any metric can be recomputed from the run."""
+"""End of a finetune run: the best checkpoint on the data set's dev and test splits (MRPC: GLUE dev
+and MSR test), with predictions and figures logged so that any metric can be recomputed from the run."""
 
 from __future__ import annotations
 
@@ -12,49 +12,78 @@ import pytorch_lightning as pl  # noqa: E402
 import torch  # noqa: E402
 from sklearn.metrics import ConfusionMatrixDisplay, accuracy_score, f1_score  # noqa: E402
 
-PREDICTION_COLUMNS = ["id1", "id2", "label", "prob", "pred"]
+from harness.pairdata import Pair, PairData  # noqa: E402
+
+PREDICTION_COLUMNS = ["id1", "id2", "label", "prob", "pred", "sentence1", "sentence2"]  # MRPC's predictions files
 
 
-def predicted_class(probabilities: torch.Tensor) -> torch.Tensor:
+def predicted_class(probabilities: torch.Tensor, positive_class: int = 1) -> torch.Tensor:
     """(N, C) class probabilities → (N,) predicted classes, one rule for validation and the final
-    metrics: with two classes, class 1 when P(class 1) ≥ 0.5 (ties go to 1, as the predictions
-    contract says); with more, the most probable class."""
+    metrics: with two classes, ``positive_class`` when its probability is ≥ 0.5 (ties go to it, as
+    the predictions contract says); with more, the most probable class."""
     if probabilities.shape[-1] == 2:
-        return (probabilities[:, 1] >= 0.5).long()
+        positive = probabilities[:, positive_class] >= 0.5
+        return torch.where(positive, positive_class, 1 - positive_class).long()
     return probabilities.argmax(dim=-1)
 
 
-def predictions_frame(pairs, probabilities: torch.Tensor, indices: torch.Tensor) -> pd.DataFrame:
-    """Returns one row per pair, in split order: ``id1, id2, label``, then ``prob`` = P(class 1)
-    with two classes, or ``prob_<k>`` per class with more, and ``pred`` (:func:`predicted_class`)."""
+def probability_columns(data: PairData) -> list[str]:
+    """``prob`` (P(positive label)) for 2 labels, else ``prob_<label>`` per label in label order."""
+    return ["prob"] if data.num_classes == 2 else [f"prob_{label}" for label in data.labels]
+
+
+def predictions_frame(data: PairData, pairs: list[Pair], probabilities, indices: torch.Tensor | None = None
+                      ) -> pd.DataFrame:
+    """The predictions file of a split, one row per pair, in split order.
+
+    ``probabilities``: (N, C) class probabilities (tensor or array) of ``pairs[indices[i]]``
+    (``indices`` None: of ``pairs[i]``).
+
+    Returns:
+        columns: the data set's id columns (MRPC ``id1, id2``; TSV ``id``), ``label``, then ``prob``
+        = P(positive label) for 2 labels or ``prob_<label>`` per label, ``pred``
+        (:func:`predicted_class`), ``sentence1``, ``sentence2``; labels are label names.
+    """
+    probabilities = torch.as_tensor(probabilities).double()  # (N, C)
+    if indices is None:
+        indices = torch.arange(len(probabilities))
     order = torch.argsort(indices)
     rows = [pairs[i] for i in indices[order].tolist()]
-    probabilities = probabilities[order].double()  # (N, C)
-    frame = pd.DataFrame({"id1": [p.id1 for p in rows], "id2": [p.id2 for p in rows],
-                          "label": [p.label for p in rows]})
-    if probabilities.shape[1] == 2:
-        frame["prob"] = probabilities[:, 1].numpy()
+    probabilities = probabilities[order]
+    names = pd.Series(data.labels, dtype=object)
+    frame = pd.DataFrame({**data.ids_by_column(rows), "label": names[[pair.label for pair in rows]].tolist()})
+    if data.num_classes == 2:
+        frame["prob"] = probabilities[:, data.positive_class].numpy()
     else:
-        for k in range(probabilities.shape[1]):
-            frame[f"prob_{k}"] = probabilities[:, k].numpy()
-    frame["pred"] = predicted_class(probabilities).numpy()
+        for column, k in zip(probability_columns(data), range(data.num_classes)):
+            frame[column] = probabilities[:, k].numpy()
+    positive = data.positive_class if data.positive_class is not None else 1
+    frame["pred"] = names[predicted_class(probabilities, positive).numpy()].tolist()
+    frame["sentence1"] = [pair.sentence1 for pair in rows]
+    frame["sentence2"] = [pair.sentence2 for pair in rows]
     return frame
 
 
-def split_metrics(frame: pd.DataFrame, split: str) -> dict[str, float]:
-    """``<split>_acc`` and ``<split>_f1`` from sklearn: binary F1 of class 1 (MRPC: paraphrase)
-    with two classes, macro F1 with more."""
-    binary = frame.filter(like="prob_").shape[1] == 0
-    return {f"{split}_acc": float(accuracy_score(frame["label"], frame["pred"])),
-            f"{split}_f1": float(f1_score(frame["label"], frame["pred"], average="binary" if binary else "macro",
-                                          zero_division=0))}
+def split_metrics(frame: pd.DataFrame, split: str, data: PairData) -> dict[str, float]:
+    """``<split>_acc`` and ``<split>_f1`` from sklearn over the label names of ``frame``: binary F1
+    of the positive label (MRPC: paraphrase) for 2 labels; for more, macro F1 over the labels that
+    occur among the split's gold labels or predictions (sklearn's default set)."""
+    labels, predictions = frame["label"].astype(str), frame["pred"].astype(str)
+    if data.f1_average == "binary":
+        f1 = f1_score(labels, predictions, average="binary", pos_label=data.positive_label, zero_division=0)
+    else:
+        f1 = f1_score(labels, predictions, average="macro", zero_division=0)
+    return {f"{split}_acc": float(accuracy_score(labels, predictions)), f"{split}_f1": float(f1)}
 
 
-def confusion_figure(frames: dict[str, pd.DataFrame]):
-    figure, axes = plt.subplots(1, len(frames), figsize=(4 * len(frames), 3.6))
-    for axis, (split, frame) in zip(axes, frames.items()):
-        ConfusionMatrixDisplay.from_predictions(frame["label"], frame["pred"], labels=[0, 1],
-                                                display_labels=["not para.", "paraphrase"], ax=axis, colorbar=False)
+def confusion_figure(frames: dict[str, pd.DataFrame], data: PairData):
+    """One confusion matrix per split, rows and columns named by the data set's labels."""
+    display = ["not para.", "paraphrase"] if data.name == "mrpc" else data.labels
+    figure, axes = plt.subplots(1, len(frames), figsize=(max(4, 1.2 * data.num_classes + 1.6) * len(frames), 3.6),
+                                squeeze=False)
+    for axis, (split, frame) in zip(axes[0], frames.items()):
+        ConfusionMatrixDisplay.from_predictions(frame["label"].astype(str), frame["pred"].astype(str),
+                                                labels=data.labels, display_labels=display, ax=axis, colorbar=False)
         axis.set_title(f"{split} ({len(frame)} pairs)")
     figure.tight_layout()
     return figure
@@ -72,9 +101,9 @@ def mix_figure(weights: list[float], gamma: float, title: str):
 
 
 class EvaluateBest(pl.Callback):
-    """At the end of fit (before the run closes): reload the best dev checkpoint, predict GLUE dev
-    and MSR test, log ``dev_acc, dev_f1, test_acc, test_f1`` computed by sklearn from exactly the
-    logged ``predictions/{dev,test}.csv``, a confusion matrix and the mix-weight bar chart."""
+    """At the end of fit (before the run closes): reload the best dev checkpoint, predict dev and
+    test, log ``dev_acc, dev_f1, test_acc, test_f1`` computed by sklearn from exactly the logged
+    ``predictions/{dev,test}.csv``, a confusion matrix and the mix-weight bar chart."""
 
     def __init__(self):
         self.results: dict[str, float] = {}
@@ -89,15 +118,15 @@ class EvaluateBest(pl.Callback):
         data = trainer.datamodule
         for split in ("dev", "test"):
             probabilities, indices = pl_module.probabilities(data.loader(split))
-            self.frames[split] = predictions_frame(data.pairs[split], probabilities, indices)
-            self.results.update(split_metrics(self.frames[split], split))
+            self.frames[split] = predictions_frame(data.pair_data, data.pairs[split], probabilities, indices)
+            self.results.update(split_metrics(self.frames[split], split, data.pair_data))
         self.results.update(pl_module.mix_metrics())
         logger = trainer.logger
         client, run_id = logger.experiment, logger.run_id
         logger.log_metrics(self.results, step=trainer.global_step + 1)
         for split, frame in self.frames.items():
             client.log_text(run_id, frame.to_csv(index=False), f"predictions/{split}.csv")
-        figure = confusion_figure(self.frames)
+        figure = confusion_figure(self.frames, data.pair_data)
         client.log_figure(run_id, figure, "figures/confusion_matrix.png")
         plt.close(figure)
         if pl_module.mix is not None:

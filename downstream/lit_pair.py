@@ -48,7 +48,9 @@ class LitPairClassifier(pl.LightningModule):
         finetune: ``frozen``, ``full`` or ``gradual`` (see the module docstring).
         lr_decay: discriminative rates: each lower encoder group's rate / ``lr_decay``.
         warmup_fraction, stlr_ratio: the slanted triangular schedule's cut_frac and ratio.
-        num_classes: labels of the data set (2 for MRPC).
+        num_classes: labels of the data set (2 for MRPC); the CLI links it from the data.
+        positive_class: with 2 classes, the class id whose F1 is ``dev_f1`` and that a tie at
+            P = 0.5 goes to (1 for MRPC); the CLI links it from the data.
         lm_weight: λ of the auxiliary LM loss with ``head=cls`` (GPT: 0.5).
     """
 
@@ -68,6 +70,7 @@ class LitPairClassifier(pl.LightningModule):
         warmup_fraction: float = 0.1,
         stlr_ratio: float = 32.0,
         num_classes: int = 2,
+        positive_class: int = 1,
         lm_weight: float = 0.0,
     ):
         super().__init__()
@@ -75,6 +78,9 @@ class LitPairClassifier(pl.LightningModule):
             raise UserError(f"--model.finetune={finetune}: choose one of {', '.join(FINETUNE_MODES)}")
         if learning_rate <= 0:
             raise UserError(f"--model.learning_rate={learning_rate}: must be > 0")
+        if num_classes < 2 or (num_classes == 2 and positive_class not in (0, 1)):
+            raise UserError(f"--model.num_classes={num_classes}, --model.positive_class={positive_class}: "
+                            f"need at least 2 classes and, with 2, a positive class of 0 or 1")
         self.save_hyperparameters(ignore=["encoder"], logger=False)
         self.encoder = encoder
         if finetune != "frozen":
@@ -145,17 +151,25 @@ class LitPairClassifier(pl.LightningModule):
         if lm_loss is not None:
             self.log("train_lm_loss", lm_loss, batch_size=len(labels))
             loss = loss + self.hparams.lm_weight * lm_loss
-        self.train_accuracy(predicted_class(torch.softmax(logits.detach(), dim=-1)), labels)
+        self.train_accuracy(self.predict_classes(logits.detach()), labels)
         self.log("train_loss", loss, prog_bar=True, batch_size=len(labels))
         self.log("train_acc", self.train_accuracy, on_step=False, on_epoch=True, batch_size=len(labels))
         return loss
 
     def validation_step(self, batch, batch_index):
         labels = batch[4]
-        predictions = predicted_class(torch.softmax(self(*batch[:4]), dim=-1))
+        predictions = self.predict_classes(self(*batch[:4]))
         self.dev_accuracy(predictions, labels)
-        self.dev_f1(predictions, labels)
+        if self.hparams.num_classes == 2:  # binary F1 of the positive class, whichever id it has
+            positive = self.hparams.positive_class
+            self.dev_f1((predictions == positive).long(), (labels == positive).long())
+        else:
+            self.dev_f1(predictions, labels)
         self.log_dict({"dev_acc": self.dev_accuracy, "dev_f1": self.dev_f1}, prog_bar=True, batch_size=len(labels))
+
+    def predict_classes(self, logits: torch.Tensor) -> torch.Tensor:
+        """(B, C) logits → (B,) classes by the rule of the predictions files (``predicted_class``)."""
+        return predicted_class(torch.softmax(logits, dim=-1), self.hparams.positive_class)
 
     def on_train_epoch_end(self):
         self.log_dict(self.mix_metrics())

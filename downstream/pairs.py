@@ -1,4 +1,5 @@
-"""Sentence pairs for the classifier: GLUE train / GLUE dev / MSR test, batched by length.
+"""Sentence pairs for the classifier: the pair data set's train / dev / test (MRPC: GLUE train,
+GLUE dev, MSR test; or any TSV, ``harness.pairdata``), batched by length.
 
 What a batch holds depends on how the encoder is used (``attach``):
 
@@ -12,6 +13,8 @@ What a batch holds depends on how the encoder is used (``attach``):
 
 from __future__ import annotations
 
+import json
+from collections import Counter
 from functools import partial
 from pathlib import Path
 
@@ -23,14 +26,14 @@ from torch.utils.data import DataLoader, RandomSampler, SequentialSampler
 from downstream.features import FeatureStore
 from harness.batching import BucketBatchSampler, pad_batch
 from harness.errors import UserError
-from harness.mrpc import Pair, load_mrpc
+from harness.pairdata import Pair, load_pair_data
 from harness.tracking import REPO_ROOT
 
 SPLITS = ("train", "dev", "test")
 
 
 def subsample(pairs: list[Pair], fraction: float, seed: int) -> list[Pair]:
-    """A stratified, seeded ``fraction`` of ``pairs`` (1.0: all of them, in order)."""
+    """A seeded ``fraction`` of ``pairs``, stratified over their labels (1.0: all of them, in order)."""
     if not 0.0 < fraction <= 1.0:
         raise UserError(f"--data.train_fraction={fraction}: must be in (0, 1]")
     if fraction == 1.0:
@@ -110,13 +113,21 @@ def joint_ids(encoder, first: str, second: str) -> torch.Tensor:
 
 
 class PairDataModule(pl.LightningDataModule):
-    """MRPC read and checked at construction; the encoder's inputs are made in :meth:`setup`,
-    once the CLI has attached the resolved encoder.
+    """The pair data set read and checked at construction; the encoder's inputs are made in
+    :meth:`setup`, once the CLI has attached the resolved encoder.
 
     Args:
         mrpc_dir: folder with the MSR release files (default: ``$MRPC_DIR`` or ``data/mrpc``).
+        dataset: ``mrpc`` (the MSR files and the GLUE split) or ``tsv`` (``train``, ``dev``, ``test``).
+        train, dev, test: the pair files of a ``tsv`` data set: tab-separated, a header naming
+            ``sentence1``, ``sentence2``, ``label`` and optionally ``id`` (``harness.pairdata``).
+        sentence1_column, sentence2_column, label_column, id_column: other column names, or
+            0-based indexes (files without a header).
+        has_header: whether the first line of each file names the columns.
+        positive_label: with 2 labels, the one F1 is about (default: the later one, MRPC's "1").
+        name: the data set's name in run names, tags and reports (default: from the train file).
         batch_size: pairs per batch.
-        train_fraction: a stratified, seeded subsample of GLUE train (learning curves).
+        train_fraction: a seeded subsample of train, stratified over the labels (learning curves).
         subsample_seed: seed of that subsample (default: the run's ``seed_everything``).
         max_pairs: cap every split at its first N pairs (smoke tests).
         cache_dir: on-disk feature cache (``none``: keep features in memory).
@@ -125,6 +136,17 @@ class PairDataModule(pl.LightningDataModule):
     def __init__(
         self,
         mrpc_dir: str | None = None,
+        dataset: str = "mrpc",
+        train: str | None = None,
+        dev: str | None = None,
+        test: str | None = None,
+        sentence1_column: str | int = "sentence1",
+        sentence2_column: str | int = "sentence2",
+        label_column: str | int = "label",
+        id_column: str | int | None = None,
+        has_header: bool = True,
+        positive_label: str | None = None,
+        name: str | None = None,
         batch_size: int = 32,
         train_fraction: float = 1.0,
         subsample_seed: int | None = None,
@@ -134,17 +156,31 @@ class PairDataModule(pl.LightningDataModule):
     ):
         super().__init__()
         self.save_hyperparameters(logger=False)
-        splits = load_mrpc(mrpc_dir)
-        self.pairs = {"train": splits.train, "dev": splits.dev, "test": splits.test}
+        self.pair_data = load_pair_data(dataset, mrpc_dir, train, dev, test, sentence1_column=sentence1_column,
+                                        sentence2_column=sentence2_column, label_column=label_column,
+                                        id_column=id_column, has_header=has_header, positive_label=positive_label,
+                                        name=name)
+        self.pairs = {split: self.pair_data.split(split) for split in SPLITS}
         if max_pairs is not None:  # cap first, so that train_fraction still subsamples a capped run
             self.pairs = {name: pairs[:max_pairs] for name, pairs in self.pairs.items()}
         seed = subsample_seed if subsample_seed is not None else torch.initial_seed() % 2**32
         self.pairs["train"] = subsample(self.pairs["train"], train_fraction, seed)
-        self.content_hash = splits.content_hash
+        self.content_hash = self.pair_data.content_hash
         self.encoder = None
         self.input_kind = "features"
         self.store: FeatureStore | None = None
         self.collators = None
+
+    @property
+    def num_classes(self) -> int:
+        """Labels of the data set (linked to ``--model.num_classes``)."""
+        return self.pair_data.num_classes
+
+    @property
+    def positive_class(self) -> int:
+        """With 2 labels, the class id of the positive label (linked to ``--model.positive_class``)."""
+        positive = self.pair_data.positive_class
+        return 1 if positive is None else positive
 
     def attach(self, encoder, input_kind: str = "features") -> None:
         """Use ``encoder``: ``features`` caches its frozen outputs, ``tokens`` feeds it ids."""
@@ -205,7 +241,21 @@ class PairDataModule(pl.LightningDataModule):
         return self.loader("dev")
 
     def summary(self) -> dict:
+        """Params of the run: pairs per split, label counts, the data set's name, labels, F1 kind, hash."""
+        data = self.pair_data
         counts = {f"{name}_pairs": len(pairs) for name, pairs in self.pairs.items()}
-        positives = {f"{name}_positive": sum(p.label for p in pairs) for name, pairs in self.pairs.items()}
-        return {**counts, **positives, "mrpc_hash": self.content_hash,
+        by_label = {}
+        for name, pairs in self.pairs.items():
+            counted = Counter(pair.label for pair in pairs)
+            by_label[f"{name}_label_counts"] = json.dumps({label: counted[k] for k, label in enumerate(data.labels)})
+        positives = {}
+        if data.positive_class is not None:
+            positives = {f"{name}_positive": sum(p.label == data.positive_class for p in pairs)
+                         for name, pairs in self.pairs.items()}
+        described = {"dataset": data.name, "labels": json.dumps(data.labels), "num_classes": data.num_classes,
+                     "f1_average": data.f1_average, "positive_label": data.positive_label,
+                     "dataset_hash": self.content_hash}
+        if self.hparams.dataset == "mrpc":
+            described["mrpc_hash"] = self.content_hash
+        return {**counts, **positives, **by_label, **described,
                 "feature_cache": self.store.key if self.store else None}

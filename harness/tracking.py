@@ -140,7 +140,7 @@ class TrackedCLI(LightningCLI):
         super().__init__(*args, **kwargs)
 
     def add_arguments_to_parser(self, parser) -> None:
-        parser.add_argument("--experiment_name", type=str, default=self.experiment,
+        parser.add_argument("--experiment_name", type=str | None, default=self.experiment,
                             help="MLflow experiment that receives the run")
         parser.add_argument("--run_name", type=str | None, default=None,
                             help="MLflow run name (default: made from the config)")
@@ -154,6 +154,13 @@ class TrackedCLI(LightningCLI):
             node = node.get(part, default) if hasattr(node, "get") else default
         return node
 
+    def experiment_name(self) -> str:
+        """``--experiment_name``, else :meth:`default_experiment`."""
+        return self.setting("experiment_name") or self.default_experiment()
+
+    def default_experiment(self) -> str:
+        return self.experiment
+
     def run_name(self) -> str:
         return self.stage
 
@@ -165,7 +172,7 @@ class TrackedCLI(LightningCLI):
 
     def instantiate_trainer(self, **kwargs):
         tags = {**self.run_tags(), **(self.setting("tags") or {})}
-        logger = make_logger(self.setting("experiment_name"), self.setting("run_name") or self.run_name(), tags)
+        logger = make_logger(self.experiment_name(), self.setting("run_name") or self.run_name(), tags)
         trainer_config = self._get(self.config_init, "trainer")
         trainer_config["callbacks"] = [*(trainer_config.get("callbacks") or []), *self.stage_callbacks(logger.run_id)]
         return super().instantiate_trainer(logger=logger, **kwargs)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pytorch_lightning.callbacks import LearningRateMonitor, ModelCheckpoint
 
 from pretrain.callbacks import ExportEncoder, LanguageModelSamples
+from pretrain.corpora import GROUPS, PAIR_TRAIN, SHARED_FOLDERS, entries, log_corpora
 from pretrain.corpus import BiLMDataModule
 from pretrain.lit_lm import LitLanguageModel
 from harness.tracking import TrackedCLI, log_params, ui_hint
@@ -32,11 +33,20 @@ class PretrainCLI(TrackedCLI):
         parser.add_argument("--samples_every_n_steps", type=int, default=500,
                             help="log target/forward/backward LM samples every N steps (0: never)")
 
+    def corpus_label(self) -> str:
+        """The pretraining text in a run name: the data set's name for its train sentences, set
+        names, ``text`` for files (``mrpc``, ``mrpc+reuters``, ``all-shared``, ``text``)."""
+        names = entries(self.setting("data.corpus"))
+        if names == list(GROUPS["all-shared"]):
+            return "all-shared"
+        labels = [self.datamodule.pair_data.name if name == PAIR_TRAIN else name if name in SHARED_FOLDERS
+                  else "text" for name in names]
+        return "+".join(dict.fromkeys(labels))
+
     def run_name(self) -> str:
         model = self.model
         config = model.built_config
-        corpus = self.setting("data.corpus")
-        corpus = "mrpc" if corpus == "mrpc" else "text"
+        corpus = self.corpus_label()
         if self.setting("data.extra_corpus"):
             corpus += "+extra"
         size = f"{config['num_layers']}x{config.get('hidden_size', config.get('embedding_size'))}"
@@ -49,7 +59,7 @@ class PretrainCLI(TrackedCLI):
         model = self.model
         tags = {"stage": self.stage, "family": model.family, "model": MODEL_NAMES.get(model.family, model.family),
                 "lm_stage": "task" if model.init_source else "general",
-                "seed": str(self.setting("seed_everything")),
+                "seed": str(self.setting("seed_everything")), "dataset": self.datamodule.pair_data.name,
                 "transductive": str(self.setting("data.transductive")).lower()}
         if model.init_source:  # ULMFiT stage 2: the run it continues
             tags["init_from"] = model.init_source["source"]
@@ -71,12 +81,18 @@ class PretrainCLI(TrackedCLI):
         if self.model.tokenizer is None:
             self.model.tokenizer = self.datamodule.tokenizer
         parameters = sum(p.numel() for p in self.model.model.parameters())
-        log_params(self.trainer.logger, {**self.datamodule.summary, "parameters": parameters})
+        logger = self.trainer.logger
+        log_params(logger, {**self.datamodule.summary, "parameters": parameters})
+        if self.trainer.is_global_zero:
+            log_corpora(logger.experiment, logger.run_id, self.datamodule.corpora)
 
     def after_fit(self) -> None:
         if not self.trainer.is_global_zero:
             return
         results, summary = self.export.results, self.datamodule.summary
+        data = self.datamodule.pair_data
+        held_out = "GLUE dev" if data.name == "mrpc" else f"{data.name} dev"
+        corpora = ", ".join(f"{name} {count}" for name, count in summary["corpus_sentences"].items())
         run_id = self.trainer.logger.run_id
         config = self.model.built_config
         shape = ", ".join(f"{key} {value}" for key, value in config.items() if key != "vocab_size"
@@ -86,13 +102,14 @@ class PretrainCLI(TrackedCLI):
             "── pretrain finished " + "─" * 50,
             f"  model      {self.model.family}: {shape}; vocab {summary['vocab_size']}",
             f"  corpus     {summary['train_sentences']} sentences, {summary['train_tokens']} tokens"
-            f"  (held out: {summary['validation_sentences']} GLUE dev sentences)",
+            f"  (held out: {summary['validation_sentences']} {held_out} sentences)",
+            f"  sources    {corpora} sentences",
             f"  val_ppl    {results.get('val_ppl', float('nan')):.2f}  ("
             + ", ".join(f"{key.removeprefix('val_ppl_')} {results[key]:.2f}" for key in
                         ("val_ppl_fwd", "val_ppl_bwd", "val_ppl_word") if key in results)
             + f"; best epoch {int(results.get('best_epoch', 0))})",
             f"  time       {results.get('train_seconds', 0):.0f} s",
-            f"  run        {run_id}  (experiment '{self.setting('experiment_name')}')",
+            f"  run        {run_id}  (experiment '{self.experiment_name()}')",
             *([f"  continues  {self.model.init_source['source']}  (its vocabulary and architecture; lm_stage=task)"]
               if self.model.init_source else []),
             f"  checkpoint {self.export.best_path}",

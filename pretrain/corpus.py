@@ -1,9 +1,10 @@
 """Pretraining corpus: which sentences the biLM may see, tokenized and batched by length.
 
-Pretraining text is the GLUE train split of MRPC (de-duplicated), or a user's plain-text file,
-optionally plus extra plain-text corpora. Held-out perplexity is measured on GLUE dev sentences
-that are not in the pretraining text. Dev and test sentences never reach the vocabulary or the
-pretraining text unless ``transductive=True``.
+Pretraining text is the train sentences of the pair data set in use (``--data.dataset``: MRPC's GLUE
+train by default), or any list of corpora (``pretrain.corpora``: named sets, plain-text files),
+de-duplicated. Held-out perplexity is measured on the pair data set's dev sentences that are not in
+the pretraining text. Dev and test sentences never reach the vocabulary or the pretraining text
+unless ``transductive=True``.
 """
 
 from __future__ import annotations
@@ -18,32 +19,11 @@ from torch.utils.data import BatchSampler, DataLoader, RandomSampler, Sequential
 from harness.batching import BucketBatchSampler, pad_batch
 
 from harness.errors import UserError
-from harness.mrpc import load_mrpc
+from harness.mrpc import TRAIN_FILE, default_mrpc_dir
+from harness.pairdata import load_pair_data
 from pretrain.checkpoints import build_tokenizer, tokenizer_class
+from pretrain.corpora import combine, contribution, read_corpora, read_text_file  # noqa: F401 - read_text_file: API
 from pretrain.tokenize import Tokenizer
-
-
-def read_text_file(path: str | Path, flag: str) -> list[str]:
-    """Read one sentence per line (UTF-8, BOM and CRLF tolerated, blank lines skipped).
-
-    Returns:
-        the non-blank lines, stripped. ``flag`` names the option in error messages.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"{flag}={path}: no such file (expected plain text, one sentence per line)")
-    sentences = []
-    with path.open("rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            try:
-                line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
-            except UnicodeDecodeError as error:
-                raise UserError(f"{path}:{number}: not UTF-8 ({error.reason} at byte {error.start})") from None
-            if line.strip():
-                sentences.append(line.strip())
-    if not sentences:
-        raise UserError(f"{flag}={path}: the file has no sentences")
-    return sentences
 
 
 def unique(sentences: list[str]) -> list[str]:
@@ -78,6 +58,13 @@ def hold_out(sentences: list[str], keep: set[str], fraction: float = 0.02, minim
             [s for i, s in enumerate(sentences) if i in chosen])
 
 
+def pair_train_source(dataset: str, mrpc_dir: str | None, train: str | None) -> str:
+    """The file the pair data set's train sentences come from (an MLflow dataset's source)."""
+    if dataset == "mrpc":
+        return str((Path(mrpc_dir).expanduser() if mrpc_dir else default_mrpc_dir()) / TRAIN_FILE)
+    return str(train)
+
+
 class BiLMDataModule(pl.LightningDataModule):
     """Sentences for biLM pretraining, read and checked in full at construction.
 
@@ -85,7 +72,9 @@ class BiLMDataModule(pl.LightningDataModule):
         mrpc_dir: folder with the MSR release files (default: ``$MRPC_DIR`` or ``data/mrpc``).
         tokenizer: ``word`` (the biLM's and AWD-LSTM's) or ``subword`` (byte-level BPE, GPT's),
             trained on the pretraining text only.
-        corpus: ``"mrpc"`` (GLUE train sentences) or a plain-text file, one sentence per line.
+        corpus: one entry or a list: ``mrpc`` (the pair data set's train sentences), ``reuters``,
+            ``brown``, ``sotu``, ``all-shared``, names joined by ``+``, or plain-text files, one
+            sentence per line (``pretrain.corpora``).
         extra_corpus: more plain-text files added to the pretraining text.
         transductive: also pretrain (and build the vocabulary) on GLUE dev and MSR test sentences;
             held-out perplexity then uses a seeded 2% of the other pretraining text, kept out of
@@ -97,13 +86,20 @@ class BiLMDataModule(pl.LightningDataModule):
         bucket: length-bucketed batches (False: random batches, more padding).
         max_sentences: use only the first N pretraining sentences (smoke tests, learning curves).
         init_from: linked from ``--model.init_from``: keep that run's tokenizer (ULMFiT stage 2).
+        dataset, train, dev, test, sentence1_column, sentence2_column, label_column, id_column,
+            has_header, positive_label, name: the pair data set, as for finetuning
+            (``harness.pairdata.load_pair_data``): its train sentences are the ``mrpc`` corpus,
+            its dev/test sentences are kept out. ``positive_label`` is accepted so that one set
+            of data flags serves every stage; pretraining does not use it.
+        corpora_dir: the folder of the named corpora (default: ``$CORPORA_DIR`` or
+            ``<repo>/../shared/data``).
     """
 
     def __init__(
         self,
         mrpc_dir: str | None = None,
         tokenizer: str = "word",
-        corpus: str = "mrpc",
+        corpus: str | list[str] = "mrpc",
         extra_corpus: list[str] | None = None,
         transductive: bool = False,
         min_frequency: int = 1,
@@ -113,29 +109,39 @@ class BiLMDataModule(pl.LightningDataModule):
         max_sentences: int | None = None,
         num_workers: int = 0,
         init_from: str | None = None,
+        dataset: str = "mrpc",
+        train: str | None = None,
+        dev: str | None = None,
+        test: str | None = None,
+        sentence1_column: str | int = "sentence1",
+        sentence2_column: str | int = "sentence2",
+        label_column: str | int = "label",
+        id_column: str | int | None = None,
+        has_header: bool = True,
+        positive_label: str | None = None,
+        name: str | None = None,
+        corpora_dir: str | None = None,
     ):
         super().__init__()
         self.save_hyperparameters(logger=False)
-        splits = load_mrpc(mrpc_dir)
-        held_out = unique([s for pair in splits.dev for s in (pair.sentence1, pair.sentence2)])
-        test = unique([s for pair in splits.test for s in (pair.sentence1, pair.sentence2)])
-        if corpus == "mrpc":
-            train = [s for pair in splits.train for s in (pair.sentence1, pair.sentence2)]
-        else:
-            train = read_text_file(corpus, "--data.corpus")
-        for path in extra_corpus or []:
-            train += read_text_file(path, "--data.extra_corpus")
-        train = unique(train)
+        pairs = load_pair_data(dataset, mrpc_dir, train, dev, test, sentence1_column=sentence1_column,
+                               sentence2_column=sentence2_column, label_column=label_column, id_column=id_column,
+                               has_header=has_header, positive_label=positive_label, name=name)
+        self.pair_data = pairs
+        pair_train, held_out, test = pairs.sentences("train"), pairs.sentences("dev"), pairs.sentences("test")
+        self.corpora = read_corpora(corpus, extra_corpus, pair_train, pair_train_source(dataset, mrpc_dir, train),
+                                    pairs.name, corpora_dir)
+        train, origin = combine(self.corpora)
         if transductive:
             train = unique(train + held_out + test)
         else:
             excluded = set(held_out) | set(test)
-            # MRPC sentences can recur across pairs: a dev/test sentence that is also part of a
-            # GLUE train pair is legitimately seen. Only *other* text (user or extra corpora)
-            # is filtered, so no dev/test-only sentence sneaks in through it.
-            mrpc_train = {s for pair in splits.train for s in (pair.sentence1, pair.sentence2)}
+            # Pair sentences can recur across pairs: a dev/test sentence that is also part of a
+            # train pair is legitimately seen. Only *other* text (named sets, files) is
+            # filtered, so no dev/test-only sentence sneaks in through it.
+            pair_train = set(pair_train)
             before = len(train)
-            train = [s for s in train if s in mrpc_train or s not in excluded]
+            train = [s for s in train if s in pair_train or s not in excluded]
             self.removed_evaluation_sentences = before - len(train)
         if max_sentences is not None:
             train = train[:max_sentences]
@@ -156,13 +162,16 @@ class BiLMDataModule(pl.LightningDataModule):
         ).hexdigest()
         self.summary = {
             "data_hash": self.content_hash,
-            "mrpc_hash": splits.content_hash,
+            "dataset": pairs.name,
+            "dataset_hash": pairs.content_hash,
+            **({"mrpc_hash": pairs.content_hash} if dataset == "mrpc" else {}),
             "vocab_size": len(self.tokenizer),
             "train_sentences": len(train),
             "train_tokens": self.train_tokens,
             "validation_sentences": len(validation),
             "validation_tokens": sum(len(ids) for ids in self.validation_ids),
             "unk_rate_validation": self._unk_rate(self.validation_ids),
+            **contribution(self.corpora, origin, train, [len(ids) for ids in self.train_ids]),
         }
         if not transductive:
             self.summary["removed_evaluation_sentences"] = self.removed_evaluation_sentences

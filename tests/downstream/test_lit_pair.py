@@ -3,6 +3,7 @@ and determinism, on a few dozen real MRPC pairs and a tiny biLM checkpoint."""
 
 import os
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -18,7 +19,8 @@ from pretrain.checkpoints import slim_checkpoint
 from pretrain.runs import load_encoder
 from harness.errors import UserError
 from pretrain.lit_bilm import LitBiLM
-from harness.mrpc import Pair, load_mrpc
+from harness.mrpc import Pair, load_mrpc, to_pair_data
+from harness.pairdata import PairData
 from pretrain.tokenize import Tokenizer
 
 MAX_PAIRS = 64
@@ -234,19 +236,28 @@ def test_a_file_that_is_not_a_checkpoint_is_a_user_error(tmp_path):
 # ── evaluation ───────────────────────────────────────────────────────────────────────────────
 
 
+def mrpc_like(pairs: list[Pair]) -> PairData:
+    """MSR-format pairs as MRPC's PairData (every split the same pairs)."""
+    return to_pair_data(SimpleNamespace(train=pairs, dev=pairs, test=pairs, content_hash="h"))
+
+
 def test_predictions_frame_sorts_by_pair_and_thresholds_at_one_half():
-    pairs = [Pair(id1=str(10 + i), id2=str(20 + i), label=label, sentence1="a", sentence2="b")
+    pairs = [Pair(id1=str(10 + i), id2=str(20 + i), label=label, sentence1=f"a{i}", sentence2="b")
              for i, label in enumerate([1, 0, 1, 1, 0])]
+    data = mrpc_like(pairs)
     indices = torch.tensor([3, 0, 4, 1, 2])  # the order a loader might return them in
     paraphrase = torch.tensor([0.5, 0.9, 0.49999, 0.2, 0.7])
-    frame = predictions_frame(pairs, torch.stack([1 - paraphrase, paraphrase], dim=1), indices)
+    frame = predictions_frame(data, data.dev, torch.stack([1 - paraphrase, paraphrase], dim=1), indices)
     assert list(frame.columns) == PREDICTION_COLUMNS
     assert frame["id1"].tolist() == ["10", "11", "12", "13", "14"]
     assert frame["id2"].tolist() == ["20", "21", "22", "23", "24"]
-    assert frame["label"].tolist() == [1, 0, 1, 1, 0]
+    assert frame["label"].tolist() == ["1", "0", "1", "1", "0"]
     assert frame["prob"].tolist() == pytest.approx([0.9, 0.2, 0.7, 0.5, 0.49999])
-    assert frame["pred"].tolist() == [1, 0, 1, 1, 0]
-    metrics = split_metrics(frame, "dev")
+    assert frame["pred"].tolist() == ["1", "0", "1", "1", "0"]
+    assert frame["sentence1"].tolist() == ["a0", "a1", "a2", "a3", "a4"]
+    assert frame.to_csv(index=False).splitlines()[1].startswith("10,20,1,0.89999")  # labels as MRPC's 0/1
+    assert frame.to_csv(index=False).splitlines()[1].endswith(",1,a0,b")
+    metrics = split_metrics(frame, "dev", data)
     assert metrics == {"dev_acc": 1.0, "dev_f1": 1.0}
 
 
@@ -254,24 +265,25 @@ def test_split_metrics_equal_sklearn_on_a_trained_model(fitted):
     model, data, _ = fitted
     for split in ("dev", "test"):
         probabilities, indices = model.probabilities(data.loader(split))
-        frame = predictions_frame(data.pairs[split], probabilities, indices)
+        frame = predictions_frame(data.pair_data, data.pairs[split], probabilities, indices)
         assert list(frame.columns) == PREDICTION_COLUMNS
         assert len(frame) == len(data.pairs[split]) == MAX_PAIRS
-        assert frame["id1"].tolist() == [p.id1 for p in data.pairs[split]]
-        assert frame["label"].tolist() == [p.label for p in data.pairs[split]]
+        assert frame["id1"].tolist() == [p.ids[0] for p in data.pairs[split]]
+        assert frame["label"].tolist() == [str(p.label) for p in data.pairs[split]]
         assert ((frame["prob"] >= 0) & (frame["prob"] <= 1)).all()
-        assert (frame["pred"] == (frame["prob"] >= 0.5).astype(int)).all()
-        metrics = split_metrics(frame, split)
+        assert (frame["pred"] == (frame["prob"] >= 0.5).astype(int).astype(str)).all()
+        metrics = split_metrics(frame, split, data.pair_data)
         assert set(metrics) == {f"{split}_acc", f"{split}_f1"}
         assert metrics[f"{split}_acc"] == accuracy_score(frame["label"], frame["pred"])
-        assert metrics[f"{split}_f1"] == f1_score(frame["label"], frame["pred"])
+        assert metrics[f"{split}_f1"] == f1_score(frame["label"], frame["pred"], pos_label="1")
         assert all(0.0 <= value <= 1.0 for value in metrics.values())
 
 
 def test_split_metrics_f1_is_zero_without_positive_predictions():
     pairs = [Pair(id1=str(i), id2=str(i + 1), label=i % 2, sentence1="a", sentence2="b") for i in range(4)]
-    frame = predictions_frame(pairs, torch.tensor([[0.9, 0.1]]).repeat(4, 1), torch.arange(4))
-    assert split_metrics(frame, "test") == {"test_acc": 0.5, "test_f1": 0.0}
+    data = mrpc_like(pairs)
+    frame = predictions_frame(data, data.test, torch.tensor([[0.9, 0.1]]).repeat(4, 1), torch.arange(4))
+    assert split_metrics(frame, "test", data) == {"test_acc": 0.5, "test_f1": 0.0}
 
 
 # ── determinism ──────────────────────────────────────────────────────────────────────────────
@@ -302,7 +314,7 @@ def test_train_fraction_subsamples_the_capped_train_split(mrpc_dir):
     full = PairDataModule(mrpc_dir=str(mrpc_dir), max_pairs=200, cache_dir="none", subsample_seed=0)
     half = PairDataModule(mrpc_dir=str(mrpc_dir), max_pairs=200, train_fraction=0.5, cache_dir="none", subsample_seed=0)
     assert len(half.pairs["train"]) == 100
-    assert {(p.id1, p.id2) for p in half.pairs["train"]} <= {(p.id1, p.id2) for p in full.pairs["train"]}
+    assert {p.ids for p in half.pairs["train"]} <= {p.ids for p in full.pairs["train"]}
     assert abs(sum(p.label for p in half.pairs["train"]) - sum(p.label for p in full.pairs["train"]) / 2) <= 1
     assert half.pairs["dev"] == full.pairs["dev"] and half.pairs["test"] == full.pairs["test"]
     again = PairDataModule(mrpc_dir=str(mrpc_dir), max_pairs=200, train_fraction=0.5, cache_dir="none", subsample_seed=0)

@@ -1,0 +1,74 @@
+"""A small 3-label sentence-pair data set in the generic TSV format, written by tests that need a
+second data set (``from tests.pair_files import write_three_label_set``; no conftest fixture).
+
+Pairs are made from templates so that the label is learnable from the two sentences: an
+``entailment`` rewords the first sentence, a ``contradiction`` negates it, a ``neutral`` pair
+tells another event about the same subject. Deterministic for a given seed.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+LABELS = ("contradiction", "entailment", "neutral")  # the label order: strings sorted
+HEADER = ("id", "sentence1", "sentence2", "label")  # id first: columns are found by name
+SUBJECTS = ["The company", "The senator", "The team", "The hospital", "The airline", "The museum", "Police",
+            "The central bank", "The school board", "The mayor", "The studio", "Investors"]
+EVENTS = [  # (statement, rewording, negation)
+    ("reported a large profit this quarter", "announced strong quarterly earnings",
+     "did not report any profit this quarter"),
+    ("approved the new budget on Tuesday", "passed the budget plan on Tuesday", "rejected the new budget on Tuesday"),
+    ("hired two hundred workers", "added 200 jobs", "fired two hundred workers"),
+    ("opened a new office in Paris", "started operations in Paris", "closed its office in Paris"),
+    ("raised prices sharply", "increased its prices steeply", "cut prices sharply"),
+    ("won the final match", "took the championship game", "lost the final match"),
+    ("agreed to the merger", "accepted the merger deal", "refused the merger"),
+    ("expects growth next year", "forecasts expansion for next year", "expects a decline next year"),
+]
+OPENERS = ["", "On Monday, ", "According to reports, ", "Officials said that "]
+
+
+def _pair(rng: random.Random, label: str) -> tuple[str, str]:
+    subject = rng.choice(SUBJECTS)
+    index = rng.randrange(len(EVENTS))
+    statement, rewording, negation = EVENTS[index]
+    opener = rng.choice(OPENERS)
+    first = f"{opener}{subject[0].lower() + subject[1:] if opener else subject} {statement}."
+    if label == "entailment":
+        second = f"{subject} {rewording}."
+    elif label == "contradiction":
+        second = f"{subject} {negation}."
+    else:
+        other = EVENTS[(index + rng.randrange(1, len(EVENTS))) % len(EVENTS)][0]
+        second = f"{subject} {other}."
+    return first, second
+
+
+def three_label_rows(count: int, seed: int, prefix: str) -> list[tuple[str, str, str, str]]:
+    """``count`` rows ``(id, sentence1, sentence2, label)``, labels in turn (balanced), then shuffled."""
+    rng = random.Random(seed)
+    rows = []
+    for number in range(count):
+        label = LABELS[number % len(LABELS)]
+        rows.append((f"{prefix}-{number:04d}", *_pair(rng, label), label))
+    rng.shuffle(rows)
+    return rows
+
+
+def write_three_label_set(folder: Path, sizes: tuple[int, int, int] = (240, 60, 60), seed: int = 0) -> dict[str, Path]:
+    """Write ``train.tsv``, ``dev.tsv`` and ``test.tsv`` (header ``id sentence1 sentence2 label``)
+    into ``folder``; the data set's default name is the folder's name.
+
+    Returns:
+        ``{"train": path, "dev": path, "test": path}``.
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    for offset, (split, count) in enumerate(zip(("train", "dev", "test"), sizes)):
+        rows = three_label_rows(count, seed * 10 + offset, split)
+        lines = ["\t".join(HEADER)] + ["\t".join(row) for row in rows]
+        paths[split] = folder / f"{split}.tsv"
+        paths[split].write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return paths
