@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from pytorch_lightning.callbacks import ModelCheckpoint
-
 from downstream.evaluation import EvaluateBest
 from downstream.lit_pair import LitPairClassifier
 from downstream.mrpc import MRPCPairs
+from harness.checkpoints import run_checkpoints
 from harness.tracking import TrackedCLI, log_params, ui_hint
 
 
@@ -46,8 +45,7 @@ class FinetuneCLI(TrackedCLI):
     def stage_callbacks(self, run_id: str) -> list:
         self.evaluation = EvaluateBest()
         return [
-            ModelCheckpoint(dirpath=self.checkpoint_dir(run_id), filename="best", monitor="dev_acc", mode="max",
-                            save_top_k=1),
+            *run_checkpoints(self.checkpoint_dir(run_id), monitor="dev_acc", mode="max"),
             self.evaluation,
         ]
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from pytorch_lightning.callbacks import LearningRateMonitor, ModelCheckpoint
+from pytorch_lightning.callbacks import LearningRateMonitor
 
+from harness.checkpoints import run_checkpoints
+from harness.tracking import TrackedCLI, log_params, ui_hint
 from pretrain.callbacks import ExportEncoder, LanguageModelSamples
 from pretrain.corpus import BiLMDataModule
 from pretrain.lit_bilm import LitBiLM
-from harness.tracking import TrackedCLI, log_params, ui_hint
 
 
 class PretrainCLI(TrackedCLI):
@@ -37,10 +38,10 @@ class PretrainCLI(TrackedCLI):
                 "transductive": str(self.setting("data.transductive")).lower()}
 
     def stage_callbacks(self, run_id: str) -> list:
-        self.export = ExportEncoder()
+        directory = self.checkpoint_dir(run_id)
+        self.export = ExportEncoder(directory)
         return [
-            ModelCheckpoint(dirpath=self.checkpoint_dir(run_id), filename="best", monitor="val_ppl", mode="min",
-                            save_top_k=1, save_last=True),
+            *run_checkpoints(directory, monitor="val_ppl", mode="min"),
             LearningRateMonitor(logging_interval="epoch"),
             LanguageModelSamples(every_n_steps=self.setting("samples_every_n_steps")),
             self.export,
