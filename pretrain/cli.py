@@ -5,10 +5,12 @@ from __future__ import annotations
 from pytorch_lightning.callbacks import LearningRateMonitor
 
 from harness.checkpoints import run_checkpoints
+from harness.errors import UserError
 from harness.tracking import TrackedCLI, log_params, ui_hint
 from pretrain.callbacks import ExportEncoder, LanguageModelSamples
 from pretrain.corpus import BiLMDataModule
 from pretrain.lit_bilm import LitBiLM
+from pretrain.memory import GIB, available_bytes, step_bytes, training_device
 
 
 class PretrainCLI(TrackedCLI):
@@ -37,6 +39,21 @@ class PretrainCLI(TrackedCLI):
         return {"stage": self.stage, "model": "bilm", "seed": str(self.setting("seed_everything")),
                 "transductive": str(self.setting("data.transductive")).lower()}
 
+    def check_before_run(self) -> None:
+        """Refuse, before the run exists, a batch of the longest training sequences that would
+        not fit in the memory of the device (see :mod:`pretrain.memory`)."""
+        data = self.datamodule
+        longest = max(len(ids) for ids in data.train_ids)  # T of the longest batch, boundaries included
+        batch_size = min(data.hparams.batch_size, len(data.train_ids))
+        device = training_device(self.setting("trainer.accelerator"))
+        self.step_memory = step_bytes(self.model.model, data.vocab_size, batch_size, longest)
+        free = available_bytes(device)
+        if self.step_memory > free:
+            raise UserError(f"--data.batch_size={data.hparams.batch_size}, --data.max_tokens={data.hparams.max_tokens}:"
+                            f" a training step on {batch_size} sequences of {longest} tokens needs about "
+                            f"{self.step_memory / GIB:.1f} GiB, but only {free / GIB:.1f} GiB of {device} memory is "
+                            f"free; lower one of them")
+
     def stage_callbacks(self, run_id: str) -> list:
         directory = self.checkpoint_dir(run_id)
         self.export = ExportEncoder(directory)
@@ -50,7 +67,8 @@ class PretrainCLI(TrackedCLI):
     def before_fit(self) -> None:
         self.model.tokenizer = self.datamodule.tokenizer
         parameters = sum(p.numel() for p in self.model.model.parameters())
-        log_params(self.trainer.logger, {**self.datamodule.summary, "parameters": parameters})
+        log_params(self.trainer.logger, {**self.datamodule.summary, "parameters": parameters,
+                                         "step_memory_estimate_gib": round(self.step_memory / GIB, 3)})
 
     def after_fit(self) -> None:
         if not self.trainer.is_global_zero:
