@@ -19,6 +19,7 @@ from benchmarks.baselines import majority_baseline, metrics_from_predictions, tf
 from downstream.cli import FinetuneCLI
 from pretrain.cli import PretrainCLI
 from harness.errors import UserError
+from harness.liveness import process_tags
 from harness.mrpc import load_mrpc
 from harness.tracking import ensure_experiment, run_cli, tracking_uri
 
@@ -119,7 +120,7 @@ def baseline(cell: Cell, mrpc_dir: str | None, experiment: str, parent_run_id: s
     client = MlflowClient(tracking_uri())
     run = client.create_run(ensure_experiment(experiment), run_name=f"baseline-{cell.method}-seed{cell.seed}", tags={
         "stage": "baseline", "method": cell.method, "seed": str(cell.seed), "kind": "baseline",
-        "mlflow.parentRunId": parent_run_id, "cell_hash": cell_hash, "pretrain_run_id": "none"})
+        "mlflow.parentRunId": parent_run_id, "cell_hash": cell_hash, "pretrain_run_id": "none", **process_tags()})
     run_id = run.info.run_id
     try:
         for split, frame in frames.items():

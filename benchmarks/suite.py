@@ -1,7 +1,9 @@
 """``python -m benchmarks.suite --config configs/benchmarks/default.yaml``: pretrained encoders ×
 mixes × heads × seeds, the random-encoder control through the same code, baselines, learning
 curves; one MLflow parent run (``stage=benchmark``) with ``results.csv``, ``report.md`` and figures.
-Re-running skips cells that already finished with the same settings."""
+Re-running skips cells that already finished with the same settings; a cell whose process died
+(left RUNNING) is marked KILLED and run again. The parent is never FINISHED while a child is
+still RUNNING."""
 
 from __future__ import annotations
 
@@ -23,6 +25,8 @@ from benchmarks.report import build_results, write_outputs
 from benchmarks.stats import METRICS
 from pretrain.encoder import latest_pretrain_run
 from harness.errors import UserError
+from harness.liveness import mark_dead_runs, process_tags
+from harness.store import prepare_store
 from harness.tracking import REPO_ROOT, ensure_experiment, flatten, tracking_uri, ui_hint
 
 KEYS = {"name", "experiment", "encoders", "finetune", "mixes", "heads", "seeds", "random_control", "baselines",
@@ -145,10 +149,14 @@ def open_parent(config: dict, suite_hash: str) -> str:
     found = client.search_runs([experiment_id], f"tags.suite_hash = '{suite_hash}' and tags.stage = 'benchmark'",
                                order_by=["attributes.start_time DESC"], max_results=1)
     if found:
-        client.update_run(found[0].info.run_id, status="RUNNING")
-        return found[0].info.run_id
+        run_id = found[0].info.run_id
+        client.update_run(run_id, status="RUNNING")
+        for key, value in process_tags().items():
+            client.set_tag(run_id, key, value)
+        return run_id
     run = client.create_run(experiment_id, run_name=f"benchmark-{config['name']}",
-                            tags={"stage": "benchmark", "suite_hash": suite_hash, "benchmark": config["name"]})
+                            tags={"stage": "benchmark", "suite_hash": suite_hash, "benchmark": config["name"],
+                                  **process_tags()})
     params = {key: json.dumps(value) if isinstance(value, list) else value for key, value in flatten(config).items()}
     for key, value in params.items():
         client.log_param(run.info.run_id, key, str(value)[:6000])
@@ -203,9 +211,20 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+def running_children(client: MlflowClient, parent: str) -> list[str]:
+    """Children of ``parent`` still RUNNING once those whose process died are marked KILLED."""
+    mark_dead_runs(client, parent_run_id=parent)
+    experiments = [experiment.experiment_id for experiment in client.search_experiments()]
+    children = client.search_runs(experiments, f"tags.`mlflow.parentRunId` = '{parent}' and "
+                                               f"attributes.status = 'RUNNING'", max_results=1000)
+    return [run.info.run_id for run in children]
+
+
 def run_suite(args) -> int:
     started = time.perf_counter()
     config = load_config(args.config)
+    prepare_store(tracking_uri())
+    mark_dead_runs(MlflowClient(tracking_uri()))
     for encoder in config["encoders"]:
         if "pretrain" in encoder:
             encoder["pretrain"]["args"] = [*encoder["pretrain"].get("args", []), *shlex.split(args.pretrain_args)]
@@ -253,9 +272,17 @@ def run_suite(args) -> int:
         client.log_metric(parent, "wall_seconds", wall)
         client.log_metric(parent, "cells", len(cells))
     except BaseException as error:
-        client.set_terminated(parent, "KILLED" if isinstance(error, KeyboardInterrupt) else "FAILED")
+        try:
+            client.set_terminated(parent, "KILLED" if isinstance(error, KeyboardInterrupt) else "FAILED")
+        except Exception:  # noqa: BLE001 - a store that went away: the next start marks the parent KILLED
+            pass
         raise
-    client.set_terminated(parent, "FINISHED")
+    still_running = running_children(client, parent)
+    if still_running:  # another live process works under this parent: it closes the parent when done
+        print(f"  note: {len(still_running)} child run(s) of {parent} are still RUNNING in another process; "
+              f"the parent stays RUNNING")
+    else:
+        client.set_terminated(parent, "FINISHED")
     print_summary(results, config, parent, directory, wall)
     return 0
 
