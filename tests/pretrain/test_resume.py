@@ -169,3 +169,18 @@ def test_bad_settings_end_in_one_line_and_leave_no_run(tmp_path, mrpc_dir, monke
     stderr = capsys.readouterr().err
     assert_one_line_error(subprocess.CompletedProcess([], code, "", stderr), *fragments)
     assert not (tmp_path / "mlflow.db").exists() or all_runs(tmp_path) == []
+
+
+def test_without_validation_the_export_lands_in_the_runs_own_folder(tmp_path, mrpc_dir, monkeypatch, capsys):
+    """The slim bilm.ckpt used to go to a shared <root>/checkpoints/bilm.ckpt when no validation ran."""
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    monkeypatch.setenv("MRPC_DIR", str(mrpc_dir))
+    monkeypatch.chdir(tmp_path)
+    code = run_cli(PretrainCLI, ["fit", "--config", str(SMOKE), "--trainer.max_epochs=1", "--trainer.limit_train_batches=2",
+                                 "--trainer.limit_val_batches=0", "--data.max_sentences=64", "--samples_every_n_steps=0",
+                                 "--trainer.enable_progress_bar=false"])
+    assert code == 0, capsys.readouterr().err[-3000:]
+    (run,) = all_runs(tmp_path)
+    assert run.info.status == "FINISHED"
+    assert sorted(path.relative_to(tmp_path).as_posix() for path in tmp_path.glob("checkpoints/**/*.ckpt")) == [
+        f"checkpoints/pretrain/{run.info.run_id}/bilm.ckpt", f"checkpoints/pretrain/{run.info.run_id}/last.ckpt"]
