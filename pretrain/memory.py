@@ -33,11 +33,12 @@ def saved_bytes(model: nn.Module, vocab_size: int, batch_size: int, steps: int) 
             storages[storage.data_ptr()] = storage.nbytes()
         return tensor
 
-    token_ids = torch.randint(4, max(vocab_size, 5), (batch_size, steps))  # (B, T)
     lengths = torch.full((batch_size,), steps)  # (B,)
     was_training = model.training
     model.train()
+    # the probe's random ids and dropout masks must not move the generators training draws from
     with torch.random.fork_rng(devices=[]), torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        token_ids = torch.randint(4, max(vocab_size, 5), (batch_size, steps))  # (B, T)
         sums = model(token_ids, lengths)
         loss = sum(value for name, value in sums.items() if name.startswith("nll_"))
     del loss, sums

@@ -135,3 +135,12 @@ def test_a_50000_word_line_costs_no_more_peak_memory(corpora):
     without = peak_rss(corpora, corpora["plain"], corpora["folder"] / "without")
     with_line = peak_rss(corpora, corpora["long"], corpora["folder"] / "with")
     assert with_line <= 1.10 * without, (with_line, without)
+
+
+def test_the_estimate_draws_nothing_from_the_training_generators():
+    model = BiLM(500, hidden_size=8, num_layers=1, dropout=0.5)
+    torch.manual_seed(0)
+    expected = torch.rand(3)
+    torch.manual_seed(0)
+    step_bytes(model, 500, 4, 10)
+    assert torch.equal(torch.rand(3), expected)
