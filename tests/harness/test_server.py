@@ -1,6 +1,7 @@
-"""A tracking server that is down at the start, or goes away during a run: one line, quickly, the
-local checkpoints kept, and the run continued once the server is back. The server is a real
-``mlflow server`` on a free local port with a SQLite backend in a temporary folder."""
+"""A tracking server that is down at the start, or goes away during a run: one line, quickly, with
+the local checkpoints kept and the command that continues the run (resuming itself is checked in
+tests/pretrain/test_resume.py). The server is a real ``mlflow server`` on a free local port with a
+SQLite backend in a temporary folder."""
 
 import os
 import signal
@@ -12,8 +13,6 @@ from pathlib import Path
 
 import pytest
 import requests
-import torch
-from mlflow.tracking import MlflowClient
 
 from harness.tracking import run_cli
 from pretrain.cli import PretrainCLI
@@ -72,14 +71,14 @@ def test_a_server_down_at_the_start_is_one_line_within_seconds(tmp_path, monkeyp
 
 
 @pytest.mark.slow
-def test_a_server_killed_mid_run_ends_the_run_in_one_line_and_it_resumes(tmp_path, real_mrpc_dir):
+def test_a_server_killed_mid_run_ends_the_run_in_one_line_keeping_its_checkpoints(tmp_path, real_mrpc_dir):
     port = free_port()
     uri = f"http://127.0.0.1:{port}"
     env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "MRPC_DIR": str(real_mrpc_dir), "OMP_NUM_THREADS": "1"}
-    server = start_server(tmp_path, port)
+    server, run = start_server(tmp_path, port), None
     try:
-        command = [sys.executable, "-m", "pretrain", "fit", "--config", str(SMOKE), *QUICK]
-        run = subprocess.Popen([*command, "--trainer.max_epochs=1000"], cwd=tmp_path, env=env,
+        run = subprocess.Popen([sys.executable, "-m", "pretrain", "fit", "--config", str(SMOKE), *QUICK,
+                                "--trainer.max_epochs=1000"], cwd=tmp_path, env=env,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 240
         while not list(tmp_path.glob("checkpoints/pretrain/*/last.ckpt")):
@@ -91,7 +90,7 @@ def test_a_server_killed_mid_run_ends_the_run_in_one_line_and_it_resumes(tmp_pat
         assert time.monotonic() - killed < 90
     finally:
         stop_server(server)
-        if run.poll() is None:
+        if run is not None and run.poll() is None:
             run.kill()
     assert run.returncode == 1, stderr[-3000:]
     lines = stderr.strip().splitlines()
@@ -100,15 +99,3 @@ def test_a_server_killed_mid_run_ends_the_run_in_one_line_and_it_resumes(tmp_pat
     assert lines[-1].startswith(f"error: tracking server {uri} stopped answering during the run")
     assert f"--ckpt_path={last}" in lines[-1]
 
-    # the server is back: the command the line gave continues the same run to the end
-    server = start_server(tmp_path, port)
-    try:
-        epochs = torch.load(last, weights_only=True)["epoch"] + 2
-        resumed = subprocess.run([*command, f"--trainer.max_epochs={epochs}", f"--ckpt_path={last}"], cwd=tmp_path,
-                                 env=env, capture_output=True, text=True, timeout=300)
-        assert resumed.returncode == 0, resumed.stderr[-3000:]
-        client = MlflowClient(uri)
-        runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
-        assert [(run.info.run_id, run.info.status) for run in runs] == [(last.parent.name, "FINISHED")]
-    finally:
-        stop_server(server)

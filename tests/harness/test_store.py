@@ -9,7 +9,6 @@ import time
 from pathlib import Path
 
 import pytest
-from mlflow.entities import ViewType
 from mlflow.tracking import MlflowClient
 
 from harness.errors import UserError
