@@ -5,7 +5,9 @@ The estimate measures rather than models: it runs the language model forward on 
 probe batches (all tokens real, dropout on) and adds up the bytes autograd keeps for the
 backward pass, then extrapolates to the longest batch, per token and per token² (attention).
 Parameters, their gradients and two AdamW moments come on top, and the backward pass briefly
-needs about as much again as the largest single saved tensor (the logits, usually).
+needs about as much again as the largest single saved tensor (the logits, usually). Against the
+peak RSS growth of a real step of the default biLM (V = 15k, H = 256) on CPU, this came within
+10% (B × T = 16 × 200 and 64 × 50, slightly under); the activations get 20% headroom.
 
 Shapes: B batch, T tokens.
 """
@@ -18,6 +20,7 @@ from torch import nn
 
 PROBE_BATCH = 2
 PROBE_STEPS = (16, 32)
+HEADROOM = 1.2  # on the activations: allocator slack and what the probe's extrapolation misses
 GIB = 2**30
 
 
@@ -50,8 +53,9 @@ def step_bytes(model: nn.Module, vocab_size: int, batch_size: int, steps: int) -
     """Estimated peak bytes of one training step on a (batch_size, steps) batch.
 
     Returns:
-        parameters × 4 (weights, gradients, AdamW's two moments) + saved activations + the
-        largest saved tensor once more (its gradient during backward), extrapolated from probes.
+        parameters × 4 (weights, gradients, AdamW's two moments) + (saved activations + the
+        largest saved tensor once more, its gradient during backward) × HEADROOM, extrapolated
+        from probes.
     """
     (short_total, short_largest), (long_total, long_largest) = (
         saved_bytes(model, vocab_size, PROBE_BATCH, probe) for probe in PROBE_STEPS)
@@ -63,7 +67,7 @@ def step_bytes(model: nn.Module, vocab_size: int, batch_size: int, steps: int) -
     activations = batch_size * (linear * steps + quadratic * steps**2)
     largest = long_largest / (PROBE_BATCH * second) * batch_size * steps
     parameter_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
-    return int(4 * parameter_bytes + activations + largest)
+    return int(4 * parameter_bytes + HEADROOM * (activations + largest))
 
 
 def available_bytes(device: str) -> int:
