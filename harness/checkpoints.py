@@ -20,7 +20,7 @@ from harness.errors import UserError
 
 RUN_ID = re.compile(r"^[0-9a-f]{32}$")
 LAST = "last.ckpt"
-RESUME_STATE_KEY = "ResumeState"  # the state key of harness.resume.ResumeState in "callbacks"
+RESUME_STATE_KEY = "ResumeState"  # where harness.resume.ResumeState keeps its state in "callbacks"
 PATH_FIELDS = ("best_model_path", "last_model_path", "kth_best_model_path")
 
 

@@ -22,6 +22,8 @@ import numpy as np
 import pytorch_lightning as pl
 import torch
 
+from harness.checkpoints import RESUME_STATE_KEY
+
 
 def rng_state() -> dict:
     """The global RNG states of Python, NumPy, torch (and CUDA when present), as tensors and plain values."""
@@ -69,7 +71,7 @@ class ResumeState(pl.Callback):
 
     @property
     def state_key(self) -> str:
-        return "ResumeState"  # harness.checkpoints.RESUME_STATE_KEY reads it back
+        return RESUME_STATE_KEY  # harness.checkpoints.resume_point reads the run id back under it
 
     def setup(self, trainer, pl_module, stage) -> None:
         self._trainer = trainer
