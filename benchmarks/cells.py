@@ -21,6 +21,7 @@ from downstream.cli import FinetuneCLI
 from downstream.evaluation import predictions_frame, split_metrics
 from pretrain.cli import PretrainCLI
 from harness.errors import UserError
+from harness.liveness import process_tags
 from harness.pairdata import PairData
 from harness.tracking import ensure_experiment, run_cli, tracking_uri
 from harness.versioning import code_version
@@ -152,7 +153,7 @@ def baseline(cell: Cell, data: PairData, experiment: str, parent_run_id: str, ce
     prefix = "" if data.name == "mrpc" else f"{data.name}-"
     tags = {"stage": "baseline", "method": cell.method, "seed": str(cell.seed), "kind": "baseline",
             "mlflow.parentRunId": parent_run_id, "cell_hash": cell_hash, "pretrain_run_id": "none",
-            "dataset": data.name}
+            "dataset": data.name, **process_tags()}
     run = client.create_run(ensure_experiment(experiment), run_name=f"baseline-{prefix}{cell.method}-seed{cell.seed}",
                             tags=tags)
     run_id = run.info.run_id

@@ -3,7 +3,8 @@ mixes × heads × seeds, the random-encoder control through the same code, basel
 curves; one MLflow parent run (``stage=benchmark``) with ``results.csv``, ``report.md`` and figures.
 The pair data set is MRPC unless the config's ``dataset:`` names another (the ``--data.*`` keys of
 ``harness.pairdata.load_pair_data``), passed to every cell. Re-running skips cells that already
-finished with the same settings."""
+finished with the same settings; a cell whose process died (left RUNNING) is marked KILLED and run
+again. The parent is never FINISHED while a child is still RUNNING."""
 
 from __future__ import annotations
 
@@ -26,7 +27,9 @@ from benchmarks.report import build_results, write_outputs
 from benchmarks.stats import ID_COLUMNS, ITEMS_ONLY, METRICS
 from pretrain.runs import latest_pretrain_run
 from harness.errors import UserError
+from harness.liveness import mark_dead_runs, process_tags
 from harness.pairdata import PairData, dataset_name, load_pair_data
+from harness.store import prepare_store
 from harness.tracking import REPO_ROOT, ensure_experiment, flatten, tracking_uri, ui_hint
 from harness.versioning import code_version, git_commit
 
@@ -190,10 +193,13 @@ def open_parent(config: dict, suite_hash: str, data: PairData) -> str:
     found = client.search_runs([experiment_id], f"tags.suite_hash = '{suite_hash}' and tags.stage = 'benchmark'",
                                order_by=["attributes.start_time DESC"], max_results=1)
     if found:
-        client.update_run(found[0].info.run_id, status="RUNNING")
-        return found[0].info.run_id
+        run_id = found[0].info.run_id
+        client.update_run(run_id, status="RUNNING")
+        for key, value in process_tags().items():
+            client.set_tag(run_id, key, value)
+        return run_id
     tags = {"stage": "benchmark", "suite_hash": suite_hash, "benchmark": config["name"], "dataset": data.name,
-            "code_version": code_version()}
+            "code_version": code_version(), **process_tags()}
     commit = git_commit()
     if commit:
         tags["mlflow.source.git.commit"] = commit
@@ -262,13 +268,23 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+def running_children(client: MlflowClient, parent: str) -> list[str]:
+    """Children of ``parent`` still RUNNING once those whose process died are marked KILLED."""
+    mark_dead_runs(client, parent_run_id=parent)
+    experiments = [experiment.experiment_id for experiment in client.search_experiments()]
+    children = client.search_runs(experiments, f"tags.`mlflow.parentRunId` = '{parent}' and "
+                                               f"attributes.status = 'RUNNING'", max_results=1000)
+    return [run.info.run_id for run in children]
+
+
 def run_suite(args) -> int:
     started = time.perf_counter()
     config = load_config(args.config)
+    prepare_store(tracking_uri())
+    mark_dead_runs(MlflowClient(tracking_uri()))
     spec = dataset_spec(config)
     data = load_pair_data(**spec)  # read and checked once, before any cell runs
     flags = data_flags(spec)
-    # the default data set's cells keep their hashes; another one's are tied to its content
     for encoder in config["encoders"]:
         if "pretrain" in encoder:
             own = encoder["pretrain"].get("args", [])
@@ -324,9 +340,17 @@ def run_suite(args) -> int:
         client.log_metric(parent, "wall_seconds", wall)
         client.log_metric(parent, "cells", len(cells))
     except BaseException as error:
-        client.set_terminated(parent, "KILLED" if isinstance(error, KeyboardInterrupt) else "FAILED")
+        try:
+            client.set_terminated(parent, "KILLED" if isinstance(error, KeyboardInterrupt) else "FAILED")
+        except Exception:  # noqa: BLE001 - a store that went away: the next start marks the parent KILLED
+            pass
         raise
-    client.set_terminated(parent, "FINISHED")
+    still_running = running_children(client, parent)
+    if still_running:  # another live process works under this parent: it closes the parent when done
+        print(f"  note: {len(still_running)} child run(s) of {parent} are still RUNNING in another process; "
+              f"the parent stays RUNNING")
+    else:
+        client.set_terminated(parent, "FINISHED")
     print_summary(results, config, parent, directory, wall, data.name)
     return 0
 

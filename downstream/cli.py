@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from pytorch_lightning.callbacks import LearningRateMonitor, ModelCheckpoint
+from pytorch_lightning.callbacks import LearningRateMonitor
 
 import torch
 
 from downstream.evaluation import EvaluateBest
 from downstream.lit_pair import LitPairClassifier
 from downstream.pairs import PairDataModule
+from harness.checkpoints import run_checkpoints
 from harness.errors import UserError
 from harness.tracking import TrackedCLI, log_params, ui_hint
 from pretrain.encoder import Encoder
@@ -97,8 +98,7 @@ class FinetuneCLI(TrackedCLI):
     def stage_callbacks(self, run_id: str) -> list:
         self.evaluation = EvaluateBest()
         callbacks = [
-            ModelCheckpoint(dirpath=self.checkpoint_dir(run_id), filename="best", monitor="dev_acc", mode="max",
-                            save_top_k=1),
+            *run_checkpoints(self.checkpoint_dir(run_id), monitor="dev_acc", mode="max"),
             self.evaluation,
         ]
         if self.model.hparams.finetune != "frozen":  # the encoder's per-group rates: lr-AdamW/<group>

@@ -3,6 +3,8 @@ and MSR test), with predictions and figures logged so that any metric can be rec
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -12,6 +14,7 @@ import pytorch_lightning as pl  # noqa: E402
 import torch  # noqa: E402
 from sklearn.metrics import ConfusionMatrixDisplay, accuracy_score, f1_score  # noqa: E402
 
+from harness.checkpoints import read_best  # noqa: E402
 from harness.pairdata import Pair, PairData  # noqa: E402
 
 PREDICTION_COLUMNS = ["id1", "id2", "label", "prob", "pred", "sentence1", "sentence2"]  # MRPC's predictions files
@@ -103,7 +106,8 @@ def mix_figure(weights: list[float], gamma: float, title: str):
 class EvaluateBest(pl.Callback):
     """At the end of fit (before the run closes): reload the best dev checkpoint, predict dev and
     test, log ``dev_acc, dev_f1, test_acc, test_f1`` computed by sklearn from exactly the logged
-    ``predictions/{dev,test}.csv``, a confusion matrix and the mix-weight bar chart."""
+    ``predictions/{dev,test}.csv``, a confusion matrix and the mix-weight bar chart. The best
+    checkpoint is read from the run's own checkpoint folder only, without running pickled code."""
 
     def __init__(self):
         self.results: dict[str, float] = {}
@@ -112,9 +116,10 @@ class EvaluateBest(pl.Callback):
     def on_fit_end(self, trainer, pl_module):
         if not trainer.is_global_zero:
             return
-        best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
+        checkpoint_callback = trainer.checkpoint_callback
+        best = checkpoint_callback.best_model_path if checkpoint_callback else ""
         if best:
-            pl_module.load_state_dict(torch.load(best, map_location="cpu", weights_only=False)["state_dict"])
+            pl_module.load_state_dict(read_best(best, Path(checkpoint_callback.dirpath))["state_dict"])
         data = trainer.datamodule
         for split in ("dev", "test"):
             probabilities, indices = pl_module.probabilities(data.loader(split))

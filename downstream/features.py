@@ -6,7 +6,9 @@ the order given (the caller de-duplicates); each holds (L, T_i, D) with T_i its 
 On disk: ``<cache_dir>/<key>/features.npy`` (one flat (total_tokens, L, D) array, opened as a
 read-only memmap) and ``meta.json`` (lengths, L, D, dtype, key, n_sentences). A cache directory is
 written under a temporary name and renamed into place whole, so a crash never leaves a half
-cache behind; one that fails validation is treated as a miss and rebuilt.
+cache behind; one that fails validation is treated as a miss and rebuilt. A cache holding NaN or
+inf (a damaged file of the right size) is rebuilt once; features that are still not finite, or an
+encoder that produces them, stop the run with one line instead of training on NaN.
 
 Shapes: B batch, T tokens, H hidden per direction, D = 2H, L = layers + 1.
 """
@@ -24,10 +26,13 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from harness.errors import UserError
+
 FORMAT_VERSION = 1
 FEATURES_FILE = "features.npy"
 META_FILE = "meta.json"
 _NUMPY_DTYPES = {torch.float16: np.float16, torch.float32: np.float32}
+_FINITE_CHECK_ROWS = 8192  # tokens per slice when scanning a cache for NaN/inf
 
 
 def cache_key(fingerprint: str, sentences: list[str], dtype: torch.dtype) -> str:
@@ -75,7 +80,10 @@ class FeatureStore:
         target = cache_dir / key
         loaded = _load(target, key, lengths, shape, dtype)
         if loaded is not None:
-            return cls(loaded, lengths, key, cache_hit=True)
+            if all_finite(loaded):
+                return cls(loaded, lengths, key, cache_hit=True)
+            print(f"feature cache {target} holds NaN/inf values: rebuilding it", file=sys.stderr)
+            del loaded  # close the map before the folder is replaced
 
         cache_dir.mkdir(parents=True, exist_ok=True)
         temporary = cache_dir / f".{key}.tmp-{os.getpid()}"
@@ -98,6 +106,9 @@ class FeatureStore:
         loaded = _load(target, key, lengths, shape, dtype)
         if loaded is None:
             raise RuntimeError(f"feature cache {target} failed validation right after it was written")
+        if not all_finite(loaded):
+            raise UserError(f"feature cache {target} still holds NaN/inf after a rebuild; delete {cache_dir} "
+                            f"and check the disk it is on")
         return cls(loaded, lengths, key, cache_hit=False)
 
     @property
@@ -149,9 +160,16 @@ class FeatureStore:
         return layers, mask
 
 
+def all_finite(features: np.ndarray) -> bool:
+    """Whether a (total, L, D) array holds no NaN or inf, read in slices (it may be a large memmap)."""
+    return all(np.isfinite(features[start:start + _FINITE_CHECK_ROWS]).all()
+               for start in range(0, len(features), _FINITE_CHECK_ROWS))
+
+
 def _compute_into(features: np.ndarray, encoder, sentences: list[str], lengths: np.ndarray,
                   batch_size: int, progress: bool) -> None:
-    """Fill ``features`` (total, L, D) from the encoder, in batches of sentences of similar length."""
+    """Fill ``features`` (total, L, D) from the encoder, in batches of sentences of similar length.
+    An encoder output with NaN or inf is a :class:`UserError` naming the encoder and the sentence."""
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     order = sorted(range(len(sentences)), key=lambda i: (int(lengths[i]), i))  # length-sorted: little padding
     batches = [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
@@ -169,6 +187,10 @@ def _compute_into(features: np.ndarray, encoder, sentences: list[str], lengths: 
                     raise RuntimeError(f"encoder gave {counts[row]} words for sentence {index}, "
                                        f"its tokenizer {int(lengths[index])}")
                 features[offsets[index]:offsets[index + 1]] = rows[row, :counts[row]]  # (T_i, L, D)
+                if not np.isfinite(features[offsets[index]:offsets[index + 1]]).all():  # also float16 overflow
+                    raise UserError(f"encoder {getattr(encoder, 'source', '')} gives NaN/inf features for sentence "
+                                    f"{index} ({sentences[index][:60]!r}); its weights are unusable: check the "
+                                    f"pretrain run that made them")
 
 
 def _load(target: Path, key: str, lengths: np.ndarray, shape: tuple[int, int], dtype: torch.dtype) -> np.ndarray | None:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytorch_lightning as pl
 import torch
 
+from harness.checkpoints import read_best
 from pretrain.checkpoints import slim_checkpoint
 from pretrain.runs import CHECKPOINT_ARTIFACT
 
@@ -71,9 +72,12 @@ class ExportEncoder(pl.Callback):
     """At the end of fit (before the run is closed): reload the best checkpoint, recompute the
     held-out perplexities on it and log them as the run's final ``val_ppl*``, then log a slim
     self-describing checkpoint (``checkpoint/encoder.ckpt``: family, config, tokenizer, weights, no
-    optimiser state) and ``vocab.txt``. Any failure here fails the run."""
+    optimiser state) and ``vocab.txt``. The slim file is written to the run's own checkpoint
+    folder ``directory``; the best checkpoint is read from there only, without running pickled
+    code (``weights_only``). Any failure here fails the run."""
 
-    def __init__(self):
+    def __init__(self, directory: str | Path):
+        self.directory = Path(directory)
         self.started = time.perf_counter()
         self.results: dict[str, float] = {}
         self.best_path: str | None = None
@@ -88,7 +92,7 @@ class ExportEncoder(pl.Callback):
         checkpoint_callback = trainer.checkpoint_callback
         best = checkpoint_callback.best_model_path if checkpoint_callback else ""
         if best:
-            checkpoint = torch.load(best, map_location="cpu", weights_only=False)
+            checkpoint = read_best(best, Path(checkpoint_callback.dirpath or self.directory))
             pl_module.load_state_dict(checkpoint["state_dict"])
         else:  # no validation ran: export the last weights
             checkpoint = {"state_dict": pl_module.state_dict(), "hyper_parameters": dict(pl_module.hparams),
@@ -98,9 +102,8 @@ class ExportEncoder(pl.Callback):
         self.results.update(train_seconds=seconds, best_epoch=float(checkpoint.get("epoch", trainer.current_epoch)))
         logger = trainer.logger
         logger.log_metrics(self.results, step=trainer.global_step + 1)
-        directory = Path(best).parent if best else Path(trainer.default_root_dir) / "checkpoints"
-        directory.mkdir(parents=True, exist_ok=True)
-        slim_path = directory / os.path.basename(CHECKPOINT_ARTIFACT)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        slim_path = self.directory / os.path.basename(CHECKPOINT_ARTIFACT)
         temporary = slim_path.with_suffix(".ckpt.tmp")
         torch.save(slim_checkpoint(checkpoint, best or "the trained model"), temporary)
         os.replace(temporary, slim_path)

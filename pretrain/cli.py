@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from pytorch_lightning.callbacks import LearningRateMonitor, ModelCheckpoint
+from pytorch_lightning.callbacks import LearningRateMonitor
 
+from harness.checkpoints import run_checkpoints
+from harness.errors import UserError
+from harness.tracking import TrackedCLI, log_params, ui_hint
 from pretrain.callbacks import ExportEncoder, LanguageModelSamples
 from pretrain.corpora import GROUPS, PAIR_TRAIN, SHARED_FOLDERS, entries, log_corpora
 from pretrain.corpus import BiLMDataModule
 from pretrain.lit_lm import LitLanguageModel
-from harness.tracking import TrackedCLI, log_params, ui_hint
+from pretrain.memory import GIB, available_bytes, step_bytes, training_device
 
 # Short model names for run names, by family.
 MODEL_NAMES = {"elmo": "bilm", "ulmfit": "awd", "gpt": "gpt"}
@@ -67,11 +70,26 @@ class PretrainCLI(TrackedCLI):
                 tags["init_run_id"] = model.init_source["run_id"]
         return tags
 
+    def check_before_run(self) -> None:
+        """Refuse, before the run exists, a batch of the longest training sequences that would
+        not fit in the memory of the device (see :mod:`pretrain.memory`)."""
+        data = self.datamodule
+        longest = max(len(ids) for ids in data.train_ids)  # T of the longest batch, boundaries included
+        batch_size = min(data.hparams.batch_size, len(data.train_ids))
+        device = training_device(self.setting("trainer.accelerator"))
+        self.step_memory = step_bytes(self.model.model, data.vocab_size, batch_size, longest)
+        free = available_bytes(device)
+        if self.step_memory > free:
+            raise UserError(f"--data.batch_size={data.hparams.batch_size}, --data.max_tokens={data.hparams.max_tokens}:"
+                            f" a training step on {batch_size} sequences of {longest} tokens needs about "
+                            f"{self.step_memory / GIB:.1f} GiB, but only {free / GIB:.1f} GiB of {device} memory is "
+                            f"free; lower one of them")
+
     def stage_callbacks(self, run_id: str) -> list:
-        self.export = ExportEncoder()
+        directory = self.checkpoint_dir(run_id)
+        self.export = ExportEncoder(directory)
         return [
-            ModelCheckpoint(dirpath=self.checkpoint_dir(run_id), filename="best", monitor="val_ppl", mode="min",
-                            save_top_k=1, save_last=True),
+            *run_checkpoints(directory, monitor="val_ppl", mode="min"),
             LearningRateMonitor(logging_interval="epoch"),
             LanguageModelSamples(every_n_steps=self.setting("samples_every_n_steps")),
             self.export,
@@ -82,7 +100,8 @@ class PretrainCLI(TrackedCLI):
             self.model.tokenizer = self.datamodule.tokenizer
         parameters = sum(p.numel() for p in self.model.model.parameters())
         logger = self.trainer.logger
-        log_params(logger, {**self.datamodule.summary, "parameters": parameters})
+        log_params(logger, {**self.datamodule.summary, "parameters": parameters,
+                            "step_memory_estimate_gib": round(self.step_memory / GIB, 3)})
         if self.trainer.is_global_zero:
             log_corpora(logger.experiment, logger.run_id, self.datamodule.corpora)
 

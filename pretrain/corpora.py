@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -174,6 +175,7 @@ def log_corpora(client, run_id: str, corpora: list[Corpus]) -> None:
     """Log each corpus as an MLflow dataset input of the run (context ``pretrain``): its name, a
     content digest (sha256 prefix of its sentences) and its source file."""
     from mlflow.data.sources import LocalArtifactDatasetSource
+    from mlflow.exceptions import MlflowException
     from mlflow.data.meta_dataset import MetaDataset
     from mlflow.entities import DatasetInput, InputTag
     from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT
@@ -183,4 +185,13 @@ def log_corpora(client, run_id: str, corpora: list[Corpus]) -> None:
         dataset = MetaDataset(LocalArtifactDatasetSource(str(Path(corpus.source).resolve())), name=corpus.name,
                               digest=corpus.digest[:DIGEST_LENGTH])
         inputs.append(DatasetInput(dataset._to_mlflow_entity(), tags=[InputTag(MLFLOW_DATASET_CONTEXT, "pretrain")]))
-    client.log_inputs(run_id, datasets=inputs)
+    for attempt in range(3):
+        try:
+            client.log_inputs(run_id, datasets=inputs)
+            return
+        except MlflowException:
+            # Runs started together may insert the same dataset row at once; the store keeps one
+            # and refuses the other (a unique constraint). The row exists now: log again.
+            if attempt == 2:
+                raise
+            time.sleep(0.2 * (attempt + 1))

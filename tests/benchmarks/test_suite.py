@@ -5,6 +5,7 @@ parent run and its cells hold, the results table, resuming, and re-running a los
 import math
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -292,12 +293,18 @@ def test_rerun_reuses_every_cell_and_the_parent(first, parent_run, second):
 
 @pytest.fixture(scope="module")
 def killed(first, parent_run, second):
-    """A benchmark that lost two cells: one run deleted, one left FAILED (as a kill leaves it),
-    and the parent KILLED. Re-running must redo exactly those two cells."""
+    """A benchmark that lost three cells: one run deleted, one left FAILED, one left RUNNING by a
+    process that died (as kill -9 leaves it), and the parent KILLED. Re-running must mark the
+    dead one KILLED and redo exactly those three cells."""
     client, parent = MlflowClient(first["uri"]), parent_run.info.run_id
     by_method = {run.data.tags["method"]: run.info.run_id for run in children(first["uri"], parent)}
     client.delete_run(by_method["elmo-top-pool-mlp"])
     client.set_terminated(by_method["random-layer:0-pool-mlp"], "FAILED")
+    exited = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    client.update_run(by_method["elmo-average-pool-mlp"], status="RUNNING")
+    for key, value in {"harness.host": socket.gethostname(), "harness.pid": exited.stdout.strip(),
+                       "harness.pid_started": "1000000000.00"}.items():
+        client.set_tag(by_method["elmo-average-pool-mlp"], key, value)
     client.set_terminated(parent, "KILLED")
     before = {run.info.run_id for run in all_runs(first["uri"])}
     process = run_suite(first["root"], first["mrpc_dir"])
@@ -309,17 +316,21 @@ def killed(first, parent_run, second):
 def test_rerun_after_a_kill_redoes_only_the_lost_cells(first, parent_run, killed):
     process = killed["process"]
     assert process.returncode == 0, process.stderr[-5000:]
-    assert sorted(run.data.tags["method"] for run in killed["new"]) == ["elmo-top-pool-mlp", "random-layer:0-pool-mlp"]
+    lost = ["elmo-average-pool-mlp", "elmo-top-pool-mlp", "random-layer:0-pool-mlp"]
+    assert sorted(run.data.tags["method"] for run in killed["new"]) == lost
     assert all(run.info.status == "FINISHED" and run.data.tags["mlflow.parentRunId"] == parent_run.info.run_id
                for run in killed["new"])
     lines = cell_lines(process.stdout)
     redone = [line for line in lines if not line.endswith("(reused)")]
-    assert len(lines) == 14 and len(redone) == 2, "\n".join(lines)
-    assert any("elmo-top-pool-mlp " in line for line in redone)
-    assert any("random-layer:0-pool-mlp " in line for line in redone)
+    assert len(lines) == 14 and len(redone) == 3, "\n".join(lines)
+    for method in lost:
+        assert any(f"{method} " in line for line in redone), method
     (parent,) = benchmark_parents(first["uri"])
     assert parent.info.run_id == parent_run.info.run_id and parent.info.status == "FINISHED"
     active = children(first["uri"], parent.info.run_id)
+    assert not [run.data.tags["method"] for run in active if run.info.status == "RUNNING"]
+    dead = MlflowClient(first["uri"]).get_run(killed["lost"]["elmo-average-pool-mlp"])
+    assert dead.info.status == "KILLED" and "died" in dead.data.tags["harness.ended"]
     finished = [run for run in active if run.info.status == "FINISHED"]
     assert sorted(run.data.tags["method"] for run in finished) == sorted(QUICK_METHODS)
     results = pd.read_csv(first["root"] / "results" / "results.csv")

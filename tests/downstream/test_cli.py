@@ -177,11 +177,12 @@ USER_ERRORS = [
     (["--model.encoder=runs:/{finetune_run_id}"], ["--model.encoder=runs:/{finetune_run_id}", "not a pretrain run"]),
     (["--model.encoder=/nonexistent/bilm.ckpt"], ["--model.encoder=/nonexistent/bilm.ckpt", "not found"]),
     (["--model.head=nope"], ["--model.head=nope", "pool-mlp"]),
+    (["--data.batch_size=0"], ["--data.batch_size=0", "at least 1"]),
 ]
 
 
 @pytest.mark.parametrize("flags, fragments", USER_ERRORS, ids=["mix", "unknown-run", "finetune-run", "missing-file",
-                                                               "head"])
+                                                               "head", "batch-size"])
 def test_user_errors_end_in_one_line(store, smoke, flags, fragments):
     names = {"finetune_run_id": smoke["run"].info.run_id}
     before = {run.info.run_id for run in all_runs(store["uri"])}

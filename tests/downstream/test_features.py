@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from downstream.features import FeatureStore
+from harness.errors import UserError
 from pretrain.models.bilm import BiLM
 from pretrain.encoder import Encoder
 from pretrain.runs import random_encoder
@@ -199,3 +200,50 @@ def test_only_empty_sentences_on_disk(tmp_path):
     store = FeatureStore.build(make_encoder(), ["", ""], tmp_path, progress=False)
     assert len(store) == 2 and store.features.shape == (0, 3, 16)
     assert FeatureStore.build(make_encoder(), ["", ""], tmp_path, progress=False).cache_hit
+
+
+def test_a_cache_holding_nan_is_rebuilt_once(tmp_path, monkeypatch, capsys):
+    """A damaged cache of the right size and shape passes every structural check; its values must
+    be checked too, or a run trains on NaN (train_loss nan, test accuracy at chance)."""
+    encoder = make_encoder()
+    key = FeatureStore.build(encoder, SENTENCES, tmp_path, progress=False).key
+    features = np.lib.format.open_memmap(tmp_path / key / "features.npy", mode="r+")
+    features[3, 1, :4] = np.nan
+    features[-1, 0, 0] = np.inf
+    features.flush()
+    del features
+    calls = count_calls(encoder, monkeypatch)
+    store = FeatureStore.build(encoder, SENTENCES, tmp_path, progress=False)
+    assert calls and not store.cache_hit
+    assert "holds NaN/inf values: rebuilding it" in capsys.readouterr().err
+    assert entries(tmp_path) == [key]
+    assert_matches_encoder(store, encoder)
+    assert np.isfinite(np.asarray(store.features)).all()
+
+
+def test_nan_that_survives_a_rebuild_is_a_user_error(tmp_path, monkeypatch):
+    encoder = make_encoder()
+    key = FeatureStore.build(encoder, SENTENCES, tmp_path, progress=False).key
+    original = np.lib.format.open_memmap
+
+    def poisoned(path, mode="r", *args, **kwargs):  # a disk that returns NaN whatever was written
+        array = original(path, mode, *args, **kwargs)
+        return np.full_like(np.asarray(array), np.nan) if mode == "r" else array
+
+    monkeypatch.setattr(np.lib.format, "open_memmap", poisoned)
+    with pytest.raises(UserError) as raised:
+        FeatureStore.build(encoder, SENTENCES, tmp_path, progress=False)
+    message = str(raised.value)
+    assert "\n" not in message and str(tmp_path / key) in message and "still holds NaN/inf after a rebuild" in message
+
+
+@pytest.mark.parametrize("on_disk", [False, True])
+def test_an_encoder_that_gives_nan_is_a_user_error(tmp_path, on_disk):
+    encoder = make_encoder()
+    with torch.no_grad():
+        encoder.model.embedding.weight[5:] = float("nan")
+    with pytest.raises(UserError) as raised:
+        FeatureStore.build(encoder, SENTENCES, tmp_path / "cache" if on_disk else None, progress=False)
+    message = str(raised.value)
+    assert "\n" not in message and message.startswith("encoder test gives NaN/inf features for sentence")
+    assert not (tmp_path / "cache").exists() or entries(tmp_path / "cache") == []

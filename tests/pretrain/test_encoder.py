@@ -1,7 +1,9 @@
 """``load_encoder``: a checkpoint written by a real Trainer rebuilds the same frozen features."""
 
 import hashlib
+import shutil
 import time
+from pathlib import Path
 
 import pytest
 import pytorch_lightning as pl
@@ -270,3 +272,40 @@ def test_latest_looks_past_a_page_of_benchmark_runs_and_filters_family_and_stage
     assert latest_pretrain_run("elmo") == elmo
     with pytest.raises(UserError, match="no finished gpt pretrain run"):
         latest_pretrain_run("gpt")
+
+
+def test_a_damaged_download_is_fetched_again_once_then_named(monkeypatch, tmp_path, trained):
+    """Downloads land in a temporary folder and are renamed into place; a cached copy that no
+    longer reads is deleted and downloaded again once; if the run's artifact itself is damaged,
+    the error names the file. Runs made before families (checkpoint/bilm.ckpt) still load."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setattr("pretrain.runs.ENCODER_CACHE", tmp_path / "cache")
+    client = MlflowClient(uri)
+    experiment = client.create_experiment("pretrain", artifact_location=(tmp_path / "artifacts").as_uri())
+
+    def pretrain_run(artifact_path: str, payload: Path) -> str:
+        run = client.create_run(experiment, tags={"stage": "pretrain"})
+        staged = tmp_path / "staged" / run.info.run_id
+        staged.mkdir(parents=True)
+        shutil.copy(payload, staged / Path(artifact_path).name)
+        client.log_artifact(run.info.run_id, str(staged / Path(artifact_path).name), str(Path(artifact_path).parent))
+        client.set_terminated(run.info.run_id, "FINISHED")
+        return run.info.run_id
+
+    run_id = pretrain_run("checkpoint/encoder.ckpt", trained["slim"])
+    cached = tmp_path / "cache" / run_id / "encoder.ckpt"
+    first = load_encoder(f"runs:/{run_id}")
+    assert cached.is_file() and not list((tmp_path / "cache").glob(".*tmp*"))
+    cached.write_bytes(cached.read_bytes()[:100])  # a damaged cached copy
+    again = load_encoder(f"runs:/{run_id}")
+    assert again.fingerprint == first.fingerprint and cached.stat().st_size == trained["slim"].stat().st_size
+
+    broken = tmp_path / "broken.ckpt"
+    broken.write_bytes(trained["slim"].read_bytes()[:100])
+    bad_run = pretrain_run("checkpoint/encoder.ckpt", broken)
+    message = one_line_error(f"runs:/{bad_run}")
+    assert str(tmp_path / "cache" / bad_run / "encoder.ckpt") in message and "unreadable twice" in message
+
+    legacy = pretrain_run("checkpoint/bilm.ckpt", trained["slim"])
+    assert load_encoder(f"runs:/{legacy}").fingerprint == first.fingerprint

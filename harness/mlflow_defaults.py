@@ -1,0 +1,30 @@
+"""MLflow settings every harness process starts with, unless the user set them first.
+
+- Telemetry off: MLflow 3 otherwise writes an installation id to ``~/.config/mlflow/telemetry.json``
+  when it is imported and reports usage events. ``MLFLOW_DISABLE_TELEMETRY=false`` turns it back on.
+- Bounded HTTP retries: MLflow's defaults (7 retries, backoff factor 2, 120 s timeout) keep a run
+  silent for minutes when its tracking server goes away. With these, a request to a dead server
+  fails in about ten seconds, one to a hung server in well under a minute. A user's own
+  ``MLFLOW_HTTP_REQUEST_*`` values win.
+
+Applied when :mod:`harness` is imported, which every stage package does before it imports
+mlflow (the telemetry client is set up by ``import mlflow`` itself).
+"""
+
+from __future__ import annotations
+
+import os
+
+DEFAULTS = {
+    "MLFLOW_DISABLE_TELEMETRY": "true",
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "3",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",  # waits of about 0, 2 and 4 s between the tries
+    "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": "0.5",
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "10",
+}
+
+
+def apply_defaults() -> None:
+    """Set every variable of :data:`DEFAULTS` that the environment does not set already."""
+    for name, value in DEFAULTS.items():
+        os.environ.setdefault(name, value)
