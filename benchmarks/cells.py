@@ -48,11 +48,14 @@ class Cell:
     train_fraction: float = 1.0
     control: str = ""  # method name of this cell's random control
     args: list[str] = field(default_factory=list)
+    config: str = ""  # the finetune config of this cell ("": the suite's)
+    transfer: str = ""  # the transfer setting's name (transfers matrices), e.g. frozen, gradual
+    family: str = ""  # the encoder's family
 
     def spec(self) -> dict:
-        """What defines the result (the method name does not)."""
+        """What defines the result (the method name does not; the suite adds the config's text)."""
         return {"kind": self.kind, "seed": self.seed, "encoder_run": self.encoder_run, "mix": self.mix,
-                "head": self.head, "train_fraction": self.train_fraction, "args": self.args}
+                "head": self.head, "train_fraction": self.train_fraction, "args": self.args, "config": self.config}
 
 
 def settings_hash(spec: dict) -> str:

@@ -18,172 +18,69 @@ import time
 from pathlib import Path
 
 import pandas as pd
-import yaml
 from mlflow.tracking import MlflowClient
 
-from benchmarks.cells import (BASELINES, Cell, baseline, file_digests, finetune, finished_run, pretrain,
-                              settings_hash)
+from benchmarks.cells import Cell, baseline, file_digests, finetune, finished_run, pretrain, settings_hash
+from benchmarks.matrix import data_flags, dataset_spec, load_config, repo_path, with_budget
+from benchmarks.plan import plan
 from benchmarks.report import build_results, write_outputs
 from benchmarks.stats import ID_COLUMNS, ITEMS_ONLY, METRICS
-from pretrain.runs import latest_pretrain_run
+from pretrain.runs import resolve_run_id
 from harness.errors import UserError
 from harness.liveness import mark_dead_runs, process_tags
-from harness.pairdata import PairData, dataset_name, load_pair_data
+from harness.pairdata import PairData, load_pair_data
 from harness.store import prepare_store
 from harness.tracking import REPO_ROOT, ensure_experiment, flatten, tracking_uri, ui_hint
 from harness.versioning import code_version, git_commit
 
-KEYS = {"name", "experiment", "encoders", "finetune", "mixes", "heads", "seeds", "random_control", "baselines",
-        "learning_curve", "mrpc_dir", "dataset"}
-DATASET_KEYS = {"dataset", "mrpc_dir", "train", "dev", "test", "sentence1_column", "sentence2_column",
-                "label_column", "id_column", "has_header", "positive_label", "name"}
-DATASET_PATHS = ("mrpc_dir", "train", "dev", "test")
-
-
-def load_config(path: Path) -> dict:
-    """Read and check a suite config; a mistake is one line naming the file and key."""
-    if not path.is_file():
-        raise UserError(f"--config={path}: no such file")
-    try:
-        config = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as error:
-        raise UserError(f"{path}: not valid YAML ({str(error).splitlines()[0]})") from None
-    if not isinstance(config, dict) or not config.get("encoders"):
-        raise UserError(f"{path}: needs a mapping with at least `encoders`")
-    unknown = set(config) - KEYS
-    if unknown:
-        raise UserError(f"{path}: unknown key(s) {sorted(unknown)}; known: {sorted(KEYS)}")
-    for encoder in config["encoders"]:
-        if "name" not in encoder or not ({"run", "pretrain"} & set(encoder)):
-            raise UserError(f"{path}: each encoder needs `name` and `run` (latest | runs:/<id>) or `pretrain`")
-    for key in ("mixes", "heads", "baselines"):
-        if not isinstance(config.get(key, []), list):
-            raise UserError(f"{path}: `{key}` must be a list, e.g. {key}: [{config[key]}]")
-    curve = config.get("learning_curve")
-    if curve is not None and not (isinstance(curve, dict) and isinstance(curve.get("fractions"), list)):
-        raise UserError(f"{path}: `learning_curve` needs `fractions`, e.g. fractions: [0.1, 0.25, 0.5, 1.0]")
-    for baseline_name in config.get("baselines", []):
-        if baseline_name not in BASELINES:
-            raise UserError(f"{path}: unknown baseline {baseline_name!r}; choose from {sorted(BASELINES)}")
-    dataset = config.get("dataset")
-    if dataset is not None:
-        if not isinstance(dataset, dict):
-            raise UserError(f"{path}: `dataset` must be a mapping of data flags, e.g. dataset: {{dataset: tsv, "
-                            f"train: data/mine/train.tsv, dev: …, test: …}}")
-        unknown = set(dataset) - DATASET_KEYS
-        if unknown:
-            raise UserError(f"{path}: unknown `dataset` key(s) {sorted(unknown)}; known: {sorted(DATASET_KEYS)}")
-    config.setdefault("name", path.stem)
-    config.setdefault("experiment", data_name(dataset_spec(config)))
-    config.setdefault("finetune", {"config": "configs/downstream/mrpc.yaml"})
-    return config
-
-
-def repo_path(path: str) -> Path:
-    """Config paths in a suite file are relative to the repository root."""
-    return Path(path) if Path(path).is_absolute() else REPO_ROOT / path
-
-
-def dataset_spec(config: dict) -> dict:
-    """The config's ``dataset:`` keys (paths made absolute, relative to the repository root), with
-    the older top-level ``mrpc_dir``; empty for the default (MRPC from ``$MRPC_DIR``)."""
-    spec = dict(config.get("dataset") or {})
-    if config.get("mrpc_dir") and "mrpc_dir" not in spec:
-        spec["mrpc_dir"] = config["mrpc_dir"]
-    for key in DATASET_PATHS:
-        if spec.get(key) is not None:
-            spec[key] = str(repo_path(str(spec[key])))
-    return spec
-
-
-def data_name(spec: dict) -> str:
-    """The data set's name without reading it: ``name``, ``mrpc``, or from the train file's path."""
-    if spec.get("name"):
-        return str(spec["name"])
-    if spec.get("dataset", "mrpc") == "mrpc" or not spec.get("train"):
-        return "mrpc"
-    return dataset_name(Path(spec["train"]))
-
-
-def data_flags(spec: dict) -> list[str]:
-    """The ``--data.*`` flags every pretrain and finetune cell gets for ``spec``."""
-    return [f"--data.{key}={str(value).lower() if isinstance(value, bool) else value}"
-            for key, value in spec.items() if value is not None]
-
-
-def seed_list(value) -> list[int]:
-    return list(range(value)) if isinstance(value, int) else [int(seed) for seed in value]
+def pretrain_stages(encoder: dict) -> list[dict]:
+    """The encoder's pretraining as a list of stages (``config`` + ``args``); one stage unless it is
+    a list, as for ULMFiT (general LM, then target-task LM)."""
+    stages = encoder.get("pretrain", [])
+    return [dict(stage) for stage in (stages if isinstance(stages, list) else [stages])]
 
 
 def resolve_encoder(encoder: dict, benchmark: str, logs: Path, data_digest: str) -> dict:
     """Reuse the given run, or pretrain once (found again by its settings, the data's and corpus
-    files' content and the code version on a re-run)."""
+    files' content and the code version on a re-run). A later pretraining stage continues the
+    earlier stage's run (``--model.init_from``).
+
+    Returns:
+        the encoder's name, run id, family, layers, held-out perplexity, corpus and its size.
+    """
     run_id = None
     if encoder.get("run"):
-        run = encoder["run"]
         try:
-            run_id = latest_pretrain_run() if run == "latest" else run.removeprefix("runs:/")
+            run_id = resolve_run_id(encoder["run"]) or encoder["run"]
         except UserError:
             if "pretrain" not in encoder:
                 raise
     if run_id is None:
-        spec = {"config": encoder["pretrain"]["config"], "args": encoder["pretrain"].get("args", [])}
-        spec["config"] = str(repo_path(spec["config"]))
-        config_text = Path(spec["config"]).read_text() if Path(spec["config"]).is_file() else ""
-        cell_hash = settings_hash({**spec, "config_text": config_text, "data": data_digest,
-                                   "files": file_digests(spec["args"])})
-        run_id = finished_run("pretrain", cell_hash)
-        if run_id is None:
-            print(f"  pretraining encoder '{encoder['name']}' ({spec['config']} {' '.join(spec['args'])}) …", flush=True)
-            run_id = pretrain(spec["config"], spec["args"], cell_hash, benchmark,
-                              logs / f"pretrain-{encoder['name']}.log")
+        for number, stage in enumerate(pretrain_stages(encoder)):
+            config_path = str(repo_path(stage["config"]))
+            args = [*stage.get("args", []), *([f"--model.init_from=runs:/{run_id}"] if run_id else [])]
+            config_text = Path(config_path).read_text() if Path(config_path).is_file() else ""
+            cell_hash = settings_hash({"config": config_path, "args": args, "config_text": config_text,
+                                       "data": data_digest, "files": file_digests(args)})
+            run_id = finished_run("pretrain", cell_hash)
+            if run_id is None:
+                print(f"  pretraining encoder '{encoder['name']}' stage {number + 1} ({config_path} {' '.join(args)}) …",
+                      flush=True)
+                run_id = pretrain(config_path, args, cell_hash, benchmark,
+                                  logs / f"pretrain-{encoder['name']}-{number + 1}.log")
     try:
         run = MlflowClient(tracking_uri()).get_run(run_id)
     except Exception:  # noqa: BLE001 - an unknown id is the user's to fix
         raise UserError(f"encoder '{encoder['name']}': no run {run_id} in {tracking_uri()}") from None
     if run.data.tags.get("stage") != "pretrain":
         raise UserError(f"encoder '{encoder['name']}': run {run_id} is not a pretrain run")
-    return {"name": encoder["name"], "run_id": run_id, "num_layers": int(run.data.params["model.num_layers"]) + 1,
-            "val_ppl": run.data.metrics.get("val_ppl"), "train_tokens": int(run.data.params.get("train_tokens", 0)),
-            "config": encoder.get("pretrain", {}).get("config", run.data.params.get("config", ""))}
-
-
-def expand_mixes(mixes: list[str], num_layers: int) -> list[str]:
-    """``layers`` stands for each single layer below the top (``top`` is layer L-1)."""
-    expanded = []
-    for mix in mixes:
-        expanded += [f"layer:{k}" for k in range(num_layers - 1)] if mix == "layers" else [mix]
-    return list(dict.fromkeys(expanded))
-
-
-def plan(config: dict, encoders: list[dict], finetune_args: list[str]) -> list[Cell]:
-    """Every cell of the matrix, controls right after what they control."""
-    cells: list[Cell] = []
-    several = len(encoders) > 1
-    for encoder in encoders:
-        random_name = f"random({encoder['name']})" if several else "random"
-        combos = [(mix, head, 1.0, seed_list(config.get("seeds", 5)))
-                  for mix in expand_mixes(config.get("mixes", ["scalar"]), encoder["num_layers"])
-                  for head in config.get("heads", ["pool-mlp"])]
-        curve = config.get("learning_curve")
-        if curve:
-            combos += [(curve.get("mix", "scalar"), curve.get("head", "pool-mlp"), float(fraction),
-                        seed_list(curve.get("seeds", config.get("seeds", 5))))
-                       for fraction in curve["fractions"] if float(fraction) < 1.0]
-        for mix, head, fraction, seeds in combos:
-            suffix = f"-{mix}-{head}" + (f"@{fraction:g}" if fraction < 1 else "")
-            kinds = [("pretrained", encoder["name"] + suffix)]
-            if config.get("random_control", True):
-                kinds.append(("random", random_name + suffix))
-            for seed in seeds:
-                for kind, method in kinds:
-                    cells.append(Cell(method, kind, seed, encoder["name"], encoder["run_id"], mix, head, fraction,
-                                      random_name + suffix if kind == "pretrained" and len(kinds) > 1 else "",
-                                      finetune_args))
-    control = next((c.method for c in cells if c.kind == "random"), "")
-    for name in config.get("baselines", []):
-        cells.append(Cell(name, "baseline", 0, control=control))
-    return cells
+    params = run.data.params
+    stages = pretrain_stages(encoder)
+    return {"name": encoder["name"], "run_id": run_id, "family": run.data.tags.get("family", "elmo"),
+            "num_layers": int(params["model.num_layers"]) + 1, "val_ppl": run.data.metrics.get("val_ppl"),
+            "train_tokens": int(params.get("train_tokens", 0)), "train_words": int(params.get("train_words", 0)),
+            "corpus": params.get("data.corpus", "mrpc"),
+            "config": stages[-1]["config"] if stages else params.get("config", "")}
 
 
 def open_parent(config: dict, suite_hash: str, data: PairData) -> str:
@@ -225,8 +122,9 @@ def run_table(done: list[tuple[Cell, str]]) -> tuple[pd.DataFrame, dict[str, pd.
             run = client.get_run(run_id)
             metrics = run.data.metrics
             row = {"run_id": run_id, "parent_run_id": run.data.tags.get("mlflow.parentRunId", ""),
-                   "method": cell.method, "seed": cell.seed, "encoder": cell.encoder,
-                   "kind": cell.kind, "mix": cell.mix, "head": cell.head, "train_fraction": cell.train_fraction,
+                   "method": cell.method, "seed": cell.seed, "encoder": cell.encoder, "family": cell.family,
+                   "transfer": cell.transfer, "kind": cell.kind, "mix": cell.mix, "head": cell.head,
+                   "train_fraction": cell.train_fraction,
                    "control": cell.control, **{m: metrics.get(m) for m in METRICS}}
             row.update({k: v for k, v in metrics.items() if k.startswith("mix_")})
             rows.append(row)
@@ -258,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results-dir", type=Path, default=None, help="default: benchmarks/results/<name>")
     parser.add_argument("--finetune-args", default="", help="extra flags for every finetune cell")
     parser.add_argument("--pretrain-args", default="", help="extra flags for every pretraining")
+    parser.add_argument("--budget", action="store_true",
+                        help="run the config's `budget:` subset (a smaller study, e.g. fewer seeds or fractions)")
     args = parser.parse_args(argv)
     # One line per cell is the suite's progress; MLflow's per-download bars would drown it.
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
@@ -280,6 +180,8 @@ def running_children(client: MlflowClient, parent: str) -> list[str]:
 def run_suite(args) -> int:
     started = time.perf_counter()
     config = load_config(args.config)
+    if args.budget:
+        config = with_budget(config, args.config)
     prepare_store(tracking_uri())
     mark_dead_runs(MlflowClient(tracking_uri()))
     spec = dataset_spec(config)
@@ -287,11 +189,12 @@ def run_suite(args) -> int:
     flags = data_flags(spec)
     for encoder in config["encoders"]:
         if "pretrain" in encoder:
-            own = encoder["pretrain"].get("args", [])
-            encoder["pretrain"]["args"] = [*flags, *own, *shlex.split(args.pretrain_args)]
+            stages = pretrain_stages(encoder)
+            for stage in stages:
+                stage["args"] = [*flags, *stage.get("args", []), *shlex.split(args.pretrain_args)]
+            encoder["pretrain"] = stages
     finetune_args = [*flags, *config["finetune"].get("args", []), *shlex.split(args.finetune_args)]
     finetune_config = str(repo_path(config["finetune"]["config"]))
-    config_text = Path(finetune_config).read_text() if Path(finetune_config).is_file() else ""
     directory = args.results_dir or REPO_ROOT / "benchmarks" / "results" / config["name"]
     logs = directory / "logs"
     encoders = [resolve_encoder(encoder, config["name"], logs, data.content_hash) for encoder in config["encoders"]]
@@ -304,6 +207,8 @@ def run_suite(args) -> int:
     done: list[tuple[Cell, str]] = []
     try:
         for number, cell in enumerate(cells, start=1):
+            cell_config = str(repo_path(cell.config)) if cell.config else finetune_config
+            config_text = Path(cell_config).read_text() if Path(cell_config).is_file() else ""
             cell_hash = settings_hash({**cell.spec(), "method": cell.method, "config_text": config_text,
                                        "data": data.content_hash})
             run_id = finished_run(config["experiment"], cell_hash, parent)
@@ -317,7 +222,7 @@ def run_suite(args) -> int:
                     run_id = baseline(cell, data, config["experiment"], parent, cell_hash)
                 else:
                     log_path = logs / f"{cell.method}-seed{cell.seed}.log".replace(":", "")
-                    run_id = finetune(cell, finetune_config, config["experiment"], parent, cell_hash, log_path)
+                    run_id = finetune(cell, cell_config, config["experiment"], parent, cell_hash, log_path)
                 status = f"{time.perf_counter() - cell_started:.0f} s"
             metrics = client.get_run(run_id).data.metrics
             print(f"  [{number:>3}/{len(cells)}] {cell.method:<34} seed {cell.seed}  dev acc {metrics['dev_acc']:.3f}"

@@ -214,6 +214,7 @@ class BiLMDataModule(pl.LightningDataModule):
             "train_sequences": len(self.train_ids),
             "long_sentences_split": self.long_sentences,
             "train_tokens": self.train_tokens,
+            "train_words": sum(len(sentence.split()) for sentence in train),
             "validation_sentences": len(validation),
             "validation_tokens": sum(len(ids) for ids in self.validation_ids),
             "unk_rate_validation": self._unk_rate(self.validation_ids),

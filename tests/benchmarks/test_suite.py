@@ -16,7 +16,8 @@ import yaml
 from mlflow.entities import ViewType
 from mlflow.tracking import MlflowClient
 
-from benchmarks.suite import expand_mixes, load_config, plan
+from benchmarks.plan import expand_mixes, plan
+from benchmarks.matrix import load_config
 from harness.errors import UserError
 
 REPO = Path(__file__).resolve().parents[2]

@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from benchmarks.suite import data_flags, dataset_spec, drop_unpaired_controls, load_config
+from benchmarks.matrix import data_flags, dataset_spec, load_config
+from benchmarks.suite import drop_unpaired_controls
 from harness.errors import UserError
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,0 +1,126 @@
+"""A benchmark's matrix file (``configs/benchmarks/*.yaml``): read, checked (one line per
+mistake, naming the file and key), with paths relative to the repository root; the ``budget:``
+section that makes the smaller study; the data set's flags for every cell."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from benchmarks.cells import BASELINES
+from benchmarks.plan import TRANSFER_KEYS
+from harness.errors import UserError
+from harness.pairdata import dataset_name
+from harness.tracking import REPO_ROOT
+
+KEYS = {"name", "experiment", "encoders", "finetune", "mixes", "heads", "seeds", "random_control", "baselines",
+        "learning_curve", "mrpc_dir", "dataset", "transfers", "fractions", "budget"}
+DATASET_KEYS = {"dataset", "mrpc_dir", "train", "dev", "test", "sentence1_column", "sentence2_column",
+                "label_column", "id_column", "has_header", "positive_label", "name"}
+DATASET_PATHS = ("mrpc_dir", "train", "dev", "test")
+
+
+def load_config(path: Path) -> dict:
+    """Read and check a suite config; a mistake is one line naming the file and key."""
+    if not path.is_file():
+        raise UserError(f"--config={path}: no such file")
+    try:
+        config = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as error:
+        raise UserError(f"{path}: not valid YAML ({str(error).splitlines()[0]})") from None
+    if not isinstance(config, dict) or not config.get("encoders"):
+        raise UserError(f"{path}: needs a mapping with at least `encoders`")
+    unknown = set(config) - KEYS
+    if unknown:
+        raise UserError(f"{path}: unknown key(s) {sorted(unknown)}; known: {sorted(KEYS)}")
+    for encoder in config["encoders"]:
+        if "name" not in encoder or not ({"run", "pretrain"} & set(encoder)):
+            raise UserError(f"{path}: each encoder needs `name` and `run` (latest | runs:/<id>) or `pretrain`")
+        stages = encoder.get("pretrain", [])
+        if not all(isinstance(stage, dict) and "config" in stage for stage in
+                   (stages if isinstance(stages, list) else [stages])):
+            raise UserError(f"{path}: encoder '{encoder['name']}': `pretrain` needs `config` (or a list of stages "
+                            f"with `config` each)")
+    check_transfers(config.get("transfers"), path)
+    for key in ("mixes", "heads", "baselines"):
+        if not isinstance(config.get(key, []), list):
+            raise UserError(f"{path}: `{key}` must be a list, e.g. {key}: [{config[key]}]")
+    curve = config.get("learning_curve")
+    if curve is not None and not (isinstance(curve, dict) and isinstance(curve.get("fractions"), list)):
+        raise UserError(f"{path}: `learning_curve` needs `fractions`, e.g. fractions: [0.1, 0.25, 0.5, 1.0]")
+    for baseline_name in config.get("baselines", []):
+        if baseline_name not in BASELINES:
+            raise UserError(f"{path}: unknown baseline {baseline_name!r}; choose from {sorted(BASELINES)}")
+    dataset = config.get("dataset")
+    if dataset is not None:
+        if not isinstance(dataset, dict):
+            raise UserError(f"{path}: `dataset` must be a mapping of data flags, e.g. dataset: {{dataset: tsv, "
+                            f"train: data/mine/train.tsv, dev: …, test: …}}")
+        unknown = set(dataset) - DATASET_KEYS
+        if unknown:
+            raise UserError(f"{path}: unknown `dataset` key(s) {sorted(unknown)}; known: {sorted(DATASET_KEYS)}")
+    config.setdefault("name", path.stem)
+    config.setdefault("experiment", data_name(dataset_spec(config)))
+    config.setdefault("finetune", {"config": "configs/downstream/mrpc.yaml"})
+    return config
+
+
+def check_transfers(transfers, path: Path) -> None:
+    """``transfers: {<family>: [{name, config, args, mix, heads}, ...]}``: one line per mistake."""
+    if transfers is None:
+        return
+    if not isinstance(transfers, dict):
+        raise UserError(f"{path}: `transfers` maps a family to its transfer settings, e.g. transfers: {{elmo: "
+                        f"[{{name: frozen, heads: [attn]}}]}}")
+    for family, settings in transfers.items():
+        for setting in settings if isinstance(settings, list) else [settings]:
+            if not isinstance(setting, dict) or "name" not in setting:
+                raise UserError(f"{path}: transfers.{family}: each setting needs a `name`")
+            unknown = set(setting) - TRANSFER_KEYS
+            if unknown:
+                raise UserError(f"{path}: transfers.{family}.{setting['name']}: unknown key(s) {sorted(unknown)}; "
+                                f"known: {sorted(TRANSFER_KEYS)}")
+
+
+def with_budget(config: dict, path: Path) -> dict:
+    """The config with its ``budget:`` section's keys in place of the full study's (``--budget``)."""
+    budget = config.get("budget")
+    if not isinstance(budget, dict):
+        raise UserError(f"--budget: {path} has no `budget:` section (the keys that make the smaller study)")
+    unknown = set(budget) - KEYS
+    if unknown:
+        raise UserError(f"{path}: unknown `budget` key(s) {sorted(unknown)}; known: {sorted(KEYS)}")
+    return {**config, **budget, "name": budget.get("name", f"{config['name']}-budget")}
+
+
+def repo_path(path: str) -> Path:
+    """Config paths in a suite file are relative to the repository root."""
+    return Path(path) if Path(path).is_absolute() else REPO_ROOT / path
+
+
+def dataset_spec(config: dict) -> dict:
+    """The config's ``dataset:`` keys (paths made absolute, relative to the repository root), with
+    the older top-level ``mrpc_dir``; empty for the default (MRPC from ``$MRPC_DIR``)."""
+    spec = dict(config.get("dataset") or {})
+    if config.get("mrpc_dir") and "mrpc_dir" not in spec:
+        spec["mrpc_dir"] = config["mrpc_dir"]
+    for key in DATASET_PATHS:
+        if spec.get(key) is not None:
+            spec[key] = str(repo_path(str(spec[key])))
+    return spec
+
+
+def data_name(spec: dict) -> str:
+    """The data set's name without reading it: ``name``, ``mrpc``, or from the train file's path."""
+    if spec.get("name"):
+        return str(spec["name"])
+    if spec.get("dataset", "mrpc") == "mrpc" or not spec.get("train"):
+        return "mrpc"
+    return dataset_name(Path(spec["train"]))
+
+
+def data_flags(spec: dict) -> list[str]:
+    """The ``--data.*`` flags every pretrain and finetune cell gets for ``spec``."""
+    return [f"--data.{key}={str(value).lower() if isinstance(value, bool) else value}"
+            for key, value in spec.items() if value is not None]

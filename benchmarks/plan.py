@@ -1,0 +1,92 @@
+"""The cells of a benchmark matrix, each pretrained cell followed by its random-init twin.
+
+Two shapes of matrix:
+
+- **mixes × heads** (``mixes``, ``heads``, ``learning_curve``): frozen features of each encoder
+  under every mix and head, plus a learning curve — the ELMo setting;
+- **transfers** (``transfers``, ``fractions``): for each encoder, the ways its *family* transfers
+  — e.g. frozen features under a mix, or fine-tuned as its authors did — each with its heads and
+  its own finetune config, at every labelled fraction. The family comes from the encoder's
+  pretrain run (tag ``family``).
+
+Either way, a twin differs from its pretrained cell only in the encoder's weights: same config,
+mix, head, fraction and seed; and each cell is identified by everything that defines its result.
+"""
+
+from __future__ import annotations
+
+from benchmarks.cells import Cell
+
+TRANSFER_KEYS = {"name", "config", "args", "mix", "heads"}
+
+
+def seed_list(value) -> list[int]:
+    return list(range(value)) if isinstance(value, int) else [int(seed) for seed in value]
+
+
+def expand_mixes(mixes: list[str], num_layers: int) -> list[str]:
+    """``layers`` stands for each single layer below the top (``top`` is layer L-1)."""
+    expanded = []
+    for mix in mixes:
+        expanded += [f"layer:{k}" for k in range(num_layers - 1)] if mix == "layers" else [mix]
+    return list(dict.fromkeys(expanded))
+
+
+def fraction_suffix(fraction: float) -> str:
+    return f"@{fraction:g}" if fraction < 1 else ""
+
+
+def mix_head_settings(config: dict, encoder: dict) -> list[dict]:
+    """The mixes × heads matrix and its learning curve, as per-cell settings of one encoder."""
+    settings = [{"transfer": "", "mix": mix, "head": head, "fraction": 1.0, "seeds": seed_list(config.get("seeds", 5)),
+                 "config": "", "args": []}
+                for mix in expand_mixes(config.get("mixes", ["scalar"]), encoder["num_layers"])
+                for head in config.get("heads", ["pool-mlp"])]
+    curve = config.get("learning_curve")
+    if curve:
+        settings += [{"transfer": "", "mix": curve.get("mix", "scalar"), "head": curve.get("head", "pool-mlp"),
+                      "fraction": float(fraction), "seeds": seed_list(curve.get("seeds", config.get("seeds", 5))),
+                      "config": "", "args": []}
+                     for fraction in curve["fractions"] if float(fraction) < 1.0]
+    return settings
+
+
+def transfer_settings(config: dict, encoder: dict) -> list[dict]:
+    """The transfers of the encoder's family × their heads × the labelled fractions."""
+    seeds = seed_list(config.get("seeds", 5))
+    fractions = [float(fraction) for fraction in config.get("fractions", [1.0])]
+    return [{"transfer": transfer["name"], "mix": transfer.get("mix", "scalar"), "head": head, "fraction": fraction,
+             "seeds": seeds, "config": transfer.get("config", ""), "args": list(transfer.get("args", []))}
+            for transfer in config["transfers"].get(encoder["family"], [])
+            for head in transfer.get("heads", ["pool-mlp"])
+            for fraction in fractions]
+
+
+def method_name(encoder: str, setting: dict) -> str:
+    """``<encoder>-<transfer>-<head>@<fraction>`` (transfers) or ``<encoder>-<mix>-<head>@<fraction>``."""
+    middle = setting["transfer"] or setting["mix"]
+    return f"{encoder}-{middle}-{setting['head']}{fraction_suffix(setting['fraction'])}"
+
+
+def plan(config: dict, encoders: list[dict], finetune_args: list[str]) -> list[Cell]:
+    """Every cell of the matrix, controls right after what they control, then the baselines."""
+    cells: list[Cell] = []
+    several = len(encoders) > 1
+    for encoder in encoders:
+        random_name = f"random({encoder['name']})" if several else "random"
+        settings = transfer_settings(config, encoder) if config.get("transfers") else mix_head_settings(config, encoder)
+        for setting in settings:
+            kinds = [("pretrained", method_name(encoder["name"], setting))]
+            if config.get("random_control", True):
+                kinds.append(("random", method_name(random_name, setting)))
+            for seed in setting["seeds"]:
+                for kind, method in kinds:
+                    cells.append(Cell(method, kind, seed, encoder["name"], encoder["run_id"], setting["mix"],
+                                      setting["head"], setting["fraction"],
+                                      kinds[-1][1] if kind == "pretrained" and len(kinds) > 1 else "",
+                                      [*finetune_args, *setting["args"]], config=setting["config"],
+                                      transfer=setting["transfer"], family=encoder.get("family", "")))
+    control = next((c.method for c in cells if c.kind == "random"), "")
+    for name in config.get("baselines", []):
+        cells.append(Cell(name, "baseline", 0, control=control))
+    return cells
