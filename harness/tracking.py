@@ -14,7 +14,9 @@ from pytorch_lightning.cli import LightningCLI, SaveConfigCallback
 from pytorch_lightning.loggers import MLFlowLogger
 
 from harness.errors import UserError
+from harness.params import comparable_params
 from harness.runtime import retain_freed_memory
+from harness.views import prepare_experiment
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
@@ -48,6 +50,7 @@ def ensure_experiment(name: str, uri: str | None = None) -> str:
         experiment_id = experiment.experiment_id
         if experiment.tags.get("mlflow.experimentKind") != EXPERIMENT_KIND["mlflow.experimentKind"]:
             client.set_experiment_tag(experiment_id, *next(iter(EXPERIMENT_KIND.items())))
+    prepare_experiment(client, experiment_id, name)
     return experiment_id
 
 
@@ -62,8 +65,9 @@ def make_logger(experiment: str, run_name: str, tags: dict[str, str]) -> MLFlowL
 
 
 def log_params(logger: MLFlowLogger, params: dict[str, Any]) -> None:
-    """Log flat params in full (Lightning's own logger cuts values at 250 characters)."""
-    items = [Param(key, str(value)[:PARAM_LIMIT]) for key, value in flatten(params).items()]
+    """Log the flat params a user compares (:mod:`harness.params`) in full (Lightning's own
+    logger cuts values at 250 characters)."""
+    items = [Param(key, str(value)[:PARAM_LIMIT]) for key, value in comparable_params(flatten(params)).items()]
     for start in range(0, len(items), 100):
         logger.experiment.log_batch(logger.run_id, params=items[start:start + 100])
 
