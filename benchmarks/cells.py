@@ -21,6 +21,7 @@ from downstream.cli import FinetuneCLI
 from pretrain.cli import PretrainCLI
 from harness.errors import UserError
 from harness.mrpc import load_mrpc
+from harness.naming import join
 from harness.tracking import ensure_experiment, run_cli, tracking_uri
 from harness.versioning import code_version
 
@@ -122,7 +123,8 @@ def pretrain(config: str, args: list[str], cell_hash: str, benchmark: str, log_p
     return run_id
 
 
-def finetune(cell: Cell, config: str, experiment: str, parent_run_id: str, cell_hash: str, log_path: Path) -> str:
+def finetune(cell: Cell, config: str, experiment: str, parent_run_id: str, cell_hash: str, log_path: Path,
+             benchmark: str = "") -> str:
     """Run one finetune cell through ``python -m downstream`` (in process); returns the run id."""
     if cell.kind == "random":
         encoder = ["--model.encoder=random", f"--model.random_like=runs:/{cell.encoder_run}"]
@@ -131,7 +133,7 @@ def finetune(cell: Cell, config: str, experiment: str, parent_run_id: str, cell_
     args = ["fit", "--config", config, *cell.args, *encoder, f"--model.mix={cell.mix}", f"--model.head={cell.head}",
             f"--seed_everything={cell.seed}", f"--data.train_fraction={cell.train_fraction}",
             f"--method={cell.method}", f"--parent_run_id={parent_run_id}", f"--experiment_name={experiment}",
-            f"--tags={json.dumps({'cell_hash': cell_hash, 'kind': cell.kind, 'encoder': cell.encoder})}",
+            f"--tags={json.dumps({'cell_hash': cell_hash, 'kind': cell.kind, 'suite_encoder': cell.encoder, 'benchmark': benchmark})}",
             "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false"]
     code = run_quietly(FinetuneCLI, args, log_path)
     run_id = finished_run(experiment, cell_hash, parent_run_id)
@@ -140,15 +142,17 @@ def finetune(cell: Cell, config: str, experiment: str, parent_run_id: str, cell_
     return run_id
 
 
-def baseline(cell: Cell, mrpc_dir: str | None, experiment: str, parent_run_id: str, cell_hash: str) -> str:
+def baseline(cell: Cell, mrpc_dir: str | None, experiment: str, parent_run_id: str, cell_hash: str,
+             benchmark: str = "") -> str:
     """Fit a baseline on GLUE train, log a ``stage=baseline`` child run with the finetune
     metric names and prediction files; returns the run id."""
     splits = load_mrpc(mrpc_dir)
     frames = BASELINES[cell.method](splits.train, {"dev": splits.dev, "test": splits.test}, cell.seed)
     client = MlflowClient(tracking_uri())
-    run = client.create_run(ensure_experiment(experiment), run_name=f"baseline-{cell.method}-seed{cell.seed}", tags={
+    run = client.create_run(ensure_experiment(experiment), run_name=join(cell.method, f"s{cell.seed}"), tags={
         "stage": "baseline", "method": cell.method, "seed": str(cell.seed), "kind": "baseline",
-        "mlflow.parentRunId": parent_run_id, "cell_hash": cell_hash, "pretrain_run_id": "none"})
+        "mlflow.parentRunId": parent_run_id, "cell_hash": cell_hash, "pretrain_run_id": "none",
+        "encoder": "none", "benchmark": benchmark})
     run_id = run.info.run_id
     try:
         for split, frame in frames.items():

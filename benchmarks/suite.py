@@ -20,12 +20,14 @@ from mlflow.tracking import MlflowClient
 
 from benchmarks.cells import (BASELINES, Cell, baseline, file_digests, finetune, finished_run, pretrain,
                               settings_hash)
+from benchmarks.parent import describe_parent, link_lines
 from benchmarks.report import build_results, write_outputs
 from benchmarks.stats import ITEMS_ONLY, METRICS
-from pretrain.runs import latest_pretrain_run
+from pretrain.runs import resolve_run_id
 from harness.errors import UserError
 from harness.mrpc import load_mrpc
-from harness.tracking import REPO_ROOT, ensure_experiment, flatten, tracking_uri, ui_hint
+from harness.naming import benchmark_run_name
+from harness.tracking import REPO_ROOT, ensure_experiment, flatten, tracking_uri
 from harness.versioning import code_version, git_commit
 
 KEYS = {"name", "experiment", "encoders", "finetune", "mixes", "heads", "seeds", "random_control", "baselines",
@@ -79,7 +81,7 @@ def resolve_encoder(encoder: dict, benchmark: str, logs: Path, data_digest: str)
     if encoder.get("run"):
         run = encoder["run"]
         try:
-            run_id = latest_pretrain_run() if run == "latest" else run.removeprefix("runs:/")
+            run_id = resolve_run_id(run) or run.removeprefix("runs:/")  # latest, runs:/<id>, models:/…
         except UserError:
             if "pretrain" not in encoder:
                 raise
@@ -101,7 +103,9 @@ def resolve_encoder(encoder: dict, benchmark: str, logs: Path, data_digest: str)
     if run.data.tags.get("stage") != "pretrain":
         raise UserError(f"encoder '{encoder['name']}': run {run_id} is not a pretrain run")
     return {"name": encoder["name"], "run_id": run_id, "num_layers": int(run.data.params["model.num_layers"]) + 1,
-            "val_ppl": run.data.metrics.get("val_ppl"), "train_tokens": int(run.data.params.get("train_tokens", 0)),
+            # the best checkpoint's perplexity (runs made before best_val_ppl: the last val_ppl logged)
+            "val_ppl": run.data.metrics.get("best_val_ppl", run.data.metrics.get("val_ppl")),
+            "train_tokens": int(run.data.params.get("train_tokens", 0)),
             "config": encoder.get("pretrain", {}).get("config", run.data.params.get("config", ""))}
 
 
@@ -156,7 +160,7 @@ def open_parent(config: dict, suite_hash: str) -> str:
     commit = git_commit()
     if commit:
         tags["mlflow.source.git.commit"] = commit
-    run = client.create_run(experiment_id, run_name=f"benchmark-{config['name']}", tags=tags)
+    run = client.create_run(experiment_id, run_name=benchmark_run_name(config["name"]), tags=tags)
     params = {key: json.dumps(value) if isinstance(value, list) else value for key, value in flatten(config).items()}
     for key, value in params.items():
         client.log_param(run.info.run_id, key, str(value)[:6000])
@@ -246,10 +250,12 @@ def run_suite(args) -> int:
             else:
                 cell_started = time.perf_counter()
                 if cell.kind == "baseline":
-                    run_id = baseline(cell, config.get("mrpc_dir"), config["experiment"], parent, cell_hash)
+                    run_id = baseline(cell, config.get("mrpc_dir"), config["experiment"], parent, cell_hash,
+                                      config["name"])
                 else:
                     log_path = logs / f"{cell.method}-seed{cell.seed}.log".replace(":", "")
-                    run_id = finetune(cell, finetune_config, config["experiment"], parent, cell_hash, log_path)
+                    run_id = finetune(cell, finetune_config, config["experiment"], parent, cell_hash, log_path,
+                                      config["name"])
                 status = f"{time.perf_counter() - cell_started:.0f} s"
             metrics = client.get_run(run_id).data.metrics
             print(f"  [{number:>3}/{len(cells)}] {cell.method:<34} seed {cell.seed}  dev acc {metrics['dev_acc']:.3f}"
@@ -269,15 +275,17 @@ def run_suite(args) -> int:
             client.log_artifact(parent, str(path), None if folder == "." else folder)
         client.log_metric(parent, "wall_seconds", wall)
         client.log_metric(parent, "cells", len(cells))
+        view = describe_parent(client, parent, config["name"], results, directory / "report.md", args.config)
     except BaseException as error:
         client.set_terminated(parent, "KILLED" if isinstance(error, KeyboardInterrupt) else "FAILED")
         raise
     client.set_terminated(parent, "FINISHED")
-    print_summary(results, config, parent, directory, wall)
+    print_summary(results, config, parent, directory, wall, link_lines(client, parent, view, runs))
     return 0
 
 
-def print_summary(results: pd.DataFrame, config: dict, parent: str, directory: Path, wall: float) -> None:
+def print_summary(results: pd.DataFrame, config: dict, parent: str, directory: Path, wall: float,
+                  links: list[str] = ()) -> None:
     """The results on the console: mean ± std over seeds, and the paired gap over the random twin
     on test accuracy with its 95% CI and p (points; † = one seed pair, an items-only test)."""
     print(f"\n── benchmark '{config['name']}' finished in {wall / 60:.1f} min " + "─" * 30)
@@ -297,7 +305,8 @@ def print_summary(results: pd.DataFrame, config: dict, parent: str, directory: P
         print("  † one seed pair: the gap's CI counts test items only, not seed luck (see report.md, How to read)")
     print(f"  parent run {parent}  (experiment '{config['experiment']}')")
     print(f"  report     {directory / 'report.md'}")
-    print(f"  UI         {ui_hint()}")
+    for line in links:
+        print(line)
 
 
 if __name__ == "__main__":
