@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install pretrain finetune benchmark benchmark-quick benchmark-corpus test ui bench-throughput bench-finetune \
+.PHONY: help install pretrain finetune benchmark benchmark-quick benchmark-corpus test ui server bench-throughput bench-finetune \
 	pretrain-ulmfit pretrain-ulmfit-task finetune-ulmfit pretrain-gpt finetune-gpt
 
 help:  ## list the targets
@@ -27,8 +27,16 @@ pretrain: $(STAMP)  ## pretrain the default biLM (configs/pretrain/elmo.yaml), t
 test: $(STAMP)  ## run the test suite (set MRPC_DIR to run the real-data tests)
 	$(PY) -m pytest -q $(ARGS)
 
-ui:  $(STAMP)  ## open the MLflow UI on the run store (http://127.0.0.1:5000)
-	$(VENV)/bin/mlflow ui --backend-store-uri "$${MLFLOW_TRACKING_URI:-sqlite:///$(CURDIR)/mlflow.db}" --host 127.0.0.1 --port 5000
+ui: HOST ?= 127.0.0.1
+ui: PORT ?= 5000
+ui:  $(STAMP)  ## the MLflow UI on the local run store, with a link per experiment (http://127.0.0.1:5000)
+	MLFLOW_TRACKING_URI="$${MLFLOW_TRACKING_URI:-sqlite:///$(CURDIR)/mlflow.db}" $(PY) -m harness.links http://$(HOST):$(PORT)
+	$(VENV)/bin/mlflow ui --backend-store-uri "$${MLFLOW_TRACKING_URI:-sqlite:///$(CURDIR)/mlflow.db}" --host $(HOST) --port $(PORT)
+
+server: HOST ?= 127.0.0.1
+server: PORT ?= 5001
+server: $(STAMP)  ## a team's tracking server: PostgreSQL store (BACKEND_STORE_URI, else a local cluster) + proxied artifacts
+	$(PY) -m harness.server --host $(HOST) --port $(PORT) $(ARGS)
 
 bench-throughput: $(STAMP)  ## pretraining speed: tokens/s and FLOP/s against the padded baseline (ARGS="--json PATH")
 	$(PY) -m benchmarks.throughput $(or $(ARGS),--json benchmarks/results/throughput.json)
