@@ -31,7 +31,8 @@ ui: HOST ?= 127.0.0.1
 ui: PORT ?= 5000
 ui:  $(STAMP)  ## the MLflow UI on the local run store, with a link per experiment (http://127.0.0.1:5000)
 	MLFLOW_TRACKING_URI="$${MLFLOW_TRACKING_URI:-sqlite:///$(CURDIR)/mlflow.db}" $(PY) -m harness.links http://$(HOST):$(PORT)
-	$(VENV)/bin/mlflow ui --backend-store-uri "$${MLFLOW_TRACKING_URI:-sqlite:///$(CURDIR)/mlflow.db}" --host $(HOST) --port $(PORT)
+	MLFLOW_SERVER_ENABLE_JOB_EXECUTION=$${MLFLOW_SERVER_ENABLE_JOB_EXECUTION:-false} \
+	  $(VENV)/bin/mlflow ui --backend-store-uri "$${MLFLOW_TRACKING_URI:-sqlite:///$(CURDIR)/mlflow.db}" --host $(HOST) --port $(PORT)
 
 server: HOST ?= 127.0.0.1
 server: PORT ?= 5001

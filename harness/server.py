@@ -123,11 +123,16 @@ class LocalPostgres:
 
 def start_mlflow_server(backend_uri: str, artifacts: Path, host: str, port: int, log=None,
                         extra: list[str] | None = None) -> subprocess.Popen:
-    """``mlflow server`` in its own process group (so one signal stops its workers too)."""
+    """``mlflow server`` in its own process group (so one signal stops its workers too), without
+    MLflow's GenAI job runner (seven consumer processes this harness never uses) unless
+    ``MLFLOW_SERVER_ENABLE_JOB_EXECUTION`` says otherwise."""
     artifacts.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", backend_uri,
                "--artifacts-destination", str(artifacts), "--host", host, "--port", str(port), *(extra or [])]
-    return subprocess.Popen(command, start_new_session=True, stdout=log, stderr=subprocess.STDOUT if log else None)
+    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": os.environ.get("MLFLOW_SERVER_ENABLE_JOB_EXECUTION",
+                                                                              "false")}
+    return subprocess.Popen(command, start_new_session=True, env=env, stdout=log,
+                            stderr=subprocess.STDOUT if log else None)
 
 
 def wait_healthy(url: str, process: subprocess.Popen, timeout: float = 120.0) -> None:
@@ -145,16 +150,20 @@ def wait_healthy(url: str, process: subprocess.Popen, timeout: float = 120.0) ->
     raise UserError(f"mlflow server did not answer at {url}/health within {timeout:.0f} s")
 
 
-def stop_process_group(process: subprocess.Popen, grace: float = 15.0) -> None:
-    """SIGTERM the server's process group, SIGKILL what is left after ``grace`` seconds."""
-    if process.poll() is not None:
-        return
-    os.killpg(process.pid, signal.SIGTERM)
+def stop_process_group(process: subprocess.Popen, grace: float = 5.0) -> None:
+    """SIGINT the server's process group (what Ctrl-C sends; MLflow's parent process ignores
+    SIGTERM), then SIGKILL whatever is left of the group (its job consumers) after ``grace`` s."""
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGINT)
+        try:
+            process.wait(grace)
+        except subprocess.TimeoutExpired:
+            pass
     try:
-        process.wait(grace)
-    except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
+    except ProcessLookupError:
+        return
+    process.wait()
 
 
 def interrupt(signal_number, frame):

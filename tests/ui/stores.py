@@ -77,16 +77,17 @@ def tiny_benchmark(directory: Path, cache: Path) -> Path:
     return path
 
 
-def pipeline(uri: str, mrpc_dir: Path, directory: Path, ui: str | None = None) -> dict:
-    """pretrain smoke → finetune pretrained (``latest``) and random, at once → the tiny benchmark.
-    Returns each command's stdout and run ids."""
+def pipeline(uri: str, mrpc_dir: Path, directory: Path, ui: str | None = None, random_like: str = "latest") -> dict:
+    """pretrain smoke → finetune pretrained (``latest``) and random (the twin of ``random_like``),
+    at once → the tiny benchmark (``run: latest``, cells ``runs:/<id>``). Returns each command's
+    stdout and run ids."""
     env = cli_env(uri, mrpc_dir, ui)
     cache = directory / "features"
     outputs = {"pretrain": finish(start("pretrain", "fit", "--config", str(PRETRAIN_SMOKE), *PRETRAIN_FLAGS,
                                         env=env, cwd=directory))}
     finetunes = {encoder: start("downstream", "fit", "--config", str(FINETUNE_SMOKE), f"--model.encoder={encoder}",
-                                f"--data.cache_dir={cache}-{encoder}", "--trainer.enable_progress_bar=false",
-                                env=env, cwd=directory)
+                                f"--model.random_like={random_like}", f"--data.cache_dir={cache}-{encoder}",
+                                "--trainer.enable_progress_bar=false", env=env, cwd=directory)
                  for encoder in ("latest", "random")}
     outputs.update({f"finetune-{encoder}": finish(process) for encoder, process in finetunes.items()})
     outputs["benchmark"] = finish(start("benchmarks.suite", "--config", str(tiny_benchmark(directory, cache)),
@@ -103,6 +104,7 @@ class Server:
         self.log = log.open("w")
         self.process = subprocess.Popen([sys.executable, "-m", "mlflow", *command, "--host", "127.0.0.1",
                                          "--port", str(port), "--workers", "1"],
+                                        env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
                                         start_new_session=True, stdout=self.log, stderr=subprocess.STDOUT)
         wait_healthy(self.url, self.process)
 
