@@ -126,6 +126,7 @@ def pretrain(config: str, args: list[str], cell_hash: str, benchmark: str, log_p
 def finetune(cell: Cell, config: str, experiment: str, parent_run_id: str, cell_hash: str, log_path: Path,
              benchmark: str = "") -> str:
     """Run one finetune cell through ``python -m downstream`` (in process); returns the run id."""
+    tags = {"cell_hash": cell_hash, "kind": cell.kind, "suite_encoder": cell.encoder, "benchmark": benchmark}
     if cell.kind == "random":
         encoder = ["--model.encoder=random", f"--model.random_like=runs:/{cell.encoder_run}"]
     else:
@@ -133,7 +134,7 @@ def finetune(cell: Cell, config: str, experiment: str, parent_run_id: str, cell_
     args = ["fit", "--config", config, *cell.args, *encoder, f"--model.mix={cell.mix}", f"--model.head={cell.head}",
             f"--seed_everything={cell.seed}", f"--data.train_fraction={cell.train_fraction}",
             f"--method={cell.method}", f"--parent_run_id={parent_run_id}", f"--experiment_name={experiment}",
-            f"--tags={json.dumps({'cell_hash': cell_hash, 'kind': cell.kind, 'suite_encoder': cell.encoder, 'benchmark': benchmark})}",
+            f"--tags={json.dumps(tags)}",
             "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false"]
     code = run_quietly(FinetuneCLI, args, log_path)
     run_id = finished_run(experiment, cell_hash, parent_run_id)

@@ -24,6 +24,8 @@ import pytorch_lightning as pl  # noqa: E402
 from mlflow.entities import DatasetInput, InputTag  # noqa: E402
 from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT  # noqa: E402
 
+from harness.mrpc import default_mrpc_dir  # noqa: E402
+
 SPLITS = ("train", "dev", "test")
 SENTENCE_COLUMNS = ("sentence1", "sentence2")
 
@@ -73,7 +75,7 @@ class LogDatasets(pl.Callback):
         data, logger = trainer.datamodule, trainer.logger
         if not trainer.is_global_zero or data is None or not hasattr(logger, "run_id"):
             return
-        source = str(getattr(data.hparams, "mrpc_dir", None) or "MRPC (MSR release)")
+        source = str(getattr(data.hparams, "mrpc_dir", None) or default_mrpc_dir())  # the folder read
         logger.experiment.log_inputs(logger.run_id, datasets=dataset_inputs(data.pairs, self.name, source))
 
 

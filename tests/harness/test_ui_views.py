@@ -117,7 +117,8 @@ def test_parent_summary_metrics_description_and_twin_pairs():
     assert metrics["elmo-scalar-pool-mlp_0.1/gap_vs_random"] == 0.04
     assert "random_elmo_-top-pool-mlp/test_acc_std" not in metrics  # NaN is left out
     assert metric_key("elmo-layer:1-pool-mlp") == "elmo-layer:1-pool-mlp"  # colons are fine in MLflow keys
-    report = "# Benchmark report: quick\n\n- date: x\n\n## Results\n\n| a |\n\n## Remarks\n\n- r\n\n## How to read\n\n- h\n"
+    report = ("# Benchmark report: quick\n\n- date: x\n\n## Results\n\n| a |\n\n## Remarks\n\n- r\n\n"
+              "## How to read\n\n- h\n")
     assert report_sections(report) == "# Benchmark report: quick\n\n## Results\n\n| a |\n\n## Remarks\n\n- r\n"
     runs = pd.DataFrame({"run_id": ["p1", "r1", "p0", "r0", "b"], "method": ["m", "rm", "m", "rm", "majority"],
                          "seed": [1, 1, 0, 0, 0], "control": ["rm", "", "rm", "", ""]})
