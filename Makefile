@@ -7,8 +7,9 @@ STAMP := $(VENV)/.installed-stamp
 ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install pretrain finetune benchmark benchmark-quick benchmark-corpus test ui bench-throughput bench-finetune \
-	pretrain-ulmfit pretrain-ulmfit-task finetune-ulmfit pretrain-gpt finetune-gpt
+.PHONY: help install pretrain finetune benchmark benchmark-quick benchmark-corpus test ui server bench-throughput bench-finetune \
+	pretrain-ulmfit pretrain-ulmfit-task finetune-ulmfit pretrain-gpt finetune-gpt benchmark-families \
+	benchmark-families-quick
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -27,8 +28,17 @@ pretrain: $(STAMP)  ## pretrain the default biLM (configs/pretrain/elmo.yaml), t
 test: $(STAMP)  ## run the test suite (set MRPC_DIR to run the real-data tests)
 	$(PY) -m pytest -q $(ARGS)
 
-ui:  $(STAMP)  ## open the MLflow UI on the run store (http://127.0.0.1:5000)
-	$(VENV)/bin/mlflow ui --backend-store-uri "$${MLFLOW_TRACKING_URI:-sqlite:///$(CURDIR)/mlflow.db}" --host 127.0.0.1 --port 5000
+ui: HOST ?= 127.0.0.1
+ui: PORT ?= 5000
+ui:  $(STAMP)  ## the MLflow UI on the local run store, with a link per experiment (http://127.0.0.1:5000)
+	MLFLOW_TRACKING_URI="$${MLFLOW_TRACKING_URI:-sqlite:///$(CURDIR)/mlflow.db}" $(PY) -m harness.links http://$(HOST):$(PORT)
+	MLFLOW_SERVER_ENABLE_JOB_EXECUTION=$${MLFLOW_SERVER_ENABLE_JOB_EXECUTION:-false} \
+	  $(VENV)/bin/mlflow ui --backend-store-uri "$${MLFLOW_TRACKING_URI:-sqlite:///$(CURDIR)/mlflow.db}" --host $(HOST) --port $(PORT)
+
+server: HOST ?= 127.0.0.1
+server: PORT ?= 5001
+server: $(STAMP)  ## a team's tracking server: PostgreSQL store (BACKEND_STORE_URI, else a local cluster) + proxied artifacts
+	$(PY) -m harness.server --host $(HOST) --port $(PORT) $(ARGS)
 
 bench-throughput: $(STAMP)  ## pretraining speed: tokens/s and FLOP/s against the padded baseline (ARGS="--json PATH")
 	$(PY) -m benchmarks.throughput $(or $(ARGS),--json benchmarks/results/throughput.json)
@@ -56,6 +66,12 @@ benchmark: $(STAMP)  ## the default matrix: mixes × 5 seeds, random control, ba
 
 benchmark-quick: $(STAMP)  ## every path of the suite in a few minutes (1 seed, small pretrain)
 	$(PY) -m benchmarks.suite --config configs/benchmarks/quick.yaml $(ARGS)
+
+benchmark-families: $(STAMP)  ## the transfer study: families × transfer × head × corpus × labels × seeds (ARGS=--budget: ≤ 3 h)
+	$(PY) -m benchmarks.suite --config configs/benchmarks/families.yaml $(ARGS)
+
+benchmark-families-quick: $(STAMP)  ## every path of the transfer study in a few minutes (tiny families, 1 seed)
+	$(PY) -m benchmarks.suite --config configs/benchmarks/families-quick.yaml $(ARGS)
 
 benchmark-corpus: $(STAMP)  ## does more pretraining text transfer? MRPC vs MRPC + Reuters-21578
 	$(PY) -m benchmarks.suite --config configs/benchmarks/corpus.yaml $(ARGS)

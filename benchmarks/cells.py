@@ -22,6 +22,7 @@ from downstream.evaluation import predictions_frame, split_metrics
 from pretrain.cli import PretrainCLI
 from harness.errors import UserError
 from harness.liveness import process_tags
+from harness.naming import join
 from harness.pairdata import PairData
 from harness.tracking import ensure_experiment, run_cli, tracking_uri
 from harness.versioning import code_version
@@ -128,8 +129,10 @@ def pretrain(config: str, args: list[str], cell_hash: str, benchmark: str, log_p
     return run_id
 
 
-def finetune(cell: Cell, config: str, experiment: str, parent_run_id: str, cell_hash: str, log_path: Path) -> str:
+def finetune(cell: Cell, config: str, experiment: str, parent_run_id: str, cell_hash: str, log_path: Path,
+             benchmark: str = "") -> str:
     """Run one finetune cell through ``python -m downstream`` (in process); returns the run id."""
+    tags = {"cell_hash": cell_hash, "kind": cell.kind, "suite_encoder": cell.encoder, "benchmark": benchmark}
     if cell.kind == "random":
         encoder = ["--model.encoder=random", f"--model.random_like=runs:/{cell.encoder_run}"]
     else:
@@ -137,7 +140,7 @@ def finetune(cell: Cell, config: str, experiment: str, parent_run_id: str, cell_
     args = ["fit", "--config", config, *cell.args, *encoder, f"--model.mix={cell.mix}", f"--model.head={cell.head}",
             f"--seed_everything={cell.seed}", f"--data.train_fraction={cell.train_fraction}",
             f"--method={cell.method}", f"--parent_run_id={parent_run_id}", f"--experiment_name={experiment}",
-            f"--tags={json.dumps({'cell_hash': cell_hash, 'kind': cell.kind, 'encoder': cell.encoder})}",
+            f"--tags={json.dumps(tags)}",
             "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false"]
     code = run_quietly(FinetuneCLI, args, log_path)
     run_id = finished_run(experiment, cell_hash, parent_run_id)
@@ -146,7 +149,8 @@ def finetune(cell: Cell, config: str, experiment: str, parent_run_id: str, cell_
     return run_id
 
 
-def baseline(cell: Cell, data: PairData, experiment: str, parent_run_id: str, cell_hash: str) -> str:
+def baseline(cell: Cell, data: PairData, experiment: str, parent_run_id: str, cell_hash: str,
+             benchmark: str = "") -> str:
     """Fit a baseline on the data set's train split, log a ``stage=baseline`` child run with the
     finetune metric names and prediction files; returns the run id."""
     evaluation = {"dev": data.dev, "test": data.test}
@@ -156,8 +160,8 @@ def baseline(cell: Cell, data: PairData, experiment: str, parent_run_id: str, ce
     prefix = "" if data.name == "mrpc" else f"{data.name}-"
     tags = {"stage": "baseline", "method": cell.method, "seed": str(cell.seed), "kind": "baseline",
             "mlflow.parentRunId": parent_run_id, "cell_hash": cell_hash, "pretrain_run_id": "none",
-            "dataset": data.name, **process_tags()}
-    run = client.create_run(ensure_experiment(experiment), run_name=f"baseline-{prefix}{cell.method}-seed{cell.seed}",
+            "dataset": data.name, "encoder": "none", "benchmark": benchmark, **process_tags()}
+    run = client.create_run(ensure_experiment(experiment), run_name=prefix + join(cell.method, f"s{cell.seed}"),
                             tags=tags)
     run_id = run.info.run_id
     try:
@@ -165,8 +169,8 @@ def baseline(cell: Cell, data: PairData, experiment: str, parent_run_id: str, ce
             for name, value in split_metrics(frame, split, data).items():
                 client.log_metric(run_id, name, value)
             client.log_text(run_id, frame.to_csv(index=False), f"predictions/{split}.csv")
-        for key, value in {"train_pairs": len(data.train), "dataset": data.name, "f1_average": data.f1_average,
-                           "num_classes": data.num_classes}.items():
+        for key, value in {"train_pairs": len(data.train), "dev_pairs": len(data.dev), "test_pairs": len(data.test),
+                           "dataset": data.name, "f1_average": data.f1_average, "num_classes": data.num_classes}.items():
             client.log_param(run_id, key, value)
     except BaseException:
         client.set_terminated(run_id, "FAILED")

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from benchmarks.cells import Cell
 
-TRANSFER_KEYS = {"name", "config", "args", "mix", "heads"}
+TRANSFER_KEYS = {"name", "config", "args", "mix", "heads", "fractions", "seeds"}
 
 
 def seed_list(value) -> list[int]:
@@ -52,14 +52,17 @@ def mix_head_settings(config: dict, encoder: dict) -> list[dict]:
 
 
 def transfer_settings(config: dict, encoder: dict) -> list[dict]:
-    """The transfers of the encoder's family × their heads × the labelled fractions."""
-    seeds = seed_list(config.get("seeds", 5))
-    fractions = [float(fraction) for fraction in config.get("fractions", [1.0])]
-    return [{"transfer": transfer["name"], "mix": transfer.get("mix", "scalar"), "head": head, "fraction": fraction,
-             "seeds": seeds, "config": transfer.get("config", ""), "args": list(transfer.get("args", []))}
-            for transfer in config["transfers"].get(encoder["family"], [])
-            for head in transfer.get("heads", ["pool-mlp"])
-            for fraction in fractions]
+    """The transfers of the encoder's family × their heads × the labelled fractions (a transfer may
+    name its own ``fractions`` and ``seeds``, e.g. fewer for a costly fine-tuning)."""
+    settings = []
+    for transfer in config["transfers"].get(encoder["family"], []):
+        seeds = seed_list(transfer.get("seeds", config.get("seeds", 5)))
+        fractions = [float(fraction) for fraction in transfer.get("fractions", config.get("fractions", [1.0]))]
+        settings += [{"transfer": transfer["name"], "mix": transfer.get("mix", "scalar"), "head": head,
+                      "fraction": fraction, "seeds": seeds, "config": transfer.get("config", ""),
+                      "args": list(transfer.get("args", []))}
+                     for head in transfer.get("heads", ["pool-mlp"]) for fraction in fractions]
+    return settings
 
 
 def method_name(encoder: str, setting: dict) -> str:

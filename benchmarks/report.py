@@ -16,6 +16,7 @@ import pandas as pd
 import yaml
 
 from benchmarks.figures import controls, text_column, train_fractions, write_figures
+from benchmarks.study import study_figures, study_remarks, study_rows, study_tables
 from benchmarks.stats import ITEMS_ONLY, METRICS, PVALUE_COLUMN, compare_with_twin, is_collapsed, results_table
 
 COLLAPSED_COLUMN = "collapsed_runs"
@@ -273,7 +274,8 @@ def _f1_kind(context: dict) -> str:
     return f"; F1 = macro F1 over the {len(labels)} labels"
 
 
-def _markdown(results: pd.DataFrame, runs: pd.DataFrame, context: dict, figures: list[Path]) -> str:
+def _markdown(results: pd.DataFrame, runs: pd.DataFrame, context: dict, figures: list[Path],
+              study: pd.DataFrame | None = None) -> str:
     wall = context.get("wall_seconds")
     lines = [f"# Benchmark report: {context.get('name', 'benchmark')}", "",
              f"- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}",
@@ -288,7 +290,11 @@ def _markdown(results: pd.DataFrame, runs: pd.DataFrame, context: dict, figures:
             for _, row in results.iterrows()]
     lines += _table(["method", "seeds", "dev acc", "dev F1", "test acc", "test F1", "gap vs random (95% CI)", "p",
                      "MDE", "collapsed"], rows)
-    lines += ["", "## Remarks", ""] + [f"- {remark}" for remark in _remarks(results, runs)]
+    studied = study is not None and len(study) > 0
+    if studied:
+        lines += [""] + study_tables(study)
+    remarks = (study_remarks(study) if studied else []) + _remarks(results, runs)
+    lines += ["", "## Remarks", ""] + [f"- {remark}" for remark in remarks]
     dataset = str(context.get("dataset") or "MRPC")
     if context.get("anchors", True) and dataset.upper() == "MRPC":
         lines += ["", "## Published anchors (MSR test, for context; not produced by this run)", ""]
@@ -315,6 +321,9 @@ def write_outputs(directory: Path, results: pd.DataFrame, runs: pd.DataFrame, co
     results.to_csv(written[0], index=False)
     runs.to_csv(written[1], index=False)
     figures = write_figures(runs, figures_dir, str(context.get("dataset") or "MRPC"))
+    study = study_rows(results, runs, context.get("encoders") or [])
+    if len(study):
+        figures += study_figures(study, figures_dir)
     report = directory / "report.md"
-    report.write_text(_markdown(results, runs, context, figures), encoding="utf-8")
+    report.write_text(_markdown(results, runs, context, figures, study), encoding="utf-8")
     return written + figures + [report]

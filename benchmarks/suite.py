@@ -22,15 +22,17 @@ from mlflow.tracking import MlflowClient
 
 from benchmarks.cells import Cell, baseline, file_digests, finetune, finished_run, pretrain, settings_hash
 from benchmarks.matrix import data_flags, dataset_spec, load_config, repo_path, with_budget
+from benchmarks.parent import describe_parent, link_lines
 from benchmarks.plan import plan
 from benchmarks.report import build_results, write_outputs
 from benchmarks.stats import ID_COLUMNS, ITEMS_ONLY, METRICS
 from pretrain.runs import resolve_run_id
 from harness.errors import UserError
 from harness.liveness import mark_dead_runs, process_tags
+from harness.naming import benchmark_run_name
 from harness.pairdata import PairData, load_pair_data
 from harness.store import prepare_store
-from harness.tracking import REPO_ROOT, ensure_experiment, flatten, tracking_uri, ui_hint
+from harness.tracking import REPO_ROOT, ensure_experiment, flatten, tracking_uri
 from harness.versioning import code_version, git_commit
 
 def pretrain_stages(encoder: dict) -> list[dict]:
@@ -51,7 +53,7 @@ def resolve_encoder(encoder: dict, benchmark: str, logs: Path, data_digest: str)
     run_id = None
     if encoder.get("run"):
         try:
-            run_id = resolve_run_id(encoder["run"]) or encoder["run"]
+            run_id = resolve_run_id(encoder["run"]) or encoder["run"].removeprefix("runs:/")  # latest, models:/…
         except UserError:
             if "pretrain" not in encoder:
                 raise
@@ -74,10 +76,12 @@ def resolve_encoder(encoder: dict, benchmark: str, logs: Path, data_digest: str)
         raise UserError(f"encoder '{encoder['name']}': no run {run_id} in {tracking_uri()}") from None
     if run.data.tags.get("stage") != "pretrain":
         raise UserError(f"encoder '{encoder['name']}': run {run_id} is not a pretrain run")
-    params = run.data.params
+    params, metrics = run.data.params, run.data.metrics
     stages = pretrain_stages(encoder)
     return {"name": encoder["name"], "run_id": run_id, "family": run.data.tags.get("family", "elmo"),
-            "num_layers": int(params["model.num_layers"]) + 1, "val_ppl": run.data.metrics.get("val_ppl"),
+            "num_layers": int(params["model.num_layers"]) + 1,
+            # the best checkpoint's perplexity (runs made before best_val_ppl: the last val_ppl logged)
+            "val_ppl": metrics.get("best_val_ppl", metrics.get("val_ppl")),
             "train_tokens": int(params.get("train_tokens", 0)), "train_words": int(params.get("train_words", 0)),
             "corpus": params.get("data.corpus", "mrpc"),
             "config": stages[-1]["config"] if stages else params.get("config", "")}
@@ -100,7 +104,7 @@ def open_parent(config: dict, suite_hash: str, data: PairData) -> str:
     commit = git_commit()
     if commit:
         tags["mlflow.source.git.commit"] = commit
-    run = client.create_run(experiment_id, run_name=f"benchmark-{config['name']}", tags=tags)
+    run = client.create_run(experiment_id, run_name=benchmark_run_name(config["name"]), tags=tags)
     params = {key: json.dumps(value) if isinstance(value, list) else value for key, value in flatten(config).items()}
     for key, value in params.items():
         client.log_param(run.info.run_id, key, str(value)[:6000])
@@ -125,7 +129,8 @@ def run_table(done: list[tuple[Cell, str]]) -> tuple[pd.DataFrame, dict[str, pd.
                    "method": cell.method, "seed": cell.seed, "encoder": cell.encoder, "family": cell.family,
                    "transfer": cell.transfer, "kind": cell.kind, "mix": cell.mix, "head": cell.head,
                    "train_fraction": cell.train_fraction,
-                   "control": cell.control, **{m: metrics.get(m) for m in METRICS}}
+                   "control": cell.control, **{m: metrics.get(m) for m in METRICS},
+                   **{f"{split}_pairs": run.data.params.get(f"{split}_pairs") for split in ("dev", "test")}}
             row.update({k: v for k, v in metrics.items() if k.startswith("mix_")})
             rows.append(row)
             path = client.download_artifacts(run_id, "predictions/test.csv", scratch)
@@ -219,10 +224,11 @@ def run_suite(args) -> int:
             else:
                 cell_started = time.perf_counter()
                 if cell.kind == "baseline":
-                    run_id = baseline(cell, data, config["experiment"], parent, cell_hash)
+                    run_id = baseline(cell, data, config["experiment"], parent, cell_hash, config["name"])
                 else:
                     log_path = logs / f"{cell.method}-seed{cell.seed}.log".replace(":", "")
-                    run_id = finetune(cell, cell_config, config["experiment"], parent, cell_hash, log_path)
+                    run_id = finetune(cell, cell_config, config["experiment"], parent, cell_hash, log_path,
+                                      config["name"])
                 status = f"{time.perf_counter() - cell_started:.0f} s"
             metrics = client.get_run(run_id).data.metrics
             print(f"  [{number:>3}/{len(cells)}] {cell.method:<34} seed {cell.seed}  dev acc {metrics['dev_acc']:.3f}"
@@ -235,7 +241,6 @@ def run_suite(args) -> int:
         throughput_file = REPO_ROOT / "benchmarks" / "results" / "throughput.json"
         context = {"name": config["name"], "parent_run_id": parent, "wall_seconds": wall, "settings": config,
                    "encoders": encoders, "dataset": data.name, "anchors": data.name == "mrpc",
-                   "split_sizes": {split: len(data.split(split)) for split in ("dev", "test")},
                    "labels": list(data.labels), "positive_label": data.positive_label,
                    "throughput": json.loads(throughput_file.read_text()) if throughput_file.is_file() else None}
         written = write_outputs(directory, results, runs, context)
@@ -244,6 +249,7 @@ def run_suite(args) -> int:
             client.log_artifact(parent, str(path), None if folder == "." else folder)
         client.log_metric(parent, "wall_seconds", wall)
         client.log_metric(parent, "cells", len(cells))
+        view = describe_parent(client, parent, config["name"], results, directory / "report.md", args.config)
     except BaseException as error:
         try:
             client.set_terminated(parent, "KILLED" if isinstance(error, KeyboardInterrupt) else "FAILED")
@@ -256,12 +262,12 @@ def run_suite(args) -> int:
               f"the parent stays RUNNING")
     else:
         client.set_terminated(parent, "FINISHED")
-    print_summary(results, config, parent, directory, wall, data.name)
+    print_summary(results, config, parent, directory, wall, data.name, link_lines(client, parent, view, runs))
     return 0
 
 
 def print_summary(results: pd.DataFrame, config: dict, parent: str, directory: Path, wall: float,
-                  data_name: str = "mrpc") -> None:
+                  data_name: str = "mrpc", links: list[str] = ()) -> None:
     """The results on the console: mean ± std over seeds, and the paired gap over the random twin
     on test accuracy with its 95% CI and p (points; † = one seed pair, an items-only test)."""
     print(f"\n── benchmark '{config['name']}' on {data_name} finished in {wall / 60:.1f} min " + "─" * 30)
@@ -281,7 +287,8 @@ def print_summary(results: pd.DataFrame, config: dict, parent: str, directory: P
         print("  † one seed pair: the gap's CI counts test items only, not seed luck (see report.md, How to read)")
     print(f"  parent run {parent}  (experiment '{config['experiment']}')")
     print(f"  report     {directory / 'report.md'}")
-    print(f"  UI         {ui_hint()}")
+    for line in links:
+        print(line)
 
 
 if __name__ == "__main__":

@@ -9,9 +9,14 @@ import torch
 from downstream.evaluation import EvaluateBest
 from downstream.lit_pair import LitPairClassifier
 from downstream.pairs import PairDataModule
+from downstream.records import LogDatasets, LogPredictionViews
 from harness.checkpoints import run_checkpoints
 from harness.errors import UserError
-from harness.tracking import TrackedCLI, log_params, ui_hint
+from harness.links import summary_lines
+from harness.naming import encoder_label, finetune_run_name, twin_label
+from harness.system_metrics import SystemMetrics
+from harness.tracking import TrackedCLI, log_params
+from harness.views import COMPARE_VIEW
 from pretrain.encoder import Encoder
 from pretrain.runs import load_encoder, random_encoder
 
@@ -77,10 +82,25 @@ class FinetuneCLI(TrackedCLI):
         return self.setting("method") or f"{model.encoder_kind}{mode}{mix}-{model.hparams.head}"
 
     def run_name(self) -> str:
-        fraction = self.setting("data.train_fraction")
-        suffix = f"-frac{fraction:g}" if fraction < 1 else ""
-        seed = self.setting("seed_everything")
-        return f"finetune-{self.dataset_prefix()}{self.method()}{suffix}-seed{seed}"
+        """``elmo·scalar·pool-mlp·s0``: the encoder kind first (a benchmark's encoder name when
+        ``--method`` is given), then mode, mix, head, fraction and seed; another data set's name
+        leads (``nli3-elmo·…``)."""
+        model = self.model
+        kind = self.setting("method").split("-")[0] if self.setting("method") else model.encoder_kind
+        return self.dataset_prefix() + finetune_run_name(
+            kind, model.hparams.finetune, None if model.mix is None else model.hparams.mix, model.hparams.head,
+            self.setting("data.train_fraction"), self.setting("seed_everything"))
+
+    def encoder_tag(self) -> str:
+        encoder = self.model.encoder
+        return encoder_label(encoder.family, encoder.config, encoder.run_id, encoder.is_random)
+
+    def resolved_encoder(self) -> str:
+        """What ``--model.encoder`` resolved to, for the params (never ``latest``)."""
+        encoder = self.model.encoder
+        if encoder.is_random:
+            return f"random({encoder.copies}, seed {encoder.random_seed})"
+        return encoder.source
 
     def run_tags(self) -> dict[str, str]:
         model = self.model
@@ -90,7 +110,7 @@ class FinetuneCLI(TrackedCLI):
                 "family": encoder.family, "finetune_mode": model.hparams.finetune,
                 "mix": model.hparams.mix, "head": model.hparams.head,
                 "train_fraction": str(self.setting("data.train_fraction")),
-                "dataset": self.datamodule.pair_data.name}
+                "dataset": self.datamodule.pair_data.name, "encoder": self.encoder_tag()}
         if self.setting("parent_run_id"):
             tags["mlflow.parentRunId"] = self.setting("parent_run_id")
         return tags
@@ -100,6 +120,9 @@ class FinetuneCLI(TrackedCLI):
         callbacks = [
             *run_checkpoints(self.checkpoint_dir(run_id), monitor="dev_acc", mode="max"),
             self.evaluation,
+            LogPredictionViews(self.evaluation),
+            LogDatasets(),
+            SystemMetrics(),
         ]
         if self.model.hparams.finetune != "frozen":  # the encoder's per-group rates: lr-AdamW/<group>
             callbacks.append(LearningRateMonitor(logging_interval="step"))
@@ -107,6 +130,7 @@ class FinetuneCLI(TrackedCLI):
 
     def before_fit(self) -> None:
         self.datamodule.attach(self.model.encoder, self.model.input_kind)
+        self.model.built_config = {"encoder": self.resolved_encoder(), "random_like": None}  # logged as params
         encoder = self.model.encoder
         log_params(self.trainer.logger, {
             **self.datamodule.summary(), "encoder_fingerprint": encoder.fingerprint,
@@ -139,5 +163,18 @@ class FinetuneCLI(TrackedCLI):
             f"   ({test_name}, {len(self.datamodule.pairs['test'])} pairs)",
             f"  mix        {weights}",
             f"  run        {run_id}  (experiment '{self.experiment_name()}')",
-            f"  UI         {ui_hint()}",
+            *summary_lines(self.trainer.logger.experiment_id, run_id, view=COMPARE_VIEW,
+                           compare=self.twin_runs(run_id),
+                           compare_label="random twin" if not self.model.encoder.is_random else "pretrained twin"),
         ]))
+
+    def twin_runs(self, run_id: str) -> list[str]:
+        """This run and the newest finished run of its pretrained/random twin (same mode, mix,
+        head, fraction, seed; the other ``encoder`` label), for the compare link; [] if none."""
+        client, tags = self.trainer.logger.experiment, self.run_tags()
+        query = " and ".join(f"tags.{key} = '{tags[key]}'" for key in
+                             ("finetune_mode", "mix", "head", "train_fraction", "seed"))
+        query += f" and tags.encoder = '{twin_label(tags['encoder'])}' and attributes.status = 'FINISHED'"
+        twins = client.search_runs([self.trainer.logger.experiment_id], query,
+                                   order_by=["attributes.start_time DESC"], max_results=1)
+        return [run_id, twins[0].info.run_id] if twins else []

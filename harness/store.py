@@ -23,6 +23,7 @@ from mlflow.protos.databricks_pb2 import RESOURCE_ALREADY_EXISTS, ErrorCode
 from mlflow.tracking import MlflowClient
 
 from harness.errors import UserError
+from harness.views import prepare_experiment
 
 SERVER_SCHEMES = ("http", "https")
 DATABASE_SCHEMES = ("sqlite", "postgresql", "mysql", "mssql")
@@ -150,7 +151,10 @@ def ensure_experiment(name: str, uri: str | None = None) -> str:
         experiment = client.get_experiment_by_name(name)
         if experiment is None:
             try:
-                return client.create_experiment(name, artifact_location=artifact_location(uri), tags=EXPERIMENT_KIND)
+                experiment_id = client.create_experiment(name, artifact_location=artifact_location(uri),
+                                                         tags=EXPERIMENT_KIND)
+                prepare_experiment(client, experiment_id, name)
+                return experiment_id
             except MlflowException as error:  # another process (on a server store) was first
                 if error.error_code != ErrorCode.Name(RESOURCE_ALREADY_EXISTS):
                     raise
@@ -158,4 +162,5 @@ def ensure_experiment(name: str, uri: str | None = None) -> str:
         experiment_id = experiment.experiment_id
         if experiment.tags.get("mlflow.experimentKind") != EXPERIMENT_KIND["mlflow.experimentKind"]:
             client.set_experiment_tag(experiment_id, *next(iter(EXPERIMENT_KIND.items())))
+    prepare_experiment(client, experiment_id, name)  # description and saved runs-table views
     return experiment_id

@@ -21,6 +21,7 @@ from pytorch_lightning.utilities import rank_zero_only
 from harness.checkpoints import LAST, ResumePoint, resume_point
 from harness.errors import UserError
 from harness.liveness import ENDED_TAG, mark_dead_runs, process_tags
+from harness.params import comparable_params
 from harness.resume import ResumeState
 from harness.runtime import retain_freed_memory
 from harness.store import (EXPERIMENT_KIND, REPO_ROOT, SERVER_SCHEMES, artifact_location,  # noqa: F401 - re-exported
@@ -66,7 +67,8 @@ def make_logger(experiment: str, run_name: str, tags: dict[str, str], run_id: st
 
 
 def log_params(logger: MLFlowLogger, params: dict[str, Any]) -> None:
-    """Log flat params in full (Lightning's own logger cuts values at 250 characters).
+    """Log the flat params a user compares (:mod:`harness.params`) in full (Lightning's own
+    logger cuts values at 250 characters).
 
     A resumed run has its params already, and MLflow refuses to change one: keys it has are
     skipped, and those given another value are listed in the tag ``harness.changed_params``.
@@ -74,7 +76,7 @@ def log_params(logger: MLFlowLogger, params: dict[str, Any]) -> None:
     if rank_zero_only.rank != 0:
         return
     client, run_id = logger.experiment, logger.run_id
-    values = {key: str(value)[:PARAM_LIMIT] for key, value in flatten(params).items()}
+    values = {key: str(value)[:PARAM_LIMIT] for key, value in comparable_params(flatten(params)).items()}
     run = client.get_run(run_id)
     existing = run.data.params
     items = [Param(key, value) for key, value in values.items() if key not in existing]

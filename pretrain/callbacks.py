@@ -68,13 +68,19 @@ class LanguageModelSamples(pl.Callback):
             logger.experiment.log_text(logger.run_id, text, f"samples/step_{step:06d}.txt")
 
 
+def best_metrics(results: dict[str, float]) -> dict[str, float]:
+    """The best checkpoint's numbers under their own keys: ``val_ppl*`` → ``best_val_ppl*`` (the
+    ``val_ppl`` curve keeps only the per-epoch values, so it never ends in a re-logged spike)."""
+    return {f"best_{key}" if key.startswith("val_ppl") else key: value for key, value in results.items()}
+
+
 class ExportEncoder(pl.Callback):
     """At the end of fit (before the run is closed): reload the best checkpoint, recompute the
-    held-out perplexities on it and log them as the run's final ``val_ppl*``, then log a slim
-    self-describing checkpoint (``checkpoint/encoder.ckpt``: family, config, tokenizer, weights, no
-    optimiser state) and ``vocab.txt``. The slim file is written to the run's own checkpoint
-    folder ``directory``; the best checkpoint is read from there only, without running pickled
-    code (``weights_only``). Any failure here fails the run."""
+    held-out perplexities on it and log them as ``best_val_ppl*`` (at the best checkpoint's step),
+    then log a slim self-describing checkpoint (``checkpoint/encoder.ckpt``: family, config,
+    tokenizer, weights, no optimiser state) and ``vocab.txt``. The slim file is written to the
+    run's own checkpoint folder ``directory``; the best checkpoint is read from there only, without
+    running pickled code (``weights_only``). Any failure here fails the run."""
 
     def __init__(self, directory: str | Path):
         self.directory = Path(directory)
@@ -101,7 +107,7 @@ class ExportEncoder(pl.Callback):
         self.results = pl_module.evaluate(trainer.datamodule.val_dataloader())
         self.results.update(train_seconds=seconds, best_epoch=float(checkpoint.get("epoch", trainer.current_epoch)))
         logger = trainer.logger
-        logger.log_metrics(self.results, step=trainer.global_step + 1)
+        logger.log_metrics(best_metrics(self.results), step=int(checkpoint.get("global_step", trainer.global_step)))
         self.directory.mkdir(parents=True, exist_ok=True)
         slim_path = self.directory / os.path.basename(CHECKPOINT_ARTIFACT)
         temporary = slim_path.with_suffix(".ckpt.tmp")

@@ -4,16 +4,23 @@ from __future__ import annotations
 
 from pytorch_lightning.callbacks import LearningRateMonitor
 
+from mlflow.exceptions import MlflowException
+
 from harness.checkpoints import run_checkpoints
 from harness.errors import UserError
-from harness.tracking import TrackedCLI, log_params, ui_hint
 from pretrain.callbacks import ExportEncoder, LanguageModelSamples
 from pretrain.corpora import GROUPS, PAIR_TRAIN, SHARED_FOLDERS, entries, log_corpora
 from pretrain.corpus import BiLMDataModule
 from pretrain.lit_lm import LitLanguageModel
 from pretrain.memory import GIB, available_bytes, step_bytes, training_device
+from pretrain.registry import ALIAS, model_name, register_encoder
+from harness.links import summary_lines
+from harness.naming import encoder_label, pretrain_run_name
+from harness.system_metrics import SystemMetrics
+from harness.tracking import TrackedCLI, log_params
+from harness.views import COMPARE_VIEW
 
-# Short model names for run names, by family.
+# Short model names for the `model` tag, by family.
 MODEL_NAMES = {"elmo": "bilm", "ulmfit": "awd", "gpt": "gpt"}
 
 
@@ -47,16 +54,13 @@ class PretrainCLI(TrackedCLI):
         return "+".join(dict.fromkeys(labels))
 
     def run_name(self) -> str:
+        """``elmo·2x256·full·mrpc·s0``: family and size first (the runs table shows ~14 characters)."""
         model = self.model
-        config = model.built_config
         corpus = self.corpus_label()
         if self.setting("data.extra_corpus"):
             corpus += "+extra"
-        size = f"{config['num_layers']}x{config.get('hidden_size', config.get('embedding_size'))}"
-        variant = f"-{config['softmax']}" if "softmax" in config else ""
-        stage = "-task" if model.init_source else ""
-        return (f"pretrain-{MODEL_NAMES.get(model.family, model.family)}-{size}{variant}-{corpus}{stage}"
-                f"-seed{self.setting('seed_everything')}")
+        return pretrain_run_name(model.family, model.built_config, model.built_config.get("softmax"), corpus,
+                                 bool(model.init_source), self.setting("seed_everything"))
 
     def run_tags(self) -> dict[str, str]:
         model = self.model
@@ -93,6 +97,7 @@ class PretrainCLI(TrackedCLI):
             LearningRateMonitor(logging_interval="epoch"),
             LanguageModelSamples(every_n_steps=self.setting("samples_every_n_steps")),
             self.export,
+            SystemMetrics(),
         ]
 
     def before_fit(self) -> None:
@@ -105,6 +110,21 @@ class PretrainCLI(TrackedCLI):
         if self.trainer.is_global_zero:
             log_corpora(logger.experiment, logger.run_id, self.datamodule.corpora)
 
+    def register(self, run_id: str) -> str | None:
+        """Tag the run's ``encoder`` label and register its checkpoint as ``<family>-encoder``
+        (not a benchmark's own encoder: ``latest`` skips those too). Returns the model URI."""
+        client, model = self.trainer.logger.experiment, self.model
+        client.set_tag(run_id, "encoder", encoder_label(model.family, model.built_config, run_id))
+        if "benchmark" in (self.setting("tags") or {}):
+            return None
+        lm_stage = "task" if model.init_source else "general"
+        try:
+            uri = register_encoder(client, run_id, model.family, lm_stage)
+        except MlflowException as error:  # the run and its checkpoint stand without the registry
+            print(f"warning: encoder not registered ({str(error.message).splitlines()[0]})")
+            return None
+        return f"{uri}  (= models:/{model_name(model.family, lm_stage)}@{ALIAS})"
+
     def after_fit(self) -> None:
         if not self.trainer.is_global_zero:
             return
@@ -114,6 +134,7 @@ class PretrainCLI(TrackedCLI):
         corpora = ", ".join(f"{name} {count}" for name, count in summary["corpus_sentences"].items())
         run_id = self.trainer.logger.run_id
         config = self.model.built_config
+        registered = self.register(run_id)
         shape = ", ".join(f"{key} {value}" for key, value in config.items() if key != "vocab_size"
                           and isinstance(value, (int, str)) and not isinstance(value, bool))
         lines = [
@@ -132,7 +153,8 @@ class PretrainCLI(TrackedCLI):
             *([f"  continues  {self.model.init_source['source']}  (its vocabulary and architecture; lm_stage=task)"]
               if self.model.init_source else []),
             f"  checkpoint {self.export.best_path}",
+            *([f"  registered {registered}"] if registered else []),
             f"  use it     make finetune ARGS=\"--model.encoder=runs:/{run_id}\"",
-            f"  UI         {ui_hint()}",
+            *summary_lines(self.trainer.logger.experiment_id, run_id, view=COMPARE_VIEW),
         ]
         print("\n".join(lines))

@@ -1,4 +1,4 @@
-"""Run resolution: ``runs:/<id>``, ``latest[:<family>]`` or a checkpoint path → an :class:`Encoder`;
+"""Run resolution: ``runs:/<id>``, ``latest[:<family>]``, ``models:/…`` or a checkpoint path → an :class:`Encoder`;
 ``random_encoder`` builds any family's untrained twin; ``encoder_from_record`` rebuilds the exact
 encoder a finetune checkpoint recorded.
 
@@ -22,6 +22,7 @@ from harness.errors import UserError
 from harness.tracking import REPO_ROOT, tracking_uri
 from pretrain.checkpoints import FAMILIES, build_model, build_tokenizer, code_version, read_checkpoint
 from pretrain.encoder import Encoder
+from pretrain.registry import run_of_model
 
 CHECKPOINT_ARTIFACT = "checkpoint/encoder.ckpt"
 LEGACY_ARTIFACT = "checkpoint/bilm.ckpt"  # pretrain runs made before families existed
@@ -57,7 +58,10 @@ def latest_pretrain_run(family: str | None = None, lm_stage: str | None = None) 
 
 
 def resolve_run_id(source: str) -> str | None:
-    """``runs:/<id>`` or ``latest[:<family>[:<lm_stage>]]`` → run id; a path → None."""
+    """``runs:/<id>``, ``latest[:<family>[:<lm_stage>]]`` or ``models:/<name>@<alias>`` (or
+    ``/<version>``) → run id; a path → None."""
+    if source.startswith("models:/"):
+        return run_of_model(source)
     if source == "latest" or source.startswith("latest:"):
         family, _, lm_stage = source.partition(":")[2].partition(":")
         if family and family not in FAMILIES:

@@ -2,6 +2,7 @@
 finetune run leaves in MLflow, the random control, determinism, train fractions, and how user
 errors end (one line, exit 2, no run left RUNNING)."""
 
+import json
 import os
 import re
 import subprocess
@@ -100,7 +101,11 @@ def test_smoke_run_tags_metrics_and_params(store, smoke):
     assert tags["pretrain_run_id"] == store["pretrain_run_id"]
     assert tags["seed"] == "0"
     assert tags["mix"] == "scalar" and tags["head"] == "pool-mlp"
-    assert run.info.run_name == "finetune-elmo-scalar-pool-mlp-seed0"
+    assert run.info.run_name == "elmo·scalar·pool-mlp·s0"
+    assert tags["encoder"] == f"elmo-2x32-{store['pretrain_run_id'][:8]}"  # family, size, short run id
+    assert params["model.encoder"] == f"runs:/{store['pretrain_run_id']}"  # resolved, whatever the flag said
+    assert not [key for key, value in params.items() if value in ("None", "", "{}", "[]")]
+    assert not {"run_name", "tags", "trainer.barebones", "trainer.enable_progress_bar"} & set(params)
     for name in METRICS:
         assert 0.0 <= metrics[name] <= 1.0, name
     weights = [metrics[f"mix_weight_{k}"] for k in range(3)]
@@ -116,7 +121,7 @@ def test_smoke_run_predictions_recompute_the_metrics(store, smoke, tmp_path):
     run = smoke["run"]
     client = MlflowClient(store["uri"])
     listed = {artifact.path for artifact in client.list_artifacts(run.info.run_id, "predictions")}
-    assert listed == {"predictions/dev.csv", "predictions/test.csv"}
+    assert listed == {"predictions/dev.csv", "predictions/test.csv", "predictions/dev.json", "predictions/test.json"}
     splits = load_mrpc(str(store["mrpc_dir"]))
     for split, pairs in (("dev", splits.dev), ("test", splits.test)):
         frame, _ = predictions(store, run.info.run_id, split, tmp_path / split)
@@ -138,6 +143,30 @@ def test_smoke_run_predictions_recompute_the_metrics(store, smoke, tmp_path):
         assert run.data.metrics[f"{split}_f1"] == pytest.approx(f1, abs=1e-12)
 
 
+def test_smoke_run_shows_its_data_predictions_and_figures_in_the_ui(store, smoke, tmp_path):
+    """Dataset inputs (the splits, with digests and contexts), predictions tables with both
+    sentences, and the confusion matrix and mix weights as keyed images."""
+    run = MlflowClient(store["uri"]).get_run(smoke["run"].info.run_id)
+    inputs = {(item.dataset.name, {tag.key: tag.value for tag in item.tags}["mlflow.data.context"], item.dataset.digest)
+              for item in run.inputs.dataset_inputs}
+    assert {(name, context) for name, context, _ in inputs} == {("mrpc-train", "train"), ("mrpc-dev", "dev"),
+                                                                ("mrpc-test", "test")}
+    assert len({digest for _, _, digest in inputs}) == 3  # the splits' content differs, so do the digests
+    client = MlflowClient(store["uri"])
+    logged = json.loads(run.data.tags["mlflow.loggedArtifacts"])  # how the UI finds a run's tables
+    assert {"path": "predictions/test.json", "type": "table"} in logged
+    stored = json.loads(Path(client.download_artifacts(run.info.run_id, "predictions/test.json", str(tmp_path)))
+                        .read_text())
+    table = pd.DataFrame(stored["data"], columns=stored["columns"])
+    pairs = load_mrpc(str(store["mrpc_dir"])).test[:SMOKE_PAIRS]
+    assert table["sentence1"].tolist() == [p.sentence1 for p in pairs]
+    assert table["sentence2"].tolist() == [p.sentence2 for p in pairs]
+    assert table["id1"].astype(str).tolist() == [p.id1 for p in pairs]
+    images = {artifact.path for artifact in client.list_artifacts(run.info.run_id, "images")}
+    assert any(path.startswith("images/confusion_matrix") for path in images), images
+    assert any(path.startswith("images/mix_weights") for path in images), images
+
+
 def test_same_seed_twice_gives_the_same_run(store, smoke, tmp_path):
     again = finished_run(store, finetune(store, f"--model.encoder=runs:/{store['pretrain_run_id']}"))
     first = smoke["run"]
@@ -149,12 +178,17 @@ def test_same_seed_twice_gives_the_same_run(store, smoke, tmp_path):
     assert again_text == first_text
 
 
-def test_random_control(store):
-    run = finished_run(store, finetune(store, "--model.encoder=random"))
+def test_random_control(store, smoke):
+    process = finetune(store, "--model.encoder=random")
+    run = finished_run(store, process)
     assert run.data.tags["stage"] == "finetune"
     assert run.data.tags["pretrain_run_id"] == "random"
     assert run.data.tags["seed"] == "0"
-    assert run.info.run_name.startswith("finetune-random-")
+    assert run.info.run_name.startswith("random·scalar·")
+    assert run.data.tags["encoder"] == f"random-elmo-2x32-{store['pretrain_run_id'][:8]}"
+    assert run.data.params["model.encoder"] == f"random(runs:/{store['pretrain_run_id']}, seed 0)"
+    compare = re.search(r"^  compare +(\S+)", process.stdout, re.MULTILINE)  # the pretrained twin ran first
+    assert compare and run.info.run_id in compare.group(1), process.stdout[-2000:]
     for name in METRICS:
         assert 0.0 <= run.data.metrics[name] <= 1.0, name
 
@@ -168,7 +202,7 @@ def test_train_fraction_subsamples_train_stratified(store):
     capped = load_mrpc(str(store["mrpc_dir"])).train[:SMOKE_PAIRS]
     assert abs(int(params["train_positive"]) - sum(p.label for p in capped) / 2) <= 1
     assert run.data.tags["train_fraction"] == "0.5"
-    assert "-frac0.5-" in run.info.run_name
+    assert "pool-mlp@0.5·s0" in run.info.run_name
 
 
 USER_ERRORS = [
@@ -206,7 +240,7 @@ def test_gradual_fine_tuning_of_the_pretrained_and_random_encoder(store, tmp_pat
         tags, metrics = run.data.tags, run.data.metrics
         assert tags["finetune_mode"] == "gradual" and tags["family"] == "elmo"
         assert tags["pretrain_run_id"] == ("random" if encoder == "random" else store["pretrain_run_id"])
-        assert "-gradual-" in run.info.run_name
+        assert "·gradual·" in run.info.run_name
         history = MlflowClient(store["uri"]).get_metric_history(run.info.run_id, "lr-AdamW/encoder-0")
         assert history and metrics["lr-AdamW/head"] > metrics["lr-AdamW/encoder-0"] > 0
         assert metrics["unfrozen_groups"] == 1  # 2 epochs: head only, then the top group

@@ -117,7 +117,7 @@ def test_the_cli_links_three_classes_into_the_model(checkpoint, monkeypatch, tmp
     cli.datamodule.setup()
     batch = next(iter(cli.datamodule.loader("dev")))
     assert cli.model(*batch[:4]).shape == (len(batch[4]), 3)  # (B, C) logits
-    assert cli.experiment_name() == "nli3" and cli.run_name().startswith("finetune-nli3-elmo-")
+    assert cli.experiment_name() == "nli3" and cli.run_name().startswith("nli3-elmo·")
 
 
 def test_the_cli_links_the_positive_class(checkpoint, monkeypatch, tmp_path):

@@ -14,7 +14,7 @@ from mlflow.tracking import MlflowClient
 REPO = Path(__file__).resolve().parents[2]
 TINY = ["--trainer.max_epochs=1", "--trainer.limit_train_batches=8", "--trainer.limit_val_batches=3",
         "--trainer.val_check_interval=1.0", "--trainer.max_time=null", "--data.max_sentences=300",
-        "--data.extra_corpus=[]", "--trainer.enable_progress_bar=false", "--samples_every_n_steps=4"]
+        "--data.corpus=mrpc", "--trainer.enable_progress_bar=false", "--samples_every_n_steps=4"]
 FINETUNE_TINY = ["--trainer.max_epochs=2", "--data.max_pairs=200", "--trainer.enable_progress_bar=false"]
 
 pytestmark = pytest.mark.slow

@@ -13,6 +13,7 @@ import torch
 from mlflow.entities import ViewType
 from mlflow.tracking import MlflowClient
 
+from harness.errors import UserError
 from pretrain import load_encoder
 from harness.batching import pad_batch
 from pretrain.corpus import encode_sentences
@@ -93,13 +94,14 @@ def test_smoke_run_tags_metrics_and_params(smoke_run):
     assert run.data.tags["stage"] == "pretrain"
     assert run.data.tags["model"] == "bilm" and run.data.tags["transductive"] == "false"
     assert run.data.tags["family"] == "elmo"
-    assert run.info.run_name.startswith("pretrain-bilm-2x32-full-mrpc")
+    assert run.info.run_name.startswith("elmo·2x32·full·mrpc")
     metrics = run.data.metrics
     for name in ("train_loss", "val_ppl", "val_ppl_fwd", "val_ppl_bwd"):
         assert name in metrics and math.isfinite(metrics[name]), name
     assert metrics["val_ppl"] > 1 and metrics["val_ppl_fwd"] > 1 and metrics["val_ppl_bwd"] > 1
     # exp of the mean of both directions' mean NLL = geometric mean of the two perplexities
     assert metrics["val_ppl"] == pytest.approx(math.sqrt(metrics["val_ppl_fwd"] * metrics["val_ppl_bwd"]), rel=1e-5)
+    assert not [key for key, value in run.data.params.items() if value in ("None", "", "{}", "[]")]
     params = run.data.params
     for name in ("data_hash", "vocab_size", "parameters", "train_tokens", "model.hidden_size"):
         assert name in params, name
@@ -123,6 +125,41 @@ def test_smoke_run_artifacts(smoke_run, tmp_path):
     vocab = Path(client.download_artifacts(run_id, "vocab.txt", str(tmp_path))).read_text().splitlines()
     assert vocab[:5] == ["<PAD>", "<UNK>", "<S>", "</S>", "<NUM>"]
     assert len(vocab) == int(smoke_run["run"].data.params["vocab_size"])
+
+
+@pytest.mark.slow
+def test_best_checkpoint_numbers_have_their_own_keys(smoke_run):
+    """``best_val_ppl*`` hold the best checkpoint's perplexities, recomputed on it over every held-out
+    sentence (the smoke run validates on 2 batches only, so they differ from the curve's value); the
+    ``val_ppl`` curve keeps one point per validation epoch (no value re-logged after training)."""
+    client, run = MlflowClient(smoke_run["uri"]), smoke_run["run"]
+    metrics = run.data.metrics
+    for name in ("val_ppl", "val_ppl_fwd", "val_ppl_bwd", "val_ppl_word"):
+        history = client.get_metric_history(run.info.run_id, name)
+        assert len(history) == 1, (name, [(m.step, m.value) for m in history])  # max_epochs=1: one validation
+        assert math.isfinite(metrics[f"best_{name}"]) and metrics[f"best_{name}"] > 1, name
+    geometric_mean = math.sqrt(metrics["best_val_ppl_fwd"] * metrics["best_val_ppl_bwd"])
+    assert metrics["best_val_ppl"] == pytest.approx(geometric_mean, rel=1e-5)
+    assert len(client.get_metric_history(run.info.run_id, "best_val_ppl")) == 1
+
+
+@pytest.mark.slow
+def test_encoder_is_registered_and_models_uris_resolve(smoke_run, monkeypatch):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", smoke_run["uri"])
+    run_id = smoke_run["run"].info.run_id
+    client = MlflowClient(smoke_run["uri"])
+    version = client.get_model_version_by_alias("elmo-encoder", "newest")
+    assert version.run_id == run_id and version.source.endswith(f"{run_id}/artifacts/checkpoint")
+    assert MlflowClient(smoke_run["uri"]).get_run(run_id).data.tags["encoder"] == f"elmo-2x32-{run_id[:8]}"
+    assert "models:/elmo-encoder/1" in smoke_run["process"].stdout
+    for uri in ("models:/elmo-encoder@newest", "models:/elmo-encoder/1", "models:/elmo-encoder/latest"):
+        encoder = load_encoder(uri)
+        assert encoder.run_id == run_id and encoder.source == f"runs:/{run_id}", uri
+    for uri, fragment in (("models:/elmo-encoder@nope", "not in the model registry"),
+                          ("models:/elmo-encoder", "name a version or an alias")):
+        with pytest.raises(UserError, match=fragment) as caught:
+            load_encoder(uri)
+        assert str(caught.value).startswith(uri) and "\n" not in str(caught.value)
 
 
 @pytest.mark.slow

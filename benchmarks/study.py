@@ -1,0 +1,137 @@
+"""The transfer study's part of a benchmark report (matrices with ``transfers``): where does
+pretraining pay, for which family, with how much text and how many labels?
+
+For every pretrained method (encoder × transfer × head × labelled fraction) the table gives the
+accuracy gap over its random-init twin with the 95% CI and p of ``benchmarks.stats`` (seeds and
+test items both random). Two figures: the gap against the labelled fraction, one line per
+encoder/transfer/head, and the gap at the full labelled set against the pretraining text's size
+(whitespace words), one line per family/transfer/head.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from benchmarks.figures import text_column, train_fractions
+
+
+def study_rows(results: pd.DataFrame, runs: pd.DataFrame, encoders: list[dict]) -> pd.DataFrame:
+    """One row per pretrained method of a transfers matrix: its family, encoder, corpus words,
+    transfer, head, fraction, mean test acc/F1 and the gap over its twin (points). Empty when the
+    runs come from a mixes × heads matrix."""
+    if "transfer" not in runs or not (text_column(runs, "transfer") != "").any():
+        return pd.DataFrame()
+    words = {encoder["name"]: encoder.get("train_words") or np.nan for encoder in encoders}
+    corpora = {encoder["name"]: encoder.get("corpus", "") for encoder in encoders}
+    cells = runs.assign(fraction=train_fractions(runs), kind=text_column(runs, "kind"))
+    cells = cells[cells["kind"] == "pretrained"].drop_duplicates("method")
+    table = results.set_index("method")
+    rows = []
+    for cell in cells.itertuples():
+        if cell.method not in table.index:
+            continue
+        result = table.loc[cell.method]
+        rows.append({"family": cell.family, "encoder": cell.encoder, "corpus": corpora.get(cell.encoder, ""),
+                     "words": words.get(cell.encoder, np.nan), "transfer": cell.transfer, "head": cell.head,
+                     "fraction": cell.fraction, "method": cell.method, "seeds": int(result["n_seeds"]),
+                     "test_acc": 100 * result["test_acc_mean"], "test_f1": 100 * result["test_f1_mean"],
+                     **{key: 100 * result.get(column, np.nan) for key, column in
+                        (("gap", "gap_vs_random"), ("low", "gap_ci_low"), ("high", "gap_ci_high"),
+                         ("mde", "mde_vs_random"))},
+                     "p": result.get("p_value_vs_random", np.nan)})
+    return pd.DataFrame(rows)
+
+
+def _gap_text(row: pd.Series) -> str:
+    if pd.isna(row["gap"]):
+        return "—"
+    return f"{row['gap']:+.1f} ({row['low']:+.1f}, {row['high']:+.1f}) p={row['p']:.2g}"
+
+
+def study_tables(rows: pd.DataFrame) -> list[str]:
+    """Markdown: per family, rows = encoder (corpus) · transfer · head, columns = labelled fraction."""
+    lines = ["## Transfer study: gap to the random-init twin", "",
+             "Test accuracy gap (pretrained − twin, points) with its 95% CI and p, per labelled fraction. "
+             "Each pair shares family, architecture, tokenizer, transfer, head, data and seeds; only the "
+             "encoder's weights differ.", ""]
+    fractions = sorted(rows["fraction"].unique())
+    for family, group in rows.groupby("family", sort=False):
+        lines += [f"### {family}", "",
+                  "| encoder (corpus) | transfer | head | " + " | ".join(f"{f:g} of train" for f in fractions) + " |",
+                  "|---|---|---|" + "---|" * len(fractions)]
+        for (encoder, transfer, head), cells in group.groupby(["encoder", "transfer", "head"], sort=False):
+            by_fraction = {row["fraction"]: _gap_text(row) for _, row in cells.iterrows()}
+            corpus = cells["corpus"].iloc[0]
+            lines.append(f"| `{encoder}` ({corpus}) | {transfer} | {head} | "
+                         + " | ".join(by_fraction.get(f, "—") for f in fractions) + " |")
+        lines.append("")
+    best = rows.sort_values("test_acc", ascending=False).head(3)
+    lines += ["Best absolute test scores (mean over seeds): " + "; ".join(
+        f"`{row['method']}` {row['test_acc']:.1f} acc / {row['test_f1']:.1f} F1" for _, row in best.iterrows())
+        + " — against the published anchors below.", ""]
+    return lines
+
+
+def study_remarks(rows: pd.DataFrame) -> list[str]:
+    """What the numbers say, per family: the largest gap whose CI excludes 0, or that none does."""
+    remarks = []
+    for family, group in rows.groupby("family", sort=False):
+        tested = group[group["gap"].notna()]
+        winning = tested[tested["low"] > 0].sort_values("gap", ascending=False)
+        losing = tested[tested["high"] < 0]
+        if len(winning):
+            top = winning.iloc[0]
+            remarks.append(f"{family}: pretraining pays most with `{top['method']}`: {_gap_text(top)} over its twin "
+                           f"({len(winning)} of {len(tested)} comparisons have a CI above 0).")
+        elif len(tested):
+            remarks.append(f"{family}: no comparison's CI excludes 0 on the positive side ({len(tested)} tested; "
+                           f"median MDE {tested['mde'].median():.1f} points) — no measurable transfer here.")
+        if len(losing):
+            remarks.append(f"{family}: the random twin is ahead (CI below 0) for "
+                           + ", ".join(f"`{m}`" for m in losing["method"]) + ".")
+    return remarks
+
+
+def _lines(axes, rows: pd.DataFrame, x: str, keys: list[str]) -> None:
+    for key, group in rows.sort_values(x).groupby(keys, sort=False):
+        label = " · ".join(str(part) for part in (key if isinstance(key, tuple) else (key,)))
+        errors = np.vstack([group["gap"] - group["low"], group["high"] - group["gap"]])
+        axes.errorbar(group[x], group["gap"], yerr=errors, marker="o", capsize=3, label=label)
+    axes.axhline(0, color="grey", linewidth=1, linestyle="--")
+    axes.legend(fontsize=7)
+
+
+def study_figures(rows: pd.DataFrame, directory: Path) -> list[Path]:
+    """``gap_by_fraction.png`` and, with encoders of several corpus sizes, ``gap_by_words.png``."""
+    written = []
+    tested = rows[rows["gap"].notna()]
+    if tested["fraction"].nunique() > 1:
+        figure = Figure(figsize=(7, 4.5))
+        axes = figure.subplots()
+        _lines(axes, tested, "fraction", ["encoder", "transfer", "head"])
+        axes.set_xscale("log")
+        ticks = sorted(tested["fraction"].unique())
+        axes.set_xticks(ticks, [f"{tick:g}" for tick in ticks])
+        axes.set(xlabel="fraction of the labelled train split", ylabel="gap to random twin (test acc, points)",
+                 title="Does pretraining pay more with fewer labels? (95% CI)")
+        written.append(_save(figure, directory / "gap_by_fraction.png"))
+    full = tested[(tested["fraction"] == tested["fraction"].max()) & tested["words"].notna()]
+    if full["words"].nunique() > 1:
+        figure = Figure(figsize=(7, 4.5))
+        axes = figure.subplots()
+        _lines(axes, full, "words", ["family", "transfer", "head"])
+        axes.set_xscale("log")
+        axes.set(xlabel="pretraining text (whitespace words)", ylabel="gap to random twin (test acc, points)",
+                 title="Does pretraining pay more with more text? (95% CI)")
+        written.append(_save(figure, directory / "gap_by_words.png"))
+    return written
+
+
+def _save(figure: Figure, path: Path) -> Path:
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    return path

@@ -1,0 +1,115 @@
+"""The transfer study's matrix: the plan expands to the declared axes, every pretrained cell has a
+twin that differs only in the encoder, the budget subset is a subset, and families-quick runs end
+to end through the real CLIs (and a re-run reuses every cell)."""
+
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from mlflow.entities import ViewType
+from mlflow.tracking import MlflowClient
+
+from benchmarks.matrix import load_config, with_budget
+from benchmarks.plan import plan
+from harness.errors import UserError
+
+REPO = Path(__file__).resolve().parents[2]
+FAMILIES = REPO / "configs" / "benchmarks" / "families.yaml"
+QUICK = REPO / "configs" / "benchmarks" / "families-quick.yaml"
+
+
+def encoders(config: dict) -> list[dict]:
+    """Stand-ins for resolved encoders: the family is the name's first part."""
+    return [{"name": e["name"], "run_id": f"run-{e['name']}", "family": e["name"].split("-")[0], "num_layers": 3}
+            for e in config["encoders"]]
+
+
+def expected_cells(config: dict) -> int:
+    total = 0
+    for encoder in encoders(config):
+        for transfer in config["transfers"][encoder["family"]]:
+            seeds = transfer.get("seeds", config["seeds"])
+            seeds = seeds if isinstance(seeds, int) else len(seeds)
+            total += 2 * len(transfer["heads"]) * len(transfer.get("fractions", config["fractions"])) * seeds
+    return total + len(config["baselines"])
+
+
+@pytest.mark.parametrize("budget", [False, True])
+def test_the_plan_expands_to_the_declared_matrix(budget):
+    config = load_config(FAMILIES)
+    config = with_budget(config, FAMILIES) if budget else config
+    cells = plan(config, encoders(config), ["--data.flag=1"])
+    assert len(cells) == expected_cells(config)
+    pretrained = [cell for cell in cells if cell.kind == "pretrained"]
+    per_axis = Counter((cell.family, cell.transfer) for cell in pretrained)
+    assert set(per_axis) == {(family, transfer["name"]) for family, transfers in config["transfers"].items()
+                             for transfer in transfers}
+    assert {cell.encoder for cell in pretrained} == {encoder["name"] for encoder in config["encoders"]}
+
+
+def test_every_twin_differs_from_its_pretrained_cell_only_in_the_encoder():
+    config = load_config(FAMILIES)
+    cells = plan(config, encoders(config), [])
+    by_method_seed = {(cell.method, cell.seed): cell for cell in cells}
+    pretrained = [cell for cell in cells if cell.kind == "pretrained"]
+    assert pretrained and all(cell.control for cell in pretrained)
+    for cell in pretrained:
+        twin = by_method_seed[(cell.control, cell.seed)]
+        assert twin.kind == "random" and twin.encoder_run == cell.encoder_run  # the twin copies this encoder
+        same = ("transfer", "family", "mix", "head", "train_fraction", "seed", "args", "config")
+        assert [getattr(twin, axis) for axis in same] == [getattr(cell, axis) for axis in same]
+
+
+def test_the_budget_is_a_subset_of_the_study():
+    config = load_config(FAMILIES)
+    full = {(c.method, c.seed) for c in plan(config, encoders(config), [])}
+    budget = {(c.method, c.seed) for c in plan(with_budget(config, FAMILIES), encoders(with_budget(config, FAMILIES)), [])}
+    assert budget < full
+
+
+def test_a_config_without_a_budget_says_so(tmp_path):
+    with pytest.raises(UserError, match=r"^--budget: .*no `budget:` section"):
+        with_budget(load_config(QUICK), QUICK)
+
+
+def test_a_transfer_with_an_unknown_key_is_one_line(tmp_path):
+    path = tmp_path / "study.yaml"
+    path.write_text("encoders: [{name: elmo, run: latest}]\ntransfers: {elmo: [{name: frozen, head: attn}]}\n")
+    with pytest.raises(UserError, match=r"transfers.elmo.frozen: unknown key\(s\) \['head'\]"):
+        load_config(path)
+
+
+def all_runs(uri: str) -> list:
+    client = MlflowClient(uri)
+    experiments = [e.experiment_id for e in client.search_experiments(view_type=ViewType.ALL)]
+    return client.search_runs(experiments, run_view_type=ViewType.ALL, max_results=10_000)
+
+
+@pytest.mark.slow
+def test_families_quick_end_to_end_then_resumed(tmp_path, mrpc_dir):
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}", "MRPC_DIR": str(mrpc_dir),
+           "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    scratch = f"--trainer.default_root_dir={tmp_path}"
+    command = [sys.executable, "-m", "benchmarks.suite", "--config", str(QUICK), "--results-dir",
+               str(tmp_path / "results"), f"--pretrain-args={scratch}",
+               f"--finetune-args={scratch} --data.cache_dir={tmp_path / 'cache'}"]
+    first = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    assert first.returncode == 0, first.stderr[-4000:]
+    runs = all_runs(env["MLFLOW_TRACKING_URI"])
+    config = load_config(QUICK)
+    cells = [run for run in runs if run.data.tags.get("stage") in ("finetune", "baseline")]
+    assert len(cells) == expected_cells(config) and all(run.info.status == "FINISHED" for run in cells)
+    families = Counter(run.data.tags.get("family") for run in cells if run.data.tags["stage"] == "finetune")
+    assert families == {"elmo": 8, "ulmfit": 8, "gpt": 8}
+    stages = {(run.data.tags["family"], run.data.tags["lm_stage"]) for run in runs if run.data.tags["stage"] == "pretrain"}
+    assert stages == {("elmo", "general"), ("ulmfit", "general"), ("ulmfit", "task"), ("gpt", "general")}
+    report = (tmp_path / "results" / "report.md").read_text()
+    assert "## Transfer study" in report and "### ulmfit" in report and "| gradual | concat-pool |" in report
+    assert (tmp_path / "results" / "figures" / "gap_by_fraction.png").is_file()
+    again = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-4000:]
+    assert again.stdout.count("(reused)") == expected_cells(config)  # a re-run skips every finished cell
+    assert len(all_runs(env["MLFLOW_TRACKING_URI"])) == len(runs)

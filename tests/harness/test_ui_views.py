@@ -1,0 +1,133 @@
+"""What the MLflow UI is given: run names, encoder labels, the params kept, deep links and saved
+views (fast: a throw-away SQLite store, no browser; the browser test is tests/ui/test_browser.py)."""
+
+import json
+from urllib.parse import parse_qs, unquote, urlparse
+
+import pandas as pd
+import pytest
+from mlflow.tracking import MlflowClient
+
+from benchmarks.parent import report_sections, summary_metrics, twin_pairs
+from harness.links import compare_link, experiment_link, run_link, summary_lines, ui_base
+from harness.naming import encoder_label, finetune_run_name, metric_key, pretrain_run_name, twin_label
+from harness.params import comparable_params
+from harness.tracking import ensure_experiment
+from harness.views import DESCRIPTION_TAG, VIEW_PREFIX, benchmark_view
+
+
+def test_run_names_start_with_what_differs_and_fit_the_column():
+    names = [finetune_run_name(kind, mode, mix, "pool-mlp", 1.0, 0) for kind in ("elmo", "random")
+             for mode, mix in (("frozen", "scalar"), ("frozen", "layer:1"), ("gradual", "scalar"))]
+    assert names[0] == "elmo·scalar·pool-mlp·s0" and names[5] == "random·gradual·scalar·pool-mlp·s0"
+    assert len({name[:14] for name in names}) == len(names)  # distinct within the ~14 characters shown
+    assert finetune_run_name("elmo", "frozen", "scalar", "pool-mlp", 0.1, 3) == "elmo·scalar·pool-mlp@0.1·s3"
+    assert finetune_run_name("gpt", "full", None, "cls", 1.0, 1) == "gpt·full·cls·s1"  # no mix with GPT's head
+    config = {"num_layers": 2, "hidden_size": 256}
+    assert pretrain_run_name("elmo", config, "adaptive", "mrpc", False, 0) == "elmo·2x256·adaptive·mrpc·s0"
+    assert pretrain_run_name("ulmfit", {"num_layers": 3, "embedding_size": 400}, None, "text", True, 1) == \
+        "ulmfit·3x400·text·task·s1"
+
+
+def test_encoder_labels_tell_encoders_apart_and_pair_twins():
+    run = "3f9a2c1d0e8b4c5aa1b2c3d4e5f60718"
+    pretrained = encoder_label("elmo", {"num_layers": 2, "hidden_size": 256}, run)
+    assert pretrained == "elmo-2x256-3f9a2c1d"
+    assert encoder_label("elmo", {"num_layers": 2, "hidden_size": 64}, run) != pretrained  # other size
+    assert encoder_label("elmo", {"num_layers": 2, "hidden_size": 256}, "0" * 32) != pretrained  # other run
+    random = encoder_label("elmo", {"num_layers": 2, "hidden_size": 256}, run, random=True)
+    assert random == "random-elmo-2x256-3f9a2c1d"
+    assert twin_label(pretrained) == random and twin_label(random) == pretrained
+    assert encoder_label("gpt", {"num_layers": 4, "hidden_size": 8}, None) == "gpt-4x8-file"
+
+
+def test_params_keep_what_a_user_compares():
+    flat = {"model.hidden_size": 256, "model.layer_norm": False, "model.random_like": None, "data.corpus": "mrpc",
+            "data.extra_corpus": [], "tags": {}, "run_name": None, "experiment_name": "mrpc", "data.cache_dir": "/x",
+            "trainer.max_epochs": 20, "trainer.max_steps": -1, "trainer.barebones": False,
+            "trainer.accumulate_grad_batches": 4, "trainer.precision": "bf16-mixed", "trainer.devices": "auto",
+            "trainer.enable_progress_bar": False, "trainer.deterministic": True, "encoder_random_seed": None,
+            "train_pairs": 3668}
+    assert comparable_params(flat) == {
+        "model.hidden_size": 256, "model.layer_norm": False, "data.corpus": "mrpc", "trainer.max_epochs": 20,
+        "trainer.accumulate_grad_batches": 4, "trainer.precision": "bf16-mixed", "trainer.deterministic": True,
+        "train_pairs": 3668}
+
+
+def test_links_have_the_ui_formats(monkeypatch):
+    monkeypatch.delenv("MLFLOW_UI_URL", raising=False)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:////tmp/nowhere/mlflow.db")
+    assert ui_base() == "http://127.0.0.1:5000"
+    assert experiment_link("3", "compare") == ("http://127.0.0.1:5000/#/experiments/3/runs"
+                                               "?workflowType=machine_learning&viewStateShareKey=compare")
+    assert run_link("3", "abc") == "http://127.0.0.1:5000/#/experiments/3/runs/abc?workflowType=machine_learning"
+    fragment = urlparse(compare_link(["a", "b"], ["3", "3"])).fragment
+    path, _, query = fragment.partition("?")
+    values = parse_qs(query)
+    assert path == "/compare-runs" and json.loads(unquote(values["runs"][0])) == ["a", "b"]
+    assert json.loads(values["experiments"][0]) == ["3"]
+    lines = summary_lines("3", "abc", "compare", compare=["abc", "def"])
+    assert [line.split()[0] for line in lines] == ["run", "runs", "compare", "(serve"]
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://team-host:5001/")
+    assert ui_base() == "http://team-host:5001" and "make ui" not in "\n".join(summary_lines("3", "abc"))
+    monkeypatch.setenv("MLFLOW_UI_URL", "https://mlflow.example.org/")
+    assert run_link("1", "r").startswith("https://mlflow.example.org/#/experiments/1/runs/r")
+
+
+def test_experiments_get_a_description_and_saved_views_and_default_goes(tmp_path, monkeypatch):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    client = MlflowClient(uri)
+    assert client.get_experiment("0").name == "Default"  # MLflow makes it with every new store
+    finetune, pretrain = ensure_experiment("mrpc"), ensure_experiment("pretrain")
+    assert client.get_experiment("0").lifecycle_stage == "deleted"
+    tags = client.get_experiment(finetune).tags
+    assert "test_acc" in tags[DESCRIPTION_TAG] and "random" in tags[DESCRIPTION_TAG]
+    compare = json.loads(tags[VIEW_PREFIX + "compare"])
+    state = json.loads(compare["state"])
+    assert {"metrics.`test_acc`", "tags.`method`", "tags.`encoder`"} <= set(state["selectedColumns"])
+    assert state["groupBy"] is None  # benchmark children stay nested under their parent
+    grouped = json.loads(json.loads(tags[VIEW_PREFIX + "by-method"])["state"])["groupBy"]
+    assert [key["groupByData"] for key in grouped["groupByKeys"]] == ["method", "encoder"]
+    pretrain_state = json.loads(json.loads(client.get_experiment(pretrain).tags[VIEW_PREFIX + "compare"])["state"])
+    assert "metrics.`best_val_ppl`" in pretrain_state["selectedColumns"]
+    client.set_experiment_tag(finetune, DESCRIPTION_TAG, "ours")  # a description edited in the UI stays
+    ensure_experiment("mrpc")
+    assert client.get_experiment(finetune).tags[DESCRIPTION_TAG] == "ours"
+    key = benchmark_view(client, finetune, "quick")
+    view = json.loads(json.loads(client.get_experiment(finetune).tags[VIEW_PREFIX + key])["state"])
+    assert view["searchFilter"] == "tags.benchmark = 'quick'"
+
+
+def test_a_default_experiment_with_runs_stays(tmp_path, monkeypatch):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    client = MlflowClient(uri)
+    client.create_run("0")
+    ensure_experiment("mrpc")
+    assert client.get_experiment("0").lifecycle_stage == "active"
+
+
+def test_parent_summary_metrics_description_and_twin_pairs():
+    results = pd.DataFrame({"method": ["elmo-scalar-pool-mlp@0.1", "random(elmo)-top-pool-mlp", "majority"],
+                            "test_acc_mean": [0.70, 0.66, 0.665], "test_acc_std": [0.01, float("nan"), 0.0],
+                            "gap_vs_random": [0.04, float("nan"), float("nan")], "n_seeds": [2, 2, 1]})
+    metrics = summary_metrics(results)
+    assert metrics["elmo-scalar-pool-mlp_0.1/test_acc_mean"] == 0.70
+    assert metrics["elmo-scalar-pool-mlp_0.1/gap_vs_random"] == 0.04
+    assert "random_elmo_-top-pool-mlp/test_acc_std" not in metrics  # NaN is left out
+    assert metric_key("elmo-layer:1-pool-mlp") == "elmo-layer:1-pool-mlp"  # colons are fine in MLflow keys
+    report = ("# Benchmark report: quick\n\n- date: x\n\n## Results\n\n| a |\n\n## Remarks\n\n- r\n\n"
+              "## How to read\n\n- h\n")
+    assert report_sections(report) == "# Benchmark report: quick\n\n## Results\n\n| a |\n\n## Remarks\n\n- r\n"
+    runs = pd.DataFrame({"run_id": ["p1", "r1", "p0", "r0", "b"], "method": ["m", "rm", "m", "rm", "majority"],
+                         "seed": [1, 1, 0, 0, 0], "control": ["rm", "", "rm", "", ""]})
+    assert twin_pairs(runs) == [("m", "p0", "r0")]  # the first seed both have
+
+
+@pytest.mark.parametrize("name", ["elmo-scalar-pool-mlp@0.1", "random(elmo)-x", "a b/c:d"])
+def test_metric_keys_are_accepted_by_mlflow(tmp_path, name):
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    run = client.create_run("0")
+    client.log_metric(run.info.run_id, f"{metric_key(name)}/test_acc_mean", 0.5)
+    assert client.get_run(run.info.run_id).data.metrics == {f"{metric_key(name)}/test_acc_mean": 0.5}
