@@ -14,6 +14,7 @@ from pytorch_lightning.cli import LightningCLI, SaveConfigCallback
 from pytorch_lightning.loggers import MLFlowLogger
 
 from harness.errors import UserError
+from harness.precision import check_precision
 from harness.runtime import retain_freed_memory
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -164,6 +165,7 @@ class TrackedCLI(LightningCLI):
         return []
 
     def instantiate_trainer(self, **kwargs):
+        check_precision(self.setting("trainer.precision"), self.setting("trainer.accelerator"))  # before any run exists
         tags = {**self.run_tags(), **(self.setting("tags") or {})}
         logger = make_logger(self.setting("experiment_name"), self.setting("run_name") or self.run_name(), tags)
         trainer_config = self._get(self.config_init, "trainer")
