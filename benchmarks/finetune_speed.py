@@ -68,13 +68,13 @@ def config_encoder(family: str) -> Encoder:
 
 
 def optimizer_for(model: LitPairClassifier) -> torch.optim.Optimizer:
-    """``configure_optimizers``'s AdamW groups, without the schedule (it needs a Trainer)."""
+    """``configure_optimizers``'s (fused) AdamW, without the fine-tuning schedule (it needs a Trainer)."""
     hparams = model.hparams
     if hparams.finetune == "frozen":
-        return torch.optim.AdamW(model.head_parameters(), lr=hparams.learning_rate)
+        return model.configure_optimizers()
     groups = discriminative_groups([*model.encoder.parameter_groups(), model.head_parameters()],
                                    hparams.learning_rate, hparams.lr_decay)
-    return torch.optim.AdamW(groups, lr=hparams.learning_rate)
+    return torch.optim.AdamW(groups, lr=hparams.learning_rate, weight_decay=hparams.weight_decay, fused=True)
 
 
 def timed_steps(model: LitPairClassifier, batches, inputs, bf16: bool = False) -> float:
