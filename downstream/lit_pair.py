@@ -27,6 +27,7 @@ from downstream.heads import HEAD_NAMES, build_head
 from downstream.joint import JointClassifier
 from downstream.scalar_mix import ScalarMix
 from harness.errors import UserError
+from harness.precision import clip_gradients
 from pretrain.encoder import Encoder
 from pretrain.lit_lm import discriminative_groups, slanted_triangular
 
@@ -203,6 +204,9 @@ class LitPairClassifier(pl.LightningModule):
         scheduler = torch.optim.lr_scheduler.LambdaLR(
             optimizer, lambda step: slanted_triangular(step, total, hparams.warmup_fraction, hparams.stlr_ratio))
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None):
+        clip_gradients(self, optimizer, gradient_clip_val, gradient_clip_algorithm)  # fused AdamW under bf16 too
 
     def configure_callbacks(self):
         return [GradualUnfreezing()] if self.hparams.finetune == "gradual" else []

@@ -13,6 +13,9 @@ hardware the run will use, so that a config never silently falls back or crawls:
 - Other accelerators (MPS, XLA, …) are left to Lightning.
 
 Float32 and float16 requests are not checked here.
+
+:func:`clip_gradients` lets gradient clipping run with the fused AdamW under bf16-mixed, which
+Lightning's mixed-precision plugin refuses (see there).
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ import platform
 from pathlib import Path
 
 import torch
+from pytorch_lightning.plugins.precision import MixedPrecision, Precision
+from pytorch_lightning.utilities import GradClipAlgorithmType
 
 from harness.errors import UserError
 
@@ -76,3 +81,20 @@ def check_precision(precision, accelerator) -> None:
     hardware = ("this CPU has no native bf16 (AVX512-BF16, AMX or Arm BF16), so autocast would emulate it, "
                 "slower than float32" if device == "cpu" else "this GPU has no native bf16 (needs Ampere or later)")
     raise UserError(f"--trainer.precision={precision}: {hardware}; use --trainer.precision=32-true")
+
+
+def clip_gradients(module, optimizer, gradient_clip_val, gradient_clip_algorithm) -> None:
+    """``LightningModule.configure_gradient_clipping`` that also clips a fused optimizer under bf16-mixed.
+
+    Lightning's mixed-precision plugin refuses to clip for a fused optimizer, because with fp16 a
+    fused optimizer unscales the gradients itself, after clipping would have seen scaled ones.
+    bf16 has no gradient scaler: its gradients are the true ones, so clipping them here is exact.
+    Every other case takes Lightning's own path.
+    """
+    plugin = module.trainer.precision_plugin
+    if isinstance(plugin, MixedPrecision) and plugin.scaler is None and gradient_clip_val:
+        algorithm = GradClipAlgorithmType((gradient_clip_algorithm or "norm").lower())
+        Precision.clip_gradients(plugin, optimizer, gradient_clip_val, algorithm)
+    else:
+        module.clip_gradients(optimizer, gradient_clip_val=gradient_clip_val,
+                              gradient_clip_algorithm=gradient_clip_algorithm)
