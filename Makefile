@@ -5,6 +5,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 ARGS ?=
+# OpenMP threads sleep at a join instead of spinning: on a shared, loaded machine a spinning thread
+# waiting for a descheduled partner stalled steps 5-7x (README, Speed). Override: OMP_WAIT_POLICY=ACTIVE.
+export OMP_WAIT_POLICY ?= PASSIVE
 
 .DEFAULT_GOAL := help
 .PHONY: help install pretrain finetune benchmark benchmark-quick benchmark-corpus test ui server bench-throughput bench-finetune \
@@ -40,7 +43,7 @@ server: PORT ?= 5001
 server: $(STAMP)  ## a team's tracking server: PostgreSQL store (BACKEND_STORE_URI, else a local cluster) + proxied artifacts
 	$(PY) -m harness.server --host $(HOST) --port $(PORT) $(ARGS)
 
-bench-throughput: $(STAMP)  ## pretraining speed: tokens/s and FLOP/s against the padded baseline (ARGS="--json PATH")
+bench-throughput: $(STAMP)  ## pretraining tokens/s and FLOP/s of every family, fp32 and bf16 (ARGS="--json PATH")
 	$(PY) -m benchmarks.throughput $(or $(ARGS),--json benchmarks/results/throughput.json)
 
 finetune: $(STAMP)  ## MRPC on frozen features of the newest pretrain run (configs/downstream/mrpc.yaml)
@@ -76,5 +79,5 @@ benchmark-families-quick: $(STAMP)  ## every path of the transfer study in a few
 benchmark-corpus: $(STAMP)  ## does more pretraining text transfer? MRPC vs MRPC + Reuters-21578
 	$(PY) -m benchmarks.suite --config configs/benchmarks/corpus.yaml $(ARGS)
 
-bench-finetune: $(STAMP)  ## downstream epoch: cached frozen features vs recomputing the encoder
+bench-finetune: $(STAMP)  ## fine-tuning pairs/s of every family and mode against a naive baseline (ARGS="--json PATH")
 	$(PY) -m benchmarks.finetune_speed $(or $(ARGS),--json benchmarks/results/finetune_speed.json)

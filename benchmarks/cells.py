@@ -24,8 +24,13 @@ from harness.errors import UserError
 from harness.liveness import process_tags
 from harness.naming import join
 from harness.pairdata import PairData
+from harness.runtime import intra_op_threads
 from harness.tracking import ensure_experiment, run_cli, tracking_uri
 from harness.versioning import code_version
+
+# Finetune cells run single-threaded: their operations are small, and on this shared 2-core
+# machine a 2-thread cell took 2–5× the wall time of a 1-thread one (README, Speed).
+FINETUNE_THREADS = 1
 
 # name → fit(train, evaluation_sets, num_classes, seed) returning {split: (N, C) probabilities}
 BASELINES = {
@@ -142,7 +147,8 @@ def finetune(cell: Cell, config: str, experiment: str, parent_run_id: str, cell_
             f"--method={cell.method}", f"--parent_run_id={parent_run_id}", f"--experiment_name={experiment}",
             f"--tags={json.dumps(tags)}",
             "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false"]
-    code = run_quietly(FinetuneCLI, args, log_path)
+    with intra_op_threads(FINETUNE_THREADS):
+        code = run_quietly(FinetuneCLI, args, log_path)
     run_id = finished_run(experiment, cell_hash, parent_run_id)
     if code != 0 or run_id is None:
         raise UserError(f"cell {cell.method} seed {cell.seed} failed (exit {code}); its output is in {log_path}")

@@ -1,87 +1,218 @@
-"""Downstream epoch cost with cached frozen features vs recomputing the encoder every epoch,
-both measured in this process on the same batches.
+"""Fine-tuning throughput of every family and mode, in pairs/s, against a naive baseline measured
+in the same process on the same GLUE-train pairs.
 
-``python -m benchmarks.finetune_speed [--encoder latest] [--batches 60] [--json PATH]``
+``python -m benchmarks.finetune_speed [--families elmo ulmfit gpt] [--batches 30] [--json PATH]
+[--encoder FAMILY=SOURCE ...] [--profile]``
+
+Encoders are each family's CPU config (``configs/pretrain/{elmo,ulmfit,gpt}.yaml``) with untrained
+weights and a tokenizer built on GLUE train — speed does not depend on the weights — unless
+``--encoder elmo=runs:/<id>`` names a trained one. Per family (scalar mix + pool-mlp, batch 32):
+
+- ``frozen``: the harness's path — cached per-layer features (the on-disk feature store), length-
+  bucketed batches — beside ``recomputed`` (the same batches, the encoder run every step) and the
+  ``naive`` baseline (the encoder run every step on random batches padded to the data set's
+  longest sentence: no cache, no bucketing).
+- ``full``: the encoder trained under the head (discriminative AdamW groups): bucketed token
+  batches vs the naive padded, unbucketed ones; ``full-bf16`` is the harness's path under
+  ``bf16-mixed`` autocast (Lightning's ``forward_context``).
+- ``cls`` (GPT only): GPT's own classifier on both orders of the joint sequence, with λ = 0.5 LM loss.
+
+Every variant times the same number of training steps (forward, backward, AdamW); one batch is a
+warm-up. ``--profile`` prints torch.profiler's top operators of the cached frozen step.
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import sys
 import tempfile
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 import torch
+import yaml
+from pytorch_lightning.plugins.precision import MixedPrecision
+from torch.utils.data import BatchSampler, DataLoader, RandomSampler
 
 from downstream.lit_pair import LitPairClassifier
 from downstream.pairs import PairDataModule
+from harness.precision import cpu_bf16_supported
 from harness.runtime import retain_freed_memory
+from pretrain.checkpoints import build_model, model_class
+from pretrain.corpus import BiLMDataModule
+from pretrain.encoder import Encoder
+from pretrain.lit_lm import discriminative_groups
+from pretrain.runs import load_encoder
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "pretrain"
+FAMILY_CONFIGS = {"elmo": "elmo", "ulmfit": "ulmfit", "gpt": "gpt"}
+BATCH_SIZE = 32
 
 
-def timed_steps(model: LitPairClassifier, batches, features) -> float:
-    """Seconds for training steps (forward, backward, AdamW) over ``batches``."""
-    optimizer = model.configure_optimizers()
+def config_encoder(family: str) -> Encoder:
+    """An untrained encoder at the family's CPU config, its tokenizer built on GLUE train only."""
+    config = yaml.safe_load((CONFIGS / f"{FAMILY_CONFIGS[family]}.yaml").read_text())
+    section = dict(config.get("model", {}))
+    section.pop("class_path", None)
+    arguments = dict(section.pop("init_args", {}), **section)
+    data = {key: value for key, value in (config.get("data") or {}).items() if key != "extra_corpus"}
+    tokenizer = BiLMDataModule(**data).tokenizer
+    keys = inspect.signature(model_class(family)).parameters
+    model_config = {"vocab_size": len(tokenizer), **{k: v for k, v in arguments.items() if k in keys}}
+    torch.manual_seed(0)
+    return Encoder(build_model(family, model_config), tokenizer, family, model_config,
+                   fingerprint=f"finetune-speed-{family}-untrained", source="random", random_seed=0)
+
+
+def optimizer_for(model: LitPairClassifier) -> torch.optim.Optimizer:
+    """``configure_optimizers``'s (fused) AdamW, without the fine-tuning schedule (it needs a Trainer)."""
+    hparams = model.hparams
+    if hparams.finetune == "frozen":
+        return model.configure_optimizers()
+    groups = discriminative_groups([*model.encoder.parameter_groups(), model.head_parameters()],
+                                   hparams.learning_rate, hparams.lr_decay)
+    return torch.optim.AdamW(groups, lr=hparams.learning_rate, weight_decay=hparams.weight_decay, fused=True)
+
+
+def timed_steps(model: LitPairClassifier, batches, inputs, bf16: bool = False) -> float:
+    """Seconds for training steps over ``batches`` (pair-index lists); ``inputs`` makes a step's
+    (a, mask_or_lengths_a, b, mask_or_lengths_b, labels). The first batch is a warm-up."""
+    optimizer = optimizer_for(model)
+    autocast = MixedPrecision("bf16-mixed", "cpu") if bf16 else None
     model.train()
-    start = time.perf_counter()
-    for pair_indices in batches:
-        layers_a, mask_a, layers_b, mask_b, labels = features(pair_indices)
-        loss = model.loss(model(layers_a, mask_a, layers_b, mask_b), labels)
+    if model.hparams.finetune == "frozen":
+        model.encoder.freeze()
+    start = None
+    for index, pair_indices in enumerate(batches):
+        if index == 1:
+            start = time.perf_counter()
+        batch = inputs(pair_indices)
+        with autocast.forward_context() if autocast else nullcontext():
+            logits, lm_loss = model.scores(*batch[:4])
+            loss = model.loss(logits, batch[4])
+            if lm_loss is not None:
+                loss = loss + model.hparams.lm_weight * lm_loss
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
     return time.perf_counter() - start
 
 
+def pad_to(tensor: torch.Tensor, steps: int) -> torch.Tensor:
+    """(B, T) ids → (B, steps), trailing zeros."""
+    return torch.nn.functional.pad(tensor, (0, steps - tensor.shape[1]))
+
+
+def measure_family(family: str, encoder: Encoder, batches: int, profile: bool) -> list[dict]:
+    """Every mode of one family; returns one row per mode."""
+    rows = []
+    modes = [("frozen", "pool-mlp"), ("full", "pool-mlp")] + ([("full", "cls")] if family == "gpt" else [])
+    for finetune, head in modes:
+        torch.manual_seed(0)
+        model = LitPairClassifier(encoder, mix="scalar", head=head, finetune=finetune,
+                                  lm_weight=0.5 if head == "cls" else 0.0)
+        kind = model.input_kind
+        with tempfile.TemporaryDirectory() as cache:
+            data = PairDataModule(cache_dir=cache, batch_size=BATCH_SIZE)
+            data.attach(encoder, kind)
+            start = time.perf_counter()
+            data.setup()
+            setup_seconds = time.perf_counter() - start
+            collate, train = data.collators["train"], data.pairs["train"]
+            bucketed = [batch[5].tolist() for _, batch in zip(range(batches + 1), data.train_dataloader())]
+            sampler = BatchSampler(RandomSampler(range(len(train)), generator=torch.Generator().manual_seed(0)),
+                                   BATCH_SIZE, drop_last=False)
+            unbucketed = [indices for _, indices in zip(range(batches + 1), sampler)]
+            pairs = sum(len(batch) for batch in bucketed[1:])
+            naive_pairs = sum(len(batch) for batch in unbucketed[1:])
+            row = {"family": family, "mode": finetune if head != "cls" else "cls", "head": head,
+                   "batch_size": BATCH_SIZE, "timed_batches": batches, "setup_seconds": setup_seconds}
+            if kind == "features":
+                longest = max(len(encoder.encode_ids(s)) for p in train for s in (p.sentence1, p.sentence2))
+
+                def recomputed(indices, steps=None):
+                    """The encoder run on the batch's sentences (padded to ``steps`` ids if given)."""
+                    out = []
+                    for sentences in ([train[i].sentence1 for i in indices], [train[i].sentence2 for i in indices]):
+                        ids, lengths = encoder.encode(sentences)
+                        with torch.no_grad():
+                            out += list(encoder.features(pad_to(ids, steps or ids.shape[1]), lengths))
+                    return (*out, torch.tensor([train[i].label for i in indices]))
+
+                cached_seconds = timed_steps(model, bucketed, lambda indices: collate(indices)[:5])
+                recomputed_seconds = timed_steps(model, bucketed, recomputed)
+                naive_seconds = timed_steps(model, unbucketed, lambda indices: recomputed(indices, longest))
+                row.update({"pairs_per_s": pairs / cached_seconds, "recomputed_pairs_per_s": pairs / recomputed_seconds,
+                            "cached_over_recomputed": recomputed_seconds / cached_seconds,
+                            "cache_sentences": len(data.sentences())})
+                if profile:
+                    print_profile(model, bucketed, lambda indices: collate(indices)[:5])
+            else:
+                sequences = (collate.forward + collate.backward if kind == "joint"
+                             else [collate.encoded[i] for i in collate.first + collate.second])
+                longest = max(len(ids) for ids in sequences)
+
+                def padded(indices):
+                    ids_a, lengths_a, ids_b, lengths_b, labels, _ = collate(indices)
+                    return pad_to(ids_a, longest), lengths_a, pad_to(ids_b, longest), lengths_b, labels
+
+                harness_seconds = timed_steps(model, bucketed, collate)
+                naive_seconds = timed_steps(model, unbucketed, padded)
+                row["pairs_per_s"] = pairs / harness_seconds
+                bf16_seconds = timed_steps(model, bucketed, collate, bf16=True)
+                row.update({"bf16_pairs_per_s": pairs / bf16_seconds, "bf16_over_fp32": harness_seconds / bf16_seconds})
+            row.update({"naive_pairs_per_s": naive_pairs / naive_seconds,
+                        "over_naive": row["pairs_per_s"] / (naive_pairs / naive_seconds),
+                        "epoch_seconds": len(train) / row["pairs_per_s"]})
+        rows.append(row)
+        print(f"  measured {family} {row['mode']}: {row['pairs_per_s']:.0f} pairs/s", file=sys.stderr, flush=True)
+    return rows
+
+
+def print_profile(model, batches, inputs) -> None:
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as profiler:
+        timed_steps(model, batches, inputs)
+    print(profiler.key_averages().table(sort_by="self_cpu_time_total", row_limit=15))
+
+
+def print_table(rows: list[dict]) -> None:
+    print(f"\n{'family':<8}{'mode':<8}{'pairs/s':>9}{'naive':>9}{'× naive':>9}{'recomp.':>9}{'cached ×':>10}"
+          f"{'bf16':>8}{'× fp32':>8}{'epoch s':>9}")
+    for r in rows:
+        recomputed = f"{r['recomputed_pairs_per_s']:9.0f}{r['cached_over_recomputed']:10.1f}" \
+            if "recomputed_pairs_per_s" in r else f"{'':>19}"
+        bf16 = f"{r['bf16_pairs_per_s']:8.0f}{r['bf16_over_fp32']:8.2f}" if "bf16_pairs_per_s" in r else f"{'':>16}"
+        print(f"{r['family']:<8}{r['mode']:<8}{r['pairs_per_s']:>9.0f}{r['naive_pairs_per_s']:>9.0f}"
+              f"{r['over_naive']:>9.1f}{recomputed}{bf16}{r['epoch_seconds']:>9.1f}")
+    print(f"batch {BATCH_SIZE} pairs, scalar mix + pool-mlp (GPT's cls: its own head); naive = no cache, random batches "
+          f"padded to the data set's longest; native bf16: {'yes' if cpu_bf16_supported() else 'no'}; "
+          f"threads {torch.get_num_threads()}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--encoder", default="latest", help="runs:/<id>, a checkpoint path or latest")
-    parser.add_argument("--batches", type=int, default=60, help="training batches timed per variant")
-    parser.add_argument("--json", type=Path, help="write the result here")
+    parser.add_argument("--families", nargs="+", default=list(FAMILY_CONFIGS), choices=list(FAMILY_CONFIGS))
+    parser.add_argument("--batches", type=int, default=30, help="training batches timed per variant")
+    parser.add_argument("--encoder", action="append", default=[], metavar="FAMILY=SOURCE",
+                        help="use a trained encoder for a family (runs:/<id>, a path, latest:<family>)")
+    parser.add_argument("--profile", action="store_true", help="print the cached frozen step's top operators")
+    parser.add_argument("--json", type=Path, help="write the rows here")
     args = parser.parse_args(argv)
     retain_freed_memory()
-    torch.manual_seed(0)
-    model = LitPairClassifier(encoder=args.encoder, mix="scalar", head="pool-mlp")
-    with tempfile.TemporaryDirectory() as cache:
-        data = PairDataModule(cache_dir=cache)
-        data.attach(model.encoder)
-        start = time.perf_counter()
-        data.setup()
-        build_seconds = time.perf_counter() - start
-        train = data.pairs["train"]
-        # The training loader's own (length-bucketed, shuffled) batches, the same for both variants.
-        batches = [batch[5].tolist() for _, batch in zip(range(args.batches), data.train_dataloader())]
-        collate = data.collators["train"]
-
-        def cached(pair_indices):  # reading the cache is part of the epoch
-            return collate(pair_indices)[:5]
-
-        def recomputed(pair_indices):
-            layers_a, mask_a = model.encoder.embed_layers([train[i].sentence1 for i in pair_indices])
-            layers_b, mask_b = model.encoder.embed_layers([train[i].sentence2 for i in pair_indices])
-            return layers_a, mask_a, layers_b, mask_b, torch.tensor([train[i].label for i in pair_indices])
-
-        timed_steps(model, batches[:3], cached)  # warm-up
-        cached_seconds = timed_steps(model, batches, cached)
-        recomputed_seconds = timed_steps(model, batches, recomputed)
-    pairs = sum(len(batch) for batch in batches)
-    result = {
-        "encoder": model.encoder.source, "batch_size": data.hparams.batch_size, "timed_pairs": pairs,
-        "cached_pairs_per_s": pairs / cached_seconds, "recomputed_pairs_per_s": pairs / recomputed_seconds,
-        "speedup": recomputed_seconds / cached_seconds, "cache_build_seconds": build_seconds,
-        "cache_sentences": len(data.sentences()),
-        "epoch_seconds_cached": len(train) / (pairs / cached_seconds),
-        "epoch_seconds_recomputed": len(train) / (pairs / recomputed_seconds),
-    }
-    print(f"downstream training, scalar mix + pool-mlp, {pairs} pairs timed per variant ({model.encoder.source})")
-    print(f"  cached features     {result['cached_pairs_per_s']:8.0f} pairs/s   epoch ≈ {result['epoch_seconds_cached']:.1f} s")
-    print(f"  recomputed encoder  {result['recomputed_pairs_per_s']:8.0f} pairs/s   epoch ≈ {result['epoch_seconds_recomputed']:.1f} s")
-    print(f"  speed-up {result['speedup']:.1f}×; building the cache once took {build_seconds:.0f} s "
-          f"for {result['cache_sentences']} sentences")
+    sources = dict(item.split("=", 1) for item in args.encoder)
+    rows = []
+    for family in args.families:
+        encoder = load_encoder(sources[family]) if family in sources else config_encoder(family)
+        rows += measure_family(family, encoder, args.batches, args.profile)
+    print_table(rows)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
+        args.json.write_text(json.dumps(rows, indent=2) + "\n")
     return 0
 
 

@@ -1,45 +1,67 @@
-"""Pretraining throughput: real tokens/s and model FLOP/s, against a padded baseline and the
-machine's matmul peak, all measured in one run.
+"""Pretraining throughput of every family: real tokens/s and model FLOP/s, in float32 and under
+bf16-mixed, against a padded baseline and the machine's matmul peaks, all measured in one run.
 
-``python -m benchmarks.throughput [--json PATH] [--seconds S] [--ppl-epochs N]``
+``python -m benchmarks.throughput [--json PATH] [--seconds S] [--rows NAME ...]``
 
-Rows (each in a fresh process, so its peak RSS is its own):
-- ``seed-padded-baseline``: the straightforward implementation at ``seed.yaml``: every batch
-  padded to the data set's longest sentence, both directions run over the padding (the backward
-  one reads the padded row reversed), full softmax and loss at every position.
-- ``seed-full`` / ``seed-adaptive``: the harness's training step at ``seed.yaml`` (length-bucketed
+Rows (each in a fresh process, so its peak RSS is its own); every row has a twin named
+``<row>-bf16`` that runs the same step under Lightning's ``bf16-mixed`` autocast (what
+``--trainer.precision=bf16-mixed`` does), measured whether or not the CPU has native bf16
+(``bf16_supported`` in each row says which):
+
+- ``seed-padded-baseline``: the straightforward biLM at ``seed.yaml``: every batch padded to the
+  data set's longest sentence, both directions run over the padding (the backward one reads the
+  padded row reversed), full softmax and loss at every position.
+- ``seed-full`` / ``seed-adaptive``: the harness's biLM step at ``seed.yaml`` (length-bucketed
   batches, trailing padding only, loss over real tokens) with the exact / adaptive softmax.
 - ``default-*``: the same at the default config (``elmo.yaml``).
+- ``ulmfit-cpu``: the AWD-LSTM at ``ulmfit.yaml`` (256/768 × 3, tied, every dropout, AR/TAR).
+- ``gpt-cpu``: the transformer at ``gpt.yaml`` (4 × 256, byte-level BPE 8k, tied softmax).
 
-Model FLOPs count the useful work only: the matmuls of the LSTMs and the softmax on real tokens,
-×3 for forward + backward. Padding is never credited, so the baseline's wasted work shows up as a
-lower FLOP/s. The matmul peak is a float32 2048×2048 ``torch.mm`` in the same process.
+Model FLOPs count the useful matmul work on real tokens only (``benchmarks.model_flops``). The
+matmul peaks are a 2048² ``torch.mm`` in float32 and in bfloat16, in the row's own process, taken
+before and after its timed training (the mean is reported): the machine is shared, so a row's
+FLOP/s are compared with the peak measured under the same load, and the load average is recorded.
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import multiprocessing
+import os
 import resource
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import nullcontext
 from pathlib import Path
 
 import torch
 import yaml
+from pytorch_lightning.plugins.precision import MixedPrecision
 
-from pretrain.models.bilm import BiLM, padding_mask
-from pretrain.corpus import BiLMDataModule
+from benchmarks.model_flops import step_flops
+from harness.precision import cpu_bf16_supported
 from harness.runtime import retain_freed_memory
+from pretrain.checkpoints import build_model, model_class
+from pretrain.corpus import BiLMDataModule
+from pretrain.models.bilm import BiLM
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "pretrain"
+FAMILY_OF_CLASS = {"pretrain.lit_bilm.LitBiLM": "elmo", "pretrain.lit_awd_lstm.LitAWDLSTM": "ulmfit",
+                   "pretrain.lit_gpt.LitGPT": "gpt"}
+# name, config, softmax (biLM rows), padded baseline
+PLAN = [("seed-padded-baseline", "seed", "full", True), ("seed-full", "seed", "full", False),
+        ("seed-adaptive", "seed", "adaptive", False), ("default-full", "elmo", "full", False),
+        ("default-adaptive", "elmo", "adaptive", False), ("ulmfit-cpu", "ulmfit", None, False),
+        ("gpt-cpu", "gpt", None, False)]
+BASELINE = "seed-padded-baseline"
 
 
-def matmul_peak_gflops(size: int = 2048, seconds: float = 2.0) -> float:
-    """Best sustained float32 ``torch.mm`` rate over a few repeats, in GFLOP/s."""
-    a, b = torch.randn(size, size), torch.randn(size, size)
+def matmul_peak_gflops(dtype: torch.dtype = torch.float32, size: int = 2048, seconds: float = 2.0) -> float:
+    """Best sustained ``torch.mm`` rate of two size² matrices of ``dtype`` over a few repeats, in GFLOP/s."""
+    a, b = torch.randn(size, size).to(dtype), torch.randn(size, size).to(dtype)
     for _ in range(3):
         a @ b
     best = 0.0
@@ -50,31 +72,6 @@ def matmul_peak_gflops(size: int = 2048, seconds: float = 2.0) -> float:
             a @ b
         best = max(best, 4 * 2 * size**3 / (time.perf_counter() - start) / 1e9)
     return best
-
-
-def lstm_flops_per_token(model: BiLM) -> float:
-    """Forward FLOPs of one token through both directions' LSTM stacks."""
-    total = 0
-    for stack in (model.forward_stack, model.backward_stack):
-        for lstm in stack.layers:
-            cell, output = lstm.hidden_size, lstm.proj_size or lstm.hidden_size
-            total += 2 * 4 * cell * (lstm.input_size + output) + (2 * cell * output if lstm.proj_size else 0)
-    return total
-
-
-def softmax_flops(model: BiLM, targets: torch.Tensor) -> float:
-    """Forward FLOPs of the softmax for the given (N,) targets."""
-    hidden = model.hidden_size
-    if model.softmax_kind == "full":
-        return 2 * hidden * model.softmax.out_features * targets.numel()
-    adaptive = model.softmax
-    flops = 2 * hidden * adaptive.head_size * targets.numel()
-    for index, projection in enumerate(adaptive.tail):
-        low, high = adaptive.cutoffs[index], adaptive.cutoffs[index + 1]
-        members = int(((targets >= low) & (targets < high)).sum())
-        project, out = projection[0], projection[1]
-        flops += 2 * members * (project.in_features * project.out_features + out.in_features * out.out_features)
-    return flops
 
 
 def padded_baseline_loss(model: BiLM, token_ids: torch.Tensor) -> torch.Tensor:
@@ -88,37 +85,60 @@ def padded_baseline_loss(model: BiLM, token_ids: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten())
 
 
-def config_of(name: str) -> dict:
-    return yaml.safe_load((CONFIGS / f"{name}.yaml").read_text())
+def harness_loss(model: torch.nn.Module, token_ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """The training loss of ``LitLanguageModel.training_step``: mean NLL over directions and real
+    tokens, plus the model's regularisation (AWD-LSTM's AR/TAR)."""
+    sums = model(token_ids, lengths)
+    nll = sum(sums[f"nll_{direction}"] for direction in model.directions)
+    loss = nll / (len(model.directions) * sums["count"].clamp(min=1))
+    return loss + sums["regularization"] if "regularization" in sums else loss
+
+
+def build(row: dict) -> tuple[str, torch.nn.Module, BiLMDataModule, dict, dict]:
+    """The row's family, model, data and optimiser/trainer settings, from its config file."""
+    config = yaml.safe_load((CONFIGS / f"{row['config']}.yaml").read_text())
+    model_section = dict(config.get("model", {}))
+    family = FAMILY_OF_CLASS[model_section.pop("class_path", "pretrain.lit_bilm.LitBiLM")]
+    arguments = dict(model_section.pop("init_args", {}), **model_section)
+    if row["softmax"]:
+        arguments["softmax"] = row["softmax"]
+        if row["softmax"] == "adaptive":
+            arguments["tie_weights"] = False  # the adaptive softmax has no single output matrix to tie
+    data_args = dict(config.get("data", {}))
+    data = BiLMDataModule(**{**data_args, "bucket": not row["padded"]})
+    model_keys = inspect.signature(model_class(family)).parameters
+    model = build_model(family, {"vocab_size": data.vocab_size,
+                                 **{key: value for key, value in arguments.items() if key in model_keys}})
+    optimisation = {"learning_rate": arguments.get("learning_rate", 2e-3),
+                    "weight_decay": arguments.get("weight_decay", 0.01),
+                    "clip": (config.get("trainer") or {}).get("gradient_clip_val")}
+    return family, model, data, optimisation, {**data_args, **arguments}
 
 
 def measure(row: dict) -> dict:
-    """Train for ``row['seconds']`` at the row's config; returns the row's measurements."""
+    """Train for ``row['seconds']`` at the row's config and precision; returns the row's measurements."""
     retain_freed_memory()  # as the CLIs do, for every row alike
     torch.manual_seed(0)
-    config = config_of(row["config"])
-    model_args, data_args = dict(config.get("model", {})), dict(config.get("data", {}))
-    model_args["softmax"] = row["softmax"]
-    if row["softmax"] == "adaptive":
-        model_args["tie_weights"] = False  # the adaptive softmax has no single output matrix to tie
-    data = BiLMDataModule(**{**data_args, "bucket": not row["padded"]})
-    bilm_keys = ("hidden_size", "cell_size", "num_layers", "dropout", "softmax", "adaptive_cutoffs", "tie_weights")
-    model = BiLM(data.vocab_size, **{k: model_args[k] for k in bilm_keys if k in model_args})
-    optimizer = torch.optim.AdamW(model.parameters(), lr=model_args.get("learning_rate", 2e-3), fused=True)
-    peak = matmul_peak_gflops()
+    family, model, data, optimisation, settings = build(row)
+    model.train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=optimisation["learning_rate"],
+                                  weight_decay=optimisation["weight_decay"], fused=True)
+    autocast = MixedPrecision("bf16-mixed", "cpu") if row["precision"] == "bf16-mixed" else None
+    load_before = os.getloadavg()[0]
+    peaks_before = matmul_peak_gflops(torch.float32), matmul_peak_gflops(torch.bfloat16)
     max_length = max(len(ids) for ids in data.train_ids)
-    lstm_flops = lstm_flops_per_token(model)
 
     def step(token_ids, lengths):
-        if row["padded"]:
-            token_ids = torch.nn.functional.pad(token_ids, (0, max_length - token_ids.shape[1]))  # (B, T_max)
-            loss = padded_baseline_loss(model, token_ids)
-        else:
-            sums = model(token_ids, lengths)
-            loss = (sums["nll_forward"] + sums["nll_backward"]) / (2 * sums["count"])
+        with autocast.forward_context() if autocast else nullcontext():
+            if row["padded"]:
+                token_ids = torch.nn.functional.pad(token_ids, (0, max_length - token_ids.shape[1]))  # (B, T_max)
+                loss = padded_baseline_loss(model, token_ids)
+            else:
+                loss = harness_loss(model, token_ids, lengths)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        if optimisation["clip"]:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), optimisation["clip"])
         optimizer.step()
         return token_ids.numel()
 
@@ -136,56 +156,73 @@ def measure(row: dict) -> dict:
             continue
         computed += step(token_ids, lengths)
         real += int(lengths.sum())
-        mask = padding_mask(lengths, token_ids.shape[1])
-        predicts_next = mask[:, :-1] & mask[:, 1:]  # (B, T-1)
-        targets = torch.cat([token_ids[:, 1:][predicts_next], token_ids[:, :-1][predicts_next]])
-        flops += 3 * (lstm_flops * int(lengths.sum()) + softmax_flops(model, targets))
+        flops += step_flops(model, token_ids, lengths)
     seconds = time.perf_counter() - start
+    peaks_after = matmul_peak_gflops(torch.float32), matmul_peak_gflops(torch.bfloat16)
     return {
-        "name": row["name"],
-        "softmax": row["softmax"],
-        "batch_size": data_args.get("batch_size", 16),
-        "tie_weights": bool(model_args.get("tie_weights", False)),
-        "hidden_size": model.hidden_size,
-        "num_layers": model.num_layers,
+        "name": row["name"], "family": family, "precision": row["precision"],
+        "softmax": row["softmax"] or ("full, tied" if settings.get("tie_weights", family == "gpt") else "full"),
+        "batch_size": settings.get("batch_size", 16), "tie_weights": bool(settings.get("tie_weights", family == "gpt")),
+        "hidden_size": getattr(model, "hidden_size", None), "num_layers": model.num_layers,
         "vocab_size": data.vocab_size,
         "real_tokens_per_s": real / seconds,
         "padded_fraction": 1 - real / computed,
         "model_gflops_per_s": flops / seconds / 1e9,
-        "matmul_peak_gflops_per_s": peak,
+        "matmul_peak_gflops_per_s": (peaks_before[0] + peaks_after[0]) / 2,
+        "bf16_matmul_peak_gflops_per_s": (peaks_before[1] + peaks_after[1]) / 2,
+        "matmul_peaks_before_after": [list(peaks_before), list(peaks_after)],
+        "bf16_supported": cpu_bf16_supported(),
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        "seconds": seconds,
+        "seconds": seconds, "threads": torch.get_num_threads(),
+        "load_average": [load_before, os.getloadavg()[0]],
     }
 
 
-def rows(seconds: float) -> list[dict]:
-    plan = [("seed-padded-baseline", "seed", "full", True), ("seed-full", "seed", "full", False),
-            ("seed-adaptive", "seed", "adaptive", False), ("default-full", "elmo", "full", False),
-            ("default-adaptive", "elmo", "adaptive", False)]
-    return [{"name": n, "config": c, "softmax": s, "padded": p, "seconds": seconds} for n, c, s, p in plan]
+def rows(seconds: float, names: list[str] | None = None) -> list[dict]:
+    """The plan, each row followed by its bf16 twin; ``names`` keeps only those rows."""
+    plan = [{"name": name + suffix, "config": config, "softmax": softmax, "padded": padded, "seconds": seconds,
+             "precision": precision}
+            for name, config, softmax, padded in PLAN
+            for suffix, precision in (("", "32-true"), ("-bf16", "bf16-mixed"))]
+    return [row for row in plan if not names or row["name"] in names]
 
 
 def print_table(results: list[dict]) -> None:
-    baseline = next(r for r in results if r["name"] == "seed-padded-baseline")["real_tokens_per_s"]
-    print(f"\n{'row':<22}{'softmax':<10}{'batch':>6}{'tokens/s':>11}{'× base':>8}{'pad %':>7}"
-          f"{'GFLOP/s':>9}{'% peak':>8}{'RSS MB':>8}")
+    by_name = {r["name"]: r for r in results}
+    baseline = by_name.get(BASELINE, {}).get("real_tokens_per_s")
+    print(f"\n{'row':<26}{'softmax':<11}{'batch':>6}{'tokens/s':>10}{'× base':>8}{'× fp32':>8}{'pad %':>7}"
+          f"{'GFLOP/s':>9}{'% fp32 pk':>10}{'% bf16 pk':>10}{'RSS MB':>8}{'load':>6}")
     for r in results:
-        print(f"{r['name']:<22}{r['softmax']:<10}{r['batch_size']:>6}{r['real_tokens_per_s']:>11.0f}"
-              f"{r['real_tokens_per_s'] / baseline:>8.2f}{100 * r['padded_fraction']:>7.1f}"
-              f"{r['model_gflops_per_s']:>9.1f}{100 * r['model_gflops_per_s'] / r['matmul_peak_gflops_per_s']:>8.1f}"
-              f"{r['peak_rss_mb']:>8.0f}")
-    print(f"matmul peak (float32 2048² torch.mm, same process): "
-          f"{results[0]['matmul_peak_gflops_per_s']:.0f} GFLOP/s; threads {torch.get_num_threads()}")
+        fp32_twin = by_name.get(r["name"].removesuffix("-bf16")) if r["precision"] == "bf16-mixed" else None
+        times_base = f"{r['real_tokens_per_s'] / baseline:8.2f}" if baseline and r["family"] == "elmo" else f"{'—':>8}"
+        times_fp32 = f"{r['real_tokens_per_s'] / fp32_twin['real_tokens_per_s']:8.2f}" if fp32_twin else f"{'':>8}"
+        bf16_peak = (f"{100 * r['model_gflops_per_s'] / r['bf16_matmul_peak_gflops_per_s']:10.1f}"
+                     if r["precision"] == "bf16-mixed" else f"{'':>10}")
+        print(f"{r['name']:<26}{r['softmax']:<11}{r['batch_size']:>6}{r['real_tokens_per_s']:>10.0f}{times_base}"
+              f"{times_fp32}{100 * r['padded_fraction']:>7.1f}{r['model_gflops_per_s']:>9.1f}"
+              f"{100 * r['model_gflops_per_s'] / r['matmul_peak_gflops_per_s']:>10.1f}{bf16_peak}"
+              f"{r['peak_rss_mb']:>8.0f}{r['load_average'][0]:>6.1f}")
+    fp32_peaks = [r["matmul_peak_gflops_per_s"] for r in results]
+    bf16_peaks = [r["bf16_matmul_peak_gflops_per_s"] for r in results]
+    print(f"matmul peaks (2048² torch.mm, each row's own process, before/after its timing): float32 "
+          f"{min(fp32_peaks):.0f}–{max(fp32_peaks):.0f} GFLOP/s, bfloat16 {min(bf16_peaks):.0f}–{max(bf16_peaks):.0f}; "
+          f"native bf16 on this CPU: {'yes' if results[0]['bf16_supported'] else 'no (bf16 rows are emulated)'}; "
+          f"threads {results[0]['threads']}")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", type=Path, help="write the rows as a JSON list here")
-    parser.add_argument("--seconds", type=float, default=25.0, help="timed training per row")
+    parser.add_argument("--seconds", type=float, default=20.0, help="timed training per row")
+    parser.add_argument("--rows", nargs="+", metavar="NAME", help="only these rows (default: all; names above)")
     args = parser.parse_args(argv)
+    plan = rows(args.seconds, args.rows)
+    if not plan:
+        print(f"error: --rows: no such row; choose from {', '.join(r['name'] for r in rows(0))}", file=sys.stderr)
+        return 2
     results = []
     context = multiprocessing.get_context("spawn")
-    for row in rows(args.seconds):
+    for row in plan:
         with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
             results.append(pool.submit(measure, row).result())
         print(f"  measured {row['name']}: {results[-1]['real_tokens_per_s']:.0f} real tokens/s", file=sys.stderr)

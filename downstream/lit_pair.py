@@ -27,6 +27,7 @@ from downstream.heads import HEAD_NAMES, build_head
 from downstream.joint import JointClassifier
 from downstream.scalar_mix import ScalarMix
 from harness.errors import UserError
+from harness.precision import clip_gradients
 from pretrain.encoder import Encoder
 from pretrain.lit_lm import discriminative_groups, slanted_triangular
 
@@ -125,8 +126,8 @@ class LitPairClassifier(pl.LightningModule):
     def forward(self, inputs_a, mask_or_lengths_a, inputs_b, mask_or_lengths_b) -> torch.Tensor:
         """Both sentences' encoder inputs → (B, C) logits.
 
-        Frozen: (L, B, T, D) features and (B, T) masks. Fine-tuned: (B, T + 2) ids and (B,)
-        lengths, run through the encoder here. ``head=cls``: the joint sequences of both orders.
+        Frozen: (L, B, T, D) features, zero at padding, and (B, T) masks. Fine-tuned: (B, T + 2) ids
+        and (B,) lengths, run through the encoder here. ``head=cls``: the joint sequences of both orders.
         """
         return self.scores(inputs_a, mask_or_lengths_a, inputs_b, mask_or_lengths_b)[0]
 
@@ -135,13 +136,14 @@ class LitPairClassifier(pl.LightningModule):
         if self.mix is None:
             logits, lm = self.head(self.encoder.model, inputs_a, mask_or_lengths_a, inputs_b, mask_or_lengths_b)
             return logits, lm["nll_forward"] / lm["count"].clamp(min=1)
-        if self.hparams.finetune == "frozen":
+        frozen = self.hparams.finetune == "frozen"
+        if frozen:  # the feature store's batches: zeros at padding
             layers_a, mask_a, layers_b, mask_b = inputs_a, mask_or_lengths_a, inputs_b, mask_or_lengths_b
         else:
             layers_a, mask_a = self.encoder.features(inputs_a, mask_or_lengths_a)  # (L, B, Ta, D), (B, Ta)
             layers_b, mask_b = self.encoder.features(inputs_b, mask_or_lengths_b)  # (L, B, Tb, D), (B, Tb)
-        mixed_a = self.mix(layers_a, mask_a)  # (B, Ta, D)
-        mixed_b = self.mix(layers_b, mask_b)  # (B, Tb, D)
+        mixed_a = self.mix(layers_a, mask_a, padding_is_zero=frozen)  # (B, Ta, D)
+        mixed_b = self.mix(layers_b, mask_b, padding_is_zero=frozen)  # (B, Tb, D)
         return self.head(mixed_a, mask_a, mixed_b, mask_b), None
 
     def training_step(self, batch, batch_index):
@@ -202,18 +204,23 @@ class LitPairClassifier(pl.LightningModule):
 
     def configure_optimizers(self):
         hparams = self.hparams
+        fused = all(p.device.type in ("cpu", "cuda") for p in self.parameters())  # one kernel per step
         if hparams.finetune == "frozen":
-            return torch.optim.AdamW(self.head_parameters(), lr=hparams.learning_rate, weight_decay=hparams.weight_decay)
+            return torch.optim.AdamW(self.head_parameters(), lr=hparams.learning_rate, weight_decay=hparams.weight_decay,
+                                     fused=fused)
         # The head is the top of the discriminative chain; the encoder's groups follow, top to input.
         groups = discriminative_groups([*self.encoder.parameter_groups(), self.head_parameters()],
                                        hparams.learning_rate, hparams.lr_decay)
         for index, group in enumerate(groups):
             group["name"] = "head" if index == len(groups) - 1 else f"encoder-{index}"
-        optimizer = torch.optim.AdamW(groups, lr=hparams.learning_rate, weight_decay=hparams.weight_decay)
+        optimizer = torch.optim.AdamW(groups, lr=hparams.learning_rate, weight_decay=hparams.weight_decay, fused=fused)
         total = max(1, int(self.trainer.estimated_stepping_batches))
         scheduler = torch.optim.lr_scheduler.LambdaLR(
             optimizer, lambda step: slanted_triangular(step, total, hparams.warmup_fraction, hparams.stlr_ratio))
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None):
+        clip_gradients(self, optimizer, gradient_clip_val, gradient_clip_algorithm)  # fused AdamW under bf16 too
 
     def configure_callbacks(self):
         return [GradualUnfreezing()] if self.hparams.finetune == "gradual" else []

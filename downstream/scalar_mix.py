@@ -139,12 +139,15 @@ class ScalarMix(nn.Module):
         """Returns: (L,) the layer weights softmax(s) as the forward pass uses them."""
         return torch.softmax(self.layer_scalars, dim=0)
 
-    def forward(self, layers: Tensor, mask: Tensor) -> Tensor:
+    def forward(self, layers: Tensor, mask: Tensor, padding_is_zero: bool = False) -> Tensor:
         """Mix the encoder's layers into one feature per token.
 
         Args:
             layers: (L, B, T, D) per-layer features; values at padding are ignored.
             mask: (B, T) bool, True at real tokens.
+            padding_is_zero: the caller guarantees zeros at padding (the feature store's batches
+                do), so the NaN-safe fill of the whole (L, B, T, D) input — the largest cost of a
+                cached-feature step after the head — is skipped. The output is the same.
 
         Returns:
             (B, T, D) mixed features, exactly zero at padding positions.
@@ -157,7 +160,8 @@ class ScalarMix(nn.Module):
             raise ValueError(f"mask {tuple(mask.shape)} does not fit layers {tuple(layers.shape)}")
         mask = mask.bool()
         keep = mask.unsqueeze(0).unsqueeze(-1)  # (1, B, T, 1)
-        layers = layers.masked_fill(~keep, 0.0)  # (L, B, T, D), padding zeroed (NaN-safe)
+        if not padding_is_zero:
+            layers = layers.masked_fill(~keep, 0.0)  # (L, B, T, D), padding zeroed (NaN-safe)
         if self.layer_norm:
             normalised = [masked_layer_norm(layer, mask) for layer in layers]  # L x (B, T, D)
             layers = torch.stack(normalised)  # (L, B, T, D)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import sys
 
@@ -26,3 +27,21 @@ def retain_freed_memory() -> None:
         return
     libc.mallopt(_M_MMAP_THRESHOLD, 1 << 30)
     libc.mallopt(_M_TRIM_THRESHOLD, 1 << 31)
+
+
+@contextlib.contextmanager
+def intra_op_threads(count: int):
+    """Run the block with ``count`` torch intra-op threads, then restore the previous count.
+
+    For work made of many small operations (a frozen-feature head: tensors of a few MB), a second
+    thread gains little and every operation pays a fork/join; on a shared, loaded machine a
+    thread waiting at that join for a descheduled partner stalls the whole step (see README, Speed).
+    """
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)

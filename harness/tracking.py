@@ -22,6 +22,7 @@ from harness.checkpoints import LAST, ResumePoint, resume_point
 from harness.errors import UserError
 from harness.liveness import ENDED_TAG, mark_dead_runs, process_tags
 from harness.params import comparable_params
+from harness.precision import check_precision
 from harness.resume import ResumeState
 from harness.runtime import retain_freed_memory
 from harness.store import (EXPERIMENT_KIND, REPO_ROOT, SERVER_SCHEMES, artifact_location,  # noqa: F401 - re-exported
@@ -231,6 +232,7 @@ class TrackedCLI(LightningCLI):
             if self.setting(f"trainer.{flag}") == 0:
                 raise UserError(f"--trainer.{flag}=0: nothing would be trained, yet the run would count as "
                                 f"finished; use at least 1 (or -1 for no limit)")
+        check_precision(self.setting("trainer.precision"), self.setting("trainer.accelerator"))
 
     def check_before_run(self) -> None:
         """Stage checks that need the instantiated model and data, before the run is created."""

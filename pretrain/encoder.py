@@ -126,17 +126,20 @@ class Encoder:
 
     @torch.no_grad()
     def embed_layers(self, sentences: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Frozen per-layer features of a batch of sentences.
+        """Frozen per-layer features of a batch of sentences, computed in float32 even inside a
+        bf16 autocast region (``--trainer.precision=bf16-mixed``), so cached features do not
+        depend on the precision of the run that built them.
 
         Returns:
-            layers (L, B, T, D) float, zero at padding; mask (B, T) bool, True at real tokens.
+            layers (L, B, T, D) float32, zero at padding; mask (B, T) bool, True at real tokens.
             T is the longest sentence's token count.
         """
         token_ids, lengths = self.encode(sentences)
         was_training = self.model.training
         self.model.eval()
         try:
-            return self.features(token_ids.to(self.device), lengths.to(self.device))
+            with torch.autocast(self.device.type, enabled=False):
+                return self.features(token_ids.to(self.device), lengths.to(self.device))
         finally:
             self.model.train(was_training)
 

@@ -17,6 +17,7 @@ import torch
 from torchmetrics import SumMetric
 
 from harness.errors import UserError
+from harness.precision import clip_gradients
 from pretrain.checkpoints import build_model, build_tokenizer, tokenizer_state
 
 SCHEDULES = ("constant", "plateau", "cosine", "stlr")
@@ -200,6 +201,9 @@ class LitLanguageModel(pl.LightningModule):
         scheduler = torch.optim.lr_scheduler.LambdaLR(
             optimizer, scheduler_lambda(schedule, total, hparams.warmup_fraction, hparams.stlr_ratio))
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None):
+        clip_gradients(self, optimizer, gradient_clip_val, gradient_clip_algorithm)  # fused AdamW under bf16 too
 
     # --- checkpoints ----------------------------------------------------------------------
 

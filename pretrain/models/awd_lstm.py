@@ -24,6 +24,7 @@ from torch import Tensor, nn
 from torch.func import functional_call
 
 from pretrain.models.bilm import padding_mask
+from pretrain.models.linear_cross_entropy import linear_cross_entropy
 
 
 class LockedDropout(nn.Module):
@@ -216,7 +217,7 @@ class AWDLSTM(nn.Module):
 
     def token_nll(self, hidden: Tensor, targets: Tensor) -> Tensor:
         """Negative log-likelihood of each target, (N, E) → (N,)."""
-        return nn.functional.cross_entropy(self.decoder(hidden), targets, reduction="none")
+        return linear_cross_entropy(hidden, self.decoder.weight, self.decoder.bias, targets)  # fused: same values
 
     def log_probabilities(self, hidden: Tensor) -> Tensor:
         """Full (N, V) log-probabilities of (N, E) top states, for sampling and inspection."""

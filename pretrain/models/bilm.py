@@ -15,6 +15,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from pretrain.models.linear_cross_entropy import linear_cross_entropy
+
 
 def reverse_within_lengths(tensor: Tensor, lengths: Tensor) -> Tensor:
     """Reverse each row's first ``lengths[b]`` steps along dim 1, leaving padding in place.
@@ -159,8 +161,8 @@ class BiLM(nn.Module):
 
     def token_nll(self, hidden: Tensor, targets: Tensor) -> Tensor:
         """Negative log-likelihood of each target, (N, H) → (N,)."""
-        if self.softmax_kind == "full":
-            return nn.functional.cross_entropy(self.softmax(hidden), targets, reduction="none")
+        if self.softmax_kind == "full":  # the output layer and the loss in one node: same values, fewer passes
+            return linear_cross_entropy(hidden, self.softmax.weight, self.softmax.bias, targets)
         return -self.softmax(hidden, targets).output
 
     def log_probabilities(self, hidden: Tensor) -> Tensor:

@@ -23,6 +23,7 @@ from torch import Tensor, nn
 from torch.nn import functional
 
 from pretrain.models.bilm import padding_mask
+from pretrain.models.linear_cross_entropy import linear_cross_entropy
 
 INIT_STD = 0.02  # GPT-1's weight initialisation, N(0, 0.02)
 
@@ -170,7 +171,7 @@ class TransformerLM(nn.Module):
 
     def token_nll(self, hidden: Tensor, targets: Tensor) -> Tensor:
         """Negative log-likelihood of each target, (N, H) → (N,)."""
-        return functional.cross_entropy(self.logits(hidden), targets, reduction="none")
+        return linear_cross_entropy(hidden, self.token_embedding.weight, None, targets)  # fused: same values
 
     def log_probabilities(self, hidden: Tensor) -> Tensor:
         """Full (N, V) log-probabilities, for sampling and inspection (not used in training)."""

@@ -128,6 +128,15 @@ def test_discriminative_rates_divide_by_2_6_per_group_below_the_head(checkpoint,
     assert base[-1] == pytest.approx(HEAD["learning_rate"])
     for lower, upper in zip(base, base[1:]):
         assert upper / lower == pytest.approx(2.6)
+    assert fit.optimizers[0].defaults["fused"]  # one AdamW kernel per step, as in pretraining
+
+
+def test_the_frozen_heads_optimizer_is_the_fused_adamw_over_the_head_only(checkpoint):
+    model = classifier(checkpoint, "frozen")
+    optimizer = model.configure_optimizers()
+    assert optimizer.defaults["fused"]
+    assert {id(p) for group in optimizer.param_groups for p in group["params"]} == {
+        id(p) for p in model.head_parameters()}
 
 
 @pytest.mark.parametrize("step, expected", [(0, 1 / 32), (5, (1 + 0.5 * 31) / 32), (10, 1.0),

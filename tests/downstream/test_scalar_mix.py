@@ -139,3 +139,22 @@ def test_parse_mix_rejects_with_one_line_naming_the_flag(mix):
 def test_out_of_range_message_gives_the_valid_range():
     with pytest.raises(UserError, match=r"layers 0\.\.2 \(L=3\); use layer:0 \.\. layer:2"):
         ScalarMix(3, "layer:9")
+
+
+@pytest.mark.parametrize("layer_norm", [False, True])
+def test_inputs_with_zero_padding_skip_the_fill_and_give_the_same_mix_and_gradients(layer_norm):
+    """The feature store's batches are zero at padding: ``padding_is_zero`` skips cleaning them
+    and changes neither the output nor the gradients of s and gamma."""
+    layers, mask = make_layers(7)
+    layers = layers * mask[None, :, :, None]  # (L, B, T, D), zeros at padding, as the store makes them
+    results = []
+    for padding_is_zero in (False, True):
+        torch.manual_seed(0)
+        module = ScalarMix(L, "scalar", layer_norm=layer_norm)
+        with torch.no_grad():
+            module.layer_scalars.copy_(torch.tensor([0.3, -0.2, 0.1]))
+        out = module(layers, mask, padding_is_zero=padding_is_zero)
+        (out * torch.arange(out.numel()).view_as(out)).sum().backward()
+        results.append((out, module.layer_scalars.grad, module.gamma_scale.grad))
+    for cleaned, skipped in zip(*results):
+        torch.testing.assert_close(skipped, cleaned, rtol=0, atol=0)
