@@ -20,11 +20,12 @@ from pathlib import Path
 import pandas as pd
 from mlflow.tracking import MlflowClient
 
-from benchmarks.cells import Cell, baseline, file_digests, finetune, finished_run, pretrain, settings_hash
+from benchmarks.cells import Cell, file_digests, finished_run, pretrain, settings_hash
 from benchmarks.matrix import data_flags, dataset_spec, load_config, repo_path, with_budget
 from benchmarks.parent import describe_parent, link_lines
 from benchmarks.plan import plan
 from benchmarks.report import build_results, write_outputs
+from benchmarks.runner import CellRunner, default_jobs
 from benchmarks.stats import ID_COLUMNS, ITEMS_ONLY, METRICS
 from pretrain.runs import resolve_run_id
 from harness.errors import UserError
@@ -155,6 +156,13 @@ def drop_unpaired_controls(runs: pd.DataFrame, predictions: dict[str, pd.DataFra
                                 for method, control in zip(runs["method"], runs["control"])])
 
 
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--config", type=Path, default=REPO_ROOT / "configs/benchmarks/default.yaml")
@@ -163,6 +171,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pretrain-args", default="", help="extra flags for every pretraining")
     parser.add_argument("--budget", action="store_true",
                         help="run the config's `budget:` subset (a smaller study, e.g. fewer seeds or fractions)")
+    parser.add_argument("--jobs", type=positive_int, default=default_jobs(),
+                        help="finetune cells run at once, each single-threaded in its own worker process "
+                             "(default: the usable cores, at most 4; 1 runs them in this process)")
     args = parser.parse_args(argv)
     # One line per cell is the suite's progress; MLflow's per-download bars would drown it.
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
@@ -208,32 +219,10 @@ def run_suite(args) -> int:
                                 "encoders": [e["run_id"] for e in encoders]})
     parent = open_parent(config, suite_hash, data)
     client = MlflowClient(tracking_uri())
-    print(f"benchmark '{config['name']}' on {data.name}: {len(cells)} cells, parent run {parent}")
-    done: list[tuple[Cell, str]] = []
+    print(f"benchmark '{config['name']}' on {data.name}: {len(cells)} cells, parent run {parent}, "
+          f"{args.jobs} at a time")
     try:
-        for number, cell in enumerate(cells, start=1):
-            cell_config = str(repo_path(cell.config)) if cell.config else finetune_config
-            config_text = Path(cell_config).read_text() if Path(cell_config).is_file() else ""
-            cell_hash = settings_hash({**cell.spec(), "method": cell.method, "config_text": config_text,
-                                       "data": data.content_hash})
-            run_id = finished_run(config["experiment"], cell_hash, parent)
-            status = None
-            if run_id is not None:
-                owner = client.get_run(run_id).data.tags.get("mlflow.parentRunId")
-                status = "reused" if owner == parent else f"linked from benchmark {str(owner)[:8]}"
-            else:
-                cell_started = time.perf_counter()
-                if cell.kind == "baseline":
-                    run_id = baseline(cell, data, config["experiment"], parent, cell_hash, config["name"])
-                else:
-                    log_path = logs / f"{cell.method}-seed{cell.seed}.log".replace(":", "")
-                    run_id = finetune(cell, cell_config, config["experiment"], parent, cell_hash, log_path,
-                                      config["name"])
-                status = f"{time.perf_counter() - cell_started:.0f} s"
-            metrics = client.get_run(run_id).data.metrics
-            print(f"  [{number:>3}/{len(cells)}] {cell.method:<34} seed {cell.seed}  dev acc {metrics['dev_acc']:.3f}"
-                  f"  test acc {metrics['test_acc']:.3f}  ({status})", flush=True)
-            done.append((cell, run_id))
+        done = CellRunner(config, finetune_config, parent, data, logs, args.jobs).run(cells)
         runs, predictions = run_table(done)
         runs = drop_unpaired_controls(runs, predictions)
         results = build_results(runs, predictions)

@@ -69,6 +69,11 @@ def test_a_benchmark_whose_cell_crashes_leaves_nothing_running(store, mrpc_dir):
     assert process.returncode == 2, process.stderr[-3000:]
     assert process.stderr.strip().splitlines()[-1].startswith("error: cell ")
     new = [r for r in runs(store) if r.info.run_id not in before]
-    statuses = {r.data.tags.get("stage"): r.info.status for r in new if r.data.tags.get("stage") != "pretrain"}
-    assert statuses == {"benchmark": "FAILED", "finetune": "FAILED"}
+    statuses = {}  # stage → the statuses of its new runs
+    for r in new:
+        statuses.setdefault(r.data.tags.get("stage"), set()).add(r.info.status)
+    # the baselines (run first, in the suite's process) finished and will be reused; every finetune
+    # cell that started (two at a time) crashed, and the parent says the benchmark failed
+    assert statuses["benchmark"] == {"FAILED"} and statuses["finetune"] == {"FAILED"}
+    assert statuses.get("baseline", {"FINISHED"}) == {"FINISHED"}
     assert not [r for r in runs(store) if r.info.status == "RUNNING"]

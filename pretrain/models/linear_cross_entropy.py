@@ -65,18 +65,19 @@ class LinearCrossEntropy(torch.autograd.Function):
         target_scores = (hidden * weight[targets]).sum(dim=1)  # (N,)
         if bias is not None:
             target_scores = target_scores + bias[targets]
-        ctx.save_for_backward(hidden, weight, targets, maxima, log_normaliser)
-        ctx.exps, ctx.rows, ctx.has_bias = exps, rows, bias is not None
+        # exps is saved like the rest, so saved-tensor hooks (the memory estimate's probe) see it
+        ctx.save_for_backward(hidden, weight, targets, maxima, log_normaliser, exps)
+        ctx.rows, ctx.has_bias, ctx.consumed = rows, bias is not None, False
         return log_normaliser - target_scores
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad_nll: Tensor):
-        hidden, weight, targets, maxima, log_normaliser = ctx.saved_tensors
-        if ctx.exps is None:
+        if ctx.consumed:
             raise RuntimeError("linear_cross_entropy's backward consumes its buffer: it cannot run twice")
-        exps, rows = ctx.exps, ctx.rows
-        ctx.exps = None
+        hidden, weight, targets, maxima, log_normaliser, exps = ctx.saved_tensors
+        rows = ctx.rows
+        ctx.consumed = True
         grad_nll = grad_nll.to(exps.dtype)
         scale = torch.exp(maxima - log_normaliser) * grad_nll  # (K, N): block exps → softmax × upstream
         needs_hidden, needs_weight, needs_bias = ctx.needs_input_grad[:3]

@@ -18,6 +18,7 @@ from mlflow.tracking import MlflowClient
 
 from benchmarks.plan import expand_mixes, plan
 from benchmarks.matrix import load_config
+from benchmarks.stats import METRICS
 from harness.errors import UserError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -154,9 +155,10 @@ def test_load_config_missing_file(tmp_path):
 # ── the real suite, end to end ─────────────────────────────────────────────────────────────────
 
 
-def suite_command(root: Path) -> list[str]:
+def suite_command(root: Path, jobs: int = 2) -> list[str]:
     scratch = f"--trainer.default_root_dir={root / 'lightning'}"  # checkpoints stay out of the repo
     return [sys.executable, "-m", "benchmarks.suite", "--config", str(QUICK), "--results-dir", str(root / "results"),
+            "--jobs", str(jobs),
             "--pretrain-args", f"--data.max_sentences=800 --trainer.limit_val_batches=5 --model.hidden_size=16 {scratch}",
             "--finetune-args", f"--data.max_pairs=150 --trainer.max_epochs=1 --data.cache_dir={root / 'cache'} {scratch}"]
 
@@ -227,7 +229,7 @@ def test_suite_finishes_with_a_parent_run_holding_the_outputs(first, parent_run,
     report = (results_dir / "report.md").read_text()
     assert report.startswith("# Benchmark report: quick") and parent in report
     stdout = first["process"].stdout
-    assert f"parent run {parent}" in stdout and "reused" not in stdout
+    assert f"parent run {parent}" in stdout and "reused" not in stdout and "2 at a time" in stdout
     assert len(cell_lines(stdout)) == 14
 
 
@@ -296,7 +298,8 @@ def test_rerun_reuses_every_cell_and_the_parent(first, parent_run, second):
 def killed(first, parent_run, second):
     """A benchmark that lost three cells: one run deleted, one left FAILED, one left RUNNING by a
     process that died (as kill -9 leaves it), and the parent KILLED. Re-running must mark the
-    dead one KILLED and redo exactly those three cells."""
+    dead one KILLED and redo exactly those three cells. The first run ran its cells two at a time in
+    worker processes; this one runs them one at a time in the suite's process."""
     client, parent = MlflowClient(first["uri"]), parent_run.info.run_id
     by_method = {run.data.tags["method"]: run.info.run_id for run in children(first["uri"], parent)}
     client.delete_run(by_method["elmo-top-pool-mlp"])
@@ -308,7 +311,7 @@ def killed(first, parent_run, second):
         client.set_tag(by_method["elmo-average-pool-mlp"], key, value)
     client.set_terminated(parent, "KILLED")
     before = {run.info.run_id for run in all_runs(first["uri"])}
-    process = run_suite(first["root"], first["mrpc_dir"])
+    process = run_suite(first["root"], first["mrpc_dir"], suite_command(first["root"], jobs=1))
     new = [run for run in all_runs(first["uri"]) if run.info.run_id not in before]
     return {"process": process, "new": new, "lost": by_method}
 
@@ -326,6 +329,10 @@ def test_rerun_after_a_kill_redoes_only_the_lost_cells(first, parent_run, killed
     assert len(lines) == 14 and len(redone) == 3, "\n".join(lines)
     for method in lost:
         assert any(f"{method} " in line for line in redone), method
+    client = MlflowClient(first["uri"])
+    for run in killed["new"]:  # a cell's result does not depend on where it ran (worker or suite process)
+        before = client.get_run(killed["lost"][run.data.tags["method"]]).data.metrics
+        assert {key: run.data.metrics[key] for key in METRICS} == {key: before[key] for key in METRICS}
     (parent,) = benchmark_parents(first["uri"])
     assert parent.info.run_id == parent_run.info.run_id and parent.info.status == "FINISHED"
     active = children(first["uri"], parent.info.run_id)
