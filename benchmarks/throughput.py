@@ -1,7 +1,7 @@
 """Pretraining throughput of every family: real tokens/s and model FLOP/s, in float32 and under
 bf16-mixed, against a padded baseline and the machine's matmul peaks, all measured in one run.
 
-``python -m benchmarks.throughput [--json PATH] [--seconds S] [--rows NAME ...]``
+``python -m benchmarks.throughput [--json PATH] [--seconds S] [--rows NAME ...] [--profile STEPS]``
 
 Rows (each in a fresh process, so its peak RSS is its own); every row has a twin named
 ``<row>-bf16`` that runs the same step under Lightning's ``bf16-mixed`` autocast (what
@@ -42,6 +42,7 @@ import yaml
 from pytorch_lightning.plugins.precision import MixedPrecision
 
 from benchmarks.model_flops import step_flops
+from harness.errors import UserError
 from harness.precision import cpu_bf16_supported
 from harness.runtime import retain_freed_memory
 from pretrain.checkpoints import build_model, model_class
@@ -159,6 +160,7 @@ def measure(row: dict) -> dict:
         flops += step_flops(model, token_ids, lengths)
     seconds = time.perf_counter() - start
     peaks_after = matmul_peak_gflops(torch.float32), matmul_peak_gflops(torch.bfloat16)
+    profile = profile_steps(step, data, row["profile"]) if row.get("profile") else None
     return {
         "name": row["name"], "family": family, "precision": row["precision"],
         "softmax": row["softmax"] or ("full, tied" if settings.get("tie_weights", family == "gpt") else "full"),
@@ -175,13 +177,25 @@ def measure(row: dict) -> dict:
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "seconds": seconds, "threads": torch.get_num_threads(),
         "load_average": [load_before, os.getloadavg()[0]],
+        **({"profile": profile} if profile else {}),
     }
 
 
-def rows(seconds: float, names: list[str] | None = None) -> list[dict]:
+def profile_steps(step, data: BiLMDataModule, steps: int) -> str:
+    """torch.profiler's table of the top operators (self CPU time) over ``steps`` training steps."""
+    from torch.profiler import ProfilerActivity, profile
+
+    batches = iter(data.train_dataloader())
+    with profile(activities=[ProfilerActivity.CPU]) as profiler:
+        for _ in range(steps):
+            step(*next(batches))
+    return profiler.key_averages().table(sort_by="self_cpu_time_total", row_limit=20)
+
+
+def rows(seconds: float, names: list[str] | None = None, profile: int = 0) -> list[dict]:
     """The plan, each row followed by its bf16 twin; ``names`` keeps only those rows."""
     plan = [{"name": name + suffix, "config": config, "softmax": softmax, "padded": padded, "seconds": seconds,
-             "precision": precision}
+             "precision": precision, "profile": profile}
             for name, config, softmax, padded in PLAN
             for suffix, precision in (("", "32-true"), ("-bf16", "bf16-mixed"))]
     return [row for row in plan if not names or row["name"] in names]
@@ -215,8 +229,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write the rows as a JSON list here")
     parser.add_argument("--seconds", type=float, default=20.0, help="timed training per row")
     parser.add_argument("--rows", nargs="+", metavar="NAME", help="only these rows (default: all; names above)")
+    parser.add_argument("--profile", type=int, default=0, metavar="STEPS",
+                        help="after its timing, profile each row for STEPS steps and print its top operators")
     args = parser.parse_args(argv)
-    plan = rows(args.seconds, args.rows)
+    plan = rows(args.seconds, args.rows, args.profile)
     if not plan:
         print(f"error: --rows: no such row; choose from {', '.join(r['name'] for r in rows(0))}", file=sys.stderr)
         return 2
@@ -224,8 +240,14 @@ def main(argv: list[str] | None = None) -> int:
     context = multiprocessing.get_context("spawn")
     for row in plan:
         with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
-            results.append(pool.submit(measure, row).result())
+            try:
+                results.append(pool.submit(measure, row).result())
+            except UserError as error:  # e.g. no MRPC files and no network
+                print(f"error: {error}", file=sys.stderr)
+                return 2
         print(f"  measured {row['name']}: {results[-1]['real_tokens_per_s']:.0f} real tokens/s", file=sys.stderr)
+        if "profile" in results[-1]:
+            print(f"\n{row['name']}: top operators over {args.profile} steps\n{results[-1].pop('profile')}")
     print_table(results)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
