@@ -24,7 +24,7 @@ from harness.errors import UserError
 from harness.liveness import process_tags
 from harness.naming import join
 from harness.pairdata import PairData
-from harness.runtime import intra_op_threads
+from harness.runtime import intra_op_threads, release_freed_memory
 from harness.tracking import ensure_experiment, run_cli, tracking_uri
 from harness.versioning import code_version
 
@@ -119,6 +119,7 @@ def run_quietly(cli_class, args: list[str], log_path: Path) -> int:
         finally:
             sys.argv = command_line
             gc.collect()  # drop the finished cell's model and feature maps before the next one
+            release_freed_memory()  # and hand their memory back: the next cell starts from a small heap
             for logger, level in zip(lightning_logs, levels):
                 logger.setLevel(level)
 

@@ -29,6 +29,18 @@ def retain_freed_memory() -> None:
     libc.mallopt(_M_TRIM_THRESHOLD, 1 << 31)
 
 
+def release_freed_memory() -> None:
+    """Give the heap's free memory back to the system (glibc ``malloc_trim``), e.g. between the
+    cells of a benchmark: :func:`retain_freed_memory` keeps up to 2 GiB of freed blocks for the
+    next step, which a process that runs many cells in turn would otherwise hold for good."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        return
+
+
 @contextlib.contextmanager
 def intra_op_threads(count: int):
     """Run the block with ``count`` torch intra-op threads, then restore the previous count.
