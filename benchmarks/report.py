@@ -179,10 +179,10 @@ def _curve_remarks(runs: pd.DataFrame, table: pd.DataFrame, accuracy: pd.Series)
             elif method in accuracy:
                 pieces.append(f"{accuracy[method]:.1f}% at {fraction:g} of the training data (no paired twin)")
         trend = ""
-        if len(gaps) == 2:
-            change = "shrinks" if abs(gaps[0]) > abs(gaps[1]) else "grows" if abs(gaps[0]) < abs(gaps[1]) else None
-            trend = (f" — the point estimate {change} with more training data (read the CIs before calling it a "
-                     "trend)") if change else " — the same point estimate at both"
+        if len(gaps) == 2:  # the signed values: "grows" would not say in whose favour
+            trend = (f" — the point estimate moves from {_points(gaps[0])} to {_points(gaps[1])} points with more "
+                     "training data (read the CIs before calling it a trend)") if gaps[0] != gaps[1] \
+                else " — the same point estimate at both"
         remarks.append(f"Learning curve `{base}`: " + "; ".join(pieces) + trend + ".")
     return remarks
 

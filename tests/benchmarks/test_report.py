@@ -166,6 +166,10 @@ def test_write_outputs_tables_report_and_figures(benchmark, tmp_path):
     assert "parent123" in report and "pre1" in report and "seed-full" in report
     assert "vs `tfidf-lr`" in report and "`majority` (1/1)" in report
     assert "Learning curve `elmo-scalar-pool-mlp`" in report
+    curve = next(line for line in report.splitlines() if "Learning curve `elmo-scalar-pool-mlp`" in line)
+    gaps = [f"{100 * results.set_index('method').loc[method, 'gap_vs_random']:+.1f}"
+            for method in ("elmo-scalar-pool-mlp@0.1", "elmo-scalar-pool-mlp")]  # the signed gaps, in order
+    assert f"moves from {gaps[0]} to {gaps[1]} points" in curve or gaps[0] == gaps[1], curve
     assert "66.5" in report and "Wang et al. 2019" in report and "figures/learning_curve.png" in report
 
 
