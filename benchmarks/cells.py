@@ -5,6 +5,7 @@ so a re-run skips what already finished."""
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import gc
 import hashlib
 import json
@@ -112,7 +113,10 @@ def run_quietly(cli_class, args: list[str], log_path: Path) -> int:
             logger.setLevel(logging.WARNING)
         sys.argv = [command_line[0]]  # the CLI parses `args`, not the suite's own flags
         try:
-            return run_cli(cli_class, args)
+            # In a context of its own: jsonargparse keeps its parser (and through it the CLI, the
+            # trainer, the data and the mapped features) in context variables until the next
+            # parse, so the previous cell's features stayed resident beside the next one's.
+            return contextvars.copy_context().run(run_cli, cli_class, args)
         except Exception:  # noqa: BLE001 - the caller names the cell and its log in one line
             traceback.print_exc()
             return 1
