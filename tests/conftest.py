@@ -108,14 +108,14 @@ def mrpc_dir(tmp_path_factory) -> Path:
     return write_synthetic_mrpc(tmp_path_factory.mktemp("synthetic-mrpc"))
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def real_mrpc_dir() -> Path:
-    """The full MSR release from ``$MRPC_DIR``; skips the test when it is not there."""
+    """The full MSR release from ``$MRPC_DIR`` (resolved); skips the tests that need it when it is
+    not there. Module fixtures that need the real data ask for this one."""
     configured = os.environ.get("MRPC_DIR", "")
-    folder = Path(configured)
-    if not configured or not (folder / "msr_paraphrase_train.txt").is_file():
+    if not configured or not (Path(configured) / "msr_paraphrase_train.txt").is_file():
         pytest.skip("MRPC_DIR does not point at the MSR release files")
-    return folder
+    return Path(configured).resolve()
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -189,16 +189,14 @@ def cell_lines(stdout: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def first(tmp_path_factory):
+def first(tmp_path_factory, real_mrpc_dir):
     """One quick benchmark from scratch: pretraining, 12 finetune cells, 2 baselines."""
-    mrpc_dir = os.environ.get("MRPC_DIR", "")
-    if not mrpc_dir or not (Path(mrpc_dir) / "msr_paraphrase_train.txt").is_file():
-        pytest.skip("MRPC_DIR does not point at the MSR release files")
+    mrpc_dir = real_mrpc_dir
     root = tmp_path_factory.mktemp("suite")
-    process = run_suite(root, Path(mrpc_dir))
+    process = run_suite(root, mrpc_dir)
     uri = f"sqlite:///{root / 'mlflow.db'}"
     runs = all_runs(uri) if (root / "mlflow.db").exists() else []
-    yield {"root": root, "mrpc_dir": Path(mrpc_dir), "uri": uri, "process": process, "runs": runs,
+    yield {"root": root, "mrpc_dir": mrpc_dir, "uri": uri, "process": process, "runs": runs,
            "results": (root / "results" / "results.csv").read_text() if process.returncode == 0 else None}
     # load_encoder caches checkpoints under the repo's .cache/encoders/<run id>: remove this store's
     for run in runs:

@@ -29,14 +29,10 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory) -> dict:
+def store(tmp_path_factory, real_mrpc_dir) -> dict:
     """One smoke pretrain run in a fresh SQLite store, shared by every test here."""
-    configured = os.environ.get("MRPC_DIR", "")
-    if not configured or not (Path(configured) / "msr_paraphrase_train.txt").is_file():
-        pytest.skip("MRPC_DIR does not point at the MSR release files")
     directory = tmp_path_factory.mktemp("store")
-    store = {"directory": directory, "uri": f"sqlite:///{directory / 'mlflow.db'}",
-             "mrpc_dir": Path(configured).resolve()}
+    store = {"directory": directory, "uri": f"sqlite:///{directory / 'mlflow.db'}", "mrpc_dir": real_mrpc_dir}
     process = run_module(store, "pretrain", PRETRAIN_SMOKE, *PRETRAIN_QUICK)
     assert process.returncode == 0, process.stderr[-5000:]
     runs = all_runs(store["uri"])

@@ -1,7 +1,6 @@
 """LitPairClassifier in process: a frozen encoder, the mixes, the random control, evaluation
 and determinism, on a few dozen real MRPC pairs and a tiny biLM checkpoint."""
 
-import os
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -28,11 +27,8 @@ HEAD = {"head": "pool-mlp", "hidden_size": 16, "dropout": 0.1, "learning_rate": 
 
 
 @pytest.fixture(scope="module")
-def mrpc_dir() -> Path:
-    configured = os.environ.get("MRPC_DIR", "")
-    if not configured or not (Path(configured) / "msr_paraphrase_train.txt").is_file():
-        pytest.skip("MRPC_DIR does not point at the MSR release files")
-    return Path(configured).resolve()
+def mrpc_dir(real_mrpc_dir) -> Path:
+    return real_mrpc_dir
 
 
 @pytest.fixture(scope="module")

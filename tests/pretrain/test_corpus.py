@@ -1,6 +1,5 @@
 """Which sentences reach the biLM, and how they are batched. Uses the real MSR release."""
 
-import os
 from pathlib import Path
 
 import pytest
@@ -19,11 +18,8 @@ def sentences_of(pairs) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def mrpc_dir() -> Path:
-    configured = os.environ.get("MRPC_DIR", "")
-    if not configured or not (Path(configured) / "msr_paraphrase_train.txt").is_file():
-        pytest.skip("MRPC_DIR does not point at the MSR release files")
-    return Path(configured)
+def mrpc_dir(real_mrpc_dir) -> Path:
+    return real_mrpc_dir
 
 
 @pytest.fixture(scope="module")

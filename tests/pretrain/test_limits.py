@@ -44,11 +44,9 @@ def test_split_long_cuts_into_near_equal_pieces_and_keeps_every_word():
 
 
 @pytest.fixture(scope="module")
-def corpora(tmp_path_factory) -> dict:
+def corpora(tmp_path_factory, real_mrpc_dir) -> dict:
     """399 MRPC train sentences, and the same with a 50,000-word line first."""
-    mrpc_dir = os.environ.get("MRPC_DIR", "")
-    if not mrpc_dir or not (Path(mrpc_dir) / "msr_paraphrase_train.txt").is_file():
-        pytest.skip("MRPC_DIR does not point at the MSR release files")
+    mrpc_dir = real_mrpc_dir
     folder = tmp_path_factory.mktemp("corpora")
     splits = load_mrpc(mrpc_dir)
     sentences = list(dict.fromkeys(s for pair in splits.train for s in (pair.sentence1, pair.sentence2)))[:399]
