@@ -191,12 +191,11 @@ def cell_lines(stdout: str) -> list[str]:
 @pytest.fixture(scope="module")
 def first(tmp_path_factory, real_mrpc_dir):
     """One quick benchmark from scratch: pretraining, 12 finetune cells, 2 baselines."""
-    mrpc_dir = real_mrpc_dir
     root = tmp_path_factory.mktemp("suite")
-    process = run_suite(root, mrpc_dir)
+    process = run_suite(root, real_mrpc_dir)
     uri = f"sqlite:///{root / 'mlflow.db'}"
     runs = all_runs(uri) if (root / "mlflow.db").exists() else []
-    yield {"root": root, "mrpc_dir": mrpc_dir, "uri": uri, "process": process, "runs": runs,
+    yield {"root": root, "mrpc_dir": real_mrpc_dir, "uri": uri, "process": process, "runs": runs,
            "results": (root / "results" / "results.csv").read_text() if process.returncode == 0 else None}
     # load_encoder caches checkpoints under the repo's .cache/encoders/<run id>: remove this store's
     for run in runs:

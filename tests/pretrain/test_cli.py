@@ -25,13 +25,6 @@ SMOKE = REPO / "configs" / "pretrain" / "smoke.yaml"
 QUICK = ["--trainer.max_epochs=1", "--trainer.limit_val_batches=2", "--data.max_sentences=200"]
 
 
-def real_mrpc() -> Path:
-    configured = os.environ.get("MRPC_DIR", "")
-    if not configured or not (Path(configured) / "msr_paraphrase_train.txt").is_file():
-        pytest.skip("MRPC_DIR does not point at the MSR release files")
-    return Path(configured).resolve()
-
-
 def run_pretrain(directory: Path, mrpc_dir: Path, *flags: str) -> tuple[subprocess.CompletedProcess, str]:
     uri = f"sqlite:///{directory / 'mlflow.db'}"
     # one thread: the tiny smoke model gains nothing from more, and they stall on a busy machine
@@ -66,8 +59,8 @@ def assert_no_run_left(uri: str, directory: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory):
-    mrpc_dir = real_mrpc()
+def smoke_run(tmp_path_factory, real_mrpc_dir):
+    mrpc_dir = real_mrpc_dir
     directory = tmp_path_factory.mktemp("smoke")
     process, uri = run_pretrain(directory, mrpc_dir, *QUICK)
     assert process.returncode == 0, process.stderr[-5000:]
@@ -177,8 +170,8 @@ def test_encoder_loads_from_the_run(smoke_run, monkeypatch):
 
 
 @pytest.mark.slow
-def test_malformed_mrpc_file_fails_in_one_line(tmp_path):
-    mrpc_dir = real_mrpc()
+def test_malformed_mrpc_file_fails_in_one_line(tmp_path, real_mrpc_dir):
+    mrpc_dir = real_mrpc_dir
     broken = tmp_path / "mrpc"
     broken.mkdir()
     (broken / "msr_paraphrase_test.txt").write_bytes((mrpc_dir / "msr_paraphrase_test.txt").read_bytes())
@@ -192,8 +185,8 @@ def test_malformed_mrpc_file_fails_in_one_line(tmp_path):
 
 
 @pytest.mark.slow
-def test_missing_corpus_file_fails_in_one_line(tmp_path):
-    mrpc_dir = real_mrpc()
+def test_missing_corpus_file_fails_in_one_line(tmp_path, real_mrpc_dir):
+    mrpc_dir = real_mrpc_dir
     missing = tmp_path / "nonexistent.txt"
     process, uri = run_pretrain(tmp_path, mrpc_dir, *QUICK, f"--data.corpus={missing}")
     assert_one_line_user_error(process, "--data.corpus", str(missing))

@@ -46,15 +46,14 @@ def test_split_long_cuts_into_near_equal_pieces_and_keeps_every_word():
 @pytest.fixture(scope="module")
 def corpora(tmp_path_factory, real_mrpc_dir) -> dict:
     """399 MRPC train sentences, and the same with a 50,000-word line first."""
-    mrpc_dir = real_mrpc_dir
     folder = tmp_path_factory.mktemp("corpora")
-    splits = load_mrpc(mrpc_dir)
+    splits = load_mrpc(real_mrpc_dir)
     sentences = list(dict.fromkeys(s for pair in splits.train for s in (pair.sentence1, pair.sentence2)))[:399]
     words = [word for sentence in sentences for word in sentence.split()]
     long_line = " ".join(random.Random(0).choice(words) for _ in range(LONG_LINE_WORDS))
     (folder / "plain.txt").write_text("\n".join(sentences) + "\n")
     (folder / "long.txt").write_text(long_line + "\n" + "\n".join(sentences) + "\n")
-    return {"folder": folder, "mrpc_dir": Path(mrpc_dir).resolve(), "plain": folder / "plain.txt",
+    return {"folder": folder, "mrpc_dir": real_mrpc_dir, "plain": folder / "plain.txt",
             "long": folder / "long.txt"}
 
 
