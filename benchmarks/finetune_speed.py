@@ -44,7 +44,7 @@ from harness.runtime import retain_freed_memory
 from pretrain.checkpoints import build_model, model_class
 from pretrain.corpus import BiLMDataModule
 from pretrain.encoder import Encoder
-from pretrain.lit_lm import discriminative_groups
+from harness.schedules import discriminative_groups
 from pretrain.runs import load_encoder
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "pretrain"

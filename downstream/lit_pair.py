@@ -29,7 +29,7 @@ from downstream.scalar_mix import ScalarMix
 from harness.errors import UserError
 from harness.precision import clip_gradients
 from pretrain.encoder import Encoder
-from pretrain.lit_lm import discriminative_groups, slanted_triangular
+from harness.schedules import discriminative_groups, slanted_triangular
 
 FINETUNE_MODES = ("frozen", "full", "gradual")
 JOINT_HEAD = "cls"  # GPT's: one sequence per pair order, linear on the <cls> states

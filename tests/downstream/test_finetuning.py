@@ -14,7 +14,7 @@ from downstream.lit_pair import LitPairClassifier
 from harness.errors import UserError
 from downstream.pairs import joint_ids
 from pretrain.checkpoints import FAMILIES
-from pretrain.lit_lm import slanted_triangular
+from harness.schedules import slanted_triangular
 from pretrain.runs import load_encoder, random_encoder
 
 SENTENCES = ["the cat sat on the mat .", "a dog barked at the cat , loudly .", "shares fell 3 percent on monday .",
