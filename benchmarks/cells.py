@@ -26,7 +26,8 @@ from harness.liveness import process_tags
 from harness.naming import join
 from harness.pairdata import PairData
 from harness.runtime import intra_op_threads, release_freed_memory
-from harness.tracking import ensure_experiment, run_cli, tracking_uri
+from harness.tracked_cli import run_cli
+from harness.tracking import ensure_experiment, tracking_uri
 from harness.versioning import code_version
 
 # Finetune cells run single-threaded: their operations are small, and on this shared 2-core

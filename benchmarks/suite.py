@@ -33,7 +33,8 @@ from harness.liveness import mark_dead_runs, process_tags
 from harness.naming import benchmark_run_name
 from harness.pairdata import PairData, load_pair_data
 from harness.store import prepare_store
-from harness.tracking import REPO_ROOT, ensure_experiment, flatten, tracking_uri
+from harness.params import flatten
+from harness.tracking import REPO_ROOT, ensure_experiment, tracking_uri
 from harness.versioning import code_version, git_commit
 
 def pretrain_stages(encoder: dict) -> list[dict]:

@@ -3,7 +3,7 @@
 import sys
 
 from downstream.cli import FinetuneCLI
-from harness.tracking import run_cli
+from harness.tracked_cli import run_cli
 
 if __name__ == "__main__":
     sys.exit(run_cli(FinetuneCLI))

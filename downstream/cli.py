@@ -15,7 +15,8 @@ from harness.errors import UserError
 from harness.links import summary_lines
 from harness.naming import encoder_label, finetune_run_name, twin_label
 from harness.system_metrics import SystemMetrics
-from harness.tracking import TrackedCLI, log_params
+from harness.params import log_params
+from harness.tracked_cli import TrackedCLI
 from harness.views import COMPARE_VIEW
 from pretrain.encoder import Encoder
 from pretrain.runs import load_encoder, random_encoder

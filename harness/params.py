@@ -1,4 +1,5 @@
-"""Which config values become MLflow params: the ones a user compares across runs.
+"""A run's MLflow params: which config values become params (the ones a user compares across
+runs), and logging them in full, also into a resumed run.
 
 LightningCLI's full config has ~80 keys, most of them Trainer switches left at their defaults
 (``trainer.barebones: False``), unset values (``None``) and plumbing (``run_name``, ``tags: {}``,
@@ -10,6 +11,13 @@ and the resolved facts the CLIs add (encoder run, fingerprint, pair counts).
 from __future__ import annotations
 
 from typing import Any
+
+from mlflow.entities import Param
+from pytorch_lightning.loggers import MLFlowLogger
+from pytorch_lightning.utilities import rank_zero_only
+
+PARAM_LIMIT = 6000  # characters MLflow 3 keeps per param value
+CHANGED_PARAMS_TAG = "harness.changed_params"  # params a resumed fit was given other values for
 
 # Trainer settings that change what a run computes, with Lightning's defaults (dropped when equal).
 TRAINER_KEPT = {
@@ -41,3 +49,37 @@ def comparable_params(flat: dict[str, Any]) -> dict[str, Any]:
                 continue
         kept[key] = value
     return kept
+
+
+def log_params(logger: MLFlowLogger, params: dict[str, Any]) -> None:
+    """Log the flat params a user compares (:func:`comparable_params`) in full (Lightning's own
+    logger cuts values at 250 characters).
+
+    A resumed run has its params already, and MLflow refuses to change one: keys it has are
+    skipped, and those given another value are listed in the tag ``harness.changed_params``.
+    """
+    if rank_zero_only.rank != 0:
+        return
+    client, run_id = logger.experiment, logger.run_id
+    values = {key: str(value)[:PARAM_LIMIT] for key, value in comparable_params(flatten(params)).items()}
+    run = client.get_run(run_id)
+    existing = run.data.params
+    items = [Param(key, value) for key, value in values.items() if key not in existing]
+    for start in range(0, len(items), 100):
+        client.log_batch(run_id, params=items[start:start + 100])
+    changed = {key for key, value in values.items() if key in existing and existing[key] != value}
+    if changed:
+        changed |= set(filter(None, run.data.tags.get(CHANGED_PARAMS_TAG, "").split(",")))
+        client.set_tag(run_id, CHANGED_PARAMS_TAG, ",".join(sorted(changed))[:5000])
+
+
+def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested config → ``{"data.batch_size": 16, ...}`` (an empty mapping stays a value)."""
+    flat = {}
+    for key, value in tree.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            flat.update(flatten(value, f"{name}."))
+        else:
+            flat[name] = value
+    return flat

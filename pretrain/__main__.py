@@ -3,7 +3,7 @@
 import sys
 
 from pretrain.cli import PretrainCLI
-from harness.tracking import run_cli
+from harness.tracked_cli import run_cli
 
 if __name__ == "__main__":
     sys.exit(run_cli(PretrainCLI))

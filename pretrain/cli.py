@@ -17,7 +17,8 @@ from pretrain.registry import ALIAS, model_name, register_encoder
 from harness.links import summary_lines
 from harness.naming import encoder_label, pretrain_run_name
 from harness.system_metrics import SystemMetrics
-from harness.tracking import TrackedCLI, log_params
+from harness.params import log_params
+from harness.tracked_cli import TrackedCLI
 from harness.views import COMPARE_VIEW
 
 # Short model names for the `model` tag, by family.

@@ -26,7 +26,7 @@ from downstream.features import FeatureStore
 from downstream.lit_pair import LitPairClassifier
 from harness.batching import pad_batch
 from harness.errors import UserError
-from harness.tracking import run_cli
+from harness.tracked_cli import run_cli
 from pretrain.cli import PretrainCLI
 from pretrain.lit_awd_lstm import LitAWDLSTM
 from pretrain.lit_bilm import LitBiLM

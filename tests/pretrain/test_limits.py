@@ -15,7 +15,7 @@ from mlflow.tracking import MlflowClient
 
 from harness.errors import UserError
 from harness.mrpc import load_mrpc
-from harness.tracking import run_cli
+from harness.tracked_cli import run_cli
 from pretrain.cli import PretrainCLI
 from pretrain.corpus import DEFAULT_MAX_TOKENS, BiLMDataModule, split_long
 from pretrain.memory import step_bytes

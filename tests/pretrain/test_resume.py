@@ -14,7 +14,7 @@ import torch
 from mlflow.entities import ViewType
 from mlflow.tracking import MlflowClient
 
-from harness.tracking import run_cli
+from harness.tracked_cli import run_cli
 from pretrain.cli import PretrainCLI
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,0 +1,170 @@
+"""The LightningCLI base of every stage: checks the settings and the store first, names and tags
+the stage's MLflow run, resumes a run faithfully from its checkpoint, and turns user mistakes
+into one line (:func:`run_cli`)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from mlflow.exceptions import MlflowException
+from mlflow.tracking import MlflowClient
+from pytorch_lightning.cli import LightningCLI
+from pytorch_lightning.utilities import rank_zero_only
+
+from harness.checkpoints import ResumePoint, resume_point
+from harness.errors import UserError
+from harness.liveness import mark_dead_runs
+from harness.precision import check_precision
+from harness.resume import ResumeState
+from harness.run_config import MLflowConfig
+from harness.runtime import retain_freed_memory
+from harness.store import prepare_store, tracking_uri
+from harness.tracking import fail_open_runs, keep_checkpoints_in, make_logger, server_lost
+
+RESUMED_TAG = "harness.resumed_from"
+
+
+class TrackedCLI(LightningCLI):
+    """LightningCLI whose runs go to MLflow with a readable name and the stage's tags.
+
+    Subclasses set ``stage`` and ``experiment`` and implement :meth:`run_name` and
+    :meth:`run_tags`; they may add callbacks through :meth:`stage_callbacks`.
+    """
+
+    stage = "stage"
+    experiment = "lm-transfer-bench"
+    resume_point: ResumePoint | None = None  # set by prepare_run when --ckpt_path resumes a run
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("save_config_callback", MLflowConfig)
+        kwargs.setdefault("save_config_kwargs", {"overwrite": True})
+        kwargs.setdefault("auto_configure_optimizers", False)
+        super().__init__(*args, **kwargs)
+
+    def add_arguments_to_parser(self, parser) -> None:
+        parser.add_argument("--experiment_name", type=str | None, default=self.experiment,
+                            help="MLflow experiment that receives the run")
+        parser.add_argument("--run_name", type=str | None, default=None,
+                            help="MLflow run name (default: made from the config)")
+        parser.add_argument("--tags", type=dict[str, str], default={},
+                            help="extra MLflow run tags, e.g. --tags='{\"note\": \"try\"}'")
+
+    def setting(self, key: str, default: Any = None) -> Any:
+        """A value of the parsed config of the current subcommand, by dotted key."""
+        node = self.config.get(str(self.subcommand), self.config)
+        for part in key.split("."):
+            node = node.get(part, default) if hasattr(node, "get") else default
+        return node
+
+    def experiment_name(self) -> str:
+        """``--experiment_name``, else :meth:`default_experiment`."""
+        return self.setting("experiment_name") or self.default_experiment()
+
+    def default_experiment(self) -> str:
+        return self.experiment
+
+    def run_name(self) -> str:
+        return self.stage
+
+    def run_tags(self) -> dict[str, str]:
+        return {"stage": self.stage}
+
+    def stage_callbacks(self, run_id: str) -> list:
+        return []
+
+    def check_settings(self) -> None:
+        """Refuse settings that cannot give a useful run, before anything is read or created."""
+        batch_size = self.setting("data.batch_size")
+        if isinstance(batch_size, int) and batch_size < 1:
+            raise UserError(f"--data.batch_size={batch_size}: must be at least 1")
+        for flag in ("max_epochs", "max_steps"):
+            if self.setting(f"trainer.{flag}") == 0:
+                raise UserError(f"--trainer.{flag}=0: nothing would be trained, yet the run would count as "
+                                f"finished; use at least 1 (or -1 for no limit)")
+        check_precision(self.setting("trainer.precision"), self.setting("trainer.accelerator"))
+
+    def check_before_run(self) -> None:
+        """Stage checks that need the instantiated model and data, before the run is created."""
+
+    def parse_arguments(self, parser, args) -> None:
+        """After parsing, and before Lightning reads ``--ckpt_path`` (it loads the checkpoint's
+        hyper-parameters into the config) or instantiates anything: :meth:`prepare_run`."""
+        super().parse_arguments(parser, args)
+        self.subcommand = self.config.get("subcommand")
+        self.prepare_run()
+
+    def prepare_run(self) -> None:
+        """Check the settings, prepare the store (created once, under a lock), mark KILLED the
+        runs whose process died, then check the checkpoint to resume from, if any: a readable
+        training checkpoint of a run of this stage in this store."""
+        self.resume_point = None
+        self.check_settings()
+        uri = tracking_uri()
+        prepare_store(uri)
+        client = MlflowClient(uri)
+        if rank_zero_only.rank == 0:
+            mark_dead_runs(client)
+        ckpt_path = self.setting("ckpt_path") if self.subcommand == "fit" else None
+        if not ckpt_path:
+            return
+        self.resume_point = resume_point(str(ckpt_path), self.checkpoint_root())
+        run_id = self.resume_point.run_id
+        try:
+            run = client.get_run(run_id)
+        except MlflowException:
+            raise UserError(f"--ckpt_path={ckpt_path}: its run {run_id} is not in {uri}; resume against the "
+                            f"store it was logged to (MLFLOW_TRACKING_URI)") from None
+        if run.data.tags.get("stage") != self.stage:
+            raise UserError(f"--ckpt_path={ckpt_path}: run {run_id} is a {run.data.tags.get('stage')} run, "
+                            f"not a {self.stage} run")
+        self.config[self.subcommand]["ckpt_path"] = str(self.resume_point.path)
+
+    def instantiate_trainer(self, **kwargs):
+        self.check_before_run()
+        tags = {**self.run_tags(), **(self.setting("tags") or {})}
+        if self.resume_point:
+            tags[RESUMED_TAG] = str(self.resume_point.path)
+        logger = make_logger(self.experiment_name(), self.setting("run_name") or self.run_name(), tags,
+                             run_id=self.resume_point.run_id if self.resume_point else None)
+        run_id = logger.run_id
+        keep_checkpoints_in(logger, self.checkpoint_dir(run_id))
+        trainer_config = self._get(self.config_init, "trainer")
+        trainer_config["callbacks"] = [*(trainer_config.get("callbacks") or []), *self.stage_callbacks(run_id),
+                                       ResumeState(run_id)]
+        return super().instantiate_trainer(logger=logger, **kwargs)
+
+    def checkpoint_root(self) -> Path:
+        """``<default_root_dir>/checkpoints/<stage>``: one folder per run below it."""
+        return Path(self.setting("trainer.default_root_dir") or os.getcwd()) / "checkpoints" / self.stage
+
+    def checkpoint_dir(self, run_id: str | None) -> Path:
+        """``<default_root_dir>/checkpoints/<stage>/<run_id>`` (a resumed run keeps the folder of
+        its checkpoint). Under DDP only rank 0 has the run id; ModelCheckpoint broadcasts rank 0's
+        folder at setup, so the others' is a placeholder."""
+        if self.resume_point:
+            return self.resume_point.directory
+        return self.checkpoint_root() / (run_id or "rank-placeholder")
+
+
+def run_cli(cli_class: type[TrackedCLI], args: list[str] | None = None) -> int:
+    """Run a CLI. Returns the exit status: 2 after a :class:`UserError` (one line), 1 when the
+    tracking server went away during the run (one line); any other failure marks the run FAILED
+    (KILLED for Ctrl-C) and raises."""
+    retain_freed_memory()
+    try:
+        cli_class(args=args)
+    except UserError as error:
+        fail_open_runs()
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except BaseException as error:
+        lost = server_lost()
+        if lost:
+            print(f"error: {lost}", file=sys.stderr)
+            return 1
+        fail_open_runs("KILLED" if isinstance(error, KeyboardInterrupt) else "FAILED")
+        raise
+    return 0
