@@ -76,8 +76,18 @@ def save_view(client: MlflowClient, experiment_id: str, key: str, name: str, sta
         except (ValueError, AttributeError):
             pass
     now = int(time.time() * 1000)
-    client.set_experiment_tag(experiment_id, tag, json.dumps(
+    set_experiment_tag(client, experiment_id, tag, json.dumps(
         {"name": name, "createdAt": now, "updatedAt": now, "state": json.dumps(state)}))
+
+
+def set_experiment_tag(client: MlflowClient, experiment_id: str, key: str, value: str) -> None:
+    """``set_experiment_tag``, safe against another process writing the same new tag at the same
+    moment: a SQL store inserts a new tag, so the second of two concurrent first writes fails on
+    the primary key; written again, the tag exists and is updated."""
+    try:
+        client.set_experiment_tag(experiment_id, key, value)
+    except MlflowException:
+        client.set_experiment_tag(experiment_id, key, value)
 
 
 def prepare_experiment(client: MlflowClient, experiment_id: str, experiment_name: str) -> None:
@@ -86,7 +96,7 @@ def prepare_experiment(client: MlflowClient, experiment_id: str, experiment_name
     kind = kind_of(experiment_name)
     experiment = client.get_experiment(experiment_id)
     if not experiment.tags.get(DESCRIPTION_TAG):
-        client.set_experiment_tag(experiment_id, DESCRIPTION_TAG, DESCRIPTIONS[kind])
+        set_experiment_tag(client, experiment_id, DESCRIPTION_TAG, DESCRIPTIONS[kind])
     save_view(client, experiment_id, COMPARE_VIEW, "Compare runs", view_state(COLUMNS[kind]))
     if kind == "finetune":
         save_view(client, experiment_id, GROUPED_VIEW, "By method and encoder",

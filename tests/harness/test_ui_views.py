@@ -131,3 +131,28 @@ def test_metric_keys_are_accepted_by_mlflow(tmp_path, name):
     run = client.create_run("0")
     client.log_metric(run.info.run_id, f"{metric_key(name)}/test_acc_mean", 0.5)
     assert client.get_run(run.info.run_id).data.metrics == {f"{metric_key(name)}/test_acc_mean": 0.5}
+
+
+def test_a_view_written_by_two_processes_at_once_is_written_again(tmp_path):
+    """Two cells creating the same experiment on a server: the second first write of a new tag
+    fails on the SQL primary key (seen on PostgreSQL); the view is then written as an update."""
+    from mlflow.exceptions import MlflowException
+
+    from harness.views import save_view
+
+    client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    experiment_id = client.create_experiment("raced")
+    calls = []
+    real = client.set_experiment_tag
+
+    def first_write_loses_the_race(*args):
+        calls.append(args)
+        if len(calls) == 1:
+            real(*args)  # the other process's write lands first …
+            raise MlflowException("duplicate key value violates unique constraint")  # … and ours fails
+        real(*args)
+
+    client.set_experiment_tag = first_write_loses_the_race
+    save_view(client, experiment_id, "compare", "Compare runs", {"searchFilter": ""})
+    assert len(calls) == 2
+    assert json.loads(client.get_experiment(experiment_id).tags[VIEW_PREFIX + "compare"])["name"] == "Compare runs"
