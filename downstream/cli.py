@@ -11,6 +11,7 @@ from downstream.lit_pair import LitPairClassifier
 from downstream.pairs import PairDataModule
 from downstream.records import LogDatasets, LogPredictionViews
 from harness.checkpoints import run_checkpoints
+from harness.digests import RecordBestDigest
 from harness.errors import UserError
 from harness.links import summary_lines
 from harness.naming import encoder_label, finetune_run_name, twin_label
@@ -124,6 +125,7 @@ class FinetuneCLI(TrackedCLI):
             LogPredictionViews(self.evaluation),
             LogDatasets(),
             SystemMetrics(),
+            RecordBestDigest(),  # after EvaluateBest: a run that failed there records nothing
         ]
         if self.model.hparams.finetune != "frozen":  # the encoder's per-group rates: lr-AdamW/<group>
             callbacks.append(LearningRateMonitor(logging_interval="step"))

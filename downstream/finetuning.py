@@ -8,6 +8,8 @@ from pathlib import Path
 import pytorch_lightning as pl
 import torch
 
+from harness.checkpoints import RESUME_STATE_KEY
+from harness.digests import check_run_checkpoint
 from harness.errors import UserError
 
 
@@ -29,7 +31,8 @@ class GradualUnfreezing(pl.Callback):
 def load_classifier(path: str | Path, map_location: str = "cpu"):
     """A finetune checkpoint, reloaded on its own: the encoder it recorded is rebuilt — from the
     checkpoint's own weights when the encoder was fine-tuned, else from the recorded pretrain run
-    (or the random twin's seed), checked by fingerprint — then the classifier's weights.
+    (or the random twin's seed), checked by fingerprint — then the classifier's weights. A run's
+    ``best.ckpt`` must match the sha256 its run recorded (when the store has that run).
 
     Returns:
         ``LitPairClassifier`` in eval mode.
@@ -43,6 +46,8 @@ def load_classifier(path: str | Path, map_location: str = "cpu"):
         record, finetune = checkpoint["encoder"], checkpoint["hyper_parameters"]["finetune"]
     except (OSError, RuntimeError, KeyError, TypeError) as error:
         raise UserError(f"{path}: not a finetune checkpoint of `python -m downstream` ({type(error).__name__})") from None
+    state = (checkpoint.get("callbacks") or {}).get(RESUME_STATE_KEY)
+    check_run_checkpoint(path, state.get("run_id") if isinstance(state, dict) else None)
     encoder = encoder_from_record(record, weights=finetune == "frozen")
     model = LitPairClassifier.load_from_checkpoint(path, map_location=map_location, weights_only=True, encoder=encoder)
     return model.eval()

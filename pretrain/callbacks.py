@@ -10,6 +10,7 @@ import pytorch_lightning as pl
 import torch
 
 from harness.checkpoints import read_best
+from harness.digests import record_digest
 from pretrain.checkpoints import slim_checkpoint
 from pretrain.runs import CHECKPOINT_ARTIFACT
 
@@ -78,9 +79,10 @@ class ExportEncoder(pl.Callback):
     """At the end of fit (before the run is closed): reload the best checkpoint, recompute the
     held-out perplexities on it and log them as ``best_val_ppl*`` (at the best checkpoint's step),
     then log a slim self-describing checkpoint (``checkpoint/encoder.ckpt``: family, config,
-    tokenizer, weights, no optimiser state) and ``vocab.txt``. The slim file is written to the
-    run's own checkpoint folder ``directory``; the best checkpoint is read from there only, without
-    running pickled code (``weights_only``). Any failure here fails the run."""
+    tokenizer, weights, no optimiser state) with its sha256 as the param ``checkpoint_sha256``, and
+    ``vocab.txt``. The slim file is written to the run's own checkpoint folder ``directory``; the
+    best checkpoint is read from there only, without running pickled code (``weights_only``). Any
+    failure here fails the run."""
 
     def __init__(self, directory: str | Path):
         self.directory = Path(directory)
@@ -114,6 +116,7 @@ class ExportEncoder(pl.Callback):
         torch.save(slim_checkpoint(checkpoint, best or "the trained model"), temporary)
         os.replace(temporary, slim_path)
         self.best_path = str(slim_path)
+        record_digest(logger.experiment, logger.run_id, slim_path)  # what every later download is checked against
         logger.experiment.log_artifact(logger.run_id, str(slim_path), os.path.dirname(CHECKPOINT_ARTIFACT))
         vocab = "\n".join(pl_module.tokenizer.vocab) + "\n"
         logger.experiment.log_text(logger.run_id, vocab, "vocab.txt")

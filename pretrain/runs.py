@@ -18,6 +18,7 @@ import torch
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
+from harness.digests import check_digest, matches_record
 from harness.errors import UserError
 from harness.tracking import REPO_ROOT, tracking_uri
 from pretrain.checkpoints import FAMILIES, build_model, build_tokenizer, code_version, read_checkpoint
@@ -100,8 +101,9 @@ def _download(client: MlflowClient, run_id: str, target: Path) -> Path:
 
 
 def checkpoint_of_run(run_id: str, source: str) -> tuple[dict, str]:
-    """The pretrain run's encoder checkpoint (downloaded once per run, re-downloaded once if the
-    cached copy is unreadable). Returns the normalised checkpoint and its file digest."""
+    """The pretrain run's encoder checkpoint (downloaded once per run; a cached copy that is
+    unreadable or no longer matches the run's recorded sha256 is downloaded again, once), checked
+    against that digest (:mod:`harness.digests`). Returns the normalised checkpoint and its file digest."""
     client = MlflowClient(tracking_uri())
     try:
         run = client.get_run(run_id)
@@ -113,13 +115,19 @@ def checkpoint_of_run(run_id: str, source: str) -> tuple[dict, str]:
     if run.info.status != "FINISHED":
         raise UserError(f"{source}: pretrain run {run_id} is {run.info.status}, not FINISHED")
     local = ENCODER_CACHE / run_id / Path(CHECKPOINT_ARTIFACT).name
-    if not local.is_file():
+    if not local.is_file() or not matches_record(run, local):
         _download(client, run_id, local)
     try:
+        check_digest(run, local, CHECKPOINT_ARTIFACT, source)
         return read_checkpoint(local, source)
-    except UserError:  # a damaged cached copy: fetch it again, once
+    except UserError:  # a damaged or replaced cached copy: fetch it again, once
         local.unlink(missing_ok=True)
         _download(client, run_id, local)
+        try:
+            check_digest(run, local, CHECKPOINT_ARTIFACT, source)
+        except UserError:
+            local.unlink(missing_ok=True)  # never keep a refused file where the next load would find it
+            raise
         try:
             return read_checkpoint(local, source)
         except UserError:
