@@ -4,7 +4,7 @@ in the same process on the same GLUE-train pairs.
 ``python -m benchmarks.finetune_speed [--families elmo ulmfit gpt] [--batches 30] [--json PATH]
 [--encoder FAMILY=SOURCE ...] [--profile]``
 
-Encoders are each family's CPU config (``configs/pretrain/{elmo,ulmfit,gpt}.yaml``) with untrained
+Encoders are each registered family's CPU config (``configs/pretrain/<family>.yaml``) with untrained
 weights and a tokenizer built on GLUE train — speed does not depend on the weights — unless
 ``--encoder elmo=runs:/<id>`` names a trained one. Per family (scalar mix + pool-mlp, batch 32):
 
@@ -15,7 +15,8 @@ weights and a tokenizer built on GLUE train — speed does not depend on the wei
 - ``full``: the encoder trained under the head (discriminative AdamW groups): bucketed token
   batches vs the naive padded, unbucketed ones; ``full-bf16`` is the harness's path under
   ``bf16-mixed`` autocast (Lightning's ``forward_context``).
-- ``cls`` (GPT only): GPT's own classifier on both orders of the joint sequence, with λ = 0.5 LM loss.
+- ``cls`` (families with a joint pair input: GPT): its own classifier on both orders of the joint
+  sequence, with λ = 0.5 LM loss.
 
 Every variant times the same number of training steps (forward, backward, AdamW); one batch is a
 warm-up. ``--profile`` prints torch.profiler's top operators of the cached frozen step.
@@ -41,26 +42,26 @@ from downstream.lit_pair import LitPairClassifier
 from downstream.pairs import PairDataModule
 from harness.precision import cpu_bf16_supported
 from harness.runtime import retain_freed_memory
-from pretrain.checkpoints import build_model, model_class
+from harness.schedules import discriminative_groups
+from pretrain.checkpoints import build_model
 from pretrain.corpus import BiLMDataModule
 from pretrain.encoder import Encoder
-from harness.schedules import discriminative_groups
+from pretrain.families import FAMILIES, family_of
 from pretrain.runs import load_encoder
 
-CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "pretrain"
-FAMILY_CONFIGS = {"elmo": "elmo", "ulmfit": "ulmfit", "gpt": "gpt"}
+CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "pretrain"  # each family's <name>.yaml
 BATCH_SIZE = 32
 
 
 def config_encoder(family: str) -> Encoder:
     """An untrained encoder at the family's CPU config, its tokenizer built on GLUE train only."""
-    config = yaml.safe_load((CONFIGS / f"{FAMILY_CONFIGS[family]}.yaml").read_text())
+    config = yaml.safe_load((CONFIGS / f"{family}.yaml").read_text())
     section = dict(config.get("model", {}))
     section.pop("class_path", None)
     arguments = dict(section.pop("init_args", {}), **section)
     data = {key: value for key, value in (config.get("data") or {}).items() if key != "extra_corpus"}
     tokenizer = BiLMDataModule(**data).tokenizer
-    keys = inspect.signature(model_class(family)).parameters
+    keys = inspect.signature(family_of(family).model).parameters
     model_config = {"vocab_size": len(tokenizer), **{k: v for k, v in arguments.items() if k in keys}}
     torch.manual_seed(0)
     return Encoder(build_model(family, model_config), tokenizer, family, model_config,
@@ -109,7 +110,7 @@ def pad_to(tensor: torch.Tensor, steps: int) -> torch.Tensor:
 def measure_family(family: str, encoder: Encoder, batches: int, profile: bool) -> list[dict]:
     """Every mode of one family; returns one row per mode."""
     rows = []
-    modes = [("frozen", "pool-mlp"), ("full", "pool-mlp")] + ([("full", "cls")] if family == "gpt" else [])
+    modes = [("frozen", "pool-mlp"), ("full", "pool-mlp")] + ([("full", "cls")] if encoder.spec.joint_pair_input else [])
     for finetune, head in modes:
         torch.manual_seed(0)
         model = LitPairClassifier(encoder, mix="scalar", head=head, finetune=finetune,
@@ -196,7 +197,7 @@ def print_table(rows: list[dict]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--families", nargs="+", default=list(FAMILY_CONFIGS), choices=list(FAMILY_CONFIGS))
+    parser.add_argument("--families", nargs="+", default=list(FAMILIES), choices=list(FAMILIES))
     parser.add_argument("--batches", type=int, default=30, help="training batches timed per variant")
     parser.add_argument("--encoder", action="append", default=[], metavar="FAMILY=SOURCE",
                         help="use a trained encoder for a family (runs:/<id>, a path, latest:<family>)")

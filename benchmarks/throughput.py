@@ -14,8 +14,9 @@ Rows (each in a fresh process, so its peak RSS is its own); every row has a twin
 - ``seed-full`` / ``seed-adaptive``: the harness's biLM step at ``seed.yaml`` (length-bucketed
   batches, trailing padding only, loss over real tokens) with the exact / adaptive softmax.
 - ``default-*``: the same at the default config (``elmo.yaml``).
-- ``ulmfit-cpu``: the AWD-LSTM at ``ulmfit.yaml`` (256/768 × 3, tied, every dropout, AR/TAR).
-- ``gpt-cpu``: the transformer at ``gpt.yaml`` (4 × 256, byte-level BPE 8k, tied softmax).
+- ``<family>-cpu`` for every other registered family, at its ``configs/pretrain/<family>.yaml``:
+  ``ulmfit-cpu`` (the AWD-LSTM, 256/768 × 3, tied, every dropout, AR/TAR), ``gpt-cpu`` (the
+  transformer, 4 × 256, byte-level BPE 8k, tied softmax).
 
 Model FLOPs count the useful matmul work on real tokens only (``benchmarks.model_flops``). The
 matmul peaks are a 2048² ``torch.mm`` in float32 and in bfloat16, in the row's own process, taken
@@ -45,19 +46,24 @@ from benchmarks.model_flops import step_flops
 from harness.errors import UserError
 from harness.precision import cpu_bf16_supported
 from harness.runtime import retain_freed_memory
-from pretrain.checkpoints import build_model, model_class
+from pretrain.checkpoints import build_model
+from pretrain.cli import DEFAULT_FAMILY
 from pretrain.corpus import BiLMDataModule
+from pretrain.families import FAMILIES, Family, family_of, family_of_lightning_module
 from pretrain.models.bilm import BiLM
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "pretrain"
-FAMILY_OF_CLASS = {"pretrain.lit_bilm.LitBiLM": "elmo", "pretrain.lit_awd_lstm.LitAWDLSTM": "ulmfit",
-                   "pretrain.lit_gpt.LitGPT": "gpt"}
-# name, config, softmax (biLM rows), padded baseline
-PLAN = [("seed-padded-baseline", "seed", "full", True), ("seed-full", "seed", "full", False),
-        ("seed-adaptive", "seed", "adaptive", False), ("default-full", "elmo", "full", False),
-        ("default-adaptive", "elmo", "adaptive", False), ("ulmfit-cpu", "ulmfit", None, False),
-        ("gpt-cpu", "gpt", None, False)]
+# name, config, softmax (biLM rows), padded baseline: the biLM's softmax and padding study
+BILM_ROWS = [("seed-padded-baseline", "seed", "full", True), ("seed-full", "seed", "full", False),
+             ("seed-adaptive", "seed", "adaptive", False), ("default-full", "elmo", "full", False),
+             ("default-adaptive", "elmo", "adaptive", False)]
 BASELINE = "seed-padded-baseline"
+
+
+def plan_rows() -> list[tuple[str, str, str | None, bool]]:
+    """The biLM rows, then ``<family>-cpu`` at each other family's own config."""
+    measured = {config for _, config, _, _ in BILM_ROWS}
+    return BILM_ROWS + [(f"{name}-cpu", name, None, False) for name in FAMILIES if name not in measured]
 
 
 def matmul_peak_gflops(dtype: torch.dtype = torch.float32, size: int = 2048, seconds: float = 2.0) -> float:
@@ -90,16 +96,15 @@ def harness_loss(model: torch.nn.Module, token_ids: torch.Tensor, lengths: torch
     """The training loss of ``LitLanguageModel.training_step``: mean NLL over directions and real
     tokens, plus the model's regularisation (AWD-LSTM's AR/TAR)."""
     sums = model(token_ids, lengths)
-    nll = sum(sums[f"nll_{direction}"] for direction in model.directions)
-    loss = nll / (len(model.directions) * sums["count"].clamp(min=1))
+    loss = model.objective.mean_nll(sums)
     return loss + sums["regularization"] if "regularization" in sums else loss
 
 
-def build(row: dict) -> tuple[str, torch.nn.Module, BiLMDataModule, dict, dict]:
+def build(row: dict) -> tuple[Family, torch.nn.Module, BiLMDataModule, dict, dict]:
     """The row's family, model, data and optimiser/trainer settings, from its config file."""
     config = yaml.safe_load((CONFIGS / f"{row['config']}.yaml").read_text())
     model_section = dict(config.get("model", {}))
-    family = FAMILY_OF_CLASS[model_section.pop("class_path", "pretrain.lit_bilm.LitBiLM")]
+    family = family_of_lightning_module(model_section.pop("class_path", family_of(DEFAULT_FAMILY).lightning_module))
     arguments = dict(model_section.pop("init_args", {}), **model_section)
     if row["softmax"]:
         arguments["softmax"] = row["softmax"]
@@ -107,8 +112,8 @@ def build(row: dict) -> tuple[str, torch.nn.Module, BiLMDataModule, dict, dict]:
             arguments["tie_weights"] = False  # the adaptive softmax has no single output matrix to tie
     data_args = dict(config.get("data", {}))
     data = BiLMDataModule(**{**data_args, "bucket": not row["padded"]})
-    model_keys = inspect.signature(model_class(family)).parameters
-    model = build_model(family, {"vocab_size": data.vocab_size,
+    model_keys = inspect.signature(family.model).parameters
+    model = build_model(family.name, {"vocab_size": data.vocab_size,
                                  **{key: value for key, value in arguments.items() if key in model_keys}})
     optimisation = {"learning_rate": arguments.get("learning_rate", 2e-3),
                     "weight_decay": arguments.get("weight_decay", 0.01),
@@ -157,14 +162,15 @@ def measure(row: dict) -> dict:
             continue
         computed += step(token_ids, lengths)
         real += int(lengths.sum())
-        flops += step_flops(model, token_ids, lengths)
+        flops += step_flops(family, model, token_ids, lengths)
     seconds = time.perf_counter() - start
     peaks_after = matmul_peak_gflops(torch.float32), matmul_peak_gflops(torch.bfloat16)
     profile = profile_steps(step, data, row["profile"]) if row.get("profile") else None
+    tied = bool(settings["tie_weights"]) if "tie_weights" in settings else tied_output(model, data.vocab_size)
     return {
-        "name": row["name"], "family": family, "precision": row["precision"],
-        "softmax": row["softmax"] or ("full, tied" if settings.get("tie_weights", family == "gpt") else "full"),
-        "batch_size": settings.get("batch_size", 16), "tie_weights": bool(settings.get("tie_weights", family == "gpt")),
+        "name": row["name"], "family": family.name, "precision": row["precision"],
+        "softmax": row["softmax"] or ("full, tied" if tied else "full"),
+        "batch_size": settings.get("batch_size", 16), "tie_weights": tied,
         "hidden_size": getattr(model, "hidden_size", None), "num_layers": model.num_layers,
         "vocab_size": data.vocab_size,
         "real_tokens_per_s": real / seconds,
@@ -179,6 +185,11 @@ def measure(row: dict) -> dict:
         "load_average": [load_before, os.getloadavg()[0]],
         **({"profile": profile} if profile else {}),
     }
+
+
+def tied_output(model: torch.nn.Module, vocab_size: int) -> bool:
+    """Whether the output layer is the input embedding: one (V, ·) matrix among the parameters."""
+    return sum(1 for p in model.parameters() if p.dim() == 2 and p.shape[0] == vocab_size) == 1
 
 
 def profile_steps(step, data: BiLMDataModule, steps: int) -> str:
@@ -196,9 +207,13 @@ def rows(seconds: float, names: list[str] | None = None, profile: int = 0) -> li
     """The plan, each row followed by its bf16 twin; ``names`` keeps only those rows."""
     plan = [{"name": name + suffix, "config": config, "softmax": softmax, "padded": padded, "seconds": seconds,
              "precision": precision, "profile": profile}
-            for name, config, softmax, padded in PLAN
+            for name, config, softmax, padded in plan_rows()
             for suffix, precision in (("", "32-true"), ("-bf16", "bf16-mixed"))]
     return [row for row in plan if not names or row["name"] in names]
+
+
+def is_bilm_row(name: str) -> bool:
+    return name.removesuffix("-bf16") in {row for row, _, _, _ in BILM_ROWS}
 
 
 def print_table(results: list[dict]) -> None:
@@ -208,7 +223,7 @@ def print_table(results: list[dict]) -> None:
           f"{'GFLOP/s':>9}{'% fp32 pk':>10}{'% bf16 pk':>10}{'RSS MB':>8}{'load':>6}")
     for r in results:
         fp32_twin = by_name.get(r["name"].removesuffix("-bf16")) if r["precision"] == "bf16-mixed" else None
-        times_base = f"{r['real_tokens_per_s'] / baseline:8.2f}" if baseline and r["family"] == "elmo" else f"{'—':>8}"
+        times_base = f"{r['real_tokens_per_s'] / baseline:8.2f}" if baseline and is_bilm_row(r["name"]) else f"{'—':>8}"
         times_fp32 = f"{r['real_tokens_per_s'] / fp32_twin['real_tokens_per_s']:8.2f}" if fp32_twin else f"{'':>8}"
         bf16_peak = (f"{100 * r['model_gflops_per_s'] / r['bf16_matmul_peak_gflops_per_s']:10.1f}"
                      if r["precision"] == "bf16-mixed" else f"{'':>10}")

@@ -1,4 +1,4 @@
-"""The encoder checkpoint format: which families exist, how a checkpoint names its family,
+"""The encoder checkpoint format: how a checkpoint names its family (``pretrain.families``),
 model config, tokenizer and weights, and the code version that fingerprints depend on.
 
 A slim encoder checkpoint (``checkpoint/encoder.ckpt`` of a pretrain run) is a plain dict::
@@ -23,14 +23,9 @@ import torch
 from torch import nn
 
 from harness.errors import UserError
+from pretrain.families import family_of
 
 FORMAT = "lm-transfer-bench/encoder"
-# family -> "module:class" of its torch-only model (imported on first use)
-FAMILIES = {
-    "elmo": "pretrain.models.bilm:BiLM",
-    "ulmfit": "pretrain.models.awd_lstm:AWDLSTM",
-    "gpt": "pretrain.models.transformer:TransformerLM",
-}
 # tokenizer kind -> "module:class"
 TOKENIZERS = {
     "word": "pretrain.tokenize:Tokenizer",
@@ -43,12 +38,6 @@ SHARED_SOURCES = ("pretrain.encoder", "pretrain.checkpoints")
 def _load(spec: str):
     module_name, _, attribute = spec.partition(":")
     return getattr(importlib.import_module(module_name), attribute)
-
-
-def model_class(family: str) -> type[nn.Module]:
-    if family not in FAMILIES:
-        raise UserError(f"checkpoint of unknown family {family!r}; this version knows {', '.join(FAMILIES)}")
-    return _load(FAMILIES[family])
 
 
 def tokenizer_class(kind: str):
@@ -71,7 +60,7 @@ def code_version(family: str, kind: str) -> str:
     """sha256 over the source files that decide what a family's encoder computes: its model file,
     its tokenizer file and the encoder/checkpoint code. Feature caches and random twins key on it,
     so an edit to the model (its initialisation included) can never reuse stale results."""
-    modules = [FAMILIES[family].partition(":")[0], TOKENIZERS[kind].partition(":")[0], *SHARED_SOURCES]
+    modules = [family_of(family).model.__module__, TOKENIZERS[kind].partition(":")[0], *SHARED_SOURCES]
     digest = hashlib.sha256()
     for name in modules:
         importlib.import_module(name)
@@ -82,7 +71,7 @@ def code_version(family: str, kind: str) -> str:
 def build_model(family: str, config: dict) -> nn.Module:
     """A family's model from its JSON config (lists become tuples, as constructors expect)."""
     arguments = {key: tuple(value) if isinstance(value, list) else value for key, value in config.items()}
-    return model_class(family)(**arguments)
+    return family_of(family).model(**arguments)
 
 
 def build_tokenizer(state: dict):
@@ -110,7 +99,10 @@ def normalise(checkpoint: dict, source: str) -> dict:
         raise UserError(f"{source}: not an encoder checkpoint of `python -m pretrain` (no family/config inside)")
     if "tokenizer" not in checkpoint:
         raise UserError(f"{source}: the checkpoint holds no tokenizer; re-export it with `python -m pretrain`")
-    model_class(family)  # an unknown family fails here, in one line
+    try:
+        family_of(family)
+    except UserError as error:
+        raise UserError(f"{source}: checkpoint of an {error}") from None
     tokenizer_class(checkpoint["tokenizer"].get("type", "word"))
     weights = checkpoint["state_dict"]
     if any(key.startswith("model.") for key in weights):

@@ -11,6 +11,7 @@ from harness.errors import UserError
 from pretrain.callbacks import ExportEncoder, LanguageModelSamples
 from pretrain.corpora import GROUPS, PAIR_TRAIN, SHARED_FOLDERS, entries, log_corpora
 from pretrain.corpus import BiLMDataModule
+from pretrain.families import family_of
 from pretrain.lit_lm import LitLanguageModel
 from pretrain.memory import GIB, available_bytes, step_bytes, training_device
 from pretrain.registry import ALIAS, model_name, register_encoder
@@ -21,8 +22,7 @@ from harness.params import log_params
 from harness.tracked_cli import TrackedCLI
 from harness.views import COMPARE_VIEW
 
-# Short model names for the `model` tag, by family.
-MODEL_NAMES = {"elmo": "bilm", "ulmfit": "awd", "gpt": "gpt"}
+DEFAULT_FAMILY = "elmo"
 
 
 class PretrainCLI(TrackedCLI):
@@ -38,7 +38,7 @@ class PretrainCLI(TrackedCLI):
 
     def add_arguments_to_parser(self, parser) -> None:
         super().add_arguments_to_parser(parser)
-        parser.set_defaults({"model": {"class_path": "pretrain.lit_bilm.LitBiLM"}})
+        parser.set_defaults({"model": {"class_path": family_of(DEFAULT_FAMILY).lightning_module}})
         parser.link_arguments("data.vocab_size", "model.init_args.vocab_size", apply_on="instantiate")
         parser.link_arguments("model.init_args.init_from", "data.init_from")
         parser.add_argument("--samples_every_n_steps", type=int, default=500,
@@ -65,7 +65,7 @@ class PretrainCLI(TrackedCLI):
 
     def run_tags(self) -> dict[str, str]:
         model = self.model
-        tags = {"stage": self.stage, "family": model.family, "model": MODEL_NAMES.get(model.family, model.family),
+        tags = {"stage": self.stage, "family": model.family, "model": family_of(model.family).short_name,
                 "lm_stage": "task" if model.init_source else "general",
                 "seed": str(self.setting("seed_everything")), "dataset": self.datamodule.pair_data.name,
                 "transductive": str(self.setting("data.transductive")).lower()}

@@ -25,6 +25,7 @@ from torch import nn
 from harness.batching import pad_batch
 from harness.errors import UserError
 from pretrain.checkpoints import tokenizer_state
+from pretrain.families import Family, family_of
 
 
 class Encoder:
@@ -70,8 +71,14 @@ class Encoder:
         return self.model.feature_dim
 
     @property
+    def spec(self) -> Family:
+        """The family's registry entry: what this encoder's family can do (e.g. ``joint_pair_input``)."""
+        return family_of(self.family)
+
+    @property
     def directions(self) -> tuple[str, ...]:
-        return tuple(self.model.directions)
+        """The feature halves and the context each may see (the model's objective)."""
+        return self.model.objective.directions
 
     @property
     def device(self) -> torch.device:

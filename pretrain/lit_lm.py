@@ -3,9 +3,9 @@ optimiser and schedule, and a checkpoint that describes itself (family, config, 
 
 A family subclasses :class:`LitLanguageModel`, names its ``family`` and the constructor
 arguments of its model (``model_keys``), and passes the rest on (``**kwargs``). Perplexities are
-exp of the mean NLL over real tokens: ``val_ppl`` (mean over directions), ``val_ppl_fwd`` and, for
-the biLM, ``val_ppl_bwd``; ``val_ppl_word`` divides the same NLL by whitespace words (+1 per
-sentence for its end) so families with different tokenizers compare.
+exp of the mean NLL over real tokens: ``val_ppl`` (mean over the objective's terms), one per term
+(``val_ppl_fwd`` and, for the biLM, ``val_ppl_bwd``); ``val_ppl_word`` divides the same NLL by
+whitespace words (+1 per sentence for its end) so families with different tokenizers compare.
 """
 
 from __future__ import annotations
@@ -18,8 +18,7 @@ from harness.errors import UserError
 from harness.precision import clip_gradients
 from harness.schedules import SCHEDULES, discriminative_groups, scheduler_lambda
 from pretrain.checkpoints import build_model, build_tokenizer, tokenizer_state
-
-DIRECTION_SUFFIX = {"forward": "fwd", "backward": "bwd"}
+from pretrain.models.objectives import Objective
 
 
 class LitLanguageModel(pl.LightningModule):
@@ -88,7 +87,7 @@ class LitLanguageModel(pl.LightningModule):
         if initial is not None:
             self.model.load_state_dict(initial["state_dict"])
             self.tokenizer = build_tokenizer(initial["tokenizer"])
-        names = [f"nll_{direction}" for direction in self.model.directions] + ["count", "words"]
+        names = [*self.model.objective.nll_keys, "count", "words"]
         self.validation_sums = torch.nn.ModuleDict({name: SumMetric() for name in names})
 
     # --- steps ----------------------------------------------------------------------------
@@ -103,9 +102,7 @@ class LitLanguageModel(pl.LightningModule):
 
     def training_step(self, batch, batch_index):
         sums = self.sums(batch)
-        directions = self.model.directions
-        nll = sum(sums[f"nll_{direction}"] for direction in directions)
-        loss = nll / (len(directions) * sums["count"].clamp(min=1))
+        loss = self.model.objective.mean_nll(sums)
         self.log("train_loss", loss, prog_bar=True, batch_size=len(batch[1]))
         self.last_train_loss = loss.detach()
         if "regularization" in sums:
@@ -127,7 +124,7 @@ class LitLanguageModel(pl.LightningModule):
         totals = {name: metric.compute() for name, metric in self.validation_sums.items()}
         for metric in self.validation_sums.values():
             metric.reset()
-        self.log_dict(perplexities(totals, self.model.directions), prog_bar=True)
+        self.log_dict(perplexities(totals, self.model.objective), prog_bar=True)
 
     @torch.no_grad()
     def evaluate(self, loader) -> dict[str, float]:
@@ -142,7 +139,7 @@ class LitLanguageModel(pl.LightningModule):
                 totals[name] += float(sums[name])
         self.train(was_training)
         tensors = {name: torch.tensor(value, dtype=torch.float64) for name, value in totals.items()}
-        return {name: float(value) for name, value in perplexities(tensors, self.model.directions).items()}
+        return {name: float(value) for name, value in perplexities(tensors, self.model.objective).items()}
 
     # --- optimisation ---------------------------------------------------------------------
 
@@ -179,15 +176,15 @@ class LitLanguageModel(pl.LightningModule):
         self.tokenizer = build_tokenizer(checkpoint["tokenizer"])
 
 
-def perplexities(totals: dict[str, torch.Tensor], directions: tuple[str, ...]) -> dict[str, torch.Tensor]:
-    """exp of the mean NLL over real tokens: over all directions (``val_ppl``), per direction
+def perplexities(totals: dict[str, torch.Tensor], objective: Objective) -> dict[str, torch.Tensor]:
+    """exp of the mean NLL over real tokens: over the objective's terms (``val_ppl``), per term
     (``val_ppl_fwd``, ``val_ppl_bwd``) and per whitespace word (``val_ppl_word``)."""
     count = totals["count"].clamp(min=1)
-    nll = {direction: totals[f"nll_{direction}"] for direction in directions}
-    mean_nll = sum(nll.values()) / len(directions)
+    nll = {name: totals[key] for name, key in zip(objective.metric_names, objective.nll_keys)}
+    mean_nll = sum(nll.values()) / len(nll)
     results = {"val_ppl": torch.exp(mean_nll / count)}
-    for direction, value in nll.items():
-        results[f"val_ppl_{DIRECTION_SUFFIX[direction]}"] = torch.exp(value / count)
+    for name, value in nll.items():
+        results[f"val_ppl_{name}"] = torch.exp(value / count)
     if "words" in totals:
         results["val_ppl_word"] = torch.exp(mean_nll / totals["words"].clamp(min=1))
     return results

@@ -43,7 +43,7 @@ def saved_bytes(model: nn.Module, vocab_size: int, batch_size: int, steps: int) 
     with torch.random.fork_rng(devices=[]), torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
         token_ids = torch.randint(4, max(vocab_size, 5), (batch_size, steps))  # (B, T)
         sums = model(token_ids, lengths)
-        loss = sum(value for name, value in sums.items() if name.startswith("nll_"))
+        loss = sum(sums[key] for key in model.objective.nll_keys)
     del loss, sums
     model.train(was_training)
     return sum(storages.values()), max(storages.values(), default=0)

@@ -21,8 +21,9 @@ from mlflow.tracking import MlflowClient
 from harness.digests import check_digest, matches_record
 from harness.errors import UserError
 from harness.tracking import REPO_ROOT, tracking_uri
-from pretrain.checkpoints import FAMILIES, build_model, build_tokenizer, code_version, read_checkpoint
+from pretrain.checkpoints import build_model, build_tokenizer, code_version, read_checkpoint
 from pretrain.encoder import Encoder
+from pretrain.families import FAMILIES
 from pretrain.registry import run_of_model
 
 CHECKPOINT_ARTIFACT = "checkpoint/encoder.ckpt"

@@ -8,9 +8,7 @@ import pytest
 import torch
 
 from pretrain.checkpoints import slim_checkpoint
-from pretrain.lit_awd_lstm import LitAWDLSTM
-from pretrain.lit_bilm import LitBiLM
-from pretrain.lit_gpt import LitGPT
+from pretrain.families import family_of
 from pretrain.subword import SubwordTokenizer
 from pretrain.tokenize import Tokenizer
 
@@ -131,24 +129,26 @@ def one_thread():
 
 TINY_SENTENCES = ["the cat sat on the mat .", "a dog barked at the cat , loudly .", "shares fell 3 percent on monday .",
                   "the market rose sharply after the report .", "he said so .", "she agreed to the plan at once ."]
-FAMILY_MODULES = {
-    "elmo": lambda vocab: LitBiLM(vocab_size=vocab, hidden_size=6, num_layers=2, dropout=0.0),
-    "ulmfit": lambda vocab: LitAWDLSTM(vocab_size=vocab, embedding_size=6, hidden_size=10, num_layers=2),
-    "gpt": lambda vocab: LitGPT(vocab_size=vocab, num_layers=2, hidden_size=8, num_heads=2, max_positions=64),
-}
 
 
 def tokenizer_for(family: str):
-    if family == "gpt":
+    """A tokenizer of the family's kind, built on the tiny sentences."""
+    if family_of(family).tokenizer == "subword":
         return SubwordTokenizer.build(TINY_SENTENCES * 3, vocab_size=300, min_frequency=1)
     return Tokenizer.build(TINY_SENTENCES)
+
+
+def tiny_module(family: str, vocab_size: int):
+    """The family's LightningModule at its test size (the registry's ``tiny`` config)."""
+    spec = family_of(family)
+    return spec.lightning_class()(vocab_size=vocab_size, **spec.tiny)
 
 
 def _save_encoder(family: str, directory) -> tuple:
     """A tiny, untrained ``family`` encoder saved as a slim checkpoint; returns (path, module)."""
     tokenizer = tokenizer_for(family)
     torch.manual_seed(0)
-    lit = FAMILY_MODULES[family](len(tokenizer))
+    lit = tiny_module(family, len(tokenizer))
     lit.tokenizer = tokenizer
     state = {"state_dict": lit.state_dict(), "epoch": 0, "global_step": 0}
     lit.on_save_checkpoint(state)

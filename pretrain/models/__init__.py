@@ -3,8 +3,8 @@
 Every family's model keeps the same small surface, which the encoder protocol
 (``pretrain.encoder``), the pretraining LightningModule and fine-tuning rely on:
 
-- class attributes ``family`` (``"elmo"``, ``"ulmfit"``, ``"gpt"``) and ``directions``
-  (``("forward", "backward")`` for the biLM, ``("forward",)`` for a left-to-right LM);
+- a class attribute ``objective`` (``pretrain.models.objectives``: what it predicts, and so which
+  context each feature half may see);
 - constructor arguments that are plain JSON values (the checkpoint stores them as the model's
   config and rebuilds the model from them alone), ``vocab_size`` first; padding id 0;
 - ``num_layers`` (layers; features have L = num_layers + 1, layer 0 the token embedding) and
@@ -12,10 +12,13 @@ Every family's model keeps the same small surface, which the encoder protocol
 - ``layer_outputs(token_ids, lengths) -> (L, B, T, D)``: per-layer features, zero at padding,
   differentiable (no ``no_grad`` inside: fine-tuning backpropagates through it);
 - ``forward(token_ids, lengths) -> dict``: the language-model loss over real tokens only, as sums:
-  ``nll_<direction>`` per direction and ``count`` (predicted tokens per direction), plus an
+  ``nll_<term>`` per term of its objective and ``count`` (predictions per term), plus an
   optional ``regularization`` scalar the training loss adds (e.g. AWD-LSTM's AR/TAR);
 - ``parameter_groups() -> list[list[nn.Parameter]]``: every parameter in exactly one group, from
-  the input (embedding) to the top, for discriminative learning rates and gradual unfreezing.
+  the input (embedding) to the top, for discriminative learning rates and gradual unfreezing;
+- beside the class, ``forward_flops(model, token_ids, lengths)``: its useful forward matmul FLOPs.
+
+Which family a model belongs to is the registry's to say (``pretrain.families``).
 
 Batches are (B, T) token ids with *trailing* padding and (B,) lengths; a sentence is encoded
 with its boundary tokens (``<S> … </S>`` or the subword tokenizer's ``<s> … </s>``).

@@ -24,7 +24,9 @@ from torch import Tensor, nn
 from torch.func import functional_call
 
 from pretrain.models.bilm import padding_mask
+from pretrain.models.flops import lstm_flops_per_token, predicted_targets
 from pretrain.models.linear_cross_entropy import linear_cross_entropy
+from pretrain.models.objectives import LEFT_TO_RIGHT
 
 
 class LockedDropout(nn.Module):
@@ -81,8 +83,7 @@ class AWDLSTM(nn.Module):
     regularization (TAR); both enter ``forward``'s ``regularization`` in training mode only.
     """
 
-    family = "ulmfit"
-    directions = ("forward",)
+    objective = LEFT_TO_RIGHT
 
     def __init__(
         self,
@@ -245,3 +246,10 @@ class AWDLSTM(nn.Module):
             vocabulary.insert(1, self.decoder.weight)
         return [vocabulary] + [list(lstm.parameters()) for lstm in self.lstms]
 
+
+def forward_flops(model: AWDLSTM, token_ids: Tensor, lengths: Tensor) -> float:
+    """Useful forward FLOPs on a batch (see ``pretrain.models.flops``): every LSTM on every real
+    token, the decoder for every next-token prediction."""
+    per_token = sum(lstm_flops_per_token(layer.lstm) for layer in model.lstms)
+    predictions = predicted_targets(token_ids, lengths, 1).numel()
+    return per_token * int(lengths.sum()) + 2 * model.embedding_size * model.vocab_size * predictions

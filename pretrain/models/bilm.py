@@ -15,7 +15,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from pretrain.models.flops import lstm_flops_per_token, predicted_targets
 from pretrain.models.linear_cross_entropy import linear_cross_entropy
+from pretrain.models.objectives import BIDIRECTIONAL_LM
 
 
 def reverse_within_lengths(tensor: Tensor, lengths: Tensor) -> Tensor:
@@ -63,8 +65,7 @@ class BiLM(nn.Module):
     (``nn.AdaptiveLogSoftmaxWithLoss`` over the same frequency-ordered vocabulary).
     """
 
-    family = "elmo"
-    directions = ("forward", "backward")
+    objective = BIDIRECTIONAL_LM
 
     def __init__(
         self,
@@ -186,3 +187,27 @@ class BiLM(nn.Module):
 def padding_mask(lengths: Tensor, steps: int) -> Tensor:
     """(B,) lengths → (B, T) bool, True at real tokens."""
     return torch.arange(steps, device=lengths.device)[None, :] < lengths[:, None]
+
+
+def softmax_flops(model: BiLM, targets: Tensor) -> float:
+    """Forward FLOPs of the biLM's softmax for (N,) targets: exact, or the adaptive softmax's
+    head for every target plus each tail cluster's two projections for the targets in it."""
+    hidden = model.hidden_size
+    if model.softmax_kind == "full":
+        return 2 * hidden * model.softmax.out_features * targets.numel()
+    adaptive = model.softmax
+    flops = 2 * hidden * adaptive.head_size * targets.numel()
+    for index, projection in enumerate(adaptive.tail):
+        low, high = adaptive.cutoffs[index], adaptive.cutoffs[index + 1]
+        members = int(((targets >= low) & (targets < high)).sum())
+        project, out = projection[0], projection[1]
+        flops += 2 * members * (project.in_features * project.out_features + out.in_features * out.out_features)
+    return flops
+
+
+def forward_flops(model: BiLM, token_ids: Tensor, lengths: Tensor) -> float:
+    """Useful forward FLOPs on a batch (see ``pretrain.models.flops``): both LSTM stacks on every
+    real token, the shared softmax for both directions' predictions."""
+    per_token = sum(lstm_flops_per_token(lstm) for stack in (model.forward_stack, model.backward_stack)
+                    for lstm in stack.layers)
+    return per_token * int(lengths.sum()) + softmax_flops(model, predicted_targets(token_ids, lengths, 2))

@@ -23,7 +23,9 @@ from torch import Tensor, nn
 from torch.nn import functional
 
 from pretrain.models.bilm import padding_mask
+from pretrain.models.flops import predicted_targets
 from pretrain.models.linear_cross_entropy import linear_cross_entropy
+from pretrain.models.objectives import LEFT_TO_RIGHT
 
 INIT_STD = 0.02  # GPT-1's weight initialisation, N(0, 0.02)
 
@@ -77,8 +79,7 @@ class TransformerLM(nn.Module):
     positions, ffn 3072).
     """
 
-    family = "gpt"
-    directions = ("forward",)
+    objective = LEFT_TO_RIGHT
 
     def __init__(
         self,
@@ -198,3 +199,16 @@ def initialize(module: nn.Module) -> None:
     if isinstance(module, nn.LayerNorm):
         nn.init.ones_(module.weight)
         nn.init.zeros_(module.bias)
+
+
+def forward_flops(model: TransformerLM, token_ids: Tensor, lengths: Tensor) -> float:
+    """Useful forward FLOPs on a batch (see ``pretrain.models.flops``): every block's projections
+    on every real token, attention over the causal (query, key) pairs of real tokens, the tied
+    softmax for every next-token prediction."""
+    hidden = model.hidden_size
+    ffn = model.blocks[0].mlp[0].out_features
+    projections = 2 * hidden * 3 * hidden + 2 * hidden * hidden + 2 * 2 * hidden * ffn  # per token, per block
+    attended = int((lengths * (lengths + 1) // 2).sum())  # causal (query, key) pairs of real tokens
+    predictions = predicted_targets(token_ids, lengths, 1).numel()
+    forward = model.num_layers * (projections * int(lengths.sum()) + 2 * 2 * hidden * attended)
+    return forward + 2 * hidden * model.vocab_size * predictions

@@ -4,13 +4,19 @@ never adds work), every matmul of the family, ×3 for forward + backward."""
 import pytest
 import torch
 
-from benchmarks.model_flops import step_flops
+from benchmarks.model_flops import step_flops as family_step_flops
+from pretrain.families import family_of
 from pretrain.models.awd_lstm import AWDLSTM
 from pretrain.models.bilm import BiLM
 from pretrain.models.transformer import TransformerLM
 
 IDS = torch.tensor([[1, 5, 6, 7, 2], [1, 8, 2, 0, 0]])
 LENGTHS = torch.tensor([5, 3])  # 8 real tokens; 4 + 2 = 6 next-token predictions
+FAMILY_OF_MODEL = {BiLM: "elmo", AWDLSTM: "ulmfit", TransformerLM: "gpt"}
+
+
+def step_flops(model, token_ids, lengths):
+    return family_step_flops(family_of(FAMILY_OF_MODEL[type(model)]), model, token_ids, lengths)
 
 
 def test_bilm_counts_both_stacks_and_the_shared_softmax_for_both_directions():

@@ -13,7 +13,7 @@ from downstream.finetuning import load_classifier
 from downstream.lit_pair import LitPairClassifier
 from harness.errors import UserError
 from downstream.pairs import joint_ids
-from pretrain.checkpoints import FAMILIES
+from pretrain.families import FAMILIES
 from harness.schedules import slanted_triangular
 from pretrain.runs import load_encoder, random_encoder
 

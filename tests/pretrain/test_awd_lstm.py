@@ -365,7 +365,7 @@ def test_constructor_rejects_impossible_configs():
         AWDLSTM(VOCAB, num_layers=0)
     with pytest.raises(ValueError, match="alpha"):
         AWDLSTM(VOCAB, alpha=-1.0)
-    assert AWDLSTM.family == "ulmfit" and AWDLSTM.directions == ("forward",)
+    assert AWDLSTM.objective.directions == ("forward",)
 
 
 # --- sampling and learning -------------------------------------------------------------------------

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from harness.errors import UserError
-from pretrain.checkpoints import FAMILIES
+from pretrain.families import FAMILIES, family_of
 from pretrain.lit_awd_lstm import LitAWDLSTM
 from pretrain.runs import load_encoder, random_encoder
 
@@ -24,7 +24,7 @@ def test_every_family_is_registered_with_a_module(save_encoder, tmp_path):
 def test_the_checkpoint_names_its_family_and_rebuilds_the_model(saved):
     family, path, lit = saved
     encoder = load_encoder(path)
-    assert encoder.family == family and encoder.directions == lit.model.directions
+    assert encoder.family == family and encoder.directions == lit.model.objective.directions
     assert encoder.num_layers == lit.model.num_layers + 1 and encoder.dim == lit.model.feature_dim
     for key, value in lit.model.state_dict().items():
         assert torch.equal(encoder.model.state_dict()[key], value), key
@@ -116,3 +116,17 @@ def test_a_checkpoint_of_an_unknown_family_is_one_line(tmp_path, save_encoder):
     torch.save(checkpoint, tmp_path / "bert.ckpt")
     with pytest.raises(UserError, match=r"unknown family 'bert'; this version knows elmo, ulmfit, gpt"):
         load_encoder(tmp_path / "bert.ckpt")
+
+
+def test_the_registry_states_each_family_once_and_its_module_agrees():
+    """Each entry's LightningModule names the entry's family; each family has its default config."""
+    from pathlib import Path
+
+    configs = Path(__file__).resolve().parents[2] / "configs" / "pretrain"
+    for name, spec in FAMILIES.items():
+        assert spec.name == name and spec.lightning_class().family == name
+        assert (configs / f"{name}.yaml").is_file(), f"configs/pretrain/{name}.yaml"
+    assert family_of("gpt").joint_pair_input and not family_of("elmo").joint_pair_input
+    assert family_of("elmo").objective.directions == ("forward", "backward")
+    with pytest.raises(UserError, match=r"^unknown family 'bert'; this version knows elmo, ulmfit, gpt$"):
+        family_of("bert")
