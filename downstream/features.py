@@ -4,11 +4,17 @@ A downstream epoch then reads features instead of running the encoder. Sentences
 the order given (the caller de-duplicates); each holds (L, T_i, D) with T_i its word count.
 
 On disk: ``<cache_dir>/<key>/features.npy`` (one flat (total_tokens, L, D) array, opened as a
-read-only memmap) and ``meta.json`` (lengths, L, D, dtype, key, n_sentences). A cache directory is
-written under a temporary name and renamed into place whole, so a crash never leaves a half
-cache behind; one that fails validation is treated as a miss and rebuilt. A cache holding NaN or
-inf (a damaged file of the right size) is rebuilt once; features that are still not finite, or an
-encoder that produces them, stop the run with one line instead of training on NaN.
+read-only memmap) and ``meta.json`` (lengths, L, D, dtype, key, n_sentences, and the sha256 of the
+array's bytes). A cache directory is written under a temporary name and renamed into place whole,
+so a crash never leaves a half cache behind (the temporaries of processes that died are removed by
+the next build); one that fails validation is treated as a miss and rebuilt. Every load checks
+the array against its checksum: a damaged file of the right size and shape (flipped bytes, NaN)
+is rebuilt once, with a line saying so; one that still does not match, or an encoder that produces
+NaN/inf, stops the run with one line instead of training on it.
+
+Before writing, the cache's size (known from the token counts) is checked against the free space
+of its disk and allocated in full (``harness.diskspace``), so a full disk is one line naming
+``--data.cache_dir``, never a SIGBUS from writing through the memory map.
 
 Shapes: B batch, T tokens, H hidden per direction, D = 2H, L = layers + 1.
 """
@@ -26,13 +32,18 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from harness.diskspace import allocate, check_free, disk_problem
 from harness.errors import UserError
 
 FORMAT_VERSION = 1
 FEATURES_FILE = "features.npy"
 META_FILE = "meta.json"
 _NUMPY_DTYPES = {torch.float16: np.float16, torch.float32: np.float32}
-_FINITE_CHECK_ROWS = 8192  # tokens per slice when scanning a cache for NaN/inf
+_SLICE_ROWS = 8192  # tokens per slice when scanning or hashing a cache
+_META_SLACK = 4096  # bytes of meta.json beyond its lengths, and of the .npy header
+CACHE_FLAG = "--data.cache_dir"
+CACHE_FIX = (f"free space there, point {CACHE_FLAG} at another disk, or set {CACHE_FLAG}=none "
+             f"to keep the features in memory")
 
 
 def cache_key(fingerprint: str, sentences: list[str], dtype: torch.dtype) -> str:
@@ -80,36 +91,26 @@ class FeatureStore:
         target = cache_dir / key
         loaded = _load(target, key, lengths, shape, dtype)
         if loaded is not None:
-            if all_finite(loaded):
-                return cls(loaded, lengths, key, cache_hit=True)
-            print(f"feature cache {target} holds NaN/inf values: rebuilding it", file=sys.stderr)
+            problem = _checksum_problem(*loaded)
+            if problem is None:
+                return cls(loaded[0], lengths, key, cache_hit=True)
+            print(f"feature cache {target} {problem}: rebuilding it", file=sys.stderr)
             del loaded  # close the map before the folder is replaced
 
-        cache_dir.mkdir(parents=True, exist_ok=True)
-        temporary = cache_dir / f".{key}.tmp-{os.getpid()}"
         try:
-            shutil.rmtree(temporary, ignore_errors=True)  # left over by a crashed process with our pid
-            temporary.mkdir()
-            features = np.lib.format.open_memmap(temporary / FEATURES_FILE, mode="w+", dtype=_NUMPY_DTYPES[dtype],
-                                                 shape=(int(lengths.sum()), *shape))  # (total, L, D)
-            _compute_into(features, encoder, sentences, lengths, batch_size, progress)
-            features.flush()
-            del features  # close the writable map before the directory moves
-            meta = {"key": key, "format_version": FORMAT_VERSION, "n_sentences": len(sentences),
-                    "num_layers": shape[0], "dim": shape[1], "dtype": str(dtype),
-                    "lengths": lengths.tolist()}
-            (temporary / META_FILE).write_text(json.dumps(meta), encoding="utf-8")
-            _move_into_place(temporary, target)
-        finally:
-            shutil.rmtree(temporary, ignore_errors=True)
+            _write(cache_dir, key, encoder, sentences, lengths, shape, dtype, batch_size, progress)
+        except OSError as error:
+            problem = disk_problem(error) or f"{type(error).__name__}: {error}"
+            raise UserError(f"{CACHE_FLAG}={cache_dir}: cannot write the feature cache ({problem}); "
+                            f"{CACHE_FIX}") from None
 
         loaded = _load(target, key, lengths, shape, dtype)
         if loaded is None:
             raise RuntimeError(f"feature cache {target} failed validation right after it was written")
-        if not all_finite(loaded):
-            raise UserError(f"feature cache {target} still holds NaN/inf after a rebuild; delete {cache_dir} "
-                            f"and check the disk it is on")
-        return cls(loaded, lengths, key, cache_hit=False)
+        if _checksum_problem(*loaded) is not None:
+            raise UserError(f"feature cache {target} still does not match its checksum after a rebuild; delete "
+                            f"{cache_dir} and check the disk it is on")
+        return cls(loaded[0], lengths, key, cache_hit=False)
 
     @property
     def num_layers(self) -> int:
@@ -160,10 +161,77 @@ class FeatureStore:
         return layers, mask
 
 
-def all_finite(features: np.ndarray) -> bool:
-    """Whether a (total, L, D) array holds no NaN or inf, read in slices (it may be a large memmap)."""
-    return all(np.isfinite(features[start:start + _FINITE_CHECK_ROWS]).all()
-               for start in range(0, len(features), _FINITE_CHECK_ROWS))
+def checksum(features: np.ndarray) -> str:
+    """``sha256:<hex>`` of a (total, L, D) array's bytes, read in slices (it may be a large memmap)."""
+    digest = hashlib.sha256()
+    for start in range(0, len(features), _SLICE_ROWS):
+        digest.update(np.ascontiguousarray(features[start:start + _SLICE_ROWS]))
+    return f"sha256:{digest.hexdigest()}"
+
+
+def _checksum_problem(features: np.ndarray, meta: dict) -> str | None:
+    """None when the array matches the checksum its meta.json recorded, else what is wrong, in words."""
+    if "checksum" not in meta:
+        return f"has no checksum in its {META_FILE} (written by an older version)"
+    if meta["checksum"] != checksum(features):
+        return f"does not match the checksum in its {META_FILE} (its bytes changed on disk)"
+    return None
+
+
+def _write(cache_dir: Path, key: str, encoder, sentences: list[str], lengths: np.ndarray, shape: tuple[int, int],
+           dtype: torch.dtype, batch_size: int, progress: bool) -> None:
+    """Compute the features into ``<cache_dir>/.<key>.tmp-<pid>/`` and rename that folder to ``<key>``.
+
+    Raises:
+        UserError when the disk lacks the space; OSError when a write fails (read-only, full).
+    """
+    meta = {"key": key, "format_version": FORMAT_VERSION, "n_sentences": len(sentences),
+            "num_layers": shape[0], "dim": shape[1], "dtype": str(dtype), "lengths": lengths.tolist()}
+    array_bytes = int(lengths.sum()) * shape[0] * shape[1] * np.dtype(_NUMPY_DTYPES[dtype]).itemsize
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    remove_dead_temporaries(cache_dir)
+    check_free(cache_dir, array_bytes + len(json.dumps(meta)) + _META_SLACK, f"{CACHE_FLAG}={cache_dir}",
+               f"the feature cache of {len(sentences)} sentences does not fit; {CACHE_FIX}")
+    temporary = cache_dir / f".{key}.tmp-{os.getpid()}"
+    try:
+        shutil.rmtree(temporary, ignore_errors=True)  # left over by a crashed process with our pid
+        temporary.mkdir()
+        features = np.lib.format.open_memmap(temporary / FEATURES_FILE, mode="w+", dtype=_NUMPY_DTYPES[dtype],
+                                             shape=(int(lengths.sum()), *shape))  # (total, L, D)
+        allocate(temporary / FEATURES_FILE)  # every block now, or ENOSPC now: never a SIGBUS mid-write
+        _compute_into(features, encoder, sentences, lengths, batch_size, progress)
+        features.flush()
+        meta["checksum"] = checksum(features)
+        del features  # close the writable map before the directory moves
+        (temporary / META_FILE).write_text(json.dumps(meta), encoding="utf-8")
+        _move_into_place(temporary, cache_dir / key)
+    finally:
+        shutil.rmtree(temporary, ignore_errors=True)
+
+
+def remove_dead_temporaries(cache_dir: Path) -> list[Path]:
+    """Remove the ``.<key>.tmp-<pid>`` and ``.<key>.stale-<pid>`` folders of processes that no longer
+    run (killed mid-write: SIGKILL, SIGBUS, power cut). Returns what was removed."""
+    removed = []
+    for path in cache_dir.glob(".*-*"):
+        name, _, pid = path.name.rpartition("-")
+        if not (name.endswith((".tmp", ".stale")) and pid.isdigit()) or _alive(int(pid)):
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def _compute_into(features: np.ndarray, encoder, sentences: list[str], lengths: np.ndarray,
@@ -193,8 +261,9 @@ def _compute_into(features: np.ndarray, encoder, sentences: list[str], lengths: 
                                     f"pretrain run that made them")
 
 
-def _load(target: Path, key: str, lengths: np.ndarray, shape: tuple[int, int], dtype: torch.dtype) -> np.ndarray | None:
-    """The cached (total, L, D) memmap, read-only, or None when missing, incomplete or inconsistent."""
+def _load(target: Path, key: str, lengths: np.ndarray, shape: tuple[int, int],
+          dtype: torch.dtype) -> tuple[np.ndarray, dict] | None:
+    """The cached (total, L, D) memmap, read-only, and its meta; None when missing, incomplete or inconsistent."""
     try:
         meta = json.loads((target / META_FILE).read_text(encoding="utf-8"))
         features = np.lib.format.open_memmap(target / FEATURES_FILE, mode="r")
@@ -206,7 +275,7 @@ def _load(target: Path, key: str, lengths: np.ndarray, shape: tuple[int, int], d
              and meta.get("num_layers") == shape[0] and meta.get("dim") == shape[1]
              and meta.get("dtype") == str(dtype)
              and features.shape == expected and features.dtype == _NUMPY_DTYPES[dtype])
-    return features if valid else None
+    return (features, meta) if valid else None
 
 
 def _move_into_place(temporary: Path, target: Path) -> None:

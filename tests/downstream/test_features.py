@@ -203,8 +203,8 @@ def test_only_empty_sentences_on_disk(tmp_path):
 
 
 def test_a_cache_holding_nan_is_rebuilt_once(tmp_path, monkeypatch, capsys):
-    """A damaged cache of the right size and shape passes every structural check; its values must
-    be checked too, or a run trains on NaN (train_loss nan, test accuracy at chance)."""
+    """A damaged cache of the right size and shape passes every structural check; its bytes must
+    be checked too (the checksum), or a run trains on NaN (train_loss nan, test accuracy at chance)."""
     encoder = make_encoder()
     key = FeatureStore.build(encoder, SENTENCES, tmp_path, progress=False).key
     features = np.lib.format.open_memmap(tmp_path / key / "features.npy", mode="r+")
@@ -215,13 +215,14 @@ def test_a_cache_holding_nan_is_rebuilt_once(tmp_path, monkeypatch, capsys):
     calls = count_calls(encoder, monkeypatch)
     store = FeatureStore.build(encoder, SENTENCES, tmp_path, progress=False)
     assert calls and not store.cache_hit
-    assert "holds NaN/inf values: rebuilding it" in capsys.readouterr().err
+    assert "does not match the checksum in its meta.json (its bytes changed on disk): rebuilding it" in \
+        capsys.readouterr().err
     assert entries(tmp_path) == [key]
     assert_matches_encoder(store, encoder)
     assert np.isfinite(np.asarray(store.features)).all()
 
 
-def test_nan_that_survives_a_rebuild_is_a_user_error(tmp_path, monkeypatch):
+def test_a_mismatch_that_survives_a_rebuild_is_a_user_error(tmp_path, monkeypatch):
     encoder = make_encoder()
     key = FeatureStore.build(encoder, SENTENCES, tmp_path, progress=False).key
     original = np.lib.format.open_memmap
@@ -234,7 +235,8 @@ def test_nan_that_survives_a_rebuild_is_a_user_error(tmp_path, monkeypatch):
     with pytest.raises(UserError) as raised:
         FeatureStore.build(encoder, SENTENCES, tmp_path, progress=False)
     message = str(raised.value)
-    assert "\n" not in message and str(tmp_path / key) in message and "still holds NaN/inf after a rebuild" in message
+    assert "\n" not in message and str(tmp_path / key) in message
+    assert "still does not match its checksum after a rebuild" in message
 
 
 @pytest.mark.parametrize("on_disk", [False, True])
