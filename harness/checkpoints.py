@@ -5,21 +5,30 @@ refused, not executed. A checkpoint's ModelCheckpoint state names other files (t
 the last one); those must lie inside the run's own checkpoint folder, so a doctored state cannot
 point the harness at a file elsewhere. Each run keeps its checkpoints in
 ``<root>/checkpoints/<stage>/<run_id>/``; the run id is also stored inside (``ResumeState``).
+
+Checkpoints are written whole or not at all (:class:`AtomicCheckpointIO`: a temporary file in the
+run's own folder, renamed into place), so a full disk never leaves a truncated ``last.ckpt``; the
+folder is checked for writability and room before a run starts (:func:`check_checkpoint_room`).
 """
 
 from __future__ import annotations
 
 import re
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from pytorch_lightning.callbacks import ModelCheckpoint
+from pytorch_lightning.plugins.io import CheckpointIO, TorchCheckpointIO
 
+from harness.atomic import atomic_torch_save
+from harness.diskspace import check_free, disk_problem
 from harness.errors import UserError
 
 RUN_ID = re.compile(r"^[0-9a-f]{32}$")
 LAST = "last.ckpt"
+ROOT_FLAG = "--trainer.default_root_dir"
 RESUME_STATE_KEY = "ResumeState"  # where harness.resume.ResumeState keeps its state in "callbacks"
 PATH_FIELDS = ("best_model_path", "last_model_path", "kth_best_model_path")
 
@@ -127,3 +136,54 @@ def resume_point(ckpt_path: str, checkpoint_root: Path) -> ResumePoint:
     directory = path.parent.resolve()
     checked_paths(checkpoint, directory, what)
     return ResumePoint(path.resolve(), str(run_id), directory)
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """Lightning's torch checkpoint IO, writing each file whole or not at all: ``torch.save`` into a
+    temporary file beside the target, fsync, rename (Lightning's own goes through a temporary
+    file in the system's temp folder and copies it across filesystems). A disk error is a
+    :class:`UserError` naming the file; the previous checkpoint of that name stays intact."""
+
+    def save_checkpoint(self, checkpoint: dict, path, storage_options=None) -> None:
+        if storage_options is not None:
+            raise TypeError(f"{type(self).__name__} takes no storage_options")
+        path = Path(path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_torch_save(checkpoint, path)
+        except OSError as error:
+            problem = disk_problem(error) or f"{type(error).__name__}: {error}"
+            raise UserError(f"{ROOT_FLAG}: cannot write checkpoint {path} ({problem}); free space there or point "
+                            f"{ROOT_FLAG} at another disk") from None
+
+
+def with_atomic_checkpoints(plugins) -> list:
+    """The trainer's plugins plus :class:`AtomicCheckpointIO`, unless one of them is a CheckpointIO already."""
+    plugins = list(plugins or []) if isinstance(plugins, (list, tuple)) or plugins is None else [plugins]
+    if any(isinstance(plugin, CheckpointIO) for plugin in plugins):
+        return plugins
+    return [*plugins, AtomicCheckpointIO()]
+
+
+def state_bytes(module: torch.nn.Module) -> int:
+    """Bytes of the tensors of ``module``'s state_dict (what its checkpoint's weights take)."""
+    return sum(tensor.numel() * tensor.element_size() for tensor in module.state_dict().values()
+               if isinstance(tensor, torch.Tensor))
+
+
+def check_checkpoint_room(directory: Path, module: torch.nn.Module) -> None:
+    """Refuse, before a run starts, a checkpoint folder that cannot be written or whose disk cannot
+    hold the run's two checkpoints (``best``, ``last``: weights and AdamW's two moments each)."""
+    directory = Path(directory)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=directory, prefix=".write-probe-"):
+            pass
+    except OSError as error:
+        problem = disk_problem(error) or f"{type(error).__name__}: {error}"
+        raise UserError(f"{ROOT_FLAG}: cannot write checkpoints under {directory} ({problem}); point "
+                        f"{ROOT_FLAG} at a writable folder") from None
+    needed = 2 * 3 * state_bytes(module)
+    check_free(directory, needed, f"{ROOT_FLAG} ({directory})",
+               f"the run's best and last checkpoints would not fit; free space there or point {ROOT_FLAG} "
+               f"at another disk")

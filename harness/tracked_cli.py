@@ -14,7 +14,8 @@ from mlflow.tracking import MlflowClient
 from pytorch_lightning.cli import LightningCLI
 from pytorch_lightning.utilities import rank_zero_only
 
-from harness.checkpoints import ResumePoint, resume_point
+from harness.checkpoints import ResumePoint, check_checkpoint_room, resume_point, with_atomic_checkpoints
+from harness.diskspace import disk_problem
 from harness.errors import UserError
 from harness.liveness import mark_dead_runs
 from harness.precision import check_precision
@@ -124,6 +125,7 @@ class TrackedCLI(LightningCLI):
 
     def instantiate_trainer(self, **kwargs):
         self.check_before_run()
+        check_checkpoint_room(self.resume_point.directory if self.resume_point else self.checkpoint_root(), self.model)
         tags = {**self.run_tags(), **(self.setting("tags") or {})}
         if self.resume_point:
             tags[RESUMED_TAG] = str(self.resume_point.path)
@@ -134,7 +136,8 @@ class TrackedCLI(LightningCLI):
         trainer_config = self._get(self.config_init, "trainer")
         trainer_config["callbacks"] = [*(trainer_config.get("callbacks") or []), *self.stage_callbacks(run_id),
                                        ResumeState(run_id)]
-        return super().instantiate_trainer(logger=logger, **kwargs)
+        plugins = with_atomic_checkpoints(kwargs.pop("plugins", trainer_config.get("plugins")))
+        return super().instantiate_trainer(logger=logger, plugins=plugins, **kwargs)
 
     def checkpoint_root(self) -> Path:
         """``<default_root_dir>/checkpoints/<stage>``: one folder per run below it."""
@@ -150,9 +153,9 @@ class TrackedCLI(LightningCLI):
 
 
 def run_cli(cli_class: type[TrackedCLI], args: list[str] | None = None) -> int:
-    """Run a CLI. Returns the exit status: 2 after a :class:`UserError` (one line), 1 when the
-    tracking server went away during the run (one line); any other failure marks the run FAILED
-    (KILLED for Ctrl-C) and raises."""
+    """Run a CLI. Returns the exit status: 2 after a :class:`UserError` or a full, read-only or
+    unwritable disk (one line), 1 when the tracking server went away during the run (one line);
+    any other failure marks the run FAILED (KILLED for Ctrl-C) and raises."""
     retain_freed_memory()
     try:
         cli_class(args=args)
@@ -166,5 +169,10 @@ def run_cli(cli_class: type[TrackedCLI], args: list[str] | None = None) -> int:
             print(f"error: {lost}", file=sys.stderr)
             return 1
         fail_open_runs("KILLED" if isinstance(error, KeyboardInterrupt) else "FAILED")
+        disk = disk_problem(error)
+        if disk:
+            print(f"error: {disk}; free space there or point the run elsewhere (--trainer.default_root_dir, "
+                  f"--data.cache_dir, MLFLOW_TRACKING_URI)", file=sys.stderr)
+            return 2
         raise
     return 0

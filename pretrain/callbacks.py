@@ -9,6 +9,7 @@ from pathlib import Path
 import pytorch_lightning as pl
 import torch
 
+from harness.atomic import atomic_torch_save
 from harness.checkpoints import read_best
 from harness.digests import record_digest
 from pretrain.checkpoints import slim_checkpoint
@@ -112,9 +113,7 @@ class ExportEncoder(pl.Callback):
         logger.log_metrics(best_metrics(self.results), step=int(checkpoint.get("global_step", trainer.global_step)))
         self.directory.mkdir(parents=True, exist_ok=True)
         slim_path = self.directory / os.path.basename(CHECKPOINT_ARTIFACT)
-        temporary = slim_path.with_suffix(".ckpt.tmp")
-        torch.save(slim_checkpoint(checkpoint, best or "the trained model"), temporary)
-        os.replace(temporary, slim_path)
+        atomic_torch_save(slim_checkpoint(checkpoint, best or "the trained model"), slim_path)
         self.best_path = str(slim_path)
         record_digest(logger.experiment, logger.run_id, slim_path)  # what every later download is checked against
         logger.experiment.log_artifact(logger.run_id, str(slim_path), os.path.dirname(CHECKPOINT_ARTIFACT))
