@@ -110,6 +110,9 @@ def checkpoint_of_run(run_id: str, source: str) -> tuple[dict, str]:
         run = client.get_run(run_id)
     except MlflowException:
         raise UserError(f"{source}: no run {run_id} in {tracking_uri()}") from None
+    if "deleted" in (run.info.lifecycle_stage, client.get_experiment(run.info.experiment_id).lifecycle_stage):
+        raise UserError(f"{source}: run {run_id} is deleted (in the trash of {tracking_uri()}); restore it "
+                        f"(mlflow runs restore --run-id {run_id}, or its experiment) or choose another run")
     stage = run.data.tags.get("stage")
     if stage != "pretrain":
         raise UserError(f"{source}: run {run_id} is a {stage or 'untagged'} run, not a pretrain run")
