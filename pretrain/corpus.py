@@ -31,6 +31,7 @@ from harness.pairdata import load_pair_data
 from pretrain.checkpoints import build_tokenizer, tokenizer_class
 from pretrain.corpora import combine, contribution, read_corpora, read_text_file  # noqa: F401 - read_text_file: API
 from pretrain.tokenize import Tokenizer
+from pretrain.vocabulary_checks import check_built, requested_size
 
 # Above MRPC's longest sentence (41 words), so MRPC is never cut and a pathological line (a file
 # without sentence breaks) costs no more memory than MRPC's longest batch. Cuts 3.8% of the
@@ -112,8 +113,9 @@ class BiLMDataModule(pl.LightningDataModule):
             held-out perplexity then uses a seeded 2% of the other pretraining text, kept out of
             training (never the evaluation sentences themselves).
         min_frequency: words seen fewer times in the pretraining text become ``<UNK>``.
-        max_vocab_size: keep at most this many entries, most frequent first (subword: the BPE
-            vocabulary size, default 8000).
+        max_vocab_size: keep at most this many entries, most frequent first (word: unset keeps every
+            word; subword: the BPE vocabulary size, default 8000); a size that leaves no room for a
+            word (or, with BPE, the 256 byte symbols) is refused (``pretrain.vocabulary_checks``).
         batch_size: sentences per batch.
         bucket: length-bucketed batches (False: random batches, more padding).
         max_sentences: use only the first N pretraining sentences (smoke tests, learning curves).
@@ -230,11 +232,15 @@ class BiLMDataModule(pl.LightningDataModule):
             from pretrain.runs import init_checkpoint  # needs the run store: import on use
 
             return build_tokenizer(init_checkpoint(init_from)["tokenizer"])
+        if kind not in ("word", "subword"):
+            raise UserError(f"--data.tokenizer={kind}: choose word or subword")
+        size = requested_size(kind, max_vocab_size)
         if kind == "word":
-            return Tokenizer.build(train, min_frequency=min_frequency, max_size=max_vocab_size)
-        if kind == "subword":
-            return tokenizer_class(kind).build(train, vocab_size=max_vocab_size or 8000, min_frequency=min_frequency)
-        raise UserError(f"--data.tokenizer={kind}: choose word or subword")
+            tokenizer = Tokenizer.build(train, min_frequency=min_frequency, max_size=size)
+        else:
+            tokenizer = tokenizer_class(kind).build(train, vocab_size=size, min_frequency=min_frequency)
+        check_built(tokenizer, kind, min_frequency)
+        return tokenizer
 
     @property
     def vocab_size(self) -> int:

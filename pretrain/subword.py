@@ -58,7 +58,7 @@ class SubwordTokenizer:
         """
         if vocab_size < MIN_VOCAB_SIZE:
             raise UserError(
-                f"--data.vocab_size={vocab_size} is too small for byte-level BPE: use at least "
+                f"--data.max_vocab_size={vocab_size} is too small for byte-level BPE: use at least "
                 f"{MIN_VOCAB_SIZE} ({len(SPECIALS)} special tokens + {len(BYTE_ALPHABET)} byte symbols)")
         steps = [normalizers.NFC()] + ([normalizers.Lowercase()] if lowercase else [])
         steps += [normalizers.Replace(Regex(r"\s+"), " "), normalizers.Strip()]

@@ -106,7 +106,7 @@ def test_vocabulary_smaller_than_specials_and_bytes_is_a_user_error():
     with pytest.raises(UserError) as error:
         SubwordTokenizer.build(TRAIN, vocab_size=MIN_VOCAB_SIZE - 1)
     message = str(error.value)
-    assert "--data.vocab_size" in message and str(MIN_VOCAB_SIZE) in message and "\n" not in message
+    assert "--data.max_vocab_size" in message and str(MIN_VOCAB_SIZE) in message and "\n" not in message
     assert len(SubwordTokenizer.build(TRAIN, vocab_size=MIN_VOCAB_SIZE)) == MIN_VOCAB_SIZE  # the edge is allowed
 
 

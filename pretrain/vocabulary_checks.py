@@ -1,0 +1,38 @@
+"""The vocabulary flags, checked per tokenizer kind before and after a vocabulary is built.
+
+A vocabulary of only the special tokens turns every word into ``<UNK>``: the LM then learns to
+predict ``<UNK>``, reaches a flattering perplexity and would be registered as the next encoder.
+``--data.max_vocab_size`` unset means "no cap" for the word tokenizer and 8000 for byte-level BPE;
+``0`` or any other value below a kind's minimum is refused, never read as the default.
+"""
+
+from __future__ import annotations
+
+from harness.errors import UserError
+from pretrain import subword, tokenize
+
+SIZE_FLAG, FREQUENCY_FLAG = "--data.max_vocab_size", "--data.min_frequency"
+DEFAULT_SUBWORD_SIZE = 8000
+# entries a vocabulary needs beyond its specials: one word (word); the 256 byte symbols (BPE)
+MINIMUM_SIZE = {"word": len(tokenize.SPECIALS) + 1, "subword": subword.MIN_VOCAB_SIZE}
+WHAT_IS_IN = {"word": f"{len(tokenize.SPECIALS)} special tokens + at least one word",
+              "subword": f"{len(subword.SPECIALS)} special tokens + {len(subword.BYTE_ALPHABET)} byte symbols"}
+
+
+def requested_size(kind: str, max_vocab_size: int | None) -> int | None:
+    """The size cap to build with (None: no cap), after refusing one no vocabulary of ``kind`` can meet."""
+    if max_vocab_size is None:
+        return DEFAULT_SUBWORD_SIZE if kind == "subword" else None
+    if isinstance(max_vocab_size, bool) or max_vocab_size < MINIMUM_SIZE[kind]:
+        unset = ("unset it for every word of the text" if kind == "word"
+                 else f"unset it for the default {DEFAULT_SUBWORD_SIZE}")
+        raise UserError(f"{SIZE_FLAG}={max_vocab_size}: a {kind} vocabulary needs at least {MINIMUM_SIZE[kind]} "
+                        f"entries ({WHAT_IS_IN[kind]}); {unset}")
+    return max_vocab_size
+
+
+def check_built(tokenizer, kind: str, min_frequency: int) -> None:
+    """Refuse a built word vocabulary that holds only its special tokens (no word passed ``min_frequency``)."""
+    if kind == "word" and len(tokenizer) <= len(tokenize.SPECIALS):
+        raise UserError(f"{FREQUENCY_FLAG}={min_frequency}: no word of the pretraining text occurs that often, so "
+                        f"the vocabulary would hold only the special tokens (every word <UNK>); lower it")
