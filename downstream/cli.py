@@ -117,6 +117,10 @@ class FinetuneCLI(TrackedCLI):
             tags["mlflow.parentRunId"] = self.setting("parent_run_id")
         return tags
 
+    def check_before_run(self) -> None:
+        """Inputs too long for ``--data.max_tokens``, the encoder or the memory: refused before the run exists."""
+        self.datamodule.check_inputs(self.model.encoder, self.model.input_kind)
+
     def stage_callbacks(self, run_id: str) -> list:
         self.evaluation = EvaluateBest()
         callbacks = [

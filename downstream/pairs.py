@@ -24,10 +24,12 @@ from sklearn.model_selection import train_test_split
 from torch.utils.data import DataLoader, RandomSampler, SequentialSampler
 
 from downstream.features import FeatureStore
+from downstream.input_limits import DEFAULT_MAX_TOKENS, check_frozen_memory, longest_input
 from harness.batching import BucketBatchSampler, pad_batch
 from harness.errors import UserError
 from harness.pairdata import Pair, load_pair_data
 from harness.tracking import REPO_ROOT
+from pretrain.memory import available_bytes
 
 SPLITS = ("train", "dev", "test")
 
@@ -131,6 +133,9 @@ class PairDataModule(pl.LightningDataModule):
         subsample_seed: seed of that subsample (default: the run's ``seed_everything``).
         max_pairs: cap every split at its first N pairs (smoke tests).
         cache_dir: on-disk feature cache (``none``: keep features in memory).
+        max_tokens: the longest sentence (GPT's joint input: pair sequence) in tokens; a longer one
+            is refused before the run, as are frozen features that would not fit in memory
+            (``downstream.input_limits``). The encoder's position table may set a lower limit.
     """
 
     def __init__(
@@ -153,6 +158,7 @@ class PairDataModule(pl.LightningDataModule):
         max_pairs: int | None = None,
         cache_dir: str = str(REPO_ROOT / ".cache" / "features"),
         num_workers: int = 0,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
     ):
         super().__init__()
         self.save_hyperparameters(logger=False)
@@ -187,6 +193,17 @@ class PairDataModule(pl.LightningDataModule):
         if input_kind not in INPUT_KINDS:
             raise ValueError(f"input_kind must be one of {INPUT_KINDS}, not {input_kind!r}")
         self.encoder, self.input_kind = encoder, input_kind
+
+    def check_inputs(self, encoder, input_kind: str) -> None:
+        """Refuse, before the run exists, a pair longer than ``max_tokens`` or the encoder's
+        positions, and frozen features of the longest batch that would not fit in memory."""
+        data = self.pair_data
+        named = {(f"--data.{split}={getattr(self.hparams, split)}" if self.hparams.dataset == "tsv"
+                  else f"{data.name} {split}"): pairs for split, pairs in self.pairs.items()}
+        longest = longest_input(named, encoder, input_kind, self.hparams.max_tokens)
+        if input_kind == "features":
+            check_frozen_memory(encoder, self.hparams.batch_size, longest, self.hparams.max_tokens,
+                                available_bytes("cpu"))
 
     def sentences(self) -> list[str]:
         """Unique sentences of all splits, in first-seen order (the feature store's rows)."""
