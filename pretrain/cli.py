@@ -11,10 +11,11 @@ from harness.errors import UserError
 from pretrain.callbacks import ExportEncoder, LanguageModelSamples
 from pretrain.corpora import GROUPS, PAIR_TRAIN, SHARED_FOLDERS, entries, log_corpora
 from pretrain.corpus import BiLMDataModule
-from pretrain.families import family_of
+from pretrain.families import family_of, family_of_lightning_module
 from pretrain.lit_lm import LitLanguageModel
 from pretrain.memory import GIB, available_bytes, step_bytes, training_device
 from pretrain.registry import ALIAS, model_name, register_encoder
+from pretrain.runs import init_checkpoint
 from harness.links import summary_lines
 from harness.naming import encoder_label, pretrain_run_name
 from harness.system_metrics import SystemMetrics
@@ -43,6 +44,19 @@ class PretrainCLI(TrackedCLI):
         parser.link_arguments("model.init_args.init_from", "data.init_from")
         parser.add_argument("--samples_every_n_steps", type=int, default=500,
                             help="log target/forward/backward LM samples every N steps (0: never)")
+
+    def prepare_run(self) -> None:
+        """After the store is ready and before anything is built: the run ``--model.init_from``
+        continues, checked once for the model's family and the data's tokenizer kind, then handed
+        to both as the run it resolved to (``runs:/<id>``, never ``latest``)."""
+        super().prepare_run()
+        source = self.setting("model.init_args.init_from")
+        if not source:
+            return
+        family = family_of_lightning_module(str(self.setting("model.class_path"))).name
+        resolved = init_checkpoint(str(source), family, self.setting("data.tokenizer"))["source"]
+        config = self.config[self.subcommand]
+        config["model.init_args.init_from"] = config["data.init_from"] = resolved
 
     def corpus_label(self) -> str:
         """The pretraining text in a run name: the data set's name for its train sentences, set

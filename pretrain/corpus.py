@@ -231,7 +231,7 @@ class BiLMDataModule(pl.LightningDataModule):
         if init_from:
             from pretrain.runs import init_checkpoint  # needs the run store: import on use
 
-            return build_tokenizer(init_checkpoint(init_from)["tokenizer"])
+            return build_tokenizer(init_checkpoint(init_from, tokenizer=kind)["tokenizer"])
         if kind not in ("word", "subword"):
             raise UserError(f"--data.tokenizer={kind}: choose word or subword")
         size = requested_size(kind, max_vocab_size)

@@ -210,16 +210,23 @@ def encoder_from_record(record: dict, weights: bool = True) -> Encoder:
     return encoder
 
 
-def init_checkpoint(source: str, family: str | None = None) -> dict:
+def init_checkpoint(source: str, family: str | None = None, tokenizer: str | None = None) -> dict:
     """The checkpoint ``--model.init_from`` names (a pretrain run or a file) for a model of
-    ``family`` (any, when None) to continue from. Returns the normalised checkpoint plus ``source`` and ``run_id``."""
+    ``family`` whose data module asked for a ``tokenizer`` kind (any, when None) to continue from.
+    Returns the normalised checkpoint plus ``source`` (``runs:/<id>`` or the path) and ``run_id``."""
     flag = f"--model.init_from={source}"
     try:
         run_id = resolve_run_id(source)
         checkpoint, _ = checkpoint_of_run(run_id, source) if run_id else read_checkpoint(Path(source), source)
     except UserError as error:
         raise UserError(f"{flag}: {str(error).removeprefix(f'{source}: ')}") from None
-    if family and checkpoint["family"] != family:
-        raise UserError(f"{flag}: that is a {checkpoint['family']} encoder; this model is {family} "
-                        f"(continue a run of the same family)")
+    theirs = checkpoint["family"]
+    if family and theirs != family:
+        article = "an" if theirs[0] in "aeiou" else "a"
+        raise UserError(f"{flag}: that is {article} {theirs} encoder; this model is {family} (continue a {family} "
+                        f"run, e.g. latest:{family}:general, or use a {theirs} config)")
+    kind = checkpoint["tokenizer"].get("type", "word")
+    if tokenizer and kind != tokenizer:
+        raise UserError(f"{flag}: that run's tokenizer is {kind}, not --data.tokenizer={tokenizer}; a continued run "
+                        f"keeps its tokenizer: set --data.tokenizer={kind}")
     return {**checkpoint, "source": f"runs:/{run_id}" if run_id else source, "run_id": run_id}
