@@ -69,9 +69,26 @@ def allocate(path: str | os.PathLike) -> None:
         os.close(descriptor)
 
 
+# what SQLite says when its disk cannot take a write (the run store)
+SQLITE_DISK_MESSAGES = {"database or disk is full": "no space left", "readonly database": "read-only",
+                        "disk i/o error": "disk I/O error"}
+
+
 def disk_problem(error: BaseException) -> str | None:
-    """``'<file>: no space left'`` for an OSError of a full, read-only or unwritable disk; None for others."""
-    if not isinstance(error, OSError) or error.errno not in DISK_ERRNOS:
-        return None
-    where = error.filename or "a file"
-    return f"{where}: {DISK_ERRNOS[error.errno]} ({error.strerror or os.strerror(error.errno)})"
+    """``'<file>: no space left (…)'`` when ``error`` (or an exception it was raised from) is a
+    full, read-only or unwritable disk: an OSError, or the SQLite run store's own error; None otherwise."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, OSError) and error.errno in DISK_ERRNOS:
+            where = error.filename or "a file"
+            return f"{where}: {DISK_ERRNOS[error.errno]} ({error.strerror or os.strerror(error.errno)})"
+        text = str(error).lower()
+        if type(error).__name__ == "OperationalError":
+            for message, problem in SQLITE_DISK_MESSAGES.items():
+                if message in text:
+                    from harness.store import tracking_uri  # the store module imports much more
+
+                    return f"the run store {tracking_uri()}: {problem} (SQLite: {message})"
+        error = error.__cause__ or error.__context__
+    return None

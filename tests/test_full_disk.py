@@ -113,3 +113,15 @@ def test_pretraining_that_fills_the_disk_fails_its_run_and_leaves_no_partial_che
     runs = all_runs(f"sqlite:///{tmp_path / 'mlflow.db'}")
     assert [run.info.status for run in runs] == ["FAILED"]
     assert leftovers(root) == [] and not list(root.rglob("*.ckpt"))
+
+
+def test_a_run_store_on_a_full_disk_is_one_line(tmp_path, mounts, monkeypatch, capsys, mrpc_dir):
+    """SQLite says "database or disk is full" through SQLAlchemy and MLflow: still one line naming the store."""
+    store = mounts(tmp_path / "store", "size=160k")  # room for the file, not for MLflow's tables
+    uri = f"sqlite:///{store / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv("MRPC_DIR", str(mrpc_dir))
+    monkeypatch.chdir(tmp_path)
+    code = run_cli(PretrainCLI, ["fit", "--config", str(PRETRAIN_SMOKE), *QUICK])
+    line = last_error(capsys.readouterr().err)
+    assert code == 2 and line.startswith(f"error: the run store {uri}: no space left"), line

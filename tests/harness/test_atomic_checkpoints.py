@@ -76,3 +76,21 @@ def test_an_unwritable_checkpoint_folder_is_refused_before_the_run(tmp_path):
     with pytest.raises(UserError) as raised:
         check_checkpoint_room(blocker / "checkpoints", torch.nn.Linear(2, 2))
     assert str(raised.value).startswith(f"--trainer.default_root_dir: cannot write checkpoints under {blocker}")
+
+
+def test_disk_problems_are_found_through_the_exception_chain():
+    import sqlite3
+
+    from harness.diskspace import disk_problem
+
+    try:
+        try:
+            raise sqlite3.OperationalError("database or disk is full")
+        except sqlite3.OperationalError as inner:
+            raise RuntimeError("the store wrapped it") from inner
+    except RuntimeError as outer:
+        assert "no space left (SQLite: database or disk is full)" in disk_problem(outer)
+    assert disk_problem(OSError(errno.EROFS, "Read-only file system", "/x")) == "/x: read-only filesystem " \
+        "(Read-only file system)"
+    assert disk_problem(ValueError("database or disk is full")) is None
+    assert disk_problem(OSError(errno.ENOENT, "missing")) is None
