@@ -1,14 +1,25 @@
-"""Aggregation of benchmark runs over seeds, and the accuracy gap of a method over its random twin.
+"""The accuracy gap of a method over its random twin, or over a deterministic baseline, tested with
+training seeds and test items both random samples (Clark 1973, "language-as-fixed-effect fallacy").
 
-The gap is tested as a crossed design: training seeds and test items are both random samples
-(Clark 1973, "language-as-fixed-effect fallacy"). For S seed pairs (method seed s against twin
-seed s) and N test items, ``d[s, i] = correct_method[s, i] - correct_twin[s, i]`` is decomposed as
-``mu + seed_s + item_i + residual_si`` with random seed and item effects; the gap is ``mean(d)``,
-its variance ``(MS_seed + MS_item - MS_residual) / (S N)`` (a negative item component set to 0),
-Satterthwaite degrees of freedom, and a t-based 95% CI and two-sided p-value. With one seed pair
-the seed part is not estimable and the test falls back to a paired t-test over items.
-Calibration (null rejection, CI coverage, power at the MDE) is checked by simulation in
-``tests/benchmarks/test_stats.py``.
+For S seed pairs and N test items, ``d[s, i] = correct_method[s, i] - correct_other[s, i]`` is
+decomposed as ``mu + seed_s + item_i + residual_si`` (two-way crossed random effects). The gap is
+``mean(d)``; its variance is ``(max(MS_seed, MS_res) + max(MS_item, MS_res) - MS_res) / (S N)``:
+the ANOVA estimate with a negative seed or item component truncated at 0, so tied seed means
+cannot shrink the standard error below the residual noise. The degrees of freedom are
+``V / (MS_seed / (S - 1) + MS_item / (N - 1) + MS_res / ((S - 1)(N - 1)))`` with V the numerator
+above: each mean square's df weighted by its share of V. Satterthwaite's formula squares those
+shares; with S - 1 = 2 df a small MS_seed then gives both a large t and a large df, and the test
+rejects a true null up to ~8% of the time at alpha 0.05 (S = 3). The t distribution with these df
+gives the 95% CI and the two-sided p.
+
+Against a deterministic baseline (one prediction vector, e.g. TF-IDF + LR) the baseline's
+correctness is a property of each item: it falls into the item effect, the seed effect is the
+method's seed luck alone, and the same test applies with the baseline repeated at every seed.
+
+With one seed pair seed luck is not estimable: the gap is reported without a CI or p ("no seed
+replication"), since an items-only test would pass seed luck off as a gap. Calibration (null
+rejection, tied seeds, CI coverage, power at the MDE) is checked against simulations and an
+independent fit in ``tests/benchmarks/test_stats.py``.
 """
 
 from __future__ import annotations
@@ -20,135 +31,22 @@ import numpy as np
 import pandas as pd
 from scipy import optimize, stats
 
-METRICS = ["dev_acc", "dev_f1", "test_acc", "test_f1"]
-STATISTICS = ["mean", "std", "min", "max"]
+from benchmarks.aggregate import METRICS, STATISTICS, aggregate_runs, is_collapsed, runs_table
+from benchmarks.multiplicity import holm
+from benchmarks.pairing import ID_COLUMNS, VALUE_COLUMNS, correctness, id_columns, paired_correctness, same_items
+
+__all__ = ["METRICS", "STATISTICS", "ID_COLUMNS", "VALUE_COLUMNS", "PVALUE_COLUMN", "GAP_COLUMNS", "NEW_COLUMNS",
+           "CROSSED", "NO_SEED_REPLICATION", "ITEMS_ONLY", "Gap", "crossed_gap", "rejection_probability",
+           "minimum_detectable_effect", "compare_with_twin", "compare_with_baseline", "results_table",
+           "aggregate_runs", "is_collapsed", "runs_table", "correctness", "id_columns", "paired_correctness"]
+
 PVALUE_COLUMN = "p_value_vs_random"
 GAP_COLUMNS = ["gap_vs_random", "gap_ci_low", "gap_ci_high", "mde_vs_random", "paired_seeds", "paired_items",
                "gap_test"]
-CROSSED, ITEMS_ONLY = "seeds x items", "items only (1 seed)"
-VALUE_COLUMNS = {"label", "pred", "prob", "sentence1", "sentence2"}  # and prob_<label>: the rest are ids
-ID_COLUMNS = ("id1", "id2", "id")  # the id columns the data sets write (MRPC: id1, id2; a TSV: id)
-
-
-def runs_table(search_runs: pd.DataFrame) -> pd.DataFrame:
-    """Rename ``mlflow.search_runs`` columns to plain names (``tags.method`` -> ``method``,
-    ``tags.seed`` -> ``seed``, an integer where every seed parses as one, ``metrics.<m>`` -> ``<m>``).
-    Plain columns are accepted as they are; rows without a method (the parent run) are dropped;
-    a metric missing altogether becomes a NaN column.
-
-    Returns:
-        DataFrame with columns ``[run_id,] method, seed, dev_acc, dev_f1, test_acc, test_f1``.
-    """
-    renames = {"tags.method": "method", "tags.seed": "seed"} | {f"metrics.{metric}": metric for metric in METRICS}
-    table = search_runs.rename(columns={raw: plain for raw, plain in renames.items() if raw in search_runs})
-    if "method" not in table:
-        raise ValueError("runs_table: no 'method' or 'tags.method' column in the runs")
-    for column in ["seed", *METRICS]:
-        if column not in table:
-            table[column] = np.nan
-    table = table[table["method"].notna()].copy()
-    seeds = pd.to_numeric(table["seed"], errors="coerce")
-    if len(table) and seeds.notna().all() and (seeds == seeds.round()).all():
-        table["seed"] = seeds.astype(int)
-    table[METRICS] = table[METRICS].astype(float)
-    columns = (["run_id"] if "run_id" in table else []) + ["method", "seed"] + METRICS
-    return table[columns].reset_index(drop=True)
-
-
-def aggregate_runs(runs: pd.DataFrame) -> pd.DataFrame:
-    """Summarise runs per method over seeds (plain or raw ``mlflow.search_runs`` columns).
-
-    Methods keep their first-appearance order; ``n_seeds`` counts the method's runs; each statistic
-    uses that metric's non-missing values; ``std`` is the sample std (ddof=1), 0.0 for one value.
-
-    Returns:
-        DataFrame, one row per method: ``method, n_seeds, <m>_{mean,std,min,max}`` for m in METRICS.
-    """
-    runs = runs_table(runs)
-    rows = []
-    for method, group in runs.groupby("method", sort=False):
-        row = {"method": method, "n_seeds": int(len(group))}
-        for metric in METRICS:
-            values = group[metric].dropna()
-            row |= {f"{metric}_mean": values.mean(), f"{metric}_min": values.min(), f"{metric}_max": values.max(),
-                    f"{metric}_std": values.std(ddof=1) if len(values) > 1 else 0.0 if len(values) else np.nan}
-        rows.append(row)
-    columns = ["method", "n_seeds"] + [f"{metric}_{statistic}" for metric in METRICS for statistic in STATISTICS]
-    return pd.DataFrame(rows, columns=columns).astype({column: float for column in columns[2:]})
-
-
-def is_collapsed(predictions) -> bool:
-    """Whether a run predicts one class for every item (array of predictions or a ``pred`` column)."""
-    values = np.asarray(predictions["pred"] if isinstance(predictions, pd.DataFrame) else predictions).ravel()
-    if values.size == 0:
-        raise ValueError("is_collapsed: no predictions")
-    return bool(np.unique(values).size == 1)
-
-
-def id_columns(predictions: pd.DataFrame) -> list[str]:
-    """The columns that identify an item: all but ``label``, ``pred``, ``prob`` and ``prob_<label>``."""
-    return [column for column in predictions.columns
-            if column not in VALUE_COLUMNS and not str(column).startswith("prob_")]
-
-
-def correctness(predictions: pd.DataFrame) -> np.ndarray:
-    """``pred == label`` per item, for any number of classes (numbers compared as numbers).
-
-    Returns:
-        (N,) bool array.
-    """
-    labels, preds = _class_values(predictions["label"], predictions["pred"])
-    return (labels == preds).to_numpy()
-
-
-def _class_values(*columns: pd.Series) -> list[pd.Series]:
-    """Class columns made comparable: numbers when every value parses as one (1 == 1.0 == "1"), else text."""
-    numeric = [pd.to_numeric(column, errors="coerce") for column in columns]
-    if all(column.notna().all() for column in numeric):
-        return [column.astype(float) for column in numeric]
-    return [column.astype(str).str.strip() for column in columns]
-
-
-def _items(frame: pd.DataFrame, name: str) -> pd.DataFrame:
-    """A predictions table indexed by its id columns (as strings), with ``correct`` and ``label``."""
-    keys = id_columns(frame)
-    if not keys or not {"label", "pred"} <= set(frame.columns):
-        raise ValueError(f"{name}: predictions need id column(s), label and pred; got {list(frame.columns)}")
-    (label,) = _class_values(frame["label"])
-    table = frame[keys].astype(str).assign(label=label.to_numpy(), correct=correctness(frame))
-    table = table.set_index(keys)
-    if table.index.duplicated().any():
-        raise ValueError(f"{name}: duplicate ids {keys} in the predictions")
-    return table
-
-
-def paired_correctness(method_runs: Mapping, twin_runs: Mapping, method: str = "method"):
-    """Pair runs by seed *value* (seeds both have) and align their items on the id columns.
-
-    Args:
-        method_runs, twin_runs: ``{seed: predictions DataFrame}``.
-
-    Returns:
-        ``(seeds, correct_method, correct_twin)``: the sorted common seeds and two (S, N) bool arrays,
-        items in the order of the method's first common seed. Raises ValueError when paired runs hold
-        other items, other id columns or other gold labels.
-    """
-    seeds = sorted(set(method_runs) & set(twin_runs))
-    if not seeds:
-        return [], np.zeros((0, 0), bool), np.zeros((0, 0), bool)
-    reference = _items(method_runs[seeds[0]], f"{method} seed {seeds[0]}")
-    matrices = {"method": [], "twin": []}
-    for seed in seeds:
-        for side, runs in (("method", method_runs), ("twin", twin_runs)):
-            table = _items(runs[seed], f"{method} ({side}) seed {seed}")
-            if table.index.names != reference.index.names or len(table) != len(reference) \
-                    or not table.index.isin(reference.index).all():
-                raise ValueError(f"{method}: {side} seed {seed} was evaluated on other items than seed {seeds[0]}")
-            table = table.reindex(reference.index)
-            if (table["label"] != reference["label"]).any():
-                raise ValueError(f"{method}: {side} seed {seed} disagrees on gold labels")
-            matrices[side].append(table["correct"].to_numpy())
-    return seeds, np.stack(matrices["method"]), np.stack(matrices["twin"])  # (S, N) each
+NEW_COLUMNS = ["p_adjusted", "gap_vs_tfidf", "gap_vs_tfidf_ci_low", "gap_vs_tfidf_ci_high", "p_vs_tfidf"]
+CROSSED, NO_SEED_REPLICATION = "seeds x items", "no seed replication"
+ITEMS_ONLY = NO_SEED_REPLICATION  # the former name of the one-seed procedure
+QUADRATURE_POINTS = 2000  # quantiles of MS_seed's distribution averaged over in ``rejection_probability``
 
 
 @dataclass(frozen=True)
@@ -156,17 +54,24 @@ class Gap:
     """Gap estimate; each field is a float, or an array over the leading axes of a batch."""
 
     gap: np.ndarray
-    ci_low: np.ndarray
+    ci_low: np.ndarray  # NaN with one seed pair, as are p_value, standard_error, degrees_of_freedom
     ci_high: np.ndarray
     p_value: np.ndarray
     standard_error: np.ndarray
     degrees_of_freedom: np.ndarray
-    seed_variance: np.ndarray  # per seed pair, sigma^2_seed; NaN with one seed (not estimable)
-    item_variance: np.ndarray  # per item, sigma^2_item; with one seed: item + residual, confounded
-    residual_variance: np.ndarray  # sigma^2_residual; 0 with one seed
+    seed_variance: np.ndarray  # per seed pair, sigma^2_seed >= 0; NaN with one seed (not estimable)
+    item_variance: np.ndarray  # per item, sigma^2_item >= 0; with one seed: item + residual, confounded
+    residual_variance: np.ndarray  # sigma^2_residual; NaN with one seed
     seeds: int
     items: int
     procedure: str
+
+
+def _degrees_of_freedom(variance, ms_seed, ms_item, ms_residual, seeds: int, items: int):
+    """``V / sum(MS_j / df_j)``; S - 1 where every mean square is 0 (nothing varies)."""
+    share = ms_seed / (seeds - 1) + ms_item / (items - 1) + ms_residual / ((seeds - 1) * (items - 1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(share > 0, variance / np.where(share > 0, share, 1.0), seeds - 1.0)
 
 
 def crossed_gap(differences, confidence: float = 0.95) -> Gap:
@@ -174,7 +79,7 @@ def crossed_gap(differences, confidence: float = 0.95) -> Gap:
 
     Args:
         differences: (..., S, N) per-seed-pair, per-item differences, e.g. correct_method - correct_twin.
-            With S = 1 the seed component is not estimable: a paired t-test over items (``ITEMS_ONLY``).
+            With S = 1 only the gap and the (confounded) item variance: ``NO_SEED_REPLICATION``.
             The CI is clipped to [-1, 1], the range of a difference of two accuracies.
 
     Returns:
@@ -184,82 +89,85 @@ def crossed_gap(differences, confidence: float = 0.95) -> Gap:
     seeds, items = d.shape[-2:]
     if items < 2:
         raise ValueError(f"crossed_gap: need at least 2 items, got {items}")
+    as_out = float if d.ndim == 2 else np.asarray
     gap = d.mean(axis=(-2, -1))
     item_means = d.mean(axis=-2)  # (..., N)
     ms_item = seeds * item_means.var(axis=-1, ddof=1)
     if seeds == 1:
-        variance, df = ms_item / items, np.full_like(gap, items - 1.0)
-        components = (np.full_like(gap, np.nan), ms_item, np.zeros_like(gap))
-    else:
-        seed_means = d.mean(axis=-1)  # (..., S)
-        ms_seed = items * seed_means.var(axis=-1, ddof=1)
-        residual = d - seed_means[..., :, None] - item_means[..., None, :] + gap[..., None, None]  # (..., S, N)
-        ms_residual = (residual**2).sum(axis=(-2, -1)) / ((seeds - 1) * (items - 1))
-        # E[MS_seed] = r + N s, E[MS_item] = r + S i, E[MS_res] = r, so (MS_seed + MS_item - MS_res) / (S N)
-        # is unbiased for Var(mean d). A negative item component is set to 0 (that leaves MS_seed); the seed
-        # component is never dropped: doing so on a noisy MS_seed (S - 1 df) rejects too often (see the tests).
-        use_item = (ms_item > ms_residual).astype(float)
-        weights, squares = (1.0, use_item, -use_item), (ms_seed, ms_item, ms_residual)
-        mean_squares_df = (seeds - 1, items - 1, (seeds - 1) * (items - 1))
-        combined = sum(weight * square for weight, square in zip(weights, squares))
-        spread = sum(weight**2 * square**2 / dof for weight, square, dof in zip(weights, squares, mean_squares_df))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            df = np.where(combined > 0, combined**2 / np.where(spread > 0, spread, 1.0), seeds - 1.0)  # Satterthwaite
-        variance = combined / (seeds * items)
-        components = (np.maximum(ms_seed - ms_residual, 0.0) / items, use_item * (ms_item - ms_residual) / seeds,
-                      ms_residual)
+        missing = np.full_like(gap, np.nan)
+        return Gap(as_out(gap), *(as_out(missing) for _ in range(6)), as_out(ms_item), as_out(missing), 1, items,
+                   NO_SEED_REPLICATION)
+    seed_means = d.mean(axis=-1)  # (..., S)
+    ms_seed = items * seed_means.var(axis=-1, ddof=1)
+    # SS_res = SS_total - SS_seed - SS_item, without an (..., S, N) residual array (batches of simulations)
+    ss_total = np.einsum("...ij,...ij->...", d, d) - seeds * items * gap**2
+    ss_residual = np.maximum(ss_total - (seeds - 1) * ms_seed - (items - 1) * ms_item, 0.0)
+    ms_residual = ss_residual / ((seeds - 1) * (items - 1))
+    # E[MS_seed] = r + N s, E[MS_item] = r + S i, E[MS_res] = r: components truncated at 0
+    seed_excess, item_excess = np.maximum(ms_seed - ms_residual, 0.0), np.maximum(ms_item - ms_residual, 0.0)
+    variance = seed_excess + item_excess + ms_residual  # S N Var(mean d)
+    df = _degrees_of_freedom(variance, ms_seed, ms_item, ms_residual, seeds, items)
     # Floor: the gap moves in steps of 1 / (S N) (one item of one seed pair); its standard error is
-    # taken to be at least that resolution, so tied seed means do not give an infinite t.
-    variance = np.maximum(variance, 1.0 / (seeds * items) ** 2)
-    error = np.sqrt(variance)
-    t_value = gap / error
-    p_value = 2 * stats.t.sf(np.abs(t_value), df)
+    # taken to be at least that resolution, so identical runs do not give an infinite t.
+    error = np.sqrt(np.maximum(variance / (seeds * items), 1.0 / (seeds * items) ** 2))
+    p_value = 2 * stats.t.sf(np.abs(gap / error), df)
     half_width = stats.t.ppf(0.5 + confidence / 2, df) * error
     low, high = np.maximum(gap - half_width, -1.0), np.minimum(gap + half_width, 1.0)  # a gap of accuracies
-    as_out = float if d.ndim == 2 else np.asarray
-    return Gap(as_out(gap), as_out(low), as_out(high), as_out(p_value), as_out(error),
-               as_out(df), *(as_out(component) for component in components), seeds, items,
-               ITEMS_ONLY if seeds == 1 else CROSSED)
+    components = (seed_excess / items, item_excess / seeds, ms_residual)
+    return Gap(as_out(gap), as_out(low), as_out(high), as_out(p_value), as_out(error), as_out(df),
+               *(as_out(component) for component in components), seeds, items, CROSSED)
+
+
+def rejection_probability(effect: float, seed_variance: float, item_variance: float, residual_variance: float,
+                          seeds: int, items: int, alpha: float = 0.05) -> float:
+    """How often ``crossed_gap``'s two-sided test rejects at ``alpha`` when the true gap is ``effect``,
+    for a design of ``seeds`` seed pairs and ``items`` items with these variance components (normal
+    model). MS_item and MS_res are taken at their expectations (N - 1 and more df); MS_seed follows
+    its scaled chi-square with S - 1 df, averaged over ``QUADRATURE_POINTS`` quantiles, through the
+    same truncation, degrees of freedom and resolution floor as the test. ``effect = 0``: the size.
+    """
+    if seeds < 2 or items < 2:
+        raise ValueError(f"rejection_probability: need seeds >= 2 and items >= 2, got {seeds}, {items}")
+    if min(seed_variance, item_variance, residual_variance) < 0 or np.isnan(seed_variance):
+        raise ValueError("rejection_probability: variance components must be known and >= 0")
+    expected_seed = residual_variance + items * seed_variance
+    expected_item = residual_variance + seeds * item_variance
+    quantiles = (np.arange(QUADRATURE_POINTS) + 0.5) / QUADRATURE_POINTS
+    ms_seed = expected_seed * stats.chi2.ppf(quantiles, seeds - 1) / (seeds - 1)  # (Q,)
+    variance = np.maximum(ms_seed, residual_variance) + expected_item - residual_variance  # S N Var, estimated
+    df = _degrees_of_freedom(variance, ms_seed, expected_item, residual_variance, seeds, items)
+    floor = 1.0 / (seeds * items)
+    error = np.sqrt(np.maximum(variance, floor) / (seeds * items))  # (Q,)
+    true_error = np.sqrt(max(expected_seed + expected_item - residual_variance, floor) / (seeds * items))
+    critical = stats.t.ppf(1 - alpha / 2, df) * error
+    rejected = stats.norm.sf((critical - effect) / true_error) + stats.norm.cdf((-critical - effect) / true_error)
+    return float(rejected.mean())
 
 
 def minimum_detectable_effect(seed_variance: float, item_variance: float, residual_variance: float, seeds: int,
                               items: int, alpha: float = 0.05, power: float = 0.8) -> float:
-    """The smallest true gap the two-sided crossed test finds with probability ``power`` at ``alpha``,
-    for a planned design of ``seeds`` seed pairs and ``items`` test items, from variance components
-    (``Gap.seed_variance``, ``item_variance``, ``residual_variance``). Power uses the noncentral t with
-    the Satterthwaite degrees of freedom of the expected mean squares. With ``seeds == 1`` it is the
-    items-only test's MDE (seed luck not counted); a NaN seed variance is allowed only then.
+    """The smallest true gap ``crossed_gap``'s two-sided test finds with probability ``power`` at
+    ``alpha`` for a planned design of ``seeds`` (>= 2) seed pairs and ``items`` test items, from
+    variance components (``Gap.seed_variance``, ``item_variance``, ``residual_variance``; truncated
+    at 0 as the test does), through ``rejection_probability``.
 
     Returns:
         The gap as a fraction (accuracy points / 100); above 1 when no possible gap reaches the power.
     """
-    if seeds < 1 or items < 2:
-        raise ValueError(f"minimum_detectable_effect: need seeds >= 1 and items >= 2, got {seeds}, {items}")
-    if seeds == 1:
-        variance, df = (item_variance + residual_variance) / items, items - 1.0
-    elif np.isnan(seed_variance):
-        raise ValueError("minimum_detectable_effect: the seed variance is unknown (a one-seed study); plan 1 seed")
-    else:
-        expected = (residual_variance + items * seed_variance, residual_variance + seeds * item_variance,
-                    residual_variance)  # E[MS_seed], E[MS_item], E[MS_residual]
-        combined = expected[0] + expected[1] - expected[2]
-        variance = combined / (seeds * items)
-        mean_squares_df = (seeds - 1, items - 1, (seeds - 1) * (items - 1))
-        spread = sum(square**2 / dof for square, dof in zip(expected, mean_squares_df))
-        df = combined**2 / spread if combined > 0 else seeds - 1.0  # Satterthwaite, as in ``crossed_gap``
-    variance = max(variance, 1.0 / (seeds * items) ** 2)  # the resolution floor of ``crossed_gap``
-    error, critical = np.sqrt(variance), stats.t.ppf(1 - alpha / 2, df)
+    if seeds < 2:
+        raise ValueError(f"minimum_detectable_effect: {seeds} seed: no seed replication, so no test to plan; "
+                         "plan at least 2 seeds (5 for claims)")
 
     def shortfall(effect: float) -> float:
-        shift = effect / error
-        return stats.nct.sf(critical, df, shift) + stats.nct.sf(critical, df, -shift) - power  # both tails
+        return rejection_probability(effect, seed_variance, item_variance, residual_variance, seeds, items,
+                                     alpha) - power
 
-    upper = (critical + 3) * error
-    for _ in range(60):  # widen until the power is reached (heavy tails when df is small)
+    upper = 1.0 / (seeds * items)
+    for _ in range(80):  # widen until the power is reached (heavy tails when df is small)
         if shortfall(upper) >= 0:
             break
         upper *= 2
-    return float(optimize.brentq(shortfall, 0.0, upper))
+    return float(optimize.brentq(shortfall, 0.0, upper, xtol=1e-7))
 
 
 def compare_with_twin(method_runs: Mapping, twin_runs: Mapping, method: str = "method") -> Gap | None:
@@ -274,25 +182,51 @@ def compare_with_twin(method_runs: Mapping, twin_runs: Mapping, method: str = "m
     return crossed_gap(correct_method.astype(float) - correct_twin.astype(float))  # (S, N)
 
 
-def results_table(runs: pd.DataFrame, gaps: Mapping[str, Gap]) -> pd.DataFrame:
-    """The benchmark's ``results.csv``: per-method aggregates, then the gap over the random twin.
+def compare_with_baseline(method_runs: Mapping, baseline_predictions: pd.DataFrame,
+                          method: str = "method") -> Gap | None:
+    """Accuracy gap of a method over a deterministic baseline (one predictions table): the method's
+    seeds × items against the baseline's correctness repeated at every seed, items paired by id.
+
+    Returns:
+        ``Gap`` (fractions), or None without runs or when the method saw other items than the baseline.
+    """
+    if not method_runs or not same_items(next(iter(method_runs.values())), baseline_predictions):
+        return None
+    return compare_with_twin(method_runs, {seed: baseline_predictions for seed in method_runs}, method)
+
+
+def _mde(gap: Gap) -> float:
+    if gap.seeds < 2:
+        return np.nan
+    return minimum_detectable_effect(gap.seed_variance, gap.item_variance, gap.residual_variance, gap.seeds,
+                                     gap.items)
+
+
+def results_table(runs: pd.DataFrame, gaps: Mapping[str, Gap], baseline_gaps: Mapping[str, Gap] | None = None
+                  ) -> pd.DataFrame:
+    """The benchmark's ``results.csv``: per-method aggregates, the gap over the random twin, then the
+    Holm-adjusted p over all the table's twin comparisons and the gap over TF-IDF + LR.
 
     Returns:
         DataFrame: ``method, n_seeds, {dev,test}_{acc,f1}_{mean,std,min,max}, p_value_vs_random,
-        gap_vs_random, gap_ci_low, gap_ci_high, mde_vs_random, paired_seeds, paired_items, gap_test``
-        (NaN, or 0 seeds and items, where a method has no twin). ``mde_vs_random``: the minimum
-        detectable effect (alpha 0.05, power 0.8) for the row's seeds and items, from its measured
-        variance components.
+        gap_vs_random, gap_ci_low, gap_ci_high, mde_vs_random, paired_seeds, paired_items, gap_test,
+        p_adjusted, gap_vs_tfidf, gap_vs_tfidf_ci_low, gap_vs_tfidf_ci_high, p_vs_tfidf``
+        (NaN, or 0 seeds and items, where a method has no twin or no baseline comparison; with one
+        seed pair the gaps without CI, p or MDE, ``gap_test`` = "no seed replication").
+        ``mde_vs_random``: the minimum detectable effect (alpha 0.05, power 0.8) for the row's seeds
+        and items, from its measured variance components.
     """
     table = aggregate_runs(runs)
+    baseline_gaps = baseline_gaps or {}
     rows = []
     for method in table["method"]:
-        gap = gaps.get(method)
-        if gap is None:
-            rows.append([np.nan] * 5 + [0, 0, np.nan])
-            continue
-        mde = minimum_detectable_effect(gap.seed_variance, gap.item_variance, gap.residual_variance,
-                                        gap.seeds, gap.items)
-        rows.append([gap.p_value, gap.gap, gap.ci_low, gap.ci_high, mde, gap.seeds, gap.items, gap.procedure])
-    extra = pd.DataFrame(rows, columns=[PVALUE_COLUMN, *GAP_COLUMNS], index=table.index)
+        gap, baseline = gaps.get(method), baseline_gaps.get(method)
+        row = [np.nan] * 5 + [0, 0, np.nan] if gap is None else \
+            [gap.p_value, gap.gap, gap.ci_low, gap.ci_high, _mde(gap), gap.seeds, gap.items, gap.procedure]
+        row += [np.nan] * 4 if baseline is None else [baseline.gap, baseline.ci_low, baseline.ci_high,
+                                                      baseline.p_value]
+        rows.append(row)
+    columns = [PVALUE_COLUMN, *GAP_COLUMNS, *NEW_COLUMNS[1:]]
+    extra = pd.DataFrame(rows, columns=columns, index=table.index)
+    extra.insert(len(GAP_COLUMNS) + 1, NEW_COLUMNS[0], holm(extra[PVALUE_COLUMN].to_numpy(dtype=float)))
     return pd.concat([table, extra], axis=1)
