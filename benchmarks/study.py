@@ -49,6 +49,8 @@ def study_rows(results: pd.DataFrame, runs: pd.DataFrame, encoders: list[dict]) 
 def _gap_text(row: pd.Series) -> str:
     if pd.isna(row["gap"]):
         return "—"
+    if pd.isna(row["low"]):
+        return f"{row['gap']:+.1f} (no seed replication)"
     return f"{row['gap']:+.1f} ({row['low']:+.1f}, {row['high']:+.1f}) p={row['p']:.2g}"
 
 
@@ -80,7 +82,7 @@ def study_remarks(rows: pd.DataFrame) -> list[str]:
     """What the numbers say, per family: the largest gap whose CI excludes 0, or that none does."""
     remarks = []
     for family, group in rows.groupby("family", sort=False):
-        tested = group[group["gap"].notna()]
+        tested = group[group["low"].notna()]  # comparisons with a CI (one seed pair has none)
         winning = tested[tested["low"] > 0].sort_values("gap", ascending=False)
         losing = tested[tested["high"] < 0]
         if len(winning):

@@ -259,7 +259,7 @@ def run_suite(args) -> int:
 def print_summary(results: pd.DataFrame, config: dict, parent: str, directory: Path, wall: float,
                   data_name: str = "mrpc", links: list[str] = ()) -> None:
     """The results on the console: mean ± std over seeds, and the paired gap over the random twin
-    on test accuracy with its 95% CI and p (points; † = one seed pair, an items-only test)."""
+    on test accuracy with its 95% CI and p (points; † = one seed pair: no seed replication, no CI or p)."""
     print(f"\n── benchmark '{config['name']}' on {data_name} finished in {wall / 60:.1f} min " + "─" * 30)
     print(f"  {'method':<34}{'n':>3}  {'dev acc':>14}  {'test acc':>14}  {'test F1':>14}  "
           f"{'gap vs random (95% CI)':<24}  p")
@@ -267,14 +267,15 @@ def print_summary(results: pd.DataFrame, config: dict, parent: str, directory: P
         cells = [f"{100 * getattr(row, f'{m}_mean'):5.1f} ± {100 * getattr(row, f'{m}_std'):4.1f}"
                  for m in ("dev_acc", "test_acc", "test_f1")]
         gap, p_value = "—", "—"
-        if pd.notna(getattr(row, "gap_vs_random", float("nan"))):
-            mark = " †" if row.gap_test == ITEMS_ONLY else ""
-            gap = f"{100 * row.gap_vs_random:+.1f} ({100 * row.gap_ci_low:+.1f}, {100 * row.gap_ci_high:+.1f}){mark}"
+        if pd.notna(getattr(row, "gap_vs_random", float("nan"))) and pd.isna(row.gap_ci_low):
+            gap = f"{100 * row.gap_vs_random:+.1f} †"  # one seed pair: no CI, no p
+        elif pd.notna(getattr(row, "gap_vs_random", float("nan"))):
+            gap = f"{100 * row.gap_vs_random:+.1f} ({100 * row.gap_ci_low:+.1f}, {100 * row.gap_ci_high:+.1f})"
             p_value = f"{row.p_value_vs_random:.3g}"
         print(f"  {row.method:<34}{row.n_seeds:>3}  {cells[0]:>14}  {cells[1]:>14}  {cells[2]:>14}  "
               f"{gap:<24}  {p_value}")
     if "gap_test" in results and (results["gap_test"] == ITEMS_ONLY).any():
-        print("  † one seed pair: the gap's CI counts test items only, not seed luck (see report.md, How to read)")
+        print("  † one seed pair: no seed replication, so no CI or p (see report.md, How to read)")
     print(f"  parent run {parent}  (experiment '{config['experiment']}')")
     print(f"  report     {directory / 'report.md'}")
     for line in links:

@@ -5,7 +5,8 @@ import pandas as pd
 import pytest
 
 from benchmarks.report import build_results, write_outputs
-from benchmarks.stats import METRICS, PVALUE_COLUMN
+from benchmarks.multiplicity import holm
+from benchmarks.stats import METRICS, NEW_COLUMNS, NO_SEED_REPLICATION, PVALUE_COLUMN
 
 N_ITEMS = 300
 LABELS = (np.random.default_rng(0).random(N_ITEMS) < 0.665).astype(int)
@@ -80,7 +81,7 @@ def test_build_results_columns_and_method_order(benchmark):
     runs, _, results = benchmark
     statistics = ("mean", "std", "min", "max")
     expected = ["method", "n_seeds"] + [f"{metric}_{stat}" for metric in METRICS for stat in statistics]
-    assert list(results.columns) == expected + [PVALUE_COLUMN, "collapsed_runs", *GAP_COLUMNS]
+    assert list(results.columns) == expected + [PVALUE_COLUMN, "collapsed_runs", *GAP_COLUMNS, *NEW_COLUMNS]
     assert list(results["method"]) == list(dict.fromkeys(runs["method"]))
 
 
@@ -107,6 +108,24 @@ def test_gap_is_the_paired_accuracy_difference_with_a_ci(benchmark):
     assert worse["gap_ci_high"] < 0 and worse[PVALUE_COLUMN] < 0.05
     for method in ("random-scalar-pool-mlp", "majority", "tfidf-lr"):
         assert math.isnan(table.loc[method, PVALUE_COLUMN]) and math.isnan(table.loc[method, "gap_vs_random"])
+
+
+def test_holm_over_the_twin_comparisons_and_every_method_against_tfidf(benchmark):
+    _, preds, results = benchmark
+    table = results.set_index("method")
+    tested = table[PVALUE_COLUMN].notna()
+    assert tested.sum() == 6  # the pretrained methods; no twin or baseline has a twin comparison
+    assert table.loc[tested, "p_adjusted"].to_numpy() == pytest.approx(holm(table.loc[tested, PVALUE_COLUMN]))
+    learned = [method for method in table.index if method not in ("majority", "tfidf-lr")]
+    for method in learned:  # twins included: each learned method against the deterministic baseline
+        seeds = int(table.loc[method, "n_seeds"])
+        expected = np.mean([accuracy(preds[f"{method}/{seed}"]) for seed in range(seeds)]) - accuracy(preds["tfidf-lr/0"])
+        assert table.loc[method, "gap_vs_tfidf"] == pytest.approx(expected, abs=1e-12), method
+        assert table.loc[method, "gap_vs_tfidf_ci_low"] < table.loc[method, "gap_vs_tfidf_ci_high"]
+        assert 0 <= table.loc[method, "p_vs_tfidf"] <= 1
+    assert table.loc["elmo-scalar-pool-mlp", "gap_vs_tfidf_ci_low"] > 0  # 88% against 72%
+    for baseline in ("majority", "tfidf-lr"):
+        assert table.loc[baseline, NEW_COLUMNS].isna().all()
 
 
 def test_gap_pairs_seeds_by_value_with_a_missing_seed():
@@ -196,6 +215,8 @@ def test_remarks_follow_the_ci(benchmark, tmp_path):
     effects = 100 * table["mde_vs_random"].dropna()
     assert f"Minimum detectable gap (MDE; α = 0.05, power 0.8) with 2–3 seed pair(s) × {N_ITEMS} test items" in report
     assert f"{effects.median():.1f} points (median of 6 comparisons" in report
+    excluding = int(((table["gap_ci_low"] > 0) | (table["gap_ci_high"] < 0)).sum())
+    assert f"Gaps to the random twin: {excluding} of 6 CIs exclude 0; chance alone gives about 0.3" in report
 
 
 def test_how_to_read_documents_the_procedure(benchmark, tmp_path):
@@ -233,21 +254,30 @@ def test_write_outputs_skips_learning_curve_without_fractions(tmp_path):
     assert "learning_curve" not in report and "Learning curve" not in report
 
 
+ONE_SEED = [("elmo-dense-one", "elmo", "pretrained", "scalar", 1.0, "random-dense-one", 0.8, 1),
+            ("random-dense-one", "elmo", "random", "scalar", 1.0, "", 0.7, 1)]
+
+
 def test_suite_shaped_inputs_one_seed_baselines_and_plain_context(tmp_path):
     # The suite gives baselines the first random method as control and passes encoder configs as paths.
     cells = [cell if cell[2] != "baseline" else (*cell[:5], "random-scalar-pool-mlp", *cell[6:]) for cell in CELLS]
-    runs, preds = make_benchmark(cells)
+    runs, preds = make_benchmark(cells + ONE_SEED)
     results = build_results(runs, preds).set_index("method")
-    tfidf = results.loc["tfidf-lr"]  # one seed: seed 0 against control seed 0, items only
-    assert tfidf["gap_test"] == "items only (1 seed)" and tfidf["paired_seeds"] == 1
-    assert tfidf["gap_vs_random"] == pytest.approx(accuracy(preds["tfidf-lr/0"])
-                                                   - accuracy(preds["random-scalar-pool-mlp/0"]), abs=1e-12)
+    for baseline in ("majority", "tfidf-lr"):  # baselines get no gap to a twin, whatever their control
+        assert math.isnan(results.loc[baseline, "gap_vs_random"]) and results.loc[baseline, "paired_seeds"] == 0
+    one = results.loc["elmo-dense-one"]  # one seed pair: the gap, without a test
+    assert one["gap_test"] == NO_SEED_REPLICATION and one["paired_seeds"] == 1
+    assert one["gap_vs_random"] == pytest.approx(accuracy(preds["elmo-dense-one/0"])
+                                                 - accuracy(preds["random-dense-one/0"]), abs=1e-12)
+    assert results.loc["elmo-dense-one", [PVALUE_COLUMN, "gap_ci_low", "mde_vs_random", "p_adjusted"]].isna().all()
     encoder = {"name": "elmo", "run_id": "pre1", "num_layers": 3, "config": "configs/pretrain/elmo.yaml"}
     context = {"encoders": [encoder], "settings": {"output": tmp_path, "seeds": [0, 1, 2]}, "throughput": None}
     write_outputs(tmp_path, results.reset_index(), runs, context)
     report = (tmp_path / "report.md").read_text()
     assert "`configs/pretrain/elmo.yaml`" in report and str(tmp_path) in report
-    assert any(line.startswith("| `tfidf-lr` |") and "†" in line for line in report.splitlines())
+    assert any(line.startswith("| `elmo-dense-one` |") and f"({NO_SEED_REPLICATION})" in line
+               for line in report.splitlines())
+    assert "no seed replication, so no CI or p" in remark(report, "elmo-dense-one")
     assert "beats `majority`" not in report and "beats `tfidf-lr`" not in report  # remarks compare pretrained only
 
 
@@ -255,8 +285,7 @@ def test_suite_shaped_inputs_one_seed_baselines_and_plain_context(tmp_path):
 def test_print_summary_shows_gap_ci_and_p(capsys, tmp_path):
     from benchmarks.suite import print_summary
 
-    cells = [cell if cell[2] != "baseline" else (*cell[:5], "random-scalar-pool-mlp", *cell[6:]) for cell in CELLS]
-    runs, preds = make_benchmark(cells)
+    runs, preds = make_benchmark(CELLS + ONE_SEED)
     results = build_results(runs, preds)
     print_summary(results, {"name": "unit", "experiment": "mrpc"}, "parent1", tmp_path, 60.0)
     lines = capsys.readouterr().out.splitlines()
@@ -266,5 +295,5 @@ def test_print_summary_shows_gap_ci_and_p(capsys, tmp_path):
     assert gap in line and line.endswith(f"{row['p_value_vs_random']:.3g}")
     (twin,) = [line for line in lines if line.strip().startswith("random-scalar-pool-mlp ")]
     assert twin.endswith("—")
-    assert any(line.strip().startswith("tfidf-lr") and "†" in line for line in lines)
+    assert any(line.strip().startswith("elmo-dense-one") and "†" in line and line.endswith("—") for line in lines)
     assert any(line.strip().startswith("† one seed pair") for line in lines)
