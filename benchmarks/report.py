@@ -256,8 +256,8 @@ HOW_TO_READ = [
     "error below the residual noise. Degrees of freedom: each mean square's df weighted by its share of that "
     "variance (Satterthwaite's formula squares the shares, and with 3 seeds rejected a true null up to 8.6% of the "
     "time in simulation); the t distribution gives the 95% CI and the two-sided `p`. The CI excludes 0 exactly "
-    "when p < 0.05. With 2 seed pairs the test is approximate (it rejected up to 8% in simulation); 3 or more are "
-    "better (≤ 6%), 5 or more best (≤ 5%).",
+    "when p < 0.05. With 2 seed pairs the test is approximate (a true null rejected up to 8.3% of the time in "
+    "simulation); 3 or more are better (6.2%), 5 or more best (5.1%).",
     "- **What the CI means.** Repeat the study with new seeds and new test items from the same source: 95% of such "
     "intervals contain the true gap (simulated coverage under a true null with seed luck, 3–5 seeds, 1,000 items: "
     "94–99%, the higher figures where seeds barely vary). A CI that includes 0 is not evidence of no gap: compare "
