@@ -3,7 +3,10 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-stamp
+# The install stamp is named after a hash of pyproject.toml's dependency lists (harness/dependency_hash.py),
+# not its mtime: a checkout does not reinstall, a changed dependency does.
+DEPENDENCY_HASH := $(shell $(PYTHON) harness/dependency_hash.py pyproject.toml 2>/dev/null)
+STAMP := $(VENV)/.installed-$(or $(DEPENDENCY_HASH),unknown)
 ARGS ?=
 # OpenMP threads sleep at a join instead of spinning: on a shared, loaded machine a spinning thread
 # waiting for a descheduled partner stalled steps 5-7x (README, Speed). Override: OMP_WAIT_POLICY=ACTIVE.
@@ -17,10 +20,11 @@ export OMP_WAIT_POLICY ?= PASSIVE
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
 
-$(STAMP): pyproject.toml
+$(STAMP):
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test]'
+	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
 install: $(STAMP)  ## create .venv and install the project (torch CPU/CUDA per platform, pinned)
