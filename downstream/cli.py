@@ -44,7 +44,8 @@ def pair_classifier(encoder: str = "latest", random_like: str | None = None, **k
 
     Args:
         encoder: ``runs:/<id>``, ``latest`` (newest finished pretrain run), ``latest:<family>``,
-            a checkpoint path, or ``random`` (the random-init control).
+            a checkpoint path, a published model (``hf:<folder>``, ``hf:<owner>/<name>``,
+            ``reference:<name>``), or ``random`` (the random-init control).
         random_like: with ``encoder=random``, the encoder whose family/architecture/tokenizer to copy.
         **kwargs: the classifier's settings (:class:`LitPairClassifier`).
     """
@@ -95,7 +96,8 @@ class FinetuneCLI(TrackedCLI):
 
     def encoder_tag(self) -> str:
         encoder = self.model.encoder
-        return encoder_label(encoder.family, encoder.config, encoder.run_id, encoder.is_random)
+        return encoder_label(encoder.family, encoder.config, encoder.run_id, encoder.is_random,
+                             getattr(encoder, "name", None))
 
     def resolved_encoder(self) -> str:
         """What ``--model.encoder`` resolved to, for the params (never ``latest``)."""
@@ -155,7 +157,7 @@ class FinetuneCLI(TrackedCLI):
                                else (f"{data.name} dev", f"{data.name} test"))
         f1_kind = "" if data.f1_average == "binary" else " (macro)"
         mix = self.model.mix
-        weights = ("none (GPT's <cls> classifier)" if mix is None else "weights [" + " ".join(
+        weights = ("none (the joint pair classifier)" if mix is None else "weights [" + " ".join(
             f"{results[f'mix_weight_{k}']:.2f}" for k in range(mix.num_layers)) + f"]  γ {results['mix_gamma']:.2f}")
         run_id = self.trainer.logger.run_id
         print("\n".join([

@@ -25,14 +25,17 @@ class JointClassifier(nn.Module):
         """Args: the transformer LM; (B, T) ids and (B,) lengths of ``s1 → s2`` and ``s2 → s1``.
 
         Returns:
-            (B, C) logits, and the LM loss sums of both sequences (``nll_forward``, ``count``).
+            (B, C) logits, and the LM loss sums of both sequences (``nll_forward``, ``count``); None
+            for a model without a language-model head (a published decoder loaded as ``AutoModel``).
         """
+        has_lm = hasattr(language_model, "next_token_nll")
         cls_states, lm = [], {"nll_forward": 0.0, "count": 0}
         for ids, lengths in ((ids_ab, lengths_ab), (ids_ba, lengths_ba)):
             hidden = language_model.hidden_states(ids, lengths)  # (B, T, H)
             last = (lengths - 1).to(hidden.device)  # (B,): the <cls> token closes every sequence
             cls_states.append(hidden[torch.arange(len(lengths), device=hidden.device), last])  # (B, H)
-            sums = language_model.next_token_nll(hidden, ids, lengths)
-            lm = {name: lm[name] + sums[name] for name in lm}
+            if has_lm:
+                sums = language_model.next_token_nll(hidden, ids, lengths)
+                lm = {name: lm[name] + sums[name] for name in lm}
         logits = self.linear(self.dropout(cls_states[0] + cls_states[1]))  # (B, H) -> (B, C)
-        return logits, lm
+        return logits, lm if has_lm else None

@@ -10,8 +10,11 @@ head → one logit per class, with the encoder frozen (cached features) or fine-
 - ``gradual``: as ``full``, plus gradual unfreezing (``downstream.finetuning.GradualUnfreezing``).
 The random-init twin runs the identical procedure: only its encoder's weights differ.
 
-``head=cls`` is GPT's own classifier (``downstream.joint``): the pair as one sequence in both
-orders, fine-tuned with an auxiliary LM loss weighted by ``lm_weight`` (GPT: 0.5; 0 ablates it).
+``head=cls`` is the joint pair classifier of an encoder that takes a joint pair input
+(``Encoder.pair_input``): GPT's (``downstream.joint``), the pair as one sequence in both orders,
+fine-tuned with an auxiliary LM loss weighted by ``lm_weight`` (GPT: 0.5; 0 ablates it), or, for
+bidirectional encoders, BERT's ``[CLS] s1 [SEP] s2 [SEP]`` with segment ids
+(``downstream.joint_segments``).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from downstream.evaluation import predicted_class
 from downstream.finetuning import GradualUnfreezing
 from downstream.heads import HEAD_NAMES, build_head
 from downstream.joint import JointClassifier
+from downstream.joint_segments import FirstTokenClassifier
 from downstream.scalar_mix import ScalarMix
 from harness.errors import UserError
 from harness.precision import clip_gradients
@@ -32,7 +36,7 @@ from pretrain.encoder import Encoder
 from harness.schedules import discriminative_groups, slanted_triangular
 
 FINETUNE_MODES = ("frozen", "full", "gradual")
-JOINT_HEAD = "cls"  # GPT's: one sequence per pair order, linear on the <cls> states
+JOINT_HEAD = "cls"  # the pair as one sequence (GPT's both orders, BERT's segments), linear on one state
 
 
 class LitPairClassifier(pl.LightningModule):
@@ -42,7 +46,7 @@ class LitPairClassifier(pl.LightningModule):
         encoder: the resolved encoder (the CLI resolves ``--model.encoder`` once and passes it).
         mix: ``average``, ``scalar``, ``top`` or ``layer:K``.
         layer_norm: normalise each layer before a scalar mix (ELMo's option).
-        head: ``pool-mlp``, ``bilstm``, ``dense``, ``attn``, ``concat-pool`` or ``cls`` (GPT's).
+        head: ``pool-mlp``, ``bilstm``, ``dense``, ``attn``, ``concat-pool`` or ``cls`` (the joint input).
         hidden_size, dropout: of the head (jiant's MRPC default: 256, 0.2).
         mix_dropout: dropout on the mixed features (ELMo applies it to its output).
         learning_rate, weight_decay: AdamW; with fine-tuning, the head's (top) rate.
@@ -87,12 +91,17 @@ class LitPairClassifier(pl.LightningModule):
         if finetune != "frozen":
             self.encoder_model = encoder.model.requires_grad_(True).train()  # a submodule: trained, checkpointed
         if head == JOINT_HEAD:
-            if encoder.family != "gpt" or finetune == "frozen":
-                raise UserError(f"--model.head={head}: GPT's pair classifier needs a gpt encoder and "
-                                f"--model.finetune=full or gradual (this is {encoder.family}, {finetune}); "
-                                f"other heads: {', '.join(HEAD_NAMES)}")
+            pair_input = encoder.pair_input  # a capability of the family's model, not of its name
+            if pair_input is None or finetune == "frozen":
+                raise UserError(f"--model.head={head}: the joint pair classifier needs an encoder that takes a "
+                                f"joint pair input (gpt, hf) and --model.finetune=full or gradual (this is "
+                                f"{encoder.family}, {finetune}); other heads: {', '.join(HEAD_NAMES)}")
+            if lm_weight and not hasattr(encoder.model, "next_token_nll"):
+                raise UserError(f"--model.lm_weight={lm_weight}: this {encoder.family} encoder has no language-model "
+                                f"head for the auxiliary loss; use --model.lm_weight=0")
             self.mix = None
-            self.head = JointClassifier(encoder.dim, dropout=dropout, num_classes=num_classes)
+            joint = FirstTokenClassifier if pair_input == "segments" else JointClassifier
+            self.head = joint(encoder.dim, dropout=dropout, num_classes=num_classes)
         else:
             self.mix = ScalarMix(encoder.num_layers, mix=mix, layer_norm=layer_norm, dropout=mix_dropout)
             self.head = build_head(head, encoder.dim, hidden_size=hidden_size, dropout=dropout,
@@ -119,9 +128,12 @@ class LitPairClassifier(pl.LightningModule):
 
     @property
     def pretrain_run_id(self) -> str:
-        """The ``pretrain_run_id`` tag: the run, ``file:<path>``, or ``random`` for the control."""
+        """The ``pretrain_run_id`` tag: the run, ``file:<path>``, a published model's source
+        (``hf:…``, ``reference:…``), or ``random`` for the control."""
         encoder = self.encoder
-        return "random" if encoder.is_random else encoder.run_id or f"file:{encoder.source}"
+        if encoder.is_random:
+            return "random"
+        return encoder.run_id or (encoder.source if encoder.family == "hf" else f"file:{encoder.source}")
 
     def forward(self, inputs_a, mask_or_lengths_a, inputs_b, mask_or_lengths_b) -> torch.Tensor:
         """Both sentences' encoder inputs → (B, C) logits.
@@ -135,7 +147,7 @@ class LitPairClassifier(pl.LightningModule):
         """(B, C) logits and, with ``head=cls``, the auxiliary LM loss (mean NLL per token)."""
         if self.mix is None:
             logits, lm = self.head(self.encoder.model, inputs_a, mask_or_lengths_a, inputs_b, mask_or_lengths_b)
-            return logits, lm["nll_forward"] / lm["count"].clamp(min=1)
+            return logits, None if lm is None else lm["nll_forward"] / lm["count"].clamp(min=1)
         frozen = self.hparams.finetune == "frozen"
         if frozen:  # the feature store's batches: zeros at padding
             layers_a, mask_a, layers_b, mask_b = inputs_a, mask_or_lengths_a, inputs_b, mask_or_lengths_b

@@ -7,8 +7,8 @@ What a batch holds depends on how the encoder is used (``attach``):
   computed once per sentence, so a training epoch costs no encoder pass;
 - ``tokens`` (fine-tuned encoder): the token ids of both sentences, encoded once; the encoder
   runs inside the training step;
-- ``joint`` (GPT's classifier): each pair as one sequence ``<s> s1 <delim> s2 <cls>``, in both
-  orders.
+- ``joint`` (the joint pair classifier): each pair as one sequence, GPT's ``<s> s1 <delim> s2 <cls>``
+  in both orders, or BERT's ``[CLS] s1 [SEP] s2 [SEP]`` with segment ids (``Encoder.pair_input``).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from torch.utils.data import DataLoader, RandomSampler, SequentialSampler
 
 from downstream.features import FeatureStore
 from downstream.input_limits import DEFAULT_MAX_TOKENS, check_frozen_memory, longest_input
+from downstream.joint_segments import SegmentBatches, segment_pair
 from harness.batching import BucketBatchSampler, pad_batch
 from harness.errors import UserError
 from harness.pairdata import Pair, load_pair_data
@@ -107,10 +108,10 @@ class JointBatches:
 def joint_ids(encoder, first: str, second: str) -> torch.Tensor:
     """``<s> first <delim> second <cls>`` as ids; longer than the encoder's positions is a UserError."""
     ids = encoder.tokenizer.encode_pair(first, second)
-    limit = encoder.max_tokens()
-    if limit is not None and len(ids) > limit + 2:
-        raise UserError(f"a pair of {len(ids)} tokens is longer than this gpt encoder's max_positions "
-                        f"{limit + 2}: {first[:40]!r} / {second[:40]!r}")
+    limit = encoder.model.max_positions
+    if limit is not None and len(ids) > limit:
+        raise UserError(f"a pair of {len(ids)} tokens is longer than this {encoder.family} encoder's max_positions "
+                        f"{limit}: {first[:40]!r} / {second[:40]!r}")
     return torch.tensor(ids, dtype=torch.long)
 
 
@@ -216,6 +217,11 @@ class PairDataModule(pl.LightningDataModule):
             raise RuntimeError("attach an encoder before setup")
         sentences = self.sentences()
         row = {sentence: index for index, sentence in enumerate(sentences)}
+        if self.input_kind == "joint" and self.encoder.pair_input == "segments":
+            self.collators = {name: SegmentBatches([segment_pair(self.encoder, p.sentence1, p.sentence2)
+                                                    for p in pairs], [p.label for p in pairs])
+                              for name, pairs in self.pairs.items()}
+            return
         if self.input_kind == "joint":
             self.collators = {}
             for name, pairs in self.pairs.items():
@@ -243,6 +249,8 @@ class PairDataModule(pl.LightningDataModule):
         collate = self.collators[split]
         if isinstance(collate, JointBatches):
             lengths = [len(ids) for ids in collate.forward]
+        elif isinstance(collate, SegmentBatches):
+            lengths = collate.lengths
         else:
             lengths = [max(self.lengths[a], self.lengths[b]) for a, b in zip(collate.first, collate.second)]
         indices = range(len(lengths))

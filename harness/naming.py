@@ -16,17 +16,23 @@ SHORT_ID = 8  # characters of a run id in labels
 METRIC_KEY = re.compile(r"[^\w./\- :]")  # what MLflow refuses in a metric name
 
 
+def _first(config: dict, keys: tuple[str, ...]):
+    return next((config[key] for key in keys if key in config), "?")
+
+
 def size_label(config: dict) -> str:
-    """``<layers>x<width>`` of a model config: ``2x256`` (width: hidden size, else embedding size)."""
-    width = config.get("hidden_size", config.get("embedding_size", "?"))
-    return f"{config.get('num_layers', '?')}x{width}"
+    """``<layers>x<width>`` of a model config: ``2x256`` (width: hidden size, else embedding size);
+    a published model's config (``hf_config``) in its own key names."""
+    config = config.get("hf_config", config)
+    layers = _first(config, ("num_layers", "num_hidden_layers", "n_layer"))
+    return f"{layers}x{_first(config, ('hidden_size', 'embedding_size', 'n_embd', 'd_model', 'dim'))}"
 
 
-def encoder_label(family: str, config: dict, run_id: str | None, random: bool = False) -> str:
+def encoder_label(family: str, config: dict, run_id: str | None, random: bool = False, name: str | None = None) -> str:
     """The ``encoder`` tag: ``elmo-2x256-3f9a2c1d``; the random twin of that encoder
     ``random-elmo-2x256-3f9a2c1d`` (the run whose architecture it copies); ``-file`` for an
-    encoder loaded from a checkpoint file."""
-    label = f"{family}-{size_label(config)}-{run_id[:SHORT_ID] if run_id else 'file'}"
+    encoder loaded from a checkpoint file; a published model's name (``hf-6x384-all-minilm-l6-v2``)."""
+    label = f"{family}-{size_label(config)}-{name or (run_id[:SHORT_ID] if run_id else 'file')}"
     return f"random-{label}" if random else label
 
 

@@ -12,7 +12,9 @@ An :class:`Encoder` is a family's model with its tokenizer and what identifies t
 - ``fingerprint``: sha256 of the weights and the model code version (feature caches key on it);
 - ``parameter_groups()``: the model's parameters from input to top (discriminative learning
   rates, gradual unfreezing);
-- ``record()``: the resolved identity a finetune checkpoint stores (never ``latest``).
+- ``record()``: the resolved identity a finetune checkpoint stores (never ``latest``);
+- ``pair_input``: the joint pair input the model takes, if any (``both-orders``: GPT's
+  ``<s> s1 <delim> s2 <cls>`` in both orders; ``segments``: BERT's ``[CLS] s1 [SEP] s2 [SEP]``).
 
 Shapes: B batch, T tokens, D feature width, L layers + 1.
 """
@@ -79,6 +81,11 @@ class Encoder:
     def directions(self) -> tuple[str, ...]:
         """The feature halves and the context each may see (the model's objective)."""
         return self.model.objective.directions
+
+    @property
+    def pair_input(self) -> str | None:
+        """The joint pair input this model takes (``both-orders``, ``segments``), or None."""
+        return getattr(self.model, "pair_input", None)
 
     @property
     def device(self) -> torch.device:

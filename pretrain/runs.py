@@ -24,6 +24,7 @@ from harness.tracking import REPO_ROOT, tracking_uri
 from pretrain.checkpoints import build_model, build_tokenizer, code_version, read_checkpoint
 from pretrain.encoder import Encoder
 from pretrain.families import FAMILIES
+from pretrain.hf_encoder import FAMILY as HF_FAMILY, HFEncoder, hf_encoder_from_record, is_hf_source, load_hf_encoder
 from pretrain.registry import run_of_model
 
 CHECKPOINT_ARTIFACT = "checkpoint/encoder.ckpt"
@@ -159,12 +160,15 @@ def encoder_from_checkpoint(checkpoint: dict, file_digest: str, source: str, run
 
 
 def load_encoder(source: str | os.PathLike, device: str = "cpu") -> Encoder:
-    """Rebuild a frozen encoder from ``runs:/<run_id>``, ``latest[:<family>]`` or a checkpoint path.
+    """Rebuild a frozen encoder from ``runs:/<run_id>``, ``latest[:<family>]``, a checkpoint path, or a
+    published model (``hf:<folder>``, ``hf:<owner>/<name>``, ``reference:<name>``: ``pretrain.hf_encoder``).
 
     Returns:
         :class:`Encoder` in eval mode, parameters with ``requires_grad=False``.
     """
     source = str(source)
+    if is_hf_source(source):  # a published model: hf:<folder>, hf:<hub id>, reference:<name>
+        return load_hf_encoder(source, device)
     run_id = resolve_run_id(source)
     if run_id:
         checkpoint, digest = checkpoint_of_run(run_id, source)
@@ -178,6 +182,8 @@ def load_encoder(source: str | os.PathLike, device: str = "cpu") -> Encoder:
 def random_encoder(like: Encoder, seed: int = 0) -> Encoder:
     """The control: ``like``'s family, architecture and tokenizer with untrained weights drawn from
     ``seed`` by the family's own initialisation."""
+    if isinstance(like, HFEncoder):
+        return like.random_twin(seed)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = build_model(like.family, like.config)
@@ -193,6 +199,8 @@ def encoder_from_record(record: dict, weights: bool = True) -> Encoder:
     recorded seed, checked by fingerprint. ``weights=False``: only the architecture and tokenizer
     (the fine-tuned weights are in the finetune checkpoint itself).
     """
+    if record["family"] == HF_FAMILY:
+        return hf_encoder_from_record(record, weights)
     if not weights:
         model = build_model(record["family"], record["model_config"])
         return Encoder(model, build_tokenizer(record["tokenizer"]), record["family"], record["model_config"],

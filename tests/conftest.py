@@ -168,3 +168,21 @@ def save_encoder_fixture():
     """``save_encoder(family, directory) -> (path, LightningModule)``: a tiny untrained encoder of
     ``family`` with its tokenizer, as a slim checkpoint."""
     return _save_encoder
+
+
+# ── tiny published-style models for the hf family (tests/hf_fixtures.py), made once a session ──
+
+@pytest.fixture(scope="session")
+def tiny_bert(tmp_path_factory, mrpc_dir) -> Path:
+    """A ``save_pretrained`` folder: a random 2 × 16 BERT and its WordPiece tokenizer."""
+    from tests.hf_fixtures import make_tiny_bert, train_sentences
+
+    return make_tiny_bert(tmp_path_factory.mktemp("tiny-bert"), train_sentences(mrpc_dir))
+
+
+@pytest.fixture(scope="session")
+def tiny_gpt2(tmp_path_factory, mrpc_dir) -> Path:
+    """A ``save_pretrained`` folder: a random 2 × 16 GPT-2 and its byte-level BPE tokenizer."""
+    from tests.hf_fixtures import make_tiny_gpt2, train_sentences
+
+    return make_tiny_gpt2(tmp_path_factory.mktemp("tiny-gpt2"), train_sentences(mrpc_dir))
