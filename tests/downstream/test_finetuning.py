@@ -232,8 +232,9 @@ def test_gpt_loss_is_the_classifier_loss_plus_lambda_times_the_lm_loss(gpt_check
         torch.testing.assert_close(loss, classifier_loss + lm_weight * lm_loss)
 
 
-def test_gpt_classifier_needs_a_gpt_encoder_fine_tuned(gpt_checkpoint, save_encoder, tmp_path):
-    with pytest.raises(UserError, match=r"^--model.head=cls: .*needs a gpt encoder and --model.finetune=full"):
+def test_the_joint_classifier_needs_a_joint_pair_input_fine_tuned(gpt_checkpoint, save_encoder, tmp_path):
+    with pytest.raises(UserError, match=r"^--model.head=cls: .*needs an encoder that takes a joint pair input "
+                                        r"\(gpt, hf\) and --model.finetune=full"):
         LitPairClassifier(load_encoder(gpt_checkpoint), finetune="frozen", head="cls")
     elmo, _ = save_encoder("elmo", tmp_path)
     with pytest.raises(UserError, match=r"this is elmo, full"):
