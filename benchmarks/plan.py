@@ -88,7 +88,8 @@ def plan(config: dict, encoders: list[dict], finetune_args: list[str]) -> list[C
                                       setting["head"], setting["fraction"],
                                       kinds[-1][1] if kind == "pretrained" and len(kinds) > 1 else "",
                                       [*finetune_args, *setting["args"]], config=setting["config"],
-                                      transfer=setting["transfer"], family=encoder.get("family", "")))
+                                      transfer=setting["transfer"], family=encoder.get("family", ""),
+                                      fingerprint=encoder.get("fingerprint", "")))
     control = next((c.method for c in cells if c.kind == "random"), "")
     for name in config.get("baselines", []):
         cells.append(Cell(name, "baseline", 0, control=control))

@@ -29,7 +29,24 @@ ANCHORS = [  # (system, test acc, test F1, source) — MSR test, from docs/refer
     ("GLUE single-task BiLSTM + ELMo", 69.0, 80.8, "Wang et al. 2019, GLUE"),
     ("CBoW (frozen)", 73.4, 81.5, "Wang et al. 2019, GLUE"),
     ("InferSent (frozen)", 74.1, 81.2, "Wang et al. 2019, GLUE"),
+    ("InferSent (frozen) + LR", 76.2, 83.1, "Conneau et al. 2017, SentEval"),
+    ("BERT-Small (4 × 512), fine-tuned", 76.2, 83.4, "Turc et al. 2019, GLUE test"),
+    ("BERT-Medium (8 × 512), fine-tuned", 81.6, 86.6, "Turc et al. 2019, GLUE test"),
 ]
+
+
+PUBLISHED_NOTE = ("Encoders pretrained elsewhere (`hf:` folders, `reference:` packages such as all-MiniLM-L6-v2), on "
+                  "far more text and, for a reference, with supervised sentence-pair training: a ceiling for this "
+                  "protocol — what the same heads and fine-tuning reach when the encoder has transfer — not a peer "
+                  "of the encoders pretrained here. Their random-init twins go through the same code.")
+
+
+def published_methods(runs: pd.DataFrame, context: dict) -> set[str]:
+    """Methods (pretrained and twin) whose encoder is a published one (the context's encoders)."""
+    names = {encoder["name"] for encoder in context.get("encoders") or [] if encoder.get("published")}
+    if not names or "encoder" not in runs:
+        return set()
+    return set(runs.loc[runs["encoder"].isin(names), "method"])
 
 
 def build_results(runs: pd.DataFrame, test_predictions: dict[str, pd.DataFrame]) -> pd.DataFrame:
@@ -131,7 +148,7 @@ def _control_remark(method: str, control: str, row: pd.Series, accuracy: pd.Seri
             f"gaps of about {_mde(row['mde_vs_random'])} points (MDE); a smaller one may go unseen.")
 
 
-def _remarks(results: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
+def _remarks(results: pd.DataFrame, runs: pd.DataFrame, published: set[str] = frozenset()) -> list[str]:
     table = results.set_index("method")
     accuracy = table["test_acc_mean"] * 100
     remarks = []
@@ -143,10 +160,12 @@ def _remarks(results: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
             remarks.append(f"`{method}`: its random twin `{control}` has no results, so no comparison.")
         elif pd.notna(accuracy[method]) and pd.notna(accuracy[control]):
             remarks.append(_control_remark(method, control, table.loc[method], accuracy))
-    full = [method for method in table.index if "@" not in method and pd.notna(accuracy[method])]
+    full = [method for method in table.index if "@" not in method and pd.notna(accuracy[method])
+            and method not in published]  # published encoders are a ceiling, not candidates
     if full:
         best = max(full, key=lambda method: accuracy[method])
-        line = f"Best method by mean test accuracy: `{best}` ({accuracy[best]:.1f}%)."
+        line = f"Best method by mean test accuracy: `{best}` ({accuracy[best]:.1f}%)"
+        line += " (published and reference encoders left out)." if published else "."
         for baseline in ("tfidf-lr", "majority"):
             if baseline in table.index and baseline != best:
                 gap = accuracy[best] - accuracy[baseline]
@@ -221,8 +240,10 @@ def _config(config) -> str:
 def _context_sections(context: dict) -> list[str]:
     lines = []
     if context.get("encoders"):
-        lines += ["", "## Encoders", ""] + _table(["encoder", "pretrain run", "val ppl", "train tokens", "config"], [
-            [encoder.get("name", "—"), f"`{encoder.get('run_id', '—')}`", _number(encoder.get("val_ppl"), ".1f"),
+        lines += ["", "## Encoders", ""] + _table(["encoder", "pretrain run / source", "val ppl", "train tokens",
+                                                   "config"], [
+            [encoder.get("name", "—") + (" (reference)" if encoder.get("reference") else ""),
+             f"`{encoder.get('run_id', '—')}`", _number(encoder.get("val_ppl"), ".1f"),
              _number(encoder.get("train_tokens"), ","),
              _config(encoder.get("config"))]
             for encoder in context["encoders"]])
@@ -319,16 +340,22 @@ def _markdown(results: pd.DataFrame, runs: pd.DataFrame, context: dict, figures:
              "", "## Results", "", "Accuracy and F1 in %, mean ± std (min–max) over seeds; "
              f"{_split_sizes(results, runs, context)}{_f1_kind(context)}. Gap vs the random-init twin on test "
              "accuracy in points, with its 95% CI (see How to read).", ""]
+    published = published_methods(runs, context)
     rows = [[f"`{row['method']}`", int(row["n_seeds"]), *[_percent(row, metric) for metric in METRICS],
              _gap_cell(row), _number(row.get(PVALUE_COLUMN), ".3g"), _mde(row.get("mde_vs_random", np.nan)),
              f"⚠ {int(row[COLLAPSED_COLUMN])}/{int(row['n_seeds'])}" if row.get(COLLAPSED_COLUMN, 0) > 0 else "no"]
             for _, row in results.iterrows()]
-    lines += _table(["method", "seeds", "dev acc", "dev F1", "test acc", "test F1", "gap vs random (95% CI)", "p",
-                     "MDE", "collapsed"], rows)
+    header = ["method", "seeds", "dev acc", "dev F1", "test acc", "test F1", "gap vs random (95% CI)", "p", "MDE",
+              "collapsed"]
+    own = [row for row, method in zip(rows, results["method"]) if method not in published]
+    lines += _table(header, own) if own else ["(no encoder pretrained here in this benchmark)"]
+    if published:
+        lines += ["", "## Published and reference encoders (shown apart)", "", PUBLISHED_NOTE, ""]
+        lines += _table(header, [row for row, method in zip(rows, results["method"]) if method in published])
     studied = study is not None and len(study) > 0
     if studied:
         lines += [""] + study_tables(study)
-    remarks = (study_remarks(study) if studied else []) + _remarks(results, runs)
+    remarks = (study_remarks(study) if studied else []) + _remarks(results, runs, published)
     lines += ["", "## Remarks", ""] + [f"- {remark}" for remark in remarks]
     dataset = str(context.get("dataset") or "MRPC")
     if context.get("anchors", True) and dataset.upper() == "MRPC":

@@ -27,7 +27,8 @@ from benchmarks.plan import plan
 from benchmarks.report import build_results, write_outputs
 from benchmarks.runner import CellRunner, default_jobs
 from benchmarks.stats import ID_COLUMNS, ITEMS_ONLY, METRICS
-from pretrain.runs import resolve_run_id
+from pretrain.hf_encoder import is_hf_source
+from pretrain.runs import load_encoder, resolve_run_id
 from harness.errors import UserError
 from harness.liveness import mark_dead_runs, process_tags
 from harness.naming import benchmark_run_name
@@ -52,6 +53,8 @@ def resolve_encoder(encoder: dict, benchmark: str, logs: Path, data_digest: str)
     Returns:
         the encoder's name, run id, family, layers, held-out perplexity, corpus and its size.
     """
+    if is_hf_source(str(encoder.get("run", ""))):
+        return published_encoder(encoder)
     run_id = None
     if encoder.get("run"):
         try:
@@ -87,6 +90,19 @@ def resolve_encoder(encoder: dict, benchmark: str, logs: Path, data_digest: str)
             "train_tokens": int(params.get("train_tokens", 0)), "train_words": int(params.get("train_words", 0)),
             "corpus": params.get("data.corpus", "mrpc"),
             "config": stages[-1]["config"] if stages else params.get("config", "")}
+
+
+def published_encoder(encoder: dict) -> dict:
+    """A published encoder (``run: hf:<folder>`` or ``reference:<name>``): loaded once here for its
+    layers and fingerprint; its cells pass the source itself to ``--model.encoder``."""
+    try:
+        loaded = load_encoder(encoder["run"])
+    except UserError as error:
+        raise UserError(f"encoder '{encoder['name']}': {error}") from None
+    return {"name": encoder["name"], "run_id": loaded.source, "family": loaded.family, "num_layers": loaded.num_layers,
+            "fingerprint": loaded.fingerprint, "published": True,
+            "reference": str(encoder["run"]).startswith("reference:"), "val_ppl": None, "train_tokens": 0,
+            "train_words": 0, "corpus": "published", "config": encoder["run"]}
 
 
 def open_parent(config: dict, suite_hash: str, data: PairData) -> str:

@@ -14,7 +14,7 @@ from harness.mrpc import read_msr_file
 
 BERT_SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 EOT = "<|endoftext|>"
-POSITIONS = 128
+POSITIONS = 256
 
 
 def train_sentences(mrpc_dir: Path, count: int = 300) -> list[str]:
