@@ -8,7 +8,8 @@ An :class:`Encoder` is a family's model with its tokenizer and what identifies t
   lengths)`` → (L, B, T, D) per-layer features + (B, T) mask, differentiable (fine-tuning);
 - ``embed_layers(sentences)`` / ``embed_sentences(sentences)``: the same, frozen (no grad, eval);
 - ``num_layers`` (L = model layers + 1, layer 0 the token embedding), ``dim`` (D), ``directions``
-  (``("forward", "backward")`` for the biLM, ``("forward",)`` for left-to-right LMs);
+  (``("forward", "backward")`` for the biLM, ``("forward",)`` for left-to-right LMs,
+  ``("bidirectional",)`` for published encoders that read the whole sentence);
 - ``fingerprint``: sha256 of the weights and the model code version (feature caches key on it);
 - ``parameter_groups()``: the model's parameters from input to top (discriminative learning
   rates, gradual unfreezing);
