@@ -46,7 +46,7 @@ from harness.schedules import discriminative_groups
 from pretrain.checkpoints import build_model
 from pretrain.corpus import BiLMDataModule
 from pretrain.encoder import Encoder
-from pretrain.families import FAMILIES, family_of
+from pretrain.families import family_of, pretrained_families
 from pretrain.runs import load_encoder
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "pretrain"  # each family's <name>.yaml
@@ -197,7 +197,7 @@ def print_table(rows: list[dict]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--families", nargs="+", default=list(FAMILIES), choices=list(FAMILIES))
+    parser.add_argument("--families", nargs="+", default=pretrained_families(), choices=pretrained_families())
     parser.add_argument("--batches", type=int, default=30, help="training batches timed per variant")
     parser.add_argument("--encoder", action="append", default=[], metavar="FAMILY=SOURCE",
                         help="use a trained encoder for a family (runs:/<id>, a path, latest:<family>)")

@@ -49,7 +49,7 @@ from harness.runtime import retain_freed_memory
 from pretrain.checkpoints import build_model
 from pretrain.cli import DEFAULT_FAMILY
 from pretrain.corpus import BiLMDataModule
-from pretrain.families import FAMILIES, Family, family_of, family_of_lightning_module
+from pretrain.families import Family, family_of, family_of_lightning_module, pretrained_families
 from pretrain.models.bilm import BiLM
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "pretrain"
@@ -63,7 +63,7 @@ BASELINE = "seed-padded-baseline"
 def plan_rows() -> list[tuple[str, str, str | None, bool]]:
     """The biLM rows, then ``<family>-cpu`` at each other family's own config."""
     measured = {config for _, config, _, _ in BILM_ROWS}
-    return BILM_ROWS + [(f"{name}-cpu", name, None, False) for name in FAMILIES if name not in measured]
+    return BILM_ROWS + [(f"{name}-cpu", name, None, False) for name in pretrained_families() if name not in measured]
 
 
 def matmul_peak_gflops(dtype: torch.dtype = torch.float32, size: int = 2048, seconds: float = 2.0) -> float:

@@ -33,10 +33,15 @@ from downstream.scalar_mix import ScalarMix
 from harness.errors import UserError
 from harness.precision import clip_gradients
 from pretrain.encoder import Encoder
+from pretrain.families import FAMILIES
 from harness.schedules import discriminative_groups, slanted_triangular
 
 FINETUNE_MODES = ("frozen", "full", "gradual")
 JOINT_HEAD = "cls"  # the pair as one sequence (GPT's both orders, BERT's segments), linear on one state
+
+
+def joint_families() -> list[str]:
+    return [name for name, family in FAMILIES.items() if family.joint_pair_input]
 
 
 class LitPairClassifier(pl.LightningModule):
@@ -94,7 +99,7 @@ class LitPairClassifier(pl.LightningModule):
             pair_input = encoder.pair_input  # a capability of the family's model, not of its name
             if pair_input is None or finetune == "frozen":
                 raise UserError(f"--model.head={head}: the joint pair classifier needs an encoder that takes a "
-                                f"joint pair input (gpt, hf) and --model.finetune=full or gradual (this is "
+                                f"joint pair input ({', '.join(joint_families())}) and --model.finetune=full or gradual (this is "
                                 f"{encoder.family}, {finetune}); other heads: {', '.join(HEAD_NAMES)}")
             if lm_weight and not hasattr(encoder.model, "next_token_nll"):
                 raise UserError(f"--model.lm_weight={lm_weight}: this {encoder.family} encoder has no language-model "

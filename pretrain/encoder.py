@@ -85,8 +85,11 @@ class Encoder:
 
     @property
     def pair_input(self) -> str | None:
-        """The joint pair input this model takes (``both-orders``, ``segments``), or None."""
-        return getattr(self.model, "pair_input", None)
+        """The joint pair input this encoder takes (the family's ``joint_pair_input``): ``both-orders``
+        (GPT's) unless the model says ``segments`` (BERT's); None without one."""
+        if not self.spec.joint_pair_input:
+            return None
+        return getattr(self.model, "pair_input", "both-orders")
 
     @property
     def device(self) -> torch.device:

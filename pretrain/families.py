@@ -13,6 +13,7 @@ from typing import Any
 from torch import Tensor, nn
 
 from harness.errors import UserError
+from pretrain import hf_model
 from pretrain.models import awd_lstm, bilm, transformer
 from pretrain.models.objectives import Objective
 
@@ -32,7 +33,10 @@ class Family:
         flops: ``flops(model, token_ids, lengths)`` → the useful forward FLOPs of a batch.
         tiny: constructor arguments of a test-size model (``vocab_size`` comes from the tokenizer).
         joint_pair_input: whether the model reads a sentence pair as one joint sequence
-            (``hidden_states`` and ``next_token_nll``, GPT's ``cls`` head).
+            (``hidden_states``; ``next_token_nll`` for GPT's auxiliary LM loss; the model's
+            ``pair_input`` says which joint input, GPT's by default), the ``cls`` head.
+        pretrained_here: whether this harness pretrains it (``python -m pretrain``); ``hf`` loads
+            published models instead (``--model.encoder=hf:<folder>``, ``pretrain.hf_encoder``).
     """
 
     name: str
@@ -43,6 +47,7 @@ class Family:
     flops: Callable[[nn.Module, Tensor, Tensor], float]
     tiny: dict[str, Any] = field(default_factory=dict)
     joint_pair_input: bool = False
+    pretrained_here: bool = True
 
     @property
     def objective(self) -> Objective:
@@ -76,6 +81,11 @@ def family_names() -> list[str]:
     return list(FAMILIES)
 
 
+def pretrained_families() -> list[str]:
+    """The families ``python -m pretrain`` trains (every one but ``hf``)."""
+    return [name for name, family in FAMILIES.items() if family.pretrained_here]
+
+
 def family_of_lightning_module(class_path: str) -> Family:
     """The family whose LightningModule is ``class_path`` (a config's ``model: class_path:``)."""
     for family in FAMILIES.values():
@@ -92,3 +102,5 @@ register(Family("ulmfit", "awd", awd_lstm.AWDLSTM, "word", "pretrain.lit_awd_lst
 register(Family("gpt", "gpt", transformer.TransformerLM, "subword", "pretrain.lit_gpt.LitGPT",
                 transformer.forward_flops, joint_pair_input=True,
                 tiny={"num_layers": 2, "hidden_size": 8, "num_heads": 2, "max_positions": 64}))
+register(Family("hf", "hf", hf_model.HFModel, "hf", "", hf_model.forward_flops, joint_pair_input=True,
+                pretrained_here=False))

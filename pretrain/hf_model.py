@@ -18,9 +18,15 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from pretrain.models.objectives import LEFT_TO_RIGHT, Objective
+
 BIDIRECTIONAL = ("bidirectional",)
 FORWARD = ("forward",)
 PAIR_INPUTS = {BIDIRECTIONAL: "segments", FORWARD: "both-orders"}
+# What a published model's features may see (it is not trained here: no terms). Left-to-right
+# decoders share the GPT family's objective; encoders read the whole sentence.
+READS_ALL = Objective("bidirectional", directions=BIDIRECTIONAL, terms=(), metric_names=())
+OBJECTIVES = {BIDIRECTIONAL: READS_ALL, FORWARD: LEFT_TO_RIGHT}
 
 
 def padding_mask(lengths: Tensor, steps: int) -> Tensor:
@@ -46,7 +52,7 @@ class HFModel(nn.Module):
         max_positions: the longest sequence it takes (special tokens included), or None.
     """
 
-    family = "hf"
+    objective = READS_ALL  # per model: set from the measured directions
 
     def __init__(self, network: nn.Module, directions: tuple[str, ...], uses_segments: bool = False,
                  max_positions: int | None = None):
@@ -55,7 +61,8 @@ class HFModel(nn.Module):
         self.network = network
         self.num_layers = int(config.num_hidden_layers)
         self.hidden_size = self.feature_dim = int(config.hidden_size)
-        self.directions = tuple(directions)
+        self.objective = OBJECTIVES[tuple(directions)]
+        self.directions = self.objective.directions
         self.pair_input = PAIR_INPUTS[self.directions]
         self.uses_segments = uses_segments
         self.max_positions = max_positions
@@ -119,3 +126,11 @@ def measure_directions(network: nn.Module, vocab_size: int) -> tuple[str, ...]:
         network.train(was_training)
     moved = max(float((b[:, :-1] - a[:, :-1]).abs().max()) for b, a in zip(before, after))
     return FORWARD if moved <= 1e-6 else BIDIRECTIONAL
+
+
+def forward_flops(model: HFModel, token_ids: Tensor, lengths: Tensor) -> float:
+    """About 2 FLOPs per weight outside the embeddings per real token (Kaplan et al. 2020's
+    approximation; attention's T² term left out)."""
+    embeddings = sum(p.numel() for p in model.network.get_input_embeddings().parameters())
+    weights = sum(p.numel() for p in model.network.parameters()) - embeddings
+    return 2.0 * weights * float(lengths.sum())

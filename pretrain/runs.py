@@ -23,7 +23,7 @@ from harness.errors import UserError
 from harness.tracking import REPO_ROOT, tracking_uri
 from pretrain.checkpoints import build_model, build_tokenizer, code_version, read_checkpoint
 from pretrain.encoder import Encoder
-from pretrain.families import FAMILIES
+from pretrain.families import FAMILIES, pretrained_families
 from pretrain.hf_encoder import FAMILY as HF_FAMILY, HFEncoder, hf_encoder_from_record, is_hf_source, load_hf_encoder
 from pretrain.registry import run_of_model
 
@@ -67,8 +67,10 @@ def resolve_run_id(source: str) -> str | None:
         return run_of_model(source)
     if source == "latest" or source.startswith("latest:"):
         family, _, lm_stage = source.partition(":")[2].partition(":")
-        if family and family not in FAMILIES:
-            raise UserError(f"{source}: unknown family {family!r}; choose {', '.join(FAMILIES)}")
+        if family and family not in pretrained_families():
+            raise UserError(f"{source}: unknown family {family!r}; choose {', '.join(pretrained_families())}"
+                            + (" (hf encoders are not pretrained here: name one as hf:<folder>)"
+                               if family in FAMILIES else ""))
         if lm_stage not in ("", "general", "task"):
             raise UserError(f"{source}: unknown LM stage {lm_stage!r}; choose general or task")
         try:

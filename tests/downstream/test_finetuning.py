@@ -13,7 +13,7 @@ from downstream.finetuning import load_classifier
 from downstream.lit_pair import LitPairClassifier
 from harness.errors import UserError
 from downstream.pairs import joint_ids
-from pretrain.families import FAMILIES
+from pretrain.families import pretrained_families
 from harness.schedules import slanted_triangular
 from pretrain.runs import load_encoder, random_encoder
 
@@ -23,7 +23,7 @@ SENTENCES = ["the cat sat on the mat .", "a dog barked at the cat , loudly .", "
 HEAD = {"head": "pool-mlp", "hidden_size": 8, "dropout": 0.0, "learning_rate": 1e-2}
 
 
-@pytest.fixture(scope="module", params=sorted(FAMILIES))
+@pytest.fixture(scope="module", params=sorted(pretrained_families()))
 def checkpoint(request, tmp_path_factory, save_encoder):
     """A tiny encoder of each family (2 layers: 3 parameter groups) saved the way pretraining exports it."""
     return save_encoder(request.param, tmp_path_factory.mktemp(request.param))[0]
