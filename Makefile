@@ -29,7 +29,7 @@ $(STAMP):
 
 install: $(STAMP)  ## create .venv and install the project (torch CPU/CUDA per platform, pinned)
 
-REFERENCE_STAMP := $(VENV)/.reference-stamp
+REFERENCE_STAMP := $(VENV)/.reference-$(or $(DEPENDENCY_HASH),unknown)
 $(REFERENCE_STAMP): $(STAMP)
 	$(PY) -m pip install --quiet -e '.[test,reference]'
 	touch $(REFERENCE_STAMP)
