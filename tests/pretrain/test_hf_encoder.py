@@ -4,6 +4,7 @@ no gradient, the random twin, fingerprints, checkpoint records, and the folders 
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -207,3 +208,26 @@ def test_the_reference_model_gives_sentence_transformers_embeddings():
     model = sentence_transformers.SentenceTransformer(str(reference_folder("all-minilm-l6-v2")), device="cpu")
     theirs = model.encode(SENTENCES, convert_to_tensor=True)
     torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-5)
+
+
+def test_a_hub_id_resolves_through_the_local_cache_only(tiny_bert, tmp_path):
+    """``hf:<owner>/<name>`` finds the snapshot in the Hugging Face cache, offline; an id that is not
+    there is one line saying how to get it (no download is tried)."""
+    import os
+    import subprocess
+    import sys
+
+    snapshot = tmp_path / "hub" / "models--tiny--bert" / "snapshots" / "0123abcd"
+    shutil.copytree(tiny_bert, snapshot)
+    (tmp_path / "hub" / "models--tiny--bert" / "refs").mkdir()
+    (tmp_path / "hub" / "models--tiny--bert" / "refs" / "main").write_text("0123abcd")
+    env = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_OFFLINE": "1"}
+    code = ("from pretrain import load_encoder\nfrom harness.errors import UserError\n"
+            "e = load_encoder('hf:tiny/bert'); print(e.source, e.name, e.num_layers)\n"
+            "try:\n    load_encoder('hf:tiny/absent')\nexcept UserError as error:\n    print(error)\n")
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0, done.stderr[-2000:]
+    found, missing = done.stdout.strip().splitlines()[-2:]
+    assert found == "hf:tiny/bert bert 3"
+    assert missing.startswith("hf:tiny/absent: no such folder, and not in the local Hugging Face cache")
