@@ -74,6 +74,20 @@ def end_driver_runs(driver: str, reason: str) -> list[str]:
     return _end(client, runs, reason)
 
 
+def end_cancelled_runs(driver: str, since_ms: int) -> list[str]:
+    """Mark KILLED the runs of ``driver``'s tasks that ended FAILED after ``since_ms`` (epoch ms),
+    when the driver cancelled them: Lightning turns the task's interrupt into an exit, which the
+    CLI records as a failure."""
+    client = MlflowClient(tracking_uri())
+    experiments = _experiment_ids(client)
+    if not experiments:
+        return []
+    runs = [run for run in client.search_runs(experiments, f"tags.`{DRIVER_TAG}` = '{driver}' and "
+                                                           f"attributes.status = 'FAILED'", max_results=10_000)
+            if (run.info.end_time or 0) >= since_ms]
+    return _end(client, runs, "cancelled by the suite (Ctrl-C, or another task failed)")
+
+
 def finished_child(experiment_id: str, cell_hash: str, parent: str) -> str | None:
     """The FINISHED run of this cell under ``parent`` (an attempt that finished but whose worker
     died before it could say so), None if there is none."""

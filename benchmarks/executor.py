@@ -11,6 +11,7 @@ tasks in flight are cancelled (their runs end KILLED) and the failure is one lin
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Callable
 
 from mlflow.tracking import MlflowClient
 
+from benchmarks.attempts import end_cancelled_runs
 from benchmarks.cells import Cell, finished_run, settings_hash
 from benchmarks.encoders import Stage, describe_encoder, reused_stages, stages_of
 from benchmarks.matrix import repo_path
@@ -94,7 +96,9 @@ class StudyExecutor:
         try:
             self.drain()
         except BaseException:
+            cancelled_at = int(time.time() * 1000)
             self.engine.cancel(list(self.in_flight))
+            end_cancelled_runs(self.study.driver, cancelled_at)
             raise
         encoders = [self.described[name] for name in self.names]
         cells = plan(self.config, encoders, self.finetune_args)

@@ -115,6 +115,7 @@ def label(function: str, args: tuple) -> str:
 def fake_store(monkeypatch):
     """The executor's reads of the store: nothing found finished, encoders described from their run id."""
     monkeypatch.setattr(executor_module, "reused_stages", lambda stages, digest: (0, None))
+    monkeypatch.setattr(executor_module, "end_cancelled_runs", lambda driver, since: [])
     monkeypatch.setattr(executor_module, "finished_run", lambda *args: None)
     monkeypatch.setattr(executor_module, "describe_encoder", lambda encoder, run_id: {
         "name": encoder["name"], "run_id": run_id, "family": encoder["name"], "num_layers": 3})
