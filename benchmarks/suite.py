@@ -53,6 +53,13 @@ def positive_int(text: str) -> int:
     return value
 
 
+def count(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {value}")
+    return value
+
+
 def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--config", type=Path, default=REPO_ROOT / "configs/benchmarks/default.yaml")
@@ -68,7 +75,7 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--pretrain-cpus", type=positive_int, default=None,
                         help="torch threads (CPUs) per pretraining stage and device (default: --jobs, so one "
                              "stage uses the local instance; 1 lets independent encoders pretrain side by side)")
-    parser.add_argument("--retries", type=int, default=RETRIES,
+    parser.add_argument("--retries", type=count, default=RETRIES,
                         help="attempts after the first for a task whose worker or node died")
     return parser.parse_args(argv)
 
