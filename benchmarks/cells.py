@@ -1,6 +1,6 @@
 """The cells of a benchmark — a pretrain run, a finetune run, a baseline run — each run through
-the real CLIs in this process and found again by a hash of its settings (``tags.cell_hash``),
-so a re-run skips what already finished."""
+the real CLIs in the calling process (a task of the study's engine) and found again by a hash of
+its settings (``tags.cell_hash``), so a re-run skips what already finished."""
 
 from __future__ import annotations
 
@@ -132,9 +132,11 @@ def run_quietly(cli_class, args: list[str], log_path: Path) -> int:
                 logger.setLevel(level)
 
 
-def pretrain(config: str, args: list[str], cell_hash: str, benchmark: str, log_path: Path) -> str:
-    """Pretrain through ``python -m pretrain`` (in process); returns the run id."""
-    tags = json.dumps({"cell_hash": cell_hash, "benchmark": benchmark})
+def pretrain(config: str, args: list[str], cell_hash: str, benchmark: str, log_path: Path,
+             tags: dict[str, str] | None = None) -> str:
+    """Pretrain through ``python -m pretrain`` (in process); returns the run id. ``tags``: more run
+    tags (the task attempt's, :mod:`benchmarks.attempts`)."""
+    tags = json.dumps({"cell_hash": cell_hash, "benchmark": benchmark, **(tags or {})})
     code = run_quietly(PretrainCLI, ["fit", "--config", config, *args, f"--tags={tags}",
                                      "--trainer.enable_progress_bar=false"], log_path)
     run_id = finished_run("pretrain", cell_hash)
@@ -144,9 +146,10 @@ def pretrain(config: str, args: list[str], cell_hash: str, benchmark: str, log_p
 
 
 def finetune(cell: Cell, config: str, experiment: str, parent_run_id: str, cell_hash: str, log_path: Path,
-             benchmark: str = "") -> str:
+             benchmark: str = "", tags: dict[str, str] | None = None) -> str:
     """Run one finetune cell through ``python -m downstream`` (in process); returns the run id."""
-    tags = {"cell_hash": cell_hash, "kind": cell.kind, "suite_encoder": cell.encoder, "benchmark": benchmark}
+    tags = {"cell_hash": cell_hash, "kind": cell.kind, "suite_encoder": cell.encoder, "benchmark": benchmark,
+            **(tags or {})}
     source = cell.encoder_run if ":" in cell.encoder_run else f"runs:/{cell.encoder_run}"  # a run id has no ':'
     if cell.kind == "random":
         encoder = ["--model.encoder=random", f"--model.random_like={source}"]
@@ -166,7 +169,7 @@ def finetune(cell: Cell, config: str, experiment: str, parent_run_id: str, cell_
 
 
 def baseline(cell: Cell, data: PairData, experiment: str, parent_run_id: str, cell_hash: str,
-             benchmark: str = "") -> str:
+             benchmark: str = "", tags: dict[str, str] | None = None) -> str:
     """Fit a baseline on the data set's train split, log a ``stage=baseline`` child run with the
     finetune metric names and prediction files; returns the run id."""
     evaluation = {"dev": data.dev, "test": data.test}
@@ -176,7 +179,7 @@ def baseline(cell: Cell, data: PairData, experiment: str, parent_run_id: str, ce
     prefix = "" if data.name == "mrpc" else f"{data.name}-"
     tags = {"stage": "baseline", "method": cell.method, "seed": str(cell.seed), "kind": "baseline",
             "mlflow.parentRunId": parent_run_id, "cell_hash": cell_hash, "pretrain_run_id": "none",
-            "dataset": data.name, "encoder": "none", "benchmark": benchmark, **process_tags()}
+            "dataset": data.name, "encoder": "none", "benchmark": benchmark, **(tags or {}), **process_tags()}
     run = client.create_run(ensure_experiment(experiment), run_name=prefix + join(cell.method, f"s{cell.seed}"),
                             tags=tags)
     run_id = run.info.run_id

@@ -72,8 +72,9 @@ def test_a_benchmark_whose_cell_crashes_leaves_nothing_running(store, mrpc_dir):
     statuses = {}  # stage → the statuses of its new runs
     for r in new:
         statuses.setdefault(r.data.tags.get("stage"), set()).add(r.info.status)
-    # the baselines (run first, in the suite's process) finished and will be reused; every finetune
-    # cell that started (two at a time) crashed, and the parent says the benchmark failed
-    assert statuses["benchmark"] == {"FAILED"} and statuses["finetune"] == {"FAILED"}
+    # the baselines finished and will be reused; the first finetune cell crashed, the one beside it
+    # (two at a time) crashed too or was cancelled, and the parent says the benchmark failed
+    assert statuses["benchmark"] == {"FAILED"} and "FAILED" in statuses["finetune"]
+    assert statuses["finetune"] <= {"FAILED", "KILLED"}
     assert statuses.get("baseline", {"FINISHED"}) == {"FINISHED"}
     assert not [r for r in runs(store) if r.info.status == "RUNNING"]

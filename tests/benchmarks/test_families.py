@@ -1,16 +1,11 @@
 """The transfer study's matrix: the plan expands to the declared axes, every pretrained cell has a
-twin that differs only in the encoder, the budget subset is a subset, and families-quick runs end
-to end through the real CLIs (and a re-run reuses every cell)."""
+twin that differs only in the encoder, and the budget subset is a subset. families-quick end to end
+(on a two-node Ray cluster, then resumed on a local instance) is in test_cluster.py."""
 
-import os
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
-from mlflow.entities import ViewType
-from mlflow.tracking import MlflowClient
 
 from benchmarks.matrix import load_config, with_budget
 from benchmarks.plan import plan
@@ -80,36 +75,3 @@ def test_a_transfer_with_an_unknown_key_is_one_line(tmp_path):
     path.write_text("encoders: [{name: elmo, run: latest}]\ntransfers: {elmo: [{name: frozen, head: attn}]}\n")
     with pytest.raises(UserError, match=r"transfers.elmo.frozen: unknown key\(s\) \['head'\]"):
         load_config(path)
-
-
-def all_runs(uri: str) -> list:
-    client = MlflowClient(uri)
-    experiments = [e.experiment_id for e in client.search_experiments(view_type=ViewType.ALL)]
-    return client.search_runs(experiments, run_view_type=ViewType.ALL, max_results=10_000)
-
-
-@pytest.mark.slow
-def test_families_quick_end_to_end_then_resumed(tmp_path, mrpc_dir):
-    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}", "MRPC_DIR": str(mrpc_dir),
-           "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    scratch = f"--trainer.default_root_dir={tmp_path}"
-    command = [sys.executable, "-m", "benchmarks.suite", "--config", str(QUICK), "--results-dir",
-               str(tmp_path / "results"), f"--pretrain-args={scratch}",
-               f"--finetune-args={scratch} --data.cache_dir={tmp_path / 'cache'}"]
-    first = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
-    assert first.returncode == 0, first.stderr[-4000:]
-    runs = all_runs(env["MLFLOW_TRACKING_URI"])
-    config = load_config(QUICK)
-    cells = [run for run in runs if run.data.tags.get("stage") in ("finetune", "baseline")]
-    assert len(cells) == expected_cells(config) and all(run.info.status == "FINISHED" for run in cells)
-    families = Counter(run.data.tags.get("family") for run in cells if run.data.tags["stage"] == "finetune")
-    assert families == {"elmo": 8, "ulmfit": 8, "gpt": 8}
-    stages = {(run.data.tags["family"], run.data.tags["lm_stage"]) for run in runs if run.data.tags["stage"] == "pretrain"}
-    assert stages == {("elmo", "general"), ("ulmfit", "general"), ("ulmfit", "task"), ("gpt", "general")}
-    report = (tmp_path / "results" / "report.md").read_text()
-    assert "## Transfer study" in report and "### ulmfit" in report and "| gradual | concat-pool |" in report
-    assert (tmp_path / "results" / "figures" / "gap_by_fraction.png").is_file()
-    again = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
-    assert again.returncode == 0, again.stderr[-4000:]
-    assert again.stdout.count("(reused)") == expected_cells(config)  # a re-run skips every finished cell
-    assert len(all_runs(env["MLFLOW_TRACKING_URI"])) == len(runs)

@@ -1,14 +1,21 @@
 """The benchmark suite: config checks and the cell plan (fast), then the real
-``python -m benchmarks.suite`` on the quick config against a throw-away MLflow store — what the
-parent run and its cells hold, the results table, resuming, and re-running a lost cell."""
+``python -m benchmarks.suite`` on the quick config against a throw-away MLflow store, its tasks on
+a local Ray instance the suite starts and stops — what the parent run and its cells hold, the
+results table, resuming, re-running a lost cell in the suite's own process (``--jobs 1``: the
+same metrics), and Ctrl-C, which leaves nothing RUNNING."""
 
 import math
 import os
+import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+import psutil
 
 import pandas as pd
 import pytest
@@ -228,6 +235,24 @@ def test_suite_finishes_with_a_parent_run_holding_the_outputs(first, parent_run,
     stdout = first["process"].stdout
     assert f"parent run {parent}" in stdout and "reused" not in stdout and "2 at a time" in stdout
     assert len(cell_lines(stdout)) == 14
+    assert "ran on     a local Ray instance" in stdout and "2 CPUs" in stdout
+    assert len(re.findall(r"started a local Ray instance \(gcs ", stdout)) == 1
+
+
+def ray_processes(stdout: str) -> list[str]:
+    """Processes still alive of the Ray instance whose address a suite printed."""
+    address = re.findall(r"\(gcs ([\d.]+:\d+)[,)]", stdout)[0]
+    alive = []
+    for process in psutil.process_iter(["cmdline"]):
+        command = " ".join(process.info["cmdline"] or [])
+        if address in command:
+            alive.append(command[:120])
+    return alive
+
+
+@pytest.mark.slow
+def test_the_suite_stops_the_local_ray_instance_it_started(first, parent_run):
+    assert ray_processes(first["process"].stdout) == []
 
 
 @pytest.mark.slow
@@ -353,3 +378,45 @@ def test_bad_suite_config_exits_2_with_one_error_line(tmp_path):
     assert str(bad) in lines[-1] and "mixess" in lines[-1]
     assert not (tmp_path / "out").exists()
     assert not (tmp_path / "mlflow.db").exists() or all_runs(f"sqlite:///{tmp_path / 'mlflow.db'}") == []
+
+
+@pytest.fixture(scope="module")
+def interrupted(first, parent_run, tmp_path_factory):
+    """A copy of the first benchmark's store; the quick matrix again with other finetune flags
+    (new cells, the encoder reused), interrupted with Ctrl-C once its first cell has finished."""
+    root = tmp_path_factory.mktemp("interrupted")
+    shutil.copy(first["root"] / "mlflow.db", root / "mlflow.db")
+    command = [argument.replace("--trainer.max_epochs=1", "--trainer.max_epochs=2") for argument in
+               suite_command(root)]
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}", "MRPC_DIR": str(first["mrpc_dir"]),
+           "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    process = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines, deadline = [], time.monotonic() + 240
+    for line in process.stdout:
+        lines.append(line)
+        if (line.lstrip().startswith("[") and "pool-mlp" in line) or time.monotonic() > deadline:
+            break
+    parent = first["runs"] and next(run.info.run_id for run in first["runs"] if run.data.tags.get("stage") == "benchmark")
+    while time.monotonic() < deadline and not [  # a cell is running: Ctrl-C must end its run KILLED
+            run for run in all_runs(f"sqlite:///{root / 'mlflow.db'}") if run.info.status == "RUNNING"
+            and run.data.tags.get("stage") == "finetune" and run.data.tags.get("mlflow.parentRunId") != parent]:
+        time.sleep(0.5)
+    process.send_signal(signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=120)
+    return {"process": process, "stdout": "".join(lines) + stdout, "stderr": stderr,
+            "uri": f"sqlite:///{root / 'mlflow.db'}"}
+
+
+@pytest.mark.slow
+def test_ctrl_c_cancels_the_tasks_and_leaves_nothing_running(parent_run, interrupted):
+    assert interrupted["process"].returncode == 130, interrupted["stderr"][-3000:]
+    assert interrupted["stderr"].strip().splitlines()[-1].startswith("error: interrupted (Ctrl-C)")
+    runs = all_runs(interrupted["uri"])
+    assert not [run.data.tags.get("method", run.data.tags.get("stage")) for run in runs if run.info.status == "RUNNING"]
+    (parent,) = [run for run in benchmark_parents(interrupted["uri"]) if run.info.run_id != parent_run.info.run_id]
+    assert parent.info.status == "KILLED"
+    cells = children(interrupted["uri"], parent.info.run_id)
+    statuses = {run.info.status for run in cells}
+    assert "FINISHED" in statuses and "KILLED" in statuses, statuses  # one done, the one running cancelled
+    assert len(cells) < len(QUICK_METHODS)  # the rest never started
+    assert ray_processes(interrupted["stdout"]) == []  # the local instance went down with the suite

@@ -1,0 +1,127 @@
+"""A benchmark's encoders: each is a given run or a chain of pretraining stages (ULMFiT: general
+LM, then the task LM, linked by ``--model.init_from``). A stage is found again by a hash of its
+settings, the data's and corpus files' content and the code version, so a re-run pretrains nothing
+that already finished; once the last stage has a run, the encoder is read back from it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mlflow.tracking import MlflowClient
+
+from benchmarks.cells import file_digests, finished_run, settings_hash
+from benchmarks.matrix import repo_path
+from harness.errors import UserError
+from harness.tracking import tracking_uri
+from pretrain.hf_encoder import is_hf_source
+from pretrain.runs import load_encoder, resolve_run_id
+
+PRETRAIN_EXPERIMENT = "pretrain"
+
+
+@dataclass
+class Stage:
+    """One pretraining stage of an encoder: its config file and flags (without ``init_from``)."""
+
+    encoder: str
+    number: int  # 1-based
+    config: str
+    args: list[str] = field(default_factory=list)
+    last: bool = True
+
+    def flags(self, previous_run_id: str | None) -> list[str]:
+        """The stage's flags; a later stage continues the previous stage's run."""
+        return [*self.args, *([f"--model.init_from=runs:/{previous_run_id}"] if previous_run_id else [])]
+
+    def settings_hash(self, previous_run_id: str | None, data_digest: str) -> str:
+        args = self.flags(previous_run_id)
+        config_text = Path(self.config).read_text() if Path(self.config).is_file() else ""
+        return settings_hash({"config": self.config, "args": args, "config_text": config_text, "data": data_digest,
+                              "files": file_digests(args)})
+
+    def log_name(self) -> str:
+        return f"pretrain-{self.encoder}-{self.number}.log"
+
+
+def pretrain_stages(encoder: dict) -> list[dict]:
+    """The encoder's ``pretrain:`` as a list of stages (``config`` + ``args``); one stage unless it
+    is a list."""
+    stages = encoder.get("pretrain", [])
+    return [dict(stage) for stage in (stages if isinstance(stages, list) else [stages])]
+
+
+def stages_of(encoder: dict) -> list[Stage]:
+    """The encoder's stages with absolute config paths."""
+    specs = pretrain_stages(encoder)
+    return [Stage(encoder["name"], number, str(repo_path(spec["config"])), list(spec.get("args", [])),
+                  last=number == len(specs)) for number, spec in enumerate(specs, start=1)]
+
+
+def given_run(encoder: dict) -> str | None:
+    """The run an encoder names (``run: latest | runs:/<id> | models:/…``; a published encoder's
+    source as it is), None when it names none or (with a ``pretrain:`` fallback) none is found."""
+    if not encoder.get("run"):
+        return None
+    if is_published(encoder):
+        return str(encoder["run"])
+    try:
+        return resolve_run_id(encoder["run"]) or encoder["run"].removeprefix("runs:/")
+    except UserError:
+        if "pretrain" not in encoder:
+            raise
+        return None
+
+
+def reused_stages(stages: list[Stage], data_digest: str) -> tuple[int, str | None]:
+    """How many leading stages already finished, and the run id of the last of them."""
+    run_id = None
+    for done, stage in enumerate(stages):
+        found = finished_run(PRETRAIN_EXPERIMENT, stage.settings_hash(run_id, data_digest))
+        if found is None:
+            return done, run_id
+        run_id = found
+    return len(stages), run_id
+
+
+def is_published(encoder: dict) -> bool:
+    """``run: hf:<folder>`` or ``reference:<name>``: an encoder pretrained elsewhere."""
+    return is_hf_source(str(encoder.get("run", "")))
+
+
+def published_encoder(encoder: dict) -> dict:
+    """A published encoder: loaded once here for its layers and fingerprint; its cells pass the
+    source itself to ``--model.encoder``."""
+    try:
+        loaded = load_encoder(encoder["run"])
+    except UserError as error:
+        raise UserError(f"encoder '{encoder['name']}': {error}") from None
+    return {"name": encoder["name"], "run_id": loaded.source, "family": loaded.family, "num_layers": loaded.num_layers,
+            "fingerprint": loaded.fingerprint, "published": True,
+            "reference": str(encoder["run"]).startswith("reference:"), "val_ppl": None, "train_tokens": 0,
+            "train_words": 0, "corpus": "published", "config": encoder["run"]}
+
+
+def describe_encoder(encoder: dict, run_id: str) -> dict:
+    """The encoder as the plan and the report use it.
+
+    Returns:
+        name, run id, family, layers (L), held-out perplexity, corpus and its size, config.
+    """
+    if is_published(encoder):
+        return published_encoder(encoder)
+    try:
+        run = MlflowClient(tracking_uri()).get_run(run_id)
+    except Exception:  # noqa: BLE001 - an unknown id is the user's to fix
+        raise UserError(f"encoder '{encoder['name']}': no run {run_id} in {tracking_uri()}") from None
+    if run.data.tags.get("stage") != "pretrain":
+        raise UserError(f"encoder '{encoder['name']}': run {run_id} is not a pretrain run")
+    params, metrics = run.data.params, run.data.metrics
+    stages = pretrain_stages(encoder)
+    return {"name": encoder["name"], "run_id": run_id, "family": run.data.tags.get("family", "elmo"),
+            "num_layers": int(params["model.num_layers"]) + 1,
+            # the best checkpoint's perplexity (runs made before best_val_ppl: the last val_ppl logged)
+            "val_ppl": metrics.get("best_val_ppl", metrics.get("val_ppl")),
+            "train_tokens": int(params.get("train_tokens", 0)), "train_words": int(params.get("train_words", 0)),
+            "corpus": params.get("data.corpus", "mrpc"),
+            "config": stages[-1]["config"] if stages else params.get("config", "")}

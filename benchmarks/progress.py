@@ -1,0 +1,55 @@
+"""The study's progress on the console: a line per finished cell (as before) numbered by how many
+are done, and now and then one line for the whole study — stages and cells done, running, and an
+ETA from the cells finished so far."""
+
+from __future__ import annotations
+
+import time
+
+
+class Progress:
+    """Counts of a study's stages and cells; ``cells_total`` grows as encoders are planned."""
+
+    def __init__(self, stages_total: int, encoders_total: int):
+        self.stages_total, self.stages_done = stages_total, 0
+        self.encoders_total, self.encoders_planned = encoders_total, 0
+        self.cells_total, self.cells_done = 0, 0
+        self.cell_seconds: list[float] = []  # cells run here, not reused
+        self.started = time.perf_counter()
+        self.last_shown = 0
+
+    def planned(self, cells: int, encoder: bool = True) -> None:
+        self.cells_total += cells
+        self.encoders_planned += int(encoder)
+
+    def total_text(self) -> str:
+        """``14``, or ``14+`` while encoders still pretrain (their cells are not planned yet)."""
+        return f"{self.cells_total}{'+' if self.encoders_planned < self.encoders_total else ''}"
+
+    def cell_line(self, method: str, seed: int, dev_acc: float, test_acc: float, status: str) -> str:
+        self.cells_done += 1
+        width = len(str(self.cells_total))
+        return (f"  [{self.cells_done:>{max(3, width)}}/{self.total_text()}] {method:<34} seed {seed}  "
+                f"dev acc {dev_acc:.3f}  test acc {test_acc:.3f}  ({status})")
+
+    def eta_minutes(self, slots: int) -> float | None:
+        if not self.cell_seconds:
+            return None
+        remaining = self.cells_total - self.cells_done
+        return remaining * (sum(self.cell_seconds) / len(self.cell_seconds)) / max(1, slots) / 60
+
+    def study_line(self, running: int, slots: int) -> str:
+        eta = self.eta_minutes(slots)
+        eta_text = f"ETA {eta:.0f} min for the planned cells" if eta is not None else "ETA after the first cell"
+        elapsed = (time.perf_counter() - self.started) / 60
+        return (f"  study: stages {self.stages_done}/{self.stages_total} · cells {self.cells_done}/{self.total_text()}"
+                f" · {running} running · {elapsed:.0f} min so far · {eta_text}")
+
+    def due(self) -> bool:
+        """After every tenth of the planned cells, at most every fifth cell (and after each stage:
+        the caller asks then)."""
+        step = max(5, self.cells_total // 10)
+        if self.cells_done - self.last_shown >= step:
+            self.last_shown = self.cells_done
+            return True
+        return False

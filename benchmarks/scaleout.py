@@ -1,0 +1,130 @@
+"""``python -m benchmarks.scaleout --costs benchmarks/scaleout-costs.json``: how long a study's plan
+would take on N CPUs, from stage and cell times measured on this machine — the critical path (the
+longest chain of pretraining stages plus its longest cell), the CPU-hours, and the wall time of the
+executor's own policy (stages first, then cells in plan order, a task as soon as its CPUs are free)
+simulated on 16, 64, 256 … CPUs. No task runs: it plans the config and schedules the costs.
+
+The costs file gives, per encoder, the minutes of each pretraining stage and the CPUs it uses, and
+per ``<family>/<transfer>/<head>`` the minutes of a cell at each labelled fraction (``default`` for
+those it does not name); the README says where each figure comes from."""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks.cells import Cell
+from benchmarks.matrix import load_config, with_budget
+from benchmarks.plan import plan
+from harness.errors import UserError
+from harness.tracking import REPO_ROOT
+
+
+@dataclass
+class Costs:
+    stages: dict[str, list[float]]  # encoder → minutes of each stage
+    stage_cpus: int
+    cells: dict[str, dict[str, float]]  # "<family>/<transfer>/<head>" → {fraction: minutes}
+    default: dict[str, float]  # {fraction: minutes}
+    baseline: float
+
+    @classmethod
+    def read(cls, path: Path) -> "Costs":
+        raw = json.loads(path.read_text())
+        return cls({name: [float(m) for m in minutes] for name, minutes in raw["stages"].items()},
+                   int(raw.get("stage_cpus", 2)), raw.get("cells", {}), raw["default"], float(raw.get("baseline", 0.5)))
+
+    def cell(self, cell: Cell) -> float:
+        if cell.kind == "baseline":
+            return self.baseline
+        table = self.cells.get(f"{cell.family}/{cell.transfer}/{cell.head}", self.default)
+        return float(table.get(f"{cell.train_fraction:g}", self.default[f"{cell.train_fraction:g}"]))
+
+
+def study_plan(config: dict) -> list[Cell]:
+    """The plan with stand-in encoders (family = the name's first part; no run needed)."""
+    encoders = [{"name": e["name"], "run_id": e["name"], "family": e["name"].split("-")[0], "num_layers": 3}
+                for e in config["encoders"]]
+    return plan(config, encoders, [])
+
+
+def critical_path(costs: Costs, cells: list[Cell]) -> float:
+    """Minutes of the longest chain: an encoder's stages, then its longest cell."""
+    longest = {}
+    for cell in cells:
+        longest[cell.encoder] = max(longest.get(cell.encoder, 0.0), costs.cell(cell))
+    return max(sum(costs.stages.get(name, [])) + longest.get(name, 0.0) for name in {*costs.stages, *longest})
+
+
+def simulate(costs: Costs, cells: list[Cell], cpus: int) -> float:
+    """Wall minutes on ``cpus`` CPUs under the executor's policy (stages first, then cells in plan
+    order, each dispatched when its encoder is ready and its CPUs are free)."""
+    by_encoder: dict[str, list[Cell]] = {}
+    for cell in cells:
+        by_encoder.setdefault(cell.encoder, []).append(cell)
+    stage_queue = [(name, 0) for name in costs.stages if costs.stages[name]]
+    cell_queue = [cell for cell in cells if cell.kind == "baseline"]
+    cell_queue += [cell for name, group in by_encoder.items() if not costs.stages.get(name) for cell in group]
+    running: list[tuple[float, int, str, object]] = []  # (end, order, kind, payload)
+    now, free, order = 0.0, cpus, 0
+    stage_cpus = min(costs.stage_cpus, cpus)
+    while stage_queue or cell_queue or running:
+        while stage_queue and free >= stage_cpus:
+            name, index = stage_queue.pop(0)
+            heapq.heappush(running, (now + costs.stages[name][index], order, "stage", (name, index)))
+            free, order = free - stage_cpus, order + 1
+        while cell_queue and not (stage_queue and free < stage_cpus) and free >= 1:
+            cell = cell_queue.pop(0)
+            heapq.heappush(running, (now + costs.cell(cell), order, "cell", cell))
+            free, order = free - 1, order + 1
+        end, _, kind, payload = heapq.heappop(running)
+        now = end
+        if kind == "cell":
+            free += 1
+            continue
+        free += stage_cpus
+        name, index = payload
+        if index + 1 < len(costs.stages[name]):
+            stage_queue.append((name, index + 1))
+        else:
+            cell_queue += by_encoder.get(name, [])
+    return now
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--config", type=Path, default=REPO_ROOT / "configs/benchmarks/families.yaml")
+    parser.add_argument("--budget", action="store_true", help="the config's `budget:` subset")
+    parser.add_argument("--costs", type=Path, default=REPO_ROOT / "benchmarks/scaleout-costs.json")
+    parser.add_argument("--cpus", type=int, nargs="+", default=[2, 16, 64, 256])
+    args = parser.parse_args(argv)
+    try:
+        config = load_config(args.config)
+        config = with_budget(config, args.config) if args.budget else config
+        if not args.costs.is_file():
+            raise UserError(f"--costs={args.costs}: no such file")
+        costs = Costs.read(args.costs)
+        missing = [e["name"] for e in config["encoders"] if e["name"] not in costs.stages]
+        if missing:
+            raise UserError(f"--costs={args.costs}: no stage minutes for encoder(s) {missing}")
+    except UserError as error:
+        print(f"error: {error}")
+        return 2
+    cells = study_plan(config)
+    work = sum(costs.cell(cell) for cell in cells) + sum(sum(m) * costs.stage_cpus for m in costs.stages.values()
+                                                         if m)
+    path = critical_path(costs, cells)
+    print(f"{config['name']}: {len(cells)} cells, {len(config['encoders'])} encoders, "
+          f"{work / 60:.1f} CPU-hours, critical path {path / 60:.2f} h")
+    print("| CPUs | simulated wall time | bound max(critical path, CPU-hours / CPUs) |")
+    print("|---:|---:|---:|")
+    for count in args.cpus:
+        print(f"| {count} | {simulate(costs, cells, count) / 60:.2f} h | {max(path, work / count) / 60:.2f} h |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

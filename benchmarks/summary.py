@@ -1,0 +1,38 @@
+"""The benchmark's one-screen summary on the console."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from benchmarks.stats import ITEMS_ONLY
+
+
+def print_summary(results: pd.DataFrame, config: dict, parent: str, directory: Path, wall: float,
+                  data_name: str = "mrpc", links: list[str] = (), engine: str = "") -> None:
+    """The results: mean ± std over seeds, and the paired gap over the random twin on test
+    accuracy with its 95% CI and p (points; † = one seed pair: no seed replication, no CI or p);
+    then where the runs are and what ran them."""
+    print(f"\n── benchmark '{config['name']}' on {data_name} finished in {wall / 60:.1f} min " + "─" * 30)
+    print(f"  {'method':<34}{'n':>3}  {'dev acc':>14}  {'test acc':>14}  {'test F1':>14}  "
+          f"{'gap vs random (95% CI)':<24}  p")
+    for row in results.itertuples():
+        cells = [f"{100 * getattr(row, f'{m}_mean'):5.1f} ± {100 * getattr(row, f'{m}_std'):4.1f}"
+                 for m in ("dev_acc", "test_acc", "test_f1")]
+        gap, p_value = "—", "—"
+        if pd.notna(getattr(row, "gap_vs_random", float("nan"))) and pd.isna(row.gap_ci_low):
+            gap = f"{100 * row.gap_vs_random:+.1f} †"  # one seed pair: no CI, no p
+        elif pd.notna(getattr(row, "gap_vs_random", float("nan"))):
+            gap = f"{100 * row.gap_vs_random:+.1f} ({100 * row.gap_ci_low:+.1f}, {100 * row.gap_ci_high:+.1f})"
+            p_value = f"{row.p_value_vs_random:.3g}"
+        print(f"  {row.method:<34}{row.n_seeds:>3}  {cells[0]:>14}  {cells[1]:>14}  {cells[2]:>14}  "
+              f"{gap:<24}  {p_value}")
+    if "gap_test" in results and (results["gap_test"] == ITEMS_ONLY).any():
+        print("  † one seed pair: no seed replication, so no CI or p (see report.md, How to read)")
+    print(f"  parent run {parent}  (experiment '{config['experiment']}')")
+    print(f"  report     {directory / 'report.md'}")
+    if engine:
+        print(f"  ran on     {engine}")
+    for line in links:
+        print(line)

@@ -1,0 +1,77 @@
+"""The study's tasks — one pretraining stage, one finetune cell, one baseline — as plain functions
+the engine runs in a worker (or, with ``--jobs 1``, in the suite's process). Each sets its own
+torch threads (Ray starts workers with ``OMP_NUM_THREADS=1``), is idempotent (a retried attempt
+first looks for its finished run, then ends its lost predecessor's), and returns its run id, its
+wall seconds and the node it ran on."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks.attempts import attempt_tags, end_lost_attempts, finished_child, node_name
+from benchmarks.cells import Cell, baseline, finetune, finished_run, pretrain
+from benchmarks.encoders import PRETRAIN_EXPERIMENT, Stage
+from harness.pairdata import PairData
+from harness.runtime import intra_op_threads
+from harness.tracking import ensure_experiment
+
+
+@dataclass(frozen=True)
+class Study:
+    """What every task of one suite run shares."""
+
+    name: str  # the benchmark's name
+    experiment: str
+    parent: str  # the parent run's id
+    driver: str  # benchmarks.attempts.new_driver_id() of the suite process
+    logs: Path
+    data_digest: str
+
+
+def result(run_id: str, started: float, reused: bool = False) -> dict:
+    return {"run_id": run_id, "seconds": time.perf_counter() - started, "node": node_name(), "reused": reused}
+
+
+def run_stage(stage: Stage, previous_run_id: str | None, study: Study, threads: int) -> dict:
+    """Pretrain one stage with ``threads`` torch threads (continuing ``previous_run_id``)."""
+    started = time.perf_counter()
+    cell_hash = stage.settings_hash(previous_run_id, study.data_digest)
+    found = finished_run(PRETRAIN_EXPERIMENT, cell_hash)
+    if found is not None:
+        return result(found, started, reused=True)
+    end_lost_attempts(cell_hash, study.driver)
+    with intra_op_threads(threads):
+        run_id = pretrain(stage.config, stage.flags(previous_run_id), cell_hash, study.name,
+                          study.logs / stage.log_name(), tags=attempt_tags(study.driver))
+    return result(run_id, started)
+
+
+def cell_log(logs: Path, cell: Cell) -> Path:
+    return logs / f"{cell.method}-seed{cell.seed}.log".replace(":", "")
+
+
+def run_cell(cell: Cell, cell_config: str, cell_hash: str, study: Study) -> dict:
+    """One finetune cell under the parent run (single-threaded: ``cells.FINETUNE_THREADS``)."""
+    started = time.perf_counter()
+    found = finished_child(ensure_experiment(study.experiment), cell_hash, study.parent)
+    if found is not None:
+        return result(found, started, reused=True)
+    end_lost_attempts(cell_hash, study.driver)
+    run_id = finetune(cell, cell_config, study.experiment, study.parent, cell_hash, cell_log(study.logs, cell),
+                      study.name, tags=attempt_tags(study.driver))
+    return result(run_id, started)
+
+
+def run_baseline(cell: Cell, data: PairData, cell_hash: str, study: Study) -> dict:
+    """One baseline (seconds) on the data the driver read and checked."""
+    started = time.perf_counter()
+    found = finished_child(ensure_experiment(study.experiment), cell_hash, study.parent)
+    if found is not None:
+        return result(found, started, reused=True)
+    end_lost_attempts(cell_hash, study.driver)
+    with intra_op_threads(1):
+        run_id = baseline(cell, data, study.experiment, study.parent, cell_hash, study.name,
+                          tags=attempt_tags(study.driver))
+    return result(run_id, started)
