@@ -24,7 +24,7 @@ from pretrain.cli import PretrainCLI
 from harness.errors import UserError
 from harness.liveness import process_tags
 from harness.naming import join
-from harness.pairdata import PairData
+from harness.datasets.types import PairData
 from harness.runtime import intra_op_threads, release_freed_memory
 from harness.tracked_cli import run_cli
 from harness.tracking import ensure_experiment, tracking_uri

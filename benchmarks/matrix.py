@@ -11,7 +11,7 @@ import yaml
 from benchmarks.cells import BASELINES
 from benchmarks.plan import TRANSFER_KEYS
 from harness.errors import UserError
-from harness.pairdata import dataset_name
+from harness.datasets.tsv import dataset_name
 from harness.tracking import REPO_ROOT
 
 KEYS = {"name", "experiment", "encoders", "finetune", "mixes", "heads", "seeds", "random_control", "baselines",

@@ -59,7 +59,8 @@ def _rss_bytes() -> int:
 
 def measure(kind: str, folder: str) -> dict:
     """Run in a fresh process: time one read and its RSS growth."""
-    from harness.pairdata import load_pair_data, read_pair_tsv
+    from harness.datasets.reader import read_pair_tsv
+    from harness.datasets.registry import load_pair_data
 
     folder = Path(folder)
     baseline = _rss_bytes()
@@ -68,7 +69,7 @@ def measure(kind: str, folder: str) -> dict:
         result = read_pair_tsv(folder / "train.tsv")
         pairs = len(result.pairs)
     else:
-        result = load_pair_data("tsv", train=folder / "train.tsv", dev=folder / "dev.tsv", test=folder / "test.tsv")
+        result = load_pair_data(dataset="tsv", train=folder / "train.tsv", dev=folder / "dev.tsv", test=folder / "test.tsv")
         pairs = len(result.train) + len(result.dev) + len(result.test)
     seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux

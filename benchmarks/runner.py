@@ -20,7 +20,7 @@ from mlflow.tracking import MlflowClient
 
 from benchmarks.cells import Cell, baseline, finetune, finished_run, settings_hash
 from benchmarks.matrix import repo_path
-from harness.pairdata import PairData
+from harness.datasets.types import PairData
 from harness.tracking import tracking_uri
 
 

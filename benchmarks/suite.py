@@ -2,7 +2,7 @@
 mixes × heads × seeds, the random-encoder control through the same code, baselines, learning
 curves; one MLflow parent run (``stage=benchmark``) with ``results.csv``, ``report.md`` and figures.
 The pair data set is MRPC unless the config's ``dataset:`` names another (the ``--data.*`` keys of
-``harness.pairdata.load_pair_data``), passed to every cell. Re-running skips cells that already
+``harness.datasets.registry.load_pair_data``), passed to every cell. Re-running skips cells that already
 finished with the same settings; a cell whose process died (left RUNNING) is marked KILLED and run
 again. The parent is never FINISHED while a child is still RUNNING."""
 
@@ -32,7 +32,8 @@ from pretrain.runs import load_encoder, resolve_run_id
 from harness.errors import UserError
 from harness.liveness import mark_dead_runs, process_tags
 from harness.naming import benchmark_run_name
-from harness.pairdata import PairData, load_pair_data
+from harness.datasets.registry import load_pair_data
+from harness.datasets.types import PairData
 from harness.store import prepare_store
 from harness.params import flatten
 from harness.tracking import REPO_ROOT, ensure_experiment, tracking_uri

@@ -1,5 +1,5 @@
 """Sentence pairs for the classifier: the pair data set's train / dev / test (MRPC: GLUE train,
-GLUE dev, MSR test; or any TSV, ``harness.pairdata``), batched by length.
+GLUE dev, MSR test; or any TSV, ``harness.datasets``), batched by length.
 
 What a batch holds depends on how the encoder is used (``attach``):
 
@@ -28,7 +28,8 @@ from downstream.input_limits import DEFAULT_MAX_TOKENS, check_frozen_memory, lon
 from downstream.joint_segments import SegmentBatches, segment_pair
 from harness.batching import BucketBatchSampler, pad_batch
 from harness.errors import UserError
-from harness.pairdata import Pair, load_pair_data
+from harness.datasets.registry import load_pair_data
+from harness.datasets.types import Pair
 from harness.tracking import REPO_ROOT
 from pretrain.memory import available_bytes
 
@@ -123,7 +124,7 @@ class PairDataModule(pl.LightningDataModule):
         mrpc_dir: folder with the MSR release files (default: ``$MRPC_DIR`` or ``data/mrpc``).
         dataset: ``mrpc`` (the MSR files and the GLUE split) or ``tsv`` (``train``, ``dev``, ``test``).
         train, dev, test: the pair files of a ``tsv`` data set: tab-separated, a header naming
-            ``sentence1``, ``sentence2``, ``label`` and optionally ``id`` (``harness.pairdata``).
+            ``sentence1``, ``sentence2``, ``label`` and optionally ``id`` (``harness.datasets.reader``).
         sentence1_column, sentence2_column, label_column, id_column: other column names, or
             0-based indexes (files without a header).
         has_header: whether the first line of each file names the columns.
@@ -163,7 +164,7 @@ class PairDataModule(pl.LightningDataModule):
     ):
         super().__init__()
         self.save_hyperparameters(logger=False)
-        self.pair_data = load_pair_data(dataset, mrpc_dir, train, dev, test, sentence1_column=sentence1_column,
+        self.pair_data = load_pair_data(dataset=dataset, mrpc_dir=mrpc_dir, train=train, dev=dev, test=test, sentence1_column=sentence1_column,
                                         sentence2_column=sentence2_column, label_column=label_column,
                                         id_column=id_column, has_header=has_header, positive_label=positive_label,
                                         name=name)

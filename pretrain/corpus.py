@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import math
 import sys
-from pathlib import Path
 
 import pytorch_lightning as pl
 import torch
@@ -26,8 +25,7 @@ from torch.utils.data import BatchSampler, DataLoader, RandomSampler, Sequential
 
 from harness.batching import BucketBatchSampler, pad_batch
 from harness.errors import UserError
-from harness.mrpc import TRAIN_FILE, default_mrpc_dir
-from harness.pairdata import load_pair_data
+from harness.datasets.registry import load_pair_data
 from pretrain.checkpoints import build_tokenizer, tokenizer_class
 from pretrain.corpora import combine, contribution, read_corpora, read_text_file  # noqa: F401 - read_text_file: API
 from pretrain.tokenize import Tokenizer
@@ -70,13 +68,6 @@ def hold_out(sentences: list[str], keep: set[str], fraction: float = 0.02, minim
     chosen = {candidates[i] for i in order[:count]}
     return ([s for i, s in enumerate(sentences) if i not in chosen],
             [s for i, s in enumerate(sentences) if i in chosen])
-
-
-def pair_train_source(dataset: str, mrpc_dir: str | None, train: str | None) -> str:
-    """The file the pair data set's train sentences come from (an MLflow dataset's source)."""
-    if dataset == "mrpc":
-        return str((Path(mrpc_dir).expanduser() if mrpc_dir else default_mrpc_dir()) / TRAIN_FILE)
-    return str(train)
 
 
 def split_long(sequences: list[torch.Tensor], max_tokens: int) -> tuple[list[torch.Tensor], int]:
@@ -122,7 +113,7 @@ class BiLMDataModule(pl.LightningDataModule):
         init_from: linked from ``--model.init_from``: keep that run's tokenizer (ULMFiT stage 2).
         dataset, train, dev, test, sentence1_column, sentence2_column, label_column, id_column,
             has_header, positive_label, name: the pair data set, as for finetuning
-            (``harness.pairdata.load_pair_data``): its train sentences are the ``mrpc`` corpus,
+            (``harness.datasets.registry.load_pair_data``): its train sentences are the ``mrpc`` corpus,
             its dev/test sentences are kept out. ``positive_label`` is accepted so that one set
             of data flags serves every stage; pretraining does not use it.
         corpora_dir: the folder of the named corpora (default: ``$CORPORA_DIR`` or
@@ -165,12 +156,12 @@ class BiLMDataModule(pl.LightningDataModule):
             raise UserError(f"--data.batch_size={batch_size}: must be at least 1")
         if max_tokens < 1:
             raise UserError(f"--data.max_tokens={max_tokens}: must be at least 1")
-        pairs = load_pair_data(dataset, mrpc_dir, train, dev, test, sentence1_column=sentence1_column,
+        pairs = load_pair_data(dataset=dataset, mrpc_dir=mrpc_dir, train=train, dev=dev, test=test, sentence1_column=sentence1_column,
                                sentence2_column=sentence2_column, label_column=label_column, id_column=id_column,
                                has_header=has_header, positive_label=positive_label, name=name)
         self.pair_data = pairs
         pair_train, held_out, test = pairs.sentences("train"), pairs.sentences("dev"), pairs.sentences("test")
-        self.corpora = read_corpora(corpus, extra_corpus, pair_train, pair_train_source(dataset, mrpc_dir, train),
+        self.corpora = read_corpora(corpus, extra_corpus, pair_train, pairs.train_file,
                                     pairs.name, corpora_dir)
         train, origin = combine(self.corpora)
         if transductive:

@@ -16,7 +16,7 @@ from mlflow.entities import ViewType
 from mlflow.tracking import MlflowClient
 
 from downstream.evaluation import PREDICTION_COLUMNS
-from harness.mrpc import load_mrpc
+from harness.datasets.mrpc import load_mrpc
 
 REPO = Path(__file__).resolve().parents[2]
 PRETRAIN_SMOKE = REPO / "configs" / "pretrain" / "smoke.yaml"
@@ -123,8 +123,8 @@ def test_smoke_run_predictions_recompute_the_metrics(store, smoke, tmp_path):
         frame, _ = predictions(store, run.info.run_id, split, tmp_path / split)
         assert list(frame.columns) == PREDICTION_COLUMNS
         assert len(frame) == SMOKE_PAIRS
-        assert frame["id1"].tolist() == [p.id1 for p in pairs[:SMOKE_PAIRS]]
-        assert frame["id2"].tolist() == [p.id2 for p in pairs[:SMOKE_PAIRS]]
+        assert frame["id1"].tolist() == [p.ids[0] for p in pairs[:SMOKE_PAIRS]]
+        assert frame["id2"].tolist() == [p.ids[1] for p in pairs[:SMOKE_PAIRS]]
         assert frame["label"].tolist() == [p.label for p in pairs[:SMOKE_PAIRS]]
         assert frame["prob"].between(0, 1).all()
         assert (frame["pred"] == (frame["prob"] >= 0.5).astype(int)).all()
@@ -157,7 +157,7 @@ def test_smoke_run_shows_its_data_predictions_and_figures_in_the_ui(store, smoke
     pairs = load_mrpc(str(store["mrpc_dir"])).test[:SMOKE_PAIRS]
     assert table["sentence1"].tolist() == [p.sentence1 for p in pairs]
     assert table["sentence2"].tolist() == [p.sentence2 for p in pairs]
-    assert table["id1"].astype(str).tolist() == [p.id1 for p in pairs]
+    assert table["id1"].astype(str).tolist() == [p.ids[0] for p in pairs]
     images = {artifact.path for artifact in client.list_artifacts(run.info.run_id, "images")}
     assert any(path.startswith("images/confusion_matrix") for path in images), images
     assert any(path.startswith("images/mix_weights") for path in images), images

@@ -28,7 +28,7 @@ def tsv_flags(paths: dict[str, Path]) -> dict:
 
 @pytest.fixture(scope="module")
 def split_sentences(pair_files) -> dict[str, list[str]]:
-    from harness.pairdata import load_pair_data
+    from harness.datasets.registry import load_pair_data
 
     data = load_pair_data(**tsv_flags(pair_files))
     train = data.sentences("train")

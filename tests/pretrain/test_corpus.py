@@ -9,7 +9,7 @@ from torch.utils.data import BatchSampler, DataLoader, DistributedSampler, Rando
 from harness.batching import BucketBatchSampler, pad_batch
 from pretrain.corpus import BiLMDataModule, read_text_file, unique
 from harness.errors import UserError
-from harness.mrpc import load_mrpc
+from harness.datasets.mrpc import load_mrpc
 from pretrain.tokenize import PAD_ID, SPECIALS, Tokenizer
 
 

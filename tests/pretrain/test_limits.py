@@ -14,7 +14,7 @@ from mlflow.entities import ViewType
 from mlflow.tracking import MlflowClient
 
 from harness.errors import UserError
-from harness.mrpc import load_mrpc
+from harness.datasets.mrpc import load_mrpc
 from harness.tracked_cli import run_cli
 from pretrain.cli import PretrainCLI
 from pretrain.corpus import DEFAULT_MAX_TOKENS, BiLMDataModule, split_long

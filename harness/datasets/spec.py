@@ -1,0 +1,44 @@
+"""The ``--data.*`` flags that name a pair data set, declared once: the pretraining and the pair
+data modules take them (as keyword arguments, so the flags stay ``--data.dataset``,
+``--data.train``, …) and a benchmark config's ``dataset:`` section holds the same keys."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+
+@dataclass(frozen=True)
+class PairDataSpec:
+    """Which pair data set a run reads.
+
+    Args:
+        dataset: the named data set (``harness.datasets.registry``): ``mrpc`` (the MSR files and
+            the GLUE split) or ``tsv`` (the three files ``train``, ``dev``, ``test``).
+        mrpc_dir: folder with the MSR release files (default: ``$MRPC_DIR`` or ``data/mrpc``).
+        train, dev, test: the pair files of a ``tsv`` data set: tab-separated, a header naming
+            ``sentence1``, ``sentence2``, ``label`` and optionally ``id``.
+        sentence1_column, sentence2_column, label_column, id_column: other column names, or
+            0-based indexes (files without a header).
+        has_header: whether the first line of each file names the columns.
+        positive_label: with 2 labels, the one F1 is about (default: the later one, MRPC's "1").
+        name: the data set's name in run names, tags and reports (default: the data set's own;
+            a ``tsv`` set's comes from its train file).
+    """
+
+    dataset: str = "mrpc"
+    mrpc_dir: str | None = None
+    train: str | None = None
+    dev: str | None = None
+    test: str | None = None
+    sentence1_column: str | int = "sentence1"
+    sentence2_column: str | int = "sentence2"
+    label_column: str | int = "label"
+    id_column: str | int | None = None
+    has_header: bool = True
+    positive_label: str | None = None
+    name: str | None = None
+
+
+
+SPEC_KEYS = tuple(field.name for field in fields(PairDataSpec))
+PATH_KEYS = ("mrpc_dir", "train", "dev", "test")  # the keys that name files or folders
