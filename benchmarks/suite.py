@@ -32,12 +32,12 @@ from pretrain.runs import load_encoder, resolve_run_id
 from harness.errors import UserError
 from harness.liveness import mark_dead_runs, process_tags
 from harness.naming import benchmark_run_name
-from harness.datasets.registry import load_pair_data
+from harness.datasets.registry import anchors_of, load_pair_data
 from harness.datasets.types import PairData
 from harness.store import prepare_store
 from harness.params import flatten
 from harness.tracking import REPO_ROOT, ensure_experiment, tracking_uri
-from harness.versioning import code_version, git_commit
+from harness.versioning import git_commit, source_version
 
 def pretrain_stages(encoder: dict) -> list[dict]:
     """The encoder's pretraining as a list of stages (``config`` + ``args``); one stage unless it is
@@ -119,7 +119,7 @@ def open_parent(config: dict, suite_hash: str, data: PairData) -> str:
             client.set_tag(run_id, key, value)
         return run_id
     tags = {"stage": "benchmark", "suite_hash": suite_hash, "benchmark": config["name"], "dataset": data.name,
-            "code_version": code_version(), **process_tags()}
+            "code_version": source_version(), **process_tags()}
     commit = git_commit()
     if commit:
         tags["mlflow.source.git.commit"] = commit
@@ -247,7 +247,7 @@ def run_suite(args) -> int:
         wall = time.perf_counter() - started
         throughput_file = REPO_ROOT / "benchmarks" / "results" / "throughput.json"
         context = {"name": config["name"], "parent_run_id": parent, "wall_seconds": wall, "settings": config,
-                   "encoders": encoders, "dataset": data.name, "anchors": data.name == "mrpc",
+                   "encoders": encoders, "dataset": data.name, "anchors": anchors_of(data),
                    "labels": list(data.labels), "positive_label": data.positive_label,
                    "throughput": json.loads(throughput_file.read_text()) if throughput_file.is_file() else None}
         written = write_outputs(directory, results, runs, context)

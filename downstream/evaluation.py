@@ -14,7 +14,8 @@ import pytorch_lightning as pl  # noqa: E402
 import torch  # noqa: E402
 from sklearn.metrics import ConfusionMatrixDisplay, accuracy_score, f1_score  # noqa: E402
 
-from harness.checkpoints import read_best  # noqa: E402
+from harness.training_checkpoints import read_best  # noqa: E402
+from harness.datasets.registry import class_titles  # noqa: E402
 from harness.datasets.types import Pair, PairData  # noqa: E402
 
 PREDICTION_COLUMNS = ["id1", "id2", "label", "prob", "pred", "sentence1", "sentence2"]  # MRPC's predictions files
@@ -81,7 +82,7 @@ def split_metrics(frame: pd.DataFrame, split: str, data: PairData) -> dict[str, 
 
 def confusion_figure(frames: dict[str, pd.DataFrame], data: PairData):
     """One confusion matrix per split, rows and columns named by the data set's labels."""
-    display = ["not para.", "paraphrase"] if data.name == "mrpc" else data.labels
+    display = class_titles(data)
     figure, axes = plt.subplots(1, len(frames), figsize=(max(4, 1.2 * data.num_classes + 1.6) * len(frames), 3.6),
                                 squeeze=False)
     for axis, (split, frame) in zip(axes[0], frames.items()):

@@ -14,6 +14,7 @@ from harness.datasets.types import PairData
 class Anchors:
     """Published results on a data set's test split, shown beside a benchmark's for context."""
 
+    split: str  # the split they are on, as the report titles it
     rows: tuple[tuple[str, float, float, str], ...]  # (system, test accuracy %, test F1 %, source)
     note: str = ""  # a line under the table
 

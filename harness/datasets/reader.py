@@ -191,8 +191,10 @@ def read_pair_tsv(
                     width = len(fields)
                     found_header = [field.strip() for field in fields]
                     if header is not None and found_header != list(header):
-                        raise UserError(f"{path}:1: header must be {chr(9).join(header)!r}, found {line.strip()[:80]!r}")
-                    first, second, label_at, id_at = _columns(dict(columns), fields if has_header else None, width, path)
+                        expected, seen = "\t".join(header), line.strip()[:80]
+                        raise UserError(f"{path}:1: header must be {expected!r}, found {seen!r}")
+                    header_fields = fields if has_header else None
+                    first, second, label_at, id_at = _columns(dict(columns), header_fields, width, path)
                     single_id = id_at[0] if len(id_at) == 1 else None
                     if has_header:
                         continue

@@ -67,7 +67,7 @@ def load_pair_data(spec: PairDataSpec | None = None, **flags) -> PairData:
 def dataset_name(spec: PairDataSpec | dict) -> str:
     """The data set's name without reading it: ``--data.name``, else its entry's default."""
     spec = spec if isinstance(spec, PairDataSpec) else PairDataSpec(**spec)
-    return spec.name or dataset_entry(spec.dataset).default_name(spec)
+    return str(spec.name) if spec.name else dataset_entry(spec.dataset).default_name(spec)
 
 
 def split_title(data: PairData, split: str) -> str:

@@ -15,10 +15,14 @@ class PairDataSpec:
         dataset: the named data set (``harness.datasets.registry``): ``mrpc`` (the MSR files and
             the GLUE split) or ``tsv`` (the three files ``train``, ``dev``, ``test``).
         mrpc_dir: folder with the MSR release files (default: ``$MRPC_DIR`` or ``data/mrpc``).
-        train, dev, test: the pair files of a ``tsv`` data set: tab-separated, a header naming
-            ``sentence1``, ``sentence2``, ``label`` and optionally ``id``.
-        sentence1_column, sentence2_column, label_column, id_column: other column names, or
-            0-based indexes (files without a header).
+        train: a ``tsv`` data set's train file: tab-separated, a header naming ``sentence1``,
+            ``sentence2``, ``label`` and optionally ``id``; its labels are the label set.
+        dev: a ``tsv`` data set's dev file (model selection), in the train file's format.
+        test: a ``tsv`` data set's test file, in the train file's format.
+        sentence1_column: the first sentence's column: another name, or a 0-based index.
+        sentence2_column: the second sentence's column: another name, or a 0-based index.
+        label_column: the label's column: another name, or a 0-based index.
+        id_column: the pair id's column (default: ``id`` when the header has it, else line numbers).
         has_header: whether the first line of each file names the columns.
         positive_label: with 2 labels, the one F1 is about (default: the later one, MRPC's "1").
         name: the data set's name in run names, tags and reports (default: the data set's own;

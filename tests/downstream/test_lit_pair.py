@@ -11,7 +11,7 @@ from sklearn.metrics import accuracy_score, f1_score
 
 from downstream.evaluation import PREDICTION_COLUMNS, predictions_frame, split_metrics
 from downstream.lit_pair import LitPairClassifier
-from downstream.pairs import PairDataModule
+from downstream.pair_datamodule import PairDataModule
 from downstream.cli import pair_classifier
 from pretrain.checkpoints import slim_checkpoint
 from pretrain.runs import load_encoder

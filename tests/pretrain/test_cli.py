@@ -16,7 +16,7 @@ from mlflow.tracking import MlflowClient
 from harness.errors import UserError
 from pretrain import load_encoder
 from harness.batching import pad_batch
-from pretrain.corpus import encode_sentences
+from pretrain.corpus_datamodule import encode_sentences
 from pretrain.lit_bilm import LitBiLM
 from pretrain.tokenize import Tokenizer
 

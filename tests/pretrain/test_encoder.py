@@ -13,7 +13,7 @@ from torch.utils.data import DataLoader
 
 from pretrain import load_encoder
 from harness.batching import pad_batch
-from pretrain.corpus import encode_sentences
+from pretrain.corpus_datamodule import encode_sentences
 from pretrain.checkpoints import slim_checkpoint
 from pretrain.runs import fingerprint_of, latest_pretrain_run, random_encoder
 from harness.errors import UserError
