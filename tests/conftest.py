@@ -11,6 +11,7 @@ from pretrain.checkpoints import slim_checkpoint
 from pretrain.families import family_of
 from pretrain.subword import SubwordTokenizer
 from pretrain.tokenize import Tokenizer
+from tests.pair_files import write_tsv
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -30,12 +31,8 @@ SAMPLE_ROWS = [
 
 def write_msr(path, rows, bom=True, crlf=False, trailing_blank=0, header=MSR_HEADER) -> Path:
     """Write an MSR-format file. A row is a sequence of fields (joined by tabs) or a raw line."""
-    lines = [header] + [row if isinstance(row, str) else "\t".join(row) for row in rows]
-    newline = "\r\n" if crlf else "\n"
-    text = newline.join(lines) + newline + newline * trailing_blank
-    path = Path(path)
-    path.write_bytes((b"\xef\xbb\xbf" if bom else b"") + text.encode("utf-8"))
-    return path
+    return write_tsv(path, rows, header=(header,), bom=bom, newline="\r\n" if crlf else "\n",
+                     trailing_blank=trailing_blank)
 
 
 @pytest.fixture(name="write_msr")

@@ -1,5 +1,6 @@
-"""A small 3-label sentence-pair data set in the generic TSV format, written by tests that need a
-second data set (``from tests.pair_files import write_three_label_set``; no conftest fixture).
+"""Pair files for tests: any rows as a tab-separated file (``write_tsv``), and a small 3-label
+sentence-pair data set in the generic TSV format for tests that need a second data set
+(``from tests.pair_files import write_three_label_set``; no conftest fixture).
 
 Pairs are made from templates so that the label is learnable from the two sentences: an
 ``entailment`` rewords the first sentence, a ``contradiction`` negates it, a ``neutral`` pair
@@ -27,6 +28,16 @@ EVENTS = [  # (statement, rewording, negation)
     ("expects growth next year", "forecasts expansion for next year", "expects a decline next year"),
 ]
 OPENERS = ["", "On Monday, ", "According to reports, ", "Officials said that "]
+
+
+def write_tsv(path, rows, header=HEADER, bom=False, newline="\n", trailing_blank=0) -> Path:
+    """Write a pair file; a row is a sequence of fields (joined by tabs) or a raw line; header None: none."""
+    lines = [] if header is None else ["\t".join(header)]
+    lines += [row if isinstance(row, str) else "\t".join(row) for row in rows]
+    text = newline.join(lines) + newline + newline * trailing_blank
+    path = Path(path)
+    path.write_bytes((b"\xef\xbb\xbf" if bom else b"") + text.encode("utf-8"))
+    return path
 
 
 def _pair(rng: random.Random, label: str) -> tuple[str, str]:

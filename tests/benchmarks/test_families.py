@@ -9,12 +9,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from mlflow.entities import ViewType
-from mlflow.tracking import MlflowClient
 
 from benchmarks.matrix import load_config, with_budget
 from benchmarks.plan import plan
 from harness.errors import UserError
+from tests.helpers import all_runs
 
 REPO = Path(__file__).resolve().parents[2]
 FAMILIES = REPO / "configs" / "benchmarks" / "families.yaml"
@@ -80,12 +79,6 @@ def test_a_transfer_with_an_unknown_key_is_one_line(tmp_path):
     path.write_text("encoders: [{name: elmo, run: latest}]\ntransfers: {elmo: [{name: frozen, head: attn}]}\n")
     with pytest.raises(UserError, match=r"transfers.elmo.frozen: unknown key\(s\) \['head'\]"):
         load_config(path)
-
-
-def all_runs(uri: str) -> list:
-    client = MlflowClient(uri)
-    experiments = [e.experiment_id for e in client.search_experiments(view_type=ViewType.ALL)]
-    return client.search_runs(experiments, run_view_type=ViewType.ALL, max_results=10_000)
 
 
 @pytest.mark.slow

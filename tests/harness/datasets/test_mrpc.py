@@ -11,22 +11,13 @@ from harness.datasets.mrpc import TEST_FILE, TRAIN_FILE
 from harness.datasets.reader import read_pair_tsv
 from harness.datasets.types import SPLITS, Pair
 from harness.errors import UserError
+from tests.helpers import assert_one_line_error
 
 EXPECTED_PAIRS = [
     Pair(1, ("101", "102"), 'He said "yes" to the plan.', "He agreed to the plan."),
     Pair(0, ("103", "104"), 'The "quote never closes.', "Shares fell 3 percent."),
     Pair(1, ("105", "106"), "Café prices rose – sharply.", "Prices at the café climbed steeply."),
 ]
-
-
-def assert_one_line_error(call, *fragments):
-    with pytest.raises(UserError) as caught:
-        call()
-    message = str(caught.value)
-    assert "\n" not in message
-    for fragment in fragments:
-        assert fragment in message, message
-    return message
 
 
 # --- reader -------------------------------------------------------------------------------------

@@ -9,8 +9,9 @@ from harness.datasets.reader import read_pair_tsv
 from harness.datasets.registry import load_pair_data
 from harness.datasets.types import Pair, PairData, combine_digests
 from harness.errors import UserError
+from tests.helpers import assert_one_line_error
+from tests.pair_files import HEADER, write_tsv
 
-HEADER = ("id", "sentence1", "sentence2", "label")
 TRAIN_ROWS = [
     ("t1", 'A man says "hi" to a dog.', "A person greets an animal.", "entailment"),
     ("t2", "A woman rides a bike.", "Nobody is cycling.", "contradiction"),
@@ -37,16 +38,6 @@ TRAIN_PAIRS = [
 ]
 
 
-def write_tsv(path, rows, header=HEADER, bom=False, newline="\n", trailing_blank=0) -> Path:
-    """Write a pair file; a row is a sequence of fields (joined by tabs) or a raw line; header None: none."""
-    lines = [] if header is None else ["\t".join(header)]
-    lines += [row if isinstance(row, str) else "\t".join(row) for row in rows]
-    text = newline.join(lines) + newline + newline * trailing_blank
-    path = Path(path)
-    path.write_bytes((b"\xef\xbb\xbf" if bom else b"") + text.encode("utf-8"))
-    return path
-
-
 @pytest.fixture
 def three_label(tmp_path):
     """A small entailment / neutral / contradiction data set in the standard format: {split: path}."""
@@ -54,16 +45,6 @@ def three_label(tmp_path):
     folder.mkdir()
     rows = {"train": TRAIN_ROWS, "dev": DEV_ROWS, "test": TEST_ROWS}
     return {split: write_tsv(folder / f"{split}.tsv", split_rows) for split, split_rows in rows.items()}
-
-
-def assert_one_line_error(call, *fragments):
-    with pytest.raises(UserError) as caught:
-        call()
-    message = str(caught.value)
-    assert "\n" not in message
-    for fragment in fragments:
-        assert fragment in message, message
-    return message
 
 
 # --- good files ---------------------------------------------------------------------------------
