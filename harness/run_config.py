@@ -37,7 +37,7 @@ class MLflowConfig(SaveConfigCallback):
         config.get("trainer", {}).pop("callbacks", None)
         config.get("trainer", {}).pop("logger", None)
         model = config.get("model")
-        if isinstance(model, dict) and "class_path" in model:  # a family's module: model.<arg> as before
+        if isinstance(model, dict) and "class_path" in model:  # a family's module: its arguments as model.<arg>
             config["model"] = {"class": model["class_path"], **(model.get("init_args") or {})}
         resolved = self.resolved_params()
         if isinstance(config.get("model"), dict) and resolved:

@@ -28,14 +28,12 @@ from harness.errors import UserError
 from harness.datasets.registry import dataset_params, load_pair_data
 from harness.datasets.spec import PairDataSpec
 from pretrain.checkpoints import build_tokenizer, tokenizer_class
-from pretrain.corpora import combine, contribution, read_corpora, read_text_file  # noqa: F401 - read_text_file: API
+from pretrain.corpora import combine, contribution, read_corpora
 from pretrain.tokenize import Tokenizer
 from pretrain.vocabulary_checks import check_built, requested_size
 
-# Above MRPC's longest sentence (41 words), so MRPC is never cut and a pathological line (a file
-# without sentence breaks) costs no more memory than MRPC's longest batch. Cuts 3.8% of the
-# Reuters-21578 and Brown sentences and 16% of SOTU's, into pieces of 24 words or more (bilm-tf
-# trains on windows of 20 tokens).
+# Above MRPC's longest sentence, so MRPC is never cut and a pathological line (a file without
+# sentence breaks) costs no more memory than MRPC's longest batch (README, Limits).
 DEFAULT_MAX_TOKENS = 48
 
 

@@ -3,8 +3,8 @@ data set a run uses: reading it from the ``--data.*`` flags, its name, how runs 
 its splits and labels, its published anchors.
 
 A data set of its own is a module that defines a :class:`~harness.datasets.entry.DataSet` (see
-``harness/datasets/mrpc.py``) and one line in :data:`DATASETS`; a test or a plugin may also
-:func:`register` one at run time.
+``harness/datasets/mrpc.py``), imported and listed in :data:`DATASETS`; a test or a plugin may
+also :func:`register` one at run time.
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ import torch
 from torch.utils.data import BatchSampler, DataLoader, DistributedSampler, RandomSampler, SequentialSampler
 
 from harness.batching import BucketBatchSampler, pad_batch
-from pretrain.corpus_datamodule import CorpusDataModule, read_text_file, unique
+from pretrain.corpora import read_text_file
+from pretrain.corpus_datamodule import CorpusDataModule, unique
 from harness.errors import UserError
 from harness.datasets.mrpc import load_mrpc
 from pretrain.tokenize import PAD_ID, SPECIALS, Tokenizer
