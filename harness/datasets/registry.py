@@ -9,14 +9,16 @@ also :func:`register` one at run time.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import replace
 
 from harness.datasets.entry import Anchors, DataSet
 from harness.datasets.mrpc import MRPC
+from harness.datasets.overlap import check_split_overlap
 from harness.datasets.reader import canonical_label
 from harness.datasets.spec import PairDataSpec
 from harness.datasets.tsv import TSV
-from harness.datasets.types import PairData
+from harness.datasets.types import SPLITS, PairData
 from harness.errors import UserError
 
 DATASETS: dict[str, DataSet] = {entry.name: entry for entry in (MRPC, TSV)}
@@ -55,13 +57,28 @@ def load_pair_data(spec: PairDataSpec | None = None, **flags) -> PairData:
 
     Returns:
         the PairData, named ``--data.name`` (else the entry's default), its positive label
-        ``--data.positive_label`` when given; any problem raises a one-line UserError.
+        ``--data.positive_label`` when given, the pairs its splits share counted
+        (``split_overlap``); any problem raises a one-line UserError, and so do splits that share
+        more pairs than ``--data.max_split_overlap``.
     """
     spec = spec if spec is not None else PairDataSpec(**flags)
     data = dataset_entry(spec.dataset).load(spec)
+    data = replace(data, split_overlap=checked(data, spec))
     if spec.positive_label is not None:
         data = replace(data, positive_label=positive_label_of(data.labels, spec.positive_label))
     return replace(data, name=spec.name) if spec.name else data
+
+
+def checked(data: PairData, spec: PairDataSpec) -> dict[str, int]:
+    """The split overlap of a freshly read data set (one line on stderr when its
+    splits share pairs below the threshold). Returns the overlap params."""
+    names = {split: f"--data.{split}={getattr(spec, split)}" if getattr(spec, split) else split_title(data, split)
+             for split in SPLITS}
+    overlap = check_split_overlap({split: data.split(split) for split in SPLITS}, spec.max_split_overlap, names)
+    if any(overlap.counts.values()):
+        print(f"{data.name}: pairs shared between splits: {overlap.summary()} (below --data.max_split_overlap="
+              f"{spec.max_split_overlap:g} of the smaller split)", file=sys.stderr)
+    return overlap.params()
 
 
 def dataset_name(spec: PairDataSpec | dict) -> str:
@@ -99,8 +116,9 @@ def published_anchors(name: str | None) -> Anchors | None:
 
 
 def dataset_params(data: PairData) -> dict[str, str]:
-    """The params naming a run's data set: ``dataset``, ``dataset_hash`` (and the entry's second name for it)."""
+    """The params naming a run's data set: ``dataset``, ``dataset_hash`` (and the entry's second name for
+    it), and the pairs its splits share (``overlap_train_dev``, ``overlap_train_test``, ``overlap_dev_test``)."""
     entry = DATASETS[data.kind]
     return {"dataset": data.name, "dataset_hash": data.content_hash,
-            **({entry.hash_param: data.content_hash} if entry.hash_param else {})}
+            **({entry.hash_param: data.content_hash} if entry.hash_param else {}), **data.split_overlap}
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from harness.datasets.overlap import DEFAULT_MAX_FRACTION
+
 
 @dataclass(frozen=True)
 class PairDataSpec:
@@ -27,6 +29,9 @@ class PairDataSpec:
         positive_label: with 2 labels, the one F1 is about (default: the later one, MRPC's "1").
         name: the data set's name in run names, tags and reports (default: the data set's own;
             a ``tsv`` set's comes from its train file).
+        max_split_overlap: the share of the smaller of two splits that may be pairs of the other
+            (either order, whitespace normalised; ``harness.datasets.overlap``): above it the data
+            set is refused; 0 allows none, 1 any.
     """
 
     dataset: str = "mrpc"
@@ -41,7 +46,7 @@ class PairDataSpec:
     has_header: bool = True
     positive_label: str | None = None
     name: str | None = None
-
+    max_split_overlap: float = DEFAULT_MAX_FRACTION
 
 
 SPEC_KEYS = tuple(field.name for field in fields(PairDataSpec))

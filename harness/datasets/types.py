@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 SPLITS = ("train", "dev", "test")
 
@@ -36,6 +36,7 @@ class PairData:
     kind: str = "tsv"  # the registry entry that read it (``--data.dataset``)
     source: str = ""  # what was read (a folder or the train file): the source of its MLflow dataset inputs
     train_file: str = ""  # the file of the train split: the source of the pretraining corpus it gives
+    split_overlap: dict[str, int] = field(default_factory=dict)  # overlap_train_dev, …: shared pairs (params)
 
     def __post_init__(self):
         if len(self.labels) < 2 or len(set(self.labels)) != len(self.labels):

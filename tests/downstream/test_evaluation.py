@@ -125,7 +125,7 @@ def test_the_cli_links_the_positive_class(checkpoint, monkeypatch, tmp_path):
     folder = tmp_path / "binary"
     folder.mkdir()
     rows = {"train": ["a b\ta b\tyes", "a b\tc d\tno", "e f\te f\tyes", "e f\tg h\tno"],
-            "dev": ["a b\ta b\tyes", "c d\ta b\tno"], "test": ["g h\tg h\tyes", "g h\ta b\tno"]}
+            "dev": ["c d\tc d\tyes", "c d\te f\tno"], "test": ["g h\tg h\tyes", "g h\ta b\tno"]}
     for split, lines in rows.items():
         (folder / f"{split}.tsv").write_text("sentence1\tsentence2\tlabel\n" + "\n".join(lines) + "\n")
     flags = ["--data.dataset=tsv", *(f"--data.{split}={folder / f'{split}.tsv'}" for split in rows)]

@@ -21,9 +21,11 @@ REPO = Path(__file__).resolve().parents[3]
 
 def load_toy(spec: PairDataSpec) -> PairData:
     """A three-label data set made in memory (its source: the working folder)."""
+    taken = set()  # the splits share no pair
+
     def pairs(count: int, seed: int, prefix: str) -> list[Pair]:
         return [Pair(LABELS.index(label), (identifier,), first, second)
-                for identifier, first, second, label in three_label_rows(count, seed, prefix)]
+                for identifier, first, second, label in three_label_rows(count, seed, prefix, taken)]
 
     folder = str(Path.cwd())
     return PairData(name="toy3", labels=list(LABELS), id_columns=("id",), train=pairs(180, 1, "tr"),
@@ -52,7 +54,8 @@ def test_a_registered_data_set_is_read_titled_and_named_through_the_registry(toy
     assert registry.run_name_prefix(data) == "toy3-"
     assert registry.anchors_of(data).rows[0][0] == "always entail"
     assert registry.published_anchors("TOY3") is toy.anchors
-    assert registry.dataset_params(data) == {"dataset": "toy3", "dataset_hash": "toy3-v1", "toy3_hash": "toy3-v1"}
+    assert registry.dataset_params(data) == {"dataset": "toy3", "dataset_hash": "toy3-v1", "toy3_hash": "toy3-v1",
+                                             "overlap_train_dev": 0, "overlap_train_test": 0, "overlap_dev_test": 0}
     assert registry.dataset_name({"dataset": "toy3"}) == "toy3"
     renamed = registry.load_pair_data(dataset="toy3", name="mine")
     assert (renamed.name, registry.split_title(renamed, "test")) == ("mine", "toy3 final")
@@ -68,7 +71,7 @@ def test_mrpc_and_tsv_are_entries_and_unknown_names_are_one_line(tmp_path):
 
 def test_the_data_flags_are_declared_once():
     assert SPEC_KEYS == ("dataset", "mrpc_dir", "train", "dev", "test", "sentence1_column", "sentence2_column",
-                         "label_column", "id_column", "has_header", "positive_label", "name")
+                         "label_column", "id_column", "has_header", "positive_label", "name", "max_split_overlap")
     from benchmarks.matrix import DATASET_KEYS
     assert DATASET_KEYS == set(SPEC_KEYS)
 

@@ -130,7 +130,7 @@ def test_three_label_data_set_through_the_interface(three_label):
 
 def test_binary_positive_label_defaults_to_the_later_label_and_can_be_chosen(tmp_path):
     header = HEADER[1:]
-    files = {split: write_tsv(tmp_path / f"{split}.tsv", [("a", "b", "yes"), ("c", f"d {split}", "no")], header=header)
+    files = {split: write_tsv(tmp_path / f"{split}.tsv", [(f"a {split}", "b", "yes"), ("c", f"d {split}", "no")], header=header)
              for split in ("train", "dev", "test")}
     data = load_pair_data(dataset="tsv", **files)
     assert (data.labels, data.positive_label, data.positive_class) == (["no", "yes"], "yes", 1)
