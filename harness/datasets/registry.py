@@ -13,6 +13,7 @@ import sys
 from dataclasses import replace
 
 from harness.datasets.entry import Anchors, DataSet
+from harness.datasets.label_limit import check_label_count
 from harness.datasets.mrpc import MRPC
 from harness.datasets.overlap import check_split_overlap
 from harness.datasets.reader import canonical_label
@@ -58,8 +59,8 @@ def load_pair_data(spec: PairDataSpec | None = None, **flags) -> PairData:
     Returns:
         the PairData, named ``--data.name`` (else the entry's default), its positive label
         ``--data.positive_label`` when given, the pairs its splits share counted
-        (``split_overlap``); any problem raises a one-line UserError, and so do splits that share
-        more pairs than ``--data.max_split_overlap``.
+        (``split_overlap``); any problem raises a one-line UserError, and so do more labels than
+        the harness can report on or splits that share more pairs than ``--data.max_split_overlap``.
     """
     spec = spec if spec is not None else PairDataSpec(**flags)
     data = dataset_entry(spec.dataset).load(spec)
@@ -70,10 +71,11 @@ def load_pair_data(spec: PairDataSpec | None = None, **flags) -> PairData:
 
 
 def checked(data: PairData, spec: PairDataSpec) -> dict[str, int]:
-    """The split overlap of a freshly read data set (one line on stderr when its
+    """The label count and the split overlap of a freshly read data set (one line on stderr when its
     splits share pairs below the threshold). Returns the overlap params."""
     names = {split: f"--data.{split}={getattr(spec, split)}" if getattr(spec, split) else split_title(data, split)
              for split in SPLITS}
+    check_label_count(data.labels, names["train"])
     overlap = check_split_overlap({split: data.split(split) for split in SPLITS}, spec.max_split_overlap, names)
     if any(overlap.counts.values()):
         print(f"{data.name}: pairs shared between splits: {overlap.summary()} (below --data.max_split_overlap="
