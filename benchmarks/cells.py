@@ -24,11 +24,12 @@ from pretrain.cli import PretrainCLI
 from harness.errors import UserError
 from harness.liveness import process_tags
 from harness.naming import join
-from harness.pairdata import PairData
+from harness.datasets.registry import run_name_prefix
+from harness.datasets.types import PairData
 from harness.runtime import intra_op_threads, release_freed_memory
 from harness.tracked_cli import run_cli
 from harness.tracking import ensure_experiment, tracking_uri
-from harness.versioning import code_version
+from harness.versioning import source_version
 
 # Finetune cells run single-threaded: their operations are small, and on this shared 2-core
 # machine a 2-thread cell took 2–5× the wall time of a 1-thread one (README, Speed).
@@ -72,7 +73,7 @@ class Cell:
 def settings_hash(spec: dict) -> str:
     """What defines a result: the settings, the data's content digest (callers put it in ``spec``)
     and the code version, so a change to any of them is another cell, never a stale reuse."""
-    return hashlib.sha256(json.dumps({**spec, "code_version": code_version()}, sort_keys=True).encode()).hexdigest()[:20]
+    return hashlib.sha256(json.dumps({**spec, "code_version": source_version()}, sort_keys=True).encode()).hexdigest()[:20]
 
 
 def file_digests(args: list[str]) -> dict[str, str]:
@@ -176,12 +177,11 @@ def baseline(cell: Cell, data: PairData, experiment: str, parent_run_id: str, ce
     probabilities = BASELINES[cell.method](data.train, evaluation, data.num_classes, cell.seed)
     frames = {split: predictions_frame(data, evaluation[split], scores) for split, scores in probabilities.items()}
     client = MlflowClient(tracking_uri())
-    prefix = "" if data.name == "mrpc" else f"{data.name}-"
     tags = {"stage": "baseline", "method": cell.method, "seed": str(cell.seed), "kind": "baseline",
             "mlflow.parentRunId": parent_run_id, "cell_hash": cell_hash, "pretrain_run_id": "none",
             "dataset": data.name, "encoder": "none", "benchmark": benchmark, **(tags or {}), **process_tags()}
-    run = client.create_run(ensure_experiment(experiment), run_name=prefix + join(cell.method, f"s{cell.seed}"),
-                            tags=tags)
+    run_name = run_name_prefix(data) + join(cell.method, f"s{cell.seed}")
+    run = client.create_run(ensure_experiment(experiment), run_name=run_name, tags=tags)
     run_id = run.info.run_id
     try:
         for split, frame in frames.items():

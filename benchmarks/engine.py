@@ -19,7 +19,7 @@ from typing import Any, Callable
 from harness.errors import UserError
 from harness.store import SERVER_SCHEMES, scheme_of, server_problem
 from harness.tracking import tracking_uri
-from harness.versioning import code_version
+from harness.versioning import source_version
 
 RETRIES = 2  # attempts after the first when a task's worker or node dies
 CANCEL_GRACE = 30.0  # seconds cancelled tasks get to mark their runs KILLED before they are killed
@@ -39,8 +39,8 @@ def worker_environment() -> dict[str, str]:
 def node_problems(paths: list[str], expected_code: str, uri: str) -> list[str]:
     """Run on one node: what keeps it from running the study's tasks."""
     problems = [f"cannot read {path}" for path in paths if not os.access(path, os.R_OK)]
-    if code_version() != expected_code:
-        problems.append(f"runs other code (version {code_version()}, the driver's is {expected_code})")
+    if source_version() != expected_code:
+        problems.append(f"runs other code (version {source_version()}, the driver's is {expected_code})")
     if scheme_of(uri) in SERVER_SCHEMES:
         problem = server_problem(uri)
         if problem:
@@ -144,7 +144,7 @@ class RayEngine:
                             f"({CLUSTER_HELP})")
         probe = ray.remote(node_problems)
         reports = {node["NodeManagerAddress"]: probe.options(num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(
-            node["NodeID"], soft=False)).remote(paths, code_version(), uri) for node in nodes}
+            node["NodeID"], soft=False)).remote(paths, source_version(), uri) for node in nodes}
         for address, report in reports.items():
             problems = ray.get(report)
             if problems:

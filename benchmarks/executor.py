@@ -28,7 +28,7 @@ from benchmarks.progress import Progress
 from benchmarks.resources import cell_resources, stage_resources
 from benchmarks.tasks import Study, cell_log, run_baseline, run_cell, run_stage
 from harness.errors import UserError
-from harness.pairdata import PairData
+from harness.datasets.types import PairData
 from harness.tracking import tracking_uri
 
 WAIT_SECONDS = 5.0  # how often the driver looks at the cluster's size while tasks run

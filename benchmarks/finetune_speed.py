@@ -39,12 +39,12 @@ from pytorch_lightning.plugins.precision import MixedPrecision
 from torch.utils.data import BatchSampler, DataLoader, RandomSampler
 
 from downstream.lit_pair import LitPairClassifier
-from downstream.pairs import PairDataModule
+from downstream.pair_datamodule import PairDataModule
 from harness.precision import cpu_bf16_supported
 from harness.runtime import retain_freed_memory
 from harness.schedules import discriminative_groups
 from pretrain.checkpoints import build_model
-from pretrain.corpus import BiLMDataModule
+from pretrain.corpus_datamodule import CorpusDataModule
 from pretrain.encoder import Encoder
 from pretrain.families import family_of, pretrained_families
 from pretrain.runs import load_encoder
@@ -60,7 +60,7 @@ def config_encoder(family: str) -> Encoder:
     section.pop("class_path", None)
     arguments = dict(section.pop("init_args", {}), **section)
     data = {key: value for key, value in (config.get("data") or {}).items() if key != "extra_corpus"}
-    tokenizer = BiLMDataModule(**data).tokenizer
+    tokenizer = CorpusDataModule(**data).tokenizer
     keys = inspect.signature(family_of(family).model).parameters
     model_config = {"vocab_size": len(tokenizer), **{k: v for k, v in arguments.items() if k in keys}}
     torch.manual_seed(0)

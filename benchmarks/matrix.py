@@ -11,14 +11,13 @@ import yaml
 from benchmarks.cells import BASELINES
 from benchmarks.plan import TRANSFER_KEYS
 from harness.errors import UserError
-from harness.pairdata import dataset_name
+from harness.datasets.registry import dataset_name
+from harness.datasets.spec import PATH_KEYS, SPEC_KEYS
 from harness.tracking import REPO_ROOT
 
 KEYS = {"name", "experiment", "encoders", "finetune", "mixes", "heads", "seeds", "random_control", "baselines",
         "learning_curve", "mrpc_dir", "dataset", "transfers", "fractions", "budget"}
-DATASET_KEYS = {"dataset", "mrpc_dir", "train", "dev", "test", "sentence1_column", "sentence2_column",
-                "label_column", "id_column", "has_header", "positive_label", "name"}
-DATASET_PATHS = ("mrpc_dir", "train", "dev", "test")
+DATASET_KEYS = set(SPEC_KEYS)  # a `dataset:` section holds the --data.* flags of the pair data set
 
 
 def load_config(path: Path) -> dict:
@@ -62,7 +61,7 @@ def load_config(path: Path) -> dict:
         if unknown:
             raise UserError(f"{path}: unknown `dataset` key(s) {sorted(unknown)}; known: {sorted(DATASET_KEYS)}")
     config.setdefault("name", path.stem)
-    config.setdefault("experiment", data_name(dataset_spec(config)))
+    config.setdefault("experiment", dataset_name(dataset_spec(config)))
     config.setdefault("finetune", {"config": "configs/downstream/mrpc.yaml"})
     return config
 
@@ -106,19 +105,10 @@ def dataset_spec(config: dict) -> dict:
     spec = dict(config.get("dataset") or {})
     if config.get("mrpc_dir") and "mrpc_dir" not in spec:
         spec["mrpc_dir"] = config["mrpc_dir"]
-    for key in DATASET_PATHS:
+    for key in PATH_KEYS:
         if spec.get(key) is not None:
             spec[key] = str(repo_path(str(spec[key])))
     return spec
-
-
-def data_name(spec: dict) -> str:
-    """The data set's name without reading it: ``name``, ``mrpc``, or from the train file's path."""
-    if spec.get("name"):
-        return str(spec["name"])
-    if spec.get("dataset", "mrpc") == "mrpc" or not spec.get("train"):
-        return "mrpc"
-    return dataset_name(Path(spec["train"]))
 
 
 def data_flags(spec: dict) -> list[str]:

@@ -9,10 +9,10 @@ from mlflow.tracking import MlflowClient
 
 from harness.liveness import mark_dead_runs, process_tags
 from harness.naming import benchmark_run_name
-from harness.pairdata import PairData
+from harness.datasets.types import PairData
 from harness.params import flatten
 from harness.tracking import ensure_experiment, tracking_uri
-from harness.versioning import code_version, git_commit
+from harness.versioning import git_commit, source_version
 
 
 def open_parent(config: dict, suite_hash: str, data: PairData) -> str:
@@ -28,7 +28,7 @@ def open_parent(config: dict, suite_hash: str, data: PairData) -> str:
             client.set_tag(run_id, key, value)
         return run_id
     tags = {"stage": "benchmark", "suite_hash": suite_hash, "benchmark": config["name"], "dataset": data.name,
-            "code_version": code_version(), **process_tags()}
+            "code_version": source_version(), **process_tags()}
     commit = git_commit()
     if commit:
         tags["mlflow.source.git.commit"] = commit

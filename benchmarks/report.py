@@ -20,19 +20,10 @@ from benchmarks.study import study_figures, study_remarks, study_rows, study_tab
 from benchmarks.multiplicity import chance_remark
 from benchmarks.stats import (METRICS, NO_SEED_REPLICATION, PVALUE_COLUMN, compare_with_baseline, compare_with_twin,
                              is_collapsed, results_table)
+from harness.datasets.registry import published_anchors
 
 COLLAPSED_COLUMN = "collapsed_runs"
 TFIDF_BASELINE = "tfidf-lr"  # every learned method is also tested against it (``gap_vs_tfidf``)
-ANCHORS = [  # (system, test acc, test F1, source) — MSR test, from docs/reference-systems.md
-    ("majority (always paraphrase)", 66.5, 79.9, "MSR test label distribution"),
-    ("TF-IDF cosine + LR", 71.7, 80.7, "reference-systems.md (an earlier measurement on this machine)"),
-    ("GLUE single-task BiLSTM + ELMo", 69.0, 80.8, "Wang et al. 2019, GLUE"),
-    ("CBoW (frozen)", 73.4, 81.5, "Wang et al. 2019, GLUE"),
-    ("InferSent (frozen)", 74.1, 81.2, "Wang et al. 2019, GLUE"),
-    ("InferSent (frozen) + LR", 76.2, 83.1, "Conneau et al. 2017, SentEval"),
-    ("BERT-Small (4 × 512), fine-tuned", 76.2, 83.4, "Turc et al. 2019, GLUE test"),
-    ("BERT-Medium (8 × 512), fine-tuned", 81.6, 86.6, "Turc et al. 2019, GLUE test"),
-]
 
 
 PUBLISHED_NOTE = ("Encoders pretrained elsewhere (`hf:` folders, `reference:` packages such as all-MiniLM-L6-v2), on "
@@ -357,11 +348,11 @@ def _markdown(results: pd.DataFrame, runs: pd.DataFrame, context: dict, figures:
         lines += [""] + study_tables(study)
     remarks = (study_remarks(study) if studied else []) + _remarks(results, runs, published)
     lines += ["", "## Remarks", ""] + [f"- {remark}" for remark in remarks]
-    dataset = str(context.get("dataset") or "MRPC")
-    if context.get("anchors", True) and dataset.upper() == "MRPC":
-        lines += ["", "## Published anchors (MSR test, for context; not produced by this run)", ""]
-        lines += _table(["system", "test acc", "test F1", "source"], [list(anchor) for anchor in ANCHORS])
-        lines += ["", "GLUE rows come from other encoders, corpora and training budgets: context, not targets."]
+    anchors = context["anchors"] if "anchors" in context else published_anchors(context.get("dataset"))
+    if anchors:
+        lines += ["", f"## Published anchors ({anchors.split}, for context; not produced by this run)", ""]
+        lines += _table(["system", "test acc", "test F1", "source"], [list(anchor) for anchor in anchors.rows])
+        lines += ["", anchors.note] if anchors.note else []
     lines += _context_sections(context)
     lines += ["", "## How to read", ""] + HOW_TO_READ
     if figures:

@@ -2,7 +2,7 @@
 mixes × heads × seeds, the random-encoder control through the same code, baselines, learning
 curves; one MLflow parent run (``stage=benchmark``) with ``results.csv``, ``report.md`` and figures.
 The pair data set is MRPC unless the config's ``dataset:`` names another (the ``--data.*`` keys of
-``harness.pairdata.load_pair_data``), passed to every cell. Pretraining stages and cells are tasks
+``harness.datasets.registry.load_pair_data``), passed to every cell. Pretraining stages and cells are tasks
 of Ray (a local instance, or the cluster ``RAY_ADDRESS`` names). Re-running skips cells that
 already finished with the same settings; a cell whose process died (left RUNNING) is marked KILLED
 and run again. The parent is never FINISHED while a child is still RUNNING."""
@@ -33,7 +33,7 @@ from benchmarks.summary import print_summary
 from benchmarks.tasks import Study
 from harness.errors import UserError
 from harness.liveness import mark_dead_runs
-from harness.pairdata import load_pair_data
+from harness.datasets.registry import anchors_of, load_pair_data
 from harness.store import prepare_store
 from harness.tracking import REPO_ROOT, ensure_experiment, tracking_uri
 
@@ -144,7 +144,7 @@ def run_suite(args: argparse.Namespace) -> int:
         wall = time.perf_counter() - started
         throughput_file = REPO_ROOT / "benchmarks" / "results" / "throughput.json"
         context = {"name": config["name"], "parent_run_id": parent, "wall_seconds": wall, "settings": config,
-                   "encoders": encoders, "dataset": data.name, "anchors": data.name == "mrpc",
+                   "encoders": encoders, "dataset": data.name, "anchors": anchors_of(data),
                    "labels": list(data.labels), "positive_label": data.positive_label,
                    "throughput": json.loads(throughput_file.read_text()) if throughput_file.is_file() else None}
         written = write_outputs(directory, results, runs, context)

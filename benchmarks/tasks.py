@@ -13,7 +13,7 @@ from pathlib import Path
 from benchmarks.attempts import attempt_tags, end_lost_attempts, finished_child, node_name
 from benchmarks.cells import Cell, baseline, finetune, finished_run, pretrain
 from benchmarks.encoders import PRETRAIN_EXPERIMENT, Stage
-from harness.pairdata import PairData
+from harness.datasets.types import PairData
 from harness.runtime import intra_op_threads
 from harness.tracking import ensure_experiment
 

@@ -48,7 +48,7 @@ from harness.precision import cpu_bf16_supported
 from harness.runtime import retain_freed_memory
 from pretrain.checkpoints import build_model
 from pretrain.cli import DEFAULT_FAMILY
-from pretrain.corpus import BiLMDataModule
+from pretrain.corpus_datamodule import CorpusDataModule
 from pretrain.families import Family, family_of, family_of_lightning_module, pretrained_families
 from pretrain.models.bilm import BiLM
 
@@ -100,7 +100,7 @@ def harness_loss(model: torch.nn.Module, token_ids: torch.Tensor, lengths: torch
     return loss + sums["regularization"] if "regularization" in sums else loss
 
 
-def build(row: dict) -> tuple[Family, torch.nn.Module, BiLMDataModule, dict, dict]:
+def build(row: dict) -> tuple[Family, torch.nn.Module, CorpusDataModule, dict, dict]:
     """The row's family, model, data and optimiser/trainer settings, from its config file."""
     config = yaml.safe_load((CONFIGS / f"{row['config']}.yaml").read_text())
     model_section = dict(config.get("model", {}))
@@ -111,7 +111,7 @@ def build(row: dict) -> tuple[Family, torch.nn.Module, BiLMDataModule, dict, dic
         if row["softmax"] == "adaptive":
             arguments["tie_weights"] = False  # the adaptive softmax has no single output matrix to tie
     data_args = dict(config.get("data", {}))
-    data = BiLMDataModule(**{**data_args, "bucket": not row["padded"]})
+    data = CorpusDataModule(**{**data_args, "bucket": not row["padded"]})
     model_keys = inspect.signature(family.model).parameters
     model = build_model(family.name, {"vocab_size": data.vocab_size,
                                  **{key: value for key, value in arguments.items() if key in model_keys}})
@@ -192,7 +192,7 @@ def tied_output(model: torch.nn.Module, vocab_size: int) -> bool:
     return sum(1 for p in model.parameters() if p.dim() == 2 and p.shape[0] == vocab_size) == 1
 
 
-def profile_steps(step, data: BiLMDataModule, steps: int) -> str:
+def profile_steps(step, data: CorpusDataModule, steps: int) -> str:
     """torch.profiler's table of the top operators (self CPU time) over ``steps`` training steps."""
     from torch.profiler import ProfilerActivity, profile
 

@@ -8,9 +8,10 @@ import torch
 
 from downstream.evaluation import EvaluateBest
 from downstream.lit_pair import LitPairClassifier
-from downstream.pairs import PairDataModule
+from downstream.pair_datamodule import PairDataModule
 from downstream.records import LogDatasets, LogPredictionViews
-from harness.checkpoints import run_checkpoints
+from harness.training_checkpoints import run_checkpoints
+from harness.datasets.registry import run_name_prefix, split_title
 from harness.digests import RecordBestDigest
 from harness.errors import UserError
 from harness.links import summary_lines
@@ -54,7 +55,6 @@ def pair_classifier(encoder: str = "latest", random_like: str | None = None, **k
 
 class FinetuneCLI(TrackedCLI):
     stage = "finetune"
-    experiment = "mrpc"
 
     def __init__(self, *args, **kwargs):
         super().__init__(pair_classifier, PairDataModule, *args, **kwargs)
@@ -65,18 +65,13 @@ class FinetuneCLI(TrackedCLI):
                             help="method tag for reports (default: <encoder>-<mix>-<head>)")
         parser.add_argument("--parent_run_id", type=str | None, default=None,
                             help="make this run a child of that MLflow run (benchmarks set it)")
-        parser.set_defaults({"experiment_name": None})  # None: the data set's name (MRPC: "mrpc")
+        parser.set_defaults({"experiment_name": None})  # None: the data set's name
         parser.link_arguments("data.num_classes", "model.num_classes", apply_on="instantiate")
         parser.link_arguments("data.positive_class", "model.positive_class", apply_on="instantiate")
 
     def default_experiment(self) -> str:
         """The experiment a run goes to without ``--experiment_name``: the data set's name."""
         return self.datamodule.pair_data.name
-
-    def dataset_prefix(self) -> str:
-        """``<name>-`` in run names for a data set other than MRPC (MRPC's names stay as they were)."""
-        name = self.datamodule.pair_data.name
-        return "" if name == "mrpc" else f"{name}-"
 
     def method(self) -> str:
         model = self.model
@@ -90,7 +85,7 @@ class FinetuneCLI(TrackedCLI):
         leads (``nli3-elmo·…``)."""
         model = self.model
         kind = self.setting("method").split("-")[0] if self.setting("method") else model.encoder_kind
-        return self.dataset_prefix() + finetune_run_name(
+        return run_name_prefix(self.datamodule.pair_data) + finetune_run_name(
             kind, model.hparams.finetune, None if model.mix is None else model.hparams.mix, model.hparams.head,
             self.setting("data.train_fraction"), self.setting("seed_everything"))
 
@@ -105,6 +100,10 @@ class FinetuneCLI(TrackedCLI):
         if encoder.is_random:
             return f"random({encoder.copies}, seed {encoder.random_seed})"
         return encoder.source
+
+    def resolved_model_params(self) -> dict:
+        """The encoder as resolved (never ``latest``) in place of ``model.encoder``/``random_like``."""
+        return {"encoder": self.resolved_encoder(), "random_like": None}
 
     def run_tags(self) -> dict[str, str]:
         model = self.model
@@ -139,7 +138,6 @@ class FinetuneCLI(TrackedCLI):
 
     def before_fit(self) -> None:
         self.datamodule.attach(self.model.encoder, self.model.input_kind)
-        self.model.built_config = {"encoder": self.resolved_encoder(), "random_like": None}  # logged as params
         encoder = self.model.encoder
         log_params(self.trainer.logger, {
             **self.datamodule.summary(), "encoder_fingerprint": encoder.fingerprint,
@@ -153,8 +151,7 @@ class FinetuneCLI(TrackedCLI):
             return
         results = self.evaluation.results
         data = self.datamodule.pair_data
-        dev_name, test_name = (("GLUE dev", "MSR test") if data.name == "mrpc"
-                               else (f"{data.name} dev", f"{data.name} test"))
+        dev_name, test_name = split_title(data, "dev"), split_title(data, "test")
         f1_kind = "" if data.f1_average == "binary" else " (macro)"
         mix = self.model.mix
         weights = ("none (the joint pair classifier)" if mix is None else "weights [" + " ".join(

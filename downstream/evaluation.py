@@ -14,8 +14,9 @@ import pytorch_lightning as pl  # noqa: E402
 import torch  # noqa: E402
 from sklearn.metrics import ConfusionMatrixDisplay, accuracy_score, f1_score  # noqa: E402
 
-from harness.checkpoints import read_best  # noqa: E402
-from harness.pairdata import Pair, PairData  # noqa: E402
+from harness.training_checkpoints import read_best  # noqa: E402
+from harness.datasets.registry import class_titles  # noqa: E402
+from harness.datasets.types import Pair, PairData  # noqa: E402
 
 PREDICTION_COLUMNS = ["id1", "id2", "label", "prob", "pred", "sentence1", "sentence2"]  # MRPC's predictions files
 
@@ -79,14 +80,22 @@ def split_metrics(frame: pd.DataFrame, split: str, data: PairData) -> dict[str, 
     return {f"{split}_acc": float(accuracy_score(labels, predictions)), f"{split}_f1": float(f1)}
 
 
+COUNTED_CELLS_UP_TO = 20  # labels; more: the confusion matrix is shaded, without a count per cell
+
+
 def confusion_figure(frames: dict[str, pd.DataFrame], data: PairData):
-    """One confusion matrix per split, rows and columns named by the data set's labels."""
-    display = ["not para.", "paraphrase"] if data.name == "mrpc" else data.labels
-    figure, axes = plt.subplots(1, len(frames), figsize=(max(4, 1.2 * data.num_classes + 1.6) * len(frames), 3.6),
+    """One confusion matrix per split, rows and columns named by the data set's labels; above
+    ``COUNTED_CELLS_UP_TO`` labels the cells are shaded only (a number in each of C² cells would
+    take minutes to draw and be unreadable) and the figure stops growing."""
+    display = class_titles(data)
+    classes = data.num_classes
+    side = min(max(4, 1.2 * classes + 1.6), 16)
+    figure, axes = plt.subplots(1, len(frames), figsize=(side * len(frames), 3.6 if classes <= 3 else side),
                                 squeeze=False)
     for axis, (split, frame) in zip(axes[0], frames.items()):
         ConfusionMatrixDisplay.from_predictions(frame["label"].astype(str), frame["pred"].astype(str),
-                                                labels=data.labels, display_labels=display, ax=axis, colorbar=False)
+                                                labels=data.labels, display_labels=display, ax=axis, colorbar=False,
+                                                include_values=classes <= COUNTED_CELLS_UP_TO)
         axis.set_title(f"{split} ({len(frame)} pairs)")
     figure.tight_layout()
     return figure

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytorch_lightning as pl
 import torch
 
-from harness.checkpoints import RESUME_STATE_KEY
+from harness.training_checkpoints import RESUME_STATE_KEY
 from harness.digests import check_run_checkpoint
 from harness.errors import UserError
 

@@ -27,7 +27,6 @@ from mlflow.entities import DatasetInput, InputTag  # noqa: E402
 from mlflow.exceptions import MlflowException  # noqa: E402
 from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT  # noqa: E402
 
-from harness.mrpc import default_mrpc_dir  # noqa: E402
 
 SPLITS = ("train", "dev", "test")
 SENTENCE_COLUMNS = ("sentence1", "sentence2")
@@ -76,10 +75,7 @@ class LogDatasets(pl.Callback):
         data, logger = trainer.datamodule, trainer.logger
         if not trainer.is_global_zero or data is None or not hasattr(logger, "run_id"):
             return
-        hparams = data.hparams
-        source = (str(hparams.get("mrpc_dir") or default_mrpc_dir()) if data.pair_data.name == "mrpc"
-                  else str(hparams.get("train")))  # the folder or file read
-        inputs = dataset_inputs(data.pair_data, data.pairs, source)
+        inputs = dataset_inputs(data.pair_data, data.pairs, data.pair_data.source)
         for attempt in range(3):
             try:
                 logger.experiment.log_inputs(logger.run_id, datasets=inputs)

@@ -22,7 +22,7 @@ import numpy as np
 import pytorch_lightning as pl
 import torch
 
-from harness.checkpoints import RESUME_STATE_KEY
+from harness.training_checkpoints import RESUME_STATE_KEY
 
 
 def rng_state() -> dict:
@@ -71,7 +71,7 @@ class ResumeState(pl.Callback):
 
     @property
     def state_key(self) -> str:
-        return RESUME_STATE_KEY  # harness.checkpoints.resume_point reads the run id back under it
+        return RESUME_STATE_KEY  # harness.training_checkpoints.resume_point reads the run id back under it
 
     def setup(self, trainer, pl_module, stage) -> None:
         self._trainer = trainer

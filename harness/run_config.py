@@ -13,10 +13,15 @@ from harness.params import log_params
 
 
 class MLflowConfig(SaveConfigCallback):
-    """Log the resolved config as ``config.yaml`` and as flat ``params`` of the run."""
+    """Log the resolved config as ``config.yaml`` and as flat ``params`` of the run.
 
-    def __init__(self, *args, **kwargs):
+    ``resolved_params``: called at logging time, ``{model key: value}`` that replace the flags'
+    values in the params (what the CLI resolved or built, e.g. the encoder a flag named).
+    """
+
+    def __init__(self, *args, resolved_params=dict, **kwargs):
         super().__init__(*args, **{**kwargs, "save_to_log_dir": False})
+        self.resolved_params = resolved_params
 
     def save_config(self, trainer, pl_module, stage) -> None:
         logger = trainer.logger
@@ -32,9 +37,9 @@ class MLflowConfig(SaveConfigCallback):
         config.get("trainer", {}).pop("callbacks", None)
         config.get("trainer", {}).pop("logger", None)
         model = config.get("model")
-        if isinstance(model, dict) and "class_path" in model:  # a family's module: model.<arg> as before
+        if isinstance(model, dict) and "class_path" in model:  # a family's module: its arguments as model.<arg>
             config["model"] = {"class": model["class_path"], **(model.get("init_args") or {})}
-        built = getattr(pl_module, "built_config", None)  # what was built (init_from's architecture wins)
-        if isinstance(config.get("model"), dict) and built:
-            config["model"].update(built)
+        resolved = self.resolved_params()
+        if isinstance(config.get("model"), dict) and resolved:
+            config["model"].update(resolved)
         log_params(logger, config)

@@ -14,7 +14,7 @@ from mlflow.tracking import MlflowClient
 from pytorch_lightning.cli import LightningCLI
 from pytorch_lightning.utilities import rank_zero_only
 
-from harness.checkpoints import ResumePoint, check_checkpoint_room, resume_point, with_atomic_checkpoints
+from harness.training_checkpoints import ResumePoint, check_checkpoint_room, resume_point, with_atomic_checkpoints
 from harness.diskspace import disk_problem
 from harness.errors import UserError
 from harness.liveness import mark_dead_runs
@@ -41,7 +41,7 @@ class TrackedCLI(LightningCLI):
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("save_config_callback", MLflowConfig)
-        kwargs.setdefault("save_config_kwargs", {"overwrite": True})
+        kwargs.setdefault("save_config_kwargs", {"overwrite": True, "resolved_params": self.resolved_model_params})
         kwargs.setdefault("auto_configure_optimizers", False)
         super().__init__(*args, **kwargs)
 
@@ -72,6 +72,10 @@ class TrackedCLI(LightningCLI):
 
     def run_tags(self) -> dict[str, str]:
         return {"stage": self.stage}
+
+    def resolved_model_params(self) -> dict[str, Any]:
+        """Model params logged in place of the flags' values (what was resolved or built from them)."""
+        return {}
 
     def stage_callbacks(self, run_id: str) -> list:
         return []

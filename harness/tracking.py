@@ -10,9 +10,10 @@ from pathlib import Path
 from pytorch_lightning.loggers import MLFlowLogger
 from pytorch_lightning.utilities import rank_zero_only
 
-from harness.checkpoints import LAST
+from harness.training_checkpoints import LAST
 from harness.liveness import ENDED_TAG, process_tags
-from harness.store import REPO_ROOT, SERVER_SCHEMES, ensure_experiment, scheme_of, server_problem, tracking_uri  # noqa: F401 - REPO_ROOT re-exported
+from harness.store import (REPO_ROOT, SERVER_SCHEMES, ensure_experiment, scheme_of,  # noqa: F401 - REPO_ROOT re-exported
+                           server_problem, tracking_uri)
 
 
 @dataclass

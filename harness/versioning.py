@@ -15,7 +15,7 @@ PINS = "pyproject.toml"
 
 
 @functools.cache
-def code_version() -> str:
+def source_version() -> str:
     """sha256 over every ``.py`` file of the harness's packages and the dependency pins: committed
     or not, any change to the code gives another version (a commit that touches no code does not)."""
     digest = hashlib.sha256()

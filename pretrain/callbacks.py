@@ -10,7 +10,7 @@ import pytorch_lightning as pl
 import torch
 
 from harness.atomic import atomic_torch_save
-from harness.checkpoints import read_best
+from harness.training_checkpoints import read_best
 from harness.digests import record_digest
 from pretrain.checkpoints import slim_checkpoint
 from pretrain.runs import CHECKPOINT_ARTIFACT

@@ -6,11 +6,12 @@ from pytorch_lightning.callbacks import LearningRateMonitor
 
 from mlflow.exceptions import MlflowException
 
-from harness.checkpoints import run_checkpoints
+from harness.training_checkpoints import run_checkpoints
+from harness.datasets.registry import split_title
 from harness.errors import UserError
 from pretrain.callbacks import ExportEncoder, LanguageModelSamples
 from pretrain.corpora import GROUPS, PAIR_TRAIN, SHARED_FOLDERS, entries, log_corpora
-from pretrain.corpus import BiLMDataModule
+from pretrain.corpus_datamodule import CorpusDataModule
 from pretrain.families import family_of, family_of_lightning_module
 from pretrain.lit_lm import LitLanguageModel
 from pretrain.memory import GIB, available_bytes, step_bytes, training_device
@@ -35,7 +36,7 @@ class PretrainCLI(TrackedCLI):
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("subclass_mode_model", True)
-        super().__init__(LitLanguageModel, BiLMDataModule, *args, **kwargs)
+        super().__init__(LitLanguageModel, CorpusDataModule, *args, **kwargs)
 
     def add_arguments_to_parser(self, parser) -> None:
         super().add_arguments_to_parser(parser)
@@ -76,6 +77,10 @@ class PretrainCLI(TrackedCLI):
             corpus += "+extra"
         return pretrain_run_name(model.family, model.built_config, model.built_config.get("softmax"), corpus,
                                  bool(model.init_source), self.setting("seed_everything"))
+
+    def resolved_model_params(self) -> dict:
+        """The architecture that was built (a continued run's, with init_from) in place of the flags."""
+        return dict(self.model.built_config)
 
     def run_tags(self) -> dict[str, str]:
         model = self.model
@@ -145,7 +150,7 @@ class PretrainCLI(TrackedCLI):
             return
         results, summary = self.export.results, self.datamodule.summary
         data = self.datamodule.pair_data
-        held_out = "GLUE dev" if data.name == "mrpc" else f"{data.name} dev"
+        held_out = split_title(data, "dev")
         corpora = ", ".join(f"{name} {count}" for name, count in summary["corpus_sentences"].items())
         run_id = self.trainer.logger.run_id
         config = self.model.built_config

@@ -4,7 +4,7 @@
 sentence per line). Names, joinable with ``+`` (``mrpc+reuters``):
 
 - ``mrpc`` (alias ``pairs``): the train sentences of the pair data set in use (``--data.dataset``;
-  MRPC's GLUE train by default, the historic name);
+  MRPC's GLUE train by default);
 - ``reuters``, ``brown``, ``sotu``: ``sentences.txt`` of ``reuters21578/``, ``brown/``, ``sotu/``
   under the corpora folder (``--data.corpora_dir``, else ``$CORPORA_DIR``, else
   ``<repo>/../shared/data``);

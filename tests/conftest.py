@@ -7,10 +7,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from harness.datasets.overlap import pair_key
 from pretrain.checkpoints import slim_checkpoint
 from pretrain.families import family_of
 from pretrain.subword import SubwordTokenizer
 from pretrain.tokenize import Tokenizer
+from tests.pair_files import write_tsv
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -30,12 +32,8 @@ SAMPLE_ROWS = [
 
 def write_msr(path, rows, bom=True, crlf=False, trailing_blank=0, header=MSR_HEADER) -> Path:
     """Write an MSR-format file. A row is a sequence of fields (joined by tabs) or a raw line."""
-    lines = [header] + [row if isinstance(row, str) else "\t".join(row) for row in rows]
-    newline = "\r\n" if crlf else "\n"
-    text = newline.join(lines) + newline + newline * trailing_blank
-    path = Path(path)
-    path.write_bytes((b"\xef\xbb\xbf" if bom else b"") + text.encode("utf-8"))
-    return path
+    return write_tsv(path, rows, header=(header,), bom=bom, newline="\r\n" if crlf else "\n",
+                     trailing_blank=trailing_blank)
 
 
 @pytest.fixture(name="write_msr")
@@ -65,14 +63,19 @@ def write_synthetic_mrpc(directory: Path, extra_train: int = 600, test_pairs: in
     def sentence(subject, verb, thing, when):
         return f"{subject.capitalize()} {verb} {thing} {when}."
 
+    taken = set()  # no pair twice: the splits share none, as the harness requires
+
     def pair(paraphrase: bool) -> tuple[str, str]:
-        parts = [generator.choice(options) for options in (subjects, verbs, objects, times)]
-        first = sentence(*parts)
-        if paraphrase:  # the same content, reordered or with a synonym-ish time
-            second = f"{parts[3].capitalize()}, {parts[0]} {parts[1]} {parts[2]}."
-        else:
-            second = sentence(*[generator.choice(options) for options in (subjects, verbs, objects, times)])
-        return first, second
+        while True:
+            parts = [generator.choice(options) for options in (subjects, verbs, objects, times)]
+            first = sentence(*parts)
+            if paraphrase:  # the same content, reordered or with a synonym-ish time
+                second = f"{parts[3].capitalize()}, {parts[0]} {parts[1]} {parts[2]}."
+            else:
+                second = sentence(*[generator.choice(options) for options in (subjects, verbs, objects, times)])
+            if pair_key(first, second) not in taken:
+                taken.add(pair_key(first, second))
+                return first, second
 
     dev_ids = (REPO_ROOT / "harness" / "resources" / "mrpc_dev_ids.tsv").read_text().split()
     dev_ids = list(zip(dev_ids[0::2], dev_ids[1::2]))

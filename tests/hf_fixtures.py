@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
-from harness.mrpc import read_msr_file
+from harness.datasets.mrpc import read_msr_file
 
 BERT_SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 EOT = "<|endoftext|>"

@@ -1,5 +1,6 @@
-"""A small 3-label sentence-pair data set in the generic TSV format, written by tests that need a
-second data set (``from tests.pair_files import write_three_label_set``; no conftest fixture).
+"""Pair files for tests: any rows as a tab-separated file (``write_tsv``), and a small 3-label
+sentence-pair data set in the generic TSV format for tests that need a second data set
+(``from tests.pair_files import write_three_label_set``; no conftest fixture).
 
 Pairs are made from templates so that the label is learnable from the two sentences: an
 ``entailment`` rewords the first sentence, a ``contradiction`` negates it, a ``neutral`` pair
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
+
+from harness.datasets.overlap import pair_key
 
 LABELS = ("contradiction", "entailment", "neutral")  # the label order: strings sorted
 HEADER = ("id", "sentence1", "sentence2", "label")  # id first: columns are found by name
@@ -29,6 +32,16 @@ EVENTS = [  # (statement, rewording, negation)
 OPENERS = ["", "On Monday, ", "According to reports, ", "Officials said that "]
 
 
+def write_tsv(path, rows, header=HEADER, bom=False, newline="\n", trailing_blank=0) -> Path:
+    """Write a pair file; a row is a sequence of fields (joined by tabs) or a raw line; header None: none."""
+    lines = [] if header is None else ["\t".join(header)]
+    lines += [row if isinstance(row, str) else "\t".join(row) for row in rows]
+    text = newline.join(lines) + newline + newline * trailing_blank
+    path = Path(path)
+    path.write_bytes((b"\xef\xbb\xbf" if bom else b"") + text.encode("utf-8"))
+    return path
+
+
 def _pair(rng: random.Random, label: str) -> tuple[str, str]:
     subject = rng.choice(SUBJECTS)
     index = rng.randrange(len(EVENTS))
@@ -45,13 +58,22 @@ def _pair(rng: random.Random, label: str) -> tuple[str, str]:
     return first, second
 
 
-def three_label_rows(count: int, seed: int, prefix: str) -> list[tuple[str, str, str, str]]:
-    """``count`` rows ``(id, sentence1, sentence2, label)``, labels in turn (balanced), then shuffled."""
+def three_label_rows(count: int, seed: int, prefix: str, taken: set | None = None) -> list[tuple[str, str, str, str]]:
+    """``count`` rows ``(id, sentence1, sentence2, label)``, labels in turn (balanced), then shuffled.
+
+    No pair repeats, nor one in ``taken`` (the pairs of the other splits, which it grows): the
+    splits of a data set made from it share no pair, as the harness requires of a data set.
+    """
     rng = random.Random(seed)
+    taken = set() if taken is None else taken
     rows = []
     for number in range(count):
         label = LABELS[number % len(LABELS)]
-        rows.append((f"{prefix}-{number:04d}", *_pair(rng, label), label))
+        first, second = _pair(rng, label)
+        while pair_key(first, second) in taken:
+            first, second = _pair(rng, label)
+        taken.add(pair_key(first, second))
+        rows.append((f"{prefix}-{number:04d}", first, second, label))
     rng.shuffle(rows)
     return rows
 
@@ -65,9 +87,9 @@ def write_three_label_set(folder: Path, sizes: tuple[int, int, int] = (240, 60, 
     """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    paths = {}
+    paths, taken = {}, set()
     for offset, (split, count) in enumerate(zip(("train", "dev", "test"), sizes)):
-        rows = three_label_rows(count, seed * 10 + offset, split)
+        rows = three_label_rows(count, seed * 10 + offset, split, taken)
         lines = ["\t".join(HEADER)] + ["\t".join(row) for row in rows]
         paths[split] = folder / f"{split}.tsv"
         paths[split].write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -3,14 +3,11 @@ fine-tuning, and a benchmark cell (with its parent). The crash is real: Lightnin
 EarlyStopping, told to watch a metric no stage logs, raises at the end of the first validation —
 after the MLflow run exists and has logged."""
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from mlflow.entities import ViewType
-from mlflow.tracking import MlflowClient
+from tests.helpers import all_runs, run_module, store_uri
 
 REPO = Path(__file__).resolve().parents[1]
 CRASH = ["--trainer.callbacks+=EarlyStopping", "--trainer.callbacks.monitor=no_such_metric"]
@@ -19,16 +16,7 @@ pytestmark = pytest.mark.slow
 
 
 def run(directory: Path, mrpc_dir: Path, *command: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{directory / 'mlflow.db'}", "MRPC_DIR": str(mrpc_dir),
-           "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-m", *command], cwd=directory, env=env, capture_output=True, text=True,
-                          timeout=300)
-
-
-def runs(directory: Path) -> list:
-    client = MlflowClient(f"sqlite:///{directory / 'mlflow.db'}")
-    experiments = [e.experiment_id for e in client.search_experiments(view_type=ViewType.ALL)]
-    return client.search_runs(experiments, run_view_type=ViewType.ALL)
+    return run_module(*command, uri=store_uri(directory), cwd=directory, mrpc_dir=mrpc_dir)
 
 
 @pytest.fixture(scope="module")
@@ -41,26 +29,26 @@ def store(tmp_path_factory, mrpc_dir) -> Path:
 
 
 def test_a_pretraining_that_crashes_mid_run_is_failed(store, mrpc_dir):
-    before = {r.info.run_id for r in runs(store)}
+    before = {r.info.run_id for r in all_runs(store)}
     process = run(store, mrpc_dir, "pretrain", "fit", "--config", str(REPO / "configs/pretrain/smoke.yaml"),
                   "--trainer.enable_progress_bar=false", *CRASH)
     assert process.returncode != 0 and "no_such_metric" in process.stderr
-    new = [r for r in runs(store) if r.info.run_id not in before]
+    new = [r for r in all_runs(store) if r.info.run_id not in before]
     assert len(new) == 1 and new[0].info.status == "FAILED"
     assert new[0].data.metrics.get("train_loss") is not None  # it really ran before it crashed
 
 
 def test_a_finetune_that_crashes_mid_run_is_failed(store, mrpc_dir):
-    before = {r.info.run_id for r in runs(store)}
+    before = {r.info.run_id for r in all_runs(store)}
     process = run(store, mrpc_dir, "downstream", "fit", "--config", str(REPO / "configs/downstream/smoke.yaml"),
                   f"--data.cache_dir={store / 'cache'}", "--trainer.enable_progress_bar=false", *CRASH)
     assert process.returncode != 0 and "no_such_metric" in process.stderr
-    new = [r for r in runs(store) if r.info.run_id not in before]
+    new = [r for r in all_runs(store) if r.info.run_id not in before]
     assert len(new) == 1 and new[0].info.status == "FAILED" and new[0].data.tags["stage"] == "finetune"
 
 
 def test_a_benchmark_whose_cell_crashes_leaves_nothing_running(store, mrpc_dir):
-    before = {r.info.run_id for r in runs(store)}
+    before = {r.info.run_id for r in all_runs(store)}
     finetune_args = " ".join(["--data.max_pairs=100", "--trainer.max_epochs=1", f"--data.cache_dir={store / 'cache'}",
                               *CRASH])
     process = run(store, mrpc_dir, "benchmarks.suite", "--config", str(REPO / "configs/benchmarks/quick.yaml"),
@@ -68,7 +56,7 @@ def test_a_benchmark_whose_cell_crashes_leaves_nothing_running(store, mrpc_dir):
                   "--pretrain-args", "--data.max_sentences=300 --model.hidden_size=16 --trainer.limit_val_batches=3")
     assert process.returncode == 2, process.stderr[-3000:]
     assert process.stderr.strip().splitlines()[-1].startswith("error: cell ")
-    new = [r for r in runs(store) if r.info.run_id not in before]
+    new = [r for r in all_runs(store) if r.info.run_id not in before]
     statuses = {}  # stage → the statuses of its new runs
     for r in new:
         statuses.setdefault(r.data.tags.get("stage"), set()).add(r.info.status)
@@ -77,4 +65,4 @@ def test_a_benchmark_whose_cell_crashes_leaves_nothing_running(store, mrpc_dir):
     assert statuses["benchmark"] == {"FAILED"} and "FAILED" in statuses["finetune"]
     assert statuses["finetune"] <= {"FAILED", "KILLED"}
     assert statuses.get("baseline", {"FINISHED"}) == {"FINISHED"}
-    assert not [r for r in runs(store) if r.info.status == "RUNNING"]
+    assert not [r for r in all_runs(store) if r.info.status == "RUNNING"]

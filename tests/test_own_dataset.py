@@ -2,21 +2,18 @@
 pretrain (smoke config) on its train sentences plus a text file → finetune → a benchmark-quick-style
 suite on the same data, and a bad file ending in one line. No MRPC needed."""
 
-import os
-import re
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
-from mlflow.entities import ViewType
 from mlflow.tracking import MlflowClient
 from sklearn.metrics import accuracy_score, f1_score
 
+from tests.helpers import all_runs, printed_run_id, run_module
 from tests.pair_files import LABELS, write_three_label_set
 
 REPO = Path(__file__).resolve().parents[1]
@@ -30,30 +27,14 @@ pytestmark = pytest.mark.slow
 
 
 def run(store: dict, *command: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "MLFLOW_TRACKING_URI": store["uri"], "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-           "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false"}
     started = time.perf_counter()
-    process = subprocess.run([sys.executable, "-m", *command], cwd=cwd or store["root"], env=env,
-                             capture_output=True, text=True, timeout=400)
+    process = run_module(*command, uri=store["uri"], cwd=cwd or store["root"])
     store["seconds"].setdefault(command[0], time.perf_counter() - started)  # the first run of each CLI
     return process
 
 
 def data_flags(store: dict) -> list[str]:
     return ["--data.dataset=tsv", *(f"--data.{split}={path}" for split, path in store["files"].items())]
-
-
-def all_runs(uri: str) -> list:
-    client = MlflowClient(uri)
-    experiments = [e.experiment_id for e in client.search_experiments(view_type=ViewType.ALL)]
-    return client.search_runs(experiments, run_view_type=ViewType.ALL, max_results=10_000) if experiments else []
-
-
-def printed_run(process: subprocess.CompletedProcess) -> str:
-    assert process.returncode == 0, process.stderr[-5000:]
-    found = re.search(r"^  run +([0-9a-f]{32})\b", process.stdout, re.MULTILINE)
-    assert found, process.stdout[-3000:]
-    return found.group(1)
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +54,7 @@ def store(tmp_path_factory):
 def pretrained(store):
     process = run(store, "pretrain", "fit", "--config", str(PRETRAIN_SMOKE), "--trainer.enable_progress_bar=false",
                   *data_flags(store), f"--data.extra_corpus=[{store['extra']}]")
-    return MlflowClient(store["uri"]).get_run(printed_run(process))
+    return MlflowClient(store["uri"]).get_run(printed_run_id(process))
 
 
 def test_pretraining_reads_the_data_sets_train_sentences_and_logs_its_corpora(pretrained):
@@ -92,7 +73,7 @@ def finetuned(store, pretrained):
     process = run(store, "downstream", "fit", "--config", str(FINETUNE_SMOKE), "--trainer.enable_progress_bar=false",
                   f"--data.cache_dir={store['root'] / 'cache'}", f"--model.encoder=runs:/{pretrained.info.run_id}",
                   *data_flags(store))
-    return process, MlflowClient(store["uri"]).get_run(printed_run(process))
+    return process, MlflowClient(store["uri"]).get_run(printed_run_id(process))
 
 
 def test_finetune_run_goes_to_the_data_sets_experiment_with_three_classes(store, finetuned, tmp_path):

@@ -13,8 +13,8 @@ from sklearn.metrics import accuracy_score, f1_score
 
 from benchmarks.baselines import majority_baseline, tfidf_lr_baseline
 from downstream.evaluation import PREDICTION_COLUMNS, predictions_frame, split_metrics
-from harness import pairdata
-from harness.pairdata import load_pair_data
+from harness.datasets import types as pairdata
+from harness.datasets.registry import load_pair_data
 from tests.pair_files import write_three_label_set
 
 
@@ -125,7 +125,7 @@ def test_tfidf_lr_needs_two_classes():
 @pytest.fixture(scope="module")
 def three_labels(tmp_path_factory) -> pairdata.PairData:
     paths = write_three_label_set(tmp_path_factory.mktemp("nli3"), sizes=(150, 60, 60))
-    return load_pair_data("tsv", train=paths["train"], dev=paths["dev"], test=paths["test"])
+    return load_pair_data(dataset="tsv", train=paths["train"], dev=paths["dev"], test=paths["test"])
 
 
 def test_majority_with_three_labels_predicts_the_most_frequent_label(three_labels):

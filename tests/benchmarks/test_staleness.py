@@ -26,7 +26,7 @@ def finished(client, experiment_id, tags):
 def test_the_cell_hash_changes_with_the_code_version(monkeypatch):
     spec = {"kind": "pretrained", "seed": 0, "data": "abc"}
     before = settings_hash(spec)
-    monkeypatch.setattr(cells, "code_version", lambda: "other code")
+    monkeypatch.setattr(cells, "source_version", lambda: "other code")
     assert settings_hash(spec) != before
     assert settings_hash({**spec, "data": "abd"}) != settings_hash(spec)
 
@@ -36,18 +36,18 @@ def test_code_version_is_a_content_hash_of_the_sources(tmp_path, monkeypatch):
         (tmp_path / package).mkdir()
         (tmp_path / package / "module.py").write_text("x = 1\n")
     monkeypatch.setattr(versioning, "REPO_ROOT", tmp_path)
-    versioning.code_version.cache_clear()
-    first = versioning.code_version()
-    versioning.code_version.cache_clear()
-    assert versioning.code_version() == first  # same content, same version
+    versioning.source_version.cache_clear()
+    first = versioning.source_version()
+    versioning.source_version.cache_clear()
+    assert versioning.source_version() == first  # same content, same version
     (tmp_path / "pretrain" / "module.py").write_text("x = 2\n")  # an uncommitted edit counts
-    versioning.code_version.cache_clear()
-    assert versioning.code_version() != first
+    versioning.source_version.cache_clear()
+    assert versioning.source_version() != first
     (tmp_path / "README.md").write_text("docs only\n")  # a change that computes nothing does not
-    second = versioning.code_version()
-    versioning.code_version.cache_clear()
-    assert versioning.code_version() == second
-    versioning.code_version.cache_clear()
+    second = versioning.source_version()
+    versioning.source_version.cache_clear()
+    assert versioning.source_version() == second
+    versioning.source_version.cache_clear()
 
 
 def test_corpus_files_named_by_arguments_enter_the_hash(tmp_path):

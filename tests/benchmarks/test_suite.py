@@ -27,6 +27,7 @@ from benchmarks.plan import expand_mixes, plan
 from benchmarks.matrix import load_config
 from benchmarks.stats import METRICS
 from harness.errors import UserError
+from tests.helpers import all_runs
 
 REPO = Path(__file__).resolve().parents[2]
 QUICK = REPO / "configs" / "benchmarks" / "quick.yaml"
@@ -175,12 +176,6 @@ def run_suite(root: Path, mrpc_dir: Path, command: list[str] | None = None, time
            "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     return subprocess.run(command or suite_command(root), cwd=REPO, env=env, capture_output=True, text=True,
                           timeout=timeout)
-
-
-def all_runs(uri: str, view=ViewType.ALL) -> list:
-    client = MlflowClient(uri)
-    experiments = [e.experiment_id for e in client.search_experiments(view_type=ViewType.ALL)]
-    return client.search_runs(experiments, run_view_type=view, max_results=10_000) if experiments else []
 
 
 def benchmark_parents(uri: str) -> list:

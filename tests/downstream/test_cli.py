@@ -3,20 +3,18 @@ finetune run leaves in MLflow, the random control, determinism, train fractions,
 errors end (one line, exit 2, no run left RUNNING)."""
 
 import json
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import torch
 import pytest
-from mlflow.entities import ViewType
 from mlflow.tracking import MlflowClient
 
 from downstream.evaluation import PREDICTION_COLUMNS
-from harness.mrpc import load_mrpc
+from harness.datasets.mrpc import load_mrpc
+from tests.helpers import all_runs, assert_one_line_exit, printed_run_id, run_module
 
 REPO = Path(__file__).resolve().parents[2]
 PRETRAIN_SMOKE = REPO / "configs" / "pretrain" / "smoke.yaml"
@@ -33,7 +31,7 @@ def store(tmp_path_factory, real_mrpc_dir) -> dict:
     """One smoke pretrain run in a fresh SQLite store, shared by every test here."""
     directory = tmp_path_factory.mktemp("store")
     store = {"directory": directory, "uri": f"sqlite:///{directory / 'mlflow.db'}", "mrpc_dir": real_mrpc_dir}
-    process = run_module(store, "pretrain", PRETRAIN_SMOKE, *PRETRAIN_QUICK)
+    process = run_stage(store, "pretrain", PRETRAIN_SMOKE, *PRETRAIN_QUICK)
     assert process.returncode == 0, process.stderr[-5000:]
     runs = all_runs(store["uri"])
     assert len(runs) == 1 and runs[0].info.status == "FINISHED"
@@ -41,30 +39,19 @@ def store(tmp_path_factory, real_mrpc_dir) -> dict:
     return store
 
 
-def run_module(store: dict, module: str, config: Path, *flags: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "MLFLOW_TRACKING_URI": store["uri"], "MRPC_DIR": str(store["mrpc_dir"]),
-           "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-m", module, "fit", "--config", str(config), *flags],
-                          cwd=store["directory"], env=env, capture_output=True, text=True, timeout=180)
+def run_stage(store: dict, module: str, config: Path, *flags: str) -> subprocess.CompletedProcess:
+    return run_module(module, "fit", "--config", str(config), *flags, uri=store["uri"], cwd=store["directory"],
+                      mrpc_dir=store["mrpc_dir"])
 
 
 def finetune(store: dict, *flags: str) -> subprocess.CompletedProcess:
     cache = f"--data.cache_dir={store['directory'] / 'cache'}"
-    return run_module(store, "downstream", FINETUNE_SMOKE, cache, "--trainer.enable_progress_bar=false", *flags)
-
-
-def all_runs(uri: str) -> list:
-    client = MlflowClient(uri)
-    experiments = [e.experiment_id for e in client.search_experiments(view_type=ViewType.ALL)]
-    return client.search_runs(experiments, run_view_type=ViewType.ALL) if experiments else []
+    return run_stage(store, "downstream", FINETUNE_SMOKE, cache, "--trainer.enable_progress_bar=false", *flags)
 
 
 def finished_run(store: dict, process: subprocess.CompletedProcess):
     """The run a successful finetune printed in its summary, read back from the store."""
-    assert process.returncode == 0, process.stderr[-5000:]
-    found = re.search(r"^  run +([0-9a-f]{32})\b", process.stdout, re.MULTILINE)
-    assert found, process.stdout[-3000:]
-    run = MlflowClient(store["uri"]).get_run(found.group(1))
+    run = MlflowClient(store["uri"]).get_run(printed_run_id(process))
     assert run.info.status == "FINISHED"
     return run
 
@@ -123,8 +110,8 @@ def test_smoke_run_predictions_recompute_the_metrics(store, smoke, tmp_path):
         frame, _ = predictions(store, run.info.run_id, split, tmp_path / split)
         assert list(frame.columns) == PREDICTION_COLUMNS
         assert len(frame) == SMOKE_PAIRS
-        assert frame["id1"].tolist() == [p.id1 for p in pairs[:SMOKE_PAIRS]]
-        assert frame["id2"].tolist() == [p.id2 for p in pairs[:SMOKE_PAIRS]]
+        assert frame["id1"].tolist() == [p.ids[0] for p in pairs[:SMOKE_PAIRS]]
+        assert frame["id2"].tolist() == [p.ids[1] for p in pairs[:SMOKE_PAIRS]]
         assert frame["label"].tolist() == [p.label for p in pairs[:SMOKE_PAIRS]]
         assert frame["prob"].between(0, 1).all()
         assert (frame["pred"] == (frame["prob"] >= 0.5).astype(int)).all()
@@ -157,7 +144,7 @@ def test_smoke_run_shows_its_data_predictions_and_figures_in_the_ui(store, smoke
     pairs = load_mrpc(str(store["mrpc_dir"])).test[:SMOKE_PAIRS]
     assert table["sentence1"].tolist() == [p.sentence1 for p in pairs]
     assert table["sentence2"].tolist() == [p.sentence2 for p in pairs]
-    assert table["id1"].astype(str).tolist() == [p.id1 for p in pairs]
+    assert table["id1"].astype(str).tolist() == [p.ids[0] for p in pairs]
     images = {artifact.path for artifact in client.list_artifacts(run.info.run_id, "images")}
     assert any(path.startswith("images/confusion_matrix") for path in images), images
     assert any(path.startswith("images/mix_weights") for path in images), images
@@ -217,12 +204,7 @@ def test_user_errors_end_in_one_line(store, smoke, flags, fragments):
     names = {"finetune_run_id": smoke["run"].info.run_id}
     before = {run.info.run_id for run in all_runs(store["uri"])}
     process = finetune(store, *(flag.format(**names) for flag in flags))
-    assert process.returncode == 2, process.stderr[-3000:]
-    assert "Traceback" not in process.stderr, process.stderr[-3000:]
-    lines = process.stderr.strip().splitlines()
-    assert [line for line in lines if line.startswith("error:")] == [lines[-1]], process.stderr[-3000:]
-    for fragment in fragments:
-        assert fragment.format(**names) in lines[-1], lines[-1]
+    assert_one_line_exit(process, *(fragment.format(**names) for fragment in fragments))
     runs = all_runs(store["uri"])
     assert not [run.info.run_id for run in runs if run.info.status == "RUNNING"]
     assert all(run.info.status == "FAILED" for run in runs if run.info.run_id not in before)

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from downstream.evaluation import confusion_figure, predicted_class, predictions_frame, split_metrics
-from harness.pairdata import Pair, PairData, load_pair_data
+from harness.datasets.registry import load_pair_data
+from harness.datasets.types import Pair, PairData
 from tests.pair_files import write_three_label_set
 
 GOLD = [0, 0, 0, 1, 1, 2, 2, 2, 2, 2]  # a a a b b c c c c c
@@ -88,7 +89,7 @@ def checkpoint(tmp_path_factory) -> Path:
 
     folder = tmp_path_factory.mktemp("nli3")
     paths = write_three_label_set(folder / "nli3", sizes=(60, 30, 30))
-    tokenizer = Tokenizer.build(load_pair_data("tsv", train=paths["train"], dev=paths["dev"],
+    tokenizer = Tokenizer.build(load_pair_data(dataset="tsv", train=paths["train"], dev=paths["dev"],
                                                test=paths["test"]).sentences("train"))
     torch.manual_seed(0)
     lit = LitBiLM(vocab_size=len(tokenizer), hidden_size=8, num_layers=2, dropout=0.0)
@@ -124,7 +125,7 @@ def test_the_cli_links_the_positive_class(checkpoint, monkeypatch, tmp_path):
     folder = tmp_path / "binary"
     folder.mkdir()
     rows = {"train": ["a b\ta b\tyes", "a b\tc d\tno", "e f\te f\tyes", "e f\tg h\tno"],
-            "dev": ["a b\ta b\tyes", "c d\ta b\tno"], "test": ["g h\tg h\tyes", "g h\ta b\tno"]}
+            "dev": ["c d\tc d\tyes", "c d\te f\tno"], "test": ["g h\tg h\tyes", "g h\ta b\tno"]}
     for split, lines in rows.items():
         (folder / f"{split}.tsv").write_text("sentence1\tsentence2\tlabel\n" + "\n".join(lines) + "\n")
     flags = ["--data.dataset=tsv", *(f"--data.{split}={folder / f'{split}.tsv'}" for split in rows)]

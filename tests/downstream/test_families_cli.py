@@ -2,14 +2,13 @@
 ULMFiT's three stages (general LM → task LM → classifier) and GPT (pretrain → fine-tune with its
 own classifier), linked in MLflow; bad family flags end in one line."""
 
-import os
-import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
+
+from tests.helpers import printed_run_id, run_module
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = ["--trainer.max_epochs=1", "--trainer.limit_train_batches=8", "--trainer.limit_val_batches=3",
@@ -27,17 +26,13 @@ def store(tmp_path_factory, mrpc_dir) -> dict:
 
 
 def run(store: dict, module: str, config: str, *flags: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "MLFLOW_TRACKING_URI": store["uri"], "MRPC_DIR": str(store["mrpc_dir"]),
-           "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     extra = [f"--data.cache_dir={store['directory'] / 'cache'}"] if module == "downstream" else []
-    return subprocess.run([sys.executable, "-m", module, "fit", "--config", str(REPO / config), *extra, *flags],
-                          cwd=store["directory"], env=env, capture_output=True, text=True, timeout=300)
+    return run_module(module, "fit", "--config", str(REPO / config), *extra, *flags, uri=store["uri"],
+                      cwd=store["directory"], mrpc_dir=store["mrpc_dir"])
 
 
 def finished(store: dict, process: subprocess.CompletedProcess):
-    assert process.returncode == 0, process.stderr[-4000:]
-    run_id = re.search(r"^  run +([0-9a-f]{32})\b", process.stdout, re.MULTILINE).group(1)
-    found = MlflowClient(store["uri"]).get_run(run_id)
+    found = MlflowClient(store["uri"]).get_run(printed_run_id(process))
     assert found.info.status == "FINISHED"
     return found
 

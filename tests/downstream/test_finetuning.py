@@ -12,7 +12,7 @@ from pytorch_lightning.callbacks import ModelCheckpoint
 from downstream.finetuning import load_classifier
 from downstream.lit_pair import LitPairClassifier
 from harness.errors import UserError
-from downstream.pairs import joint_ids
+from downstream.pair_datamodule import joint_ids
 from pretrain.families import pretrained_families
 from harness.schedules import slanted_triangular
 from pretrain.runs import load_encoder, random_encoder

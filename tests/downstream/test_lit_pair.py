@@ -2,7 +2,6 @@
 and determinism, on a few dozen real MRPC pairs and a tiny biLM checkpoint."""
 
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -12,14 +11,14 @@ from sklearn.metrics import accuracy_score, f1_score
 
 from downstream.evaluation import PREDICTION_COLUMNS, predictions_frame, split_metrics
 from downstream.lit_pair import LitPairClassifier
-from downstream.pairs import PairDataModule
+from downstream.pair_datamodule import PairDataModule
 from downstream.cli import pair_classifier
 from pretrain.checkpoints import slim_checkpoint
 from pretrain.runs import load_encoder
 from harness.errors import UserError
 from pretrain.lit_bilm import LitBiLM
-from harness.mrpc import Pair, load_mrpc, to_pair_data
-from harness.pairdata import PairData
+from harness.datasets.mrpc import ID_COLUMNS, LABELS, load_mrpc
+from harness.datasets.types import Pair, PairData
 from pretrain.tokenize import Tokenizer
 
 MAX_PAIRS = 64
@@ -234,11 +233,11 @@ def test_a_file_that_is_not_a_checkpoint_is_a_user_error(tmp_path):
 
 def mrpc_like(pairs: list[Pair]) -> PairData:
     """MSR-format pairs as MRPC's PairData (every split the same pairs)."""
-    return to_pair_data(SimpleNamespace(train=pairs, dev=pairs, test=pairs, content_hash="h"))
+    return PairData("mrpc", LABELS, ID_COLUMNS, pairs, pairs, pairs, "h", kind="mrpc")
 
 
 def test_predictions_frame_sorts_by_pair_and_thresholds_at_one_half():
-    pairs = [Pair(id1=str(10 + i), id2=str(20 + i), label=label, sentence1=f"a{i}", sentence2="b")
+    pairs = [Pair(label, (str(10 + i), str(20 + i)), f"a{i}", "b")
              for i, label in enumerate([1, 0, 1, 1, 0])]
     data = mrpc_like(pairs)
     indices = torch.tensor([3, 0, 4, 1, 2])  # the order a loader might return them in
@@ -276,7 +275,7 @@ def test_split_metrics_equal_sklearn_on_a_trained_model(fitted):
 
 
 def test_split_metrics_f1_is_zero_without_positive_predictions():
-    pairs = [Pair(id1=str(i), id2=str(i + 1), label=i % 2, sentence1="a", sentence2="b") for i in range(4)]
+    pairs = [Pair(i % 2, (str(i), str(i + 1)), "a", "b") for i in range(4)]
     data = mrpc_like(pairs)
     frame = predictions_frame(data, data.test, torch.tensor([[0.9, 0.1]]).repeat(4, 1), torch.arange(4))
     assert split_metrics(frame, "test", data) == {"test_acc": 0.5, "test_f1": 0.0}

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from harness.atomic import atomic_torch_save
-from harness.checkpoints import AtomicCheckpointIO, check_checkpoint_room, with_atomic_checkpoints
+from harness.training_checkpoints import AtomicCheckpointIO, check_checkpoint_room, with_atomic_checkpoints
 from harness.errors import UserError
 
 

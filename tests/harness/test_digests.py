@@ -17,6 +17,7 @@ from harness.digests import DIGEST_PARAM, check_run_checkpoint, record_digest, s
 from harness.errors import UserError
 from pretrain import load_encoder
 from pretrain.registry import register_encoder
+from tests.helpers import assert_one_line_error
 
 
 @pytest.fixture
@@ -53,11 +54,7 @@ def negated(path: Path, target: Path) -> Path:
 
 
 def one_line(source: str) -> str:
-    with pytest.raises(UserError) as caught:
-        load_encoder(source)
-    message = str(caught.value)
-    assert "\n" not in message
-    return message
+    return assert_one_line_error(lambda: load_encoder(source))
 
 
 def test_a_pretrain_run_records_the_sha256_of_its_checkpoint(store):

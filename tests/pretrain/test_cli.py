@@ -2,23 +2,21 @@
 how user errors end (one line, exit 2, no run left RUNNING)."""
 
 import math
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import pytorch_lightning as pl
 import torch
-from mlflow.entities import ViewType
 from mlflow.tracking import MlflowClient
 
 from harness.errors import UserError
 from pretrain import load_encoder
 from harness.batching import pad_batch
-from pretrain.corpus import encode_sentences
+from pretrain.corpus_datamodule import encode_sentences
 from pretrain.lit_bilm import LitBiLM
 from pretrain.tokenize import Tokenizer
+from tests.helpers import all_runs, assert_one_line_exit, run_module
 
 REPO = Path(__file__).resolve().parents[2]
 SMOKE = REPO / "configs" / "pretrain" / "smoke.yaml"
@@ -27,27 +25,7 @@ QUICK = ["--trainer.max_epochs=1", "--trainer.limit_val_batches=2", "--data.max_
 
 def run_pretrain(directory: Path, mrpc_dir: Path, *flags: str) -> tuple[subprocess.CompletedProcess, str]:
     uri = f"sqlite:///{directory / 'mlflow.db'}"
-    # one thread: the tiny smoke model gains nothing from more, and they stall on a busy machine
-    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "MRPC_DIR": str(mrpc_dir), "OMP_NUM_THREADS": "1"}
-    process = subprocess.run([sys.executable, "-m", "pretrain", "fit", "--config", str(SMOKE), *flags],
-                             cwd=directory, env=env, capture_output=True, text=True, timeout=120)
-    return process, uri
-
-
-def all_runs(uri: str) -> list:
-    client = MlflowClient(uri)
-    experiments = [e.experiment_id for e in client.search_experiments(view_type=ViewType.ALL)]
-    return client.search_runs(experiments, run_view_type=ViewType.ALL) if experiments else []
-
-
-def assert_one_line_user_error(process: subprocess.CompletedProcess, *fragments: str) -> str:
-    assert process.returncode == 2, process.stderr[-3000:]
-    lines = process.stderr.strip().splitlines()
-    assert "Traceback" not in process.stderr, process.stderr[-3000:]
-    assert [line for line in lines if line.startswith("error:")] == [lines[-1]], process.stderr[-3000:]
-    for fragment in fragments:
-        assert fragment in lines[-1], lines[-1]
-    return lines[-1]
+    return run_module("pretrain", "fit", "--config", str(SMOKE), *flags, uri=uri, cwd=directory, mrpc_dir=mrpc_dir), uri
 
 
 def assert_no_run_left(uri: str, directory: Path) -> None:
@@ -179,7 +157,7 @@ def test_malformed_mrpc_file_fails_in_one_line(tmp_path, real_mrpc_dir):
     lines[9] = b"\t".join(lines[9].split(b"\t")[:4])  # line 10 loses its last field
     (broken / "msr_paraphrase_train.txt").write_bytes(b"\n".join(lines))
     process, uri = run_pretrain(tmp_path, broken, *QUICK)
-    message = assert_one_line_user_error(process, "msr_paraphrase_train.txt:10", "5 tab-separated fields")
+    message = assert_one_line_exit(process, "msr_paraphrase_train.txt:10", "5 tab-separated fields")
     assert message.startswith("error: ")
     assert_no_run_left(uri, tmp_path)
 
@@ -189,7 +167,7 @@ def test_missing_corpus_file_fails_in_one_line(tmp_path, real_mrpc_dir):
     mrpc_dir = real_mrpc_dir
     missing = tmp_path / "nonexistent.txt"
     process, uri = run_pretrain(tmp_path, mrpc_dir, *QUICK, f"--data.corpus={missing}")
-    assert_one_line_user_error(process, "--data.corpus", str(missing))
+    assert_one_line_exit(process, "--data.corpus", str(missing))
     assert_no_run_left(uri, tmp_path)
 
 

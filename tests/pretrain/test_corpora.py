@@ -10,7 +10,7 @@ from mlflow.tracking import MlflowClient
 
 from harness.errors import UserError
 from pretrain.corpora import DIGEST_LENGTH, default_corpora_dir, entries, log_corpora, read_corpora
-from pretrain.corpus import BiLMDataModule
+from pretrain.corpus_datamodule import CorpusDataModule
 from pretrain.tokenize import SPECIALS, Tokenizer
 from tests.pair_files import write_three_label_set
 
@@ -28,7 +28,7 @@ def tsv_flags(paths: dict[str, Path]) -> dict:
 
 @pytest.fixture(scope="module")
 def split_sentences(pair_files) -> dict[str, list[str]]:
-    from harness.pairdata import load_pair_data
+    from harness.datasets.registry import load_pair_data
 
     data = load_pair_data(**tsv_flags(pair_files))
     train = data.sentences("train")
@@ -75,8 +75,8 @@ def test_corpora_folder_comes_from_the_environment(monkeypatch, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def mixed(pair_files, corpora_dir) -> BiLMDataModule:
-    return BiLMDataModule(**tsv_flags(pair_files), corpus="mrpc+brown", corpora_dir=str(corpora_dir))
+def mixed(pair_files, corpora_dir) -> CorpusDataModule:
+    return CorpusDataModule(**tsv_flags(pair_files), corpus="mrpc+brown", corpora_dir=str(corpora_dir))
 
 
 def test_pretraining_text_is_the_data_sets_train_plus_the_set_minus_its_dev_and_test(mixed, split_sentences):
@@ -102,7 +102,7 @@ def test_per_corpus_counts_add_up_and_name_the_data_set(mixed, split_sentences):
 
 
 def test_a_corpus_without_the_pair_sentences_still_keeps_dev_and_test_out(pair_files, corpora_dir, split_sentences):
-    module = BiLMDataModule(**tsv_flags(pair_files), corpus=["brown"], corpora_dir=str(corpora_dir))
+    module = CorpusDataModule(**tsv_flags(pair_files), corpus=["brown"], corpora_dir=str(corpora_dir))
     kept = [split_sentences["train"][0], *NEW_SENTENCES]  # the train sentence stays: it is pair train text
     assert module.summary["corpus_sentences"] == {"brown": 3}
     assert {tuple(ids.tolist()) for ids in module.train_ids} == {tuple(module.tokenizer.encode(s)) for s in kept}
@@ -110,7 +110,7 @@ def test_a_corpus_without_the_pair_sentences_still_keeps_dev_and_test_out(pair_f
 
 
 def test_transductive_counts_the_evaluation_sentences_apart(pair_files, corpora_dir):
-    module = BiLMDataModule(**tsv_flags(pair_files), corpus="mrpc+brown", corpora_dir=str(corpora_dir),
+    module = CorpusDataModule(**tsv_flags(pair_files), corpus="mrpc+brown", corpora_dir=str(corpora_dir),
                             transductive=True)
     counts = module.summary["corpus_sentences"]
     assert counts["evaluation"] > 0 and sum(counts.values()) == module.summary["train_sentences"]
@@ -138,7 +138,7 @@ HAS_SHARED = all((SHARED / folder / "sentences.txt").is_file() for folder in ("r
 
 @pytest.mark.skipif(not HAS_SHARED, reason="the shared corpora folder is not there")
 def test_all_shared_reads_every_shared_corpus(pair_files):
-    module = BiLMDataModule(**tsv_flags(pair_files), corpus="all-shared", max_sentences=3000)
+    module = CorpusDataModule(**tsv_flags(pair_files), corpus="all-shared", max_sentences=3000)
     assert [corpus.name for corpus in module.corpora] == ["nli3", "reuters", "brown", "sotu"]
     assert all(len(corpus.sentences) > 50_000 for corpus in module.corpora[1:])
     counts = module.summary["corpus_sentences"]

@@ -13,12 +13,13 @@ from torch.utils.data import DataLoader
 
 from pretrain import load_encoder
 from harness.batching import pad_batch
-from pretrain.corpus import encode_sentences
+from pretrain.corpus_datamodule import encode_sentences
 from pretrain.checkpoints import slim_checkpoint
 from pretrain.runs import fingerprint_of, latest_pretrain_run, random_encoder
 from harness.errors import UserError
 from pretrain.lit_bilm import LitBiLM
 from pretrain.tokenize import Tokenizer
+from tests.helpers import assert_one_line_error
 
 HIDDEN, LAYERS = 8, 2
 TRAIN = ["the cat sat on the mat .", "a dog ran home .", 'he said "so" .', "prices rose 3 percent in 1999 .",
@@ -174,11 +175,7 @@ def test_random_encoder_is_the_untrained_control(encoder):
 
 
 def one_line_error(source) -> str:
-    with pytest.raises(UserError) as caught:
-        load_encoder(source)
-    message = str(caught.value)
-    assert "\n" not in message
-    return message
+    return assert_one_line_error(lambda: load_encoder(source))
 
 
 def test_missing_file(tmp_path):

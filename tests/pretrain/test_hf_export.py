@@ -15,7 +15,7 @@ from harness.batching import pad_batch
 from harness.errors import UserError
 from pretrain import load_encoder
 from pretrain.checkpoints import slim_checkpoint
-from pretrain.corpus import encode_sentences
+from pretrain.corpus_datamodule import encode_sentences
 from pretrain.export import export
 from pretrain.lit_gpt import LitGPT
 from pretrain.subword import SubwordTokenizer

@@ -15,7 +15,7 @@ from mlflow.tracking import MlflowClient
 from harness.errors import UserError
 from harness.tracked_cli import run_cli
 from pretrain.cli import PretrainCLI
-from pretrain.corpus import BiLMDataModule
+from pretrain.corpus_datamodule import CorpusDataModule
 
 REPO = Path(__file__).resolve().parents[2]
 ULMFIT_TASK = REPO / "configs" / "pretrain" / "ulmfit-task.yaml"
@@ -59,14 +59,14 @@ def all_runs(uri: str) -> list:
 def test_another_familys_run_is_refused_in_one_line_before_anything_is_built(store, capsys, monkeypatch,
                                                                              config, theirs, ours):
     built = []
-    original = BiLMDataModule.__init__
+    original = CorpusDataModule.__init__
 
     @functools.wraps(original)  # the signature stays: the CLI builds its --data.* flags from it
     def counting(self, *args, **kwargs):
         built.append(1)
         original(self, *args, **kwargs)
 
-    monkeypatch.setattr(BiLMDataModule, "__init__", counting)
+    monkeypatch.setattr(CorpusDataModule, "__init__", counting)
     source = f"runs:/{store[theirs]}"
     code = run_cli(PretrainCLI, ["fit", "--config", str(config), f"--model.init_args.init_from={source}", *QUICK])
     err = capsys.readouterr().err
@@ -82,7 +82,7 @@ def test_another_familys_run_is_refused_in_one_line_before_anything_is_built(sto
 
 def test_the_data_module_refuses_a_tokenizer_of_another_kind(store, mrpc_dir):
     with pytest.raises(UserError) as raised:
-        BiLMDataModule(mrpc_dir=str(mrpc_dir), tokenizer="subword", init_from=str(store["ulmfit_file"]),
+        CorpusDataModule(mrpc_dir=str(mrpc_dir), tokenizer="subword", init_from=str(store["ulmfit_file"]),
                        max_sentences=50)
     assert "that run's tokenizer is word, not --data.tokenizer=subword" in str(raised.value)
 

@@ -14,10 +14,10 @@ from mlflow.entities import ViewType
 from mlflow.tracking import MlflowClient
 
 from harness.errors import UserError
-from harness.mrpc import load_mrpc
+from harness.datasets.mrpc import load_mrpc
 from harness.tracked_cli import run_cli
 from pretrain.cli import PretrainCLI
-from pretrain.corpus import DEFAULT_MAX_TOKENS, BiLMDataModule, split_long
+from pretrain.corpus_datamodule import DEFAULT_MAX_TOKENS, CorpusDataModule, split_long
 from pretrain.memory import step_bytes
 from pretrain.models.bilm import BiLM
 from pretrain.tokenize import BOS_ID, EOS_ID
@@ -58,18 +58,18 @@ def corpora(tmp_path_factory, real_mrpc_dir) -> dict:
 
 
 def test_a_long_line_is_cut_into_pieces_of_at_most_max_tokens(corpora):
-    plain = BiLMDataModule(mrpc_dir=str(corpora["mrpc_dir"]), corpus=str(corpora["plain"]))
-    long = BiLMDataModule(mrpc_dir=str(corpora["mrpc_dir"]), corpus=str(corpora["long"]))
+    plain = CorpusDataModule(mrpc_dir=str(corpora["mrpc_dir"]), corpus=str(corpora["plain"]))
+    long = CorpusDataModule(mrpc_dir=str(corpora["mrpc_dir"]), corpus=str(corpora["long"]))
     assert plain.summary["long_sentences_split"] == 0 and plain.summary["train_sequences"] == 399
     assert long.summary["long_sentences_split"] == 1
     pieces = -(-LONG_LINE_WORDS // DEFAULT_MAX_TOKENS)  # ceil
     assert long.summary["train_sequences"] == 399 + pieces
     assert max(len(ids) for ids in long.train_ids) == DEFAULT_MAX_TOKENS + 2
     assert long.train_tokens == plain.train_tokens + LONG_LINE_WORDS + 2 * pieces
-    assert long.content_hash != BiLMDataModule(mrpc_dir=str(corpora["mrpc_dir"]), corpus=str(corpora["long"]),
+    assert long.content_hash != CorpusDataModule(mrpc_dir=str(corpora["mrpc_dir"]), corpus=str(corpora["long"]),
                                                 max_tokens=100).content_hash
     # held-out sentences are never cut: perplexity stays comparable across max_tokens
-    short = BiLMDataModule(mrpc_dir=str(corpora["mrpc_dir"]), corpus=str(corpora["plain"]), max_tokens=5)
+    short = CorpusDataModule(mrpc_dir=str(corpora["mrpc_dir"]), corpus=str(corpora["plain"]), max_tokens=5)
     assert [len(ids) for ids in short.validation_ids] == [len(ids) for ids in plain.validation_ids]
     assert max(len(ids) for ids in short.train_ids) == 5 + 2
 
@@ -77,7 +77,7 @@ def test_a_long_line_is_cut_into_pieces_of_at_most_max_tokens(corpora):
 @pytest.mark.parametrize("flag, value", [("batch_size", 0), ("batch_size", -1), ("max_tokens", 0)])
 def test_bad_sizes_are_user_errors(corpora, flag, value):
     with pytest.raises(UserError, match=f"--data.{flag}={value}: must be at least 1"):
-        BiLMDataModule(mrpc_dir=str(corpora["mrpc_dir"]), corpus=str(corpora["plain"]), **{flag: value})
+        CorpusDataModule(mrpc_dir=str(corpora["mrpc_dir"]), corpus=str(corpora["plain"]), **{flag: value})
 
 
 def test_step_estimate_grows_with_the_batch_and_covers_the_logits():

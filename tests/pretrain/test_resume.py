@@ -6,16 +6,15 @@ left RUNNING."""
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
-from mlflow.entities import ViewType
 from mlflow.tracking import MlflowClient
 
 from harness.tracked_cli import run_cli
 from pretrain.cli import PretrainCLI
+from tests.helpers import all_runs, assert_one_line_exit, run_module, store_uri
 
 REPO = Path(__file__).resolve().parents[2]
 SMOKE = REPO / "configs" / "pretrain" / "smoke.yaml"
@@ -35,31 +34,14 @@ def mrpc_dir(real_mrpc_dir) -> Path:
 
 
 def pretrain(directory: Path, mrpc_dir: Path, *flags: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{directory / 'mlflow.db'}", "MRPC_DIR": str(mrpc_dir),
-           "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), str(REPO)])}
-    return subprocess.run([sys.executable, "-m", "pretrain", "fit", "--config", str(SMOKE), *FLAGS, *flags],
-                          cwd=directory, env=env, capture_output=True, text=True, timeout=300)
-
-
-def all_runs(directory: Path) -> list:
-    client = MlflowClient(f"sqlite:///{directory / 'mlflow.db'}")
-    experiments = [e.experiment_id for e in client.search_experiments(view_type=ViewType.ALL)]
-    return client.search_runs(experiments, run_view_type=ViewType.ALL)
+    return run_module("pretrain", "fit", "--config", str(SMOKE), *FLAGS, *flags, uri=store_uri(directory),
+                      cwd=directory, mrpc_dir=mrpc_dir,
+                      PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), str(REPO)]))
 
 
 def history(directory: Path, run_id: str, metric: str) -> list[tuple[int, float]]:
     client = MlflowClient(f"sqlite:///{directory / 'mlflow.db'}")
     return sorted((point.step, point.value) for point in client.get_metric_history(run_id, metric))
-
-
-def assert_one_line_error(process: subprocess.CompletedProcess, *fragments: str) -> str:
-    assert process.returncode == 2, process.stderr[-3000:]
-    assert "Traceback" not in process.stderr, process.stderr[-3000:]
-    lines = process.stderr.strip().splitlines()
-    assert [line for line in lines if line.startswith("error:")] == [lines[-1]], process.stderr[-3000:]
-    for fragment in fragments:
-        assert fragment in lines[-1], lines[-1]
-    return lines[-1]
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +73,7 @@ def test_a_killed_run_is_marked_killed_at_the_next_start(runs):
     assert [run.info.status for run in runs["after_kill"]] == ["RUNNING"]
     assert [(run.info.run_id, run.info.status) for run in runs["after_missing"]] == [
         (runs["after_kill"][0].info.run_id, "KILLED")]
-    assert_one_line_error(runs["missing"], "--ckpt_path=", "missing.ckpt: no such file")
+    assert_one_line_exit(runs["missing"], "--ckpt_path=", "missing.ckpt: no such file")
 
 
 def test_resume_continues_the_same_run(runs):
@@ -141,7 +123,7 @@ def test_a_crafted_best_model_path_does_not_run_its_payload(runs, tmp_path):
     # max_epochs=1: nothing is left to train, so the fit goes straight to the export of the "best"
     process = pretrain(twin, runs["mrpc_dir"], f"--ckpt_path={folder / 'crafted.ckpt'}", "--trainer.max_epochs=1")
     assert not marker.exists()
-    assert_one_line_error(process, "evil.ckpt", "refused to load")
+    assert_one_line_exit(process, "evil.ckpt", "refused to load")
     (run,) = all_runs(twin)
     assert run.info.status == "FAILED"
 
@@ -164,7 +146,7 @@ def test_bad_settings_end_in_one_line_and_leave_no_run(tmp_path, mrpc_dir, monke
     monkeypatch.chdir(tmp_path)
     code = run_cli(PretrainCLI, ["fit", "--config", str(SMOKE), *FLAGS, flag])
     stderr = capsys.readouterr().err
-    assert_one_line_error(subprocess.CompletedProcess([], code, "", stderr), *fragments)
+    assert_one_line_exit(subprocess.CompletedProcess([], code, "", stderr), *fragments)
     assert not (tmp_path / "mlflow.db").exists() or all_runs(tmp_path) == []
 
 

@@ -12,6 +12,7 @@ from downstream.cli import resolve_encoder
 from harness.errors import UserError
 from pretrain.registry import register_encoder
 from pretrain.runs import load_encoder
+from tests.helpers import assert_one_line_error
 
 
 @pytest.fixture
@@ -38,11 +39,7 @@ def store(tmp_path, monkeypatch, save_encoder) -> dict:
 
 
 def refused(source: str) -> str:
-    with pytest.raises(UserError) as raised:
-        load_encoder(source)
-    message = str(raised.value)
-    assert "\n" not in message
-    return message
+    return assert_one_line_error(lambda: load_encoder(source))
 
 
 def test_a_trashed_run_behind_an_alias_is_refused_naming_the_alias(store):

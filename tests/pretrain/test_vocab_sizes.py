@@ -11,7 +11,7 @@ from mlflow.tracking import MlflowClient
 from harness.errors import UserError
 from harness.tracked_cli import run_cli
 from pretrain.cli import PretrainCLI
-from pretrain.corpus import BiLMDataModule
+from pretrain.corpus_datamodule import CorpusDataModule
 from pretrain.subword import MIN_VOCAB_SIZE
 from pretrain.tokenize import SPECIALS
 
@@ -26,8 +26,8 @@ def corpus(tmp_path_factory) -> Path:
     return path
 
 
-def data(mrpc_dir, corpus, **flags) -> BiLMDataModule:
-    return BiLMDataModule(mrpc_dir=str(mrpc_dir), corpus=str(corpus), **flags)
+def data(mrpc_dir, corpus, **flags) -> CorpusDataModule:
+    return CorpusDataModule(mrpc_dir=str(mrpc_dir), corpus=str(corpus), **flags)
 
 
 def refusal(mrpc_dir, corpus, **flags) -> str:

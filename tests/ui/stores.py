@@ -11,6 +11,8 @@ import textwrap
 from pathlib import Path
 
 from harness.server import free_port, stop_process_group, wait_healthy
+from tests import helpers
+from tests.helpers import RUN_ID
 
 __all__ = ["free_port", "Server", "pipeline", "link", "run_id_of", "cli_env", "start", "finish"]
 
@@ -20,15 +22,11 @@ FINETUNE_SMOKE = REPO / "configs" / "downstream" / "smoke.yaml"
 PRETRAIN_FLAGS = ["--trainer.max_epochs=1", "--trainer.limit_val_batches=2", "--data.max_sentences=200",
                   "--trainer.enable_progress_bar=false"]
 SCREENSHOTS = REPO / "tests" / "ui" / "screenshots"  # git-ignored; CI keeps them as artifacts
-RUN_ID = re.compile(r"^  run +([0-9a-f]{32})\b", re.MULTILINE)
 
 
 def cli_env(uri: str, mrpc_dir: Path, ui: str | None = None) -> dict:
-    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "MRPC_DIR": str(mrpc_dir), "OMP_NUM_THREADS": "1",
-           "MKL_NUM_THREADS": "1", "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false"}
-    if ui:
-        env["MLFLOW_UI_URL"] = ui  # the summaries' links point at the UI the test serves
-    return env
+    """A CLI's environment (``tests.helpers.cli_env``); with ``ui``, summaries link to the UI the test serves."""
+    return helpers.cli_env(uri, mrpc_dir, **({"MLFLOW_UI_URL": ui} if ui else {}))
 
 
 def start(module: str, *args: str, env: dict, cwd: Path) -> subprocess.Popen:

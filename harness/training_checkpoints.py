@@ -1,4 +1,4 @@
-"""Reading Lightning checkpoints safely, and finding the one a fit resumes from.
+"""Lightning training checkpoints of a run (best and last): written whole, read safely, and the one a fit resumes from.
 
 Every checkpoint is read with ``torch.load(weights_only=True)``: a pickle that would run code is
 refused, not executed. A checkpoint's ModelCheckpoint state names other files (the best model,

@@ -1,13 +1,17 @@
 import gc
+import hashlib
 from pathlib import Path
 
 import pytest
 
-from harness import mrpc, pairdata
+from harness.datasets import mrpc, tsv
+from harness.datasets.reader import read_pair_tsv
+from harness.datasets.registry import load_pair_data
+from harness.datasets.types import Pair, PairData, combine_digests
 from harness.errors import UserError
-from harness.pairdata import Pair, PairData, load_pair_data, read_pair_tsv
+from tests.helpers import assert_one_line_error
+from tests.pair_files import HEADER, write_tsv
 
-HEADER = ("id", "sentence1", "sentence2", "label")
 TRAIN_ROWS = [
     ("t1", 'A man says "hi" to a dog.', "A person greets an animal.", "entailment"),
     ("t2", "A woman rides a bike.", "Nobody is cycling.", "contradiction"),
@@ -34,16 +38,6 @@ TRAIN_PAIRS = [
 ]
 
 
-def write_tsv(path, rows, header=HEADER, bom=False, newline="\n", trailing_blank=0) -> Path:
-    """Write a pair file; a row is a sequence of fields (joined by tabs) or a raw line; header None: none."""
-    lines = [] if header is None else ["\t".join(header)]
-    lines += [row if isinstance(row, str) else "\t".join(row) for row in rows]
-    text = newline.join(lines) + newline + newline * trailing_blank
-    path = Path(path)
-    path.write_bytes((b"\xef\xbb\xbf" if bom else b"") + text.encode("utf-8"))
-    return path
-
-
 @pytest.fixture
 def three_label(tmp_path):
     """A small entailment / neutral / contradiction data set in the standard format: {split: path}."""
@@ -51,16 +45,6 @@ def three_label(tmp_path):
     folder.mkdir()
     rows = {"train": TRAIN_ROWS, "dev": DEV_ROWS, "test": TEST_ROWS}
     return {split: write_tsv(folder / f"{split}.tsv", split_rows) for split, split_rows in rows.items()}
-
-
-def assert_one_line_error(call, *fragments):
-    with pytest.raises(UserError) as caught:
-        call()
-    message = str(caught.value)
-    assert "\n" not in message
-    for fragment in fragments:
-        assert fragment in message, message
-    return message
 
 
 # --- good files ---------------------------------------------------------------------------------
@@ -122,14 +106,14 @@ def test_bom_line_ends_and_trailing_blanks_read_alike(tmp_path, options):
 def test_digest_is_the_normalised_text_and_sees_every_character(tmp_path):
     path = write_tsv(tmp_path / "a.tsv", TRAIN_ROWS, bom=True, newline="\r\n", trailing_blank=1)
     lines = ["\t".join(HEADER)] + ["\t".join(row) for row in TRAIN_ROWS]
-    expected = pairdata.hashlib.sha256(("\n".join(lines) + "\n").encode("utf-8")).hexdigest()
+    expected = hashlib.sha256(("\n".join(lines) + "\n").encode("utf-8")).hexdigest()
     assert read_pair_tsv(path).digest == expected
     path.write_bytes(path.read_bytes().replace(b"hi", b"Hi"))
     assert read_pair_tsv(path).digest != expected
 
 
 def test_three_label_data_set_through_the_interface(three_label):
-    data = load_pair_data("tsv", **three_label)
+    data = load_pair_data(dataset="tsv", **three_label)
     assert (data.name, data.labels, data.id_columns) == ("nli3", ["contradiction", "entailment", "neutral"], ("id",))
     assert (data.num_classes, data.positive_label, data.positive_class, data.f1_average) == (3, None, None, "macro")
     assert data.train == TRAIN_PAIRS
@@ -140,27 +124,27 @@ def test_three_label_data_set_through_the_interface(three_label):
     assert len(data.sentences()) == 2 * (len(TRAIN_ROWS) + len(DEV_ROWS) + len(TEST_ROWS))
     assert data.ids_by_column(data.dev) == {"id": ["d1", "d2"]}
     digests = [read_pair_tsv(three_label[split]).digest for split in ("train", "dev", "test")]
-    assert data.content_hash == pairdata.combine_digests(digests)
-    assert load_pair_data("tsv", **three_label, name="x").name == "x"
+    assert data.content_hash == combine_digests(digests)
+    assert load_pair_data(dataset="tsv", **three_label, name="x").name == "x"
 
 
 def test_binary_positive_label_defaults_to_the_later_label_and_can_be_chosen(tmp_path):
     header = HEADER[1:]
-    files = {split: write_tsv(tmp_path / f"{split}.tsv", [("a", "b", "yes"), ("c", f"d {split}", "no")], header=header)
+    files = {split: write_tsv(tmp_path / f"{split}.tsv", [(f"a {split}", "b", "yes"), ("c", f"d {split}", "no")], header=header)
              for split in ("train", "dev", "test")}
-    data = load_pair_data("tsv", **files)
+    data = load_pair_data(dataset="tsv", **files)
     assert (data.labels, data.positive_label, data.positive_class) == (["no", "yes"], "yes", 1)
     assert data.f1_average == "binary"
-    chosen = load_pair_data("tsv", **files, positive_label="no")
+    chosen = load_pair_data(dataset="tsv", **files, positive_label="no")
     assert (chosen.positive_label, chosen.positive_class) == ("no", 0)
-    assert_one_line_error(lambda: load_pair_data("tsv", **files, positive_label="maybe"),
+    assert_one_line_error(lambda: load_pair_data(dataset="tsv", **files, positive_label="maybe"),
                           "--data.positive_label=maybe", "no, yes")
 
 
 def test_default_name_is_the_train_stem(tmp_path, three_label):
     train = write_tsv(tmp_path / "snli_train.tsv", TRAIN_ROWS)
-    assert pairdata.dataset_name(train) == "snli_train"
-    assert pairdata.dataset_name(three_label["train"]) == "nli3"
+    assert tsv.dataset_name(train) == "snli_train"
+    assert tsv.dataset_name(three_label["train"]) == "nli3"
 
 
 def test_pair_data_checks_its_invariants():
@@ -201,7 +185,7 @@ def test_bad_row_names_file_and_line(tmp_path, bad_row, fragment):
 def test_unknown_dev_or_test_label_names_file_and_line(three_label):
     dev = write_tsv(three_label["dev"], DEV_ROWS + [("d3", "a", "b", "unrelated")])
     message = assert_one_line_error(
-        lambda: load_pair_data("tsv", train=three_label["train"], dev=dev, test=three_label["test"]),
+        lambda: load_pair_data(dataset="tsv", train=three_label["train"], dev=dev, test=three_label["test"]),
         f"{dev}:4: ", "'unrelated'", "contradiction, entailment, neutral")
     assert "train" in message
 
@@ -268,18 +252,18 @@ def test_column_flag_mistakes_name_the_flag(tmp_path):
 
 def test_load_flag_mistakes(three_label, tmp_path):
     files = dict(three_label)
-    assert_one_line_error(lambda: load_pair_data("tsv", train=files["train"], dev=files["dev"]),
+    assert_one_line_error(lambda: load_pair_data(dataset="tsv", train=files["train"], dev=files["dev"]),
                           "--data.test", "required")
-    assert_one_line_error(lambda: load_pair_data("csv", **files), "--data.dataset=csv", "mrpc or tsv")
-    assert_one_line_error(lambda: load_pair_data("mrpc", train=files["train"]), "--data.train", "--data.dataset=tsv")
+    assert_one_line_error(lambda: load_pair_data(dataset="csv", **files), "--data.dataset=csv", "mrpc or tsv")
+    assert_one_line_error(lambda: load_pair_data(dataset="mrpc", train=files["train"]), "--data.train", "--data.dataset=tsv")
     missing = tmp_path / "nope.tsv"
-    assert_one_line_error(lambda: load_pair_data("tsv", **{**files, "dev": missing}),
+    assert_one_line_error(lambda: load_pair_data(dataset="tsv", **{**files, "dev": missing}),
                           f"--data.dev={missing}", "not found")
-    assert_one_line_error(lambda: load_pair_data("tsv", **{**files, "dev": tmp_path}),
+    assert_one_line_error(lambda: load_pair_data(dataset="tsv", **{**files, "dev": tmp_path}),
                           f"--data.dev={tmp_path}", "folder")
-    assert_one_line_error(lambda: load_pair_data("tsv", **{**files, "test": files["dev"]}),
+    assert_one_line_error(lambda: load_pair_data(dataset="tsv", **{**files, "test": files["dev"]}),
                           f"--data.test={files['dev']}", "same content as --data.dev")
-    assert_one_line_error(lambda: load_pair_data("tsv", **files, positive_label="neutral"),
+    assert_one_line_error(lambda: load_pair_data(dataset="tsv", **files, positive_label="neutral"),
                           "--data.positive_label=neutral", "only for 2-label")
 
 
@@ -297,7 +281,7 @@ def test_real_msr_file_reads_like_the_msr_reader(real_mrpc_dir):
     expected = [(p.label, p.sentence1, p.sentence2) for p in mrpc.read_msr_file(path)]
     assert read.labels == ["0", "1"]
     assert [(p.label, p.sentence1, p.sentence2) for p in read.pairs] == expected
-    assert read.digest == pairdata.hashlib.sha256(mrpc.normalised_text(path).encode("utf-8")).hexdigest()
+    assert read.digest == mrpc.EXPECTED["test"][3]  # the release's hash of its normalised text
 
 
 def test_read_benchmark_file_reads_back(tmp_path):

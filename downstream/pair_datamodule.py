@@ -1,5 +1,5 @@
 """Sentence pairs for the classifier: the pair data set's train / dev / test (MRPC: GLUE train,
-GLUE dev, MSR test; or any TSV, ``harness.pairdata``), batched by length.
+GLUE dev, MSR test; or any TSV, ``harness.datasets``), batched by length.
 
 What a batch holds depends on how the encoder is used (``attach``):
 
@@ -28,11 +28,11 @@ from downstream.input_limits import DEFAULT_MAX_TOKENS, check_frozen_memory, lon
 from downstream.joint_segments import SegmentBatches, segment_pair
 from harness.batching import BucketBatchSampler, pad_batch
 from harness.errors import UserError
-from harness.pairdata import Pair, load_pair_data
+from harness.datasets.registry import dataset_params, load_pair_data
+from harness.datasets.spec import PairDataSpec
+from harness.datasets.types import SPLITS, Pair
 from harness.tracking import REPO_ROOT
 from pretrain.memory import available_bytes
-
-SPLITS = ("train", "dev", "test")
 
 
 def subsample(pairs: list[Pair], fraction: float, seed: int) -> list[Pair]:
@@ -120,15 +120,6 @@ class PairDataModule(pl.LightningDataModule):
     :meth:`setup`, once the CLI has attached the resolved encoder.
 
     Args:
-        mrpc_dir: folder with the MSR release files (default: ``$MRPC_DIR`` or ``data/mrpc``).
-        dataset: ``mrpc`` (the MSR files and the GLUE split) or ``tsv`` (``train``, ``dev``, ``test``).
-        train, dev, test: the pair files of a ``tsv`` data set: tab-separated, a header naming
-            ``sentence1``, ``sentence2``, ``label`` and optionally ``id`` (``harness.pairdata``).
-        sentence1_column, sentence2_column, label_column, id_column: other column names, or
-            0-based indexes (files without a header).
-        has_header: whether the first line of each file names the columns.
-        positive_label: with 2 labels, the one F1 is about (default: the later one, MRPC's "1").
-        name: the data set's name in run names, tags and reports (default: from the train file).
         batch_size: pairs per batch.
         train_fraction: a seeded subsample of train, stratified over the labels (learning curves).
         subsample_seed: seed of that subsample (default: the run's ``seed_everything``).
@@ -137,22 +128,13 @@ class PairDataModule(pl.LightningDataModule):
         max_tokens: the longest sentence (GPT's joint input: pair sequence) in tokens; a longer one
             is refused before the run, as are frozen features that would not fit in memory
             (``downstream.input_limits``). The encoder's position table may set a lower limit.
+        **pair_data: the pair data set's flags (:class:`~harness.datasets.spec.PairDataSpec`):
+            ``dataset``, ``mrpc_dir``, ``train``, ``dev``, ``test``, the column flags,
+            ``has_header``, ``positive_label``, ``name``.
     """
 
     def __init__(
         self,
-        mrpc_dir: str | None = None,
-        dataset: str = "mrpc",
-        train: str | None = None,
-        dev: str | None = None,
-        test: str | None = None,
-        sentence1_column: str | int = "sentence1",
-        sentence2_column: str | int = "sentence2",
-        label_column: str | int = "label",
-        id_column: str | int | None = None,
-        has_header: bool = True,
-        positive_label: str | None = None,
-        name: str | None = None,
         batch_size: int = 32,
         train_fraction: float = 1.0,
         subsample_seed: int | None = None,
@@ -160,13 +142,11 @@ class PairDataModule(pl.LightningDataModule):
         cache_dir: str = str(REPO_ROOT / ".cache" / "features"),
         num_workers: int = 0,
         max_tokens: int = DEFAULT_MAX_TOKENS,
+        **pair_data,
     ):
         super().__init__()
         self.save_hyperparameters(logger=False)
-        self.pair_data = load_pair_data(dataset, mrpc_dir, train, dev, test, sentence1_column=sentence1_column,
-                                        sentence2_column=sentence2_column, label_column=label_column,
-                                        id_column=id_column, has_header=has_header, positive_label=positive_label,
-                                        name=name)
+        self.pair_data = load_pair_data(PairDataSpec(**pair_data))
         self.pairs = {split: self.pair_data.split(split) for split in SPLITS}
         if max_pairs is not None:  # cap first, so that train_fraction still subsamples a capped run
             self.pairs = {name: pairs[:max_pairs] for name, pairs in self.pairs.items()}
@@ -277,10 +257,7 @@ class PairDataModule(pl.LightningDataModule):
         if data.positive_class is not None:
             positives = {f"{name}_positive": sum(p.label == data.positive_class for p in pairs)
                          for name, pairs in self.pairs.items()}
-        described = {"dataset": data.name, "labels": json.dumps(data.labels), "num_classes": data.num_classes,
-                     "f1_average": data.f1_average, "positive_label": data.positive_label,
-                     "dataset_hash": self.content_hash}
-        if self.hparams.dataset == "mrpc":
-            described["mrpc_hash"] = self.content_hash
+        described = {**dataset_params(data), "labels": json.dumps(data.labels), "num_classes": data.num_classes,
+                     "f1_average": data.f1_average, "positive_label": data.positive_label}
         return {**counts, **positives, **by_label, **described,
                 "feature_cache": self.store.key if self.store else None}

@@ -1,4 +1,4 @@
-"""Pretraining corpus: which sentences the biLM may see, tokenized and batched by length.
+"""The pretraining data module: which sentences a language model may see, tokenized and batched by length.
 
 Pretraining text is the train sentences of the pair data set in use (``--data.dataset``: MRPC's GLUE
 train by default), or any list of corpora (``pretrain.corpora``: named sets, plain-text files),
@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import math
 import sys
-from pathlib import Path
 
 import pytorch_lightning as pl
 import torch
@@ -26,17 +25,15 @@ from torch.utils.data import BatchSampler, DataLoader, RandomSampler, Sequential
 
 from harness.batching import BucketBatchSampler, pad_batch
 from harness.errors import UserError
-from harness.mrpc import TRAIN_FILE, default_mrpc_dir
-from harness.pairdata import load_pair_data
+from harness.datasets.registry import dataset_params, load_pair_data
+from harness.datasets.spec import PairDataSpec
 from pretrain.checkpoints import build_tokenizer, tokenizer_class
-from pretrain.corpora import combine, contribution, read_corpora, read_text_file  # noqa: F401 - read_text_file: API
+from pretrain.corpora import combine, contribution, read_corpora
 from pretrain.tokenize import Tokenizer
 from pretrain.vocabulary_checks import check_built, requested_size
 
-# Above MRPC's longest sentence (41 words), so MRPC is never cut and a pathological line (a file
-# without sentence breaks) costs no more memory than MRPC's longest batch. Cuts 3.8% of the
-# Reuters-21578 and Brown sentences and 16% of SOTU's, into pieces of 24 words or more (bilm-tf
-# trains on windows of 20 tokens).
+# Above MRPC's longest sentence, so MRPC is never cut and a pathological line (a file without
+# sentence breaks) costs no more memory than MRPC's longest batch (README, Limits).
 DEFAULT_MAX_TOKENS = 48
 
 
@@ -72,13 +69,6 @@ def hold_out(sentences: list[str], keep: set[str], fraction: float = 0.02, minim
             [s for i, s in enumerate(sentences) if i in chosen])
 
 
-def pair_train_source(dataset: str, mrpc_dir: str | None, train: str | None) -> str:
-    """The file the pair data set's train sentences come from (an MLflow dataset's source)."""
-    if dataset == "mrpc":
-        return str((Path(mrpc_dir).expanduser() if mrpc_dir else default_mrpc_dir()) / TRAIN_FILE)
-    return str(train)
-
-
 def split_long(sequences: list[torch.Tensor], max_tokens: int) -> tuple[list[torch.Tensor], int]:
     """Cut every boundary-wrapped sequence of more than ``max_tokens`` tokens into the fewest
     near-equal pieces of at most ``max_tokens`` tokens, each wrapped in the same boundary tokens.
@@ -98,18 +88,17 @@ def split_long(sequences: list[torch.Tensor], max_tokens: int) -> tuple[list[tor
     return pieces, cut
 
 
-class BiLMDataModule(pl.LightningDataModule):
-    """Sentences for biLM pretraining, read and checked in full at construction.
+class CorpusDataModule(pl.LightningDataModule):
+    """Sentences for language-model pretraining (every family), read and checked in full at construction.
 
     Args:
-        mrpc_dir: folder with the MSR release files (default: ``$MRPC_DIR`` or ``data/mrpc``).
         tokenizer: ``word`` (the biLM's and AWD-LSTM's) or ``subword`` (byte-level BPE, GPT's),
             trained on the pretraining text only.
         corpus: one entry or a list: ``mrpc`` (the pair data set's train sentences), ``reuters``,
             ``brown``, ``sotu``, ``all-shared``, names joined by ``+``, or plain-text files, one
             sentence per line (``pretrain.corpora``).
         extra_corpus: more plain-text files added to the pretraining text.
-        transductive: also pretrain (and build the vocabulary) on GLUE dev and MSR test sentences;
+        transductive: also pretrain (and build the vocabulary) on the dev and test sentences;
             held-out perplexity then uses a seeded 2% of the other pretraining text, kept out of
             training (never the evaluation sentences themselves).
         min_frequency: words seen fewer times in the pretraining text become ``<UNK>``.
@@ -120,20 +109,17 @@ class BiLMDataModule(pl.LightningDataModule):
         bucket: length-bucketed batches (False: random batches, more padding).
         max_sentences: use only the first N pretraining sentences (smoke tests, learning curves).
         init_from: linked from ``--model.init_from``: keep that run's tokenizer (ULMFiT stage 2).
-        dataset, train, dev, test, sentence1_column, sentence2_column, label_column, id_column,
-            has_header, positive_label, name: the pair data set, as for finetuning
-            (``harness.pairdata.load_pair_data``): its train sentences are the ``mrpc`` corpus,
-            its dev/test sentences are kept out. ``positive_label`` is accepted so that one set
-            of data flags serves every stage; pretraining does not use it.
         corpora_dir: the folder of the named corpora (default: ``$CORPORA_DIR`` or
             ``<repo>/../shared/data``).
         max_tokens: pretraining sentences longer than this many tokens are cut into pieces
             (counted in the run's ``long_sentences_split`` param); held-out sentences stay whole.
+        **pair_data: the pair data set, with the flags of finetuning
+            (:class:`~harness.datasets.spec.PairDataSpec`): its train sentences are the ``mrpc``
+            corpus, its dev/test sentences are kept out (``positive_label`` is not used here).
     """
 
     def __init__(
         self,
-        mrpc_dir: str | None = None,
         tokenizer: str = "word",
         corpus: str | list[str] = "mrpc",
         extra_corpus: list[str] | None = None,
@@ -145,19 +131,9 @@ class BiLMDataModule(pl.LightningDataModule):
         max_sentences: int | None = None,
         num_workers: int = 0,
         init_from: str | None = None,
-        dataset: str = "mrpc",
-        train: str | None = None,
-        dev: str | None = None,
-        test: str | None = None,
-        sentence1_column: str | int = "sentence1",
-        sentence2_column: str | int = "sentence2",
-        label_column: str | int = "label",
-        id_column: str | int | None = None,
-        has_header: bool = True,
-        positive_label: str | None = None,
-        name: str | None = None,
         corpora_dir: str | None = None,
         max_tokens: int = DEFAULT_MAX_TOKENS,
+        **pair_data,
     ):
         super().__init__()
         self.save_hyperparameters(logger=False)
@@ -165,12 +141,10 @@ class BiLMDataModule(pl.LightningDataModule):
             raise UserError(f"--data.batch_size={batch_size}: must be at least 1")
         if max_tokens < 1:
             raise UserError(f"--data.max_tokens={max_tokens}: must be at least 1")
-        pairs = load_pair_data(dataset, mrpc_dir, train, dev, test, sentence1_column=sentence1_column,
-                               sentence2_column=sentence2_column, label_column=label_column, id_column=id_column,
-                               has_header=has_header, positive_label=positive_label, name=name)
+        pairs = load_pair_data(PairDataSpec(**pair_data))
         self.pair_data = pairs
         pair_train, held_out, test = pairs.sentences("train"), pairs.sentences("dev"), pairs.sentences("test")
-        self.corpora = read_corpora(corpus, extra_corpus, pair_train, pair_train_source(dataset, mrpc_dir, train),
+        self.corpora = read_corpora(corpus, extra_corpus, pair_train, pairs.train_file,
                                     pairs.name, corpora_dir)
         train, origin = combine(self.corpora)
         if transductive:
@@ -208,9 +182,7 @@ class BiLMDataModule(pl.LightningDataModule):
                   f"cut into pieces ({len(self.train_ids)} training sequences)", file=sys.stderr)
         self.summary = {
             "data_hash": self.content_hash,
-            "dataset": pairs.name,
-            "dataset_hash": pairs.content_hash,
-            **({"mrpc_hash": pairs.content_hash} if dataset == "mrpc" else {}),
+            **dataset_params(pairs),
             "vocab_size": len(self.tokenizer),
             "train_sentences": len(train),
             "train_sequences": len(self.train_ids),

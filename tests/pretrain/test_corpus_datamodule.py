@@ -7,9 +7,10 @@ import torch
 from torch.utils.data import BatchSampler, DataLoader, DistributedSampler, RandomSampler, SequentialSampler
 
 from harness.batching import BucketBatchSampler, pad_batch
-from pretrain.corpus import BiLMDataModule, read_text_file, unique
+from pretrain.corpora import read_text_file
+from pretrain.corpus_datamodule import CorpusDataModule, unique
 from harness.errors import UserError
-from harness.mrpc import load_mrpc
+from harness.datasets.mrpc import load_mrpc
 from pretrain.tokenize import PAD_ID, SPECIALS, Tokenizer
 
 
@@ -45,7 +46,7 @@ def text(splits):
 
 @pytest.fixture(scope="module")
 def datamodule(mrpc_dir):
-    return BiLMDataModule(mrpc_dir=str(mrpc_dir))
+    return CorpusDataModule(mrpc_dir=str(mrpc_dir))
 
 
 def encoded(tokenizer, sentences):
@@ -70,7 +71,7 @@ def test_vocabulary_has_only_train_words(datamodule, text):
 
 
 def test_transductive_adds_dev_and_test(mrpc_dir, text):
-    transductive = BiLMDataModule(mrpc_dir=str(mrpc_dir), transductive=True)
+    transductive = CorpusDataModule(mrpc_dir=str(mrpc_dir), transductive=True)
     vocabulary = set(transductive.tokenizer.vocab)
     assert text["test_only_words"] <= vocabulary
     pretraining = {tuple(ids.tolist()) for ids in transductive.train_ids}
@@ -83,7 +84,7 @@ def test_transductive_adds_dev_and_test(mrpc_dir, text):
 def test_transductive_perplexity_is_held_out(mrpc_dir, text):
     """Transductive pretraining sees every dev/test sentence, so held-out perplexity must come from
     other text kept out of training — never from training sentences (early stopping reads it)."""
-    transductive = BiLMDataModule(mrpc_dir=str(mrpc_dir), transductive=True)
+    transductive = CorpusDataModule(mrpc_dir=str(mrpc_dir), transductive=True)
     training = {tuple(ids.tolist()) for ids in transductive.train_ids}
     held_out = [tuple(ids.tolist()) for ids in transductive.validation_ids]
     assert len(held_out) >= 100 and not training & set(held_out)
@@ -100,7 +101,7 @@ def test_validation_is_dev_sentences_not_in_training(datamodule, text):
 
 
 def test_max_sentences_limits_text_and_vocabulary(mrpc_dir, text):
-    small = BiLMDataModule(mrpc_dir=str(mrpc_dir), max_sentences=50)
+    small = CorpusDataModule(mrpc_dir=str(mrpc_dir), max_sentences=50)
     assert encoded(small.tokenizer, text["train"][:50]) == [tuple(ids.tolist()) for ids in small.train_ids]
     probe = Tokenizer(list(SPECIALS))
     assert set(small.tokenizer.vocab) - set(SPECIALS) == {w for s in text["train"][:50] for w in probe.tokenize(s)} - set(SPECIALS)
@@ -109,8 +110,8 @@ def test_max_sentences_limits_text_and_vocabulary(mrpc_dir, text):
 
 
 def test_data_hash_is_stable_and_content_sensitive(mrpc_dir, datamodule):
-    assert BiLMDataModule(mrpc_dir=str(mrpc_dir)).content_hash == datamodule.content_hash
-    assert BiLMDataModule(mrpc_dir=str(mrpc_dir), max_sentences=50).content_hash != datamodule.content_hash
+    assert CorpusDataModule(mrpc_dir=str(mrpc_dir)).content_hash == datamodule.content_hash
+    assert CorpusDataModule(mrpc_dir=str(mrpc_dir), max_sentences=50).content_hash != datamodule.content_hash
 
 
 # --- extra and replacement corpora ------------------------------------------------------------------
@@ -121,7 +122,7 @@ def test_extra_corpus_adds_sentences_but_never_evaluation_ones(mrpc_dir, tmp_pat
     lines = ["The zyzzyva quokka danced at midnight .", text["test_only_sentence"], "",
              text["dev_only_sentence"], text["train"][0], "The zyzzyva quokka danced at midnight ."]
     extra.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    extended = BiLMDataModule(mrpc_dir=str(mrpc_dir), extra_corpus=[str(extra)])
+    extended = CorpusDataModule(mrpc_dir=str(mrpc_dir), extra_corpus=[str(extra)])
     vocabulary = set(extended.tokenizer.vocab)
     assert {"zyzzyva", "quokka"} <= vocabulary
     assert extended.summary["train_sentences"] == datamodule.summary["train_sentences"] + 1
@@ -136,7 +137,7 @@ def test_extra_corpus_adds_sentences_but_never_evaluation_ones(mrpc_dir, tmp_pat
 def test_extra_corpus_evaluation_lines_kept_when_transductive(mrpc_dir, tmp_path, text):
     extra = tmp_path / "extra.txt"
     extra.write_text(f"The zyzzyva quokka danced .\n{text['test_only_sentence']}\n", encoding="utf-8")
-    extended = BiLMDataModule(mrpc_dir=str(mrpc_dir), extra_corpus=[str(extra)], transductive=True)
+    extended = CorpusDataModule(mrpc_dir=str(mrpc_dir), extra_corpus=[str(extra)], transductive=True)
     assert "zyzzyva" in extended.tokenizer.index
     assert text["test_only_words"] <= set(extended.tokenizer.vocab)
 
@@ -146,7 +147,7 @@ def test_corpus_file_replaces_mrpc_text(mrpc_dir, tmp_path, text):
     lines = ["The zyzzyva quokka danced .", "A second line , with 42 words .", text["test_only_sentence"],
              text["dev_only_sentence"]]
     corpus.write_bytes(b"\xef\xbb\xbf" + "\r\n".join(lines).encode("utf-8") + b"\r\n\r\n")
-    module = BiLMDataModule(mrpc_dir=str(mrpc_dir), corpus=str(corpus))
+    module = CorpusDataModule(mrpc_dir=str(mrpc_dir), corpus=str(corpus))
     assert module.summary["train_sentences"] == 2
     assert module.removed_evaluation_sentences == 2
     assert module.tokenizer.vocab[len(SPECIALS):] == sorted(
@@ -166,7 +167,7 @@ def test_missing_text_file_names_the_flag(mrpc_dir, tmp_path, flag):
     missing = tmp_path / "nope.txt"
     value = str(missing) if flag == "corpus" else [str(missing)]
     with pytest.raises(UserError) as caught:
-        BiLMDataModule(mrpc_dir=str(mrpc_dir), **{flag: value})
+        CorpusDataModule(mrpc_dir=str(mrpc_dir), **{flag: value})
     message = str(caught.value)
     assert "\n" not in message and f"--data.{flag}" in message and str(missing) in message
 
@@ -175,7 +176,7 @@ def test_non_utf8_text_file_names_file_and_line(mrpc_dir, tmp_path):
     path = tmp_path / "latin1.txt"
     path.write_bytes("fine\nalso fine\ncaf\u00e9 au lait\n".encode("latin-1"))
     with pytest.raises(UserError) as caught:
-        BiLMDataModule(mrpc_dir=str(mrpc_dir), extra_corpus=[str(path)])
+        CorpusDataModule(mrpc_dir=str(mrpc_dir), extra_corpus=[str(path)])
     message = str(caught.value)
     assert "\n" not in message and f"{path}:3" in message and "UTF-8" in message
 
@@ -191,7 +192,7 @@ def test_corpus_of_only_evaluation_sentences_is_a_user_error(mrpc_dir, tmp_path,
     corpus = tmp_path / "corpus.txt"
     corpus.write_text(text["test_only_sentence"] + "\n", encoding="utf-8")
     with pytest.raises(UserError, match="--data.corpus"):
-        BiLMDataModule(mrpc_dir=str(mrpc_dir), corpus=str(corpus))
+        CorpusDataModule(mrpc_dir=str(mrpc_dir), corpus=str(corpus))
 
 
 # --- batching ---------------------------------------------------------------------------------------
@@ -266,7 +267,7 @@ def test_lightning_can_inject_a_distributed_sampler(mrpc_dir):
     from lightning_fabric.utilities.data import _replace_dunder_methods
     from pytorch_lightning.utilities.data import _update_dataloader
 
-    module = BiLMDataModule(mrpc_dir=str(mrpc_dir), max_sentences=300, batch_size=8)
+    module = CorpusDataModule(mrpc_dir=str(mrpc_dir), max_sentences=300, batch_size=8)
     with _replace_dunder_methods(DataLoader, "dataset"), _replace_dunder_methods(BatchSampler):
         loader = module.train_dataloader()
     distributed = DistributedSampler(module.train_ids, num_replicas=2, rank=0, shuffle=True, seed=0)
@@ -279,7 +280,7 @@ def test_lightning_can_inject_a_distributed_sampler(mrpc_dir):
 
 
 def test_loaders_pad_at_the_end(mrpc_dir):
-    module = BiLMDataModule(mrpc_dir=str(mrpc_dir), max_sentences=200, batch_size=16)
+    module = CorpusDataModule(mrpc_dir=str(mrpc_dir), max_sentences=200, batch_size=16)
     seen = 0
     for token_ids, lengths in module.train_dataloader():
         assert token_ids.shape == (len(lengths), int(lengths.max()))

@@ -1,29 +1,23 @@
 import functools
+import hashlib
 import http.server
 import shutil
 import threading
 
 import pytest
 
-from harness import mrpc, pairdata
+from harness.datasets import mrpc, registry
+from harness.datasets.mrpc import TEST_FILE, TRAIN_FILE
+from harness.datasets.reader import read_pair_tsv
+from harness.datasets.types import SPLITS, Pair
 from harness.errors import UserError
-from harness.mrpc import Pair, TEST_FILE, TRAIN_FILE
+from tests.helpers import assert_one_line_error
 
 EXPECTED_PAIRS = [
-    Pair(1, "101", "102", 'He said "yes" to the plan.', "He agreed to the plan."),
-    Pair(0, "103", "104", 'The "quote never closes.', "Shares fell 3 percent."),
-    Pair(1, "105", "106", "Café prices rose – sharply.", "Prices at the café climbed steeply."),
+    Pair(1, ("101", "102"), 'He said "yes" to the plan.', "He agreed to the plan."),
+    Pair(0, ("103", "104"), 'The "quote never closes.', "Shares fell 3 percent."),
+    Pair(1, ("105", "106"), "Café prices rose – sharply.", "Prices at the café climbed steeply."),
 ]
-
-
-def assert_one_line_error(call, *fragments):
-    with pytest.raises(UserError) as caught:
-        call()
-    message = str(caught.value)
-    assert "\n" not in message
-    for fragment in fragments:
-        assert fragment in message, message
-    return message
 
 
 # --- reader -------------------------------------------------------------------------------------
@@ -40,9 +34,10 @@ def test_quotes_keep_tab_boundaries(tmp_path, write_msr, sample_rows):
 def test_encodings_and_line_endings_parse_alike(tmp_path, write_msr, sample_rows, options):
     path = write_msr(tmp_path / "a.txt", sample_rows, **options)
     assert mrpc.read_msr_file(path) == EXPECTED_PAIRS
-    reference = write_msr(tmp_path / "reference.txt", sample_rows)
-    assert mrpc.normalised_text(path) == mrpc.normalised_text(reference)
-    assert mrpc.normalised_text(path).endswith("steeply.\n")
+    reference = write_msr(tmp_path / "reference.txt", sample_rows, bom=False)
+    digest = read_pair_tsv(path, **mrpc.MSR_FORMAT).digest
+    assert digest == read_pair_tsv(reference, **mrpc.MSR_FORMAT).digest
+    assert digest == hashlib.sha256(reference.read_bytes()).hexdigest()  # BOM-less, LF, one final line end
 
 
 def test_old_mac_line_endings(tmp_path, write_msr, sample_rows):
@@ -56,9 +51,10 @@ def test_old_mac_line_endings(tmp_path, write_msr, sample_rows):
     [
         ("1\t107\t108\tonly four fields", "expected 5 tab-separated fields, found 4"),
         ("1\t107\t108\ta\tb\tc", "expected 5 tab-separated fields, found 6"),
-        ("x\t107\t108\ta\tb", "label must be 0 or 1, found 'x'"),
-        ("1\t107\t108\t  \tb", "empty #1 String or #2 String"),
-        ("1\t107\t\ta\tb", "empty #1 ID or #2 ID"),
+        ("x\t107\t108\ta\tb", "label 'x' is not among MRPC's labels (0, 1)"),
+        ("1\t107\t108\t  \tb", "empty sentence1 (column 3)"),
+        ("1\t107\t\ta\tb", "empty id (column 2)"),
+        ("1\t101\t102\ta\tb", "id '101/102' already used at line 2"),
         ("", "blank line"),
     ],
 )
@@ -97,14 +93,14 @@ def test_directory_and_missing_paths(tmp_path):
     assert_one_line_error(lambda: mrpc.read_msr_file(tmp_path), str(tmp_path), "folder")
     missing = tmp_path / "nope.txt"
     assert_one_line_error(lambda: mrpc.read_msr_file(missing), str(missing), "not found")
-    assert_one_line_error(lambda: mrpc.normalised_text(missing), str(missing))
+    assert_one_line_error(lambda: mrpc.verify_msr_file(missing, "train"), str(missing), "MRPC_DIR")
 
 
 def test_default_dir_follows_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("MRPC_DIR", str(tmp_path))
     assert mrpc.default_mrpc_dir() == tmp_path
     monkeypatch.delenv("MRPC_DIR")
-    assert mrpc.default_mrpc_dir() == mrpc.Path(mrpc.__file__).resolve().parent.parent / "data" / "mrpc"
+    assert mrpc.default_mrpc_dir() == mrpc.Path(mrpc.__file__).resolve().parents[2] / "data" / "mrpc"
 
 
 # --- content checks -----------------------------------------------------------------------------
@@ -215,8 +211,8 @@ def test_load_real_data(real_mrpc_dir):
     assert (len(splits.train), len(splits.dev), len(splits.test)) == (3668, 408, 1725)
     assert sum(pair.label for pair in splits.dev) == 279
     assert sum(pair.label for pair in splits.test) == 1147
-    dev_ids = {(pair.id1, pair.id2) for pair in splits.dev}
-    assert not dev_ids & {(pair.id1, pair.id2) for pair in splits.train}
+    dev_ids = {pair.ids for pair in splits.dev}
+    assert not dev_ids & {pair.ids for pair in splits.train}
     assert splits.content_hash == "704e94466deb0a1aa268875f81a5d0e472cd23cb4ff7fa38508cffca3b878df6"
 
 
@@ -263,20 +259,18 @@ def test_missing_dev_ids_are_reported(tmp_path, write_msr, sample_rows):
 # --- MRPC through the pair-data-set interface ---------------------------------------------------
 
 
-def test_splits_convert_to_pair_data():
-    splits = mrpc.MRPCSplits(train=EXPECTED_PAIRS[:2], dev=EXPECTED_PAIRS[2:], test=EXPECTED_PAIRS[1:],
-                             content_hash="h")
-    data = mrpc.to_pair_data(splits)
-    assert (data.name, data.labels, data.id_columns, data.content_hash) == ("mrpc", ["0", "1"], ("id1", "id2"), "h")
+def test_glue_split_as_pair_data(mrpc_dir):
+    data = mrpc.load_mrpc(mrpc_dir, download=False)
+    assert (data.name, data.kind, data.labels, data.id_columns) == ("mrpc", "mrpc", ["0", "1"], ("id1", "id2"))
     assert (data.num_classes, data.positive_label, data.positive_class, data.f1_average) == (2, "1", 1, "binary")
-    assert data.train == [pairdata.Pair(1, ("101", "102"), 'He said "yes" to the plan.', "He agreed to the plan."),
-                          pairdata.Pair(0, ("103", "104"), 'The "quote never closes.', "Shares fell 3 percent.")]
-    assert data.ids_by_column(data.test) == {"id1": ["103", "105"], "id2": ["104", "106"]}
-    assert data.label_counts("test") == {"0": 1, "1": 1}
+    assert (data.source, data.train_file) == (str(mrpc_dir), str(mrpc_dir / TRAIN_FILE))
+    assert len(data.dev) == 408
+    assert data.ids_by_column(data.test[:2]) == {"id1": [p.ids[0] for p in data.test[:2]],
+                                                 "id2": [p.ids[1] for p in data.test[:2]]}
 
 
 def test_real_data_through_the_interface(real_mrpc_dir, monkeypatch):
-    data = pairdata.load_pair_data("mrpc", mrpc_dir=real_mrpc_dir)
+    data = registry.load_pair_data(dataset="mrpc", mrpc_dir=str(real_mrpc_dir))
     splits = mrpc.load_mrpc(real_mrpc_dir, download=False)
     assert (len(data.train), len(data.dev), len(data.test)) == (3668, 408, 1725)
     assert data.label_counts("dev") == {"0": 129, "1": 279}
@@ -284,10 +278,10 @@ def test_real_data_through_the_interface(real_mrpc_dir, monkeypatch):
     assert (data.labels, data.id_columns, data.positive_label) == (["0", "1"], ("id1", "id2"), "1")
     assert data.content_hash == splits.content_hash
     assert data.content_hash == "704e94466deb0a1aa268875f81a5d0e472cd23cb4ff7fa38508cffca3b878df6"
-    for name in pairdata.SPLITS:
-        expected = [(p.label, (p.id1, p.id2), p.sentence1, p.sentence2) for p in getattr(splits, name)]
-        assert [(p.label, p.ids, p.sentence1, p.sentence2) for p in data.split(name)] == expected
+    for name in SPLITS:
+        assert data.split(name) == splits.split(name)
     assert not set(data.sentences("test")) - set(data.sentences())
     monkeypatch.setenv("MRPC_DIR", str(real_mrpc_dir))
-    assert pairdata.load_pair_data().dev == data.dev
-    assert pairdata.load_pair_data(positive_label=0).positive_class == 0
+    assert registry.load_pair_data().dev == data.dev
+    assert registry.load_pair_data(positive_label="0").positive_class == 0
+    assert registry.load_pair_data(name="msrp").name == "msrp"

@@ -1,0 +1,33 @@
+"""What a named data set of the registry states: how to read it from the ``--data.*`` flags, and
+the facts runs and reports show about it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from harness.datasets.spec import PairDataSpec
+from harness.datasets.types import PairData
+
+
+@dataclass(frozen=True)
+class Anchors:
+    """Published results on a data set's test split, shown beside a benchmark's for context."""
+
+    split: str  # the split they are on, as the report titles it
+    rows: tuple[tuple[str, float, float, str], ...]  # (system, test accuracy %, test F1 %, source)
+    note: str = ""  # a line under the table
+
+
+@dataclass(frozen=True)
+class DataSet:
+    """One entry of the registry (``harness.datasets.registry``), named by ``--data.dataset``."""
+
+    name: str  # the --data.dataset value
+    load: Callable[[PairDataSpec], PairData]  # reads and checks it: a PairData of kind ``name``, or a UserError
+    default_name: Callable[[PairDataSpec], str]  # its name in runs and reports without --data.name (no reading)
+    split_titles: Mapping[str, str] = field(default_factory=dict)  # e.g. dev "GLUE dev"; else "<name> <split>"
+    class_titles: tuple[str, ...] = ()  # how figures name the labels, in label order; () the label names
+    anchors: Anchors | None = None
+    plain_run_names: bool = False  # True: runs of it under its own name carry no "<name>-" prefix
+    hash_param: str | None = None  # a second param name for its content hash (beside dataset_hash)

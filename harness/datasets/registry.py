@@ -1,0 +1,126 @@
+"""The named pair data sets (``--data.dataset``), one entry each, and what every stage asks of the
+data set a run uses: reading it from the ``--data.*`` flags, its name, how runs and reports title
+its splits and labels, its published anchors.
+
+A data set of its own is a module that defines a :class:`~harness.datasets.entry.DataSet` (see
+``harness/datasets/mrpc.py``), imported and listed in :data:`DATASETS`; a test or a plugin may
+also :func:`register` one at run time.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+
+from harness.datasets.entry import Anchors, DataSet
+from harness.datasets.label_limit import check_label_count
+from harness.datasets.mrpc import MRPC
+from harness.datasets.overlap import check_split_overlap
+from harness.datasets.reader import canonical_label
+from harness.datasets.spec import PairDataSpec
+from harness.datasets.tsv import TSV
+from harness.datasets.types import SPLITS, PairData
+from harness.errors import UserError
+
+DATASETS: dict[str, DataSet] = {entry.name: entry for entry in (MRPC, TSV)}
+
+
+def register(entry: DataSet) -> DataSet:
+    """Add (or replace) a named data set; returns it."""
+    DATASETS[entry.name] = entry
+    return entry
+
+
+def dataset_entry(name: str) -> DataSet:
+    """The entry ``--data.dataset=<name>`` names; an unknown name is a one-line UserError."""
+    if name not in DATASETS:
+        names = sorted(DATASETS)
+        choices = " or ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
+        raise UserError(f"--data.dataset={name}: expected {choices}")
+    return DATASETS[name]
+
+
+def positive_label_of(labels: list[str], requested: str | int | None) -> str | None:
+    """The class binary F1 is about: ``requested`` (checked), else the later of 2 labels; None for more."""
+    if requested is None:
+        return labels[-1] if len(labels) == 2 else None
+    label = canonical_label(str(requested))
+    if len(labels) != 2:
+        raise UserError(f"--data.positive_label={requested}: only for 2-label data sets; this one has "
+                        f"{len(labels)} labels and reports macro F1")
+    if label not in labels:
+        raise UserError(f"--data.positive_label={requested}: not a label of the data set ({', '.join(labels)})")
+    return label
+
+
+def load_pair_data(spec: PairDataSpec | None = None, **flags) -> PairData:
+    """The pair data set a run's ``--data.*`` flags name (a spec, or the flags as keywords).
+
+    Returns:
+        the PairData, named ``--data.name`` (else the entry's default), its positive label
+        ``--data.positive_label`` when given, the pairs its splits share counted
+        (``split_overlap``); any problem raises a one-line UserError, and so do more labels than
+        the harness can report on or splits that share more pairs than ``--data.max_split_overlap``.
+    """
+    spec = spec if spec is not None else PairDataSpec(**flags)
+    data = dataset_entry(spec.dataset).load(spec)
+    data = replace(data, split_overlap=checked(data, spec))
+    if spec.positive_label is not None:
+        data = replace(data, positive_label=positive_label_of(data.labels, spec.positive_label))
+    return replace(data, name=spec.name) if spec.name else data
+
+
+def checked(data: PairData, spec: PairDataSpec) -> dict[str, int]:
+    """The label count and the split overlap of a freshly read data set (one line on stderr when its
+    splits share pairs below the threshold). Returns the overlap params."""
+    names = {split: f"--data.{split}={getattr(spec, split)}" if getattr(spec, split) else split_title(data, split)
+             for split in SPLITS}
+    check_label_count(data.labels, names["train"])
+    overlap = check_split_overlap({split: data.split(split) for split in SPLITS}, spec.max_split_overlap, names)
+    if any(overlap.counts.values()):
+        print(f"{data.name}: pairs shared between splits: {overlap.summary()} (below --data.max_split_overlap="
+              f"{spec.max_split_overlap:g} of the smaller split)", file=sys.stderr)
+    return overlap.params()
+
+
+def dataset_name(spec: PairDataSpec | dict) -> str:
+    """The data set's name without reading it: ``--data.name``, else its entry's default."""
+    spec = spec if isinstance(spec, PairDataSpec) else PairDataSpec(**spec)
+    return str(spec.name) if spec.name else dataset_entry(spec.dataset).default_name(spec)
+
+
+def split_title(data: PairData, split: str) -> str:
+    """How summaries name a split: MRPC's ``GLUE dev`` / ``MSR test``, else ``<name> <split>``."""
+    return DATASETS[data.kind].split_titles.get(split) or f"{data.name} {split}"
+
+
+def class_titles(data: PairData) -> list[str]:
+    """How figures name the labels, in label order (MRPC: ``not para.``, ``paraphrase``)."""
+    return list(DATASETS[data.kind].class_titles or data.labels)
+
+
+def run_name_prefix(data: PairData) -> str:
+    """``<name>-`` before run names, or nothing for a data set whose runs go without it (MRPC)."""
+    entry = DATASETS[data.kind]
+    return "" if entry.plain_run_names and data.name == entry.name else f"{data.name}-"
+
+
+def anchors_of(data: PairData) -> Anchors | None:
+    """Published results on the data set's test split, for the benchmark report (None: none known)."""
+    return DATASETS[data.kind].anchors
+
+
+def published_anchors(name: str | None) -> Anchors | None:
+    """The anchors of the named data set whose name is ``name`` (any case; None: the default data
+    set), for reports whose context does not carry the data set's own."""
+    entry = DATASETS.get((name or PairDataSpec().dataset).lower())
+    return entry.anchors if entry else None
+
+
+def dataset_params(data: PairData) -> dict[str, str]:
+    """The params naming a run's data set: ``dataset``, ``dataset_hash`` (and the entry's second name for
+    it), and the pairs its splits share (``overlap_train_dev``, ``overlap_train_test``, ``overlap_dev_test``)."""
+    entry = DATASETS[data.kind]
+    return {"dataset": data.name, "dataset_hash": data.content_hash,
+            **({entry.hash_param: data.content_hash} if entry.hash_param else {}), **data.split_overlap}
+

@@ -1,0 +1,80 @@
+"""Helpers shared by the test modules that run the real CLIs against a store of their own: the
+CLI in a subprocess, every run of a store, the run a summary printed, and the one-line-error
+checks (``from tests.helpers import ...``)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from mlflow.entities import ViewType
+from mlflow.tracking import MlflowClient
+
+from harness.errors import UserError
+
+REPO = Path(__file__).resolve().parents[1]
+CLI_TIMEOUT = 600  # seconds: a smoke run takes under a minute, a loaded 2-core machine several
+RUN_ID = re.compile(r"^  run +([0-9a-f]{32})\b", re.MULTILINE)  # the `run` line of a stage's summary
+
+
+def store_uri(store: str | Path) -> str:
+    """A tracking URI, or a folder's ``mlflow.db`` as one."""
+    return f"sqlite:///{Path(store) / 'mlflow.db'}" if isinstance(store, Path) else store
+
+
+def cli_env(uri: str, mrpc_dir: str | Path | None = None, **extra: str) -> dict:
+    """The environment of a CLI under test: its store, the MSR files, one thread, no progress bars."""
+    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+           "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false", **extra}
+    if mrpc_dir is not None:
+        env["MRPC_DIR"] = str(mrpc_dir)
+    return env
+
+
+def run_module(module: str, *args: str, uri: str, cwd: Path, mrpc_dir: str | Path | None = None,
+               timeout: float = CLI_TIMEOUT, **extra_env: str) -> subprocess.CompletedProcess:
+    """``python -m <module> <args>`` in ``cwd`` against the store ``uri``; output captured."""
+    return subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, env=cli_env(uri, mrpc_dir, **extra_env),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def all_runs(store: str | Path, view: int = ViewType.ALL) -> list:
+    """Every run of the store (a URI or a folder holding ``mlflow.db``), deleted experiments included."""
+    client = MlflowClient(store_uri(store))
+    experiments = [e.experiment_id for e in client.search_experiments(view_type=ViewType.ALL)]
+    return client.search_runs(experiments, run_view_type=view, max_results=10_000) if experiments else []
+
+
+def printed_run_id(process: subprocess.CompletedProcess) -> str:
+    """The run id on the summary of a CLI that succeeded."""
+    assert process.returncode == 0, process.stderr[-5000:]
+    found = RUN_ID.search(process.stdout)
+    assert found, process.stdout[-3000:]
+    return found.group(1)
+
+
+def assert_one_line_error(call, *fragments: str) -> str:
+    """``call()`` raises a UserError of one line holding every fragment; returns the message."""
+    with pytest.raises(UserError) as caught:
+        call()
+    message = str(caught.value)
+    assert "\n" not in message
+    for fragment in fragments:
+        assert fragment in message, message
+    return message
+
+
+def assert_one_line_exit(process: subprocess.CompletedProcess, *fragments: str) -> str:
+    """A CLI stopped at a user error: exit 2, no traceback, one ``error:`` line (the last) holding
+    every fragment; returns that line."""
+    assert process.returncode == 2, process.stderr[-3000:]
+    assert "Traceback" not in process.stderr, process.stderr[-3000:]
+    lines = process.stderr.strip().splitlines()
+    assert [line for line in lines if line.startswith("error:")] == [lines[-1]], process.stderr[-3000:]
+    for fragment in fragments:
+        assert fragment in lines[-1], lines[-1]
+    return lines[-1]
