@@ -68,7 +68,7 @@ def code_version(family: str, kind: str) -> str:
 
 
 def build_tokenizer(state: dict):
-    """A tokenizer from :func:`tokenizer_state` (checkpoints made before families: word)."""
+    """A tokenizer from :func:`tokenizer_state` (a state without ``type`` is a word tokenizer)."""
     state = dict(state)
     kind = state.pop("type", "word")
     return tokenizer_class(kind).from_dict(state)
@@ -86,7 +86,7 @@ def normalise(checkpoint: dict, source: str) -> dict:
         raise UserError(f"{source}: not a checkpoint of `python -m pretrain` (no weights inside)")
     if "model_config" in checkpoint and "family" in checkpoint:
         family, config = checkpoint["family"], dict(checkpoint["model_config"])
-    elif "bilm_config" in checkpoint:  # written before families existed
+    elif "bilm_config" in checkpoint:  # the first format: an ELMo biLM
         family, config = "elmo", dict(checkpoint["bilm_config"])
     else:
         raise UserError(f"{source}: not an encoder checkpoint of `python -m pretrain` (no family/config inside)")
