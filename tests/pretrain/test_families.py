@@ -171,3 +171,13 @@ def test_one_config_object_serves_model_module_and_checkpoint(saved):
     parameters = inspect.signature(spec.lightning_class()).parameters
     for field in dataclasses.fields(spec.config):
         assert parameters[field.name].default == field.default
+
+
+def test_the_cli_finds_every_family_module_by_its_short_name(capsys):
+    from pretrain.cli import PretrainCLI
+
+    for name in pretrained_families():
+        module = family_of(name).lightning_module
+        with pytest.raises(SystemExit) as done:
+            PretrainCLI(args=["fit", f"--model={module.rpartition('.')[2]}", "--print_config"])
+        assert done.value.code == 0 and f"class_path: {module}" in capsys.readouterr().out
