@@ -25,7 +25,6 @@ warm-up. ``--profile`` prints torch.profiler's top operators of the cached froze
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import sys
 import tempfile
@@ -43,10 +42,9 @@ from downstream.pair_datamodule import PairDataModule
 from harness.precision import cpu_bf16_supported
 from harness.runtime import retain_freed_memory
 from harness.schedules import discriminative_groups
-from pretrain.checkpoints import build_model
 from pretrain.corpus_datamodule import CorpusDataModule
 from pretrain.encoder import Encoder
-from pretrain.families import family_of, pretrained_families
+from pretrain.families import family_of_config, pretrained_families
 from pretrain.runs import load_encoder
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "pretrain"  # each family's <name>.yaml
@@ -56,15 +54,12 @@ BATCH_SIZE = 32
 def config_encoder(family: str) -> Encoder:
     """An untrained encoder at the family's CPU config, its tokenizer built on GLUE train only."""
     config = yaml.safe_load((CONFIGS / f"{family}.yaml").read_text())
-    section = dict(config.get("model", {}))
-    section.pop("class_path", None)
-    arguments = dict(section.pop("init_args", {}), **section)
+    spec, arguments = family_of_config(config, family)
     data = {key: value for key, value in (config.get("data") or {}).items() if key != "extra_corpus"}
     tokenizer = CorpusDataModule(**data).tokenizer
-    keys = inspect.signature(family_of(family).model).parameters
-    model_config = {"vocab_size": len(tokenizer), **{k: v for k, v in arguments.items() if k in keys}}
+    model_config = spec.config_from(arguments, len(tokenizer))
     torch.manual_seed(0)
-    return Encoder(build_model(family, model_config), tokenizer, family, model_config,
+    return Encoder(spec.build(model_config), tokenizer, family, model_config.to_dict(),
                    fingerprint=f"finetune-speed-{family}-untrained", source="random", random_seed=0)
 
 

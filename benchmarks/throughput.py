@@ -27,7 +27,6 @@ FLOP/s are compared with the peak measured under the same load, and the load ave
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import multiprocessing
 import os
@@ -46,10 +45,9 @@ from benchmarks.model_flops import step_flops
 from harness.errors import UserError
 from harness.precision import cpu_bf16_supported
 from harness.runtime import retain_freed_memory
-from pretrain.checkpoints import build_model
 from pretrain.cli import DEFAULT_FAMILY
 from pretrain.corpus_datamodule import CorpusDataModule
-from pretrain.families import Family, family_of, family_of_lightning_module, pretrained_families
+from pretrain.families import Family, family_of_config, pretrained_families
 from pretrain.models.bilm import BiLM
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "pretrain"
@@ -103,18 +101,14 @@ def harness_loss(model: torch.nn.Module, token_ids: torch.Tensor, lengths: torch
 def build(row: dict) -> tuple[Family, torch.nn.Module, CorpusDataModule, dict, dict]:
     """The row's family, model, data and optimiser/trainer settings, from its config file."""
     config = yaml.safe_load((CONFIGS / f"{row['config']}.yaml").read_text())
-    model_section = dict(config.get("model", {}))
-    family = family_of_lightning_module(model_section.pop("class_path", family_of(DEFAULT_FAMILY).lightning_module))
-    arguments = dict(model_section.pop("init_args", {}), **model_section)
+    family, arguments = family_of_config(config, DEFAULT_FAMILY)
     if row["softmax"]:
         arguments["softmax"] = row["softmax"]
         if row["softmax"] == "adaptive":
             arguments["tie_weights"] = False  # the adaptive softmax has no single output matrix to tie
     data_args = dict(config.get("data", {}))
     data = CorpusDataModule(**{**data_args, "bucket": not row["padded"]})
-    model_keys = inspect.signature(family.model).parameters
-    model = build_model(family.name, {"vocab_size": data.vocab_size,
-                                 **{key: value for key, value in arguments.items() if key in model_keys}})
+    model = family.build(family.config_from(arguments, data.vocab_size))
     optimisation = {"learning_rate": arguments.get("learning_rate", 2e-3),
                     "weight_decay": arguments.get("weight_decay", 0.01),
                     "clip": (config.get("trainer") or {}).get("gradient_clip_val")}

@@ -4,12 +4,12 @@ model config, tokenizer and weights, and the code version that fingerprints depe
 A slim encoder checkpoint (``checkpoint/encoder.ckpt`` of a pretrain run) is a plain dict::
 
     {"format": "lm-transfer-bench/encoder", "family": "elmo" | "ulmfit" | "gpt",
-     "model_config": {...constructor arguments...}, "tokenizer": {"type": "word" | "subword", ...},
+     "model_config": {...the family's config dataclass...}, "tokenizer": {"type": "word" | "subword", ...},
      "state_dict": {...model weights, no prefix...}, "code_version": "...", "epoch": ..., "global_step": ...}
 
 Lightning's own checkpoints of a pretraining (``best.ckpt``, ``last.ckpt``) carry the same
 ``family``, ``model_config`` and ``tokenizer`` keys beside their ``model.``-prefixed state_dict,
-so either kind loads. Checkpoints written before families existed (``bilm_config``) load as ELMo.
+so either kind loads. A checkpoint that holds ``bilm_config`` instead of family and config is ELMo's.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import sys
 from pathlib import Path
 
 import torch
-from torch import nn
 
 from harness.errors import UserError
 from pretrain.families import family_of
@@ -68,14 +67,8 @@ def code_version(family: str, kind: str) -> str:
     return digest.hexdigest()
 
 
-def build_model(family: str, config: dict) -> nn.Module:
-    """A family's model from its JSON config (lists become tuples, as constructors expect)."""
-    arguments = {key: tuple(value) if isinstance(value, list) else value for key, value in config.items()}
-    return family_of(family).model(**arguments)
-
-
 def build_tokenizer(state: dict):
-    """A tokenizer from :func:`tokenizer_state` (checkpoints made before families: word)."""
+    """A tokenizer from :func:`tokenizer_state` (a state without ``type`` is a word tokenizer)."""
     state = dict(state)
     kind = state.pop("type", "word")
     return tokenizer_class(kind).from_dict(state)
@@ -93,16 +86,22 @@ def normalise(checkpoint: dict, source: str) -> dict:
         raise UserError(f"{source}: not a checkpoint of `python -m pretrain` (no weights inside)")
     if "model_config" in checkpoint and "family" in checkpoint:
         family, config = checkpoint["family"], dict(checkpoint["model_config"])
-    elif "bilm_config" in checkpoint:  # written before families existed
+    elif "bilm_config" in checkpoint:  # the first format: an ELMo biLM
         family, config = "elmo", dict(checkpoint["bilm_config"])
     else:
         raise UserError(f"{source}: not an encoder checkpoint of `python -m pretrain` (no family/config inside)")
     if "tokenizer" not in checkpoint:
         raise UserError(f"{source}: the checkpoint holds no tokenizer; re-export it with `python -m pretrain`")
     try:
-        family_of(family)
+        spec = family_of(family)
     except UserError as error:
         raise UserError(f"{source}: checkpoint of an {error}") from None
+    if spec.config is None:
+        raise UserError(f"{source}: {family} encoders are not checkpoints of `python -m pretrain`")
+    try:
+        spec.config.from_dict(config)
+    except ValueError as error:
+        raise UserError(f"{source}: its {family} model config does not fit this version ({error})") from None
     tokenizer_class(checkpoint["tokenizer"].get("type", "word"))
     weights = checkpoint["state_dict"]
     if any(key.startswith("model.") for key in weights):

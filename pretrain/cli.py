@@ -12,7 +12,7 @@ from harness.errors import UserError
 from pretrain.callbacks import ExportEncoder, LanguageModelSamples
 from pretrain.corpora import GROUPS, PAIR_TRAIN, SHARED_FOLDERS, entries, log_corpora
 from pretrain.corpus_datamodule import CorpusDataModule
-from pretrain.families import family_of, family_of_lightning_module
+from pretrain.families import family_of, family_of_lightning_module, pretrained_families
 from pretrain.lit_lm import LitLanguageModel
 from pretrain.memory import GIB, available_bytes, step_bytes, training_device
 from pretrain.registry import ALIAS, model_name, register_encoder
@@ -36,6 +36,8 @@ class PretrainCLI(TrackedCLI):
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("subclass_mode_model", True)
+        for name in pretrained_families():  # imported, so that --model=LitGPT finds the class by its name
+            family_of(name).lightning_class()
         super().__init__(LitLanguageModel, CorpusDataModule, *args, **kwargs)
 
     def add_arguments_to_parser(self, parser) -> None:

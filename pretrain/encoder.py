@@ -9,7 +9,8 @@ An :class:`Encoder` is a family's model with its tokenizer and what identifies t
 - ``embed_layers(sentences)`` / ``embed_sentences(sentences)``: the same, frozen (no grad, eval);
 - ``num_layers`` (L = model layers + 1, layer 0 the token embedding), ``dim`` (D), ``directions``
   (``("forward", "backward")`` for the biLM, ``("forward",)`` for left-to-right LMs,
-  ``("bidirectional",)`` for published encoders that read the whole sentence);
+  ``("bidirectional",)`` for published encoders that read the whole sentence), ``spec`` (the
+  family's registry entry: what it can do);
 - ``fingerprint``: sha256 of the weights and the model code version (feature caches key on it);
 - ``parameter_groups()``: the model's parameters from input to top (discriminative learning
   rates, gradual unfreezing);
@@ -37,8 +38,8 @@ class Encoder:
     Args:
         model: the family's torch-only model (see ``pretrain.models``).
         tokenizer: its tokenizer (``pretrain.tokenize.Tokenizer`` or ``pretrain.subword``).
-        family: ``elmo``, ``ulmfit`` or ``gpt``.
-        config: the model's constructor arguments.
+        family: a registered family's name (``pretrain.families``).
+        config: the model's config as a dict (``model_config`` of its checkpoint).
         fingerprint: identifies weights + code (see ``pretrain.runs``).
         source: where it came from (``runs:/<id>``, a path, or ``random``).
         run_id: the pretrain run, or None for a file; for the random twin, the run it copies.

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from torch import Tensor, nn
@@ -15,6 +15,7 @@ from torch import Tensor, nn
 from harness.errors import UserError
 from pretrain import hf_model
 from pretrain.models import awd_lstm, bilm, transformer
+from pretrain.models.config import ModelConfig
 from pretrain.models.objectives import Objective
 
 
@@ -25,13 +26,16 @@ class Family:
     Args:
         name: the ``family`` tag, the checkpoint's family and ``latest:<name>``'s.
         short_name: the pretrain run's ``model`` tag.
-        model: the torch-only ``nn.Module`` (see ``pretrain.models``); its ``objective`` says what
-            it predicts.
+        model: the torch-only ``nn.Module`` (see ``pretrain.models``), built from one ``config``;
+            its ``objective`` says what it predicts.
+        config: its config dataclass (a :class:`ModelConfig`): the model's, the LightningModule's
+            arguments and the checkpoint's ``model_config`` (None for ``hf``: a published model
+            brings its own).
         tokenizer: the tokenizer kind it is built for (``word`` or ``subword``).
         lightning_module: the class path of its LightningModule, as a config's
             ``model: class_path:`` names it.
         flops: ``flops(model, token_ids, lengths)`` → the useful forward FLOPs of a batch.
-        tiny: constructor arguments of a test-size model (``vocab_size`` comes from the tokenizer).
+        tiny: a test-size config (``vocab_size`` comes from the tokenizer).
         joint_pair_input: whether the model reads a sentence pair as one joint sequence
             (``hidden_states``; ``next_token_nll`` for GPT's auxiliary LM loss; the model's
             ``pair_input`` says which joint input, GPT's by default), the ``cls`` head.
@@ -45,13 +49,26 @@ class Family:
     tokenizer: str
     lightning_module: str
     flops: Callable[[nn.Module, Tensor, Tensor], float]
-    tiny: dict[str, Any] = field(default_factory=dict)
+    config: type[ModelConfig] | None = None
+    tiny: ModelConfig | None = None
     joint_pair_input: bool = False
     pretrained_here: bool = True
 
     @property
     def objective(self) -> Objective:
         return self.model.objective
+
+    def build(self, config: ModelConfig | dict[str, Any]) -> nn.Module:
+        """The model of a config, or of a checkpoint's ``model_config`` dict."""
+        return self.model(config if isinstance(config, ModelConfig) else self.config.from_dict(config))
+
+    def tiny_config(self, vocab_size: int) -> ModelConfig:
+        return replace(self.tiny, vocab_size=vocab_size)
+
+    def config_from(self, arguments: dict[str, Any], vocab_size: int) -> ModelConfig:
+        """The config in a LightningModule's arguments (the rest, e.g. the optimiser's, is left)."""
+        names = {field.name for field in fields(self.config)}
+        return self.config.from_dict({**{k: v for k, v in arguments.items() if k in names}, "vocab_size": vocab_size})
 
     def lightning_class(self) -> type:
         """The LightningModule class (imported on use: LightningModules sit above this registry)."""
@@ -86,6 +103,15 @@ def pretrained_families() -> list[str]:
     return [name for name, family in FAMILIES.items() if family.pretrained_here]
 
 
+def family_of_config(config: dict[str, Any], default: str) -> tuple[Family, dict[str, Any]]:
+    """The family a pretrain YAML config trains (its ``model: class_path:``, else ``default``) and
+    the LightningModule's arguments there (under ``init_args`` or directly under ``model``)."""
+    section = dict(config.get("model") or {})
+    class_path = section.pop("class_path", None)
+    family = family_of_lightning_module(class_path) if class_path else family_of(default)
+    return family, {**section.pop("init_args", {}), **section}
+
+
 def family_of_lightning_module(class_path: str) -> Family:
     """The family whose LightningModule is ``class_path`` (a config's ``model: class_path:``)."""
     for family in FAMILIES.values():
@@ -95,12 +121,15 @@ def family_of_lightning_module(class_path: str) -> Family:
                     f"({', '.join(f.lightning_module for f in FAMILIES.values())})")
 
 
-register(Family("elmo", "bilm", bilm.BiLM, "word", "pretrain.lit_bilm.LitBiLM", bilm.forward_flops,
-                tiny={"hidden_size": 6, "num_layers": 2, "dropout": 0.0}))
-register(Family("ulmfit", "awd", awd_lstm.AWDLSTM, "word", "pretrain.lit_awd_lstm.LitAWDLSTM", awd_lstm.forward_flops,
-                tiny={"embedding_size": 6, "hidden_size": 10, "num_layers": 2}))
-register(Family("gpt", "gpt", transformer.TransformerLM, "subword", "pretrain.lit_gpt.LitGPT",
-                transformer.forward_flops, joint_pair_input=True,
-                tiny={"num_layers": 2, "hidden_size": 8, "num_heads": 2, "max_positions": 64}))
-register(Family("hf", "hf", hf_model.HFModel, "hf", "", hf_model.forward_flops, joint_pair_input=True,
-                pretrained_here=False))
+register(Family(name="elmo", short_name="bilm", model=bilm.BiLM, config=bilm.BiLMConfig, tokenizer="word",
+                lightning_module="pretrain.lit_bilm.LitBiLM", flops=bilm.forward_flops,
+                tiny=bilm.BiLMConfig(hidden_size=6, num_layers=2, dropout=0.0)))
+register(Family(name="ulmfit", short_name="awd", model=awd_lstm.AWDLSTM, config=awd_lstm.AWDLSTMConfig,
+                tokenizer="word", lightning_module="pretrain.lit_awd_lstm.LitAWDLSTM", flops=awd_lstm.forward_flops,
+                tiny=awd_lstm.AWDLSTMConfig(embedding_size=6, hidden_size=10, num_layers=2)))
+register(Family(name="gpt", short_name="gpt", model=transformer.TransformerLM, config=transformer.TransformerConfig,
+                tokenizer="subword", lightning_module="pretrain.lit_gpt.LitGPT", flops=transformer.forward_flops,
+                tiny=transformer.TransformerConfig(num_layers=2, hidden_size=8, num_heads=2, max_positions=64),
+                joint_pair_input=True))
+register(Family(name="hf", short_name="hf", model=hf_model.HFModel, tokenizer="hf", lightning_module="",
+                flops=hf_model.forward_flops, joint_pair_input=True, pretrained_here=False))

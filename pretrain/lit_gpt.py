@@ -5,38 +5,17 @@ and then annealed)."""
 from __future__ import annotations
 
 from pretrain.lit_lm import LitLanguageModel
+from pretrain.models.transformer import TransformerConfig
 
 
 class LitGPT(LitLanguageModel):
-    """Pretrains a :class:`pretrain.models.transformer.TransformerLM` (family ``gpt``; Radford et
-    al. 2018). Pair it with ``--data.tokenizer=subword`` (the configs do).
+    """Pretrains a GPT-style transformer LM (family ``gpt``).
 
-    Args:
-        vocab_size: linked from the data module's tokenizer.
-        num_layers, hidden_size, num_heads, ffn_size: the blocks (GPT-1: 12, 768, 12, 3072).
-        max_positions: the position table; longer sentences must be cut by the data module.
-        dropout, attention_dropout: GPT-1: 0.1 each.
-        schedule: ``cosine`` here (warm-up then decay); see :class:`LitLanguageModel`.
-        **kwargs: the rest of the optimisation and ``init_from``.
+    The model is :class:`pretrain.models.transformer.TransformerLM` (Radford et al. 2018); pair it
+    with ``--data.tokenizer=subword`` (the configs do). Arguments: the fields of
+    :class:`TransformerConfig`, then those of :class:`LitLanguageModel` (``schedule``: ``cosine``).
     """
 
     family = "gpt"
-    model_keys = ("vocab_size", "num_layers", "hidden_size", "num_heads", "ffn_size", "max_positions", "dropout",
-                  "attention_dropout")
-
-    def __init__(
-        self,
-        vocab_size: int = 0,
-        num_layers: int = 4,
-        hidden_size: int = 256,
-        num_heads: int = 4,
-        ffn_size: int | None = None,
-        max_positions: int = 256,
-        dropout: float = 0.1,
-        attention_dropout: float = 0.1,
-        schedule: str = "cosine",
-        **kwargs,
-    ):
-        super().__init__(schedule=schedule, **kwargs)
-        self.save_hyperparameters(logger=False)
-        self.build()
+    config_class = TransformerConfig
+    optimisation_defaults = {"schedule": "cosine"}

@@ -1,14 +1,20 @@
 """The LightningModule every language-model family pretrains with: loss, perplexities,
 optimiser and schedule, and a checkpoint that describes itself (family, config, tokenizer).
 
-A family subclasses :class:`LitLanguageModel`, names its ``family`` and the constructor
-arguments of its model (``model_keys``), and passes the rest on (``**kwargs``). Perplexities are
-exp of the mean NLL over real tokens: ``val_ppl`` (mean over the objective's terms), one per term
-(``val_ppl_fwd`` and, for the biLM, ``val_ppl_bwd``); ``val_ppl_word`` divides the same NLL by
-whitespace words (+1 per sentence for its end) so families with different tokenizers compare.
+A family subclasses :class:`LitLanguageModel` with its ``family`` name and its ``config_class``:
+the subclass's constructor takes that config's fields, then the optimisation arguments below, so
+``--model.hidden_size`` and ``--model.learning_rate`` sit side by side on the command line and
+the architecture is written once, in the config dataclass. Perplexities are exp of the mean NLL
+over real tokens: ``val_ppl`` (mean over the objective's terms), one per term (``val_ppl_fwd``
+and, for the biLM, ``val_ppl_bwd``); ``val_ppl_word`` divides the same NLL by whitespace words
+(+1 per sentence for its end) so families with different tokenizers compare.
 """
 
 from __future__ import annotations
+
+import inspect
+import typing
+from dataclasses import fields
 
 import pytorch_lightning as pl
 import torch
@@ -17,19 +23,24 @@ from torchmetrics import SumMetric
 from harness.errors import UserError
 from harness.precision import clip_gradients
 from harness.schedules import SCHEDULES, discriminative_groups, scheduler_lambda
-from pretrain.checkpoints import build_model, build_tokenizer, tokenizer_state
+from pretrain.checkpoints import build_tokenizer, tokenizer_state
+from pretrain.families import family_of
+from pretrain.models.config import ModelConfig
 from pretrain.models.objectives import Objective
+from pretrain.runs import init_checkpoint
 
 
 class LitLanguageModel(pl.LightningModule):
     """Pretrains one family's language model.
 
-    Args (common to every family):
-        learning_rate, weight_decay: AdamW (the top group's rate with ``lr_decay``).
+    Args:
+        config: the family's model config (subclasses take its fields as arguments instead).
+        learning_rate: AdamW's rate (the top group's with ``lr_decay``).
+        weight_decay: AdamW's weight decay.
         schedule: ``constant``, ``plateau`` (halve the rate when ``val_ppl`` stalls for
             ``plateau_patience`` validations), ``cosine`` (linear warm-up, cosine decay) or ``stlr``
             (ULMFiT's slanted triangular rate, per step).
-        plateau_patience: setting it selects ``plateau`` (kept for older configs).
+        plateau_patience: setting it selects ``plateau``.
         warmup_fraction: share of the steps that warm up (``cosine``) or rise (``stlr``'s cut_frac).
         stlr_ratio: ``stlr``'s lowest / highest rate ratio (ULMFiT: 32).
         lr_decay: discriminative rates, each lower parameter group's rate / ``lr_decay`` (1: off).
@@ -37,11 +48,18 @@ class LitLanguageModel(pl.LightningModule):
             target-task LM fine-tuning): its architecture, tokenizer and weights are kept.
     """
 
-    family = ""
-    model_keys: tuple[str, ...] = ()
+    family = ""  # the registry name (pretrain.families)
+    config_class: type[ModelConfig] | None = None  # the family's model config
+    optimisation_defaults: dict = {}  # a family's own defaults for the arguments above
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "config_class" in cls.__dict__ and "__init__" not in cls.__dict__:
+            cls.__init__ = config_constructor(cls)
 
     def __init__(
         self,
+        config: ModelConfig,
         learning_rate: float = 2e-3,
         weight_decay: float = 0.01,
         schedule: str = "constant",
@@ -56,39 +74,33 @@ class LitLanguageModel(pl.LightningModule):
             raise UserError(f"--model.schedule={schedule}: choose one of {', '.join(SCHEDULES)}")
         if learning_rate <= 0:
             raise UserError(f"--model.learning_rate={learning_rate}: must be > 0")
-        # A subclass's save_hyperparameters() sees only the arguments passed on to here: keep them all.
-        self.common_arguments = {"learning_rate": learning_rate, "weight_decay": weight_decay, "schedule": schedule,
-                                 "plateau_patience": plateau_patience, "warmup_fraction": warmup_fraction,
-                                 "stlr_ratio": stlr_ratio, "lr_decay": lr_decay, "init_from": init_from}
+        spec = family_of(self.family)
+        if not isinstance(config, spec.config):
+            raise TypeError(f"{type(self).__name__} trains {spec.config.__name__}, not {type(config).__name__}")
+        self.save_hyperparameters({**config.to_dict(), "learning_rate": learning_rate, "weight_decay": weight_decay,
+                                   "schedule": schedule, "plateau_patience": plateau_patience,
+                                   "warmup_fraction": warmup_fraction, "stlr_ratio": stlr_ratio,
+                                   "lr_decay": lr_decay, "init_from": init_from}, logger=False)
         self.tokenizer = None
         self.init_source: dict | None = None  # the run/file this model continues (init_from)
-        self.validation_sums = torch.nn.ModuleDict()
-
-    # --- building -------------------------------------------------------------------------
-
-    def model_config(self) -> dict:
-        """The constructor arguments of the wrapped model."""
-        return {key: self.hparams[key] for key in self.model_keys}
-
-    def build(self) -> None:
-        """Create ``self.model`` from the hyper-parameters, or from ``init_from``'s checkpoint.
-        Subclasses call it after ``save_hyperparameters()``."""
-        self.hparams.update({**self.common_arguments, **self.hparams})
-        config = self.model_config()
         initial = None
-        if self.hparams.init_from:
-            from pretrain.runs import init_checkpoint  # resolution needs the store; import on use
-
-            initial = init_checkpoint(self.hparams.init_from, self.family)
-            config = dict(initial["model_config"])
+        if init_from:
+            initial = init_checkpoint(init_from, self.family)
+            config = spec.config.from_dict(initial["model_config"])
             self.init_source = {"source": initial["source"], "run_id": initial["run_id"]}
-        self.model = build_model(self.family, config)
-        self.built_config = config
+        self.config = config
+        self.model = spec.build(config)
         if initial is not None:
             self.model.load_state_dict(initial["state_dict"])
             self.tokenizer = build_tokenizer(initial["tokenizer"])
         names = [*self.model.objective.nll_keys, "count", "words"]
         self.validation_sums = torch.nn.ModuleDict({name: SumMetric() for name in names})
+
+    @property
+    def built_config(self) -> dict:
+        """The built model's config (``init_from``'s architecture when it continues a run), as the
+        ``model.*`` params of the run."""
+        return self.config.to_dict()
 
     # --- steps ----------------------------------------------------------------------------
 
@@ -169,7 +181,7 @@ class LitLanguageModel(pl.LightningModule):
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["family"] = self.family
-        checkpoint["model_config"] = dict(self.built_config)
+        checkpoint["model_config"] = self.config.to_dict()
         checkpoint["tokenizer"] = tokenizer_state(self.tokenizer)
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
@@ -188,3 +200,35 @@ def perplexities(totals: dict[str, torch.Tensor], objective: Objective) -> dict[
     if "words" in totals:
         results["val_ppl_word"] = torch.exp(mean_nll / totals["words"].clamp(min=1))
     return results
+
+
+def config_constructor(cls: type[LitLanguageModel]):
+    """``cls.__init__``: the fields of ``cls.config_class`` (keyword arguments), then those of
+    :meth:`LitLanguageModel.__init__` after ``config`` (with ``cls.optimisation_defaults``). Its
+    signature and docstring are what LightningCLI reads, so ``--help`` lists every argument."""
+    config_class = cls.config_class
+    config_names = [field.name for field in fields(config_class)]
+    hints = typing.get_type_hints(config_class)
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    parameters = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    parameters += [inspect.Parameter(field.name, keyword, default=field.default, annotation=hints[field.name])
+                   for field in fields(config_class)]
+    base = inspect.signature(LitLanguageModel.__init__).parameters
+    base_hints = typing.get_type_hints(LitLanguageModel.__init__)
+    parameters += [inspect.Parameter(name, keyword, annotation=base_hints[name],
+                                     default=cls.optimisation_defaults.get(name, parameter.default))
+                   for name, parameter in base.items() if name not in ("self", "config")]
+    defaults = {parameter.name: parameter.default for parameter in parameters[1:]}
+
+    def __init__(self, **arguments):
+        unknown = sorted(set(arguments) - set(defaults))
+        if unknown:
+            raise TypeError(f"{cls.__name__} got unexpected arguments {', '.join(unknown)}")
+        values = {**defaults, **arguments}
+        config = config_class.from_dict({name: values.pop(name) for name in config_names})
+        LitLanguageModel.__init__(self, config, **values)
+
+    __init__.__signature__ = inspect.Signature(parameters)
+    __init__.__doc__ = config_class.__doc__
+    __init__.__qualname__ = f"{cls.__qualname__}.__init__"
+    return __init__

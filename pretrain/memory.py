@@ -5,9 +5,8 @@ The estimate measures rather than models: it runs the language model forward on 
 probe batches (all tokens real, dropout on) and adds up the bytes autograd keeps for the
 backward pass, then extrapolates to the longest batch, per token and per token² (attention).
 Parameters, their gradients and two AdamW moments come on top, and the backward pass briefly
-needs about as much again as the largest single saved tensor (the logits, usually). Against the
-peak RSS growth of a real step of the default biLM (V = 15k, H = 256) on CPU, this came within
-10% (B × T = 16 × 200 and 64 × 50, slightly under); the activations get 20% headroom.
+needs about as much again as the largest single saved tensor (the logits, usually). The
+activations get 20% headroom for what the extrapolation misses.
 
 Shapes: B batch, T tokens.
 """

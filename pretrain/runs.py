@@ -21,9 +21,9 @@ from mlflow.tracking import MlflowClient
 from harness.digests import check_digest, matches_record
 from harness.errors import UserError
 from harness.tracking import REPO_ROOT, tracking_uri
-from pretrain.checkpoints import build_model, build_tokenizer, code_version, read_checkpoint
+from pretrain.checkpoints import build_tokenizer, code_version, read_checkpoint
 from pretrain.encoder import Encoder
-from pretrain.families import FAMILIES, pretrained_families
+from pretrain.families import FAMILIES, family_of, pretrained_families
 from pretrain.hf_encoder import FAMILY as HF_FAMILY, HFEncoder, hf_encoder_from_record, is_hf_source, load_hf_encoder
 from pretrain.registry import run_of_model
 
@@ -150,7 +150,7 @@ def fingerprint_of(file_digest: str, family: str, tokenizer: dict) -> str:
 def encoder_from_checkpoint(checkpoint: dict, file_digest: str, source: str, run_id: str | None) -> Encoder:
     """An :class:`Encoder` from a normalised checkpoint (see ``pretrain.checkpoints.normalise``)."""
     family, config = checkpoint["family"], checkpoint["model_config"]
-    model = build_model(family, config)
+    model = family_of(family).build(config)
     try:
         model.load_state_dict(checkpoint["state_dict"])
     except RuntimeError as error:
@@ -188,7 +188,7 @@ def random_encoder(like: Encoder, seed: int = 0) -> Encoder:
         return like.random_twin(seed)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = build_model(like.family, like.config)
+        model = family_of(like.family).build(like.config)
     fingerprint = hashlib.sha256(f"random\n{seed}\n{like.fingerprint}\n{torch.__version__}".encode()).hexdigest()
     return Encoder(model, like.tokenizer, like.family, like.config, fingerprint, "random", run_id=like.run_id,
                    random_seed=seed, copies=like.source).to(like.device)
@@ -204,7 +204,7 @@ def encoder_from_record(record: dict, weights: bool = True) -> Encoder:
     if record["family"] == HF_FAMILY:
         return hf_encoder_from_record(record, weights)
     if not weights:
-        model = build_model(record["family"], record["model_config"])
+        model = family_of(record["family"]).build(record["model_config"])
         return Encoder(model, build_tokenizer(record["tokenizer"]), record["family"], record["model_config"],
                        record["fingerprint"], record["source"], record.get("run_id"), record.get("random_seed"),
                        record.get("copies"))

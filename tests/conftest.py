@@ -144,7 +144,7 @@ def tokenizer_for(family: str):
 def tiny_module(family: str, vocab_size: int):
     """The family's LightningModule at its test size (the registry's ``tiny`` config)."""
     spec = family_of(family)
-    return spec.lightning_class()(vocab_size=vocab_size, **spec.tiny)
+    return spec.lightning_class()(**spec.tiny_config(vocab_size).to_dict())
 
 
 def _save_encoder(family: str, directory) -> tuple:

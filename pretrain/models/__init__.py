@@ -5,8 +5,10 @@ Every family's model keeps the same small surface, which the encoder protocol
 
 - a class attribute ``objective`` (``pretrain.models.objectives``: what it predicts, and so which
   context each feature half may see);
-- constructor arguments that are plain JSON values (the checkpoint stores them as the model's
-  config and rebuilds the model from them alone), ``vocab_size`` first; padding id 0;
+- one constructor argument, its config dataclass (a ``pretrain.models.config.ModelConfig`` of
+  plain JSON values: the checkpoint stores it and rebuilds the model from it alone), with
+  ``vocab_size`` and ``num_layers`` (benchmarks read the pretrain run's ``model.num_layers``);
+  padding id 0;
 - ``num_layers`` (layers; features have L = num_layers + 1, layer 0 the token embedding) and
   ``feature_dim`` (D, the width of every feature layer);
 - ``layer_outputs(token_ids, lengths) -> (L, B, T, D)``: per-layer features, zero at padding,

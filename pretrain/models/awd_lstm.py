@@ -19,11 +19,14 @@ uses its raw weights.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import Tensor, nn
 from torch.func import functional_call
 
-from pretrain.models.bilm import padding_mask
+from pretrain.models.bilm import PADDING_ID, padding_mask
+from pretrain.models.config import ModelConfig
 from pretrain.models.flops import lstm_flops_per_token, predicted_targets
 from pretrain.models.linear_cross_entropy import linear_cross_entropy
 from pretrain.models.objectives import LEFT_TO_RIGHT
@@ -75,6 +78,56 @@ class WeightDroppedLSTM(nn.Module):
         return f"weight_drop={self.weight_drop}"
 
 
+DROPOUTS = ("dropout_output", "dropout_hidden", "dropout_input", "dropout_embedding", "weight_drop")
+
+
+@dataclass(frozen=True)
+class AWDLSTMConfig(ModelConfig):
+    """The AWD-LSTM's architecture and regularisation (family ``ulmfit``).
+
+    Args:
+        vocab_size: linked from the data module's tokenizer.
+        embedding_size: E, the embedding (and, tied, the decoder) width.
+        hidden_size: H, the inner LSTMs' width (emb → hidden → … → emb; ULMFiT: 400, 1152, 3).
+        num_layers: LSTMs.
+        dropout_output: locked dropout on the top states fed to the decoder (ULMFiT: 0.1).
+        dropout_hidden: locked dropout between LSTMs (0.15).
+        dropout_input: locked dropout on the embeddings (0.25).
+        dropout_embedding: whole-word embedding dropout (0.02).
+        weight_drop: DropConnect on each LSTM's hidden-to-hidden matrix (0.2).
+        drop_mult: scales all five dropouts.
+        tie_weights: share the embedding and the decoder.
+        alpha: activation regularisation (AR).
+        beta: temporal activation regularisation (TAR).
+    """
+
+    embedding_size: int = 400
+    hidden_size: int = 1152
+    num_layers: int = 3
+    dropout_output: float = 0.1
+    dropout_hidden: float = 0.15
+    dropout_input: float = 0.25
+    dropout_embedding: float = 0.02
+    weight_drop: float = 0.2
+    drop_mult: float = 1.0
+    tie_weights: bool = True
+    alpha: float = 2.0
+    beta: float = 1.0
+
+    def __post_init__(self):
+        if self.num_layers < 1:
+            raise ValueError(f"num_layers must be at least 1, not {self.num_layers}")
+        for name, value in self.scaled_dropouts().items():
+            if not 0 <= value < 1:
+                raise ValueError(f"{name} × drop_mult must lie in [0, 1), not {getattr(self, name)} × {self.drop_mult}")
+        if self.alpha < 0 or self.beta < 0:
+            raise ValueError(f"alpha and beta must be non-negative, not {self.alpha} and {self.beta}")
+
+    def scaled_dropouts(self) -> dict[str, float]:
+        """Each dropout × ``drop_mult``."""
+        return {name: getattr(self, name) * self.drop_mult for name in DROPOUTS}
+
+
 class AWDLSTM(nn.Module):
     """Left-to-right AWD-LSTM language model whose per-layer states are the transferable features.
 
@@ -85,46 +138,23 @@ class AWDLSTM(nn.Module):
 
     objective = LEFT_TO_RIGHT
 
-    def __init__(
-        self,
-        vocab_size: int,
-        embedding_size: int = 400,
-        hidden_size: int = 1152,
-        num_layers: int = 3,
-        dropout_output: float = 0.1,
-        dropout_hidden: float = 0.15,
-        dropout_input: float = 0.25,
-        dropout_embedding: float = 0.02,
-        weight_drop: float = 0.2,
-        drop_mult: float = 1.0,
-        tie_weights: bool = True,
-        alpha: float = 2.0,
-        beta: float = 1.0,
-        padding_id: int = 0,
-    ):
+    def __init__(self, config: AWDLSTMConfig):
         super().__init__()
-        if num_layers < 1:
-            raise ValueError(f"num_layers must be at least 1, not {num_layers}")
-        dropouts = {"dropout_output": dropout_output, "dropout_hidden": dropout_hidden,
-                    "dropout_input": dropout_input, "dropout_embedding": dropout_embedding,
-                    "weight_drop": weight_drop}
-        scaled = {name: value * drop_mult for name, value in dropouts.items()}
-        for name, value in scaled.items():
-            if not 0 <= value < 1:
-                raise ValueError(f"{name} × drop_mult must lie in [0, 1), not {dropouts[name]} × {drop_mult}")
-        if alpha < 0 or beta < 0:
-            raise ValueError(f"alpha and beta must be non-negative, not {alpha} and {beta}")
+        self.config = config
+        vocab_size, embedding_size, hidden_size = config.vocab_size, config.embedding_size, config.hidden_size
+        num_layers = config.num_layers
+        scaled = config.scaled_dropouts()
         self.vocab_size = vocab_size
         self.embedding_size = embedding_size
         self.hidden_size = hidden_size
         self.num_layers = num_layers
-        self.alpha, self.beta = alpha, beta
+        self.alpha, self.beta = config.alpha, config.beta
         self.dropout_embedding = scaled["dropout_embedding"]
         widths = [embedding_size] + [hidden_size] * (num_layers - 1) + [embedding_size]
         self.layer_widths = tuple(widths)  # width of each feature layer, embedding first
         self.feature_dim = max(widths)
 
-        self.embedding = nn.Embedding(vocab_size, embedding_size, padding_idx=padding_id)
+        self.embedding = nn.Embedding(vocab_size, embedding_size, padding_idx=PADDING_ID)
         self.input_dropout = LockedDropout(scaled["dropout_input"])
         self.lstms = nn.ModuleList(
             WeightDroppedLSTM(widths[depth], widths[depth + 1], scaled["weight_drop"])
@@ -136,9 +166,9 @@ class AWDLSTM(nn.Module):
         # fastai's initialisation: embedding uniform in ±0.1 (padding row zero), decoder bias zero.
         with torch.no_grad():
             self.embedding.weight.uniform_(-0.1, 0.1)
-            self.embedding.weight[padding_id].zero_()
+            self.embedding.weight[PADDING_ID].zero_()
             self.decoder.bias.zero_()
-        if tie_weights:
+        if config.tie_weights:
             self.decoder.weight = self.embedding.weight
 
     def embed(self, token_ids: Tensor) -> Tensor:

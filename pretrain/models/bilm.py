@@ -12,9 +12,13 @@ direction, and no time is spent on it beyond what length-bucketed batching leave
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Literal
+
 import torch
 from torch import Tensor, nn
 
+from pretrain.models.config import ModelConfig
 from pretrain.models.flops import lstm_flops_per_token, predicted_targets
 from pretrain.models.linear_cross_entropy import linear_cross_entropy
 from pretrain.models.objectives import BIDIRECTIONAL_LM
@@ -57,47 +61,66 @@ class LSTMStack(nn.Module):
         return outputs
 
 
+PADDING_ID = 0  # every tokenizer's <pad>
+
+
+@dataclass(frozen=True)
+class BiLMConfig(ModelConfig):
+    """The biLM's architecture (family ``elmo``).
+
+    Args:
+        vocab_size: linked from the data module's tokenizer.
+        hidden_size: embedding size and per-direction LSTM output H (features are D = 2H).
+        cell_size: LSTM memory size; larger than ``hidden_size`` adds ELMo's projection.
+        num_layers: LSTM layers per direction.
+        dropout: on LSTM inputs and on the states fed to the softmax.
+        softmax: ``full`` (exact) or ``adaptive`` (``nn.AdaptiveLogSoftmaxWithLoss``).
+        adaptive_cutoffs: cluster boundaries of the adaptive softmax (frequency ranks).
+        tie_weights: share the embedding and full-softmax matrices.
+    """
+
+    hidden_size: int = 256
+    cell_size: int | None = None
+    num_layers: int = 2
+    dropout: float = 0.1
+    softmax: Literal["full", "adaptive"] = "full"
+    adaptive_cutoffs: tuple[int, ...] = (2000, 8000)
+    tie_weights: bool = False
+
+    def __post_init__(self):
+        if self.softmax not in ("full", "adaptive"):
+            raise ValueError(f"softmax must be 'full' or 'adaptive', not {self.softmax!r}")
+        if self.tie_weights and self.softmax != "full":
+            raise ValueError("tie_weights needs the full softmax")
+
+
 class BiLM(nn.Module):
-    """Bidirectional LM whose per-layer states are the transferable features (family ``elmo``).
+    """Bidirectional LM whose per-layer states are the transferable features.
 
     ``cell_size`` > ``hidden_size`` gives ELMo's LSTM-with-projection (memory cell_size,
-    output hidden_size). ``softmax`` is ``"full"`` (exact) or ``"adaptive"``
-    (``nn.AdaptiveLogSoftmaxWithLoss`` over the same frequency-ordered vocabulary).
+    output hidden_size). The adaptive softmax works over the same frequency-ordered vocabulary.
     """
 
     objective = BIDIRECTIONAL_LM
 
-    def __init__(
-        self,
-        vocab_size: int,
-        hidden_size: int = 256,
-        cell_size: int | None = None,
-        num_layers: int = 2,
-        dropout: float = 0.1,
-        softmax: str = "full",
-        adaptive_cutoffs: tuple[int, ...] = (2000, 8000),
-        tie_weights: bool = False,
-        padding_id: int = 0,
-    ):
+    def __init__(self, config: BiLMConfig):
         super().__init__()
-        if softmax not in ("full", "adaptive"):
-            raise ValueError(f"softmax must be 'full' or 'adaptive', not {softmax!r}")
-        if tie_weights and softmax != "full":
-            raise ValueError("tie_weights needs the full softmax")
+        self.config = config
+        vocab_size, hidden_size = config.vocab_size, config.hidden_size
         self.hidden_size = hidden_size
-        self.num_layers = num_layers
-        self.softmax_kind = softmax
-        self.embedding = nn.Embedding(vocab_size, hidden_size, padding_idx=padding_id)
-        cell_size = cell_size or hidden_size
-        self.forward_stack = LSTMStack(hidden_size, cell_size, num_layers, dropout)
-        self.backward_stack = LSTMStack(hidden_size, cell_size, num_layers, dropout)
-        self.output_dropout = nn.Dropout(dropout)
-        if softmax == "full":
+        self.num_layers = config.num_layers
+        self.softmax_kind = config.softmax
+        self.embedding = nn.Embedding(vocab_size, hidden_size, padding_idx=PADDING_ID)
+        cell_size = config.cell_size or hidden_size
+        self.forward_stack = LSTMStack(hidden_size, cell_size, config.num_layers, config.dropout)
+        self.backward_stack = LSTMStack(hidden_size, cell_size, config.num_layers, config.dropout)
+        self.output_dropout = nn.Dropout(config.dropout)
+        if config.softmax == "full":
             self.softmax = nn.Linear(hidden_size, vocab_size)
-            if tie_weights:
+            if config.tie_weights:
                 self.softmax.weight = self.embedding.weight
         else:
-            cutoffs = [c for c in adaptive_cutoffs if 0 < c < vocab_size - 1] or [max(1, vocab_size // 4)]
+            cutoffs = [c for c in config.adaptive_cutoffs if 0 < c < vocab_size - 1] or [max(1, vocab_size // 4)]
             self.softmax = nn.AdaptiveLogSoftmaxWithLoss(hidden_size, vocab_size, cutoffs, div_value=4.0)
 
     @property

@@ -4,12 +4,10 @@
 ``cross_entropy(hidden @ weight.T + bias, targets, reduction="none")`` — the same loss and the same
 gradients up to float rounding — at a higher share of the machine's matmul peak. With a large
 vocabulary the (N, V) scores dominate a step: their matmuls are most of its FLOPs and their
-log-softmax, gradient fill and scaling most of its memory traffic. Measured here (seed config,
-V ≈ 13k, N ≈ 730, one thread) autograd's path ran its three matmuls and loss at 73% of the fp32
-matmul peak, this one at 86–90%:
+log-softmax, gradient fill and scaling most of its memory traffic:
 
 - The scores are made transposed, (V, N), in blocks of vocabulary rows small enough to stay in
-  cache (~1.5 MB; MKL ran one big (V, N) product at ~55% of peak, 512-row blocks at ~90%).
+  cache (~1.5 MB).
   Each block is turned into exp(score − block max) while still in cache; the per-block maxima and
   sums give the log-sum-exp over the whole vocabulary. The target's score is one row-wise dot.
 - The backward scales each block to softmax × upstream gradient in place and feeds it, still in

@@ -18,11 +18,14 @@ real, so padding never reaches a real position and needs no attention mask of it
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import Tensor, nn
 from torch.nn import functional
 
-from pretrain.models.bilm import padding_mask
+from pretrain.models.bilm import PADDING_ID, padding_mask
+from pretrain.models.config import ModelConfig
 from pretrain.models.flops import predicted_targets
 from pretrain.models.linear_cross_entropy import linear_cross_entropy
 from pretrain.models.objectives import LEFT_TO_RIGHT
@@ -71,43 +74,57 @@ class Block(nn.Module):
         return self.mlp_norm(hidden + self.mlp(hidden))  # (B, T, H)
 
 
+@dataclass(frozen=True)
+class TransformerConfig(ModelConfig):
+    """The transformer LM's architecture (family ``gpt``; GPT-1: 12, 768, 12, 3072, 512, 0.1, 0.1).
+
+    Args:
+        vocab_size: linked from the data module's tokenizer.
+        num_layers: decoder blocks.
+        hidden_size: H, the width of every block (and of the features).
+        num_heads: attention heads (must divide ``hidden_size``).
+        ffn_size: the MLP's inner width (None: 4H).
+        max_positions: the position table; longer sentences must be cut by the data module.
+        dropout: on embeddings and residual branches.
+        attention_dropout: on attention weights.
+    """
+
+    num_layers: int = 4
+    hidden_size: int = 256
+    num_heads: int = 4
+    ffn_size: int | None = None
+    max_positions: int = 256
+    dropout: float = 0.1
+    attention_dropout: float = 0.1
+
+
 class TransformerLM(nn.Module):
     """Left-to-right transformer LM whose per-layer states are the transferable features.
 
-    Follows the surface of ``pretrain.models`` (see its docstring). Configurations in use: tiny
-    (2 × 64, CI), the CPU default (4–6 layers × 256–384) and GPT-1 (12 × 768, 12 heads, 512
-    positions, ffn 3072).
+    Follows the surface of ``pretrain.models`` (see its docstring).
     """
 
     objective = LEFT_TO_RIGHT
 
-    def __init__(
-        self,
-        vocab_size: int,
-        num_layers: int = 4,
-        hidden_size: int = 256,
-        num_heads: int = 4,
-        ffn_size: int | None = None,
-        max_positions: int = 256,
-        dropout: float = 0.1,
-        attention_dropout: float = 0.1,
-        padding_id: int = 0,
-    ):
+    def __init__(self, config: TransformerConfig):
         super().__init__()
-        self.vocab_size = vocab_size
-        self.num_layers = num_layers
+        self.config = config
+        hidden_size = config.hidden_size
+        self.vocab_size = config.vocab_size
+        self.num_layers = config.num_layers
         self.hidden_size = hidden_size
         self.feature_dim = hidden_size
-        self.max_positions = max_positions
-        self.token_embedding = nn.Embedding(vocab_size, hidden_size, padding_idx=padding_id)
-        self.position_embedding = nn.Embedding(max_positions, hidden_size)
-        self.embedding_dropout = nn.Dropout(dropout)
+        self.max_positions = config.max_positions
+        self.token_embedding = nn.Embedding(config.vocab_size, hidden_size, padding_idx=PADDING_ID)
+        self.position_embedding = nn.Embedding(config.max_positions, hidden_size)
+        self.embedding_dropout = nn.Dropout(config.dropout)
         self.blocks = nn.ModuleList(
-            Block(hidden_size, num_heads, ffn_size or 4 * hidden_size, dropout, attention_dropout)
-            for _ in range(num_layers))
+            Block(hidden_size, config.num_heads, config.ffn_size or 4 * hidden_size, config.dropout,
+                  config.attention_dropout)
+            for _ in range(config.num_layers))
         self.apply(initialize)
         with torch.no_grad():
-            self.token_embedding.weight[padding_id].zero_()  # the pad row starts at zero, as padding_idx intends
+            self.token_embedding.weight[PADDING_ID].zero_()  # the pad row starts at zero, as padding_idx intends
 
     def layer_states(self, token_ids: Tensor) -> list[Tensor]:
         """Returns L (B, T, H) states: the embedding sum (layer 0, as block 1 reads it), then

@@ -4,54 +4,53 @@ never adds work), every matmul of the family, ×3 for forward + backward."""
 import pytest
 import torch
 
-from benchmarks.model_flops import step_flops as family_step_flops
+from benchmarks.model_flops import step_flops
 from pretrain.families import family_of
-from pretrain.models.awd_lstm import AWDLSTM
-from pretrain.models.bilm import BiLM
-from pretrain.models.transformer import TransformerLM
+from pretrain.models.awd_lstm import AWDLSTM, AWDLSTMConfig
+from pretrain.models.bilm import BiLM, BiLMConfig
+from pretrain.models.transformer import TransformerConfig, TransformerLM
 
 IDS = torch.tensor([[1, 5, 6, 7, 2], [1, 8, 2, 0, 0]])
 LENGTHS = torch.tensor([5, 3])  # 8 real tokens; 4 + 2 = 6 next-token predictions
-FAMILY_OF_MODEL = {BiLM: "elmo", AWDLSTM: "ulmfit", TransformerLM: "gpt"}
-
-
-def step_flops(model, token_ids, lengths):
-    return family_step_flops(family_of(FAMILY_OF_MODEL[type(model)]), model, token_ids, lengths)
+ELMO, ULMFIT, GPT = family_of("elmo"), family_of("ulmfit"), family_of("gpt")
 
 
 def test_bilm_counts_both_stacks_and_the_shared_softmax_for_both_directions():
-    model = BiLM(10, hidden_size=4, num_layers=2, dropout=0.0)
+    model = BiLM(BiLMConfig(10, hidden_size=4, num_layers=2, dropout=0.0))
     lstm = 2 * 4 * 4 * (4 + 4)  # gates of one layer, one token: 2 · 4H · (input + hidden)
     forward = 2 * 2 * lstm * 8 + 2 * 4 * 10 * (6 + 6)  # 2 directions × 2 layers; softmax for 12 predictions
-    assert step_flops(model, IDS, LENGTHS) == 3 * forward
+    assert step_flops(ELMO, model, IDS, LENGTHS) == 3 * forward
 
 
 def test_bilm_projection_and_adaptive_softmax():
-    model = BiLM(40, hidden_size=4, cell_size=8, num_layers=1, dropout=0.0, softmax="adaptive", adaptive_cutoffs=(20,))
+    model = BiLM(BiLMConfig(40, hidden_size=4, cell_size=8, num_layers=1, dropout=0.0, softmax="adaptive",
+                            adaptive_cutoffs=(20,)))
     ids = torch.tensor([[1, 25, 30, 2]])  # targets forward 25, 30, 2; backward 1, 25, 30
     lstm = 2 * 4 * 8 * (4 + 4) + 2 * 8 * 4  # gates + the projection
     head = 2 * 4 * (20 + 1) * 6  # shortlist + one cluster logit, every prediction
     tail_members = 4  # 25, 30, 25, 30 fall in the tail
     tail = 2 * tail_members * (4 * 1 + 1 * 20)  # 4 → 4/4 = 1 projection, then the 20 tail words
-    assert step_flops(model, ids, torch.tensor([4])) == 3 * (2 * lstm * 4 + head + tail)
+    assert step_flops(ELMO, model, ids, torch.tensor([4])) == 3 * (2 * lstm * 4 + head + tail)
 
 
 def test_awd_lstm_counts_every_layer_width_and_the_decoder():
-    model = AWDLSTM(10, embedding_size=4, hidden_size=6, num_layers=2)
+    model = AWDLSTM(AWDLSTMConfig(10, embedding_size=4, hidden_size=6, num_layers=2))
     layers = 2 * 4 * 6 * (4 + 6) + 2 * 4 * 4 * (6 + 4)  # 4 → 6, then 6 → 4
-    assert step_flops(model, IDS, LENGTHS) == 3 * (layers * 8 + 2 * 4 * 10 * 6)
+    assert step_flops(ULMFIT, model, IDS, LENGTHS) == 3 * (layers * 8 + 2 * 4 * 10 * 6)
 
 
 def test_transformer_counts_projections_causal_attention_and_the_tied_softmax():
-    model = TransformerLM(10, num_layers=2, hidden_size=8, num_heads=2, ffn_size=16, max_positions=8)
+    model = TransformerLM(TransformerConfig(10, num_layers=2, hidden_size=8, num_heads=2, ffn_size=16,
+                                            max_positions=8))
     projections = 2 * 8 * 24 + 2 * 8 * 8 + 2 * 2 * 8 * 16  # qkv, output, MLP in and out; one token
     pairs = 5 * 6 // 2 + 3 * 4 // 2  # causal (query, key) pairs: 15 + 6
     forward = 2 * (projections * 8 + 2 * 2 * 8 * pairs) + 2 * 8 * 10 * 6
-    assert step_flops(model, IDS, LENGTHS) == 3 * forward
+    assert step_flops(GPT, model, IDS, LENGTHS) == 3 * forward
 
 
-@pytest.mark.parametrize("model", [BiLM(10, hidden_size=4), AWDLSTM(10, embedding_size=4, hidden_size=6),
-                                   TransformerLM(10, num_layers=1, hidden_size=8, num_heads=2, max_positions=16)])
-def test_padding_adds_no_flops(model):
+@pytest.mark.parametrize("name", ["elmo", "ulmfit", "gpt"])
+def test_padding_adds_no_flops(name):
+    family = family_of(name)
+    model = family.build(family.tiny_config(10))
     padded = torch.nn.functional.pad(IDS, (0, 7))  # (B, 12): the same sentences, more padding
-    assert step_flops(model, padded, LENGTHS) == step_flops(model, IDS, LENGTHS) > 0
+    assert step_flops(family, model, padded, LENGTHS) == step_flops(family, model, IDS, LENGTHS) > 0

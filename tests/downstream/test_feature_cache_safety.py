@@ -16,7 +16,7 @@ import torch
 from downstream.features import FeatureStore
 from harness.errors import UserError
 from pretrain.encoder import Encoder
-from pretrain.models.bilm import BiLM
+from pretrain.models.bilm import BiLM, BiLMConfig
 from pretrain.tokenize import Tokenizer
 
 SENTENCES = ["He said yes to the plan.", "Shares fell 3 percent on Monday after the report.", "Prices rose.",
@@ -27,7 +27,7 @@ def make_encoder() -> Encoder:
     torch.manual_seed(0)
     tokenizer = Tokenizer.build(SENTENCES)
     config = {"vocab_size": len(tokenizer), "hidden_size": 8, "num_layers": 2, "dropout": 0.0}
-    model = BiLM(len(tokenizer), hidden_size=8, num_layers=2, dropout=0.0)
+    model = BiLM(BiLMConfig(len(tokenizer), hidden_size=8, num_layers=2, dropout=0.0))
     return Encoder(model, tokenizer, family="elmo", config=config, fingerprint="abc", source="test")
 
 

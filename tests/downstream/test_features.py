@@ -9,7 +9,7 @@ import torch
 
 from downstream.features import FeatureStore
 from harness.errors import UserError
-from pretrain.models.bilm import BiLM
+from pretrain.models.bilm import BiLM, BiLMConfig
 from pretrain.encoder import Encoder
 from pretrain.runs import random_encoder
 from pretrain.tokenize import Tokenizer
@@ -30,7 +30,7 @@ def make_encoder(seed: int = 0, fingerprint: str = "abc") -> Encoder:
     tokenizer = Tokenizer.build(SENTENCES)
     config = {"vocab_size": len(tokenizer), "hidden_size": 8, "num_layers": 2, "dropout": 0.0,
               "adaptive_cutoffs": [2000, 8000]}
-    model = BiLM(len(tokenizer), hidden_size=8, num_layers=2, dropout=0.0)
+    model = BiLM(BiLMConfig(len(tokenizer), hidden_size=8, num_layers=2, dropout=0.0))
     return Encoder(model, tokenizer, family="elmo", config=config, fingerprint=fingerprint, source="test")
 
 

@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from pretrain.models.awd_lstm import AWDLSTM, LockedDropout
+from pretrain.models.awd_lstm import AWDLSTM, AWDLSTMConfig, LockedDropout
 from pretrain.models.bilm import padding_mask
 
 VOCAB, EMBEDDING, HIDDEN = 50, 6, 10
@@ -17,7 +17,7 @@ NO_DROPOUT = {"dropout_output": 0.0, "dropout_hidden": 0.0, "dropout_input": 0.0
 def make_model(seed=0, num_layers=3, **options) -> AWDLSTM:
     torch.manual_seed(seed)
     options = {"embedding_size": EMBEDDING, "hidden_size": HIDDEN, "num_layers": num_layers, **options}
-    return AWDLSTM(VOCAB, **options).double().eval()
+    return AWDLSTM(AWDLSTMConfig(VOCAB, **options)).double().eval()
 
 
 def random_ids(generator, lengths, steps=None):
@@ -362,9 +362,9 @@ def test_tied_weights_are_shared():
 
 def test_constructor_rejects_impossible_configs():
     with pytest.raises(ValueError, match="num_layers"):
-        AWDLSTM(VOCAB, num_layers=0)
+        AWDLSTM(AWDLSTMConfig(VOCAB, num_layers=0))
     with pytest.raises(ValueError, match="alpha"):
-        AWDLSTM(VOCAB, alpha=-1.0)
+        AWDLSTM(AWDLSTMConfig(VOCAB, alpha=-1.0))
     assert AWDLSTM.objective.directions == ("forward",)
 
 
@@ -395,7 +395,7 @@ def test_overfits_a_tiny_batch():
                  [2, 30, 31, 32, 33, 34, 35, 3], [2, 40, 41, 42, 43, 44, 45, 0]]
     ids, lengths = torch.tensor(sentences), torch.tensor([8, 8, 8, 7])
     ids[3, 6] = 3  # one shorter sentence, padded
-    model = AWDLSTM(VOCAB, embedding_size=16, hidden_size=32, num_layers=2)
+    model = AWDLSTM(AWDLSTMConfig(VOCAB, embedding_size=16, hidden_size=32, num_layers=2))
     with torch.no_grad():
         untrained = model.eval()(ids, lengths)
     assert untrained["nll_forward"] / untrained["count"] > 0.9 * math.log(VOCAB)  # near uniform

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from pretrain.models.bilm import BiLM, padding_mask, reverse_within_lengths
+from pretrain.models.bilm import BiLM, BiLMConfig, padding_mask, reverse_within_lengths
 
 VOCAB, HIDDEN = 50, 8
 
@@ -13,7 +13,7 @@ VOCAB, HIDDEN = 50, 8
 def make_bilm(seed=0, num_layers=3, **options) -> BiLM:
     torch.manual_seed(seed)
     options = {"hidden_size": HIDDEN, "num_layers": num_layers, "dropout": 0.0, **options}
-    return BiLM(VOCAB, **options).double().eval()
+    return BiLM(BiLMConfig(VOCAB, **options)).double().eval()
 
 
 def random_ids(generator, lengths, steps=None, low=1):
@@ -225,9 +225,9 @@ def test_tie_weights_shares_the_parameter():
     assert model.softmax.weight is model.embedding.weight
     assert sum(p.numel() for p in model.parameters()) == sum(p.numel() for p in make_bilm().parameters()) - VOCAB * HIDDEN
     with pytest.raises(ValueError):
-        BiLM(VOCAB, HIDDEN, softmax="adaptive", tie_weights=True)
+        BiLM(BiLMConfig(VOCAB, HIDDEN, softmax="adaptive", tie_weights=True))
     with pytest.raises(ValueError):
-        BiLM(VOCAB, HIDDEN, softmax="sparse")
+        BiLM(BiLMConfig(VOCAB, HIDDEN, softmax="sparse"))
 
 
 def test_projection_when_cell_is_larger(generator):
@@ -253,7 +253,7 @@ def test_overfits_a_tiny_batch():
     ids[3, 6:] = 0  # one shorter sentence, padded
     ids[3, 6] = 3
     lengths[3] = 7
-    model = BiLM(VOCAB, hidden_size=16, num_layers=2, dropout=0.0)
+    model = BiLM(BiLMConfig(VOCAB, hidden_size=16, num_layers=2, dropout=0.0))
     optimizer = torch.optim.Adam(model.parameters(), lr=0.03)
     for _ in range(100):
         sums = model(ids, lengths)

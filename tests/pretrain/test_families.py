@@ -2,6 +2,9 @@
 layer, frozen means no gradient, the random twin, checkpoint round trips, and `init_from` (ULMFiT's
 stage 2) continuing a run of the same family exactly."""
 
+import dataclasses
+import inspect
+
 import pytest
 import torch
 
@@ -114,7 +117,7 @@ def test_a_checkpoint_of_an_unknown_family_is_one_line(tmp_path, save_encoder):
     checkpoint = torch.load(path, weights_only=True)
     checkpoint["family"] = "bert"
     torch.save(checkpoint, tmp_path / "bert.ckpt")
-    with pytest.raises(UserError, match=r"unknown family 'bert'; this version knows elmo, ulmfit, gpt"):
+    with pytest.raises(UserError, match=rf"unknown family 'bert'; this version knows {', '.join(FAMILIES)}"):
         load_encoder(tmp_path / "bert.ckpt")
 
 
@@ -129,5 +132,52 @@ def test_the_registry_states_each_family_once_and_its_module_agrees():
         assert (configs / f"{name}.yaml").is_file(), f"configs/pretrain/{name}.yaml"
     assert family_of("gpt").joint_pair_input and not family_of("elmo").joint_pair_input
     assert family_of("elmo").objective.directions == ("forward", "backward")
-    with pytest.raises(UserError, match=r"^unknown family 'bert'; this version knows elmo, ulmfit, gpt, hf$"):
+    with pytest.raises(UserError, match=rf"^unknown family 'bert'; this version knows {', '.join(FAMILIES)}$"):
         family_of("bert")
+
+
+def test_a_checkpoint_of_the_first_format_loads_as_elmo(tmp_path, save_encoder):
+    """``bilm_config`` instead of family and ``model_config``, a word tokenizer without its ``type``."""
+    path, lit = save_encoder("elmo", tmp_path)
+    checkpoint = torch.load(path, weights_only=True)
+    tokenizer = {key: value for key, value in checkpoint["tokenizer"].items() if key != "type"}
+    config = {key: checkpoint["model_config"][key] for key in ("vocab_size", "hidden_size", "num_layers", "dropout")}
+    old = {"bilm_config": config, "tokenizer": tokenizer, "state_dict": checkpoint["state_dict"]}
+    torch.save(old, tmp_path / "bilm.ckpt")
+    encoder = load_encoder(tmp_path / "bilm.ckpt")
+    assert encoder.family == "elmo" and encoder.model.config == lit.config
+    sentences = ["the cat sat ."]
+    torch.testing.assert_close(encoder.embed_layers(sentences)[0], load_encoder(path).embed_layers(sentences)[0])
+
+
+def test_a_model_config_this_version_does_not_know_is_one_line(tmp_path, save_encoder):
+    path, _ = save_encoder("gpt", tmp_path)
+    checkpoint = torch.load(path, weights_only=True)
+    checkpoint["model_config"]["rotary"] = True
+    torch.save(checkpoint, tmp_path / "future.ckpt")
+    with pytest.raises(UserError, match=r"future.ckpt: its gpt model config does not fit this version "
+                                        r"\(TransformerConfig has no rotary"):
+        load_encoder(tmp_path / "future.ckpt")
+
+
+def test_one_config_object_serves_model_module_and_checkpoint(saved):
+    """The LightningModule's arguments are its config's fields; the model holds that config and the
+    checkpoint stores it; the arguments' defaults are the config's."""
+    family, path, lit = saved
+    spec = family_of(family)
+    assert lit.model.config is lit.config and isinstance(lit.config, spec.config)
+    assert torch.load(path, weights_only=True)["model_config"] == lit.config.to_dict()
+    assert load_encoder(path).model.config == lit.config
+    parameters = inspect.signature(spec.lightning_class()).parameters
+    for field in dataclasses.fields(spec.config):
+        assert parameters[field.name].default == field.default
+
+
+def test_the_cli_finds_every_family_module_by_its_short_name(capsys):
+    from pretrain.cli import PretrainCLI
+
+    for name in pretrained_families():
+        module = family_of(name).lightning_module
+        with pytest.raises(SystemExit) as done:
+            PretrainCLI(args=["fit", f"--model={module.rpartition('.')[2]}", "--print_config"])
+        assert done.value.code == 0 and f"class_path: {module}" in capsys.readouterr().out

@@ -19,7 +19,7 @@ from harness.tracked_cli import run_cli
 from pretrain.cli import PretrainCLI
 from pretrain.corpus_datamodule import DEFAULT_MAX_TOKENS, CorpusDataModule, split_long
 from pretrain.memory import step_bytes
-from pretrain.models.bilm import BiLM
+from pretrain.models.bilm import BiLM, BiLMConfig
 from pretrain.tokenize import BOS_ID, EOS_ID
 
 REPO = Path(__file__).resolve().parents[2]
@@ -82,7 +82,7 @@ def test_bad_sizes_are_user_errors(corpora, flag, value):
 
 def test_step_estimate_grows_with_the_batch_and_covers_the_logits():
     vocab_size = 3000
-    model = BiLM(vocab_size, hidden_size=16, num_layers=2, dropout=0.1)
+    model = BiLM(BiLMConfig(vocab_size, hidden_size=16, num_layers=2, dropout=0.1))
     small, wide, long = (step_bytes(model, vocab_size, b, t) for b, t in ((8, 20), (16, 20), (8, 80)))
     assert small < wide < long
     logits = 2 * 8 * 79 * vocab_size * 4  # both directions' (B·(T-1), V) float32 logits of the long batch
@@ -135,7 +135,7 @@ def test_a_50000_word_line_costs_no_more_peak_memory(corpora):
 
 
 def test_the_estimate_draws_nothing_from_the_training_generators():
-    model = BiLM(500, hidden_size=8, num_layers=1, dropout=0.5)
+    model = BiLM(BiLMConfig(500, hidden_size=8, num_layers=1, dropout=0.5))
     torch.manual_seed(0)
     expected = torch.rand(3)
     torch.manual_seed(0)

@@ -8,7 +8,7 @@ import torch
 from torch.nn import functional
 
 from pretrain.models import linear_cross_entropy as module
-from pretrain.models.bilm import BiLM
+from pretrain.models.bilm import BiLM, BiLMConfig
 from pretrain.models.linear_cross_entropy import LinearCrossEntropy, linear_cross_entropy
 
 
@@ -126,7 +126,7 @@ def test_the_bilm_loss_and_gradients_are_the_references(monkeypatch):
         if not fused:
             monkeypatch.setattr("pretrain.models.bilm.linear_cross_entropy", reference)
         torch.manual_seed(0)
-        model = BiLM(130, hidden_size=8, num_layers=2, dropout=0.0).double()
+        model = BiLM(BiLMConfig(130, hidden_size=8, num_layers=2, dropout=0.0)).double()
         sums = model(ids, lengths)
         loss = (sums["nll_forward"] + sums["nll_backward"]) / (2 * sums["count"])
         loss.backward()

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from pretrain.models.bilm import padding_mask
-from pretrain.models.transformer import TransformerLM
+from pretrain.models.transformer import TransformerConfig, TransformerLM
 
 VOCAB, HIDDEN, HEADS = 50, 8, 2
 
@@ -15,7 +15,7 @@ def make_model(seed=0, num_layers=3, **options) -> TransformerLM:
     torch.manual_seed(seed)
     options = {"num_layers": num_layers, "hidden_size": HIDDEN, "num_heads": HEADS, "max_positions": 16,
                "dropout": 0.0, "attention_dropout": 0.0, **options}
-    return TransformerLM(VOCAB, **options).double().eval()
+    return TransformerLM(TransformerConfig(VOCAB, **options)).double().eval()
 
 
 def random_ids(generator, lengths, steps=None):
@@ -189,7 +189,7 @@ def test_softmax_is_tied_to_the_embedding(generator):
 def test_configurations_construct(name, options, parameters):
     vocab = 40478  # GPT-1's vocabulary (40k merges + bytes + specials)
     with torch.device("meta"):  # shapes only: no memory, no time
-        model = TransformerLM(vocab, **options)
+        model = TransformerLM(TransformerConfig(vocab, **options))
         lengths = torch.tensor([options["max_positions"], 3])
         layers = model.layer_outputs(torch.zeros(2, options["max_positions"], dtype=torch.long), lengths)
     assert layers.shape == (options["num_layers"] + 1, 2, options["max_positions"], options["hidden_size"])
@@ -250,8 +250,8 @@ def test_overfits_a_tiny_batch():
     sentences = [[1, 10, 11, 12, 13, 14, 15, 2], [1, 20, 21, 22, 23, 24, 25, 2],
                  [1, 30, 31, 32, 33, 34, 35, 2], [1, 40, 41, 42, 43, 44, 2, 0]]
     ids, lengths = torch.tensor(sentences), torch.tensor([8, 8, 8, 7])
-    model = TransformerLM(VOCAB, num_layers=2, hidden_size=32, num_heads=4, max_positions=8,
-                          dropout=0.0, attention_dropout=0.0)
+    model = TransformerLM(TransformerConfig(VOCAB, num_layers=2, hidden_size=32, num_heads=4, max_positions=8,
+                                            dropout=0.0, attention_dropout=0.0))
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
     for _ in range(150):
         sums = model(ids, lengths)
