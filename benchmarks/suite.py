@@ -33,7 +33,7 @@ from harness.errors import UserError
 from harness.liveness import mark_dead_runs, process_tags
 from harness.naming import benchmark_run_name
 from harness.pairdata import PairData, load_pair_data
-from harness.store import prepare_store
+from harness.store import check_can_log, prepare_store
 from harness.params import flatten
 from harness.tracking import REPO_ROOT, ensure_experiment, tracking_uri
 from harness.versioning import code_version, git_commit
@@ -216,6 +216,7 @@ def run_suite(args) -> int:
     if args.budget:
         config = with_budget(config, args.config)
     prepare_store(tracking_uri())
+    check_can_log(tracking_uri(), config["experiment"])  # a READ user stops here, before any cell or pretraining
     mark_dead_runs(MlflowClient(tracking_uri()))
     spec = dataset_spec(config)
     data = load_pair_data(**spec)  # read and checked once, before any cell runs

@@ -73,6 +73,11 @@ class FinetuneCLI(TrackedCLI):
         """The experiment a run goes to without ``--experiment_name``: the data set's name."""
         return self.datamodule.pair_data.name
 
+    def planned_experiment(self) -> str | None:
+        """Before the data set is read: ``--experiment_name``, ``--data.name``, or MRPC's name."""
+        return self.setting("experiment_name") or self.setting("data.name") or (
+            "mrpc" if self.setting("data.dataset", "mrpc") == "mrpc" else None)
+
     def dataset_prefix(self) -> str:
         """``<name>-`` in run names for a data set other than MRPC (MRPC's names stay as they were)."""
         name = self.datamodule.pair_data.name
