@@ -30,6 +30,8 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import requests
+from mlflow.exceptions import MlflowException
+from mlflow.tracking import MlflowClient
 
 from harness.errors import UserError
 from harness.postgres import DATA_DIR, SECRETS_DIR, LocalPostgres, free_port  # noqa: F401 - free_port re-exported
@@ -38,7 +40,11 @@ from harness.store import REPO_ROOT, ensure_experiment
 
 DEFAULT_PORT = 5001
 ARTIFACTS_DIR = REPO_ROOT / ".cache" / "mlflow-artifacts"
-TEAM_EXPERIMENTS = ("pretrain", "mrpc")  # PretrainCLI's, and FinetuneCLI's and the benchmarks' on MRPC
+# Created by the admin at start, so no user manages them for having been first (tests/ui/test_server.py
+# checks these names against the stages' own: PretrainCLI's and FinetuneCLI's experiments, and
+# pretrain.registry.model_name of every family and LM stage).
+TEAM_EXPERIMENTS = ("pretrain", "mrpc")
+TEAM_MODELS = tuple(f"{family}-{kind}encoder" for family in ("elmo", "ulmfit", "gpt") for kind in ("", "task-"))
 OWN_FLAGS = ("--app-name", "--backend-store-uri", "--artifacts-destination", "--default-artifact-root",
              "--registry-store-uri", "--host", "--port")  # set by this module; ARGS may not override them
 
@@ -94,12 +100,22 @@ def check_locked(url: str, admin_password: str) -> None:
                         f"(expected 401 and 200); stopping")
 
 
-def create_team_experiments(url: str, admin_password: str) -> None:
-    """Create the harness's own experiments as the admin, so that no user owns them by having been
-    first (MLflow gives an experiment's creator MANAGE on it): users get what ``make server-user`` grants."""
+def create_team_resources(url: str, admin_password: str) -> None:
+    """Create the harness's own experiments and encoder models as the admin, so that no user
+    manages (and may delete) them for having been first (MLflow gives a creator MANAGE): users get
+    what ``make server-user`` grants."""
     os.environ["MLFLOW_TRACKING_USERNAME"], os.environ["MLFLOW_TRACKING_PASSWORD"] = ADMIN, admin_password
     for name in TEAM_EXPERIMENTS:
         ensure_experiment(name, url)
+    client = MlflowClient(url)
+    for name in TEAM_MODELS:
+        try:
+            family, stage = name.split("-")[0], "task" if "-task-" in name else "general"
+            client.create_registered_model(name, description=f"{family} encoders ({stage} LM): "
+                                                             f"checkpoint/encoder.ckpt of each pretrain run")
+        except MlflowException as error:
+            if error.error_code != "RESOURCE_ALREADY_EXISTS":
+                raise
 
 
 def stop_process_group(process: subprocess.Popen, grace: float = 5.0) -> None:
@@ -171,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         wait_healthy(url, server)
         if auth:
             check_locked(url, env["MLFLOW_AUTH_ADMIN_PASSWORD"])
-            create_team_experiments(url, env["MLFLOW_AUTH_ADMIN_PASSWORD"])
+            create_team_resources(url, env["MLFLOW_AUTH_ADMIN_PASSWORD"])
         print("\n".join(summary(args, url, auth)), flush=True)
         server.wait()
         return server.returncode or 0

@@ -11,7 +11,11 @@ import pytest
 
 from harness.errors import UserError
 from harness.secret_files import read_secret, secret
-from harness.server import main, without_password
+from downstream.cli import FinetuneCLI
+from harness.server import TEAM_EXPERIMENTS, TEAM_MODELS, main, without_password
+from pretrain.cli import PretrainCLI
+from pretrain.families import FAMILIES
+from pretrain.registry import model_name
 from harness.server_auth import AuthFiles, is_loopback
 from harness.store import denial
 
@@ -92,3 +96,9 @@ def test_a_refusal_names_the_variable_to_set_or_the_permission(monkeypatch):
                                                "MLFLOW_TRACKING_USERNAME=ada (401): check MLFLOW_TRACKING_PASSWORD")
     assert denial(403, "call /api/2.0/mlflow/runs/delete").startswith(
         "MLFLOW_TRACKING_USERNAME=ada may not call /api/2.0/mlflow/runs/delete on this tracking server (403 forbidden)")
+
+
+def test_the_resources_the_server_creates_are_the_stages_own():
+    """harness may not import the stages, so the server names their experiments and encoder models."""
+    assert set(TEAM_EXPERIMENTS) == {PretrainCLI.experiment, FinetuneCLI.experiment}
+    assert set(TEAM_MODELS) == {model_name(family, stage) for family in FAMILIES for stage in ("general", "task")}

@@ -217,6 +217,12 @@ def test_a_read_user_searches_runs_but_cannot_log_a_run_or_delete_one(team_serve
     admin = as_user(team_server["admin"])
     admin.delete_run(victim)
     assert admin.get_run(victim).info.lifecycle_stage == "deleted"
+    # the EDIT user registered versions of elmo-encoder, but the server's admin owns the model: no deleting it
+    editor = team_server["editor"]
+    answer = requests.delete(f"{team_server['url']}/api/2.0/mlflow/registered-models/delete",
+                             json={"name": "elmo-encoder"}, timeout=10,
+                             auth=(editor["MLFLOW_TRACKING_USERNAME"], editor["MLFLOW_TRACKING_PASSWORD"]))
+    assert answer.status_code == 403 and admin.get_registered_model("elmo-encoder").name == "elmo-encoder"
 
 
 def test_the_database_is_closed_to_other_local_users(team_server):
