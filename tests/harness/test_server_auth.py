@@ -102,3 +102,23 @@ def test_the_resources_the_server_creates_are_the_stages_own():
     """harness may not import the stages, so the server names their experiments and encoder models."""
     assert set(TEAM_EXPERIMENTS) == {PretrainCLI.experiment, FinetuneCLI.experiment}
     assert set(TEAM_MODELS) == {model_name(family, stage) for family in FAMILIES for stage in ("general", "task")}
+
+
+def test_a_request_refused_during_a_run_is_named_in_one_line(monkeypatch):
+    from mlflow.exceptions import MlflowException, RestException
+
+    from harness.store import auth_denial
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://team-host:5001")
+    monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "ada")
+    refused = MlflowException("API request to endpoint /api/2.0/mlflow/runs/log-batch failed with error code 403 != 200."
+                              " Response body: 'Permission denied'")
+    try:
+        raise RuntimeError("the trainer's own wrapper") from refused
+    except RuntimeError as wrapped:
+        assert auth_denial(wrapped) == ("http://team-host:5001: MLFLOW_TRACKING_USERNAME=ada may not call "
+                                        "/api/2.0/mlflow/runs/log-batch on this tracking server (403 forbidden): "
+                                        "ask its admin")
+    assert "(401)" in auth_denial(RestException({"error_code": "UNAUTHENTICATED", "message": "who are you"}))
+    assert auth_denial(MlflowException("RESOURCE_DOES_NOT_EXIST: no run")) is None
+    assert auth_denial(ValueError("not MLflow's")) is None
