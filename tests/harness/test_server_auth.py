@@ -14,7 +14,7 @@ from harness.secret_files import read_secret, secret
 from downstream.cli import FinetuneCLI
 from harness.server import TEAM_EXPERIMENTS, TEAM_MODELS, main, without_password
 from pretrain.cli import PretrainCLI
-from pretrain.families import FAMILIES
+from pretrain.families import pretrained_families
 from pretrain.registry import model_name
 from harness.server_auth import AuthFiles, is_loopback
 from harness.store import denial
@@ -101,7 +101,8 @@ def test_a_refusal_names_the_variable_to_set_or_the_permission(monkeypatch):
 def test_the_resources_the_server_creates_are_the_stages_own():
     """harness may not import the stages, so the server names their experiments and encoder models."""
     assert set(TEAM_EXPERIMENTS) == {PretrainCLI.experiment, FinetuneCLI.experiment}
-    assert set(TEAM_MODELS) == {model_name(family, stage) for family in FAMILIES for stage in ("general", "task")}
+    assert set(TEAM_MODELS) == {model_name(family, stage) for family in pretrained_families()
+                                for stage in ("general", "task")}
 
 
 def test_a_request_refused_during_a_run_is_named_in_one_line(monkeypatch):
