@@ -13,7 +13,7 @@ ARGS ?=
 export OMP_WAIT_POLICY ?= PASSIVE
 
 .DEFAULT_GOAL := help
-.PHONY: help install pretrain finetune benchmark benchmark-quick benchmark-corpus test ui server bench-throughput bench-finetune \
+.PHONY: help install pretrain finetune benchmark benchmark-quick benchmark-corpus test ui server server-user bench-throughput bench-finetune \
 	pretrain-ulmfit pretrain-ulmfit-task finetune-ulmfit pretrain-gpt finetune-gpt benchmark-families \
 	benchmark-families-quick install-reference finetune-reference benchmark-reference
 
@@ -58,8 +58,14 @@ ui:  $(STAMP)  ## the MLflow UI on the local run store, with a link per experime
 
 server: HOST ?= 127.0.0.1
 server: PORT ?= 5001
-server: $(STAMP)  ## a team's tracking server: PostgreSQL store (BACKEND_STORE_URI, else a local cluster) + proxied artifacts
+server: $(STAMP)  ## a team's tracking server: users and passwords, PostgreSQL store (BACKEND_STORE_URI, else a closed local cluster), proxied artifacts
 	$(PY) -m harness.server --host $(HOST) --port $(PORT) $(ARGS)
+
+server-user: PORT ?= 5001
+server-user: ROLE ?= read
+server-user: $(STAMP)  ## add a user to the running `make server` (NAME=… ROLE=read|edit|manage [EXPERIMENTS="a b"]); shows the password once
+	@test -n "$(NAME)" || { echo "error: NAME=<user name> is required (make server-user NAME=ada ROLE=edit)" >&2; exit 2; }
+	$(PY) -m harness.server_users "$(NAME)" --role "$(ROLE)" --experiments "$(EXPERIMENTS)" --url http://127.0.0.1:$(PORT) $(ARGS)
 
 bench-throughput: $(STAMP)  ## pretraining tokens/s and FLOP/s of every family, fp32 and bf16 (ARGS="--json PATH")
 	$(PY) -m benchmarks.throughput $(or $(ARGS),--json benchmarks/results/throughput.json)

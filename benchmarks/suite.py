@@ -34,7 +34,7 @@ from benchmarks.tasks import Study
 from harness.errors import UserError
 from harness.liveness import mark_dead_runs
 from harness.datasets.registry import anchors_of, load_pair_data
-from harness.store import prepare_store
+from harness.store import check_can_log, prepare_store
 from harness.tracking import REPO_ROOT, ensure_experiment, tracking_uri
 
 __all__ = ["main", "print_summary", "drop_unpaired_controls"]  # the last two: imported from here by tests
@@ -104,6 +104,7 @@ def run_suite(args: argparse.Namespace) -> int:
     if args.budget:
         config = with_budget(config, args.config)
     prepare_store(tracking_uri())
+    check_can_log(tracking_uri(), config["experiment"])  # a READ user stops here, before any cell or pretraining
     mark_dead_runs(MlflowClient(tracking_uri()))
     spec = dataset_spec(config)
     data = load_pair_data(**spec)  # read and checked once, before any task runs

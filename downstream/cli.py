@@ -11,7 +11,8 @@ from downstream.lit_pair import LitPairClassifier
 from downstream.pair_datamodule import PairDataModule
 from downstream.records import LogDatasets, LogPredictionViews
 from harness.training_checkpoints import run_checkpoints
-from harness.datasets.registry import run_name_prefix, split_title
+from harness.datasets.registry import dataset_name, run_name_prefix, split_title
+from harness.datasets.spec import SPEC_KEYS
 from harness.digests import RecordBestDigest
 from harness.errors import UserError
 from harness.links import summary_lines
@@ -72,6 +73,17 @@ class FinetuneCLI(TrackedCLI):
     def default_experiment(self) -> str:
         """The experiment a run goes to without ``--experiment_name``: the data set's name."""
         return self.datamodule.pair_data.name
+
+    def planned_experiment(self) -> str | None:
+        """Before the data set is read: ``--experiment_name``, else the data set's name
+        (``--data.name`` or its entry's default; None when the flags name no data set yet)."""
+        if self.setting("experiment_name"):
+            return self.setting("experiment_name")
+        section = self.setting("data") or {}
+        try:
+            return dataset_name({key: section[key] for key in SPEC_KEYS if section.get(key) is not None})
+        except UserError:
+            return None
 
     def method(self) -> str:
         model = self.model

@@ -19,8 +19,11 @@ import os
 import sys
 from urllib.parse import quote, urlencode
 
+from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
+from harness.errors import UserError
+from harness.store import auth_denial, check_uri
 from harness.tracking import tracking_uri
 from harness.views import COMPARE_VIEW, VIEW_PREFIX
 
@@ -86,9 +89,21 @@ def store_links(uri: str | None = None, base: str | None = None) -> list[str]:
 
 
 def main() -> int:
-    """``python -m harness.links [UI address]``: the experiments of the store, as links (``make ui``)."""
+    """``python -m harness.links [UI address]``: the experiments of the store, as links (``make ui``).
+    A server that is down or refuses this client is one line, exit 2."""
     base = sys.argv[1].rstrip("/") if len(sys.argv) > 1 else None
-    lines = store_links(base=base)
+    try:
+        check_uri(tracking_uri())
+        lines = store_links(base=base)
+    except UserError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except MlflowException as error:
+        denied = auth_denial(error)
+        if not denied:
+            raise
+        print(f"error: {denied}", file=sys.stderr)
+        return 2
     print(f"MLflow UI for {tracking_uri()}:")
     print("\n".join(lines) if lines else "  (no experiments yet: run `make pretrain` or `make finetune`)")
     return 0

@@ -14,6 +14,7 @@ import socket
 
 import psutil
 from mlflow.entities import ViewType
+from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 HOST_TAG, PID_TAG, STARTED_TAG = "harness.host", "harness.pid", "harness.pid_started"
@@ -60,8 +61,11 @@ def mark_dead_runs(client: MlflowClient, parent_run_id: str | None = None) -> li
     marked = []
     for run in client.search_runs(experiments, query, run_view_type=ViewType.ALL, max_results=1000):
         if owner_alive(run.data.tags) is False:
-            client.set_tag(run.info.run_id, ENDED_TAG,
-                           f"process {run.data.tags[PID_TAG]} died; marked KILLED by process {os.getpid()}")
-            client.set_terminated(run.info.run_id, "KILLED")
+            try:
+                client.set_tag(run.info.run_id, ENDED_TAG,
+                               f"process {run.data.tags[PID_TAG]} died; marked KILLED by process {os.getpid()}")
+                client.set_terminated(run.info.run_id, "KILLED")
+            except MlflowException:  # a team server's run this user may not change: its owner's next start marks it
+                continue
             marked.append(run.info.run_id)
     return marked

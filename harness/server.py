@@ -1,137 +1,77 @@
-"""A team's tracking server: ``mlflow server`` on a PostgreSQL backend store with a proxied
-artifact root (``make server``).
+"""A team's tracking server (``make server``): ``mlflow server`` with MLflow's basic-auth app, on
+a PostgreSQL backend store, with a proxied artifact root.
 
-``python -m harness.server [--host 127.0.0.1] [--port 5001]``:
-- ``BACKEND_STORE_URI=postgresql://user:pass@host:5432/db`` set: that database is the store;
-- unset: a local PostgreSQL cluster under ``.cache/postgres/`` (Debian's server binaries,
-  ``/usr/lib/postgresql/<version>/bin``), created on first use, listening on 127.0.0.1 only, on a
-  free port, with database ``mlflow`` for role ``mlflow`` (trust authentication: nothing but this
-  machine can reach it, and only the MLflow server connects). PostgreSQL refuses to run as root,
-  so under root the cluster runs as the ``postgres`` user (Debian's package creates it; else
-  ``nobody``), which then owns ``.cache/postgres/``.
-- artifacts: the server stores them under ``ARTIFACTS_DESTINATION`` (default
-  ``.cache/mlflow-artifacts/``) and proxies them (``mlflow-artifacts:/`` URIs), so clients need
-  no access to that folder.
+``python -m harness.server [--host 127.0.0.1] [--port 5001] [--no-auth]``:
+- store: ``BACKEND_STORE_URI=postgresql://…`` as given, else a closed local PostgreSQL cluster
+  (:mod:`harness.postgres`); the URI reaches ``mlflow server`` through its environment, never its
+  command line, and is printed without its password;
+- users: MLflow's basic-auth app (:mod:`harness.server_auth`): the admin password and the Flask
+  secret key generated into 0600 files under ``.cache/server/``, every request authenticated,
+  new users READ by default, users stored in the same database; ``make server-user`` adds users;
+- artifacts: stored under ``ARTIFACTS_DESTINATION`` (default ``.cache/mlflow-artifacts/``) and
+  proxied (``mlflow-artifacts:/`` URIs) under the same permissions, so clients need no file access;
+- ``--no-auth`` (no users, anyone who reaches the port can do anything) is for 127.0.0.1 only: a
+  non-loopback host without auth is refused in one line.
 
-Ctrl-C (or SIGTERM) stops the MLflow server, then the cluster.
+The console shows where the secrets are, never a secret. Ctrl-C (or SIGTERM) stops the MLflow
+server, then the cluster.
 """
 
 from __future__ import annotations
 
 import argparse
-import glob
 import os
-import pwd
-import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import requests
+from mlflow.exceptions import MlflowException
+from mlflow.tracking import MlflowClient
 
 from harness.errors import UserError
-from harness.tracking import REPO_ROOT
+from harness.postgres import DATA_DIR, SECRETS_DIR, LocalPostgres, free_port  # noqa: F401 - free_port re-exported
+from harness.server_auth import ADMIN, AuthFiles, is_loopback
+from harness.store import REPO_ROOT, ensure_experiment
 
 DEFAULT_PORT = 5001
-DATA_DIR = REPO_ROOT / ".cache" / "postgres"
 ARTIFACTS_DIR = REPO_ROOT / ".cache" / "mlflow-artifacts"
-ROLE = DATABASE = "mlflow"
+# Created by the admin at start, so no user manages them for having been first (tests/ui/test_server.py
+# checks these names against the stages' own: PretrainCLI's and FinetuneCLI's experiments, and
+# pretrain.registry.model_name of every family and LM stage).
+TEAM_EXPERIMENTS = ("pretrain", "mrpc")
+TEAM_MODELS = tuple(f"{family}-{kind}encoder" for family in ("elmo", "ulmfit", "gpt") for kind in ("", "task-"))
+OWN_FLAGS = ("--app-name", "--backend-store-uri", "--artifacts-destination", "--default-artifact-root",
+             "--registry-store-uri", "--host", "--port")  # set by this module; ARGS may not override them
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as probe:
-        probe.bind((host, 0))
-        return probe.getsockname()[1]
-
-
-def postgres_bin() -> Path:
-    """The newest Debian PostgreSQL server ``bin`` folder, else the one of ``initdb`` on PATH."""
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda path: int(Path(path).parts[4]))
-    initdb = found[-1] if found else shutil.which("initdb")
-    if not initdb:
-        raise UserError("PostgreSQL server binaries not found (initdb): `apt-get install postgresql`, "
-                        "or set BACKEND_STORE_URI=postgresql://… to use an existing database")
-    return Path(initdb).parent
-
-
-def service_user() -> str | None:
-    """The unprivileged user the cluster runs as when this process is root (None: run as ourselves)."""
-    if os.geteuid() != 0:
-        return None
-    for name in ("postgres", "nobody"):
-        try:
-            pwd.getpwnam(name)
-            return name
-        except KeyError:
-            continue
-    raise UserError("running as root and neither a `postgres` nor a `nobody` user exists for PostgreSQL")
-
-
-class LocalPostgres:
-    """A PostgreSQL cluster in ``directory`` on ``127.0.0.1:port``, run as :func:`service_user`."""
-
-    def __init__(self, directory: Path = DATA_DIR, port: int | None = None):
-        self.directory = Path(directory).resolve()
-        self.data = self.directory / "data"
-        self.port = port or free_port()
-        self.bin = postgres_bin()
-        self.user = service_user()
-
-    @property
-    def uri(self) -> str:
-        return f"postgresql://{ROLE}@127.0.0.1:{self.port}/{DATABASE}"
-
-    def run(self, *command: str) -> subprocess.CompletedProcess:
-        prefix = ["runuser", "-u", self.user, "--"] if self.user else []
-        process = subprocess.run([*prefix, *command], capture_output=True, text=True)
-        if process.returncode != 0:
-            log = self.directory / "postgres.log"
-            raise UserError(f"{Path(command[0]).name} failed (exit {process.returncode}): "
-                            f"{(process.stderr or process.stdout).strip().splitlines()[-1:]}; see {log}")
-        return process
-
-    def start(self) -> "LocalPostgres":
-        """Create the cluster on first use, start it and create the ``mlflow`` database."""
-        self.directory.mkdir(parents=True, exist_ok=True)
-        if self.user:
-            shutil.chown(self.directory, self.user)
-            self.directory.chmod(0o700)
-        if not (self.data / "PG_VERSION").is_file():
-            self.run(str(self.bin / "initdb"), "-D", str(self.data), "-U", ROLE, "--auth=trust", "--encoding=UTF8",
-                     "--no-locale")
-        options = f"-c listen_addresses=127.0.0.1 -c port={self.port} -c unix_socket_directories=''"
-        self.run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", str(self.directory / "postgres.log"),
-                 "-o", options, "-w", "-t", "60", "start")
-        self.create_database()
-        return self
-
-    def create_database(self) -> None:
-        import psycopg  # noqa: PLC0415 - only the server needs the driver (MLflow's too)
-
-        with psycopg.connect(host="127.0.0.1", port=self.port, user=ROLE, dbname="postgres",
-                             autocommit=True) as connection:
-            if connection.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE,)).fetchone() is None:
-                connection.execute(f"CREATE DATABASE {DATABASE}")
-
-    def stop(self) -> None:
-        if (self.data / "postmaster.pid").is_file():
-            self.run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop")
+def without_password(uri: str) -> str:
+    """``uri`` with any password replaced by ``***`` (for the console)."""
+    parts = urlsplit(uri)
+    if parts.password is None:
+        return uri
+    host = parts.hostname or ""
+    netloc = f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def start_mlflow_server(backend_uri: str, artifacts: Path, host: str, port: int, log=None,
-                        extra: list[str] | None = None) -> subprocess.Popen:
-    """``mlflow server`` in its own process group (so one signal stops its workers too), without
-    MLflow's GenAI job runner (seven consumer processes this harness never uses) unless
-    ``MLFLOW_SERVER_ENABLE_JOB_EXECUTION`` says otherwise."""
+                        extra: list[str] | None = None, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """``mlflow server`` in its own process group (so one signal stops its workers too), the store URI
+    in its environment (``MLFLOW_BACKEND_STORE_URI``), without MLflow's GenAI job runner (seven
+    consumer processes this harness never uses) unless ``MLFLOW_SERVER_ENABLE_JOB_EXECUTION`` says otherwise."""
     artifacts.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", backend_uri,
-               "--artifacts-destination", str(artifacts), "--host", host, "--port", str(port), *(extra or [])]
-    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": os.environ.get("MLFLOW_SERVER_ENABLE_JOB_EXECUTION",
-                                                                              "false")}
-    return subprocess.Popen(command, start_new_session=True, env=env, stdout=log,
+    command = [sys.executable, "-m", "mlflow", "server", "--artifacts-destination", str(artifacts),
+               "--host", host, "--port", str(port), *(extra or [])]
+    environment = {**os.environ, **(env or {}), "MLFLOW_BACKEND_STORE_URI": backend_uri,
+                   "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": os.environ.get("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")}
+    for name in ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD", "MLFLOW_ADMIN_PASSWORD"):
+        environment.pop(name, None)  # a client's credentials are no business of the server's
+    return subprocess.Popen(command, start_new_session=True, env=environment, stdout=log,
                             stderr=subprocess.STDOUT if log else None)
 
 
@@ -148,6 +88,34 @@ def wait_healthy(url: str, process: subprocess.Popen, timeout: float = 120.0) ->
             pass
         time.sleep(0.5)
     raise UserError(f"mlflow server did not answer at {url}/health within {timeout:.0f} s")
+
+
+def check_locked(url: str, admin_password: str) -> None:
+    """The door works: a request without credentials is refused (401), the admin's is served."""
+    search = f"{url}/api/2.0/mlflow/experiments/search?max_results=1"
+    anonymous = requests.get(search, timeout=10).status_code
+    admin = requests.get(search, auth=(ADMIN, admin_password), timeout=10).status_code
+    if anonymous != 401 or admin != 200:
+        raise UserError(f"the auth app is not guarding {url}: anonymous {anonymous}, admin {admin} "
+                        f"(expected 401 and 200); stopping")
+
+
+def create_team_resources(url: str, admin_password: str) -> None:
+    """Create the harness's own experiments and encoder models as the admin, so that no user
+    manages (and may delete) them for having been first (MLflow gives a creator MANAGE): users get
+    what ``make server-user`` grants."""
+    os.environ["MLFLOW_TRACKING_USERNAME"], os.environ["MLFLOW_TRACKING_PASSWORD"] = ADMIN, admin_password
+    for name in TEAM_EXPERIMENTS:
+        ensure_experiment(name, url)
+    client = MlflowClient(url)
+    for name in TEAM_MODELS:
+        try:
+            family, stage = name.split("-")[0], "task" if "-task-" in name else "general"
+            client.create_registered_model(name, description=f"{family} encoders ({stage} LM): "
+                                                             f"checkpoint/encoder.ckpt of each pretrain run")
+        except MlflowException as error:
+            if error.error_code != "RESOURCE_ALREADY_EXISTS":
+                raise
 
 
 def stop_process_group(process: subprocess.Popen, grace: float = 5.0) -> None:
@@ -171,34 +139,56 @@ def interrupt(signal_number, frame):
     raise KeyboardInterrupt
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="MLflow tracking server on PostgreSQL (make server)")
+def parse(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
+    parser = argparse.ArgumentParser(description="MLflow tracking server with users, on PostgreSQL (make server)")
     parser.add_argument("--host", default=os.environ.get("HOST") or "127.0.0.1")
     parser.add_argument("--port", type=int, default=int(os.environ.get("PORT") or DEFAULT_PORT))
     parser.add_argument("--backend-store-uri", default=os.environ.get("BACKEND_STORE_URI") or None)
     parser.add_argument("--artifacts-destination", type=Path,
                         default=Path(os.environ.get("ARTIFACTS_DESTINATION") or ARTIFACTS_DIR))
     parser.add_argument("--postgres-dir", type=Path, default=DATA_DIR)
+    parser.add_argument("--secrets-dir", type=Path, default=SECRETS_DIR,
+                        help="where the generated passwords and keys are kept (mode 0700, files 0600)")
+    parser.add_argument("--no-auth", action="store_true",
+                        help="no users: anyone who reaches the port may do anything (127.0.0.1 only)")
     args, extra = parser.parse_known_args(argv)  # anything else goes to `mlflow server` (--allowed-hosts …)
+    for flag in extra:
+        if flag.split("=")[0] in OWN_FLAGS:
+            raise UserError(f"{flag.split('=')[0]}: set by make server itself; use its own flags (--host, --port, "
+                            f"BACKEND_STORE_URI, ARTIFACTS_DESTINATION, --no-auth)")
+    if args.no_auth and not is_loopback(args.host):
+        raise UserError(f"--host {args.host} with --no-auth: anyone who reaches the port could read, change and "
+                        f"delete every run; drop --no-auth (users and passwords) or serve on 127.0.0.1")
+    return args, extra
+
+
+def main(argv: list[str] | None = None) -> int:
     database, server = None, None
     signal.signal(signal.SIGTERM, interrupt)
     try:
-        backend = args.backend_store_uri
+        args, extra = parse(argv)
+        backend, env = args.backend_store_uri, {}
         if not backend:
-            database = LocalPostgres(args.postgres_dir).start()
-            backend = database.uri
-            print(f"PostgreSQL  {backend}  (cluster {database.data}, as {database.user or 'this user'})", flush=True)
+            database = LocalPostgres(args.postgres_dir, args.secrets_dir).start()
+            backend, env = database.uri, database.client_env
+            print(f"PostgreSQL  {backend}  (cluster {database.data}, as {database.user or 'this user'}; password "
+                  f"authentication, 127.0.0.1 only; role password in {database.password_file})", flush=True)
+        else:
+            print(f"PostgreSQL  {without_password(backend)}  (BACKEND_STORE_URI, as given)", flush=True)
+        auth = None if args.no_auth else AuthFiles(args.secrets_dir)
+        if auth:
+            for note in auth.prepare(backend):
+                print(f"auth        {note}", flush=True)
+            env.update(auth.server_env())
+            extra = ["--app-name", "basic-auth", *extra]
         url = f"http://{'127.0.0.1' if args.host in ('0.0.0.0', '::') else args.host}:{args.port}"
-        server = start_mlflow_server(backend, args.artifacts_destination.resolve(), args.host, args.port, extra=extra)
+        server = start_mlflow_server(backend, args.artifacts_destination.resolve(), args.host, args.port,
+                                     extra=extra, env=env)
         wait_healthy(url, server)
-        print("\n".join([
-            f"MLflow server  http://{args.host}:{args.port}  (artifacts in {args.artifacts_destination.resolve()})",
-            f"  this machine:  export MLFLOW_TRACKING_URI={url}",
-            f"  a team:        export MLFLOW_TRACKING_URI=http://{socket.gethostname()}:{args.port}"
-            + ("" if args.host not in ("127.0.0.1", "localhost") else
-               "  (start with HOST=0.0.0.0 and --allowed-hosts for other machines)"),
-            "  Ctrl-C stops the server and the database.",
-        ]), flush=True)
+        if auth:
+            check_locked(url, env["MLFLOW_AUTH_ADMIN_PASSWORD"])
+            create_team_resources(url, env["MLFLOW_AUTH_ADMIN_PASSWORD"])
+        print("\n".join(summary(args, url, auth)), flush=True)
         server.wait()
         return server.returncode or 0
     except UserError as error:
@@ -212,6 +202,24 @@ def main(argv: list[str] | None = None) -> int:
             stop_process_group(server)
         if database is not None:
             database.stop()
+
+
+def summary(args: argparse.Namespace, url: str, auth: AuthFiles | None) -> list[str]:
+    team = f"http://{socket.gethostname()}:{args.port}"
+    lines = [f"MLflow server  http://{args.host}:{args.port}  (artifacts in {args.artifacts_destination.resolve()})"]
+    if auth:
+        lines += ["  users:         every request needs a user; new users can read every experiment (READ)",
+                  f"  admin:         user {ADMIN}, password in {auth.admin_password} (readable only by you)",
+                  "  add a user:    make server-user NAME=<name> ROLE=read|edit|manage"
+                  + ("" if args.port == DEFAULT_PORT else f" PORT={args.port}") + "  (prints what the user exports)"]
+    else:
+        lines += [f"  no users (--no-auth): anyone who reaches 127.0.0.1:{args.port} can read, change and delete runs"]
+    lines += [f"  this machine:  export MLFLOW_TRACKING_URI={url}",
+              f"  a team:        export MLFLOW_TRACKING_URI={team}"
+              + ("  (start with HOST=0.0.0.0 and --allowed-hosts for other machines)" if is_loopback(args.host)
+                 else "  (plain HTTP: put TLS in front, README: a team's tracking server)"),
+              "  Ctrl-C stops the server and the database."]
+    return lines
 
 
 if __name__ == "__main__":

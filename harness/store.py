@@ -1,6 +1,10 @@
 """The MLflow run store: where runs go, which tracking URIs the harness accepts, a health check
-for tracking servers, and a store (and its experiments) created once, under a file lock, before
-any run starts.
+for tracking servers (down, needs credentials, forbidden), and a store (and its experiments)
+created once, under a file lock, before any run starts.
+
+Credentials for a server with users are MLflow's own: ``MLFLOW_TRACKING_USERNAME`` and
+``MLFLOW_TRACKING_PASSWORD`` (or a token, ``~/.mlflow/credentials``: whatever MLflow's client
+reads). A 401 or 403 is one line naming the variable to set or the permission missing.
 
 MLflow creates and migrates a SQLite store's tables on first use, with no lock: several
 processes starting together on a fresh store race (``table runs already exists``, ``duplicate
@@ -21,6 +25,8 @@ import requests
 from mlflow.exceptions import MlflowException
 from mlflow.protos.databricks_pb2 import RESOURCE_ALREADY_EXISTS, ErrorCode
 from mlflow.tracking import MlflowClient
+from mlflow.utils.credentials import get_default_host_creds, read_mlflow_creds
+from mlflow.utils.rest_utils import http_request
 
 from harness.errors import UserError
 from harness.views import prepare_experiment
@@ -31,6 +37,8 @@ HOSTED_SCHEMES = ("databricks", "databricks-uc")
 HEALTH_TIMEOUT = (3.0, 5.0)  # seconds to connect, to answer: a down server is reported within ~8 s
 SQLITE_HEADER = b"SQLite format 3\x00"
 URI_VARIABLE = "MLFLOW_TRACKING_URI"
+USER_VARIABLE, PASSWORD_VARIABLE = "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD"
+WRITE_PERMISSIONS = ("EDIT", "MANAGE")  # what logging a run into an existing experiment needs
 REPO_ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
 
@@ -72,6 +80,9 @@ def check_uri(uri: str) -> None:
         if problem:
             raise UserError(f"{flag}: the tracking server does not answer ({problem}); "
                             f"start it, or unset {URI_VARIABLE} to use the local SQLite store")
+        problem = access_problem(uri)
+        if problem:
+            raise UserError(f"{flag}: {problem}")
     elif scheme not in DATABASE_SCHEMES + HOSTED_SCHEMES:
         known = ", ".join(f"{name}://" for name in ("sqlite", *SERVER_SCHEMES, *DATABASE_SCHEMES[1:], "databricks"))
         raise UserError(f"{flag}: unknown scheme '{scheme}'; use one of {known}")
@@ -106,6 +117,89 @@ def server_problem(uri: str, timeout: tuple[float, float] = HEALTH_TIMEOUT) -> s
         return "connection refused" if "refused" in reason.lower() else type(error).__name__
     except requests.exceptions.RequestException as error:
         return type(error).__name__
+    return None
+
+
+def server_request(uri: str, endpoint: str, **params) -> requests.Response:
+    """One GET to the server with MLflow's own credentials, no retries, the health check's timeouts."""
+    return http_request(get_default_host_creds(uri), endpoint, "GET", max_retries=0, timeout=HEALTH_TIMEOUT[1],
+                        raise_on_status=False, params=params)
+
+
+def user_name() -> str | None:
+    return read_mlflow_creds().username or None
+
+
+def denial(status: int, action: str) -> str:
+    """What a 401 or 403 from the server means for this client, in one line."""
+    user = user_name()
+    if status == 401 and not user:
+        return (f"the tracking server needs credentials (401): export {USER_VARIABLE} and {PASSWORD_VARIABLE} "
+                f"(its admin creates users: make server-user NAME=<you>)")
+    if status == 401:
+        return f"the tracking server rejected the password of {USER_VARIABLE}={user} (401): check {PASSWORD_VARIABLE}"
+    return f"{USER_VARIABLE}={user} may not {action} on this tracking server (403 forbidden): ask its admin"
+
+
+def access_problem(uri: str) -> str | None:
+    """None when the server lets this client read its experiments, else one line: credentials
+    missing or rejected (401), or reading forbidden (403)."""
+    try:
+        response = server_request(uri, "/api/2.0/mlflow/experiments/search", max_results=1)
+    except MlflowException as error:
+        return f"the tracking server does not answer ({str(error.message).splitlines()[0][:120]})"
+    if response.status_code in (401, 403):
+        return denial(response.status_code, "read experiments")
+    return None
+
+
+def write_problem(uri: str, experiment: str) -> str | None:
+    """None when this client may log runs into ``experiment`` (or the experiment does not exist
+    yet: creating one needs only a login), else one line naming the permission it has and the one
+    it needs. Stores without users (SQLite, a server without MLflow's auth app) never refuse."""
+    if scheme_of(uri) not in SERVER_SCHEMES or not user_name():
+        return None
+    try:
+        found = server_request(uri, "/api/2.0/mlflow/experiments/get-by-name", experiment_name=experiment)
+        if found.status_code in (401, 403):
+            return denial(found.status_code, "read experiments")
+        if found.status_code != 200:
+            return None  # RESOURCE_DOES_NOT_EXIST: the run will create it (and its creator manages it)
+        experiment_id = found.json()["experiment"]["experiment_id"]
+        answer = server_request(uri, "/api/3.0/mlflow/users/permissions/get", username=user_name(),
+                                resource_type="experiment", resource_id=experiment_id)
+        if answer.status_code != 200:
+            return None  # no auth app on this server: nothing is refused
+        permission = answer.json().get("permission", "")
+    except (MlflowException, ValueError, KeyError):  # gone or garbled: the run's own requests will say
+        return None
+    if permission in WRITE_PERMISSIONS:
+        return None
+    return (f"{USER_VARIABLE}={user_name()} has {permission or 'no'} permission on experiment '{experiment}' of "
+            f"{uri}; logging a run needs EDIT: ask the server's admin (make server-user NAME={user_name()} ROLE=edit)")
+
+
+def check_can_log(uri: str, experiment: str) -> None:
+    """Raise :class:`UserError` (one line) when this client may not log runs into ``experiment``."""
+    problem = write_problem(uri, experiment)
+    if problem:
+        raise UserError(problem)
+
+
+def auth_denial(error: BaseException) -> str | None:
+    """The one line for an MLflow request the server refused (401/403) anywhere in ``error``'s
+    chain, None when ``error`` is something else."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, MlflowException):
+            status = error.get_http_status_code()
+            text = str(error)
+            for code in (401, 403):
+                if f"error code {code}" in text or (status == code and error.error_code != "INTERNAL_ERROR"):
+                    endpoint = text.split("endpoint ", 1)[1].split(" ", 1)[0] if "endpoint " in text else "the request"
+                    return f"{tracking_uri()}: {denial(code, f'call {endpoint}')}"
+        error = error.__cause__ or error.__context__
     return None
 
 
@@ -147,6 +241,7 @@ def ensure_experiment(name: str, uri: str | None = None) -> str:
     Safe when several processes create it at once."""
     uri = uri or tracking_uri()
     client = MlflowClient(uri)
+    check_can_log(uri, name)
     with store_lock(uri):
         experiment = client.get_experiment_by_name(name)
         if experiment is None:

@@ -22,7 +22,7 @@ from harness.precision import check_precision
 from harness.resume import ResumeState
 from harness.run_config import MLflowConfig
 from harness.runtime import retain_freed_memory
-from harness.store import prepare_store, tracking_uri
+from harness.store import auth_denial, check_can_log, prepare_store, tracking_uri
 from harness.tracking import fail_open_runs, keep_checkpoints_in, make_logger, server_lost
 
 RESUMED_TAG = "harness.resumed_from"
@@ -67,6 +67,11 @@ class TrackedCLI(LightningCLI):
     def default_experiment(self) -> str:
         return self.experiment
 
+    def planned_experiment(self) -> str | None:
+        """The experiment the run will go to, as far as the config alone tells (None: not before
+        the data is read); checked for write permission before anything is instantiated."""
+        return self.setting("experiment_name") or self.experiment
+
     def run_name(self) -> str:
         return self.stage
 
@@ -102,13 +107,17 @@ class TrackedCLI(LightningCLI):
         self.prepare_run()
 
     def prepare_run(self) -> None:
-        """Check the settings, prepare the store (created once, under a lock), mark KILLED the
-        runs whose process died, then check the checkpoint to resume from, if any: a readable
-        training checkpoint of a run of this stage in this store."""
+        """Check the settings, prepare the store (created once, under a lock; a server's
+        credentials checked), check that this user may log runs into the planned experiment, mark
+        KILLED the runs whose process died, then check the checkpoint to resume from, if any: a
+        readable training checkpoint of a run of this stage in this store."""
         self.resume_point = None
         self.check_settings()
         uri = tracking_uri()
         prepare_store(uri)
+        planned = self.planned_experiment()
+        if planned:
+            check_can_log(uri, planned)
         client = MlflowClient(uri)
         if rank_zero_only.rank == 0:
             mark_dead_runs(client)
@@ -125,6 +134,7 @@ class TrackedCLI(LightningCLI):
         if run.data.tags.get("stage") != self.stage:
             raise UserError(f"--ckpt_path={ckpt_path}: run {run_id} is a {run.data.tags.get('stage')} run, "
                             f"not a {self.stage} run")
+        check_can_log(uri, client.get_experiment(run.info.experiment_id).name)
         self.config[self.subcommand]["ckpt_path"] = str(self.resume_point.path)
 
     def instantiate_trainer(self, **kwargs):
@@ -157,9 +167,10 @@ class TrackedCLI(LightningCLI):
 
 
 def run_cli(cli_class: type[TrackedCLI], args: list[str] | None = None) -> int:
-    """Run a CLI. Returns the exit status: 2 after a :class:`UserError` or a full, read-only or
-    unwritable disk (one line), 1 when the tracking server went away during the run (one line);
-    any other failure marks the run FAILED (KILLED for Ctrl-C) and raises."""
+    """Run a CLI. Returns the exit status: 2 after a :class:`UserError`, a request the tracking
+    server refused (401/403) or a full, read-only or unwritable disk (one line), 1 when the
+    tracking server went away during the run (one line); any other failure marks the run FAILED
+    (KILLED for Ctrl-C) and raises."""
     retain_freed_memory()
     try:
         cli_class(args=args)
@@ -168,6 +179,11 @@ def run_cli(cli_class: type[TrackedCLI], args: list[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     except BaseException as error:
+        denied = auth_denial(error)
+        if denied:
+            fail_open_runs()
+            print(f"error: {denied}", file=sys.stderr)
+            return 2
         lost = server_lost()
         if lost:
             print(f"error: {lost}", file=sys.stderr)

@@ -20,13 +20,12 @@ from pretrain.registry import register_encoder
 from tests.helpers import assert_one_line_error
 
 
-@pytest.fixture
-def store(tmp_path, monkeypatch, save_encoder):
+@pytest.fixture(scope="module")
+def stored_run(tmp_path_factory, save_encoder):
     """A SQLite store with one finished pretrain run whose ``checkpoint/encoder.ckpt`` and digest
     were logged the way ExportEncoder logs them, registered as ``elmo-encoder``."""
+    tmp_path = tmp_path_factory.mktemp("digests")
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    monkeypatch.setattr("pretrain.runs.ENCODER_CACHE", tmp_path / "cache")
     client = MlflowClient(uri)
     experiment = client.create_experiment("pretrain", artifact_location=(tmp_path / "artifacts").as_uri())
     genuine, _ = save_encoder("elmo", tmp_path)
@@ -40,8 +39,18 @@ def store(tmp_path, monkeypatch, save_encoder):
     register_encoder(client, run_id, "elmo")
     stored = tmp_path / "artifacts" / run_id / "artifacts" / "checkpoint" / "encoder.ckpt"
     assert stored.is_file()
-    return {"client": client, "run_id": run_id, "stored": stored, "cache": tmp_path / "cache" / run_id / "encoder.ckpt",
-            "genuine": genuine, "tmp": tmp_path}
+    return {"uri": uri, "client": client, "run_id": run_id, "stored": stored, "genuine": genuine, "tmp": tmp_path,
+            "cache": tmp_path / "cache" / run_id / "encoder.ckpt"}
+
+
+@pytest.fixture
+def store(stored_run, monkeypatch):
+    """The module's store, its run's artifact genuine again and no cached copy, as this test's store."""
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", stored_run["uri"])
+    monkeypatch.setattr("pretrain.runs.ENCODER_CACHE", stored_run["tmp"] / "cache")
+    shutil.copy(stored_run["genuine"], stored_run["stored"])
+    shutil.rmtree(stored_run["tmp"] / "cache", ignore_errors=True)
+    return stored_run
 
 
 def negated(path: Path, target: Path) -> Path:
@@ -85,7 +94,7 @@ def test_a_replaced_cached_copy_is_downloaded_again_and_a_later_swap_in_the_stor
 
 
 def test_the_recorded_digest_cannot_be_changed_afterwards(store):
-    other = negated(store["genuine"], store["tmp"] / "other.ckpt")
+    other = negated(store["genuine"], store["tmp"] / "other.ckpt")  # a file of its own: the fixture keeps `genuine`
     with pytest.raises(UserError, match=f"run {store['run_id']} already records {DIGEST_PARAM}"):
         record_digest(store["client"], store["run_id"], other)
     record_digest(store["client"], store["run_id"], store["genuine"])  # the same bytes again: fine
@@ -94,10 +103,16 @@ def test_the_recorded_digest_cannot_be_changed_afterwards(store):
 def test_a_run_without_a_digest_loads_with_a_note(store, capsys):
     client = store["client"]
     run = client.create_run(client.get_experiment_by_name("pretrain").experiment_id, tags={"stage": "pretrain"})
-    client.log_artifact(run.info.run_id, str(store["genuine"].rename(store["tmp"] / "encoder.ckpt")), "checkpoint")
+    legacy = store["tmp"] / "legacy" / "encoder.ckpt"
+    legacy.parent.mkdir()
+    shutil.copy(store["genuine"], legacy)
+    client.log_artifact(run.info.run_id, str(legacy), "checkpoint")
     client.set_terminated(run.info.run_id, "FINISHED")
-    assert load_encoder(f"runs:/{run.info.run_id}").run_id == run.info.run_id
-    load_encoder(f"runs:/{run.info.run_id}")
+    try:
+        assert load_encoder(f"runs:/{run.info.run_id}").run_id == run.info.run_id
+        load_encoder(f"runs:/{run.info.run_id}")
+    finally:
+        client.delete_run(run.info.run_id)  # `latest` of the other tests stays the recorded run
     notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note:")]
     assert notes == [f"note: run {run.info.run_id} records no {DIGEST_PARAM} (made before checkpoint digests); "
                      f"its checkpoint/encoder.ckpt is loaded unchecked"]  # once per run and process
@@ -106,6 +121,7 @@ def test_a_run_without_a_digest_loads_with_a_note(store, capsys):
 def test_a_finetune_runs_best_checkpoint_is_checked_against_its_run(store):
     client, folder = store["client"], store["tmp"] / "checkpoints" / "finetune"
     run_id = client.create_run(client.create_experiment("mrpc"), tags={"stage": "finetune"}).info.run_id
+    folder.mkdir(parents=True, exist_ok=True)
     best = folder / run_id / "best.ckpt"
     best.parent.mkdir(parents=True)
     shutil.copy(store["genuine"], best)

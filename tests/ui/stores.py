@@ -14,7 +14,7 @@ from harness.server import free_port, stop_process_group, wait_healthy
 from tests import helpers
 from tests.helpers import RUN_ID
 
-__all__ = ["free_port", "Server", "pipeline", "link", "run_id_of", "cli_env", "start", "finish"]
+__all__ = ["free_port", "Server", "pipeline", "link", "run_id_of", "cli_env", "start", "finish", "CONSOLE"]
 
 REPO = Path(__file__).resolve().parents[2]
 PRETRAIN_SMOKE = REPO / "configs" / "pretrain" / "smoke.yaml"
@@ -22,6 +22,7 @@ FINETUNE_SMOKE = REPO / "configs" / "downstream" / "smoke.yaml"
 PRETRAIN_FLAGS = ["--trainer.max_epochs=1", "--trainer.limit_val_batches=2", "--data.max_sentences=200",
                   "--trainer.enable_progress_bar=false"]
 SCREENSHOTS = REPO / "tests" / "ui" / "screenshots"  # git-ignored; CI keeps them as artifacts
+CONSOLE: list[str] = []  # stdout and stderr of every CLI run through finish(), for the secrets check
 
 
 def cli_env(uri: str, mrpc_dir: Path, ui: str | None = None) -> dict:
@@ -34,9 +35,10 @@ def start(module: str, *args: str, env: dict, cwd: Path) -> subprocess.Popen:
                             stderr=subprocess.PIPE, text=True)
 
 
-def finish(process: subprocess.Popen, timeout: float = 240) -> str:
+def finish(process: subprocess.Popen, timeout: float = 600) -> str:
     """Wait for a CLI; returns its stdout, failing the test with its stderr's tail if it failed."""
     stdout, stderr = process.communicate(timeout=timeout)
+    CONSOLE.extend([stdout, stderr])
     assert process.returncode == 0, stderr[-4000:]
     return stdout
 
