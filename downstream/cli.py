@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from pytorch_lightning.callbacks import LearningRateMonitor
+import inspect
 
 import torch
+from jsonargparse.typing import register_type
+from pytorch_lightning.callbacks import LearningRateMonitor
 
 from downstream.evaluation import EvaluateBest
 from downstream.lit_pair import LitPairClassifier
 from downstream.pairs import PairDataModule
 from downstream.records import LogDatasets, LogPredictionViews
+from downstream.values import Mix
 from harness.checkpoints import run_checkpoints
 from harness.digests import RecordBestDigest
 from harness.errors import UserError
@@ -21,6 +24,8 @@ from harness.tracked_cli import TrackedCLI
 from harness.views import COMPARE_VIEW
 from pretrain.encoder import Encoder
 from pretrain.runs import load_encoder, random_encoder
+
+register_type(Mix, serializer=str, deserializer=Mix.parse)  # --model.mix=layer:2 → Mix, printed back as text
 
 
 def resolve_encoder(encoder: str, random_like: str | None, seed: int) -> Encoder:
@@ -49,7 +54,24 @@ def pair_classifier(encoder: str = "latest", random_like: str | None = None, **k
         random_like: with ``encoder=random``, the encoder whose family/architecture/tokenizer to copy.
         **kwargs: the classifier's settings (:class:`LitPairClassifier`).
     """
-    return LitPairClassifier(resolve_encoder(encoder, random_like, torch.initial_seed() % 2**31), **kwargs)
+    resolved = resolve_encoder(encoder, random_like, torch.initial_seed() % 2**31)
+    try:
+        return LitPairClassifier(resolved, **kwargs)
+    except ValueError as error:  # the classifier's modules name the argument: mix=layer:9: …
+        argument = str(error).split("=", 1)[0]
+        if argument in inspect.signature(LitPairClassifier).parameters and argument != "encoder":
+            raise UserError(f"--model.{error}") from None
+        raise
+
+
+def encoder_kind(encoder: Encoder) -> str:
+    """``random`` for the twin, else the family: what a method and a run name start with."""
+    return "random" if encoder.is_random else encoder.family
+
+
+def pretrain_run_tag(encoder: Encoder) -> str:
+    """The ``pretrain_run_id`` tag: the run, ``file:<path>``, or ``random`` for the control."""
+    return "random" if encoder.is_random else encoder.run_id or f"file:{encoder.source}"
 
 
 class FinetuneCLI(TrackedCLI):
@@ -82,14 +104,14 @@ class FinetuneCLI(TrackedCLI):
         model = self.model
         mode = "" if model.hparams.finetune == "frozen" else f"-{model.hparams.finetune}"
         mix = "" if model.mix is None else f"-{model.hparams.mix}"
-        return self.setting("method") or f"{model.encoder_kind}{mode}{mix}-{model.hparams.head}"
+        return self.setting("method") or f"{encoder_kind(model.encoder)}{mode}{mix}-{model.hparams.head}"
 
     def run_name(self) -> str:
         """``elmo·scalar·pool-mlp·s0``: the encoder kind first (a benchmark's encoder name when
         ``--method`` is given), then mode, mix, head, fraction and seed; another data set's name
         leads (``nli3-elmo·…``)."""
         model = self.model
-        kind = self.setting("method").split("-")[0] if self.setting("method") else model.encoder_kind
+        kind = self.setting("method").split("-")[0] if self.setting("method") else encoder_kind(model.encoder)
         return self.dataset_prefix() + finetune_run_name(
             kind, model.hparams.finetune, None if model.mix is None else model.hparams.mix, model.hparams.head,
             self.setting("data.train_fraction"), self.setting("seed_everything"))
@@ -110,7 +132,7 @@ class FinetuneCLI(TrackedCLI):
         model = self.model
         encoder = model.encoder
         tags = {"stage": self.stage, "method": self.method(), "seed": str(self.setting("seed_everything")),
-                "pretrain_run_id": model.pretrain_run_id, "encoder_source": encoder.copies or encoder.source,
+                "pretrain_run_id": pretrain_run_tag(encoder), "encoder_source": encoder.copies or encoder.source,
                 "family": encoder.family, "finetune_mode": model.hparams.finetune,
                 "mix": model.hparams.mix, "head": model.hparams.head,
                 "train_fraction": str(self.setting("data.train_fraction")),

@@ -116,7 +116,7 @@ def test_the_cli_links_three_classes_into_the_model(checkpoint, monkeypatch, tmp
     cli.datamodule.attach(cli.model.encoder)
     cli.datamodule.setup()
     batch = next(iter(cli.datamodule.loader("dev")))
-    assert cli.model(*batch[:4]).shape == (len(batch[4]), 3)  # (B, C) logits
+    assert cli.model(cli.model.batch_inputs(batch)).shape == (len(batch[4]), 3)  # (B, C) logits
     assert cli.experiment_name() == "nli3" and cli.run_name().startswith("nli3-elmo·")
 
 
