@@ -24,11 +24,12 @@ from benchmarks.cells import Cell, file_digests, finished_run, pretrain, setting
 from benchmarks.matrix import data_flags, dataset_spec, load_config, repo_path, with_budget
 from benchmarks.parent import describe_parent, link_lines
 from benchmarks.plan import plan
-from benchmarks.report import build_results, write_outputs
+from benchmarks.report import write_outputs
+from benchmarks.results import build_results
 from benchmarks.runner import CellRunner, default_jobs
 from benchmarks.stats import ID_COLUMNS, ITEMS_ONLY, METRICS
 from pretrain.hf_encoder import is_hf_source
-from pretrain.runs import load_encoder, resolve_run_id
+from pretrain.runs import load_encoder, resolve
 from harness.errors import UserError
 from harness.liveness import mark_dead_runs, process_tags
 from harness.naming import benchmark_run_name
@@ -58,7 +59,7 @@ def resolve_encoder(encoder: dict, benchmark: str, logs: Path, data_digest: str)
     run_id = None
     if encoder.get("run"):
         try:
-            run_id = resolve_run_id(encoder["run"]) or encoder["run"].removeprefix("runs:/")  # latest, models:/…
+            run_id = resolve(encoder["run"]).target  # runs:/<id>, latest…, models:/… → the run id
         except UserError:
             if "pretrain" not in encoder:
                 raise
@@ -148,6 +149,7 @@ def run_table(done: list[tuple[Cell, str]]) -> tuple[pd.DataFrame, dict[str, pd.
                    "transfer": cell.transfer, "kind": cell.kind, "mix": cell.mix, "head": cell.head,
                    "train_fraction": cell.train_fraction,
                    "control": cell.control, **{m: metrics.get(m) for m in METRICS},
+                   "encoder_layers": run.data.params.get("encoder_layers"),
                    **{f"{split}_pairs": run.data.params.get(f"{split}_pairs") for split in ("dev", "test")}}
             row.update({k: v for k, v in metrics.items() if k.startswith("mix_")})
             rows.append(row)

@@ -113,3 +113,16 @@ def test_families_quick_end_to_end_then_resumed(tmp_path, mrpc_dir):
     assert again.returncode == 0, again.stderr[-4000:]
     assert again.stdout.count("(reused)") == expected_cells(config)  # a re-run skips every finished cell
     assert len(all_runs(env["MLFLOW_TRACKING_URI"])) == len(runs)
+
+
+@pytest.mark.parametrize("budget", [False, True])
+def test_every_cell_of_the_study_gets_a_run_name_of_its_own(budget):
+    """elmo-mrpc, elmo-reuters and elmo-all (and GPT with and without its LM loss) never share a name."""
+    from harness.naming import cell_run_name
+
+    config = load_config(FAMILIES)
+    config = with_budget(config, FAMILIES) if budget else config
+    cells = [cell for cell in plan(config, encoders(config), []) if cell.kind != "baseline"]
+    names = [cell_run_name(cell.method, cell.seed) for cell in cells]
+    assert len(set(names)) == len(names)
+    assert all(name.startswith(("random(" + cell.encoder + ")", cell.encoder)) for name, cell in zip(names, cells))
