@@ -17,6 +17,10 @@ def flag_error(message: str, argv: list[str]) -> str:
     if not found:
         return " ".join(message.split())
     key, detail = found.group(1), " ".join(found.group(2).split())
+    inner = list(PARSER_KEY.finditer(detail))
+    if inner:  # a subclass's argument (--model.schedule of a class_path model): the innermost complaint
+        key = f"{key}.{inner[-1].group(1)}"
+        detail = " ".join(inner[-1].group(2).split()).split(" - ")[0].strip()
     value = flag_value(key, argv)
     literal = LITERAL.fullmatch(detail)
     if literal:

@@ -4,6 +4,7 @@ and then annealed)."""
 
 from __future__ import annotations
 
+from harness.schedules import Schedule
 from pretrain.lit_lm import LitLanguageModel
 
 
@@ -34,7 +35,7 @@ class LitGPT(LitLanguageModel):
         max_positions: int = 256,
         dropout: float = 0.1,
         attention_dropout: float = 0.1,
-        schedule: str = "cosine",
+        schedule: Schedule = "cosine",
         **kwargs,
     ):
         super().__init__(schedule=schedule, **kwargs)

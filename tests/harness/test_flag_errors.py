@@ -38,3 +38,11 @@ def test_one_line_naming_flag_value_and_choices(argv, line):
 def test_a_value_types_own_message_is_kept_and_names_the_flag():
     line = complaint(["--model.size=12"])
     assert line.startswith("--model.size=12: ") and "\n" not in line
+
+
+def test_a_subclass_argument_names_the_flag_the_user_typed():
+    message = ('Parser key "model":\n  Does not validate against any of the Union subtypes\nSubtypes: [...]\nErrors:\n'
+               '  - Problem with given class_path \'pretrain.lit_bilm.LitBiLM\':\n    Parser key "schedule":\n'
+               "      Expected a typing.Literal['constant', 'cosine']. Got value: cosin\n"
+               "  - Expected a <class 'NoneType'>\n")
+    assert flag_error(message, ["--model.schedule=cosin"]) == "--model.schedule=cosin: choose one of constant, cosine"
