@@ -68,3 +68,12 @@ def test_a_recorded_reference_rebuilds_the_same_encoder_and_twin(tmp_path, save_
     assert again.is_random and again.random_seed == 4 and again.fingerprint == twin.fingerprint
     for name, value in twin.model.state_dict().items():
         assert torch.equal(again.model.state_dict()[name], value), name
+
+
+def test_a_published_model_and_its_twin_print_back_as_flag_values(tiny_bert):
+    published = load_encoder(f"hf:{tiny_bert}")
+    assert Source.parse(f"hf:{tiny_bert}").kind == "published" and str(reference_of(published)) == f"hf:{tiny_bert}"
+    twin = random_encoder(published, seed=2)
+    recorded = str(reference_of(twin))
+    assert recorded == f"random:hf:{tiny_bert}@2"
+    assert load_encoder(recorded).fingerprint == twin.fingerprint
