@@ -88,7 +88,6 @@ def scalar_mix(mix: Mix | str, num_layers: int, layer_norm: bool = False, dropou
                      layer_norm=layer_norm, dropout=dropout)
 
 
-
 class PairClassifier(nn.Module):
     """Mix + head over ``encoder`` (frozen, or trained as a submodule when fine-tuned).
 
@@ -110,19 +109,19 @@ class PairClassifier(nn.Module):
         mix, head, finetune = Mix.parse(mix), parse_head(head), parse_finetune(finetune)
         if num_classes < 2:
             raise ValueError(f"num_classes={num_classes}: need at least 2 classes")
+        self.pair_input = encoder.pair_input if head == JOINT_HEAD else None  # a capability, not a family name
+        if head == JOINT_HEAD and (self.pair_input is None or finetune == "frozen"):
+            raise ValueError(f"head={head}: the joint pair classifier needs an encoder that takes a joint pair "
+                             f"input and finetune=full or gradual (this is {encoder.family}, {finetune}); "
+                             f"other heads: {', '.join(HEADS)}")
+        if head == JOINT_HEAD and lm_weight and not hasattr(encoder.model, "next_token_nll"):
+            raise ValueError(f"lm_weight={lm_weight}: this {encoder.family} encoder has no language-model head "
+                             f"for the auxiliary loss; use lm_weight=0")
         self.encoder = encoder  # a plain attribute: frozen, it is neither trained nor checkpointed
         self.finetune, self.lm_weight = finetune, lm_weight
         if finetune != "frozen":
             self.encoder_model = encoder.model.requires_grad_(True).train()  # a submodule: trained, checkpointed
-        self.pair_input = encoder.pair_input if head == JOINT_HEAD else None  # a capability, not a family name
         if head == JOINT_HEAD:
-            if self.pair_input is None or finetune == "frozen":
-                raise ValueError(f"head={head}: the joint pair classifier needs an encoder that takes a joint pair "
-                                 f"input and finetune=full or gradual (this is {encoder.family}, {finetune}); "
-                                 f"other heads: {', '.join(HEADS)}")
-            if lm_weight and not hasattr(encoder.model, "next_token_nll"):
-                raise ValueError(f"lm_weight={lm_weight}: this {encoder.family} encoder has no language-model head "
-                                 f"for the auxiliary loss; use lm_weight=0")
             self.mix = None
             self.head = JOINT_INPUTS[self.pair_input][1](encoder.dim, dropout=dropout, num_classes=num_classes)
         else:
