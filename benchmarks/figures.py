@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure  # no pyplot: figures render with Agg and hold no global state
 
-from benchmarks.run_table import (SETTING, controls, encoder_layers, setting_label, settings, single_layer,
-                                  text_column, train_fractions, weight_columns)
+from benchmarks.run_table import (SETTING, controls, encoder_layers, full_fraction_method, setting_label, settings,
+                                  single_layer, text_column, train_fractions, weight_columns)
 
 
 def _learning_curve(runs: pd.DataFrame, path: Path, data_name: str = "MRPC") -> Path | None:
@@ -23,7 +23,7 @@ def _learning_curve(runs: pd.DataFrame, path: Path, data_name: str = "MRPC") -> 
     figure = Figure(figsize=(6, 4))
     axes = figure.subplots()
     for setting, group in table.groupby(SETTING, sort=False):
-        _errorbar(axes, group, "fraction", setting_label(setting))
+        _errorbar(axes, group, "fraction", full_fraction_method(runs, setting) or setting_label(setting))
     ticks = sorted(table["fraction"].unique())
     axes.set_xscale("log")
     axes.set_xticks(ticks, [f"{tick:g}" for tick in ticks])
