@@ -15,7 +15,7 @@ from benchmarks.matrix import repo_path
 from harness.errors import UserError
 from harness.tracking import tracking_uri
 from pretrain.hf_encoder import is_hf_source
-from pretrain.runs import load_encoder, resolve_run_id
+from pretrain.runs import load_encoder, resolve
 
 PRETRAIN_EXPERIMENT = "pretrain"
 
@@ -66,7 +66,7 @@ def given_run(encoder: dict) -> str | None:
     if is_published(encoder):
         return str(encoder["run"])
     try:
-        return resolve_run_id(encoder["run"]) or encoder["run"].removeprefix("runs:/")
+        return resolve(encoder["run"]).target  # runs:/<id>, latest…, models:/… → the run id
     except UserError:
         if "pretrain" not in encoder:
             raise

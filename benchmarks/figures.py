@@ -1,55 +1,29 @@
-"""The benchmark's figures, drawn from the per-run table: learning curve, learned scalar-mix
-weights, and test accuracy by single layer (each pretrained encoder beside its random twin).
-
-Also the small readers of that table that the report shares (text columns, train fractions, the
-method → random-twin map)."""
+"""The benchmark's figures, drawn from the per-run table (``benchmarks.run_table``): learning
+curve, learned scalar-mix weights, and test accuracy by single layer (each pretrained encoder
+beside its random twin)."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure  # no pyplot: figures render with Agg and hold no global state
 
-
-def text_column(runs: pd.DataFrame, column: str) -> pd.Series:
-    """A column as strings, "" where missing (an all-"" column when absent)."""
-    return runs[column].fillna("").astype(str) if column in runs else pd.Series("", index=runs.index)
-
-
-def train_fractions(runs: pd.DataFrame) -> pd.Series:
-    """The ``train_fraction`` column as numbers, 1.0 where missing or absent."""
-    values = runs["train_fraction"] if "train_fraction" in runs else pd.Series(1.0, index=runs.index)
-    return pd.to_numeric(values, errors="coerce").fillna(1.0)
-
-
-def _weight_columns(frame: pd.DataFrame) -> list[str]:
-    columns = [column for column in frame.columns if re.fullmatch(r"mix_weight_\d+", str(column))]
-    return sorted(columns, key=lambda column: int(column.rsplit("_", 1)[1]))
-
-
-def controls(runs: pd.DataFrame) -> dict[str, str]:
-    """``{method: control method}`` from the first non-empty ``control`` among a method's runs."""
-    table = pd.DataFrame({"method": runs["method"], "control": text_column(runs, "control")})
-    table = table[table["control"] != ""]
-    return dict(table.groupby("method", sort=False)["control"].first())
+from benchmarks.run_table import (SETTING, controls, encoder_layers, full_fraction_method, setting_label, settings,
+                                  single_layer, text_column, train_fractions, weight_columns)
 
 
 def _learning_curve(runs: pd.DataFrame, path: Path, data_name: str = "MRPC") -> Path | None:
-    fractions = train_fractions(runs)
-    if not (fractions < 1).any():
+    table = settings(runs).assign(test_acc=runs["test_acc"].astype(float) * 100)
+    if not (table["fraction"] < 1).any():
         return None
-    keys = ["encoder", "kind", "mix", "head"]
-    table = pd.DataFrame({key: text_column(runs, key) for key in keys}).assign(
-        method=runs["method"], fraction=fractions, test_acc=runs["test_acc"].astype(float) * 100)
-    curve_keys = set(map(tuple, table.loc[table["fraction"] < 1, keys].values))
-    table = table[[tuple(row) in curve_keys for row in table[keys].values]]
+    curve_keys = set(map(tuple, table.loc[table["fraction"] < 1, SETTING].values))
+    table = table[[tuple(row) in curve_keys for row in table[SETTING].values]]
     figure = Figure(figsize=(6, 4))
     axes = figure.subplots()
-    for _, group in table.groupby(keys, sort=False):
-        _errorbar(axes, group, "fraction", group["method"].iloc[0].split("@")[0])
+    for setting, group in table.groupby(SETTING, sort=False):
+        _errorbar(axes, group, "fraction", full_fraction_method(runs, setting) or setting_label(setting))
     ticks = sorted(table["fraction"].unique())
     axes.set_xscale("log")
     axes.set_xticks(ticks, [f"{tick:g}" for tick in ticks])
@@ -59,7 +33,7 @@ def _learning_curve(runs: pd.DataFrame, path: Path, data_name: str = "MRPC") -> 
 
 
 def _mix_weights(runs: pd.DataFrame, path: Path) -> Path | None:
-    columns = _weight_columns(runs)
+    columns = weight_columns(runs)
     scalar = runs[(text_column(runs, "mix") == "scalar") & (train_fractions(runs) == 1.0)]
     if not columns or scalar[columns].isna().all().all():
         return None
@@ -82,23 +56,16 @@ def _mix_weights(runs: pd.DataFrame, path: Path) -> Path | None:
     return _save(figure, path)
 
 
-def _layer_index(run: pd.Series, weights: list[str], depth: int, taken: set[int]) -> float:
-    """x position of a single-layer run: K for layer:K; top at L-1 (or after the layers if taken)."""
-    if run["mix"].startswith("layer:"):
-        return int(run["mix"].split(":", 1)[1])
-    present = int(run[weights].notna().sum()) if weights else 0
-    last = (present or depth) - 1
-    return last if last >= 0 and last not in taken else depth
-
-
 def _accuracy_by_layer(runs: pd.DataFrame, path: Path) -> Path | None:
     mix, kind, encoder = text_column(runs, "mix"), text_column(runs, "kind"), text_column(runs, "encoder")
-    single = runs[(mix.str.startswith("layer:") | (mix == "top")) & (train_fractions(runs) == 1.0)
-                  & kind.isin(["pretrained", "random"])].assign(mix=mix, kind=kind, encoder=encoder)
+    layer = pd.Series([single_layer(value, depth) for value, depth in zip(mix, encoder_layers(runs))],
+                      index=runs.index, dtype=object)
+    keep = layer.notna() & (train_fractions(runs) == 1.0) & kind.isin(["pretrained", "random"])
+    single = runs.assign(mix=mix, kind=kind, encoder=encoder, layer=layer)[keep]
     encoders = list(dict.fromkeys(single.loc[single["kind"] == "pretrained", "encoder"]))
     if not encoders:
         return None
-    twins, weights = controls(runs), _weight_columns(runs)
+    twins = controls(runs)
     figure = Figure(figsize=(5 * len(encoders), 4))
     all_axes = figure.subplots(1, len(encoders), squeeze=False)
     for axes, name in zip(all_axes[0], encoders):
@@ -106,17 +73,12 @@ def _accuracy_by_layer(runs: pd.DataFrame, path: Path) -> Path | None:
         control_methods = {twins.get(method) for method in mine["method"]}
         rows = pd.concat([mine, single[(single["kind"] == "random")
                                        & (single["method"].isin(control_methods) | (single["encoder"] == name))]])
-        layers = {int(value.split(":", 1)[1]) for value in rows["mix"] if value.startswith("layer:")}
-        scalar_depth = int(runs.loc[encoder == name, weights].notna().sum(axis=1).max()) if weights else 0
-        depth = max(scalar_depth, max(layers, default=-1) + 1, 1)
-        rows = rows.assign(layer=[_layer_index(row, weights, depth, layers) for _, row in rows.iterrows()],
-                           test_acc=rows["test_acc"].astype(float) * 100)
+        rows = rows.assign(layer=rows["layer"].astype(int), test_acc=rows["test_acc"].astype(float) * 100)
         rows["head"] = text_column(rows, "head")
         for (kind_name, head), group in rows.groupby(["kind", "head"], sort=False):
             _errorbar(axes, group, "layer", f"{kind_name} {head}" if rows["head"].nunique() > 1 else kind_name)
         ticks, tops = sorted(rows["layer"].unique()), set(rows.loc[rows["mix"] == "top", "layer"])
-        labels = [("top" if tick >= depth else f"{tick} (top)" if tick in tops else str(tick)) for tick in ticks]
-        axes.set_xticks(ticks, labels)
+        axes.set_xticks(ticks, [f"{tick} (top)" if tick in tops else str(tick) for tick in ticks])
         axes.set(xlabel="layer (0 = token embedding)", ylabel="test accuracy (%)", title=f"{name}: single layers")
         axes.legend(fontsize=8)
     return _save(figure, path)

@@ -35,13 +35,12 @@ from pathlib import Path
 import torch
 import yaml
 from pytorch_lightning.plugins.precision import MixedPrecision
-from torch.utils.data import BatchSampler, DataLoader, RandomSampler
+from torch.utils.data import BatchSampler, RandomSampler
 
-from downstream.lit_pair import LitPairClassifier
+from downstream.pair_classifier import PairClassifier
 from downstream.pair_datamodule import PairDataModule
 from harness.precision import cpu_bf16_supported
 from harness.runtime import retain_freed_memory
-from harness.schedules import discriminative_groups
 from pretrain.corpus_datamodule import CorpusDataModule
 from pretrain.encoder import Encoder
 from pretrain.families import family_of_config, pretrained_families
@@ -49,6 +48,7 @@ from pretrain.runs import load_encoder
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "pretrain"  # each family's <name>.yaml
 BATCH_SIZE = 32
+LEARNING_RATE, WEIGHT_DECAY, LR_DECAY = 1e-3, 0.0, 2.6  # LitPairClassifier's defaults
 
 
 def config_encoder(family: str) -> Encoder:
@@ -63,34 +63,24 @@ def config_encoder(family: str) -> Encoder:
                    fingerprint=f"finetune-speed-{family}-untrained", source="random", random_seed=0)
 
 
-def optimizer_for(model: LitPairClassifier) -> torch.optim.Optimizer:
-    """``configure_optimizers``'s (fused) AdamW, without the fine-tuning schedule (it needs a Trainer)."""
-    hparams = model.hparams
-    if hparams.finetune == "frozen":
-        return model.configure_optimizers()
-    groups = discriminative_groups([*model.encoder.parameter_groups(), model.head_parameters()],
-                                   hparams.learning_rate, hparams.lr_decay)
-    return torch.optim.AdamW(groups, lr=hparams.learning_rate, weight_decay=hparams.weight_decay, fused=True)
-
-
-def timed_steps(model: LitPairClassifier, batches, inputs, bf16: bool = False) -> float:
-    """Seconds for training steps over ``batches`` (pair-index lists); ``inputs`` makes a step's
-    (a, mask_or_lengths_a, b, mask_or_lengths_b, labels). The first batch is a warm-up."""
-    optimizer = optimizer_for(model)
+def timed_steps(classifier: PairClassifier, batches, inputs, bf16: bool = False) -> float:
+    """Seconds for training steps of ``classifier`` over ``batches`` (pair-index lists); ``inputs``
+    makes a step's four input tensors and labels. The first batch is a warm-up. Each step is the
+    training step of ``LitPairClassifier``: forward, loss, backward and its (fused) AdamW groups,
+    without the fine-tuning schedule (it needs a Trainer)."""
+    optimizer = torch.optim.AdamW(classifier.optimizer_groups(LEARNING_RATE, LR_DECAY), lr=LEARNING_RATE,
+                                  weight_decay=WEIGHT_DECAY, fused=True)
     autocast = MixedPrecision("bf16-mixed", "cpu") if bf16 else None
-    model.train()
-    if model.hparams.finetune == "frozen":
-        model.encoder.freeze()
+    classifier.train()
+    if classifier.finetune == "frozen":
+        classifier.encoder.freeze()
     start = None
     for index, pair_indices in enumerate(batches):
         if index == 1:
             start = time.perf_counter()
         batch = inputs(pair_indices)
         with autocast.forward_context() if autocast else nullcontext():
-            logits, lm_loss = model.scores(*batch[:4])
-            loss = model.loss(logits, batch[4])
-            if lm_loss is not None:
-                loss = loss + model.hparams.lm_weight * lm_loss
+            loss = classifier.loss(classifier(classifier.inputs(*batch[:4])), batch[4])
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
@@ -108,8 +98,8 @@ def measure_family(family: str, encoder: Encoder, batches: int, profile: bool) -
     modes = [("frozen", "pool-mlp"), ("full", "pool-mlp")] + ([("full", "cls")] if encoder.spec.joint_pair_input else [])
     for finetune, head in modes:
         torch.manual_seed(0)
-        model = LitPairClassifier(encoder, mix="scalar", head=head, finetune=finetune,
-                                  lm_weight=0.5 if head == "cls" else 0.0)
+        model = PairClassifier(encoder, mix="scalar", head=head, finetune=finetune,
+                               lm_weight=0.5 if head == "cls" else 0.0)
         kind = model.input_kind
         with tempfile.TemporaryDirectory() as cache:
             data = PairDataModule(cache_dir=cache, batch_size=BATCH_SIZE)

@@ -9,7 +9,8 @@ from pathlib import Path
 import yaml
 
 from benchmarks.cells import BASELINES
-from benchmarks.plan import TRANSFER_KEYS
+from benchmarks.plan import LAYERS, TRANSFER_KEYS
+from downstream.values import Mix, parse_head
 from harness.errors import UserError
 from harness.datasets.registry import dataset_name
 from harness.datasets.spec import PATH_KEYS, SPEC_KEYS
@@ -42,13 +43,7 @@ def load_config(path: Path) -> dict:
                    (stages if isinstance(stages, list) else [stages])):
             raise UserError(f"{path}: encoder '{encoder['name']}': `pretrain` needs `config` (or a list of stages "
                             f"with `config` each)")
-    check_transfers(config.get("transfers"), path)
-    for key in ("mixes", "heads", "baselines"):
-        if not isinstance(config.get(key, []), list):
-            raise UserError(f"{path}: `{key}` must be a list, e.g. {key}: [{config[key]}]")
-    curve = config.get("learning_curve")
-    if curve is not None and not (isinstance(curve, dict) and isinstance(curve.get("fractions"), list)):
-        raise UserError(f"{path}: `learning_curve` needs `fractions`, e.g. fractions: [0.1, 0.25, 0.5, 1.0]")
+    check_matrix(config, path)
     for baseline_name in config.get("baselines", []):
         if baseline_name not in BASELINES:
             raise UserError(f"{path}: unknown baseline {baseline_name!r}; choose from {sorted(BASELINES)}")
@@ -64,6 +59,33 @@ def load_config(path: Path) -> dict:
     config.setdefault("experiment", dataset_name(dataset_spec(config)))
     config.setdefault("finetune", {"config": "configs/downstream/mrpc.yaml"})
     return config
+
+
+def check_matrix(config: dict, path: Path) -> None:
+    """The matrix's shape and every mix and head in it, read by the flags' own parsers
+    (``downstream.values``), so a typo stops the benchmark before anything is pretrained."""
+    check_transfers(config.get("transfers"), path)
+    for key in ("mixes", "heads", "baselines"):
+        if not isinstance(config.get(key, []), list):
+            raise UserError(f"{path}: `{key}` must be a list, e.g. {key}: [{config[key]}]")
+    curve = config.get("learning_curve")
+    if curve is not None and not (isinstance(curve, dict) and isinstance(curve.get("fractions"), list)):
+        raise UserError(f"{path}: `learning_curve` needs `fractions`, e.g. fractions: [0.1, 0.25, 0.5, 1.0]")
+    values = [("mixes", mix, Mix.parse) for mix in config.get("mixes", []) if mix != LAYERS]
+    values += [("heads", head, parse_head) for head in config.get("heads", [])]
+    if curve:
+        values += [("learning_curve.mix", curve["mix"], Mix.parse)] if "mix" in curve else []
+        values += [("learning_curve.head", curve["head"], parse_head)] if "head" in curve else []
+    for family, settings in (config.get("transfers") or {}).items():
+        for setting in settings if isinstance(settings, list) else [settings]:
+            where = f"transfers.{family}.{setting['name']}"
+            values += [(f"{where}.mix", setting["mix"], Mix.parse)] if "mix" in setting else []
+            values += [(f"{where}.heads", head, parse_head) for head in setting.get("heads", [])]
+    for where, value, parse in values:
+        try:
+            parse(value)
+        except ValueError as error:
+            raise UserError(f"{path}: `{where}`: {error}") from None
 
 
 def check_transfers(transfers, path: Path) -> None:
@@ -91,7 +113,9 @@ def with_budget(config: dict, path: Path) -> dict:
     unknown = set(budget) - KEYS
     if unknown:
         raise UserError(f"{path}: unknown `budget` key(s) {sorted(unknown)}; known: {sorted(KEYS)}")
-    return {**config, **budget, "name": budget.get("name", f"{config['name']}-budget")}
+    config = {**config, **budget, "name": budget.get("name", f"{config['name']}-budget")}
+    check_matrix(config, path)
+    return config
 
 
 def repo_path(path: str) -> Path:

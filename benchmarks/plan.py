@@ -16,8 +16,11 @@ mix, head, fraction and seed; and each cell is identified by everything that def
 from __future__ import annotations
 
 from benchmarks.cells import Cell
+from downstream.values import Mix
+from harness.errors import UserError
 
 TRANSFER_KEYS = {"name", "config", "args", "mix", "heads", "fractions", "seeds"}
+LAYERS = "layers"  # in `mixes:`, each single layer below the top
 
 
 def seed_list(value) -> list[int]:
@@ -28,7 +31,7 @@ def expand_mixes(mixes: list[str], num_layers: int) -> list[str]:
     """``layers`` stands for each single layer below the top (``top`` is layer L-1)."""
     expanded = []
     for mix in mixes:
-        expanded += [f"layer:{k}" for k in range(num_layers - 1)] if mix == "layers" else [mix]
+        expanded += [f"layer:{k}" for k in range(num_layers - 1)] if mix == LAYERS else [mix]
     return list(dict.fromkeys(expanded))
 
 
@@ -71,6 +74,15 @@ def method_name(encoder: str, setting: dict) -> str:
     return f"{encoder}-{middle}-{setting['head']}{fraction_suffix(setting['fraction'])}"
 
 
+def check_layers(settings: list[dict], encoder: dict) -> None:
+    """Every ``layer:K`` of the matrix exists in the encoder (its L is known once it is pretrained)."""
+    for mix in dict.fromkeys(setting["mix"] for setting in settings):
+        try:
+            Mix.parse(mix).layer_index(encoder["num_layers"])
+        except ValueError as error:
+            raise UserError(f"encoder '{encoder['name']}': {error}") from None
+
+
 def plan(config: dict, encoders: list[dict], finetune_args: list[str]) -> list[Cell]:
     """Every cell of the matrix, controls right after what they control, then the baselines."""
     cells: list[Cell] = []
@@ -78,6 +90,7 @@ def plan(config: dict, encoders: list[dict], finetune_args: list[str]) -> list[C
     for encoder in encoders:
         random_name = f"random({encoder['name']})" if several else "random"
         settings = transfer_settings(config, encoder) if config.get("transfers") else mix_head_settings(config, encoder)
+        check_layers(settings, encoder)
         for setting in settings:
             kinds = [("pretrained", method_name(encoder["name"], setting))]
             if config.get("random_control", True):

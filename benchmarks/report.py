@@ -1,8 +1,6 @@
-"""A benchmark's outputs: ``results.csv`` (a row per method), ``runs.csv``, ``report.md`` and figures.
-
-The suite builds the per-run table (``run_id, method, seed, encoder, kind, mix, head,
-train_fraction, control, dev_acc, dev_f1, test_acc, test_f1`` and optional ``mix_weight_<k>``,
-``mix_gamma``) and the test predictions of each run; this module only aggregates and writes.
+"""A benchmark's outputs written: ``results.csv`` (``benchmarks.results``), ``runs.csv`` (the
+per-run table the suite builds, ``benchmarks.run_table``), figures and ``report.md`` — its
+tables, the remarks (``benchmarks.remarks``), anchors, context and how to read it.
 """
 
 from __future__ import annotations
@@ -15,15 +13,12 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from benchmarks.figures import controls, text_column, train_fractions, write_figures
+from benchmarks.figures import write_figures
+from benchmarks.remarks import mde, number, points, remarks
+from benchmarks.results import COLLAPSED_COLUMN
+from benchmarks.stats import METRICS, NO_SEED_REPLICATION, PVALUE_COLUMN
 from benchmarks.study import study_figures, study_remarks, study_rows, study_tables
-from benchmarks.multiplicity import chance_remark
-from benchmarks.stats import (METRICS, NO_SEED_REPLICATION, PVALUE_COLUMN, compare_with_baseline, compare_with_twin,
-                             is_collapsed, results_table)
 from harness.datasets.registry import published_anchors
-
-COLLAPSED_COLUMN = "collapsed_runs"
-TFIDF_BASELINE = "tfidf-lr"  # every learned method is also tested against it (``gap_vs_tfidf``)
 
 
 PUBLISHED_NOTE = ("Encoders pretrained elsewhere (`hf:` folders, `reference:` packages such as all-MiniLM-L6-v2), on "
@@ -40,50 +35,6 @@ def published_methods(runs: pd.DataFrame, context: dict) -> set[str]:
     return set(runs.loc[runs["encoder"].isin(names), "method"])
 
 
-def build_results(runs: pd.DataFrame, test_predictions: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """The benchmark's ``results.csv`` table.
-
-    A method with a ``control`` is compared with that random-init twin: runs paired by seed value
-    (seeds both have, with predictions), items by their id columns, the accuracy gap tested across
-    seeds and items (``stats.compare_with_twin``). Every method but the baselines is also compared
-    with the deterministic ``tfidf-lr`` baseline (``stats.compare_with_baseline``); baselines get
-    no gap to a twin.
-
-    Returns:
-        DataFrame, one row per method (first-appearance order): ``method, n_seeds,
-        {dev,test}_{acc,f1}_{mean,std,min,max}, p_value_vs_random, collapsed_runs, gap_vs_random,
-        gap_ci_low, gap_ci_high, mde_vs_random, paired_seeds, paired_items, gap_test, p_adjusted,
-        gap_vs_tfidf, gap_vs_tfidf_ci_low, gap_vs_tfidf_ci_high, p_vs_tfidf``.
-    """
-    predicted = runs[runs["run_id"].isin(list(test_predictions))]
-    by_seed = {method: {seed: test_predictions[run_id] for seed, run_id in zip(group["seed"], group["run_id"])}
-               for method, group in predicted.groupby("method")}
-    baselines = set(runs.loc[text_column(runs, "kind") == "baseline", "method"])
-    gaps, baseline_gaps = {}, {}
-    for method, control in controls(runs).items():
-        if control != method and method in by_seed and control in by_seed and method not in baselines:
-            gap = compare_with_twin(by_seed[method], by_seed[control], method)
-            if gap is not None:
-                gaps[method] = gap
-    if TFIDF_BASELINE in by_seed:
-        tfidf = by_seed[TFIDF_BASELINE][min(by_seed[TFIDF_BASELINE])]  # deterministic: one run is all of it
-        for method in sorted(set(by_seed) - baselines):
-            gap = compare_with_baseline(by_seed[method], tfidf, method)
-            if gap is not None:
-                baseline_gaps[method] = gap
-    table = results_table(runs, gaps, baseline_gaps)
-    collapsed = predicted.assign(collapsed=[is_collapsed(test_predictions[run]) for run in predicted["run_id"]])
-    counts = collapsed.groupby("method")["collapsed"].sum()
-    table.insert(table.columns.get_loc(PVALUE_COLUMN) + 1, COLLAPSED_COLUMN,  # the old columns keep their places
-                 [int(counts.get(method, 0)) for method in table["method"]])
-    return table
-
-
-def _number(value, spec: str) -> str:
-    """``value`` formatted with ``spec``, or "—" when it is missing."""
-    return "—" if value is None or pd.isna(value) else format(value, spec)
-
-
 def _percent(row: pd.Series, metric: str) -> str:
     mean, std, low, high = (100 * row.get(f"{metric}_{stat}", np.nan) for stat in ("mean", "std", "min", "max"))
     return "—" if pd.isna(mean) else f"{mean:.1f} ± {std:.1f} ({low:.1f}–{high:.1f})"
@@ -94,132 +45,13 @@ def _table(header: list[str], rows: list[list]) -> list[str]:
     return lines + ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
 
 
-def _points(value: float) -> str:
-    return f"{100 * value:+.1f}"
-
-
 def _gap_cell(row: pd.Series) -> str:
     """``+5.0 (+1.2, +8.8)`` in points; ``+5.0 (no seed replication)`` with one seed pair; — without a twin."""
     if pd.isna(row.get("gap_vs_random", np.nan)):
         return "—"
     if pd.isna(row.get("gap_ci_low", np.nan)):
-        return f"{_points(row['gap_vs_random'])} ({NO_SEED_REPLICATION})"
-    return f"{_points(row['gap_vs_random'])} ({_points(row['gap_ci_low'])}, {_points(row['gap_ci_high'])})"
-
-
-def _mde(value: float) -> str:
-    """The MDE in points; "> 100" when no possible gap is detected with the planned power."""
-    return "> 100" if pd.notna(value) and value > 1 else _number(100 * value, ".1f")
-
-
-def _verdict(row: pd.Series) -> str:
-    if pd.isna(row["gap_ci_low"]):
-        return NO_SEED_REPLICATION
-    return "excludes 0" if row["gap_ci_low"] > 0 or row["gap_ci_high"] < 0 else "includes 0"
-
-
-def _control_remark(method: str, control: str, row: pd.Series, accuracy: pd.Series) -> str:
-    if pd.isna(row.get("gap_vs_random", np.nan)):
-        return f"`{method}`: no seed with test predictions in common with its random twin `{control}`, so no test."
-    if pd.isna(row.get(PVALUE_COLUMN, np.nan)):
-        return (f"`{method}` against its random twin `{control}`: {accuracy[method]:.1f}% vs {accuracy[control]:.1f}% "
-                f"mean test accuracy, paired gap {_points(row['gap_vs_random'])} points over "
-                f"{int(row['paired_items'])} test items of one seed pair: no seed replication, so no CI or p "
-                "(seed luck alone moves a run's accuracy); run more seeds before concluding.")
-    numbers = (f"{accuracy[method]:.1f}% vs {accuracy[control]:.1f}% mean test accuracy; paired gap "
-               f"{_points(row['gap_vs_random'])} points, 95% CI {_points(row['gap_ci_low'])} to "
-               f"{_points(row['gap_ci_high'])}, p = {row[PVALUE_COLUMN]:.3g}; {int(row['paired_seeds'])} seed "
-               f"pair(s) × {int(row['paired_items'])} test items")
-    if row["gap_ci_low"] > 0:
-        return f"`{method}` beats its random twin `{control}` ({numbers}): the CI excludes 0."
-    if row["gap_ci_high"] < 0:
-        return (f"**The random twin `{control}` beats `{method}`** ({numbers}): the CI excludes 0; "
-                f"pretraining hurt here.")
-    return (f"`{method}` against its random twin `{control}`: the CI includes 0 ({numbers}). This design detects "
-            f"gaps of about {_mde(row['mde_vs_random'])} points (MDE); a smaller one may go unseen.")
-
-
-def _remarks(results: pd.DataFrame, runs: pd.DataFrame, published: set[str] = frozenset()) -> list[str]:
-    table = results.set_index("method")
-    accuracy = table["test_acc_mean"] * 100
-    remarks = []
-    pretrained = set(runs.loc[text_column(runs, "kind") == "pretrained", "method"])
-    for method, control in controls(runs).items():
-        if method not in table.index or method not in pretrained or "@" in method:  # "@": see _curve_remarks
-            continue
-        if control not in table.index:
-            remarks.append(f"`{method}`: its random twin `{control}` has no results, so no comparison.")
-        elif pd.notna(accuracy[method]) and pd.notna(accuracy[control]):
-            remarks.append(_control_remark(method, control, table.loc[method], accuracy))
-    full = [method for method in table.index if "@" not in method and pd.notna(accuracy[method])
-            and method not in published]  # published encoders are a ceiling, not candidates
-    if full:
-        best = max(full, key=lambda method: accuracy[method])
-        line = f"Best method by mean test accuracy: `{best}` ({accuracy[best]:.1f}%)"
-        line += " (published and reference encoders left out)." if published else "."
-        for baseline in ("tfidf-lr", "majority"):
-            if baseline in table.index and baseline != best:
-                gap = accuracy[best] - accuracy[baseline]
-                line += f" {gap:+.1f} points vs `{baseline}` ({accuracy[baseline]:.1f}%)."
-        if best == "tfidf-lr":
-            line += " No learned representation beats the TF-IDF baseline."
-        remarks.append(line)
-    many = chance_remark(table["gap_ci_low"], table["gap_ci_high"], table.get("p_adjusted"))
-    if many:
-        remarks.append(f"Gaps to the random twin: {many}")
-    if COLLAPSED_COLUMN in table and table[COLLAPSED_COLUMN].sum() > 0:
-        flagged = [f"`{method}` ({int(row[COLLAPSED_COLUMN])}/{int(row['n_seeds'])})"
-                   for method, row in table.iterrows() if row[COLLAPSED_COLUMN] > 0]
-        remarks.append("Collapsed runs (every test prediction one class: the majority rate or its complement): "
-                       + ", ".join(flagged) + ". Expected for `majority`; for another method the run learned nothing.")
-    if len(table):
-        remarks.append(f"Seeds per method: {table['n_seeds'].min()}–{table['n_seeds'].max()}. Restarts move accuracy "
-                       "by themselves (seed luck): compare methods by the paired gap and its CI, not by the means.")
-    tested = table[table["mde_vs_random"].notna()] if "mde_vs_random" in table else table.iloc[:0]
-    if len(tested):
-        effects = tested["mde_vs_random"]
-        remarks.append(f"Minimum detectable gap (MDE; α = 0.05, power 0.8) with {_design(tested)}, from the variance "
-                       f"components measured here: {_mde(effects.median())} points (median of {len(tested)} "
-                       f"comparisons; {_mde(effects.min())}–{_mde(effects.max())}). A smaller gap can hide in a CI "
-                       "that includes 0; `benchmarks.stats.minimum_detectable_effect` gives the MDE of a planned "
-                       "number of seeds and test items.")
-    return remarks + _curve_remarks(runs, table, accuracy)
-
-
-def _span(values: pd.Series) -> str:
-    low, high = int(values.min()), int(values.max())
-    return f"{low}" if low == high else f"{low}–{high}"
-
-
-def _design(tested: pd.DataFrame) -> str:
-    return f"{_span(tested['paired_seeds'])} seed pair(s) × {_span(tested['paired_items'])} test items"
-
-
-def _curve_remarks(runs: pd.DataFrame, table: pd.DataFrame, accuracy: pd.Series) -> list[str]:
-    twins, remarks = controls(runs), []
-    curve = runs.assign(fraction=train_fractions(runs), kind=text_column(runs, "kind"))
-    curve = curve[(curve["fraction"] < 1) & (curve["kind"] == "pretrained")]
-    for base, group in curve.groupby(curve["method"].str.split("@").str[0], sort=False):
-        smallest = group.loc[group["fraction"].idxmin()]
-        pieces, gaps = [], []
-        for fraction, method in ((smallest["fraction"], smallest["method"]), (1.0, base)):
-            control = twins.get(method)
-            row = table.loc[method] if method in table.index else None
-            if row is not None and pd.notna(row.get("gap_vs_random", np.nan)):
-                gaps.append(row["gap_vs_random"])
-                interval = f"CI {_points(row['gap_ci_low'])} to {_points(row['gap_ci_high'])}, " \
-                    if pd.notna(row["gap_ci_low"]) else ""
-                pieces.append(f"{_points(gaps[-1])} points vs `{control}` at {fraction:g} of the training data "
-                              f"({interval}{_verdict(row)})")
-            elif method in accuracy:
-                pieces.append(f"{accuracy[method]:.1f}% at {fraction:g} of the training data (no paired twin)")
-        trend = ""
-        if len(gaps) == 2:  # the signed values: "grows" would not say in whose favour
-            trend = (f" — the point estimate moves from {_points(gaps[0])} to {_points(gaps[1])} points with more "
-                     "training data (read the CIs before calling it a trend)") if gaps[0] != gaps[1] \
-                else " — the same point estimate at both"
-        remarks.append(f"Learning curve `{base}`: " + "; ".join(pieces) + trend + ".")
-    return remarks
+        return f"{points(row['gap_vs_random'])} ({NO_SEED_REPLICATION})"
+    return f"{points(row['gap_vs_random'])} ({points(row['gap_ci_low'])}, {points(row['gap_ci_high'])})"
 
 
 def _config(config) -> str:
@@ -234,8 +66,8 @@ def _context_sections(context: dict) -> list[str]:
         lines += ["", "## Encoders", ""] + _table(["encoder", "pretrain run / source", "val ppl", "train tokens",
                                                    "config"], [
             [encoder.get("name", "—") + (" (reference)" if encoder.get("reference") else ""),
-             f"`{encoder.get('run_id', '—')}`", _number(encoder.get("val_ppl"), ".1f"),
-             _number(encoder.get("train_tokens"), ","),
+             f"`{encoder.get('run_id', '—')}`", number(encoder.get("val_ppl"), ".1f"),
+             number(encoder.get("train_tokens"), ","),
              _config(encoder.get("config"))]
             for encoder in context["encoders"]])
     if context.get("throughput"):
@@ -244,7 +76,7 @@ def _context_sections(context: dict) -> list[str]:
                 ("peak_rss_mb", ".0f")]
         lines += ["", "## Pretraining throughput", ""] + _table(header, [
             [row.get("name"), row.get("softmax"), row.get("batch_size")]
-            + [_number(row.get(key), spec) for key, spec in keys] for row in context["throughput"]])
+            + [number(row.get(key), spec) for key, spec in keys] for row in context["throughput"]])
     if context.get("settings"):
         plain = json.loads(json.dumps(context["settings"], default=str))  # paths etc. become strings
         settings = yaml.safe_dump(plain, sort_keys=False, allow_unicode=True).rstrip()
@@ -333,7 +165,7 @@ def _markdown(results: pd.DataFrame, runs: pd.DataFrame, context: dict, figures:
              "accuracy in points, with its 95% CI (see How to read).", ""]
     published = published_methods(runs, context)
     rows = [[f"`{row['method']}`", int(row["n_seeds"]), *[_percent(row, metric) for metric in METRICS],
-             _gap_cell(row), _number(row.get(PVALUE_COLUMN), ".3g"), _mde(row.get("mde_vs_random", np.nan)),
+             _gap_cell(row), number(row.get(PVALUE_COLUMN), ".3g"), mde(row.get("mde_vs_random", np.nan)),
              f"⚠ {int(row[COLLAPSED_COLUMN])}/{int(row['n_seeds'])}" if row.get(COLLAPSED_COLUMN, 0) > 0 else "no"]
             for _, row in results.iterrows()]
     header = ["method", "seeds", "dev acc", "dev F1", "test acc", "test F1", "gap vs random (95% CI)", "p", "MDE",
@@ -346,8 +178,8 @@ def _markdown(results: pd.DataFrame, runs: pd.DataFrame, context: dict, figures:
     studied = study is not None and len(study) > 0
     if studied:
         lines += [""] + study_tables(study)
-    remarks = (study_remarks(study) if studied else []) + _remarks(results, runs, published)
-    lines += ["", "## Remarks", ""] + [f"- {remark}" for remark in remarks]
+    said = (study_remarks(study) if studied else []) + remarks(results, runs, published)
+    lines += ["", "## Remarks", ""] + [f"- {remark}" for remark in said]
     anchors = context["anchors"] if "anchors" in context else published_anchors(context.get("dataset"))
     if anchors:
         lines += ["", f"## Published anchors ({anchors.split}, for context; not produced by this run)", ""]

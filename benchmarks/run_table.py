@@ -1,57 +1,88 @@
-"""A finished benchmark read back from MLflow: one row per cell (metrics, mix weights, the parent
-it belongs to) and each cell's test predictions, the input of the results table and report."""
+"""Readers of a benchmark's per-run table (``runs.csv``: a row per finished cell with its
+``method, seed, encoder, kind, transfer, mix, head, train_fraction, control, encoder_layers``,
+metrics and mix weights), shared by the results table, the remarks, the report and the figures.
+
+Everything about a run is read from its columns, never from its method's name.
+"""
 
 from __future__ import annotations
 
-import tempfile
+import re
 
 import pandas as pd
-from mlflow.tracking import MlflowClient
 
-from benchmarks.cells import Cell
-from benchmarks.stats import ID_COLUMNS, METRICS
-from harness.tracking import tracking_uri
+from downstream.values import Mix
 
-
-def read_predictions(path: str) -> pd.DataFrame:
-    """A predictions file with ids, labels and predictions as text (label names compare as written)."""
-    return pd.read_csv(path, dtype={column: str for column in (*ID_COLUMNS, "label", "pred")}, keep_default_na=False)
+SETTING = ["encoder", "kind", "transfer", "mix", "head"]  # a cell's setting, without fraction and seed
+WEIGHT_COLUMN = re.compile(r"mix_weight_\d+")
 
 
-def run_table(done: list[tuple[Cell, str]]) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
-    """One row per finished cell (metrics, mix weights, the parent it belongs to: this benchmark's,
-    or an earlier one's for a linked cell) and its test predictions."""
-    client = MlflowClient(tracking_uri())
-    rows, predictions = [], {}
-    with tempfile.TemporaryDirectory() as scratch:
-        for cell, run_id in done:
-            run = client.get_run(run_id)
-            metrics = run.data.metrics
-            row = {"run_id": run_id, "parent_run_id": run.data.tags.get("mlflow.parentRunId", ""),
-                   "method": cell.method, "seed": cell.seed, "encoder": cell.encoder, "family": cell.family,
-                   "transfer": cell.transfer, "kind": cell.kind, "mix": cell.mix, "head": cell.head,
-                   "train_fraction": cell.train_fraction,
-                   "control": cell.control, **{m: metrics.get(m) for m in METRICS},
-                   **{f"{split}_pairs": run.data.params.get(f"{split}_pairs") for split in ("dev", "test")}}
-            row.update({k: v for k, v in metrics.items() if k.startswith("mix_")})
-            rows.append(row)
-            path = client.download_artifacts(run_id, "predictions/test.csv", scratch)
-            predictions[run_id] = read_predictions(path)
-    return pd.DataFrame(rows), predictions
+def text_column(runs: pd.DataFrame, column: str) -> pd.Series:
+    """A column as strings, "" where missing (an all-"" column when absent)."""
+    return runs[column].fillna("").astype(str) if column in runs else pd.Series("", index=runs.index)
 
 
-def drop_unpaired_controls(runs: pd.DataFrame, predictions: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """Clear the control of a method whose test predictions cover other pairs than its control's
-    (baselines on the full test set against cells capped by ``--data.max_pairs``): a paired test
-    needs the same items, so such a method gets no p-value rather than a crash."""
-    def ids(frame: pd.DataFrame) -> set[tuple]:  # each pair's ids (MRPC: id1, id2; a TSV data set: id)
-        return set(frame[[column for column in ID_COLUMNS if column in frame]].astype(str).itertuples(index=False))
+def train_fractions(runs: pd.DataFrame) -> pd.Series:
+    """The ``train_fraction`` column as numbers, 1.0 where missing or absent."""
+    values = runs["train_fraction"] if "train_fraction" in runs else pd.Series(1.0, index=runs.index)
+    return pd.to_numeric(values, errors="coerce").fillna(1.0)
 
-    pairs = {run_id: ids(frame) for run_id, frame in predictions.items()}
-    run_of = {(method, seed): run_id for method, seed, run_id in zip(runs["method"], runs["seed"], runs["run_id"])}
-    unpaired = {row.method for row in runs.itertuples() if row.control
-                and (row.control, row.seed) in run_of and pairs[row.run_id] != pairs[run_of[(row.control, row.seed)]]}
-    for method in sorted(unpaired):
-        print(f"  note: {method} was evaluated on other test pairs than its control: no p-value")
-    return runs.assign(control=["" if method in unpaired else control
-                                for method, control in zip(runs["method"], runs["control"])])
+
+def controls(runs: pd.DataFrame) -> dict[str, str]:
+    """``{method: control method}`` from the first non-empty ``control`` among a method's runs."""
+    table = pd.DataFrame({"method": runs["method"], "control": text_column(runs, "control")})
+    table = table[table["control"] != ""]
+    return dict(table.groupby("method", sort=False)["control"].first())
+
+
+def curve_methods(runs: pd.DataFrame) -> set[str]:
+    """The methods trained on a fraction of the training set (learning-curve points)."""
+    return set(runs.loc[train_fractions(runs) < 1, "method"])
+
+
+def settings(runs: pd.DataFrame) -> pd.DataFrame:
+    """The ``SETTING`` columns as text, with ``fraction`` and ``method``."""
+    table = pd.DataFrame({key: text_column(runs, key) for key in SETTING})
+    return table.assign(fraction=train_fractions(runs), method=runs["method"])
+
+
+def full_fraction_method(runs: pd.DataFrame, setting: tuple) -> str | None:
+    """The method of ``setting`` (values of ``SETTING``) on the whole training set, if it ran."""
+    table = settings(runs)
+    same = (table[SETTING] == pd.Series(setting, index=SETTING)).all(axis=1) & (table["fraction"] == 1.0)
+    return table.loc[same, "method"].iloc[0] if same.any() else None
+
+
+def setting_label(setting: tuple) -> str:
+    """A legend entry for a cell's setting (values of ``run_table.SETTING``): ``elmo · scalar ·
+    pool-mlp``, the twin ``random(elmo) · scalar · pool-mlp``."""
+    values = dict(zip(SETTING, setting))
+    encoder = values["encoder"] if values["kind"] != "random" else f"random({values['encoder']})"
+    return " · ".join(part for part in (encoder, values["transfer"] or values["mix"], values["head"]) if part)
+
+
+def weight_columns(runs: pd.DataFrame) -> list[str]:
+    """``mix_weight_<k>`` columns, by k."""
+    columns = [column for column in runs.columns if WEIGHT_COLUMN.fullmatch(str(column))]
+    return sorted(columns, key=lambda column: int(column.rsplit("_", 1)[1]))
+
+
+def encoder_layers(runs: pd.DataFrame) -> pd.Series:
+    """L of each run's encoder: its ``encoder_layers`` param, else the most mix weights a run of
+    the same encoder logged; 0 where neither says."""
+    weights = weight_columns(runs)
+    counted = runs[weights].notna().sum(axis=1) if weights else pd.Series(0, index=runs.index)
+    per_encoder = counted.groupby(text_column(runs, "encoder")).transform("max")
+    logged = pd.to_numeric(runs["encoder_layers"], errors="coerce") if "encoder_layers" in runs else None
+    return (per_encoder if logged is None else logged.fillna(per_encoder)).astype(int)
+
+
+def single_layer(mix: str, num_layers: int) -> int | None:
+    """The layer a ``top`` or ``layer:K`` mix reads (None for a mix of all layers, or when L is unknown)."""
+    try:
+        parsed = Mix.parse(mix)
+    except ValueError:
+        return None
+    if not parsed.single_layer or (parsed.kind == "top" and num_layers < 1):
+        return None
+    return parsed.layer if parsed.kind == "layer" else num_layers - 1

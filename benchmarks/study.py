@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from benchmarks.figures import text_column, train_fractions
+from benchmarks.run_table import text_column, train_fractions
 
 
 def study_rows(results: pd.DataFrame, runs: pd.DataFrame, encoders: list[dict]) -> pd.DataFrame:

@@ -27,8 +27,9 @@ from benchmarks.executor import StudyExecutor, StudyStopped
 from benchmarks.matrix import data_flags, dataset_spec, load_config, repo_path, with_budget
 from benchmarks.parent import describe_parent, link_lines
 from benchmarks.parent_run import abandon_parent, close_parent, open_parent
-from benchmarks.report import build_results, write_outputs
-from benchmarks.run_table import drop_unpaired_controls, run_table
+from benchmarks.report import write_outputs
+from benchmarks.results import build_results
+from benchmarks.cell_results import drop_unpaired_controls, run_table
 from benchmarks.summary import print_summary
 from benchmarks.tasks import Study
 from harness.errors import UserError

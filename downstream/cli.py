@@ -2,41 +2,47 @@
 
 from __future__ import annotations
 
-from pytorch_lightning.callbacks import LearningRateMonitor
+import inspect
 
 import torch
+from jsonargparse.typing import register_type
+from pytorch_lightning.callbacks import LearningRateMonitor
 
 from downstream.evaluation import EvaluateBest
 from downstream.lit_pair import LitPairClassifier
 from downstream.pair_datamodule import PairDataModule
 from downstream.records import LogDatasets, LogPredictionViews
+from downstream.values import Mix
 from harness.training_checkpoints import run_checkpoints
 from harness.datasets.registry import dataset_name, run_name_prefix, split_title
 from harness.datasets.spec import SPEC_KEYS
 from harness.digests import RecordBestDigest
 from harness.errors import UserError
 from harness.links import summary_lines
-from harness.naming import encoder_label, finetune_run_name, twin_label
+from harness.naming import cell_run_name, encoder_label, finetune_run_name, twin_label
 from harness.system_metrics import SystemMetrics
 from harness.params import log_params
 from harness.tracked_cli import TrackedCLI
 from harness.views import COMPARE_VIEW
 from pretrain.encoder import Encoder
-from pretrain.runs import load_encoder, random_encoder
+from pretrain.references import EncoderReference, reference_of
+from pretrain.runs import load_encoder
+
+register_type(Mix, serializer=str, deserializer=Mix.parse)  # --model.mix=layer:2 → Mix, printed back as text
 
 
 def resolve_encoder(encoder: str, random_like: str | None, seed: int) -> Encoder:
-    """The encoder ``--model.encoder`` names: ``runs:/<id>``, ``latest[:<family>]``, a checkpoint
-    path, or ``random`` — the control: the family, architecture and tokenizer of ``random_like``
-    (default: the latest pretrain run) with untrained weights drawn from ``seed``."""
+    """The encoder ``--model.encoder`` names (``pretrain.references``), resolved once: a trained
+    one, or the control — ``random`` (the twin of ``random_like``, default the latest pretrain run)
+    or ``random:<encoder>[@<seed>]`` — with untrained weights drawn from ``seed`` unless it names one."""
     flag = f"--model.encoder={encoder}"
-    like = random_like or "latest"
+    shown = encoder
     try:
-        if encoder == "random":
-            return random_encoder(load_encoder(like), seed)
-        return load_encoder(encoder)
+        reference = EncoderReference.parse(encoder, random_like).seeded(seed)
+        shown = str(reference.source)
+        return load_encoder(reference)
     except UserError as error:
-        message = str(error).removeprefix(f"{like if encoder == 'random' else encoder}: ")
+        message = str(error).removeprefix(f"{shown}: ").removeprefix(f"{encoder}: ")
         raise UserError(f"{flag}: {message}") from None
 
 
@@ -45,13 +51,34 @@ def pair_classifier(encoder: str = "latest", random_like: str | None = None, **k
     model gets the encoder object and the data module is handed the same one (``before_fit``).
 
     Args:
-        encoder: ``runs:/<id>``, ``latest`` (newest finished pretrain run), ``latest:<family>``,
-            a checkpoint path, a published model (``hf:<folder>``, ``hf:<owner>/<name>``,
-            ``reference:<name>``), or ``random`` (the random-init control).
+        encoder: ``runs:/<id>``, ``models:/<name>@<alias>``, ``latest`` (newest finished pretrain
+            run), ``latest:<family>``, a checkpoint path, a published model (``hf:<folder>``,
+            ``hf:<owner>/<name>``, ``reference:<name>``), or the random-init control: ``random`` or
+            ``random:<encoder>[@<seed>]``.
         random_like: with ``encoder=random``, the encoder whose family/architecture/tokenizer to copy.
         **kwargs: the classifier's settings (:class:`LitPairClassifier`).
     """
-    return LitPairClassifier(resolve_encoder(encoder, random_like, torch.initial_seed() % 2**31), **kwargs)
+    resolved = resolve_encoder(encoder, random_like, torch.initial_seed() % 2**31)
+    try:
+        return LitPairClassifier(resolved, **kwargs)
+    except ValueError as error:  # the classifier's modules name the argument: mix=layer:9: …
+        argument = str(error).split("=", 1)[0]
+        if argument in inspect.signature(LitPairClassifier).parameters and argument != "encoder":
+            raise UserError(f"--model.{error}") from None
+        raise
+
+
+def encoder_kind(encoder: Encoder) -> str:
+    """``random`` for the twin, else the family: what a method and a run name start with."""
+    return "random" if encoder.is_random else encoder.family
+
+
+def pretrain_run_tag(encoder: Encoder) -> str:
+    """The ``pretrain_run_id`` tag: the run, ``file:<path>``, a published model's source
+    (``hf:…``, ``reference:…``), or ``random`` for the control."""
+    if encoder.is_random:
+        return "random"
+    return encoder.run_id or (encoder.source if not encoder.spec.pretrained_here else f"file:{encoder.source}")
 
 
 class FinetuneCLI(TrackedCLI):
@@ -86,20 +113,23 @@ class FinetuneCLI(TrackedCLI):
             return None
 
     def method(self) -> str:
+        """``--method``, else ``<family or random>[-<mode>][-<mix>]-<head>``."""
         model = self.model
         mode = "" if model.hparams.finetune == "frozen" else f"-{model.hparams.finetune}"
         mix = "" if model.mix is None else f"-{model.hparams.mix}"
-        return self.setting("method") or f"{model.encoder_kind}{mode}{mix}-{model.hparams.head}"
+        return self.setting("method") or f"{encoder_kind(model.encoder)}{mode}{mix}-{model.hparams.head}"
 
     def run_name(self) -> str:
-        """``elmo·scalar·pool-mlp·s0``: the encoder kind first (a benchmark's encoder name when
-        ``--method`` is given), then mode, mix, head, fraction and seed; another data set's name
+        """``elmo·scalar·pool-mlp·s0``: the family (or ``random``), mode, mix, head, fraction and
+        seed; a benchmark's cell (``--method``): ``<method>·s0``, unique within the benchmark and
+        led by its encoder's name (``elmo-reuters-gradual-attn@0.1·s0``). Another data set's name
         leads (``nli3-elmo·…``)."""
-        model = self.model
-        kind = self.setting("method").split("-")[0] if self.setting("method") else model.encoder_kind
+        model, seed = self.model, self.setting("seed_everything")
+        if self.setting("method"):
+            return run_name_prefix(self.datamodule.pair_data) + cell_run_name(self.setting("method"), seed)
         return run_name_prefix(self.datamodule.pair_data) + finetune_run_name(
-            kind, model.hparams.finetune, None if model.mix is None else model.hparams.mix, model.hparams.head,
-            self.setting("data.train_fraction"), self.setting("seed_everything"))
+            encoder_kind(model.encoder), model.hparams.finetune, None if model.mix is None else model.hparams.mix,
+            model.hparams.head, self.setting("data.train_fraction"), seed)
 
     def encoder_tag(self) -> str:
         encoder = self.model.encoder
@@ -107,11 +137,9 @@ class FinetuneCLI(TrackedCLI):
                              getattr(encoder, "name", None))
 
     def resolved_encoder(self) -> str:
-        """What ``--model.encoder`` resolved to, for the params (never ``latest``)."""
-        encoder = self.model.encoder
-        if encoder.is_random:
-            return f"random({encoder.copies}, seed {encoder.random_seed})"
-        return encoder.source
+        """What ``--model.encoder`` resolved to, for the params: a valid value of the flag that
+        names this very encoder (``runs:/<id>``, a path, ``random:runs:/<id>@<seed>``; never ``latest``)."""
+        return str(reference_of(self.model.encoder))
 
     def resolved_model_params(self) -> dict:
         """The encoder as resolved (never ``latest``) in place of ``model.encoder``/``random_like``."""
@@ -121,7 +149,7 @@ class FinetuneCLI(TrackedCLI):
         model = self.model
         encoder = model.encoder
         tags = {"stage": self.stage, "method": self.method(), "seed": str(self.setting("seed_everything")),
-                "pretrain_run_id": model.pretrain_run_id, "encoder_source": encoder.copies or encoder.source,
+                "pretrain_run_id": pretrain_run_tag(encoder), "encoder_source": encoder.copies or encoder.source,
                 "family": encoder.family, "finetune_mode": model.hparams.finetune,
                 "mix": model.hparams.mix, "head": model.hparams.head,
                 "train_fraction": str(self.setting("data.train_fraction")),

@@ -22,7 +22,6 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from harness.errors import UserError
 
 def _zero_padding(x: Tensor, mask: Tensor) -> Tensor:
     """(B, T, D) with padding set to 0 (NaN/inf there included)."""
@@ -236,22 +235,19 @@ HEADS: dict[str, type[PairHead]] = {
     "attn": AttentionHead,
     "concat-pool": ConcatPoolHead,
 }
-HEAD_NAMES = tuple(HEADS)
 
 
 def build_head(name: str, input_dim: int, hidden_size: int = 256, dropout: float = 0.2,
                num_classes: int = 2) -> PairHead:
-    """The pair head called ``name`` (``--model.head``) for D = ``input_dim`` features.
+    """The pair head called ``name`` (a key of ``HEADS``) for D = ``input_dim`` features.
 
     Returns:
         a ``PairHead``: ``forward(a, mask_a, b, mask_b) -> (B, num_classes)``.
 
     Raises:
-        UserError: one line naming ``--model.head`` and the choices, for an unknown name.
+        ValueError: ``head=<name>: ...`` naming the choices, for an unknown name.
     """
     if name not in HEADS:
         shown = name if isinstance(name, str) and name.isprintable() else repr(name)
-        raise UserError(
-            f"--model.head={shown}: unknown head; choose one of {', '.join(HEAD_NAMES)}"
-        )
+        raise ValueError(f"head={shown}: unknown head; choose one of {', '.join(HEADS)}")
     return HEADS[name](input_dim, hidden_size=hidden_size, dropout=dropout, num_classes=num_classes)

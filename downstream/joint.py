@@ -1,7 +1,12 @@
-"""GPT's pair classifier (Radford et al. 2018, §3.3): both sentences in one sequence,
-``<s> s1 <delim> s2 <cls>``, in both orders for a symmetric task; the top states at the two
-``<cls>`` tokens are added and a linear layer classifies them. The same pass gives the language
--model loss of both sequences, which fine-tuning adds with weight λ (``--model.lm_weight``).
+"""The joint pair classifiers: the pair read as one sequence by the encoder itself.
+
+- ``JointClassifier``, GPT's (Radford et al. 2018, §3.3): ``<s> s1 <delim> s2 <cls>`` in both
+  orders for a symmetric task; the top states at the two ``<cls>`` tokens are added and a linear
+  layer classifies them. The same pass gives the language-model loss of both sequences, which
+  fine-tuning adds with weight λ (``--model.lm_weight``).
+- ``FirstTokenClassifier``, BERT's (Devlin et al. 2019, §4.1): ``[CLS] s1 [SEP] s2 [SEP]`` with
+  segment ids, one order, a linear layer on the top state of the first token
+  (``downstream.joint_segments`` makes its batches).
 
 Shapes: B batch, T tokens of the joint sequence, H hidden, C classes.
 """
@@ -39,3 +44,22 @@ class JointClassifier(nn.Module):
                 lm = {name: lm[name] + sums[name] for name in lm}
         logits = self.linear(self.dropout(cls_states[0] + cls_states[1]))  # (B, H) -> (B, C)
         return logits, lm if has_lm else None
+
+
+class FirstTokenClassifier(nn.Module):
+    """Dropout + linear on the top state of the joint sequence's first token (``[CLS]``)."""
+
+    def __init__(self, hidden_size: int, dropout: float = 0.1, num_classes: int = 2):
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+        self.linear = nn.Linear(hidden_size, num_classes)
+
+    def forward(self, model: nn.Module, ids: Tensor, lengths: Tensor, segments: Tensor,
+                _lengths: Tensor | None = None) -> tuple[Tensor, None]:
+        """Args: the encoder's model, (B, T) ids, (B,) lengths, (B, T) segment ids.
+
+        Returns:
+            (B, C) logits, and None (no language-model loss).
+        """
+        hidden = model.hidden_states(ids, lengths, segments)  # (B, T, H)
+        return self.linear(self.dropout(hidden[:, 0])), None  # (B, H) -> (B, C)

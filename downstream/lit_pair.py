@@ -1,20 +1,15 @@
-"""LightningModule for sentence-pair classification over any family's encoder: layer mix → pair
-head → one logit per class, with the encoder frozen (cached features) or fine-tuned.
+"""LightningModule for sentence-pair classification: trains a ``PairClassifier`` (mix → pair head,
+the encoder frozen or fine-tuned) with its metrics, optimiser and schedule, and checkpoints that
+name the encoder they were trained on.
 
 ``finetune``:
-- ``frozen``: the encoder is a plain attribute, outside the optimiser and the checkpoint; batches
-  hold its cached per-layer features. AdamW at a constant rate.
-- ``full``: the encoder's model is a submodule trained under the head, with discriminative
-  learning rates (each lower parameter group's rate / ``lr_decay``, ULMFiT's 2.6) and the slanted
-  triangular schedule (``warmup_fraction`` = cut_frac 0.1, ``stlr_ratio`` 32), per step.
-- ``gradual``: as ``full``, plus gradual unfreezing (``downstream.finetuning.GradualUnfreezing``).
+- ``frozen``: the encoder stays outside the optimiser and the checkpoint; batches hold its cached
+  per-layer features. AdamW at a constant rate.
+- ``full``: the encoder's model trains under the head, with discriminative learning rates (each
+  lower parameter group's rate / ``lr_decay``, ULMFiT's 2.6) and the slanted triangular schedule
+  (``warmup_fraction`` = cut_frac 0.1, ``stlr_ratio`` 32), per step.
+- ``gradual``: as ``full``, plus gradual unfreezing (``downstream.unfreezing.GradualUnfreezing``).
 The random-init twin runs the identical procedure: only its encoder's weights differ.
-
-``head=cls`` is the joint pair classifier of an encoder that takes a joint pair input
-(``Encoder.pair_input``): GPT's (``downstream.joint``), the pair as one sequence in both orders,
-fine-tuned with an auxiliary LM loss weighted by ``lm_weight`` (GPT: 0.5; 0 ablates it), or, for
-bidirectional encoders, BERT's ``[CLS] s1 [SEP] s2 [SEP]`` with segment ids
-(``downstream.joint_segments``).
 """
 
 from __future__ import annotations
@@ -25,23 +20,14 @@ from torchmetrics.classification import (BinaryAccuracy, BinaryF1Score, Multicla
                                          MulticlassF1Score)
 
 from downstream.evaluation import predicted_class
-from downstream.finetuning import GradualUnfreezing
-from downstream.heads import HEAD_NAMES, build_head
-from downstream.joint import JointClassifier
-from downstream.joint_segments import FirstTokenClassifier
-from downstream.scalar_mix import ScalarMix
-from harness.errors import UserError
+from downstream.pair_classifier import FeaturePair, JointPair, PairClassifier, SegmentPair, TokenPair
+from downstream.unfreezing import GradualUnfreezing
+from downstream.values import Finetune, Head, Mix
 from harness.precision import clip_gradients
+from harness.schedules import slanted_triangular
 from pretrain.encoder import Encoder
-from pretrain.families import FAMILIES
-from harness.schedules import discriminative_groups, slanted_triangular
 
-FINETUNE_MODES = ("frozen", "full", "gradual")
-JOINT_HEAD = "cls"  # the pair as one sequence (GPT's both orders, BERT's segments), linear on one state
-
-
-def joint_families() -> list[str]:
-    return [name for name, family in FAMILIES.items() if family.joint_pair_input]
+LEGACY_PREFIXES = ("mix.", "head.", "encoder_model.")  # checkpoints made before PairClassifier
 
 
 class LitPairClassifier(pl.LightningModule):
@@ -51,7 +37,9 @@ class LitPairClassifier(pl.LightningModule):
         encoder: the resolved encoder (the CLI resolves ``--model.encoder`` once and passes it).
         mix: ``average``, ``scalar``, ``top`` or ``layer:K``.
         layer_norm: normalise each layer before a scalar mix (ELMo's option).
-        head: ``pool-mlp``, ``bilstm``, ``dense``, ``attn``, ``concat-pool`` or ``cls`` (the joint input).
+        head: ``pool-mlp``, ``bilstm``, ``dense``, ``attn``, ``concat-pool`` or ``cls`` (the joint
+            pair classifier of an encoder that takes a joint pair input: GPT's both orders, BERT's
+            segments; ``downstream.joint``).
         hidden_size, dropout: of the head (jiant's MRPC default: 256, 0.2).
         mix_dropout: dropout on the mixed features (ELMo applies it to its output).
         learning_rate, weight_decay: AdamW; with fine-tuning, the head's (top) rate.
@@ -61,21 +49,21 @@ class LitPairClassifier(pl.LightningModule):
         num_classes: labels of the data set (2 for MRPC); the CLI links it from the data.
         positive_class: with 2 classes, the class id whose F1 is ``dev_f1`` and that a tie at
             P = 0.5 goes to (1 for MRPC); the CLI links it from the data.
-        lm_weight: λ of the auxiliary LM loss with ``head=cls`` (GPT: 0.5).
+        lm_weight: λ of the auxiliary LM loss with ``head=cls`` (GPT: 0.5; 0 ablates it).
     """
 
     def __init__(
         self,
         encoder: Encoder,
-        mix: str = "scalar",
+        mix: Mix = Mix("scalar"),
         layer_norm: bool = False,
-        head: str = "pool-mlp",
+        head: Head = "pool-mlp",
         hidden_size: int = 256,
         dropout: float = 0.2,
         mix_dropout: float = 0.0,
         learning_rate: float = 1e-3,
         weight_decay: float = 0.0,
-        finetune: str = "frozen",
+        finetune: Finetune = "frozen",
         lr_decay: float = 2.6,
         warmup_fraction: float = 0.1,
         stlr_ratio: float = 32.0,
@@ -84,100 +72,64 @@ class LitPairClassifier(pl.LightningModule):
         lm_weight: float = 0.0,
     ):
         super().__init__()
-        if finetune not in FINETUNE_MODES:
-            raise UserError(f"--model.finetune={finetune}: choose one of {', '.join(FINETUNE_MODES)}")
+        mix = str(Mix.parse(mix))  # the hyper-parameters hold the flag's text (checkpoints load weights_only)
         if learning_rate <= 0:
-            raise UserError(f"--model.learning_rate={learning_rate}: must be > 0")
-        if num_classes < 2 or (num_classes == 2 and positive_class not in (0, 1)):
-            raise UserError(f"--model.num_classes={num_classes}, --model.positive_class={positive_class}: "
-                            f"need at least 2 classes and, with 2, a positive class of 0 or 1")
+            raise ValueError(f"learning_rate={learning_rate}: must be > 0")
+        if num_classes == 2 and positive_class not in (0, 1):
+            raise ValueError(f"positive_class={positive_class}: with 2 classes, 0 or 1")
         self.save_hyperparameters(ignore=["encoder"], logger=False)
-        self.encoder = encoder
-        if finetune != "frozen":
-            self.encoder_model = encoder.model.requires_grad_(True).train()  # a submodule: trained, checkpointed
-        if head == JOINT_HEAD:
-            pair_input = encoder.pair_input  # a capability of the family's model, not of its name
-            if pair_input is None or finetune == "frozen":
-                raise UserError(f"--model.head={head}: the joint pair classifier needs an encoder that takes a "
-                                f"joint pair input ({', '.join(joint_families())}) and --model.finetune=full or gradual (this is "
-                                f"{encoder.family}, {finetune}); other heads: {', '.join(HEAD_NAMES)}")
-            if lm_weight and not hasattr(encoder.model, "next_token_nll"):
-                raise UserError(f"--model.lm_weight={lm_weight}: this {encoder.family} encoder has no language-model "
-                                f"head for the auxiliary loss; use --model.lm_weight=0")
-            self.mix = None
-            joint = FirstTokenClassifier if pair_input == "segments" else JointClassifier
-            self.head = joint(encoder.dim, dropout=dropout, num_classes=num_classes)
-        else:
-            self.mix = ScalarMix(encoder.num_layers, mix=mix, layer_norm=layer_norm, dropout=mix_dropout)
-            self.head = build_head(head, encoder.dim, hidden_size=hidden_size, dropout=dropout,
-                                   num_classes=num_classes)
-        self.loss = torch.nn.CrossEntropyLoss()
+        self.classifier = PairClassifier(encoder, mix, head, finetune, layer_norm=layer_norm, hidden_size=hidden_size,
+                                         dropout=dropout, mix_dropout=mix_dropout, num_classes=num_classes,
+                                         lm_weight=lm_weight)
         if num_classes == 2:
             self.dev_accuracy, self.dev_f1, self.train_accuracy = BinaryAccuracy(), BinaryF1Score(), BinaryAccuracy()
         else:
             self.dev_accuracy = MulticlassAccuracy(num_classes, average="micro")
             self.dev_f1 = MulticlassF1Score(num_classes, average="macro")
             self.train_accuracy = MulticlassAccuracy(num_classes, average="micro")
+        self.register_load_state_dict_pre_hook(_legacy_keys)
+
+    @property
+    def encoder(self) -> Encoder:
+        return self.classifier.encoder
+
+    @property
+    def mix(self):
+        """The ``ScalarMix``, or None (``head=cls`` reads no layer mix)."""
+        return self.classifier.mix
+
+    @property
+    def head(self) -> torch.nn.Module:
+        return self.classifier.head
 
     @property
     def input_kind(self) -> str:
         """What the data module feeds: cached ``features`` (frozen), each sentence's ``tokens``
         (fine-tuning), or the ``joint`` sequences of both orders (``head=cls``)."""
-        if self.hparams.head == JOINT_HEAD:
-            return "joint"
-        return "features" if self.hparams.finetune == "frozen" else "tokens"
+        return self.classifier.input_kind
 
-    @property
-    def encoder_kind(self) -> str:
-        return "random" if self.encoder.is_random else self.encoder.family
+    def forward(self, inputs: FeaturePair | TokenPair | JointPair | SegmentPair) -> torch.Tensor:
+        """Returns (B, C) logits."""
+        return self.classifier(inputs).logits
 
-    @property
-    def pretrain_run_id(self) -> str:
-        """The ``pretrain_run_id`` tag: the run, ``file:<path>``, a published model's source
-        (``hf:…``, ``reference:…``), or ``random`` for the control."""
-        encoder = self.encoder
-        if encoder.is_random:
-            return "random"
-        return encoder.run_id or (encoder.source if encoder.family == "hf" else f"file:{encoder.source}")
-
-    def forward(self, inputs_a, mask_or_lengths_a, inputs_b, mask_or_lengths_b) -> torch.Tensor:
-        """Both sentences' encoder inputs → (B, C) logits.
-
-        Frozen: (L, B, T, D) features, zero at padding, and (B, T) masks. Fine-tuned: (B, T + 2) ids
-        and (B,) lengths, run through the encoder here. ``head=cls``: the joint sequences of both orders.
-        """
-        return self.scores(inputs_a, mask_or_lengths_a, inputs_b, mask_or_lengths_b)[0]
-
-    def scores(self, inputs_a, mask_or_lengths_a, inputs_b, mask_or_lengths_b) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """(B, C) logits and, with ``head=cls``, the auxiliary LM loss (mean NLL per token)."""
-        if self.mix is None:
-            logits, lm = self.head(self.encoder.model, inputs_a, mask_or_lengths_a, inputs_b, mask_or_lengths_b)
-            return logits, None if lm is None else lm["nll_forward"] / lm["count"].clamp(min=1)
-        frozen = self.hparams.finetune == "frozen"
-        if frozen:  # the feature store's batches: zeros at padding
-            layers_a, mask_a, layers_b, mask_b = inputs_a, mask_or_lengths_a, inputs_b, mask_or_lengths_b
-        else:
-            layers_a, mask_a = self.encoder.features(inputs_a, mask_or_lengths_a)  # (L, B, Ta, D), (B, Ta)
-            layers_b, mask_b = self.encoder.features(inputs_b, mask_or_lengths_b)  # (L, B, Tb, D), (B, Tb)
-        mixed_a = self.mix(layers_a, mask_a, padding_is_zero=frozen)  # (B, Ta, D)
-        mixed_b = self.mix(layers_b, mask_b, padding_is_zero=frozen)  # (B, Tb, D)
-        return self.head(mixed_a, mask_a, mixed_b, mask_b), None
+    def batch_inputs(self, batch) -> FeaturePair | TokenPair | JointPair | SegmentPair:
+        """The data module's batch ``(4 input tensors, labels, pair indices)``: its inputs, named."""
+        return self.classifier.inputs(*batch[:4])
 
     def training_step(self, batch, batch_index):
         labels = batch[4]
-        logits, lm_loss = self.scores(*batch[:4])
-        loss = self.loss(logits, labels)
-        if lm_loss is not None:
-            self.log("train_lm_loss", lm_loss, batch_size=len(labels))
-            loss = loss + self.hparams.lm_weight * lm_loss
-        self.train_accuracy(self.predict_classes(logits.detach()), labels)
+        output = self.classifier(self.batch_inputs(batch))
+        loss = self.classifier.loss(output, labels)
+        if output.lm_loss is not None:
+            self.log("train_lm_loss", output.lm_loss, batch_size=len(labels))
+        self.train_accuracy(self.predict_classes(output.logits.detach()), labels)
         self.log("train_loss", loss, prog_bar=True, batch_size=len(labels))
         self.log("train_acc", self.train_accuracy, on_step=False, on_epoch=True, batch_size=len(labels))
         return loss
 
     def validation_step(self, batch, batch_index):
         labels = batch[4]
-        predictions = self.predict_classes(self(*batch[:4]))
+        predictions = self.predict_classes(self(self.batch_inputs(batch)))
         self.dev_accuracy(predictions, labels)
         if self.hparams.num_classes == 2:  # binary F1 of the positive class, whichever id it has
             positive = self.hparams.positive_class
@@ -209,28 +161,19 @@ class LitPairClassifier(pl.LightningModule):
         self.eval()
         probabilities, indices = [], []
         for batch in loader:
-            inputs = [t.to(self.device) for t in batch[:4]]
-            probabilities.append(torch.softmax(self(*inputs), dim=-1).cpu())
+            inputs = self.batch_inputs([t.to(self.device) for t in batch[:4]])
+            probabilities.append(torch.softmax(self(inputs), dim=-1).cpu())
             indices.append(batch[5])
         self.train(was_training)
         return torch.cat(probabilities), torch.cat(indices)
 
-    def head_parameters(self) -> list[torch.nn.Parameter]:
-        """The mix's and the head's trainable parameters (never the encoder's)."""
-        return [p for name, p in self.named_parameters() if not name.startswith("encoder_model.") and p.requires_grad]
-
     def configure_optimizers(self):
         hparams = self.hparams
         fused = all(p.device.type in ("cpu", "cuda") for p in self.parameters())  # one kernel per step
-        if hparams.finetune == "frozen":
-            return torch.optim.AdamW(self.head_parameters(), lr=hparams.learning_rate, weight_decay=hparams.weight_decay,
-                                     fused=fused)
-        # The head is the top of the discriminative chain; the encoder's groups follow, top to input.
-        groups = discriminative_groups([*self.encoder.parameter_groups(), self.head_parameters()],
-                                       hparams.learning_rate, hparams.lr_decay)
-        for index, group in enumerate(groups):
-            group["name"] = "head" if index == len(groups) - 1 else f"encoder-{index}"
+        groups = self.classifier.optimizer_groups(hparams.learning_rate, hparams.lr_decay)
         optimizer = torch.optim.AdamW(groups, lr=hparams.learning_rate, weight_decay=hparams.weight_decay, fused=fused)
+        if hparams.finetune == "frozen":
+            return optimizer
         total = max(1, int(self.trainer.estimated_stepping_batches))
         scheduler = torch.optim.lr_scheduler.LambdaLR(
             optimizer, lambda step: slanted_triangular(step, total, hparams.warmup_fraction, hparams.stlr_ratio))
@@ -244,3 +187,10 @@ class LitPairClassifier(pl.LightningModule):
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["encoder"] = self.encoder.record()
+
+
+def _legacy_keys(module, state_dict: dict, prefix: str, *args) -> None:
+    """A checkpoint of the module before it wrapped a ``PairClassifier`` (``mix.…``, ``head.…``,
+    ``encoder_model.…`` at the top) loads into ``classifier.…``."""
+    for key in [key for key in state_dict if key.startswith(tuple(prefix + p for p in LEGACY_PREFIXES))]:
+        state_dict[prefix + "classifier." + key[len(prefix):]] = state_dict.pop(key)

@@ -1,12 +1,11 @@
 """ELMo's scalar mix of an encoder's layers: ``gamma * sum_k softmax(s)_k * h_k``.
 
-Every mix the CLI offers goes through this one formula (``--model.mix``):
+Every mix goes through this one formula:
 
-- ``scalar``   s (init 0) and gamma (init 1) are learned parameters;
-- ``average``  s = 0 and gamma = 1 are fixed buffers, so the weights are 1/L each;
-- ``top``      the same as ``layer:L-1``;
-- ``layer:K``  s is a fixed buffer with 0 at K and -inf elsewhere, so softmax(s) is exactly
-  one-hot, and gamma = 1 is fixed.
+- learned (``trainable=True``): s (init 0) and gamma (init 1) are parameters (``scalar``);
+- fixed equal weights: s = 0 and gamma = 1 are buffers, so the weights are 1/L each (``average``);
+- one layer (``only_layer=K``): s is a fixed buffer with 0 at K and -inf elsewhere, so softmax(s)
+  is exactly one-hot, and gamma = 1 is fixed (``layer:K``; ``top`` is layer L-1).
 
 Shape legend: B batch, T tokens, D features per token (2H), L layers + 1 (layer 0 = token
 embedding).
@@ -17,53 +16,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from harness.errors import UserError
-
-MIX_CHOICES = ("average", "scalar", "top", "layer:K")
-
 # Added to the variance inside the square root, as in allennlp's masked layer norm.
 LAYER_NORM_EPS = 1e-12
-
-
-def _shown(value: str) -> str:
-    """``value`` as it can appear inside a one-line message."""
-    return value if value.isprintable() else repr(value)
-
-
-def parse_mix(mix: str, num_layers: int) -> tuple[str, int | None]:
-    """Validate ``--model.mix`` against an encoder with ``num_layers`` (= L) layers.
-
-    Returns:
-        ``(kind, k)``: ``("scalar", None)``, ``("average", None)`` or ``("layer", k)`` with
-        ``0 <= k < L``; ``top`` becomes ``("layer", L - 1)``.
-
-    Raises:
-        UserError: one line naming the flag and the values that would work.
-    """
-    if num_layers < 1:
-        raise ValueError(f"num_layers must be >= 1, got {num_layers}")
-    last = num_layers - 1
-    span = f"the encoder has layers 0..{last} (L={num_layers}); use layer:0 .. layer:{last}"
-    name = mix.strip() if isinstance(mix, str) else mix
-    if name in ("average", "scalar"):
-        return name, None
-    if name == "top":
-        return "layer", last
-    if isinstance(name, str) and name.startswith("layer:"):
-        index_text = name[len("layer:"):]
-        try:
-            index = int(index_text)
-        except ValueError:
-            raise UserError(
-                f"--model.mix={_shown(mix)}: K in layer:K must be a whole number; {span}"
-            ) from None
-        if not 0 <= index <= last:
-            raise UserError(f"--model.mix={_shown(mix)}: {span}")
-        return "layer", index
-    raise UserError(
-        f"--model.mix={_shown(str(mix))}: unknown mix; choose average, scalar, top or layer:K "
-        f"(K in 0..{last})"
-    )
 
 
 def masked_layer_norm(layer: Tensor, mask: Tensor) -> Tensor:
@@ -98,37 +52,40 @@ class ScalarMix(nn.Module):
 
     Args:
         num_layers: L, the number of layers the encoder returns (layers + 1).
-        mix: ``scalar`` | ``average`` | ``top`` | ``layer:K`` (see the module docstring).
+        trainable: learn s and gamma; else the weights are fixed (equal, or one-hot with ``only_layer``).
+        only_layer: take layer K alone (0 <= K < L); needs ``trainable=False``.
         layer_norm: normalise each layer first (``masked_layer_norm``), as ELMo optionally does.
         dropout: dropout on the mixed output.
     """
 
-    def __init__(
-        self, num_layers: int, mix: str = "scalar", layer_norm: bool = False, dropout: float = 0.0
-    ) -> None:
+    def __init__(self, num_layers: int, trainable: bool = True, only_layer: int | None = None,
+                 layer_norm: bool = False, dropout: float = 0.0) -> None:
         super().__init__()
+        if num_layers < 1:
+            raise ValueError(f"num_layers must be >= 1, got {num_layers}")
+        if only_layer is not None and (trainable or not 0 <= only_layer < num_layers):
+            raise ValueError(f"only_layer={only_layer}: needs trainable=False and 0 <= K < L = {num_layers}")
         self.num_layers = num_layers
-        self.mix = mix
-        self.kind, self.layer_index = parse_mix(mix, num_layers)
+        self.only_layer = only_layer
         self.layer_norm = layer_norm
         self.dropout = nn.Dropout(dropout)
 
         scalars = torch.zeros(num_layers)  # (L,)
         gamma = torch.ones(())
-        if self.kind == "scalar":
+        if trainable:
             self.layer_scalars = nn.Parameter(scalars)
             self.gamma_scale = nn.Parameter(gamma)
         else:
-            if self.kind == "layer":
+            if only_layer is not None:
                 scalars.fill_(float("-inf"))
-                scalars[self.layer_index] = 0.0  # softmax -> exactly one-hot
+                scalars[only_layer] = 0.0  # softmax -> exactly one-hot
             self.register_buffer("layer_scalars", scalars)
             self.register_buffer("gamma_scale", gamma)
 
     @property
     def trainable(self) -> bool:
-        """Whether s and gamma are learned (only for ``scalar``)."""
-        return self.kind == "scalar"
+        """Whether s and gamma are learned."""
+        return isinstance(self.layer_scalars, nn.Parameter)
 
     @property
     def gamma(self) -> Tensor:
@@ -171,4 +128,5 @@ class ScalarMix(nn.Module):
         return mixed * mask.unsqueeze(-1).to(mixed.dtype)  # (B, T, D), zero at padding
 
     def extra_repr(self) -> str:
-        return f"num_layers={self.num_layers}, mix={self.mix!r}, layer_norm={self.layer_norm}"
+        return (f"num_layers={self.num_layers}, trainable={self.trainable}, only_layer={self.only_layer}, "
+                f"layer_norm={self.layer_norm}")

@@ -53,6 +53,12 @@ def finetune_run_name(kind: str, mode: str, mix: str | None, head: str, fraction
     return join(kind, None if mode == "frozen" else mode, mix, head_part, f"s{seed}")
 
 
+def cell_run_name(method: str, seed) -> str:
+    """A benchmark cell's run name: ``elmo-reuters-gradual-attn@0.1·s0``, its method (unique in the
+    benchmark, led by the encoder's name there) and seed."""
+    return join(method, f"s{seed}")
+
+
 def pretrain_run_name(family: str, config: dict, variant: str | None, corpus: str, task_stage: bool, seed) -> str:
     """``elmo·2x256·full·mrpc·s0``; ``ulmfit·3x1150·mrpc+extra·task·s0`` for a target-task LM."""
     return join(family, size_label(config), variant, corpus, "task" if task_stage else None, f"s{seed}")

@@ -4,10 +4,12 @@ fine-tuning: multipliers for ``torch.optim.lr_scheduler.LambdaLR`` and AdamW gro
 from __future__ import annotations
 
 import math
+from typing import Literal, get_args
 
 import torch
 
-SCHEDULES = ("constant", "plateau", "cosine", "stlr")
+Schedule = Literal["constant", "plateau", "cosine", "stlr"]  # --model.schedule; --help lists them
+SCHEDULES = get_args(Schedule)
 
 
 def slanted_triangular(step: int, total_steps: int, cut_fraction: float = 0.1, ratio: float = 32.0) -> float:

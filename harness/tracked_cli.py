@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
+from argparse import ArgumentError
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from pytorch_lightning.utilities import rank_zero_only
 from harness.training_checkpoints import ResumePoint, check_checkpoint_room, resume_point, with_atomic_checkpoints
 from harness.diskspace import disk_problem
 from harness.errors import UserError
+from harness.flag_errors import flag_error
 from harness.liveness import mark_dead_runs
 from harness.precision import check_precision
 from harness.resume import ResumeState
@@ -44,6 +46,9 @@ class TrackedCLI(LightningCLI):
         kwargs.setdefault("save_config_kwargs", {"overwrite": True, "resolved_params": self.resolved_model_params})
         kwargs.setdefault("auto_configure_optimizers", False)
         super().__init__(*args, **kwargs)
+
+    def init_parser(self, **kwargs):
+        return super().init_parser(**{**kwargs, "exit_on_error": False})  # a bad flag: one line (run_cli)
 
     def add_arguments_to_parser(self, parser) -> None:
         parser.add_argument("--experiment_name", type=str | None, default=self.experiment,
@@ -174,9 +179,11 @@ def run_cli(cli_class: type[TrackedCLI], args: list[str] | None = None) -> int:
     retain_freed_memory()
     try:
         cli_class(args=args)
-    except UserError as error:
+    except (UserError, ArgumentError) as error:
         fail_open_runs()
-        print(f"error: {error}", file=sys.stderr)
+        message = flag_error(str(error), args if args is not None else sys.argv[1:]) \
+            if isinstance(error, ArgumentError) else error
+        print(f"error: {message}", file=sys.stderr)
         return 2
     except BaseException as error:
         denied = auth_denial(error)

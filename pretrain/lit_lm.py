@@ -22,7 +22,7 @@ from torchmetrics import SumMetric
 
 from harness.errors import UserError
 from harness.precision import clip_gradients
-from harness.schedules import SCHEDULES, discriminative_groups, scheduler_lambda
+from harness.schedules import SCHEDULES, Schedule, discriminative_groups, scheduler_lambda
 from pretrain.checkpoints import build_tokenizer, tokenizer_state
 from pretrain.families import family_of
 from pretrain.models.config import ModelConfig
@@ -62,7 +62,7 @@ class LitLanguageModel(pl.LightningModule):
         config: ModelConfig,
         learning_rate: float = 2e-3,
         weight_decay: float = 0.01,
-        schedule: str = "constant",
+        schedule: Schedule = "constant",
         plateau_patience: int | None = None,
         warmup_fraction: float = 0.1,
         stlr_ratio: float = 32.0,

@@ -1,4 +1,5 @@
-"""Run resolution: ``runs:/<id>``, ``latest[:<family>]``, ``models:/…`` or a checkpoint path → an :class:`Encoder`;
+"""Loading encoders: a reference (``pretrain.references``: ``runs:/<id>``, ``latest[:<family>]``,
+``models:/…``, a checkpoint path, a random twin) → an :class:`Encoder`;
 ``random_encoder`` builds any family's untrained twin; ``encoder_from_record`` rebuilds the exact
 encoder a finetune checkpoint recorded.
 
@@ -23,8 +24,9 @@ from harness.errors import UserError
 from harness.tracking import REPO_ROOT, tracking_uri
 from pretrain.checkpoints import build_tokenizer, code_version, read_checkpoint
 from pretrain.encoder import Encoder
-from pretrain.families import FAMILIES, family_of, pretrained_families
-from pretrain.hf_encoder import FAMILY as HF_FAMILY, HFEncoder, hf_encoder_from_record, is_hf_source, load_hf_encoder
+from pretrain.families import family_of
+from pretrain.hf_encoder import FAMILY as HF_FAMILY, HFEncoder, hf_encoder_from_record, load_hf_encoder
+from pretrain.references import EncoderReference, Source, reference_of_record
 from pretrain.registry import run_of_model
 
 CHECKPOINT_ARTIFACT = "checkpoint/encoder.ckpt"
@@ -60,26 +62,18 @@ def latest_pretrain_run(family: str | None = None, lm_stage: str | None = None) 
                     f"run `make pretrain` first")
 
 
-def resolve_run_id(source: str) -> str | None:
-    """``runs:/<id>``, ``latest[:<family>[:<lm_stage>]]`` or ``models:/<name>@<alias>`` (or
-    ``/<version>``) → run id; a path → None."""
-    if source.startswith("models:/"):
-        return run_of_model(source)
-    if source == "latest" or source.startswith("latest:"):
-        family, _, lm_stage = source.partition(":")[2].partition(":")
-        if family and family not in pretrained_families():
-            raise UserError(f"{source}: unknown family {family!r}; choose {', '.join(pretrained_families())}"
-                            + (" (hf encoders are not pretrained here: name one as hf:<folder>)"
-                               if family in FAMILIES else ""))
-        if lm_stage not in ("", "general", "task"):
-            raise UserError(f"{source}: unknown LM stage {lm_stage!r}; choose general or task")
+def resolve(source: Source | str) -> Source:
+    """``latest…`` and ``models:/…`` → the run they name now (``runs:/<id>``: what a run records);
+    a run, a file or a published model as it is. Errors name the source as written (``<source>: …``)."""
+    source = Source.parse(source) if isinstance(source, str) else source
+    if source.kind == "model":
+        return Source("run", run_of_model(str(source)))
+    if source.kind == "latest":
         try:
-            return latest_pretrain_run(family or None, lm_stage or None)
+            return Source("run", latest_pretrain_run(source.family, source.lm_stage))
         except UserError as error:
             raise UserError(f"{source}: {error}") from None
-    if source.startswith("runs:/"):
-        return source[len("runs:/"):].strip("/").split("/")[0]
-    return None
+    return source
 
 
 def _download(client: MlflowClient, run_id: str, target: Path) -> Path:
@@ -161,24 +155,29 @@ def encoder_from_checkpoint(checkpoint: dict, file_digest: str, source: str, run
                    source, run_id=run_id)
 
 
-def load_encoder(source: str | os.PathLike, device: str = "cpu") -> Encoder:
-    """Rebuild a frozen encoder from ``runs:/<run_id>``, ``latest[:<family>]``, a checkpoint path, or a
-    published model (``hf:<folder>``, ``hf:<owner>/<name>``, ``reference:<name>``: ``pretrain.hf_encoder``).
+def load_encoder(reference: str | os.PathLike | EncoderReference, device: str = "cpu") -> Encoder:
+    """Rebuild a frozen encoder from any reference (``pretrain.references``): ``runs:/<run_id>``,
+    ``models:/…``, ``latest[:<family>]``, a checkpoint path, a published model (``hf:<folder>``,
+    ``hf:<owner>/<name>``, ``reference:<name>``: ``pretrain.hf_encoder``), or
+    ``random:<one of those>@<seed>`` (its random-init twin; seed 0 when none is given).
 
     Returns:
         :class:`Encoder` in eval mode, parameters with ``requires_grad=False``.
     """
-    source = str(source)
-    if is_hf_source(source):  # a published model: hf:<folder>, hf:<hub id>, reference:<name>
-        return load_hf_encoder(source, device)
-    run_id = resolve_run_id(source)
-    if run_id:
-        checkpoint, digest = checkpoint_of_run(run_id, source)
-        resolved = f"runs:/{run_id}"
+    if not isinstance(reference, EncoderReference):
+        reference = EncoderReference.parse(str(reference))
+    shown = str(reference.source)  # errors name the source as the caller wrote it
+    source = resolve(reference.source)
+    if source.kind == "published":
+        encoder = load_hf_encoder(source.target, device)
+    elif source.kind == "run":
+        checkpoint, digest = checkpoint_of_run(source.target, shown)
+        encoder = encoder_from_checkpoint(checkpoint, digest, str(source), source.target)
     else:
-        checkpoint, digest = read_checkpoint(Path(source), source)
-        resolved = str(Path(source))
-    return encoder_from_checkpoint(checkpoint, digest, resolved, run_id).to(device)
+        checkpoint, digest = read_checkpoint(Path(source.target), shown)
+        encoder = encoder_from_checkpoint(checkpoint, digest, str(Path(source.target)), None)
+    encoder = encoder.to(device)
+    return random_encoder(encoder, reference.seed or 0) if reference.random else encoder
 
 
 def random_encoder(like: Encoder, seed: int = 0) -> Encoder:
@@ -208,11 +207,9 @@ def encoder_from_record(record: dict, weights: bool = True) -> Encoder:
         return Encoder(model, build_tokenizer(record["tokenizer"]), record["family"], record["model_config"],
                        record["fingerprint"], record["source"], record.get("run_id"), record.get("random_seed"),
                        record.get("copies"))
-    random = record.get("random_seed") is not None
-    source = record["copies"] if random else record["source"]
-    encoder = load_encoder(source)
-    if random:
-        encoder = random_encoder(encoder, int(record["random_seed"]))
+    reference = reference_of_record(record)
+    source = reference.source
+    encoder = load_encoder(reference)
     if encoder.fingerprint != record["fingerprint"]:
         raise UserError(f"{source}: the encoder there is not the one this checkpoint was trained on "
                         f"(fingerprint {encoder.fingerprint[:12]} ≠ recorded {record['fingerprint'][:12]}: "
@@ -226,7 +223,11 @@ def init_checkpoint(source: str, family: str | None = None, tokenizer: str | Non
     Returns the normalised checkpoint plus ``source`` (``runs:/<id>`` or the path) and ``run_id``."""
     flag = f"--model.init_from={source}"
     try:
-        run_id = resolve_run_id(source)
+        reference = EncoderReference.parse(source)
+        if reference.random:
+            raise UserError(f"{source}: a random-init twin has no trained weights to continue from")
+        resolved = resolve(reference.source)
+        run_id = resolved.target if resolved.kind == "run" else None
         checkpoint, _ = checkpoint_of_run(run_id, source) if run_id else read_checkpoint(Path(source), source)
     except UserError as error:
         raise UserError(f"{flag}: {str(error).removeprefix(f'{source}: ')}") from None

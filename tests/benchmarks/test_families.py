@@ -75,3 +75,16 @@ def test_a_transfer_with_an_unknown_key_is_one_line(tmp_path):
     path.write_text("encoders: [{name: elmo, run: latest}]\ntransfers: {elmo: [{name: frozen, head: attn}]}\n")
     with pytest.raises(UserError, match=r"transfers.elmo.frozen: unknown key\(s\) \['head'\]"):
         load_config(path)
+
+
+@pytest.mark.parametrize("budget", [False, True])
+def test_every_cell_of_the_study_gets_a_run_name_of_its_own(budget):
+    """elmo-mrpc, elmo-reuters and elmo-all (and GPT with and without its LM loss) never share a name."""
+    from harness.naming import cell_run_name
+
+    config = load_config(FAMILIES)
+    config = with_budget(config, FAMILIES) if budget else config
+    cells = [cell for cell in plan(config, encoders(config), []) if cell.kind != "baseline"]
+    names = [cell_run_name(cell.method, cell.seed) for cell in cells]
+    assert len(set(names)) == len(names)
+    assert all(name.startswith(("random(" + cell.encoder + ")", cell.encoder)) for name, cell in zip(names, cells))

@@ -4,7 +4,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchmarks.report import build_results, write_outputs
+from benchmarks.report import write_outputs
+from benchmarks.results import build_results
 from benchmarks.multiplicity import holm
 from benchmarks.stats import METRICS, NEW_COLUMNS, NO_SEED_REPLICATION, PVALUE_COLUMN
 

@@ -24,7 +24,7 @@ from mlflow.entities import ViewType
 from mlflow.tracking import MlflowClient
 
 from benchmarks.plan import expand_mixes, plan
-from benchmarks.matrix import load_config
+from benchmarks.matrix import load_config, with_budget
 from benchmarks.stats import METRICS
 from harness.errors import UserError
 from tests.helpers import all_runs
@@ -130,6 +130,8 @@ def test_load_config_fills_defaults_and_reads_the_shipped_configs(tmp_path):
     config = load_config(write_config(tmp_path, GOOD))
     assert (config["name"], config["experiment"]) == ("suite", "mrpc")
     assert config["finetune"] == {"config": "configs/downstream/mrpc.yaml"}
+    study = REPO / "configs" / "benchmarks" / "families.yaml"
+    assert with_budget(load_config(study), study)["name"] == "families-budget"  # its mixes and heads parse
     for name in ("quick", "default"):
         shipped = load_config(REPO / "configs" / "benchmarks" / f"{name}.yaml")
         assert shipped["name"] == name
@@ -144,13 +146,25 @@ def test_load_config_fills_defaults_and_reads_the_shipped_configs(tmp_path):
     ({**GOOD, "baselines": ["majority", "bert"]}, "unknown baseline 'bert'"),
     ({"mixes": ["scalar"]}, "encoders"),
     ("encoders: [unclosed", "not valid YAML"),
-], ids=["unknown-key", "encoder-without-run", "encoder-without-name", "unknown-baseline", "no-encoders", "bad-yaml"])
+    ({**GOOD, "mixes": ["scalar", "scaler"]}, "`mixes`: mix=scaler: unknown mix; choose average, scalar, top or layer:K"),
+    ({**GOOD, "heads": ["pool-mlp", "esim"]}, "`heads`: head=esim: unknown head; choose one of pool-mlp"),
+    ({**GOOD, "learning_curve": {"fractions": [0.5], "mix": "layer:one"}}, "`learning_curve.mix`: mix=layer:one"),
+    ({**GOOD, "transfers": {"gpt": [{"name": "tuned", "heads": ["clss"]}]}}, "`transfers.gpt.tuned.heads`: head=clss"),
+    ({**GOOD, "budget": {"mixes": ["avg"]}}, "`mixes`: mix=avg"),
+], ids=["unknown-key", "encoder-without-run", "encoder-without-name", "unknown-baseline", "no-encoders", "bad-yaml",
+        "mix", "head", "curve-mix", "transfer-head", "budget-mix"])
 def test_load_config_errors_are_one_line_naming_the_file(tmp_path, content, fragment):
     path = write_config(tmp_path, content)
     with pytest.raises(UserError) as raised:
-        load_config(path)
+        config = load_config(path)
+        with_budget(config, path) if "budget" in config else None
     message = str(raised.value)
     assert "\n" not in message and str(path) in message and fragment in message, message
+
+
+def test_a_layer_the_encoder_lacks_stops_the_plan_before_any_cell():
+    with pytest.raises(UserError, match=r"^encoder 'elmo': mix=layer:3: the encoder has layers 0\.\.2 \(L=3\)"):
+        plan({"mixes": ["scalar", "layer:3"], "heads": ["pool-mlp"], "seeds": 1}, [ENCODER], [])
 
 
 def test_load_config_missing_file(tmp_path):

@@ -169,11 +169,15 @@ def test_random_control(store, smoke):
     assert run.data.tags["seed"] == "0"
     assert run.info.run_name.startswith("random·scalar·")
     assert run.data.tags["encoder"] == f"random-elmo-2x32-{store['pretrain_run_id'][:8]}"
-    assert run.data.params["model.encoder"] == f"random(runs:/{store['pretrain_run_id']}, seed 0)"
+    assert run.data.params["model.encoder"] == f"random:runs:/{store['pretrain_run_id']}@0"  # a valid flag value
     compare = re.search(r"^  compare +(\S+)", process.stdout, re.MULTILINE)  # the pretrained twin ran first
     assert compare and run.info.run_id in compare.group(1), process.stdout[-2000:]
     for name in METRICS:
         assert 0.0 <= run.data.metrics[name] <= 1.0, name
+    recorded = run.data.params["model.encoder"]  # the logged form, given back to the flag: the same twin
+    again = finished_run(store, finetune(store, f"--model.encoder={recorded}"))
+    assert again.data.params["model.encoder"] == recorded and again.data.tags["encoder"] == run.data.tags["encoder"]
+    assert {name: again.data.metrics[name] for name in METRICS} == {name: run.data.metrics[name] for name in METRICS}
 
 
 def test_train_fraction_subsamples_train_stratified(store):

@@ -117,8 +117,16 @@ def test_the_cli_links_three_classes_into_the_model(checkpoint, monkeypatch, tmp
     cli.datamodule.attach(cli.model.encoder)
     cli.datamodule.setup()
     batch = next(iter(cli.datamodule.loader("dev")))
-    assert cli.model(*batch[:4]).shape == (len(batch[4]), 3)  # (B, C) logits
+    assert cli.model(cli.model.batch_inputs(batch)).shape == (len(batch[4]), 3)  # (B, C) logits
     assert cli.experiment_name() == "nli3" and cli.run_name().startswith("nli3-elmo·")
+
+
+def test_a_benchmark_cell_is_named_by_its_method_and_seed(checkpoint, monkeypatch, tmp_path):
+    """The method (led by the benchmark's encoder name) keeps the cells of elmo-mrpc and elmo-reuters apart."""
+    names = [parse(checkpoint, monkeypatch, tmp_path, f"--method={method}", "--seed_everything=2").run_name()
+             for method in ("elmo-mrpc-frozen-attn@0.1", "elmo-reuters-frozen-attn@0.1")]
+    assert names == ["elmo-mrpc-frozen-attn@0.1·s2", "elmo-reuters-frozen-attn@0.1·s2"]
+    assert parse(checkpoint, monkeypatch, tmp_path, "--seed_everything=0").run_name() == "elmo·scalar·pool-mlp·s0"
 
 
 def test_the_cli_links_the_positive_class(checkpoint, monkeypatch, tmp_path):

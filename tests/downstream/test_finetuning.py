@@ -11,7 +11,7 @@ from pytorch_lightning.callbacks import ModelCheckpoint
 
 from downstream.finetuning import load_classifier
 from downstream.lit_pair import LitPairClassifier
-from harness.errors import UserError
+from downstream.pair_classifier import JointPair
 from downstream.pair_datamodule import joint_ids
 from pretrain.families import pretrained_families
 from harness.schedules import slanted_triangular
@@ -94,7 +94,7 @@ def test_full_fine_tuning_trains_every_encoder_group(checkpoint, tmp_path):
     for group in model.encoder.parameter_groups():  # every group moved (the biLM's unused softmax aside)
         names = {name for name, p in model.encoder.model.named_parameters() if any(p is q for q in group)}
         assert names & changed, names
-    assert any(key.startswith("encoder_model.") for key in model.state_dict())  # checkpointed with the head
+    assert any(key.startswith("classifier.encoder_model.") for key in model.state_dict())  # checkpointed with the head
 
 
 def test_frozen_encoder_gets_no_gradient_and_stays_out_of_the_state(checkpoint, tmp_path):
@@ -136,7 +136,7 @@ def test_the_frozen_heads_optimizer_is_the_fused_adamw_over_the_head_only(checkp
     optimizer = model.configure_optimizers()
     assert optimizer.defaults["fused"]
     assert {id(p) for group in optimizer.param_groups for p in group["params"]} == {
-        id(p) for p in model.head_parameters()}
+        id(p) for p in model.classifier.head_parameters()}
 
 
 @pytest.mark.parametrize("step, expected", [(0, 1 / 32), (5, (1 + 0.5 * 31) / 32), (10, 1.0),
@@ -187,7 +187,7 @@ def test_finetune_record_names_the_resolved_encoder_never_latest(checkpoint):
 
 
 def test_unknown_finetune_mode_is_one_line(checkpoint):
-    with pytest.raises(UserError, match=r"^--model.finetune=partial: choose one of frozen, full, gradual$"):
+    with pytest.raises(ValueError, match=r"^finetune=partial: choose one of frozen, full, gradual$"):
         classifier(checkpoint, "partial")
 
 
@@ -198,16 +198,16 @@ def joint_batch(encoder, first: list[str], second: list[str]) -> tuple:
     ab = [joint_ids(encoder, a, b) for a, b in zip(first, second)]
     ba = [joint_ids(encoder, b, a) for a, b in zip(first, second)]
     pad = torch.nn.utils.rnn.pad_sequence
-    return (pad(ab, batch_first=True), torch.tensor([len(x) for x in ab]),
-            pad(ba, batch_first=True), torch.tensor([len(x) for x in ba]))
+    return JointPair(pad(ab, batch_first=True), torch.tensor([len(x) for x in ab]),
+                     pad(ba, batch_first=True), torch.tensor([len(x) for x in ba]))
 
 
 def test_gpt_classifier_reads_both_orders_so_swapping_the_sentences_changes_nothing(gpt_checkpoint):
     model = LitPairClassifier(load_encoder(gpt_checkpoint), finetune="full", head="cls", dropout=0.0).eval()
     assert model.input_kind == "joint" and model.mix is None
     first, second = SENTENCES[:4], SENTENCES[4:]
-    logits = model(*joint_batch(model.encoder, first, second))
-    swapped = model(*joint_batch(model.encoder, second, first))
+    logits = model(joint_batch(model.encoder, first, second))
+    swapped = model(joint_batch(model.encoder, second, first))
     torch.testing.assert_close(logits, swapped, rtol=0, atol=1e-6)
     one_order = model.head.linear(model.encoder.model.hidden_states(*joint_batch(model.encoder, first, second)[:2])
                                   [torch.arange(4), joint_batch(model.encoder, first, second)[1] - 1])
@@ -223,7 +223,7 @@ def test_gpt_loss_is_the_classifier_loss_plus_lambda_times_the_lm_loss(gpt_check
     inputs = joint_batch(model.encoder, SENTENCES[:4], SENTENCES[4:])
     labels = torch.tensor([0, 1, 1, 0])
     loss = model.training_step((*inputs, labels, torch.arange(4)), 0)
-    classifier_loss = torch.nn.functional.cross_entropy(model(*inputs), labels)
+    classifier_loss = torch.nn.functional.cross_entropy(model(inputs), labels)
     lm = [model.encoder.model(ids, lengths) for ids, lengths in (inputs[:2], inputs[2:])]
     lm_loss = sum(sums["nll_forward"] for sums in lm) / sum(sums["count"] for sums in lm)
     if lm_weight == 0.0:
@@ -233,9 +233,9 @@ def test_gpt_loss_is_the_classifier_loss_plus_lambda_times_the_lm_loss(gpt_check
 
 
 def test_the_joint_classifier_needs_a_joint_pair_input_fine_tuned(gpt_checkpoint, save_encoder, tmp_path):
-    with pytest.raises(UserError, match=r"^--model.head=cls: .*needs an encoder that takes a joint pair input "
-                                        r"\(gpt, hf\) and --model.finetune=full"):
+    with pytest.raises(ValueError, match=r"^head=cls: .*needs an encoder that takes a joint pair input and "
+                                         r"finetune=full"):
         LitPairClassifier(load_encoder(gpt_checkpoint), finetune="frozen", head="cls")
     elmo, _ = save_encoder("elmo", tmp_path)
-    with pytest.raises(UserError, match=r"this is elmo, full"):
+    with pytest.raises(ValueError, match=r"this is elmo, full"):
         LitPairClassifier(load_encoder(elmo), finetune="full", head="cls")

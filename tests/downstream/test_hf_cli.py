@@ -52,7 +52,7 @@ def test_a_published_encoder_and_its_twin_through_the_cli(store, tiny_bert):
     twin = finished(store, finetune(store, "configs/downstream/mrpc.yaml", "--model.encoder=random",
                                     f"--model.random_like={source}", "--model.head=pool-mlp"))
     assert twin.data.tags["encoder"] == f"random-{label}" and twin.data.tags["pretrain_run_id"] == "random"
-    assert twin.data.params["model.encoder"] == f"random({source}, seed 0)"
+    assert twin.data.params["model.encoder"] == f"random:{source}@0"  # the twin as the flag takes it back
     assert twin.data.params["encoder_fingerprint"] != params["encoder_fingerprint"]
     joint = finished(store, finetune(store, "configs/downstream/hf.yaml", f"--model.encoder={source}"))
     assert joint.data.tags["head"] == "cls" and joint.data.tags["finetune_mode"] == "full"

@@ -5,10 +5,10 @@ trains the whole encoder through it, every other head still works on hf features
 import pytest
 import torch
 
-from downstream.joint import JointClassifier
-from downstream.joint_segments import FirstTokenClassifier, SegmentBatches, segment_pair
+from downstream.joint import FirstTokenClassifier, JointClassifier
+from downstream.joint_segments import SegmentBatches, segment_pair
 from downstream.lit_pair import LitPairClassifier
-from harness.errors import UserError
+from downstream.pair_classifier import JointPair, SegmentPair, TokenPair
 from pretrain import load_encoder
 
 PAIRS = [("He said so.", "He agreed."), ("Shares fell 3 percent on Monday.", "The market rose."),
@@ -37,9 +37,9 @@ def test_the_head_follows_the_capability_not_the_name(tiny_bert, tiny_gpt2):
     gpt2 = LitPairClassifier(load_encoder(f"hf:{tiny_gpt2}"), finetune="full", head="cls")
     assert isinstance(bert.head, FirstTokenClassifier) and isinstance(gpt2.head, JointClassifier)
     assert bert.input_kind == gpt2.input_kind == "joint"
-    with pytest.raises(UserError, match=r"--model.lm_weight=0.5: this hf encoder has no language-model head"):
+    with pytest.raises(ValueError, match=r"^lm_weight=0.5: this hf encoder has no language-model head"):
         LitPairClassifier(load_encoder(f"hf:{tiny_gpt2}"), finetune="full", head="cls", lm_weight=0.5)
-    with pytest.raises(UserError, match=r"^--model.head=cls: .*joint pair input.*this is hf, frozen"):
+    with pytest.raises(ValueError, match=r"^head=cls: .*joint pair input.*this is hf, frozen"):
         LitPairClassifier(load_encoder(f"hf:{tiny_bert}"), finetune="frozen", head="cls")
 
 
@@ -49,19 +49,22 @@ def test_a_cls_step_trains_the_encoder_and_reads_the_first_token(tiny_bert):
     batch = segment_batch(model.encoder)
     before = {name: p.detach().clone() for name, p in model.named_parameters()}
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
-    logits, lm_loss = model.scores(*batch[:4])
+    inputs = model.batch_inputs(batch)
+    assert isinstance(inputs, SegmentPair)
+    logits, lm_loss = model.classifier(inputs)
     assert logits.shape == (3, 2) and lm_loss is None
     torch.nn.functional.cross_entropy(logits, batch[4]).backward()
     optimizer.step()
     changed = {name for name, p in model.named_parameters() if not torch.equal(before[name], p)}
-    assert any(name.startswith("encoder_model.") for name in changed) and "head.linear.weight" in changed
+    assert any(name.startswith("classifier.encoder_model.") for name in changed)
+    assert "classifier.head.linear.weight" in changed
     model.eval()
     ids, lengths, segments = batch[:3]
     with torch.no_grad():  # the logits depend on the first token's state only
         first = model.encoder.model.hidden_states(ids, lengths, segments)[:, 0]
-        torch.testing.assert_close(model(*batch[:4]), model.head.linear(first))
-        other_segments = model(ids, lengths, torch.zeros_like(segments), lengths)
-    assert not torch.allclose(other_segments, model(*batch[:4]))  # segment ids reach the model
+        torch.testing.assert_close(model(inputs), model.head.linear(first))
+        other_segments = model(SegmentPair(ids, lengths, torch.zeros_like(segments), lengths))
+    assert not torch.allclose(other_segments, model(inputs))  # segment ids reach the model
 
 
 def test_gpt2_both_orders_sum_the_last_token_states(tiny_gpt2):
@@ -72,7 +75,7 @@ def test_gpt2_both_orders_sum_the_last_token_states(tiny_gpt2):
     backward = torch.tensor([tokenizer.encode_pair(*PAIRS[0][::-1])])
     lengths_ab, lengths_ba = torch.tensor([forward.shape[1]]), torch.tensor([backward.shape[1]])
     with torch.no_grad():
-        logits = model(forward, lengths_ab, backward, lengths_ba)
+        logits = model(JointPair(forward, lengths_ab, backward, lengths_ba))
         states = [model.encoder.model.hidden_states(ids, lengths)[0, -1]
                   for ids, lengths in ((forward, lengths_ab), (backward, lengths_ba))]
         torch.testing.assert_close(logits[0], model.head.linear(states[0] + states[1]))
@@ -84,6 +87,6 @@ def test_siamese_heads_fine_tune_an_hf_encoder(tiny_bert, head):
     encoder = model.encoder
     first = encoder.encode([a for a, _ in PAIRS])
     second = encoder.encode([b for _, b in PAIRS])
-    logits = model(*first, *second)
+    logits = model(TokenPair(*first, *second))
     torch.nn.functional.cross_entropy(logits, torch.tensor([1, 0, 1])).backward()
     assert logits.shape == (3, 2) and encoder.model.network.get_input_embeddings().weight.grad is not None

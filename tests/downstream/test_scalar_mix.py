@@ -5,8 +5,9 @@ import math
 import pytest
 import torch
 
-from downstream.scalar_mix import ScalarMix, masked_layer_norm, parse_mix
-from harness.errors import UserError
+from downstream.pair_classifier import scalar_mix
+from downstream.scalar_mix import ScalarMix, masked_layer_norm
+from downstream.values import Mix
 
 L, B, T, D = 3, 2, 5, 4
 
@@ -25,7 +26,7 @@ def real(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 def test_scalar_mix_matches_closed_form():
     layers, mask = make_layers()
-    mix = ScalarMix(L, "scalar")
+    mix = scalar_mix("scalar", L)
     s = [0.5, -1.0, 2.0]
     gamma = 1.7
     with torch.no_grad():
@@ -42,8 +43,8 @@ def test_scalar_mix_matches_closed_form():
 
 def test_average_is_scalar_at_init_and_has_no_parameters():
     layers, mask = make_layers(1)
-    average = ScalarMix(L, "average")
-    scalar = ScalarMix(L, "scalar")  # s = 0, gamma = 1 at init
+    average = scalar_mix("average", L)
+    scalar = scalar_mix("scalar", L)  # s = 0, gamma = 1 at init
     assert list(average.parameters()) == []
     assert not average.layer_scalars.requires_grad and not average.gamma.requires_grad
     torch.testing.assert_close(average(layers, mask), scalar(layers, mask))
@@ -54,7 +55,7 @@ def test_average_is_scalar_at_init_and_has_no_parameters():
 @pytest.mark.parametrize("mix,index", [("top", L - 1), ("layer:0", 0), ("layer:1", 1)])
 def test_single_layer_mix_picks_exactly_that_layer(mix, index):
     layers, mask = make_layers(2)
-    module = ScalarMix(L, mix)
+    module = scalar_mix(mix, L)
     assert list(module.parameters()) == []
     out = module(layers, mask)
     torch.testing.assert_close(real(out, mask), real(layers[index], mask), rtol=0, atol=0)
@@ -65,7 +66,7 @@ def test_single_layer_mix_picks_exactly_that_layer(mix, index):
 
 @pytest.mark.parametrize("mix", ["scalar", "average", "top", "layer:1"])
 def test_weights_sum_to_one(mix):
-    module = ScalarMix(L, mix)
+    module = scalar_mix(mix, L)
     with torch.no_grad():
         if mix == "scalar":
             module.layer_scalars.copy_(torch.tensor([3.0, -2.0, 0.1]))
@@ -76,7 +77,7 @@ def test_weights_sum_to_one(mix):
 
 def test_gradients_reach_s_and_gamma_in_scalar_mode():
     layers, mask = make_layers(3)
-    module = ScalarMix(L, "scalar")
+    module = scalar_mix("scalar", L)
     target = torch.randn(B, T, D, generator=torch.Generator().manual_seed(9))
     (module(layers, mask) * target).sum().backward()
     assert module.layer_scalars.grad is not None and module.gamma.grad is not None
@@ -86,12 +87,12 @@ def test_gradients_reach_s_and_gamma_in_scalar_mode():
 
 def test_padding_is_zero_even_with_layer_norm_and_dropout():
     layers, mask = make_layers(4)
-    module = ScalarMix(L, "scalar", layer_norm=True, dropout=0.5).train()
+    module = scalar_mix("scalar", L, layer_norm=True, dropout=0.5).train()
     out = module(layers, mask)
     assert out.shape == (B, T, D)
     assert torch.all(out[~mask] == 0)
     eval_out = module.eval()(layers, mask)
-    plain = ScalarMix(L, "scalar", layer_norm=True)(layers, mask)
+    plain = scalar_mix("scalar", L, layer_norm=True)(layers, mask)
     torch.testing.assert_close(eval_out, plain)
 
 
@@ -100,7 +101,7 @@ def test_layer_norm_ignores_padding_values_and_normalises_real_tokens():
     garbage = layers.clone()
     garbage[:, ~mask] = 1e4 * torch.randn(L, int((~mask).sum()), D)
     garbage[0, 1, 4, 0] = float("nan")
-    module = ScalarMix(L, "layer:1", layer_norm=True)
+    module = scalar_mix("layer:1", L, layer_norm=True)
     clean_out, garbage_out = module(layers, mask), module(garbage, mask)
     torch.testing.assert_close(clean_out, garbage_out)
     for example in range(B):
@@ -118,27 +119,34 @@ def test_layer_norm_statistics_are_per_example():
     assert torch.all(all_pad == 0)
 
 
-def test_parse_mix_accepts_and_normalises():
-    assert parse_mix("scalar", 3) == ("scalar", None)
-    assert parse_mix("average", 3) == ("average", None)
-    assert parse_mix("top", 3) == ("layer", 2)
-    assert parse_mix("layer:0", 3) == ("layer", 0)
-    assert parse_mix("layer:2", 3) == ("layer", 2)
+def test_mix_text_parses_once_and_prints_back():
+    for text in ("scalar", "average", "top", "layer:0", "layer:12"):
+        assert str(Mix.parse(text)) == text and Mix.parse(f" {text} ") == Mix.parse(text)
+    assert [Mix.parse(text).layer_index(3) for text in ("scalar", "average", "top", "layer:0", "layer:2")] == [
+        None, None, 2, 0, 2]
+    assert Mix.parse("scalar").trainable and not Mix.parse("average").trainable
 
 
-@pytest.mark.parametrize("mix", ["layer:9", "layer:3", "layer:-1", "layer:x", "layer:", "mean", ""])
-def test_parse_mix_rejects_with_one_line_naming_the_flag(mix):
-    with pytest.raises(UserError) as caught:
-        parse_mix(mix, 3)
+@pytest.mark.parametrize("mix", ["layer:-1", "layer:x", "layer:", "mean", "", "layer:1.5"])
+def test_mix_text_that_is_no_mix_is_refused_in_one_line_naming_it(mix):
+    with pytest.raises(ValueError) as caught:
+        Mix.parse(mix)
     message = str(caught.value)
-    assert "--model.mix" in message
-    assert "\n" not in message
-    assert "layer:2" in message or "0..2" in message
+    assert message.startswith(f"mix={mix}: ") and "\n" not in message
+    assert "layer:K" in message or "whole number" in message
 
 
-def test_out_of_range_message_gives_the_valid_range():
-    with pytest.raises(UserError, match=r"layers 0\.\.2 \(L=3\); use layer:0 \.\. layer:2"):
-        ScalarMix(3, "layer:9")
+@pytest.mark.parametrize("mix", ["layer:3", "layer:9"])
+def test_a_layer_the_encoder_lacks_is_refused_with_the_valid_range(mix):
+    with pytest.raises(ValueError, match=rf"^mix={mix}: the encoder has layers 0\.\.2 \(L=3\); use layer:0 \.\. layer:2$"):
+        scalar_mix(mix, 3)
+
+
+def test_the_module_takes_no_text():
+    with pytest.raises(ValueError, match="only_layer=3"):
+        ScalarMix(3, trainable=False, only_layer=3)
+    with pytest.raises(ValueError, match="only_layer=0"):
+        ScalarMix(3, trainable=True, only_layer=0)
 
 
 @pytest.mark.parametrize("layer_norm", [False, True])
@@ -150,7 +158,7 @@ def test_inputs_with_zero_padding_skip_the_fill_and_give_the_same_mix_and_gradie
     results = []
     for padding_is_zero in (False, True):
         torch.manual_seed(0)
-        module = ScalarMix(L, "scalar", layer_norm=layer_norm)
+        module = scalar_mix("scalar", L, layer_norm=layer_norm)
         with torch.no_grad():
             module.layer_scalars.copy_(torch.tensor([0.3, -0.2, 0.1]))
         out = module(layers, mask, padding_is_zero=padding_is_zero)

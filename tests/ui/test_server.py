@@ -167,7 +167,7 @@ def test_the_pipeline_runs_through_the_http_server_as_an_edit_user(team_server, 
     # `latest` and models:/…@newest both resolved to the pretrain run, over HTTP
     pretrained, random = client.get_run(ids["finetune-latest"]), client.get_run(ids["finetune-random"])
     assert pretrained.data.tags["pretrain_run_id"] == ids["pretrain"]
-    assert random.data.params["model.encoder"] == f"random(runs:/{ids['pretrain']}, seed 0)"
+    assert random.data.params["model.encoder"] == f"random:runs:/{ids['pretrain']}@0"
     # two finetune runs at once: both finished, each with its own artifacts, stored by the server
     for run in (pretrained, random):
         assert run.info.status == "FINISHED" and len(run.data.params[DIGEST_PARAM]) == 64

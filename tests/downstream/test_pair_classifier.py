@@ -1,0 +1,99 @@
+"""The pure pair classifier: its three named inputs give the same logits for the same pair, its
+loss and parameter groups, refused settings as ValueErrors naming the argument, legacy finetune
+checkpoints, and that the torch-only modules import nothing of the harness's user-facing layers."""
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from downstream.lit_pair import LitPairClassifier
+from downstream.pair_classifier import FeaturePair, JointPair, PairClassifier, TokenPair
+from pretrain.runs import load_encoder
+
+FIRST = ["the cat sat on the mat .", "he said so .", "shares fell 3 percent on monday ."]
+SECOND = ["a dog barked at the cat .", "she agreed to the plan .", "shares rose on monday ."]
+HEAD = {"head": "pool-mlp", "hidden_size": 8, "dropout": 0.0}
+
+
+@pytest.fixture(scope="module")
+def elmo(tmp_path_factory, save_encoder):
+    return save_encoder("elmo", tmp_path_factory.mktemp("elmo"))[0]
+
+
+def test_features_and_tokens_are_the_same_pair_for_the_same_weights(elmo):
+    encoder, again = load_encoder(elmo), load_encoder(elmo)  # (loading draws from the RNG)
+    torch.manual_seed(0)
+    frozen = PairClassifier(encoder, mix="scalar", finetune="frozen", **HEAD)
+    torch.manual_seed(0)
+    tuned = PairClassifier(again, mix="scalar", finetune="full", **HEAD).eval()
+    assert (frozen.input_kind, tuned.input_kind) == ("features", "tokens")
+    features = FeaturePair(*encoder.embed_layers(FIRST), *encoder.embed_layers(SECOND))
+    tokens = TokenPair(*encoder.encode(FIRST), *encoder.encode(SECOND))
+    assert frozen.inputs(*features) == features and isinstance(tuned.inputs(*tokens), TokenPair)
+    torch.testing.assert_close(frozen(features).logits, tuned(tokens).logits.detach(), rtol=0, atol=1e-6)
+    assert frozen(features).lm_loss is None
+    with pytest.raises(ValueError, match="JointPair does not fit"):
+        frozen(JointPair(*tokens))
+
+
+def test_loss_and_groups(elmo):
+    classifier = PairClassifier(load_encoder(elmo), mix="average", finetune="full", **HEAD)
+    tokens = TokenPair(*classifier.encoder.encode(FIRST), *classifier.encoder.encode(SECOND))
+    labels = torch.tensor([0, 1, 1])
+    output = classifier(tokens)
+    assert torch.equal(classifier.loss(output, labels), torch.nn.functional.cross_entropy(output.logits, labels))
+    groups = classifier.optimizer_groups(1e-2, 2.0)
+    assert [group["name"] for group in groups] == ["encoder-0", "encoder-1", "encoder-2", "head"]
+    assert [group["lr"] for group in groups] == pytest.approx([1.25e-3, 2.5e-3, 5e-3, 1e-2])
+    head = {id(p) for p in groups[-1]["params"]}
+    assert head == {id(p) for p in classifier.head.parameters()}  # average: the mix learns nothing
+    frozen = PairClassifier(load_encoder(elmo), mix="scalar", **HEAD)
+    assert [group["name"] for group in frozen.optimizer_groups(1e-2, 2.0)] == ["head"]
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"mix": "layer:7"}, r"^mix=layer:7: the encoder has layers 0\.\.2"),
+    ({"mix": "mean"}, r"^mix=mean: unknown mix"),
+    ({"head": "nope"}, r"^head=nope: unknown head; choose one of pool-mlp, .*, cls$"),
+    ({"finetune": "partial"}, r"^finetune=partial: choose one of frozen, full, gradual$"),
+    ({"head": "cls", "finetune": "full"}, r"^head=cls: the joint pair classifier needs an encoder that takes a joint"),
+    ({"num_classes": 1}, r"^num_classes=1: "),
+])
+def test_refused_settings_name_the_argument(elmo, settings, message):
+    with pytest.raises(ValueError, match=message):
+        PairClassifier(load_encoder(elmo), **{**HEAD, **settings})
+
+
+def test_a_checkpoint_of_the_module_before_it_wrapped_the_classifier_still_loads(elmo):
+    torch.manual_seed(0)
+    model = LitPairClassifier(load_encoder(elmo), finetune="full", **HEAD)
+    legacy = {key.removeprefix("classifier."): value.clone() for key, value in model.state_dict().items()}
+    assert any(key.startswith("encoder_model.") for key in legacy) and any(key.startswith("mix.") for key in legacy)
+    torch.manual_seed(1)
+    again = LitPairClassifier(load_encoder(elmo), finetune="full", **HEAD)
+    again.load_state_dict(legacy)
+    for key, value in model.state_dict().items():
+        assert torch.equal(again.state_dict()[key], value), key
+
+
+def test_torch_only_modules_import_no_user_facing_layer():
+    """heads, mix, joint and the pair classifier raise ValueErrors; the CLI words them."""
+    code = ("import sys, downstream.pair_classifier; "
+            "print(' '.join(m for m in sys.modules if m.startswith(('harness.errors', 'pytorch_lightning', "
+            "'lightning', 'mlflow', 'jsonargparse', 'pretrain'))))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == ""
+
+
+def test_the_joint_head_follows_the_familys_capability_not_its_name(tmp_path, save_encoder, monkeypatch):
+    import dataclasses
+
+    from pretrain import families
+
+    gpt = load_encoder(save_encoder("gpt", tmp_path)[0])
+    assert PairClassifier(gpt, head="cls", finetune="full").input_kind == "joint"
+    monkeypatch.setitem(families.FAMILIES, "gpt", dataclasses.replace(families.FAMILIES["gpt"], joint_pair_input=False))
+    with pytest.raises(ValueError, match="^head=cls: the joint pair classifier needs an encoder that takes a joint"):
+        PairClassifier(gpt, head="cls", finetune="full")
