@@ -3,6 +3,11 @@
 ``<cls>`` tokens are added and a linear layer classifies them. The same pass gives the language
 -model loss of both sequences, which fine-tuning adds with weight λ (``--model.lm_weight``).
 
+Both orders of a batch run as one batch of 2B sequences (the data module buckets pairs by their
+joint length, so the two orders, of equal length, pad alike): one pass through the model, whose
+top states give both the ``<cls>`` states and the LM loss. Same logits and loss as one pass per
+order, at float rounding (``tests/downstream/test_joint.py``).
+
 Shapes: B batch, T tokens of the joint sequence, H hidden, C classes.
 """
 
@@ -21,21 +26,27 @@ class JointClassifier(nn.Module):
         self.linear = nn.Linear(hidden_size, num_classes)
 
     def forward(self, language_model: nn.Module, ids_ab: Tensor, lengths_ab: Tensor, ids_ba: Tensor,
-                lengths_ba: Tensor) -> tuple[Tensor, dict[str, Tensor]]:
+                lengths_ba: Tensor) -> tuple[Tensor, dict[str, Tensor] | None]:
         """Args: the transformer LM; (B, T) ids and (B,) lengths of ``s1 → s2`` and ``s2 → s1``.
 
         Returns:
             (B, C) logits, and the LM loss sums of both sequences (``nll_forward``, ``count``); None
             for a model without a language-model head (a published decoder loaded as ``AutoModel``).
         """
-        has_lm = hasattr(language_model, "next_token_nll")
-        cls_states, lm = [], {"nll_forward": 0.0, "count": 0}
-        for ids, lengths in ((ids_ab, lengths_ab), (ids_ba, lengths_ba)):
-            hidden = language_model.hidden_states(ids, lengths)  # (B, T, H)
-            last = (lengths - 1).to(hidden.device)  # (B,): the <cls> token closes every sequence
-            cls_states.append(hidden[torch.arange(len(lengths), device=hidden.device), last])  # (B, H)
-            if has_lm:
-                sums = language_model.next_token_nll(hidden, ids, lengths)
-                lm = {name: lm[name] + sums[name] for name in lm}
-        logits = self.linear(self.dropout(cls_states[0] + cls_states[1]))  # (B, H) -> (B, C)
-        return logits, lm if has_lm else None
+        batch = ids_ab.size(0)
+        ids, lengths = both_orders(ids_ab, lengths_ab, ids_ba, lengths_ba)  # (2B, T), (2B,)
+        hidden = language_model.hidden_states(ids, lengths)  # (2B, T, H)
+        last = (lengths - 1).to(hidden.device)  # (2B,): the <cls> token closes every sequence
+        cls_states = hidden[torch.arange(2 * batch, device=hidden.device), last]  # (2B, H)
+        logits = self.linear(self.dropout(cls_states[:batch] + cls_states[batch:]))  # (B, H) -> (B, C)
+        if not hasattr(language_model, "next_token_nll"):
+            return logits, None
+        return logits, language_model.next_token_nll(hidden, ids, lengths)  # sums over both orders
+
+
+def both_orders(ids_ab: Tensor, lengths_ab: Tensor, ids_ba: Tensor, lengths_ba: Tensor) -> tuple[Tensor, Tensor]:
+    """The two orders as one batch: (B, Tab), (B,), (B, Tba), (B,) → (2B, T) ids right-padded with 0
+    (T = max(Tab, Tba)) and (2B,) lengths; rows ``[:B]`` are ``s1 → s2``, ``[B:]`` ``s2 → s1``."""
+    steps = max(ids_ab.size(1), ids_ba.size(1))
+    padded = [torch.nn.functional.pad(ids, (0, steps - ids.size(1))) for ids in (ids_ab, ids_ba)]
+    return torch.cat(padded), torch.cat([lengths_ab, lengths_ba])  # (2B, T), (2B,)
