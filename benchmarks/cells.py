@@ -25,6 +25,7 @@ from harness.errors import UserError
 from harness.liveness import process_tags
 from harness.naming import join
 from harness.pairdata import PairData
+from harness.run_clock import cell_clock
 from harness.runtime import intra_op_threads, release_freed_memory
 from harness.tracked_cli import run_cli
 from harness.tracking import ensure_experiment, tracking_uri
@@ -157,7 +158,7 @@ def finetune(cell: Cell, config: str, experiment: str, parent_run_id: str, cell_
             f"--method={cell.method}", f"--parent_run_id={parent_run_id}", f"--experiment_name={experiment}",
             f"--tags={json.dumps(tags)}",
             "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false"]
-    with intra_op_threads(FINETUNE_THREADS):
+    with intra_op_threads(FINETUNE_THREADS), cell_clock():  # time_total_s from the cell's start
         code = run_quietly(FinetuneCLI, args, log_path)
     run_id = finished_run(experiment, cell_hash, parent_run_id)
     if code != 0 or run_id is None:

@@ -121,4 +121,13 @@ class CellRunner:
     def report(self, job: Job, run_id: str, status: str) -> None:
         metrics = self.client.get_run(run_id).data.metrics
         print(f"  [{job.number:>3}/{self.total}] {job.cell.method:<34} seed {job.cell.seed}  "
-              f"dev acc {metrics['dev_acc']:.3f}  test acc {metrics['test_acc']:.3f}  ({status})", flush=True)
+              f"dev acc {metrics['dev_acc']:.3f}  test acc {metrics['test_acc']:.3f}  ({status}{time_split(metrics)})",
+              flush=True)
+
+
+def time_split(metrics: dict) -> str:
+    """``: fit 12, eval 2, total 16 s`` from a finetune run's time metrics; "" for runs without them."""
+    if "time_total_s" not in metrics:
+        return ""
+    return (f": fit {metrics['time_fit_s']:.0f}, eval {metrics['time_eval_s']:.0f}, "
+            f"total {metrics['time_total_s']:.0f} s")

@@ -17,6 +17,7 @@ from harness.links import summary_lines
 from harness.naming import encoder_label, finetune_run_name, twin_label
 from harness.system_metrics import SystemMetrics
 from harness.params import log_params
+from harness.run_clock import RunTimes
 from harness.tracked_cli import TrackedCLI
 from harness.views import COMPARE_VIEW
 from pretrain.encoder import Encoder
@@ -132,6 +133,7 @@ class FinetuneCLI(TrackedCLI):
             LogDatasets(),
             SystemMetrics(),
             RecordBestDigest(),  # after EvaluateBest: a run that failed there records nothing
+            RunTimes(),  # last: time_eval_s covers every output above
         ]
         if self.model.hparams.finetune != "frozen":  # the encoder's per-group rates: lr-AdamW/<group>
             callbacks.append(LearningRateMonitor(logging_interval="step"))
