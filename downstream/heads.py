@@ -215,7 +215,9 @@ class AttentionHead(PairHead):
     Both sentences of a batch go through the projection, the composition and the BiLSTM as one
     batch of 2B rows, and one score matrix serves both attention directions (its transpose is
     the other way), with no packing and no host synchronisation; the logits equal those of the
-    sentence-by-sentence, packed implementation (kept as the reference in the tests).
+    sentence-by-sentence, packed implementation (kept as the reference in the tests), and in
+    training the composition's dropout draws the same masks in the same order (a's, then b's),
+    so a seeded run takes the same steps up to float rounding.
     """
 
     def __init__(self, input_dim: int, hidden_size: int = 256, dropout: float = 0.2, num_classes: int = 2) -> None:
@@ -239,7 +241,13 @@ class AttentionHead(PairHead):
         aligned = torch.cat([attend(scores, x_b, mask_b),  # (B, T, H): b summarised for each a token
                              attend(scores.transpose(1, 2), x_a, mask_a)])  # and a for each b token: (2B, T, H)
         enhanced = torch.cat([x, aligned, x - aligned, x * aligned], dim=-1)  # (2B, T, 4H)
-        composed = self.composer(self.compose(enhanced), mask)  # (2B, T, H) -> (2B, T, 2H)
+        linear, relu, dropout = self.compose
+        projected = relu(linear(enhanced))  # (2B, T, H)
+        if dropout.training and dropout.p > 0:  # a's masks, then b's, as one sentence at a time draws them
+            steps = projected.size(1)
+            projected = torch.cat([pad_steps(dropout(projected[:batch, :a.size(1)]), steps),
+                                   pad_steps(dropout(projected[batch:, :b.size(1)]), steps)])  # (2B, T, H)
+        composed = self.composer(projected, mask)  # (2B, T, H) -> (2B, T, 2H)
         pooled = torch.cat([masked_mean(composed, mask), masked_max(composed, mask)], dim=-1)  # (2B, 4H)
         pooled_a, pooled_b = pooled.chunk(2)  # (B, 4H) each
         return self.classifier(torch.cat([pooled_a, pooled_b], dim=-1))  # (B, 8H) -> (B, C)

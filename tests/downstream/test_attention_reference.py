@@ -132,6 +132,25 @@ def test_same_weights_give_the_same_gradients(name):
 
 
 @pytest.mark.parametrize("name", PAIRS)
+def test_training_draws_the_same_dropout_masks(name):
+    """Seeded, the batched head and the reference drop the same units: the same training logits
+    and gradients, so a seeded run takes the same steps up to float rounding."""
+    new, old = twins(name, dropout=0.3)
+    inputs = batch(6)
+    outputs = []
+    for head in (new, old):
+        torch.manual_seed(11)
+        logits = head.train()(*inputs)
+        logits.sum().backward()
+        outputs.append((logits, {name: p.grad for name, p in head.named_parameters()}))
+    torch.testing.assert_close(outputs[0][0], outputs[1][0], atol=1e-5, rtol=1e-5)
+    for parameter_name, grad in outputs[0][1].items():
+        torch.testing.assert_close(grad, outputs[1][1][parameter_name], atol=1e-5, rtol=1e-4, msg=parameter_name)
+    torch.manual_seed(12)
+    assert not torch.allclose(new(*inputs), outputs[0][0])  # dropout is on: another seed, other logits
+
+
+@pytest.mark.parametrize("name", PAIRS)
 def test_the_mixed_features_get_the_same_gradient(name):
     new, old = twins(name, dropout=0.0)
     a, mask_a, b, mask_b = batch(4)
