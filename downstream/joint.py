@@ -3,10 +3,12 @@
 ``<cls>`` tokens are added and a linear layer classifies them. The same pass gives the language
 -model loss of both sequences, which fine-tuning adds with weight λ (``--model.lm_weight``).
 
-Both orders of a batch run as one batch of 2B sequences (the data module buckets pairs by their
-joint length, so the two orders, of equal length, pad alike): one pass through the model, whose
-top states give both the ``<cls>`` states and the LM loss. Same logits and loss as one pass per
-order, at float rounding (``tests/downstream/test_joint.py``).
+Without dropout (evaluation: the dev pass of every epoch, the final dev and test predictions) both
+orders of a batch run as one batch of 2B sequences, one pass through the model whose top states
+give both the ``<cls>`` states and the LM loss; same logits and loss as one pass per order, at
+float rounding (``tests/downstream/test_joint.py``). In training each order keeps its own pass,
+so that dropout draws its masks as it always has and a seeded run takes the same steps (on a CPU
+one batched pass was no faster: the step is bound by its matmuls either way).
 
 Shapes: B batch, T tokens of the joint sequence, H hidden, C classes.
 """
@@ -34,14 +36,22 @@ class JointClassifier(nn.Module):
             for a model without a language-model head (a published decoder loaded as ``AutoModel``).
         """
         batch = ids_ab.size(0)
-        ids, lengths = both_orders(ids_ab, lengths_ab, ids_ba, lengths_ba)  # (2B, T), (2B,)
-        hidden = language_model.hidden_states(ids, lengths)  # (2B, T, H)
-        last = (lengths - 1).to(hidden.device)  # (2B,): the <cls> token closes every sequence
-        cls_states = hidden[torch.arange(2 * batch, device=hidden.device), last]  # (2B, H)
-        logits = self.linear(self.dropout(cls_states[:batch] + cls_states[batch:]))  # (B, H) -> (B, C)
-        if not hasattr(language_model, "next_token_nll"):
-            return logits, None
-        return logits, language_model.next_token_nll(hidden, ids, lengths)  # sums over both orders
+        if language_model.training:  # dropout: one pass per order, each drawing its masks in turn
+            passes = [(ids_ab, lengths_ab), (ids_ba, lengths_ba)]
+        else:
+            passes = [both_orders(ids_ab, lengths_ab, ids_ba, lengths_ba)]  # (2B, T), (2B,)
+        has_lm = hasattr(language_model, "next_token_nll")
+        cls_states, lm = [], {"nll_forward": 0.0, "count": 0}
+        for ids, lengths in passes:
+            hidden = language_model.hidden_states(ids, lengths)  # (B or 2B, T, H)
+            last = (lengths - 1).to(hidden.device)  # the <cls> token closes every sequence
+            cls_states.append(hidden[torch.arange(len(lengths), device=hidden.device), last])  # (B or 2B, H)
+            if has_lm:
+                sums = language_model.next_token_nll(hidden, ids, lengths)
+                lm = {name: lm[name] + sums[name] for name in lm}
+        states = torch.cat(cls_states)  # (2B, H): s1 → s2 rows, then s2 → s1
+        logits = self.linear(self.dropout(states[:batch] + states[batch:]))  # (B, H) -> (B, C)
+        return logits, lm if has_lm else None
 
 
 def both_orders(ids_ab: Tensor, lengths_ab: Tensor, ids_ba: Tensor, lengths_ba: Tensor) -> tuple[Tensor, Tensor]:

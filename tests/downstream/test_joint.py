@@ -1,5 +1,7 @@
-"""GPT's joint classifier runs both orders as one batch: the same logits, LM loss and gradients as
-one pass per order (``benchmarks.finetune_speed.two_pass_joint``, the implementation it replaced)."""
+"""GPT's joint classifier runs both orders as one batch without dropout (evaluation): the same
+logits, LM loss and gradients as one pass per order (``benchmarks.finetune_speed.two_pass_joint``,
+the implementation it replaced); in training each order keeps its pass, so seeded dropout draws
+the same masks as before."""
 
 from __future__ import annotations
 
@@ -33,7 +35,8 @@ def models(dropout: float = 0.0):
 
 @pytest.mark.parametrize("extra_ba", [0, 2])
 def test_one_batched_pass_equals_one_pass_per_order(extra_ba):
-    language_model, head = models()
+    language_model, head = models(dropout=0.1)
+    language_model.eval(), head.eval()  # evaluation: the batched pass
     inputs = pair_batch(0, extra_ba)
     logits, lm = head(language_model, *inputs)
     reference_logits, reference_lm = two_pass_joint(head, language_model, *inputs)
@@ -49,8 +52,20 @@ def test_one_batched_pass_equals_one_pass_per_order(extra_ba):
         torch.testing.assert_close(grads[name], p.grad, atol=1e-5, rtol=1e-4, msg=name)
 
 
+def test_training_keeps_one_pass_per_order_and_its_dropout_masks():
+    language_model, head = models(dropout=0.2)
+    inputs = pair_batch(3)
+    outputs = []
+    for forward in (head, lambda *a: two_pass_joint(head, *a)):
+        torch.manual_seed(5)
+        logits, lm = forward(language_model, *inputs)
+        outputs.append((logits, lm["nll_forward"]))
+    assert torch.equal(outputs[0][0], outputs[1][0]) and torch.equal(outputs[0][1], outputs[1][1])
+
+
 def test_the_benchmark_baseline_swaps_in_and_out():
     language_model, head = models()
+    language_model.eval(), head.eval()
     inputs = pair_batch(1)
     with one_pass_per_order(head):
         inside = head(language_model, *inputs)[0]
