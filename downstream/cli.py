@@ -6,6 +6,7 @@ from pytorch_lightning.callbacks import LearningRateMonitor
 
 import torch
 
+from downstream import encoder_reuse
 from downstream.evaluation import EvaluateBest
 from downstream.lit_pair import LitPairClassifier
 from downstream.pairs import PairDataModule
@@ -21,7 +22,6 @@ from harness.run_clock import RunTimes
 from harness.tracked_cli import TrackedCLI
 from harness.views import COMPARE_VIEW
 from pretrain.encoder import Encoder
-from pretrain.runs import load_encoder, random_encoder
 
 
 def resolve_encoder(encoder: str, random_like: str | None, seed: int) -> Encoder:
@@ -32,8 +32,8 @@ def resolve_encoder(encoder: str, random_like: str | None, seed: int) -> Encoder
     like = random_like or "latest"
     try:
         if encoder == "random":
-            return random_encoder(load_encoder(like), seed)
-        return load_encoder(encoder)
+            return encoder_reuse.random_twin(like, seed)
+        return encoder_reuse.loaded(encoder)
     except UserError as error:
         message = str(error).removeprefix(f"{like if encoder == 'random' else encoder}: ")
         raise UserError(f"{flag}: {message}") from None
@@ -50,7 +50,10 @@ def pair_classifier(encoder: str = "latest", random_like: str | None = None, **k
         random_like: with ``encoder=random``, the encoder whose family/architecture/tokenizer to copy.
         **kwargs: the classifier's settings (:class:`LitPairClassifier`).
     """
-    return LitPairClassifier(resolve_encoder(encoder, random_like, torch.initial_seed() % 2**31), **kwargs)
+    resolved = resolve_encoder(encoder, random_like, torch.initial_seed() % 2**31)
+    if kwargs.get("finetune", "frozen") != "frozen":  # trained in place: never a benchmark worker's kept one
+        resolved = encoder_reuse.own_copy(resolved)
+    return LitPairClassifier(resolved, **kwargs)
 
 
 class FinetuneCLI(TrackedCLI):
