@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pytorch_lightning.callbacks import LearningRateMonitor
+from pytorch_lightning.cli import LightningCLI
 
 import torch
 
@@ -21,6 +22,7 @@ from harness.params import log_params
 from harness.run_clock import RunTimes
 from harness.tracked_cli import TrackedCLI
 from harness.views import COMPARE_VIEW
+from harness.worker_reuse import reusing
 from pretrain.encoder import Encoder
 
 
@@ -62,6 +64,12 @@ class FinetuneCLI(TrackedCLI):
 
     def __init__(self, *args, **kwargs):
         super().__init__(pair_classifier, PairDataModule, *args, **kwargs)
+
+    def subcommands(self) -> dict[str, set[str]]:
+        """Every LightningCLI subcommand; a benchmark worker's cells only ``fit``, so there the
+        parser is built for that one alone (building all four cost ~1–2 s of every cell)."""
+        commands = LightningCLI.subcommands()
+        return {"fit": commands["fit"]} if reusing() else commands
 
     def add_arguments_to_parser(self, parser) -> None:
         super().add_arguments_to_parser(parser)

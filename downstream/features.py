@@ -168,10 +168,11 @@ class FeatureStore:
         lengths = [len(row) for row in rows]
         steps = max(lengths, default=0)
         mask = torch.arange(steps)[None, :] < torch.tensor(lengths, dtype=torch.long)[:, None]  # (B, T)
-        layers = torch.zeros(self.num_layers, len(rows), steps, self.dim)  # (L, B, T, D)
+        layers = torch.empty(self.num_layers, len(rows), steps, self.dim)  # (L, B, T, D), written once:
         for position, row in enumerate(rows):  # each sentence's stored (half) rows, converted as they are copied
             if len(row):
                 layers[:, position, :len(row)] = torch.from_numpy(row).transpose(0, 1)  # (L, T_i, D)
+            layers[:, position, len(row):] = 0.0  # and its padding
         return layers, mask
 
 
