@@ -34,7 +34,7 @@ def run_table(done: list[tuple[Cell, str]]) -> tuple[pd.DataFrame, dict[str, pd.
                    "control": cell.control, **{m: metrics.get(m) for m in METRICS},
                    "encoder_layers": run.data.params.get("encoder_layers"),
                    **{f"{split}_pairs": run.data.params.get(f"{split}_pairs") for split in ("dev", "test")}}
-            row.update({k: v for k, v in metrics.items() if k.startswith("mix_")})
+            row.update({k: v for k, v in metrics.items() if k.startswith(("mix_", "time_"))})
             rows.append(row)
             path = client.download_artifacts(run_id, "predictions/test.csv", scratch)
             predictions[run_id] = read_predictions(path)

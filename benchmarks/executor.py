@@ -24,7 +24,7 @@ from benchmarks.cells import Cell, finished_run, settings_hash
 from benchmarks.encoders import Stage, describe_encoder, reused_stages, stages_of
 from benchmarks.matrix import repo_path
 from benchmarks.plan import plan
-from benchmarks.progress import Progress
+from benchmarks.progress import Progress, time_split
 from benchmarks.resources import cell_resources, stage_resources
 from benchmarks.tasks import Study, cell_log, run_baseline, run_cell, run_stage
 from harness.errors import UserError
@@ -176,11 +176,11 @@ class StudyExecutor:
 
     def cell_done(self, cell: Cell, value: dict, status: str | None = None) -> None:
         self.run_ids[(cell.method, cell.seed)] = value["run_id"]
+        metrics = self.client.get_run(value["run_id"]).data.metrics
         if status is None:
-            status = "reused" if value["reused"] else f"{value['seconds']:.0f} s{self.where(value)}"
+            status = "reused" if value["reused"] else f"{value['seconds']:.0f} s{self.where(value)}{time_split(metrics)}"
             if not value["reused"]:
                 self.progress.cell_seconds.append(value["seconds"])
-        metrics = self.client.get_run(value["run_id"]).data.metrics
         print(self.progress.cell_line(cell.method, cell.seed, metrics["dev_acc"], metrics["test_acc"], status),
               flush=True)
         if self.progress.due():

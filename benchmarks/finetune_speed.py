@@ -15,8 +15,11 @@ weights and a tokenizer built on GLUE train — speed does not depend on the wei
 - ``full``: the encoder trained under the head (discriminative AdamW groups): bucketed token
   batches vs the naive padded, unbucketed ones; ``full-bf16`` is the harness's path under
   ``bf16-mixed`` autocast (Lightning's ``forward_context``).
+- ``frozen`` ``attn``: the ESIM-style head on the same cached features and batches as the
+  frozen pool-mlp row; ``over_pool_mlp`` is its epoch over pool-mlp's.
 - ``cls`` (families with a joint pair input: GPT): its own classifier on both orders of the joint
-  sequence, with λ = 0.5 LM loss.
+  sequence, with λ = 0.5 LM loss; beside it the evaluation pass (no dropout, both orders in one
+  batch) against one model pass per order (the former implementation), on the same batches.
 
 Every variant times the same number of training steps (forward, backward, AdamW); one batch is a
 warm-up. ``--profile`` prints torch.profiler's top operators of the cached frozen step.
@@ -26,10 +29,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -37,6 +42,7 @@ import yaml
 from pytorch_lightning.plugins.precision import MixedPrecision
 from torch.utils.data import BatchSampler, RandomSampler
 
+from downstream.joint import JointClassifier
 from downstream.pair_classifier import PairClassifier
 from downstream.pair_datamodule import PairDataModule
 from harness.precision import cpu_bf16_supported
@@ -87,6 +93,19 @@ def timed_steps(classifier: PairClassifier, batches, inputs, bf16: bool = False)
     return time.perf_counter() - start
 
 
+@torch.no_grad()
+def timed_evaluation(classifier: PairClassifier, batches, inputs) -> float:
+    """Seconds for forward passes in eval mode (a dev or test pass) over ``batches``; the first is a warm-up."""
+    classifier.eval()
+    start = None
+    for index, pair_indices in enumerate(batches):
+        if index == 1:
+            start = time.perf_counter()
+        classifier(classifier.inputs(*inputs(pair_indices)[:4]))
+    classifier.train()
+    return time.perf_counter() - start
+
+
 def pad_to(tensor: torch.Tensor, steps: int) -> torch.Tensor:
     """(B, T) ids → (B, steps), trailing zeros."""
     return torch.nn.functional.pad(tensor, (0, steps - tensor.shape[1]))
@@ -95,13 +114,15 @@ def pad_to(tensor: torch.Tensor, steps: int) -> torch.Tensor:
 def measure_family(family: str, encoder: Encoder, batches: int, profile: bool) -> list[dict]:
     """Every mode of one family; returns one row per mode."""
     rows = []
-    modes = [("frozen", "pool-mlp"), ("full", "pool-mlp")] + ([("full", "cls")] if encoder.spec.joint_pair_input else [])
+    modes = [("frozen", "pool-mlp"), ("frozen", "attn"), ("full", "pool-mlp")]
+    modes += [("full", "cls")] if encoder.spec.joint_pair_input else []
+    cache_folder = tempfile.TemporaryDirectory()  # one feature cache: both frozen heads read the same features
     for finetune, head in modes:
         torch.manual_seed(0)
         model = PairClassifier(encoder, mix="scalar", head=head, finetune=finetune,
                                lm_weight=0.5 if head == "cls" else 0.0)
         kind = model.input_kind
-        with tempfile.TemporaryDirectory() as cache:
+        with nullcontext(cache_folder.name) as cache:
             data = PairDataModule(cache_dir=cache, batch_size=BATCH_SIZE)
             data.attach(encoder, kind)
             start = time.perf_counter()
@@ -116,7 +137,12 @@ def measure_family(family: str, encoder: Encoder, batches: int, profile: bool) -
             naive_pairs = sum(len(batch) for batch in unbucketed[1:])
             row = {"family": family, "mode": finetune if head != "cls" else "cls", "head": head,
                    "batch_size": BATCH_SIZE, "timed_batches": batches, "setup_seconds": setup_seconds}
-            if kind == "features":
+            if head == "attn":  # the same cached features and batches as the pool-mlp row above
+                row["pairs_per_s"] = pairs / timed_steps(model, bucketed, lambda indices: collate(indices)[:5])
+                pool_mlp = next(r for r in rows if r["mode"] == "frozen" and r["head"] == "pool-mlp")
+                row.update({"epoch_seconds": len(train) / row["pairs_per_s"],
+                            "over_pool_mlp": pool_mlp["pairs_per_s"] / row["pairs_per_s"]})
+            elif kind == "features":
                 longest = max(len(encoder.encode_ids(s)) for p in train for s in (p.sentence1, p.sentence2))
 
                 def recomputed(indices, steps=None):
@@ -148,14 +174,45 @@ def measure_family(family: str, encoder: Encoder, batches: int, profile: bool) -
                 harness_seconds = timed_steps(model, bucketed, collate)
                 naive_seconds = timed_steps(model, unbucketed, padded)
                 row["pairs_per_s"] = pairs / harness_seconds
+                if head == "cls":  # evaluation: both orders in one pass vs one pass per order, same batches
+                    batched_seconds = timed_evaluation(model, bucketed, collate)
+                    with one_pass_per_order(model.head):
+                        two_pass_seconds = timed_evaluation(model, bucketed, collate)
+                    row.update({"eval_pairs_per_s": pairs / batched_seconds,
+                                "eval_two_pass_pairs_per_s": pairs / two_pass_seconds,
+                                "eval_over_two_pass": two_pass_seconds / batched_seconds})
                 bf16_seconds = timed_steps(model, bucketed, collate, bf16=True)
                 row.update({"bf16_pairs_per_s": pairs / bf16_seconds, "bf16_over_fp32": harness_seconds / bf16_seconds})
-            row.update({"naive_pairs_per_s": naive_pairs / naive_seconds,
-                        "over_naive": row["pairs_per_s"] / (naive_pairs / naive_seconds),
-                        "epoch_seconds": len(train) / row["pairs_per_s"]})
+            if head != "attn":
+                row.update({"naive_pairs_per_s": naive_pairs / naive_seconds,
+                            "over_naive": row["pairs_per_s"] / (naive_pairs / naive_seconds),
+                            "epoch_seconds": len(train) / row["pairs_per_s"]})
         rows.append(row)
-        print(f"  measured {family} {row['mode']}: {row['pairs_per_s']:.0f} pairs/s", file=sys.stderr, flush=True)
+        print(f"  measured {family} {row['mode']} {head}: {row['pairs_per_s']:.0f} pairs/s", file=sys.stderr, flush=True)
+    cache_folder.cleanup()
     return rows
+
+
+def two_pass_joint(head: JointClassifier, language_model, ids_ab, lengths_ab, ids_ba, lengths_ba):
+    """The joint classifier as it evaluated before both orders were batched (the baseline of the
+    ``cls`` row, and the reference of ``tests/downstream/test_joint.py``): one model pass per order."""
+    cls_states, lm = [], {"nll_forward": 0.0, "count": 0}
+    for ids, lengths in ((ids_ab, lengths_ab), (ids_ba, lengths_ba)):
+        hidden = language_model.hidden_states(ids, lengths)  # (B, T, H)
+        cls_states.append(hidden[torch.arange(len(lengths)), lengths - 1])  # (B, H)
+        sums = language_model.next_token_nll(hidden, ids, lengths)
+        lm = {name: lm[name] + sums[name] for name in lm}
+    return head.linear(head.dropout(cls_states[0] + cls_states[1])), lm
+
+
+@contextmanager
+def one_pass_per_order(head: JointClassifier):
+    """``head`` runs :func:`two_pass_joint` inside the block."""
+    head.forward = partial(two_pass_joint, head)
+    try:
+        yield head
+    finally:
+        del head.forward
 
 
 def print_profile(model, batches, inputs) -> None:
@@ -167,17 +224,21 @@ def print_profile(model, batches, inputs) -> None:
 
 
 def print_table(rows: list[dict]) -> None:
-    print(f"\n{'family':<8}{'mode':<8}{'pairs/s':>9}{'naive':>9}{'× naive':>9}{'recomp.':>9}{'cached ×':>10}"
-          f"{'bf16':>8}{'× fp32':>8}{'epoch s':>9}")
+    print(f"\n{'family':<8}{'mode':<8}{'head':<10}{'pairs/s':>9}{'naive':>9}{'× naive':>9}{'recomp.':>9}"
+          f"{'cached ×':>10}{'bf16':>8}{'× fp32':>8}{'epoch s':>9}  versus")
     for r in rows:
+        naive = f"{r['naive_pairs_per_s']:>9.0f}{r['over_naive']:>9.1f}" if "naive_pairs_per_s" in r else f"{'':>18}"
         recomputed = f"{r['recomputed_pairs_per_s']:9.0f}{r['cached_over_recomputed']:10.1f}" \
             if "recomputed_pairs_per_s" in r else f"{'':>19}"
         bf16 = f"{r['bf16_pairs_per_s']:8.0f}{r['bf16_over_fp32']:8.2f}" if "bf16_pairs_per_s" in r else f"{'':>16}"
-        print(f"{r['family']:<8}{r['mode']:<8}{r['pairs_per_s']:>9.0f}{r['naive_pairs_per_s']:>9.0f}"
-              f"{r['over_naive']:>9.1f}{recomputed}{bf16}{r['epoch_seconds']:>9.1f}")
-    print(f"batch {BATCH_SIZE} pairs, scalar mix + pool-mlp (GPT's cls: its own head); naive = no cache, random batches "
+        versus = (f"{r['over_pool_mlp']:.1f}× the pool-mlp epoch" if "over_pool_mlp" in r else
+                  f"evaluation {r['eval_pairs_per_s']:.0f} pairs/s, {r['eval_over_two_pass']:.2f}× one pass per order"
+                  if "eval_over_two_pass" in r else "")
+        print(f"{r['family']:<8}{r['mode']:<8}{r['head']:<10}{r['pairs_per_s']:>9.0f}{naive}{recomputed}{bf16}"
+              f"{r['epoch_seconds']:>9.1f}  {versus}")
+    print(f"batch {BATCH_SIZE} pairs, scalar mix (GPT's cls: its own head); naive = no cache, random batches "
           f"padded to the data set's longest; native bf16: {'yes' if cpu_bf16_supported() else 'no'}; "
-          f"threads {torch.get_num_threads()}")
+          f"threads {torch.get_num_threads()}; load average {os.getloadavg()[0]:.1f}")
 
 
 def main(argv: list[str] | None = None) -> int:

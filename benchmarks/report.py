@@ -84,6 +84,27 @@ def _context_sections(context: dict) -> list[str]:
     return lines
 
 
+TIMES = ["time_total_s", "time_fit_s", "time_eval_s"]
+
+
+def time_section(runs: pd.DataFrame) -> list[str]:
+    """Where the cells' time went, per method: the sums of their runs' ``time_total_s`` (start to
+    end of the run), ``time_fit_s`` (Lightning's fit loop) and ``time_eval_s`` (evaluation and
+    outputs), and the median overhead (total − fit) of a cell; [] for runs without them."""
+    if "time_total_s" not in runs or runs["time_total_s"].isna().all():
+        return []
+    timed = runs.dropna(subset=TIMES).assign(overhead=lambda r: r["time_total_s"] - r["time_fit_s"])
+    grouped = timed.groupby("method", sort=False)
+    rows = [[f"`{method}`", len(group), *[f"{group[name].sum() / 60:.1f}" for name in TIMES],
+             f"{group['overhead'].median():.1f}"] for method, group in grouped]
+    rows.append(["all cells", len(timed), *[f"{timed[name].sum() / 60:.1f}" for name in TIMES],
+                 f"{timed['overhead'].median():.1f}"])
+    return ["", "## Where the cells' time went", "",
+            "Sums over each method's cells in minutes (cells run side by side, so they add up to more than the "
+            "wall time); overhead = total − fit, a cell's median in seconds.", ""] + _table(
+        ["method", "cells", "total min", "fit min", "eval min", "median overhead s"], rows)
+
+
 HOW_TO_READ = [
     "- **What is paired.** A method's run at seed s is paired with its random-init twin's run at the same seed "
     "value s (same architecture, mix, head and training data; only the encoder's weights differ; seeds only one of "
@@ -186,6 +207,7 @@ def _markdown(results: pd.DataFrame, runs: pd.DataFrame, context: dict, figures:
         lines += _table(["system", "test acc", "test F1", "source"], [list(anchor) for anchor in anchors.rows])
         lines += ["", anchors.note] if anchors.note else []
     lines += _context_sections(context)
+    lines += time_section(runs)
     lines += ["", "## How to read", ""] + HOW_TO_READ
     if figures:
         lines += ["", "## Figures"]

@@ -7,7 +7,9 @@ import inspect
 import torch
 from jsonargparse.typing import register_type
 from pytorch_lightning.callbacks import LearningRateMonitor
+from pytorch_lightning.cli import LightningCLI
 
+from downstream import encoder_reuse
 from downstream.evaluation import EvaluateBest
 from downstream.lit_pair import LitPairClassifier
 from downstream.pair_datamodule import PairDataModule
@@ -22,11 +24,12 @@ from harness.links import summary_lines
 from harness.naming import cell_run_name, encoder_label, finetune_run_name, twin_label
 from harness.system_metrics import SystemMetrics
 from harness.params import log_params
+from harness.run_clock import RunTimes
 from harness.tracked_cli import TrackedCLI
 from harness.views import COMPARE_VIEW
+from harness.worker_reuse import reusing
 from pretrain.encoder import Encoder
 from pretrain.references import EncoderReference, reference_of
-from pretrain.runs import load_encoder
 
 register_type(Mix, serializer=str, deserializer=Mix.parse)  # --model.mix=layer:2 → Mix, printed back as text
 
@@ -40,7 +43,7 @@ def resolve_encoder(encoder: str, random_like: str | None, seed: int) -> Encoder
     try:
         reference = EncoderReference.parse(encoder, random_like).seeded(seed)
         shown = str(reference.source)
-        return load_encoder(reference)
+        return encoder_reuse.loaded(reference)
     except UserError as error:
         message = str(error).removeprefix(f"{shown}: ").removeprefix(f"{encoder}: ")
         raise UserError(f"{flag}: {message}") from None
@@ -59,6 +62,8 @@ def pair_classifier(encoder: str = "latest", random_like: str | None = None, **k
         **kwargs: the classifier's settings (:class:`LitPairClassifier`).
     """
     resolved = resolve_encoder(encoder, random_like, torch.initial_seed() % 2**31)
+    if kwargs.get("finetune", "frozen") != "frozen":  # trained in place: never a benchmark worker's kept one
+        resolved = encoder_reuse.own_copy(resolved)
     try:
         return LitPairClassifier(resolved, **kwargs)
     except ValueError as error:  # the classifier's modules name the argument: mix=layer:9: …
@@ -86,6 +91,12 @@ class FinetuneCLI(TrackedCLI):
 
     def __init__(self, *args, **kwargs):
         super().__init__(pair_classifier, PairDataModule, *args, **kwargs)
+
+    def subcommands(self) -> dict[str, set[str]]:
+        """Every LightningCLI subcommand; a benchmark worker's cells only ``fit``, so there the
+        parser is built for that one alone (building all four cost ~1–2 s of every cell)."""
+        commands = LightningCLI.subcommands()
+        return {"fit": commands["fit"]} if reusing() else commands
 
     def add_arguments_to_parser(self, parser) -> None:
         super().add_arguments_to_parser(parser)
@@ -171,6 +182,7 @@ class FinetuneCLI(TrackedCLI):
             LogDatasets(),
             SystemMetrics(),
             RecordBestDigest(),  # after EvaluateBest: a run that failed there records nothing
+            RunTimes(),  # last: time_eval_s covers every output above
         ]
         if self.model.hparams.finetune != "frozen":  # the encoder's per-group rates: lr-AdamW/<group>
             callbacks.append(LearningRateMonitor(logging_interval="step"))

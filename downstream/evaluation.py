@@ -9,6 +9,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytorch_lightning as pl  # noqa: E402
 import torch  # noqa: E402
@@ -112,15 +113,26 @@ def mix_figure(weights: list[float], gamma: float, title: str):
     return figure
 
 
+def rendered(figure) -> np.ndarray:
+    """A matplotlib figure drawn once, as an (H, W, 3) uint8 array; the figure is closed."""
+    figure.canvas.draw()
+    image = np.asarray(figure.canvas.buffer_rgba())[..., :3].copy()  # (H, W, 3)
+    plt.close(figure)
+    return image
+
+
 class EvaluateBest(pl.Callback):
     """At the end of fit (before the run closes): reload the best dev checkpoint, predict dev and
     test, log ``dev_acc, dev_f1, test_acc, test_f1`` computed by sklearn from exactly the logged
     ``predictions/{dev,test}.csv``, a confusion matrix and the mix-weight bar chart. The best
-    checkpoint is read from the run's own checkpoint folder only, without running pickled code."""
+    checkpoint is read from the run's own checkpoint folder only, without running pickled code.
+    Each figure is drawn once (``images``: name → pixels, which ``LogPredictionViews`` logs again
+    as keyed images)."""
 
     def __init__(self):
         self.results: dict[str, float] = {}
         self.frames: dict[str, pd.DataFrame] = {}
+        self.images: dict[str, np.ndarray] = {}
 
     def on_fit_end(self, trainer, pl_module):
         if not trainer.is_global_zero:
@@ -140,11 +152,10 @@ class EvaluateBest(pl.Callback):
         logger.log_metrics(self.results, step=trainer.global_step + 1)
         for split, frame in self.frames.items():
             client.log_text(run_id, frame.to_csv(index=False), f"predictions/{split}.csv")
-        figure = confusion_figure(self.frames, data.pair_data)
-        client.log_figure(run_id, figure, "figures/confusion_matrix.png")
-        plt.close(figure)
+        self.images = {"confusion_matrix": rendered(confusion_figure(self.frames, data.pair_data))}
         if pl_module.mix is not None:
             weights = [self.results[f"mix_weight_{k}"] for k in range(pl_module.mix.num_layers)]
-            figure = mix_figure(weights, self.results["mix_gamma"], f"mix = {pl_module.hparams.mix}")
-            client.log_figure(run_id, figure, "figures/mix_weights.png")
-            plt.close(figure)
+            self.images["mix_weights"] = rendered(mix_figure(weights, self.results["mix_gamma"],
+                                                             f"mix = {pl_module.hparams.mix}"))
+        for name, image in self.images.items():
+            client.log_image(run_id, image, artifact_file=f"figures/{name}.png")

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor, nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 
 def _zero_padding(x: Tensor, mask: Tensor) -> Tensor:
@@ -60,29 +59,67 @@ def _mlp(input_dim: int, hidden_size: int, dropout: float, activation: nn.Module
     )
 
 
+def pad_steps(x: Tensor, steps: int) -> Tensor:
+    """(B, T, ...) → (B, steps, ...) with trailing zeros (False for a mask); ``steps`` >= T."""
+    if x.size(1) == steps:
+        return x
+    padding = x.new_zeros((x.size(0), steps - x.size(1), *x.shape[2:]))  # (B, steps - T, ...)
+    return torch.cat([x, padding], dim=1)  # (B, steps, ...)
+
+
+def both_sentences(a: Tensor, mask_a: Tensor, b: Tensor, mask_b: Tensor) -> tuple[Tensor, Tensor]:
+    """Both sentences of a batch as one batch of rows, so that each layer runs once over all of
+    them: (B, Ta, F), (B, Ta), (B, Tb, F), (B, Tb) → (2B, T, F), (2B, T); T = max(Ta, Tb), rows
+    ``[:B]`` are ``a``, ``[B:]`` are ``b``, the extra steps are padding."""
+    steps = max(a.size(1), b.size(1))
+    rows = torch.cat([pad_steps(a, steps), pad_steps(b, steps)])  # (2B, T, F)
+    mask = torch.cat([pad_steps(mask_a.bool(), steps), pad_steps(mask_b.bool(), steps)])  # (2B, T)
+    return rows, mask
+
+
+def reverse_within_length(x: Tensor, lengths: Tensor) -> Tensor:
+    """Each row's first ``lengths[i]`` steps in reverse order, its padding left in place:
+    (B, T, F), (B,) → (B, T, F). Its own inverse."""
+    steps = torch.arange(x.size(1), device=x.device)  # (T,)
+    last = (lengths.to(x.device) - 1).unsqueeze(1)  # (B, 1)
+    index = torch.where(steps < lengths.to(x.device).unsqueeze(1), last - steps, steps)  # (B, T)
+    return x.gather(1, index.unsqueeze(-1).expand_as(x))  # (B, T, F)
+
+
 class MaskedBiLSTM(nn.Module):
-    """One-layer BiLSTM that reads only the real tokens (packed): (B, T, D) -> (B, T, 2H)."""
+    """One-layer BiLSTM that reads only the real tokens of each row: (B, T, D) -> (B, T, 2H).
+
+    Rows are right-padded, so each direction is one plain recurrence over the whole padded
+    batch, with no packing: the forward direction reads the rows as they are (its state at a real
+    token has seen no padding yet), the backward one reads each row reversed within its length
+    (it starts at the last real token). The result equals the packed BiLSTM's at every real token
+    (``tests/downstream/test_attention_reference.py``); the parameters are ``nn.LSTM``'s, so the
+    state dict is unchanged.
+    """
 
     def __init__(self, input_dim: int, hidden_size: int) -> None:
         super().__init__()
         self.lstm = nn.LSTM(input_dim, hidden_size, batch_first=True, bidirectional=True)
 
+    def direction(self, x: Tensor, suffix: str) -> Tensor:
+        """One direction's recurrence (weights ``*_l0`` + ``suffix``) from zero states: (B, T, D) -> (B, T, H)."""
+        lstm = self.lstm
+        weights = [getattr(lstm, f"{name}_l0{suffix}") for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
+        zeros = x.new_zeros(1, x.size(0), lstm.hidden_size)  # (1, B, H)
+        output, _, _ = torch.lstm(x, (zeros, zeros), weights, True, 1, 0.0, self.training, False, True)
+        return output  # (B, T, H)
+
     def forward(self, x: Tensor, mask: Tensor) -> Tensor:
         """Returns: (B, T, 2H), zero at padding (and for all-pad rows)."""
         mask = mask.bool()
         lengths = mask.sum(dim=1)  # (B,)
-        positions = torch.arange(mask.size(1), device=mask.device)  # (T,)
-        if not torch.equal(mask, positions.unsqueeze(0) < lengths.unsqueeze(1)):
-            raise ValueError("masks must have the real tokens first (right padding only)")
-        # pack_padded_sequence refuses length 0: read one (zeroed) step, masked out below.
-        packed = pack_padded_sequence(
-            x, lengths.clamp(min=1).cpu(), batch_first=True, enforce_sorted=False
-        )
-        output, _ = self.lstm(packed)
-        output, _ = pad_packed_sequence(
-            output, batch_first=True, total_length=x.size(1)
-        )  # (B, T, 2H)
-        return _zero_padding(output, mask)  # (B, T, 2H)
+        if mask.device.type == "cpu":  # elsewhere this check would cost a host sync every step
+            positions = torch.arange(mask.size(1))  # (T,)
+            if not torch.equal(mask, positions.unsqueeze(0) < lengths.unsqueeze(1)):
+                raise ValueError("masks must have the real tokens first (right padding only)")
+        forward = self.direction(x, "")  # (B, T, H)
+        backward = reverse_within_length(self.direction(reverse_within_length(x, lengths), "_reverse"), lengths)
+        return _zero_padding(torch.cat([forward, backward], dim=-1), mask)  # (B, T, 2H)
 
 
 class PairHead(nn.Module):
@@ -126,7 +163,8 @@ class BiLSTMHead(PairHead):
         return masked_max(self.encoder(_zero_padding(x, mask), mask), mask)  # (B, 2H)
 
     def forward(self, a: Tensor, mask_a: Tensor, b: Tensor, mask_b: Tensor) -> Tensor:
-        u, v = self.encode(a, mask_a), self.encode(b, mask_b)  # (B, 2H) each
+        rows, mask = both_sentences(a, mask_a, b, mask_b)  # (2B, T, D), (2B, T): one BiLSTM pass
+        u, v = self.encode(rows, mask).chunk(2)  # (B, 2H) each
         return self.classifier(pair_features(u, v))  # (B, 8H) -> (B, C)
 
 
@@ -151,8 +189,13 @@ def masked_attention(query: Tensor, keys: Tensor, key_mask: Tensor) -> Tensor:
     Returns:
         (B, Tq, H) attention-weighted keys; zero where the row has no real key.
     """
+    return attend(torch.bmm(query, keys.transpose(1, 2)), keys, key_mask)  # (B, Tq, Tk) scores
+
+
+def attend(scores: Tensor, keys: Tensor, key_mask: Tensor) -> Tensor:
+    """Softmax of (B, Tq, Tk) ``scores`` over the real keys, applied to (B, Tk, H) ``keys``
+    (padding zero); a row without real keys gives zeros. Returns (B, Tq, H)."""
     key_mask = key_mask.bool()
-    scores = torch.bmm(query, keys.transpose(1, 2))  # (B, Tq, Tk)
     scores = scores.masked_fill(~key_mask.unsqueeze(1), float("-inf"))  # padded keys: -inf
     has_key = key_mask.any(dim=1).view(-1, 1, 1)  # (B, 1, 1)
     scores = scores.masked_fill(~has_key, 0.0)  # all-pad rows: finite, weights zeroed next
@@ -166,7 +209,14 @@ class AttentionHead(PairHead):
 
     ESIM's first BiLSTM is replaced by a linear projection D -> H (the features are already
     contextual). Then: masked cross-attention both ways, compose [x; x~; x - x~; x * x~] ->
-    Linear + ReLU, a shared BiLSTM (packed), masked mean and max of both sentences, MLP (tanh).
+    Linear + ReLU, a shared BiLSTM, masked mean and max of both sentences, MLP (tanh).
+
+    Both sentences of a batch go through the projection, the composition and the BiLSTM as one
+    batch of 2B rows, and one score matrix serves both attention directions (its transpose is
+    the other way), with no packing and no host synchronisation; the logits equal those of the
+    sentence-by-sentence, packed implementation (kept as the reference in the tests), and in
+    training the composition's dropout draws the same masks in the same order (a's, then b's),
+    so a seeded run takes the same steps up to float rounding.
     """
 
     def __init__(self, input_dim: int, hidden_size: int = 256, dropout: float = 0.2, num_classes: int = 2) -> None:
@@ -180,20 +230,25 @@ class AttentionHead(PairHead):
             nn.Dropout(dropout), *_mlp(8 * hidden_size, hidden_size, dropout, nn.Tanh(), num_classes)
         )
 
-    def _infer(self, x: Tensor, aligned: Tensor, mask: Tensor) -> Tensor:
-        """(B, T, H), (B, T, H) -> (B, 4H) pooled composition of one sentence."""
-        enhanced = torch.cat([x, aligned, x - aligned, x * aligned], dim=-1)  # (B, T, 4H)
-        composed = self.composer(self.compose(enhanced), mask)  # (B, T, H) -> (B, T, 2H)
-        pooled = [masked_mean(composed, mask), masked_max(composed, mask)]  # 2 x (B, 2H)
-        return torch.cat(pooled, dim=-1)  # (B, 4H)
-
     def forward(self, a: Tensor, mask_a: Tensor, b: Tensor, mask_b: Tensor) -> Tensor:
-        a = _zero_padding(self.projection(_zero_padding(a, mask_a)), mask_a)  # (B, Ta, H)
-        b = _zero_padding(self.projection(_zero_padding(b, mask_b)), mask_b)  # (B, Tb, H)
-        a_aligned = masked_attention(a, b, mask_b)  # (B, Ta, H): b summarised for each a token
-        b_aligned = masked_attention(b, a, mask_a)  # (B, Tb, H): a summarised for each b token
-        pooled_a = self._infer(a, a_aligned, mask_a)  # (B, 4H)
-        pooled_b = self._infer(b, b_aligned, mask_b)  # (B, 4H)
+        batch = a.size(0)
+        rows, mask = both_sentences(a, mask_a, b, mask_b)  # (2B, T, D), (2B, T): a's rows, then b's
+        x = _zero_padding(self.projection(_zero_padding(rows, mask)), mask)  # (2B, T, H)
+        x_a, x_b = x[:batch], x[batch:]  # (B, T, H) each
+        mask_a, mask_b = mask[:batch], mask[batch:]  # (B, T) each
+        scores = torch.bmm(x_a, x_b.transpose(1, 2))  # (B, T, T): a token i · b token j
+        aligned = torch.cat([attend(scores, x_b, mask_b),  # (B, T, H): b summarised for each a token
+                             attend(scores.transpose(1, 2), x_a, mask_a)])  # and a for each b token: (2B, T, H)
+        enhanced = torch.cat([x, aligned, x - aligned, x * aligned], dim=-1)  # (2B, T, 4H)
+        linear, relu, dropout = self.compose
+        projected = relu(linear(enhanced))  # (2B, T, H)
+        if dropout.training and dropout.p > 0:  # a's masks, then b's, as one sentence at a time draws them
+            steps = projected.size(1)
+            projected = torch.cat([pad_steps(dropout(projected[:batch, :a.size(1)]), steps),
+                                   pad_steps(dropout(projected[batch:, :b.size(1)]), steps)])  # (2B, T, H)
+        composed = self.composer(projected, mask)  # (2B, T, H) -> (2B, T, 2H)
+        pooled = torch.cat([masked_mean(composed, mask), masked_max(composed, mask)], dim=-1)  # (2B, 4H)
+        pooled_a, pooled_b = pooled.chunk(2)  # (B, 4H) each
         return self.classifier(torch.cat([pooled_a, pooled_b], dim=-1))  # (B, 8H) -> (B, C)
 
 

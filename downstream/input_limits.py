@@ -77,4 +77,4 @@ def check_frozen_memory(encoder, batch_size: int, longest: int, max_tokens: int,
     if needed > free:
         raise UserError(f"{FLAG}={max_tokens}: frozen features of a batch of the longest sentences ({longest} tokens) "
                         f"need about {size_text(needed)}, only {size_text(free)} of memory is free; lower {FLAG} "
-                        f"(or --data.batch_size) or shorten those sentences")
+                        f"(or --data.batch_size, --data.eval_batch_size) or shorten those sentences")

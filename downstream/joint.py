@@ -8,6 +8,13 @@
   segment ids, one order, a linear layer on the top state of the first token
   (``downstream.joint_segments`` makes its batches).
 
+Without dropout (evaluation: the dev pass of every epoch, the final dev and test predictions) both
+orders of a batch run as one batch of 2B sequences, one pass through the model whose top states
+give both the ``<cls>`` states and the LM loss; same logits and loss as one pass per order, at
+float rounding (``tests/downstream/test_joint.py``). In training each order keeps its own pass,
+so that dropout draws its masks as it always has and a seeded run takes the same steps (on a CPU
+one batched pass was no faster: the step is bound by its matmuls either way).
+
 Shapes: B batch, T tokens of the joint sequence, H hidden, C classes.
 """
 
@@ -26,23 +33,29 @@ class JointClassifier(nn.Module):
         self.linear = nn.Linear(hidden_size, num_classes)
 
     def forward(self, language_model: nn.Module, ids_ab: Tensor, lengths_ab: Tensor, ids_ba: Tensor,
-                lengths_ba: Tensor) -> tuple[Tensor, dict[str, Tensor]]:
+                lengths_ba: Tensor) -> tuple[Tensor, dict[str, Tensor] | None]:
         """Args: the transformer LM; (B, T) ids and (B,) lengths of ``s1 → s2`` and ``s2 → s1``.
 
         Returns:
             (B, C) logits, and the LM loss sums of both sequences (``nll_forward``, ``count``); None
             for a model without a language-model head (a published decoder loaded as ``AutoModel``).
         """
+        batch = ids_ab.size(0)
+        if language_model.training:  # dropout: one pass per order, each drawing its masks in turn
+            passes = [(ids_ab, lengths_ab), (ids_ba, lengths_ba)]
+        else:
+            passes = [both_orders(ids_ab, lengths_ab, ids_ba, lengths_ba)]  # (2B, T), (2B,)
         has_lm = hasattr(language_model, "next_token_nll")
         cls_states, lm = [], {"nll_forward": 0.0, "count": 0}
-        for ids, lengths in ((ids_ab, lengths_ab), (ids_ba, lengths_ba)):
-            hidden = language_model.hidden_states(ids, lengths)  # (B, T, H)
-            last = (lengths - 1).to(hidden.device)  # (B,): the <cls> token closes every sequence
-            cls_states.append(hidden[torch.arange(len(lengths), device=hidden.device), last])  # (B, H)
+        for ids, lengths in passes:
+            hidden = language_model.hidden_states(ids, lengths)  # (B or 2B, T, H)
+            last = (lengths - 1).to(hidden.device)  # the <cls> token closes every sequence
+            cls_states.append(hidden[torch.arange(len(lengths), device=hidden.device), last])  # (B or 2B, H)
             if has_lm:
                 sums = language_model.next_token_nll(hidden, ids, lengths)
                 lm = {name: lm[name] + sums[name] for name in lm}
-        logits = self.linear(self.dropout(cls_states[0] + cls_states[1]))  # (B, H) -> (B, C)
+        states = torch.cat(cls_states)  # (2B, H): s1 → s2 rows, then s2 → s1
+        logits = self.linear(self.dropout(states[:batch] + states[batch:]))  # (B, H) -> (B, C)
         return logits, lm if has_lm else None
 
 
@@ -63,3 +76,11 @@ class FirstTokenClassifier(nn.Module):
         """
         hidden = model.hidden_states(ids, lengths, segments)  # (B, T, H)
         return self.linear(self.dropout(hidden[:, 0])), None  # (B, H) -> (B, C)
+
+
+def both_orders(ids_ab: Tensor, lengths_ab: Tensor, ids_ba: Tensor, lengths_ba: Tensor) -> tuple[Tensor, Tensor]:
+    """The two orders as one batch: (B, Tab), (B,), (B, Tba), (B,) → (2B, T) ids right-padded with 0
+    (T = max(Tab, Tba)) and (2B,) lengths; rows ``[:B]`` are ``s1 → s2``, ``[B:]`` ``s2 → s1``."""
+    steps = max(ids_ab.size(1), ids_ba.size(1))
+    padded = [torch.nn.functional.pad(ids, (0, steps - ids.size(1))) for ids in (ids_ab, ids_ba)]
+    return torch.cat(padded), torch.cat([lengths_ab, lengths_ba])  # (2B, T), (2B,)

@@ -120,7 +120,9 @@ class PairDataModule(pl.LightningDataModule):
     :meth:`setup`, once the CLI has attached the resolved encoder.
 
     Args:
-        batch_size: pairs per batch.
+        batch_size: pairs per training batch.
+        eval_batch_size: pairs per batch of the dev and test passes (no gradients; the logits of a
+            pair do not depend on its batch, so this changes their speed only).
         train_fraction: a seeded subsample of train, stratified over the labels (learning curves).
         subsample_seed: seed of that subsample (default: the run's ``seed_everything``).
         max_pairs: cap every split at its first N pairs (smoke tests).
@@ -136,6 +138,7 @@ class PairDataModule(pl.LightningDataModule):
     def __init__(
         self,
         batch_size: int = 32,
+        eval_batch_size: int = 256,
         train_fraction: float = 1.0,
         subsample_seed: int | None = None,
         max_pairs: int | None = None,
@@ -145,11 +148,14 @@ class PairDataModule(pl.LightningDataModule):
         **pair_data,
     ):
         super().__init__()
+        if eval_batch_size < 1:
+            raise UserError(f"--data.eval_batch_size={eval_batch_size}: must be at least 1")
         self.save_hyperparameters(logger=False)
         self.pair_data = load_pair_data(PairDataSpec(**pair_data))
         self.pairs = {split: self.pair_data.split(split) for split in SPLITS}
         if max_pairs is not None:  # cap first, so that train_fraction still subsamples a capped run
             self.pairs = {name: pairs[:max_pairs] for name, pairs in self.pairs.items()}
+        self.all_pairs = dict(self.pairs)  # before the subsample: the feature store's sentences
         seed = subsample_seed if subsample_seed is not None else torch.initial_seed() % 2**32
         self.pairs["train"] = subsample(self.pairs["train"], train_fraction, seed)
         self.content_hash = self.pair_data.content_hash
@@ -183,12 +189,14 @@ class PairDataModule(pl.LightningDataModule):
                   else f"{data.name} {split}"): pairs for split, pairs in self.pairs.items()}
         longest = longest_input(named, encoder, input_kind, self.hparams.max_tokens)
         if input_kind == "features":
-            check_frozen_memory(encoder, self.hparams.batch_size, longest, self.hparams.max_tokens,
-                                available_bytes("cpu"))
+            largest = max(self.hparams.batch_size, self.hparams.eval_batch_size)
+            check_frozen_memory(encoder, largest, longest, self.hparams.max_tokens, available_bytes("cpu"))
 
     def sentences(self) -> list[str]:
-        """Unique sentences of all splits, in first-seen order (the feature store's rows)."""
-        return list(dict.fromkeys(s for name in SPLITS for p in self.pairs[name] for s in (p.sentence1, p.sentence2)))
+        """Unique sentences of all splits, in first-seen order (the feature store's rows): of the
+        whole train split, not only the ``train_fraction`` subsample, so that every fraction and
+        subsample seed of one encoder and data set reads one feature cache, computed once."""
+        return list(dict.fromkeys(s for name in SPLITS for p in self.all_pairs[name] for s in (p.sentence1, p.sentence2)))
 
     def setup(self, stage: str | None = None) -> None:
         if self.collators is not None:
@@ -235,7 +243,8 @@ class PairDataModule(pl.LightningDataModule):
             lengths = [max(self.lengths[a], self.lengths[b]) for a, b in zip(collate.first, collate.second)]
         indices = range(len(lengths))
         sampler = RandomSampler(indices) if shuffle else SequentialSampler(indices)
-        batches = BucketBatchSampler(sampler, self.hparams.batch_size, drop_last=False, lengths=lengths,
+        size = self.hparams.batch_size if shuffle else self.hparams.eval_batch_size
+        batches = BucketBatchSampler(sampler, size, drop_last=False, lengths=lengths,
                                      pool_batches=50 if shuffle else len(lengths))
         return DataLoader(indices, batch_sampler=batches, collate_fn=collate, num_workers=self.hparams.num_workers)
 

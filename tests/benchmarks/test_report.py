@@ -298,3 +298,20 @@ def test_print_summary_shows_gap_ci_and_p(capsys, tmp_path):
     assert twin.endswith("—")
     assert any(line.strip().startswith("elmo-dense-one") and "†" in line and line.endswith("—") for line in lines)
     assert any(line.strip().startswith("† one seed pair") for line in lines)
+
+
+def test_the_report_sums_each_methods_cell_times(benchmark, tmp_path):
+    runs, _, results = benchmark
+    learned = runs["kind"] != "baseline"
+    timed = runs.assign(time_total_s=np.where(learned, 30.0 + runs["seed"], np.nan),
+                        time_fit_s=np.where(learned, 26.0, np.nan), time_eval_s=np.where(learned, 2.0, np.nan))
+    write_outputs(tmp_path, results, timed, CONTEXT)
+    report = (tmp_path / "report.md").read_text()
+    section = report.split("## Where the cells' time went")[1].split("\n## ")[0]
+    row = next(line for line in section.splitlines() if line.startswith("| `elmo-scalar-pool-mlp` |"))
+    # 3 seeds: totals 30 + 31 + 32 s = 1.55 min, fit 3 × 26 s = 1.3 min, eval 0.1 min; median overhead 5 s
+    assert [cell.strip() for cell in row.split("|")[2:-1]] == ["3", "1.6", "1.3", "0.1", "5.0"]
+    assert "`majority`" not in section  # baselines have no time metrics
+    untimed = (tmp_path / "untimed")
+    write_outputs(untimed, results, runs, CONTEXT)
+    assert "Where the cells' time went" not in (untimed / "report.md").read_text()

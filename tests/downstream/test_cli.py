@@ -100,6 +100,16 @@ def test_smoke_run_tags_metrics_and_params(store, smoke):
     assert len(params["encoder_fingerprint"]) == 64
 
 
+def test_smoke_run_logs_where_its_time_went(smoke):
+    run = smoke["run"]
+    metrics = run.data.metrics
+    fit, evaluation, total = metrics["time_fit_s"], metrics["time_eval_s"], metrics["time_total_s"]
+    assert fit > 0 and evaluation > 0
+    assert total > fit + evaluation + 0.5  # from the process's start: its imports and start-up count
+    lifetime = (run.info.end_time - run.info.start_time) / 1000  # the run exists after the CLI has parsed
+    assert lifetime - 1.0 < total
+
+
 def test_smoke_run_predictions_recompute_the_metrics(store, smoke, tmp_path):
     run = smoke["run"]
     client = MlflowClient(store["uri"])
