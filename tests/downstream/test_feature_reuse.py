@@ -127,7 +127,7 @@ def test_batches_hold_each_sentence_and_zero_padding(rows):
 
 
 def test_every_train_fraction_reads_the_features_of_the_whole_data_set(mrpc_dir):
-    from downstream.pairs import PairDataModule
+    from downstream.pair_datamodule import PairDataModule
 
     whole = PairDataModule(mrpc_dir=str(mrpc_dir), cache_dir="none", max_pairs=200)
     tenth = PairDataModule(mrpc_dir=str(mrpc_dir), cache_dir="none", max_pairs=200, train_fraction=0.1,

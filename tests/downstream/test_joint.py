@@ -10,7 +10,7 @@ import torch
 
 from benchmarks.finetune_speed import one_pass_per_order, two_pass_joint
 from downstream.joint import JointClassifier, both_orders
-from pretrain.models.transformer import TransformerLM
+from pretrain.models.transformer import TransformerConfig, TransformerLM
 
 
 def pair_batch(seed: int, extra_ba: int = 0):
@@ -28,8 +28,8 @@ def pair_batch(seed: int, extra_ba: int = 0):
 
 def models(dropout: float = 0.0):
     torch.manual_seed(0)
-    language_model = TransformerLM(40, num_layers=2, hidden_size=16, num_heads=2, max_positions=32,
-                                   dropout=dropout, attention_dropout=dropout)
+    language_model = TransformerLM(TransformerConfig(vocab_size=40, num_layers=2, hidden_size=16, num_heads=2,
+                                                     max_positions=32, dropout=dropout, attention_dropout=dropout))
     return language_model, JointClassifier(16, dropout=dropout)
 
 

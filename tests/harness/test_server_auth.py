@@ -11,7 +11,7 @@ import pytest
 
 from harness.errors import UserError
 from harness.secret_files import read_secret, secret
-from downstream.cli import FinetuneCLI
+from harness.datasets.registry import dataset_name
 from harness.server import TEAM_EXPERIMENTS, TEAM_MODELS, main, without_password
 from pretrain.cli import PretrainCLI
 from pretrain.families import pretrained_families
@@ -100,7 +100,7 @@ def test_a_refusal_names_the_variable_to_set_or_the_permission(monkeypatch):
 
 def test_the_resources_the_server_creates_are_the_stages_own():
     """harness may not import the stages, so the server names their experiments and encoder models."""
-    assert set(TEAM_EXPERIMENTS) == {PretrainCLI.experiment, FinetuneCLI.experiment}
+    assert set(TEAM_EXPERIMENTS) == {PretrainCLI.experiment, dataset_name({})}  # finetune runs: the data set's name
     assert set(TEAM_MODELS) == {model_name(family, stage) for family in pretrained_families()
                                 for stage in ("general", "task")}
 
