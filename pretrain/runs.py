@@ -161,9 +161,18 @@ def load_encoder(reference: str | os.PathLike | EncoderReference, device: str = 
     ``hf:<owner>/<name>``, ``reference:<name>``: ``pretrain.hf_encoder``), or
     ``random:<one of those>@<seed>`` (its random-init twin; seed 0 when none is given).
 
+    Loading draws nothing from the global random stream (building a model before its weights are
+    loaded would), so a seeded run's head starts alike whether its process loaded the encoder or
+    reused one it had loaded before (``downstream.encoder_reuse``).
+
     Returns:
         :class:`Encoder` in eval mode, parameters with ``requires_grad=False``.
     """
+    with torch.random.fork_rng(devices=[]):
+        return _load_encoder(reference, device)
+
+
+def _load_encoder(reference: str | os.PathLike | EncoderReference, device: str) -> Encoder:
     if not isinstance(reference, EncoderReference):
         reference = EncoderReference.parse(str(reference))
     shown = str(reference.source)  # errors name the source as the caller wrote it

@@ -65,3 +65,18 @@ def test_fine_tuning_trains_a_copy_never_the_kept_encoder(tmp_path, save_encoder
         next(tuned.encoder.model.parameters()).add_(1.0)  # what a training step does to the copy
     assert torch.equal(next(kept.model.parameters()), before)
     assert all(not p.requires_grad for p in kept.model.parameters())  # still frozen
+
+
+def test_a_seeded_head_starts_alike_whether_its_encoder_was_loaded_or_kept(tmp_path, save_encoder, monkeypatch):
+    """Loading draws nothing from the global random stream: a worker's later cell starts its head
+    as a fresh process would (before, building the encoder's model moved the stream on)."""
+    path, _ = save_encoder("elmo", tmp_path)
+    loads = counting_loads(monkeypatch)
+    states = []
+    with reuse_between_cells():
+        for _ in range(2):  # the first loads the encoder, the second reuses it
+            torch.manual_seed(7)
+            states.append(pair_classifier(str(path), head="pool-mlp").state_dict())
+    assert len(loads) == 1 and states[0].keys() == states[1].keys()
+    for name, first in states[0].items():
+        assert torch.equal(first, states[1][name]), name
