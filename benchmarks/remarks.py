@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from benchmarks.multiplicity import chance_remark
-from benchmarks.results import COLLAPSED_COLUMN
+from benchmarks.results import COLLAPSED_COLUMN, TFIDF_BASELINE
 from benchmarks.run_table import (SETTING, controls, curve_methods, full_fraction_method, setting_label, settings,
                                   text_column)
 from benchmarks.stats import NO_SEED_REPLICATION, PVALUE_COLUMN
@@ -76,13 +76,12 @@ def remarks(results: pd.DataFrame, runs: pd.DataFrame, published: set[str] = fro
         best = max(full, key=lambda method: accuracy[method])
         line = f"Best method by mean test accuracy: `{best}` ({accuracy[best]:.1f}%)"
         line += " (published and reference encoders left out)." if published else "."
-        for baseline in ("tfidf-lr", "majority"):
+        for baseline in (TFIDF_BASELINE, "majority"):
             if baseline in table.index and baseline != best:
                 gap = accuracy[best] - accuracy[baseline]
-                line += f" {gap:+.1f} points vs `{baseline}` ({accuracy[baseline]:.1f}%)."
-        if best == "tfidf-lr":
-            line += " No learned representation beats the TF-IDF baseline."
+                line += f" {gap:+.1f} points vs `{baseline}` ({accuracy[baseline]:.1f}%; difference of means)."
         remarks.append(line)
+    remarks += _tfidf_remarks(table, accuracy)
     many = chance_remark(table["gap_ci_low"], table["gap_ci_high"], table.get("p_adjusted"))
     if many:
         remarks.append(f"Gaps to the random twin: {many}")
@@ -103,6 +102,36 @@ def remarks(results: pd.DataFrame, runs: pd.DataFrame, published: set[str] = fro
                        "that includes 0; `benchmarks.stats.minimum_detectable_effect` gives the MDE of a planned "
                        "number of seeds and test items.")
     return remarks + _curve_remarks(runs, table, accuracy)
+
+
+def _tfidf_gap(method: str, row: pd.Series) -> str:
+    return (f"`{method}` {points(row['gap_vs_tfidf'])} (CI {points(row['gap_vs_tfidf_ci_low'])} to "
+            f"{points(row['gap_vs_tfidf_ci_high'])})")
+
+
+def _tfidf_remarks(table: pd.DataFrame, accuracy: pd.Series) -> list[str]:
+    """Each method against TF-IDF + LR, by where its CI of ``gap_vs_tfidf`` lies: above 0, below 0 or
+    across it; one-seed rows have no CI. [] without a TF-IDF comparison."""
+    if "gap_vs_tfidf" not in table or TFIDF_BASELINE not in table.index:
+        return []
+    compared = table[table["gap_vs_tfidf"].notna()]
+    if not len(compared):
+        return []
+    low, high = compared["gap_vs_tfidf_ci_low"], compared["gap_vs_tfidf_ci_high"]
+    groups = [("above it (CI above 0)", compared[low > 0]), ("below it (CI below 0)", compared[high < 0]),
+              ("no measurable difference (CI includes 0)", compared[(low <= 0) & (high >= 0)])]
+    pieces = [f"{label}: " + ", ".join(_tfidf_gap(method, row) for method, row in group.iterrows())
+              for label, group in groups if len(group)]
+    alone = compared[low.isna()]
+    if len(alone):
+        pieces.append(f"{NO_SEED_REPLICATION}, so no test: " + ", ".join(f"`{method}`" for method in alone.index))
+    line = (f"Against TF-IDF + LR (`{TFIDF_BASELINE}`, {number(accuracy[TFIDF_BASELINE], '.1f')}%; each method's "
+            "seeds × test "
+            "items against its predictions, gap in points with its 95% CI) — " + "; ".join(pieces) + ".")
+    if low.notna().any() and not (low > 0).any():
+        line += " No method is measurably above TF-IDF + LR (a CI that includes 0 is not evidence of no gap)."
+    many = chance_remark(low, high, what="CIs against TF-IDF")
+    return [line] + ([f"Gaps to TF-IDF + LR: {many}"] if many else [])
 
 
 def _span(values: pd.Series) -> str:

@@ -45,13 +45,19 @@ def _table(header: list[str], rows: list[list]) -> list[str]:
     return lines + ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
 
 
-def _gap_cell(row: pd.Series) -> str:
-    """``+5.0 (+1.2, +8.8)`` in points; ``+5.0 (no seed replication)`` with one seed pair; — without a twin."""
-    if pd.isna(row.get("gap_vs_random", np.nan)):
+TWIN_GAP = ("gap_vs_random", "gap_ci_low", "gap_ci_high")
+TFIDF_GAP = ("gap_vs_tfidf", "gap_vs_tfidf_ci_low", "gap_vs_tfidf_ci_high")
+
+
+def _gap_cell(row: pd.Series, columns: tuple[str, str, str] = TWIN_GAP) -> str:
+    """``+5.0 (+1.2, +8.8)`` in points; ``+5.0 (no seed replication)`` with one seed pair; — without a
+    comparison. ``columns``: the gap and its CI ends (``TWIN_GAP`` or ``TFIDF_GAP``)."""
+    gap, low, high = (row.get(column, np.nan) for column in columns)
+    if pd.isna(gap):
         return "—"
-    if pd.isna(row.get("gap_ci_low", np.nan)):
-        return f"{points(row['gap_vs_random'])} ({NO_SEED_REPLICATION})"
-    return f"{points(row['gap_vs_random'])} ({points(row['gap_ci_low'])}, {points(row['gap_ci_high'])})"
+    if pd.isna(low):
+        return f"{points(gap)} ({NO_SEED_REPLICATION})"
+    return f"{points(gap)} ({points(low)}, {points(high)})"
 
 
 def _config(config) -> str:
@@ -177,19 +183,26 @@ def _f1_kind(context: dict) -> str:
 def _markdown(results: pd.DataFrame, runs: pd.DataFrame, context: dict, figures: list[Path],
               study: pd.DataFrame | None = None) -> str:
     wall = context.get("wall_seconds")
+    adjusted, against_tfidf = "p_adjusted" in results, "gap_vs_tfidf" in results  # older tables lack them
     lines = [f"# Benchmark report: {context.get('name', 'benchmark')}", "",
              f"- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}",
              f"- parent run: `{context.get('parent_run_id', '—')}`",
              f"- wall time: {'—' if wall is None else f'{wall / 60:.1f} min ({wall:.0f} s)'}",
              "", "## Results", "", "Accuracy and F1 in %, mean ± std (min–max) over seeds; "
              f"{_split_sizes(results, runs, context)}{_f1_kind(context)}. Gap vs the random-init twin on test "
-             "accuracy in points, with its 95% CI (see How to read).", ""]
+             "accuracy in points, with its 95% CI (see How to read)"
+             + ("; `p_adjusted`: Holm's adjustment of `p` over the report's twin comparisons" if adjusted else "")
+             + ("; gap vs TF-IDF: each method against `tfidf-lr`, in points, with its 95% CI" if against_tfidf
+                else "") + ".", ""]
     published = published_methods(runs, context)
     rows = [[f"`{row['method']}`", int(row["n_seeds"]), *[_percent(row, metric) for metric in METRICS],
-             _gap_cell(row), number(row.get(PVALUE_COLUMN), ".3g"), mde(row.get("mde_vs_random", np.nan)),
+             _gap_cell(row), number(row.get(PVALUE_COLUMN), ".3g"),
+             *([number(row["p_adjusted"], ".3g")] if adjusted else []), mde(row.get("mde_vs_random", np.nan)),
+             *([_gap_cell(row, TFIDF_GAP)] if against_tfidf else []),
              f"⚠ {int(row[COLLAPSED_COLUMN])}/{int(row['n_seeds'])}" if row.get(COLLAPSED_COLUMN, 0) > 0 else "no"]
             for _, row in results.iterrows()]
-    header = ["method", "seeds", "dev acc", "dev F1", "test acc", "test F1", "gap vs random (95% CI)", "p", "MDE",
+    header = ["method", "seeds", "dev acc", "dev F1", "test acc", "test F1", "gap vs random (95% CI)", "p",
+              *(["p_adjusted"] if adjusted else []), "MDE", *(["gap vs TF-IDF (95% CI)"] if against_tfidf else []),
               "collapsed"]
     own = [row for row, method in zip(rows, results["method"]) if method not in published]
     lines += _table(header, own) if own else ["(no encoder pretrained here in this benchmark)"]
@@ -199,7 +212,8 @@ def _markdown(results: pd.DataFrame, runs: pd.DataFrame, context: dict, figures:
     studied = study is not None and len(study) > 0
     if studied:
         lines += [""] + study_tables(study)
-    said = (study_remarks(study) if studied else []) + remarks(results, runs, published)
+    comparisons = int(results["p_adjusted"].notna().sum()) if "p_adjusted" in results else None
+    said = (study_remarks(study, comparisons) if studied else []) + remarks(results, runs, published)
     lines += ["", "## Remarks", ""] + [f"- {remark}" for remark in said]
     anchors = context["anchors"] if "anchors" in context else published_anchors(context.get("dataset"))
     if anchors:

@@ -3,7 +3,7 @@ pretraining pay, for which family, with how much text and how many labels?
 
 For every pretrained method (encoder × transfer × head × labelled fraction) the table gives the
 accuracy gap over its random-init twin with the 95% CI and p of ``benchmarks.stats`` (seeds and
-test items both random). Two figures: the gap against the labelled fraction, one line per
+test items both random) and, where results carry it, the Holm-adjusted p the remarks rely on. Two figures: the gap against the labelled fraction, one line per
 encoder/transfer/head, and the gap at the full labelled set against the pretraining text's size
 (whitespace words), one line per family/transfer/head.
 """
@@ -17,6 +17,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from benchmarks.run_table import text_column, train_fractions
+
+ALPHA = 0.05  # a gap holds below this Holm-adjusted p
 
 
 def study_rows(results: pd.DataFrame, runs: pd.DataFrame, encoders: list[dict]) -> pd.DataFrame:
@@ -42,7 +44,8 @@ def study_rows(results: pd.DataFrame, runs: pd.DataFrame, encoders: list[dict]) 
                      **{key: 100 * result.get(column, np.nan) for key, column in
                         (("gap", "gap_vs_random"), ("low", "gap_ci_low"), ("high", "gap_ci_high"),
                          ("mde", "mde_vs_random"))},
-                     "p": result.get("p_value_vs_random", np.nan)})
+                     "p": result.get("p_value_vs_random", np.nan),
+                     **({"p_adjusted": result["p_adjusted"]} if "p_adjusted" in result else {})})
     return pd.DataFrame(rows)
 
 
@@ -51,13 +54,15 @@ def _gap_text(row: pd.Series) -> str:
         return "—"
     if pd.isna(row["low"]):
         return f"{row['gap']:+.1f} (no seed replication)"
-    return f"{row['gap']:+.1f} ({row['low']:+.1f}, {row['high']:+.1f}) p={row['p']:.2g}"
+    holm = f" p_adj={row['p_adjusted']:.2g}" if pd.notna(row.get("p_adjusted", np.nan)) else ""
+    return f"{row['gap']:+.1f} ({row['low']:+.1f}, {row['high']:+.1f}) p={row['p']:.2g}{holm}"
 
 
 def study_tables(rows: pd.DataFrame) -> list[str]:
     """Markdown: per family, rows = encoder (corpus) · transfer · head, columns = labelled fraction."""
     lines = ["## Transfer study: gap to the random-init twin", "",
-             "Test accuracy gap (pretrained − twin, points) with its 95% CI and p, per labelled fraction. "
+             "Test accuracy gap (pretrained − twin, points) with its 95% CI and p (p_adj: Holm-adjusted over the "
+             "report's twin comparisons, where computed), per labelled fraction. "
              "Each pair shares family, architecture, tokenizer, transfer, head, data and seeds; only the "
              "encoder's weights differ.", ""]
     fractions = sorted(rows["fraction"].unique())
@@ -78,22 +83,42 @@ def study_tables(rows: pd.DataFrame) -> list[str]:
     return lines
 
 
-def study_remarks(rows: pd.DataFrame) -> list[str]:
-    """What the numbers say, per family: the largest gap whose CI excludes 0, or that none does."""
+def _holds(tested: pd.DataFrame, side: str) -> pd.DataFrame:
+    """The comparisons whose gap is on ``side`` ("above" or "below" 0) and holds: Holm-adjusted p <
+    0.05 where the rows carry ``p_adjusted``, else a CI that excludes 0."""
+    signed = tested["low"] > 0 if side == "above" else tested["high"] < 0
+    if "p_adjusted" in tested:
+        signed &= tested["p_adjusted"] < ALPHA
+    return tested[signed]
+
+
+def study_remarks(rows: pd.DataFrame, comparisons: int | None = None) -> list[str]:
+    """What the numbers say, per family: its largest gap that holds (Holm-adjusted p < 0.05, or a CI
+    that excludes 0 for tables without ``p_adjusted``), or that none does. ``comparisons``: how many
+    twin comparisons Holm adjusted over (default: the rows' adjusted p-values)."""
+    adjusted = "p_adjusted" in rows
+    if adjusted and comparisons is None:
+        comparisons = int(rows["p_adjusted"].notna().sum())
+    holm = f"p_adjusted < {ALPHA:g}, Holm over the report's {comparisons} twin comparisons"
+    rule = holm if adjusted else "CI above 0, not adjusted for the number of comparisons"
     remarks = []
     for family, group in rows.groupby("family", sort=False):
         tested = group[group["low"].notna()]  # comparisons with a CI (one seed pair has none)
-        winning = tested[tested["low"] > 0].sort_values("gap", ascending=False)
-        losing = tested[tested["high"] < 0]
+        winning = _holds(tested, "above").sort_values("gap", ascending=False)
+        losing = _holds(tested, "below")
+        above = int((tested["low"] > 0).sum())
         if len(winning):
             top = winning.iloc[0]
             remarks.append(f"{family}: pretraining pays most with `{top['method']}`: {_gap_text(top)} over its twin "
-                           f"({len(winning)} of {len(tested)} comparisons have a CI above 0).")
+                           f"— the largest of the {len(winning)} gaps that hold ({rule}) among the family's "
+                           f"{len(tested)} tested comparisons.")
         elif len(tested):
-            remarks.append(f"{family}: no comparison's CI excludes 0 on the positive side ({len(tested)} tested; "
-                           f"median MDE {tested['mde'].median():.1f} points) — no measurable transfer here.")
+            before = (f"; {above} had a CI above 0 before Holm's adjustment" if adjusted and above else "")
+            remarks.append(f"{family}: no gap over the twin holds ({rule}; {len(tested)} tested{before}; median MDE "
+                           f"{tested['mde'].median():.1f} points) — no measurable transfer here.")
         if len(losing):
-            remarks.append(f"{family}: the random twin is ahead (CI below 0) for "
+            behind = f"CI below 0, {holm}" if adjusted else "CI below 0, not adjusted for the number of comparisons"
+            remarks.append(f"{family}: the random twin is ahead ({behind}) for "
                            + ", ".join(f"`{m}`" for m in losing["method"]) + ".")
     return remarks
 
