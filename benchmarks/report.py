@@ -183,7 +183,8 @@ def _f1_kind(context: dict) -> str:
 def _markdown(results: pd.DataFrame, runs: pd.DataFrame, context: dict, figures: list[Path],
               study: pd.DataFrame | None = None) -> str:
     wall = context.get("wall_seconds")
-    adjusted, against_tfidf = "p_adjusted" in results, "gap_vs_tfidf" in results  # older tables lack them
+    adjusted = "p_adjusted" in results  # older tables lack it and the TF-IDF gap
+    against_tfidf = "gap_vs_tfidf" in results and results["gap_vs_tfidf"].notna().any()  # not without tfidf-lr
     lines = [f"# Benchmark report: {context.get('name', 'benchmark')}", "",
              f"- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}",
              f"- parent run: `{context.get('parent_run_id', '—')}`",

@@ -315,3 +315,109 @@ def test_the_report_sums_each_methods_cell_times(benchmark, tmp_path):
     untimed = (tmp_path / "untimed")
     write_outputs(untimed, results, runs, CONTEXT)
     assert "Where the cells' time went" not in (untimed / "report.md").read_text()
+
+
+def remarks_of(report: str) -> list[str]:
+    return [line for line in report.split("## Remarks", 1)[1].split("\n## ", 1)[0].splitlines() if line.startswith("- ")]
+
+
+def tfidf_remark(report: str) -> str:
+    (line,) = [line for line in remarks_of(report) if line.startswith("- Against TF-IDF + LR")]
+    return line
+
+
+def tfidf_groups(line: str) -> dict[str, str]:
+    """The TF-IDF remark's groups: ``{"above it": "…", "below it": "…", …}``."""
+    groups = {}
+    for piece in line.split(" — ", 1)[1].split(". No method")[0].rstrip(".").split("; "):
+        label, _, names = piece.partition(": ")
+        groups[label.split(" (")[0].split(",")[0]] = names
+    return groups
+
+
+def test_the_tfidf_remark_follows_the_ci_not_the_means(benchmark, tmp_path):
+    runs, _, results = benchmark
+    write_outputs(tmp_path, results, runs, CONTEXT)
+    report = (tmp_path / "report.md").read_text()
+    table = results.set_index("method")
+    tfidf = table.loc["tfidf-lr", "test_acc_mean"]
+    ahead_by_mean = table[(table["test_acc_mean"] > tfidf) & (table["gap_vs_tfidf_ci_low"] < 0)]
+    above = table[table["gap_vs_tfidf_ci_low"] > 0]
+    assert len(ahead_by_mean) and len(above)  # the fixture has both kinds
+    groups = tfidf_groups(tfidf_remark(report))
+    for method in above.index:
+        assert f"`{method}`" in groups["above it"], method
+    for method in ahead_by_mean.index:  # a higher mean whose CI includes 0 is not "better"
+        assert f"`{method}`" not in groups["above it"] and f"`{method}`" in groups["no measurable difference"]
+    row = above.iloc[0]
+    assert (f"`{above.index[0]}` {100 * row['gap_vs_tfidf']:+.1f} (CI {100 * row['gap_vs_tfidf_ci_low']:+.1f} to "
+            f"{100 * row['gap_vs_tfidf_ci_high']:+.1f})") in groups["above it"]
+    for baseline in ("majority", "tfidf-lr"):
+        assert f"`{baseline}`" not in tfidf_remark(report).split(" — ", 1)[1]
+    excluding = int(((table["gap_vs_tfidf_ci_low"] > 0) | (table["gap_vs_tfidf_ci_high"] < 0)).sum())
+    tested = int(table["gap_vs_tfidf_ci_low"].notna().sum())
+    assert f"Gaps to TF-IDF + LR: {excluding} of {tested} CIs against TF-IDF exclude 0" in report
+
+
+def test_tfidf_ahead_by_mean_is_no_claim_that_nothing_beats_it(tmp_path):
+    """TF-IDF has the best mean; a method a little below it has a CI across 0: neither "beats" nor
+    "does not beat" is said from the means."""
+    cells = [cell if cell[0] != "tfidf-lr" else (*cell[:6], 0.90, 1) for cell in CELLS]
+    cells = [cell if cell[0] != "elmo-scalar-pool-mlp" else (*cell[:6], 0.89, 3) for cell in cells]
+    runs, preds = make_benchmark(cells)
+    results = build_results(runs, preds)
+    write_outputs(tmp_path, results, runs, {})
+    report = (tmp_path / "report.md").read_text()
+    table = results.set_index("method")
+    assert table["test_acc_mean"].idxmax() == "tfidf-lr"
+    close = table.loc["elmo-scalar-pool-mlp"]
+    assert close["gap_vs_tfidf"] < 0 < close["gap_vs_tfidf_ci_high"]
+    assert "No learned representation beats" not in report
+    line = tfidf_remark(report)
+    assert "`elmo-scalar-pool-mlp`" in tfidf_groups(line)["no measurable difference"]
+    assert "above it" not in tfidf_groups(line)
+    assert "No method is measurably above TF-IDF + LR (a CI that includes 0 is not evidence of no gap)" in line
+
+
+def test_the_table_shows_p_adjusted_and_the_gap_vs_tfidf(benchmark, tmp_path):
+    runs, _, results = benchmark
+    write_outputs(tmp_path, results, runs, CONTEXT)
+    lines = (tmp_path / "report.md").read_text().splitlines()
+    header = next(line for line in lines if line.startswith("| method |"))
+    cells = lambda line: [cell.strip() for cell in line.split("|")[1:-1]]  # noqa: E731
+    columns = cells(header)
+    assert columns[columns.index("p") + 1] == "p_adjusted" and "gap vs TF-IDF (95% CI)" in columns
+    row = results.set_index("method").loc["elmo-scalar-pool-mlp"]
+    values = dict(zip(columns, cells(next(line for line in lines if line.startswith("| `elmo-scalar-pool-mlp` |")))))
+    assert values["p_adjusted"] == f"{row['p_adjusted']:.3g}"
+    assert values["gap vs TF-IDF (95% CI)"] == (f"{100 * row['gap_vs_tfidf']:+.1f} ({100 * row['gap_vs_tfidf_ci_low']:+.1f}, "
+                                                f"{100 * row['gap_vs_tfidf_ci_high']:+.1f})")
+    baseline = dict(zip(columns, cells(next(line for line in lines if line.startswith("| `tfidf-lr` |")))))
+    assert baseline["gap vs TF-IDF (95% CI)"] == "—" and baseline["p_adjusted"] == "—"
+
+
+def test_an_older_table_renders_without_the_new_columns(benchmark, tmp_path):
+    runs, _, results = benchmark
+    write_outputs(tmp_path, results.drop(columns=NEW_COLUMNS), runs, CONTEXT)
+    report = (tmp_path / "report.md").read_text()
+    header = next(line for line in report.splitlines() if line.startswith("| method |"))
+    assert header == ("| method | seeds | dev acc | dev F1 | test acc | test F1 | gap vs random (95% CI) | p | MDE | "
+                      "collapsed |")
+    shown = report.split("## How to read")[0]
+    assert "Against TF-IDF + LR" not in shown and "p_adjusted" not in shown and "gap vs TF-IDF" not in shown
+    assert "vs `tfidf-lr`" in shown  # the best-method line keeps its difference of means, named as such
+
+
+def test_no_tfidf_remark_or_column_without_a_tfidf_run(tmp_path):
+    runs, preds = make_benchmark([cell for cell in CELLS if cell[0] != "tfidf-lr"])
+    write_outputs(tmp_path, build_results(runs, preds), runs, {})
+    shown = (tmp_path / "report.md").read_text().split("## How to read")[0]
+    assert "Against TF-IDF + LR" not in shown and "gap vs TF-IDF" not in shown
+
+
+def test_one_seed_rows_get_no_tfidf_verdict(tmp_path):
+    runs, preds = make_benchmark(CELLS + ONE_SEED)
+    write_outputs(tmp_path, build_results(runs, preds), runs, {})
+    groups = tfidf_groups(tfidf_remark((tmp_path / "report.md").read_text()))
+    assert groups[NO_SEED_REPLICATION] == "`elmo-dense-one`, `random-dense-one`"
+    assert all("`elmo-dense-one`" not in names for label, names in groups.items() if label != NO_SEED_REPLICATION)

@@ -133,6 +133,22 @@ def test_metric_keys_are_accepted_by_mlflow(tmp_path, name):
     assert client.get_run(run.info.run_id).data.metrics == {f"{metric_key(name)}/test_acc_mean": 0.5}
 
 
+def test_the_parent_logs_holm_and_the_gap_vs_tfidf_as_metrics_mlflow_accepts(tmp_path):
+    results = pd.DataFrame({"method": ["gpt-attn@0.1", "tfidf-lr"], "p_value_vs_random": [0.01, float("nan")],
+                            "p_adjusted": [0.04, float("nan")], "gap_vs_tfidf": [0.03, float("nan")],
+                            "gap_vs_tfidf_ci_low": [-0.01, float("nan")], "gap_vs_tfidf_ci_high": [0.07, float("nan")],
+                            "p_vs_tfidf": [0.12, float("nan")]})
+    metrics = summary_metrics(results)
+    assert metrics == {"gpt-attn_0.1/p_value_vs_random": 0.01, "gpt-attn_0.1/p_adjusted": 0.04,
+                       "gpt-attn_0.1/gap_vs_tfidf": 0.03, "gpt-attn_0.1/gap_vs_tfidf_ci_low": -0.01,
+                       "gpt-attn_0.1/gap_vs_tfidf_ci_high": 0.07, "gpt-attn_0.1/p_vs_tfidf": 0.12}
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    run = client.create_run("0").info.run_id
+    for key, value in metrics.items():
+        client.log_metric(run, key, value)
+    assert client.get_run(run).data.metrics == metrics
+
+
 def test_a_view_written_by_two_processes_at_once_is_written_again(tmp_path):
     """Two cells creating the same experiment on a server: the second first write of a new tag
     fails on the SQL primary key (seen on PostgreSQL); the view is then written as an update."""
