@@ -3,9 +3,10 @@ pretraining pay, for which family, with how much text and how many labels?
 
 For every pretrained method (encoder × transfer × head × labelled fraction) the table gives the
 accuracy gap over its random-init twin with the 95% CI and p of ``benchmarks.stats`` (seeds and
-test items both random) and, where results carry it, the Holm-adjusted p the remarks rely on. Two figures: the gap against the labelled fraction, one line per
-encoder/transfer/head, and the gap at the full labelled set against the pretraining text's size
-(whitespace words), one line per family/transfer/head.
+test items both random) and, where results carry it, the Holm-adjusted p the remarks rely on.
+Two figures: the gap against the labelled fraction, one line per encoder/transfer/head, and the
+gap at the full labelled set against the pretraining text's size (whitespace words), one line per
+family/transfer/head.
 """
 
 from __future__ import annotations
