@@ -110,9 +110,10 @@ def study_remarks(rows: pd.DataFrame, comparisons: int | None = None) -> list[st
         above = int((tested["low"] > 0).sum())
         if len(winning):
             top = winning.iloc[0]
+            which = ("the only gap that holds" if len(winning) == 1
+                     else f"the largest of the {len(winning)} gaps that hold")
             remarks.append(f"{family}: pretraining pays most with `{top['method']}`: {_gap_text(top)} over its twin "
-                           f"— the largest of the {len(winning)} gaps that hold ({rule}) among the family's "
-                           f"{len(tested)} tested comparisons.")
+                           f"— {which} ({rule}) among the family's {len(tested)} tested comparisons.")
         elif len(tested):
             before = (f"; {above} had a CI above 0 before Holm's adjustment" if adjusted and above else "")
             remarks.append(f"{family}: no gap over the twin holds ({rule}; {len(tested)} tested{before}; median MDE "

@@ -31,8 +31,11 @@ def test_pays_most_is_the_largest_gap_that_holds_and_says_among_how_many():
     (remark,) = study_remarks(study)
     assert remark.startswith("gpt: pretraining pays most with `gpt-cls`: +4.0 (+2.0, +6.0)")
     assert "p=0.001 p_adj=0.004" in remark  # the larger raw gap of gpt-attn does not hold after Holm
-    assert ("the largest of the 1 gaps that hold (p_adjusted < 0.05, Holm over the report's 3 twin comparisons) "
+    assert ("the only gap that holds (p_adjusted < 0.05, Holm over the report's 3 twin comparisons) "
             "among the family's 3 tested comparisons") in remark
+    study.loc[0, "p_adjusted"] = 0.03  # now both hold: the larger is chosen, among 2
+    (remark,) = study_remarks(study)
+    assert "pays most with `gpt-attn`" in remark and "the largest of the 2 gaps that hold" in remark
 
 
 def test_the_twin_ahead_needs_holm_too():
