@@ -220,6 +220,9 @@ class RayEngine:
 
         if not self.started or not handles:
             return
+        # only tasks still running: cancelling one that is completing can crash the driver
+        # (Ray's "Tried to complete task that was not pending", ray-project/ray#54846)
+        _, handles = ray.wait(list(handles), num_returns=len(handles), timeout=0)
         for handle in handles:
             ray.cancel(handle, force=False)
         deadline = time.monotonic() + CANCEL_GRACE

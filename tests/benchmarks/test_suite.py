@@ -395,7 +395,8 @@ def interrupted(first, parent_run, tmp_path_factory):
     (new cells, the encoder reused), interrupted with Ctrl-C once its first cell has finished."""
     root = tmp_path_factory.mktemp("interrupted")
     shutil.copy(first["root"] / "mlflow.db", root / "mlflow.db")
-    command = [argument.replace("--trainer.max_epochs=1", "--trainer.max_epochs=2") for argument in
+    # 4 epochs: a cell stays RUNNING long enough for the Ctrl-C below to find one (cells got faster)
+    command = [argument.replace("--trainer.max_epochs=1", "--trainer.max_epochs=4") for argument in
                suite_command(root)]
     env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}", "MRPC_DIR": str(first["mrpc_dir"]),
            "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
