@@ -115,7 +115,8 @@ def test_a_sqlite_store_with_two_nodes_is_refused_before_anything_runs(cluster, 
 
 
 def remove_when_busy(cluster: dict, uri: str, stop: threading.Event, removed: list) -> None:
-    """Remove the second node once it has finished a cell and is running another."""
+    """Remove the second node once it has finished a cell and has just started another (within the
+    last 2 s: cells take seconds, so one caught later may finish before the node goes)."""
     client = MlflowClient(uri)
     node_id = cluster["worker"].node_id
     while not stop.is_set():
@@ -123,8 +124,11 @@ def remove_when_busy(cluster: dict, uri: str, stop: threading.Event, removed: li
         if experiment is not None:
             runs = client.search_runs([experiment.experiment_id], f"tags.`harness.node` LIKE '%{node_id}'",
                                       max_results=1000)
-            statuses = {run.info.status for run in runs if run.data.tags.get("stage") == "finetune"}
-            if {"FINISHED", "RUNNING"} <= statuses:
+            cells = [run for run in runs if run.data.tags.get("stage") == "finetune"]
+            finished = any(run.info.status == "FINISHED" for run in cells)
+            started = any(run.info.status == "RUNNING" and time.time() * 1000 - run.info.start_time < 2000
+                          for run in cells)
+            if finished and started:
                 cluster["cluster"].remove_node(cluster["worker"], allow_graceful=False)
                 removed.append(time.time())
                 return
