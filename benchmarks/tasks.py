@@ -52,13 +52,21 @@ def cell_log(logs: Path, cell: Cell) -> Path:
     return logs / f"{cell.method}-seed{cell.seed}.log".replace(":", "")
 
 
+def reused_or_cleared(cell_hash: str, study: Study) -> str | None:
+    """The run of this cell that already finished under the parent, or None once the RUNNING
+    runs of its lost attempts are marked KILLED (the caller then runs it)."""
+    found = finished_child(ensure_experiment(study.experiment), cell_hash, study.parent)
+    if found is None:
+        end_lost_attempts(cell_hash, study.driver)
+    return found
+
+
 def run_cell(cell: Cell, cell_config: str, cell_hash: str, study: Study) -> dict:
     """One finetune cell under the parent run (single-threaded: ``cells.FINETUNE_THREADS``)."""
     started = time.perf_counter()
-    found = finished_child(ensure_experiment(study.experiment), cell_hash, study.parent)
+    found = reused_or_cleared(cell_hash, study)
     if found is not None:
         return result(found, started, reused=True)
-    end_lost_attempts(cell_hash, study.driver)
     run_id = finetune(cell, cell_config, study.experiment, study.parent, cell_hash, cell_log(study.logs, cell),
                       study.name, tags=attempt_tags(study.driver))
     return result(run_id, started)
@@ -67,10 +75,9 @@ def run_cell(cell: Cell, cell_config: str, cell_hash: str, study: Study) -> dict
 def run_baseline(cell: Cell, data: PairData, cell_hash: str, study: Study) -> dict:
     """One baseline (seconds) on the data the driver read and checked."""
     started = time.perf_counter()
-    found = finished_child(ensure_experiment(study.experiment), cell_hash, study.parent)
+    found = reused_or_cleared(cell_hash, study)
     if found is not None:
         return result(found, started, reused=True)
-    end_lost_attempts(cell_hash, study.driver)
     with intra_op_threads(1):
         run_id = baseline(cell, data, study.experiment, study.parent, cell_hash, study.name,
                           tags=attempt_tags(study.driver))
