@@ -1,4 +1,4 @@
-"""A finished benchmark read back from MLflow: one row per cell (metrics, mix weights, the parent
+"""A finished benchmark read back from MLflow: one row per cell (metrics, mix weights, steps, the parent
 it belongs to) and each cell's test predictions, the input of the results table and report."""
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from mlflow.tracking import MlflowClient
 from benchmarks.cells import Cell
 from benchmarks.stats import ID_COLUMNS, METRICS
 from harness.tracking import tracking_uri
+
+STEP_METRICS = ("train_steps", "train_epochs")  # how long each cell's fit ran (downstream.evaluation)
 
 
 def read_predictions(path: str) -> pd.DataFrame:
@@ -34,7 +36,7 @@ def run_table(done: list[tuple[Cell, str]]) -> tuple[pd.DataFrame, dict[str, pd.
                    "control": cell.control, **{m: metrics.get(m) for m in METRICS},
                    "encoder_layers": run.data.params.get("encoder_layers"),
                    **{f"{split}_pairs": run.data.params.get(f"{split}_pairs") for split in ("dev", "test")}}
-            row.update({k: v for k, v in metrics.items() if k.startswith(("mix_", "time_"))})
+            row.update({k: v for k, v in metrics.items() if k.startswith(("mix_", "time_")) or k in STEP_METRICS})
             rows.append(row)
             path = client.download_artifacts(run_id, "predictions/test.csv", scratch)
             predictions[run_id] = read_predictions(path)

@@ -15,7 +15,7 @@ import yaml
 
 from benchmarks.figures import write_figures
 from benchmarks.remarks import mde, number, points, remarks
-from benchmarks.results import COLLAPSED_COLUMN
+from benchmarks.results import COLLAPSED_COLUMN, STEPS_COLUMN
 from benchmarks.stats import METRICS, NO_SEED_REPLICATION, PVALUE_COLUMN
 from benchmarks.study import study_figures, study_remarks, study_rows, study_tables
 from harness.datasets.registry import published_anchors
@@ -185,6 +185,7 @@ def _markdown(results: pd.DataFrame, runs: pd.DataFrame, context: dict, figures:
     wall = context.get("wall_seconds")
     adjusted = "p_adjusted" in results  # older tables lack it and the TF-IDF gap
     against_tfidf = "gap_vs_tfidf" in results and results["gap_vs_tfidf"].notna().any()  # not without tfidf-lr
+    stepped = STEPS_COLUMN in results and results[STEPS_COLUMN].notna().any()  # cells that logged train_steps
     lines = [f"# Benchmark report: {context.get('name', 'benchmark')}", "",
              f"- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}",
              f"- parent run: `{context.get('parent_run_id', '—')}`",
@@ -194,17 +195,20 @@ def _markdown(results: pd.DataFrame, runs: pd.DataFrame, context: dict, figures:
              "accuracy in points, with its 95% CI (see How to read)"
              + ("; `p_adjusted`: Holm's adjustment of `p` over the report's twin comparisons" if adjusted else "")
              + ("; gap vs TF-IDF: each method against `tfidf-lr`, in points, with its 95% CI" if against_tfidf
-                else "") + ".", ""]
+                else "")
+             + ("; steps: the optimiser steps of a run's fit, mean over seeds (with `--data.equal_steps` a "
+                "fraction trains about the full training set's number)" if stepped else "") + ".", ""]
     published = published_methods(runs, context)
     rows = [[f"`{row['method']}`", int(row["n_seeds"]), *[_percent(row, metric) for metric in METRICS],
              _gap_cell(row), number(row.get(PVALUE_COLUMN), ".3g"),
              *([number(row["p_adjusted"], ".3g")] if adjusted else []), mde(row.get("mde_vs_random", np.nan)),
              *([_gap_cell(row, TFIDF_GAP)] if against_tfidf else []),
+             *([number(row.get(STEPS_COLUMN), ".0f")] if stepped else []),
              f"⚠ {int(row[COLLAPSED_COLUMN])}/{int(row['n_seeds'])}" if row.get(COLLAPSED_COLUMN, 0) > 0 else "no"]
             for _, row in results.iterrows()]
     header = ["method", "seeds", "dev acc", "dev F1", "test acc", "test F1", "gap vs random (95% CI)", "p",
               *(["p_adjusted"] if adjusted else []), "MDE", *(["gap vs TF-IDF (95% CI)"] if against_tfidf else []),
-              "collapsed"]
+              *(["steps"] if stepped else []), "collapsed"]
     own = [row for row, method in zip(rows, results["method"]) if method not in published]
     lines += _table(header, own) if own else ["(no encoder pretrained here in this benchmark)"]
     if published:

@@ -9,6 +9,7 @@ from benchmarks.run_table import controls, text_column
 from benchmarks.stats import PVALUE_COLUMN, compare_with_baseline, compare_with_twin, is_collapsed, results_table
 
 COLLAPSED_COLUMN = "collapsed_runs"
+STEPS_COLUMN = "train_steps_mean"  # mean optimiser steps of a method's runs (NaN for baselines)
 TFIDF_BASELINE = "tfidf-lr"  # every learned method is also tested against it (``gap_vs_tfidf``)
 
 
@@ -25,7 +26,8 @@ def build_results(runs: pd.DataFrame, test_predictions: dict[str, pd.DataFrame])
         DataFrame, one row per method (first-appearance order): ``method, n_seeds,
         {dev,test}_{acc,f1}_{mean,std,min,max}, p_value_vs_random, collapsed_runs, gap_vs_random,
         gap_ci_low, gap_ci_high, mde_vs_random, paired_seeds, paired_items, gap_test, p_adjusted,
-        gap_vs_tfidf, gap_vs_tfidf_ci_low, gap_vs_tfidf_ci_high, p_vs_tfidf``.
+        gap_vs_tfidf, gap_vs_tfidf_ci_low, gap_vs_tfidf_ci_high, p_vs_tfidf``, and ``train_steps_mean``
+        (the mean optimiser steps of its runs) where the runs logged ``train_steps``.
     """
     predicted = runs[runs["run_id"].isin(list(test_predictions))]
     by_seed = {method: {seed: test_predictions[run_id] for seed, run_id in zip(group["seed"], group["run_id"])}
@@ -48,4 +50,7 @@ def build_results(runs: pd.DataFrame, test_predictions: dict[str, pd.DataFrame])
     counts = collapsed.groupby("method")["collapsed"].sum()
     table.insert(table.columns.get_loc(PVALUE_COLUMN) + 1, COLLAPSED_COLUMN,  # the old columns keep their places
                  [int(counts.get(method, 0)) for method in table["method"]])
+    if "train_steps" in runs:  # the optimiser steps of a method's fits (cells logged since equal_steps)
+        steps = pd.to_numeric(runs["train_steps"], errors="coerce").groupby(runs["method"]).mean()
+        table[STEPS_COLUMN] = [steps.get(method, float("nan")) for method in table["method"]]
     return table

@@ -214,7 +214,8 @@ class FinetuneCLI(TrackedCLI):
             "── finetune finished " + "─" * 50,
             f"  method     {self.method()}  (encoder {self.model.encoder.source}, seed {self.setting('seed_everything')})",
             f"  train      {len(self.datamodule.pairs['train'])} pairs"
-            f" (fraction {self.setting('data.train_fraction'):g}); best dev epoch selected",
+            f" (fraction {self.setting('data.train_fraction'):g}), {results['train_steps']:.0f} optimiser steps"
+            f" in {results['train_epochs']:.0f} epochs; best dev epoch selected",
             f"  dev        acc {results['dev_acc']:.3f}  F1{f1_kind} {results['dev_f1']:.3f}"
             f"   ({dev_name}, {len(self.datamodule.pairs['dev'])} pairs)",
             f"  test       acc {results['test_acc']:.3f}  F1{f1_kind} {results['test_f1']:.3f}"

@@ -124,7 +124,8 @@ def rendered(figure) -> np.ndarray:
 class EvaluateBest(pl.Callback):
     """At the end of fit (before the run closes): reload the best dev checkpoint, predict dev and
     test, log ``dev_acc, dev_f1, test_acc, test_f1`` computed by sklearn from exactly the logged
-    ``predictions/{dev,test}.csv``, a confusion matrix and the mix-weight bar chart. The best
+    ``predictions/{dev,test}.csv``, the optimiser steps and epochs the fit took (``train_steps``,
+    ``train_epochs``), a confusion matrix and the mix-weight bar chart. The best
     checkpoint is read from the run's own checkpoint folder only, without running pickled code.
     Each figure is drawn once (``images``: name → pixels, which ``LogPredictionViews`` logs again
     as keyed images)."""
@@ -147,6 +148,7 @@ class EvaluateBest(pl.Callback):
             self.frames[split] = predictions_frame(data.pair_data, data.pairs[split], probabilities, indices)
             self.results.update(split_metrics(self.frames[split], split, data.pair_data))
         self.results.update(pl_module.mix_metrics())
+        self.results.update(train_steps=trainer.global_step, train_epochs=trainer.current_epoch)
         logger = trainer.logger
         client, run_id = logger.experiment, logger.run_id
         logger.log_metrics(self.results, step=trainer.global_step + 1)

@@ -23,6 +23,7 @@ import torch
 from sklearn.model_selection import train_test_split
 from torch.utils.data import DataLoader, RandomSampler, SequentialSampler
 
+from downstream.equal_steps import DEFAULT_MAX_REPEATS, epoch_size, repeated_indices
 from downstream.features import FeatureStore
 from downstream.input_limits import DEFAULT_MAX_TOKENS, check_frozen_memory, longest_input
 from downstream.joint_segments import SegmentBatches, segment_pair
@@ -125,6 +126,10 @@ class PairDataModule(pl.LightningDataModule):
             pair do not depend on its batch, so this changes their speed only).
         train_fraction: a seeded subsample of train, stratified over the labels (learning curves).
         subsample_seed: seed of that subsample (default: the run's ``seed_everything``).
+        equal_steps: with a ``train_fraction`` below 1, each training epoch repeats the subset up
+            to the whole train split's size (``downstream.equal_steps``), so a fraction trains the
+            full set's number of optimiser steps; the same for a pretrained cell and its twin.
+        max_repeats: with ``equal_steps``, at most this many passes over the subset per epoch.
         max_pairs: cap every split at its first N pairs (smoke tests).
         cache_dir: on-disk feature cache (``none``: keep features in memory).
         max_tokens: the longest sentence (GPT's joint input: pair sequence) in tokens; a longer one
@@ -141,6 +146,8 @@ class PairDataModule(pl.LightningDataModule):
         eval_batch_size: int = 256,
         train_fraction: float = 1.0,
         subsample_seed: int | None = None,
+        equal_steps: bool = False,
+        max_repeats: int = DEFAULT_MAX_REPEATS,
         max_pairs: int | None = None,
         cache_dir: str = str(REPO_ROOT / ".cache" / "features"),
         num_workers: int = 0,
@@ -150,6 +157,8 @@ class PairDataModule(pl.LightningDataModule):
         super().__init__()
         if eval_batch_size < 1:
             raise UserError(f"--data.eval_batch_size={eval_batch_size}: must be at least 1")
+        if max_repeats < 1:
+            raise UserError(f"--data.max_repeats={max_repeats}: must be at least 1")
         self.save_hyperparameters(logger=False)
         self.pair_data = load_pair_data(PairDataSpec(**pair_data))
         self.pairs = {split: self.pair_data.split(split) for split in SPLITS}
@@ -158,6 +167,10 @@ class PairDataModule(pl.LightningDataModule):
         self.all_pairs = dict(self.pairs)  # before the subsample: the feature store's sentences
         seed = subsample_seed if subsample_seed is not None else torch.initial_seed() % 2**32
         self.pairs["train"] = subsample(self.pairs["train"], train_fraction, seed)
+        self.epoch_order = None  # with equal_steps: an epoch's positions into the train subset
+        if equal_steps and len(self.pairs["train"]) < len(self.all_pairs["train"]):
+            size = epoch_size(len(self.all_pairs["train"]), len(self.pairs["train"]), max_repeats)
+            self.epoch_order = repeated_indices(len(self.pairs["train"]), size, seed)
         self.content_hash = self.pair_data.content_hash
         self.encoder = None
         self.input_kind = "features"
@@ -242,7 +255,9 @@ class PairDataModule(pl.LightningDataModule):
         else:
             lengths = [max(self.lengths[a], self.lengths[b]) for a, b in zip(collate.first, collate.second)]
         indices = range(len(lengths))
-        sampler = RandomSampler(indices) if shuffle else SequentialSampler(indices)
+        if split == "train" and shuffle and self.epoch_order is not None:  # equal_steps: the subset repeated
+            indices, lengths = self.epoch_order, [lengths[i] for i in self.epoch_order]
+        sampler = RandomSampler(range(len(indices))) if shuffle else SequentialSampler(range(len(indices)))
         size = self.hparams.batch_size if shuffle else self.hparams.eval_batch_size
         batches = BucketBatchSampler(sampler, size, drop_last=False, lengths=lengths,
                                      pool_batches=50 if shuffle else len(lengths))
@@ -268,5 +283,6 @@ class PairDataModule(pl.LightningDataModule):
                          for name, pairs in self.pairs.items()}
         described = {**dataset_params(data), "labels": json.dumps(data.labels), "num_classes": data.num_classes,
                      "f1_average": data.f1_average, "positive_label": data.positive_label}
-        return {**counts, **positives, **by_label, **described,
+        epoch = len(self.epoch_order) if self.epoch_order is not None else len(self.pairs["train"])
+        return {**counts, "train_epoch_pairs": epoch, **positives, **by_label, **described,
                 "feature_cache": self.store.key if self.store else None}

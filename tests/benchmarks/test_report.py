@@ -421,3 +421,20 @@ def test_one_seed_rows_get_no_tfidf_verdict(tmp_path):
     groups = tfidf_groups(tfidf_remark((tmp_path / "report.md").read_text()))
     assert groups[NO_SEED_REPLICATION] == "`elmo-dense-one`, `random-dense-one`"
     assert all("`elmo-dense-one`" not in names for label, names in groups.items() if label != NO_SEED_REPLICATION)
+
+
+def test_steps_per_method_in_results_and_the_table(benchmark, tmp_path):
+    runs, preds, _ = benchmark
+    learned = runs["kind"] != "baseline"
+    stepped = runs.assign(train_steps=np.where(learned, 100.0 + 10 * runs["seed"], np.nan))
+    results = build_results(stepped, preds)
+    table = results.set_index("method")
+    assert table.loc["elmo-scalar-pool-mlp", "train_steps_mean"] == pytest.approx(110.0)  # seeds 0, 1, 2
+    assert pd.isna(table.loc["majority", "train_steps_mean"])
+    assert list(results.columns[:-1]) == list(build_results(runs, preds).columns)  # a column added at the end
+    write_outputs(tmp_path, results, stepped, CONTEXT)
+    lines = (tmp_path / "report.md").read_text().splitlines()
+    columns = [cell.strip() for cell in next(line for line in lines if line.startswith("| method |")).split("|")[1:-1]]
+    row = next(line for line in lines if line.startswith("| `elmo-scalar-pool-mlp` |"))
+    values = dict(zip(columns, [cell.strip() for cell in row.split("|")[1:-1]]))
+    assert values["steps"] == "110" and columns[-2:] == ["steps", "collapsed"]

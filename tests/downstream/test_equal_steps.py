@@ -1,0 +1,129 @@
+"""Equal optimisation across label fractions (``--data.equal_steps``): the repeated subset is the
+stratified seeded subset, each epoch has the full split's size, pretrained and twin see the same
+pairs, and a fit logs the optimiser steps it took."""
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import pytorch_lightning as pl
+import torch
+from pytorch_lightning.loggers import Logger
+
+from downstream.cli import pair_classifier
+from downstream.equal_steps import epoch_size, repeated_indices
+from downstream.evaluation import EvaluateBest
+from downstream.pair_datamodule import PairDataModule
+from harness.datasets.mrpc import load_mrpc
+from harness.errors import UserError
+from pretrain.checkpoints import slim_checkpoint
+from pretrain.lit_bilm import LitBiLM
+from pretrain.tokenize import Tokenizer
+
+MAX_PAIRS = 64
+
+
+def test_epoch_size_is_the_full_split_up_to_max_repeats():
+    assert epoch_size(100, 10) == 100
+    assert epoch_size(100, 30) == 100  # 3.33 passes, trimmed to the full size
+    assert epoch_size(100, 5, max_repeats=10) == 50  # capped: 10 passes over 5 pairs
+    assert epoch_size(100, 100) == 100
+    with pytest.raises(ValueError, match="max_repeats=0"):
+        epoch_size(100, 10, max_repeats=0)
+
+
+def test_repeated_indices_are_seeded_permutations_trimmed():
+    state = torch.get_rng_state()
+    order = repeated_indices(30, 100, seed=3)
+    assert torch.equal(torch.get_rng_state(), state)  # the head's random stream is untouched
+    assert len(order) == 100
+    assert sorted(order[:30]) == list(range(30)) and order[:30] != list(range(30))  # a shuffled repeat
+    assert sorted(order[30:60]) == list(range(30)) and order[30:60] != order[:30]  # reshuffled each repeat
+    assert set(Counter(order).values()) == {3, 4}  # 100 = 3 passes + 10 pairs of a fourth
+    assert repeated_indices(30, 100, seed=3) == order
+    assert repeated_indices(30, 100, seed=4) != order
+
+
+def data_module(mrpc_dir: Path, **kwargs) -> PairDataModule:
+    return PairDataModule(mrpc_dir=str(mrpc_dir), batch_size=16, max_pairs=MAX_PAIRS, cache_dir="none",
+                          subsample_seed=0, train_fraction=0.25, **kwargs)
+
+
+def test_the_repeated_subset_is_the_stratified_seeded_subset(real_mrpc_dir):
+    plain, equal = data_module(real_mrpc_dir), data_module(real_mrpc_dir, equal_steps=True)
+    assert equal.pairs["train"] == plain.pairs["train"] and len(equal.pairs["train"]) == 16
+    full = load_mrpc(str(real_mrpc_dir)).train[:MAX_PAIRS]
+    assert abs(sum(p.label for p in equal.pairs["train"]) - sum(p.label for p in full) / 4) <= 1  # stratified
+    assert plain.epoch_order is None and len(equal.epoch_order) == MAX_PAIRS
+    assert Counter(equal.epoch_order) == Counter({index: 4 for index in range(16)})
+    assert data_module(real_mrpc_dir, equal_steps=True).epoch_order == equal.epoch_order  # a twin's: the same
+    assert equal.summary()["train_epoch_pairs"] == MAX_PAIRS and plain.summary()["train_epoch_pairs"] == 16
+    whole = PairDataModule(mrpc_dir=str(real_mrpc_dir), max_pairs=MAX_PAIRS, cache_dir="none", equal_steps=True)
+    assert whole.epoch_order is None  # the full set needs no repeats
+
+
+def test_bad_max_repeats_is_one_line(real_mrpc_dir):
+    with pytest.raises(UserError, match=r"--data.max_repeats=0") as raised:
+        data_module(real_mrpc_dir, equal_steps=True, max_repeats=0)
+    assert "\n" not in str(raised.value)
+
+
+@pytest.fixture(scope="module")
+def checkpoint(real_mrpc_dir, tmp_path_factory) -> Path:
+    """A tiny biLM (2 layers of H=8) saved the way pretraining exports it."""
+    train = load_mrpc(str(real_mrpc_dir)).train[:300]
+    tokenizer = Tokenizer.build(s for pair in train for s in (pair.sentence1, pair.sentence2))
+    torch.manual_seed(0)
+    lit = LitBiLM(vocab_size=len(tokenizer), hidden_size=8, num_layers=2, dropout=0.0)
+    lit.tokenizer = tokenizer
+    state = {"state_dict": lit.state_dict(), "hyper_parameters": dict(lit.hparams), "epoch": 0, "global_step": 0}
+    lit.on_save_checkpoint(state)
+    path = tmp_path_factory.mktemp("encoder") / "bilm.ckpt"
+    torch.save(slim_checkpoint(state), path)
+    return path
+
+
+class _Client:
+    def log_text(self, *args, **kwargs):
+        pass
+
+    def log_image(self, *args, **kwargs):
+        pass
+
+
+class RecordingLogger(Logger):
+    """Keeps the metrics a fit logs (EvaluateBest's included), in memory."""
+
+    def __init__(self):
+        super().__init__()
+        self.metrics: dict[str, float] = {}
+        self.run_id = "test"
+
+    name, version = "test", 0
+
+    @property
+    def experiment(self):
+        return _Client()
+
+    def log_hyperparams(self, *args, **kwargs):
+        pass
+
+    def log_metrics(self, metrics, step=None):
+        self.metrics.update(metrics)
+
+
+@pytest.mark.parametrize("encoder, equal_steps, steps", [("pretrained", False, 2), ("pretrained", True, 8),
+                                                         ("random", True, 8)])
+def test_a_fit_logs_its_optimiser_steps(checkpoint, real_mrpc_dir, tmp_path, encoder, equal_steps, steps):
+    pl.seed_everything(0, verbose=False)
+    reference = str(checkpoint) if encoder == "pretrained" else f"random:{checkpoint}@0"
+    model = pair_classifier(encoder=reference, head="pool-mlp", hidden_size=8, learning_rate=1e-2)
+    data = data_module(real_mrpc_dir, equal_steps=equal_steps)
+    data.attach(model.encoder)
+    logger = RecordingLogger()
+    trainer = pl.Trainer(max_epochs=2, logger=logger, enable_checkpointing=False, enable_progress_bar=False,
+                         enable_model_summary=False, accelerator="cpu", devices=1, default_root_dir=tmp_path,
+                         callbacks=[EvaluateBest()])
+    trainer.fit(model, datamodule=data)
+    assert trainer.global_step == steps  # 16 pairs in batches of 16: 1 step an epoch, 4 with equal steps
+    assert logger.metrics["train_steps"] == steps and logger.metrics["train_epochs"] == 2
