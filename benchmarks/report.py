@@ -14,6 +14,7 @@ import pandas as pd
 import yaml
 
 from benchmarks.figures import write_figures
+from benchmarks.mix_weights import mix_section
 from benchmarks.remarks import mde, number, points, remarks
 from benchmarks.results import COLLAPSED_COLUMN, STEPS_COLUMN
 from benchmarks.stats import METRICS, NO_SEED_REPLICATION, PVALUE_COLUMN
@@ -225,6 +226,7 @@ def _markdown(results: pd.DataFrame, runs: pd.DataFrame, context: dict, figures:
         lines += ["", f"## Published anchors ({anchors.split}, for context; not produced by this run)", ""]
         lines += _table(["system", "test acc", "test F1", "source"], [list(anchor) for anchor in anchors.rows])
         lines += ["", anchors.note] if anchors.note else []
+    lines += mix_section(runs)
     lines += _context_sections(context)
     lines += time_section(runs)
     lines += ["", "## How to read", ""] + HOW_TO_READ

@@ -43,6 +43,13 @@ class LitPairClassifier(pl.LightningModule):
         hidden_size, dropout: of the head (jiant's MRPC default: 256, 0.2).
         mix_dropout: dropout on the mixed features (ELMo applies it to its output).
         learning_rate, weight_decay: AdamW; with fine-tuning, the head's (top) rate.
+        mix_learning_rate: the rate of a learned scalar mix's s and gamma, a parameter group of
+            their own (no weight decay). Default 0.1: s are softmax logits whose useful range is a
+            few units (a difference of 2–3 makes a layer dominate), so at the head's 1e-3 Adam
+            moves them by at most ~1e-3 a step and the learned mix stays the average (weights
+            0.13–0.18 for a uniform 0.14 in the runs of issue 25); at 0.1 it can cross that range
+            in tens of steps. ELMo trains s and gamma with the task model (its λ‖s‖² only pulls
+            toward the average); the rate is the same for a pretrained cell and its twin.
         finetune: ``frozen``, ``full`` or ``gradual`` (see the module docstring).
         lr_decay: discriminative rates: each lower encoder group's rate / ``lr_decay``.
         warmup_fraction, stlr_ratio: the slanted triangular schedule's cut_frac and ratio.
@@ -63,6 +70,7 @@ class LitPairClassifier(pl.LightningModule):
         mix_dropout: float = 0.0,
         learning_rate: float = 1e-3,
         weight_decay: float = 0.0,
+        mix_learning_rate: float = 0.1,
         finetune: Finetune = "frozen",
         lr_decay: float = 2.6,
         warmup_fraction: float = 0.1,
@@ -75,6 +83,8 @@ class LitPairClassifier(pl.LightningModule):
         mix = str(Mix.parse(mix))  # the hyper-parameters hold the flag's text (checkpoints load weights_only)
         if learning_rate <= 0:
             raise ValueError(f"learning_rate={learning_rate}: must be > 0")
+        if mix_learning_rate <= 0:
+            raise ValueError(f"mix_learning_rate={mix_learning_rate}: must be > 0")
         if num_classes == 2 and positive_class not in (0, 1):
             raise ValueError(f"positive_class={positive_class}: with 2 classes, 0 or 1")
         self.save_hyperparameters(ignore=["encoder"], logger=False)
@@ -170,7 +180,7 @@ class LitPairClassifier(pl.LightningModule):
     def configure_optimizers(self):
         hparams = self.hparams
         fused = all(p.device.type in ("cpu", "cuda") for p in self.parameters())  # one kernel per step
-        groups = self.classifier.optimizer_groups(hparams.learning_rate, hparams.lr_decay)
+        groups = self.classifier.optimizer_groups(hparams.learning_rate, hparams.lr_decay, hparams.mix_learning_rate)
         optimizer = torch.optim.AdamW(groups, lr=hparams.learning_rate, weight_decay=hparams.weight_decay, fused=fused)
         if hparams.finetune == "frozen":
             return optimizer

@@ -168,17 +168,28 @@ class PairClassifier(nn.Module):
             loss = loss + self.lm_weight * output.lm_loss
         return loss
 
+    def mix_parameters(self) -> list[nn.Parameter]:
+        """The learned scalar mix's s and gamma ([] for a fixed mix or none)."""
+        return [] if self.mix is None else [p for p in self.mix.parameters() if p.requires_grad]
+
     def head_parameters(self) -> list[nn.Parameter]:
         """The mix's and the head's trainable parameters (never the encoder's)."""
         return [p for name, p in self.named_parameters() if not name.startswith("encoder_model.") and p.requires_grad]
 
-    def optimizer_groups(self, learning_rate: float, lr_decay: float) -> list[dict]:
+    def optimizer_groups(self, learning_rate: float, lr_decay: float, mix_learning_rate: float | None = None
+                         ) -> list[dict]:
         """AdamW groups, input → top: fine-tuned, each encoder group (``encoder-<k>``) at the rate of
         the one above it / ``lr_decay`` (ULMFiT's discriminative rates), the head (``head``) at
-        ``learning_rate``; frozen, the head alone."""
+        ``learning_rate``; frozen, the head alone. A learned scalar mix's s and gamma form a group
+        of their own (``mix``) at ``mix_learning_rate`` (None: the head's) without weight decay
+        (decay would pull gamma to 0)."""
         encoder_groups = [] if self.finetune == "frozen" else self.encoder.parameter_groups()
-        groups = discriminative_groups([*encoder_groups, self.head_parameters()], learning_rate, lr_decay)
+        mixed = {id(p) for p in self.mix_parameters()}
+        head = [p for p in self.head_parameters() if id(p) not in mixed]
+        groups = discriminative_groups([*encoder_groups, head], learning_rate, lr_decay)
         for index, group in enumerate(groups):
             group["name"] = "head" if index == len(groups) - 1 else f"encoder-{index}"
+        if mixed:
+            rate = learning_rate if mix_learning_rate is None else mix_learning_rate
+            groups.append({"params": self.mix_parameters(), "lr": rate, "weight_decay": 0.0, "name": "mix"})
         return groups
-

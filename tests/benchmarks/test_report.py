@@ -438,3 +438,16 @@ def test_steps_per_method_in_results_and_the_table(benchmark, tmp_path):
     row = next(line for line in lines if line.startswith("| `elmo-scalar-pool-mlp` |"))
     values = dict(zip(columns, [cell.strip() for cell in row.split("|")[1:-1]]))
     assert values["steps"] == "110" and columns[-2:] == ["steps", "collapsed"]
+
+
+def test_the_learned_mix_weights_beside_the_uniform(benchmark, tmp_path):
+    runs, _, results = benchmark
+    write_outputs(tmp_path, results, runs, CONTEXT)
+    section = (tmp_path / "report.md").read_text().split("## Learned scalar mixes")[1].split("\n## ")[0]
+    row = next(line for line in section.splitlines() if line.startswith("| `elmo-scalar-pool-mlp` |"))
+    # seeds 0, 1, 2 logged [0.2, 0.3, 0.5], [0.3, 0.3, 0.4], [0.4, 0.3, 0.3] and gamma 1.1
+    assert [cell.strip() for cell in row.split("|")[2:-1]] == ["3", "0.30 0.30 0.40", "0.33", "0.07", "1.10"]
+    assert "`elmo-top-pool-mlp`" not in section  # a fixed mix has no weights to learn
+    unmixed = runs.drop(columns=[column for column in runs if column.startswith("mix_")])
+    write_outputs(tmp_path / "none", results, unmixed, CONTEXT)
+    assert "Learned scalar mixes" not in (tmp_path / "none" / "report.md").read_text()

@@ -123,8 +123,9 @@ def test_discriminative_rates_divide_by_2_6_per_group_below_the_head(checkpoint,
     fit = trainer(tmp_path, 1)
     fit.fit(model, datamodule=Pairs(model.encoder))
     groups = fit.optimizers[0].param_groups
-    assert [group["name"] for group in groups] == ["encoder-0", "encoder-1", "encoder-2", "head"]
-    base = [group["initial_lr"] for group in groups]
+    assert [group["name"] for group in groups] == ["encoder-0", "encoder-1", "encoder-2", "head", "mix"]
+    assert groups[-1]["initial_lr"] == model.hparams.mix_learning_rate  # the learned mix: a rate of its own
+    base = [group["initial_lr"] for group in groups[:-1]]
     assert base[-1] == pytest.approx(HEAD["learning_rate"])
     for lower, upper in zip(base, base[1:]):
         assert upper / lower == pytest.approx(2.6)
@@ -152,7 +153,7 @@ def test_the_schedule_drives_the_optimizer_per_step(checkpoint, tmp_path):
 
     class Rates(pl.Callback):
         def on_train_batch_start(self, trainer, pl_module, batch, batch_index):
-            rates.append(trainer.optimizers[0].param_groups[-1]["lr"])
+            rates.append(next(group["lr"] for group in trainer.optimizers[0].param_groups if group["name"] == "head"))
 
     trainer(tmp_path, 5, [Rates()]).fit(model, datamodule=Pairs(model.encoder))
     total = len(rates)  # 5 epochs × 2 batches

@@ -4,6 +4,7 @@ checkpoints, and that the torch-only modules import nothing of the harness's use
 
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -50,7 +51,7 @@ def test_loss_and_groups(elmo):
     head = {id(p) for p in groups[-1]["params"]}
     assert head == {id(p) for p in classifier.head.parameters()}  # average: the mix learns nothing
     frozen = PairClassifier(load_encoder(elmo), mix="scalar", **HEAD)
-    assert [group["name"] for group in frozen.optimizer_groups(1e-2, 2.0)] == ["head"]
+    assert [group["name"] for group in frozen.optimizer_groups(1e-2, 2.0)] == ["head", "mix"]
 
 
 @pytest.mark.parametrize("settings, message", [
@@ -97,3 +98,52 @@ def test_the_joint_head_follows_the_familys_capability_not_its_name(tmp_path, sa
     monkeypatch.setitem(families.FAMILIES, "gpt", dataclasses.replace(families.FAMILIES["gpt"], joint_pair_input=False))
     with pytest.raises(ValueError, match="^head=cls: the joint pair classifier needs an encoder that takes a joint"):
         PairClassifier(gpt, head="cls", finetune="full")
+
+
+def toy_layers(generator: torch.Generator, batch: int = 32):
+    """Pairs whose third layer (of L = 3) carries the label and whose first two are noise."""
+    labels = torch.randint(0, 2, (batch,), generator=generator)
+    signal = (2.0 * labels - 1).view(batch, 1, 1).expand(batch, 4, 8)  # (B, T, D)
+    layers = []
+    for _ in range(2):  # a and b
+        noise = torch.randn(2, batch, 4, 8, generator=generator)  # (2, B, T, D)
+        layers.append(torch.cat([noise, (signal + 0.1 * torch.randn(batch, 4, 8, generator=generator))[None]]))
+    mask = torch.ones(batch, 4, dtype=torch.bool)
+    return FeaturePair(layers[0], mask, layers[1], mask), labels
+
+
+def trained_mix_weights(mix_learning_rate: float | None, steps: int = 60) -> torch.Tensor:
+    torch.manual_seed(0)
+    encoder = SimpleNamespace(num_layers=3, dim=8, family="toy", pair_input=None)
+    classifier = PairClassifier(encoder, mix="scalar", **HEAD)
+    optimizer = torch.optim.AdamW(classifier.optimizer_groups(1e-3, 2.6, mix_learning_rate), lr=1e-3)
+    generator = torch.Generator().manual_seed(1)
+    for _ in range(steps):
+        inputs, labels = toy_layers(generator)
+        loss = classifier.loss(classifier(inputs), labels)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return classifier.mix.weights().detach()
+
+
+def test_the_scalar_mix_learns_at_its_own_rate_and_not_at_the_heads():
+    learned = trained_mix_weights(0.1)
+    assert learned[2] > 0.6 and learned.argmax() == 2  # uniform is 1/3: the signal's layer won
+    at_head_rate = trained_mix_weights(None)  # the mix at the head's 1e-3, as before its own group
+    assert (at_head_rate - 1 / 3).abs().max() < 0.03
+
+
+def test_the_mix_has_a_group_of_its_own(elmo):
+    classifier = PairClassifier(load_encoder(elmo), mix="scalar", finetune="full", **HEAD)
+    groups = classifier.optimizer_groups(1e-2, 2.0, mix_learning_rate=0.1)
+    assert [group["name"] for group in groups] == ["encoder-0", "encoder-1", "encoder-2", "head", "mix"]
+    mix = groups[-1]
+    assert (mix["lr"], mix["weight_decay"]) == (0.1, 0.0)
+    assert {id(p) for p in mix["params"]} == {id(classifier.mix.layer_scalars), id(classifier.mix.gamma_scale)}
+    assert not {id(p) for p in mix["params"]} & {id(p) for p in groups[-2]["params"]}
+    model = LitPairClassifier(load_encoder(elmo), mix="scalar", mix_learning_rate=0.05, **HEAD)
+    optimizer = model.configure_optimizers()
+    assert [(group["name"], group["lr"]) for group in optimizer.param_groups] == [("head", 1e-3), ("mix", 0.05)]
+    with pytest.raises(ValueError, match="^mix_learning_rate=0"):
+        LitPairClassifier(load_encoder(elmo), mix="scalar", mix_learning_rate=0, **HEAD)
