@@ -18,12 +18,16 @@ from pathlib import Path
 from mlflow.tracking import MlflowClient
 
 from benchmarks.baselines import majority_baseline, tfidf_lr_baseline
+from benchmarks.linear_probe import probe_probabilities
+from downstream import encoder_reuse
 from downstream.cli import FinetuneCLI
 from downstream.evaluation import predictions_frame, split_metrics
+from downstream.pair_datamodule import DEFAULT_CACHE_DIR
 from pretrain.cli import PretrainCLI
+from pretrain.references import EncoderReference
 from harness.errors import UserError
 from harness.liveness import process_tags
-from harness.naming import join
+from harness.naming import encoder_label, join
 from harness.datasets.registry import run_name_prefix
 from harness.datasets.types import PairData
 from harness.run_clock import cell_clock
@@ -50,7 +54,7 @@ class Cell:
     """One finetune or baseline run of the matrix."""
 
     method: str
-    kind: str  # pretrained | random | baseline
+    kind: str  # pretrained | random | baseline | probe
     seed: int
     encoder: str = ""  # encoder name in the suite config
     encoder_run: str = ""  # run id of the pretrained encoder (or the one random copies); a published
@@ -64,12 +68,14 @@ class Cell:
     transfer: str = ""  # the transfer setting's name (transfers matrices), e.g. frozen, gradual
     family: str = ""  # the encoder's family
     fingerprint: str = ""  # a published encoder's fingerprint (its files): other weights, another cell
+    probe_of: str = ""  # a linear probe's encoder: pretrained | random (the twin at this seed)
 
     def spec(self) -> dict:
         """What defines the result (the method name does not; the suite adds the config's text)."""
         return {"kind": self.kind, "seed": self.seed, "encoder_run": self.encoder_run, "mix": self.mix,
                 "head": self.head, "train_fraction": self.train_fraction, "args": self.args, "config": self.config,
-                **({"fingerprint": self.fingerprint} if self.fingerprint else {})}
+                **({"fingerprint": self.fingerprint} if self.fingerprint else {}),
+                **({"probe_of": self.probe_of} if self.probe_of else {})}
 
 
 def settings_hash(spec: dict) -> str:
@@ -192,11 +198,41 @@ def baseline(cell: Cell, data: PairData, experiment: str, parent_run_id: str, ce
     finetune metric names and prediction files; returns the run id."""
     evaluation = {"dev": data.dev, "test": data.test}
     probabilities = BASELINES[cell.method](data.train, evaluation, data.num_classes, cell.seed)
+    tags = {"kind": "baseline", "pretrain_run_id": "none", "encoder": "none", **(tags or {})}
+    return log_check_run(cell, data, probabilities, experiment, parent_run_id, cell_hash, benchmark, tags)
+
+
+def linear_probe(cell: Cell, data: PairData, experiment: str, parent_run_id: str, cell_hash: str,
+                 benchmark: str = "", tags: dict[str, str] | None = None,
+                 cache_dir: str | None = DEFAULT_CACHE_DIR) -> str:
+    """Fit the linear probe (``benchmarks.linear_probe``) on the frozen features of the cell's
+    encoder, or of its random-init twin at the cell's seed (``probe_of``), and log it as a
+    ``stage=baseline``, ``kind=probe`` child run with the finetune metric names; returns the run id."""
+    source = cell.encoder_run if ":" in cell.encoder_run or Path(cell.encoder_run).is_file() \
+        else f"runs:/{cell.encoder_run}"  # a run id, a published source or a checkpoint path
+    twin = cell.probe_of == "random"
+    reference = EncoderReference.parse("random", source).seeded(cell.seed) if twin else EncoderReference.parse(source)
+    with reuse_between_cells():
+        encoder = encoder_reuse.loaded(reference)
+        probabilities = probe_probabilities(encoder, data, cache_dir, cell.seed)
+    tags = {"kind": "probe", "probe_of": cell.probe_of, "suite_encoder": cell.encoder, "family": encoder.family,
+            "pretrain_run_id": "random" if twin else (encoder.run_id or source),
+            "encoder": encoder_label(encoder.family, encoder.config, encoder.run_id, encoder.is_random,
+                                     getattr(encoder, "name", None)), **(tags or {})}
+    params = {"encoder_layers": encoder.num_layers, "encoder_dim": encoder.dim,
+              "encoder_fingerprint": encoder.fingerprint, "model.encoder": str(reference)}
+    return log_check_run(cell, data, probabilities, experiment, parent_run_id, cell_hash, benchmark, tags, params)
+
+
+def log_check_run(cell: Cell, data: PairData, probabilities: dict, experiment: str, parent_run_id: str,
+                  cell_hash: str, benchmark: str, tags: dict[str, str], params: dict | None = None) -> str:
+    """A finished ``stage=baseline`` child run of a system fitted here on train: the finetune metric
+    names and prediction files of its dev and test ``probabilities`` ((N, C) each); returns its id."""
+    evaluation = {"dev": data.dev, "test": data.test}
     frames = {split: predictions_frame(data, evaluation[split], scores) for split, scores in probabilities.items()}
     client = MlflowClient(tracking_uri())
-    tags = {"stage": "baseline", "method": cell.method, "seed": str(cell.seed), "kind": "baseline",
-            "mlflow.parentRunId": parent_run_id, "cell_hash": cell_hash, "pretrain_run_id": "none",
-            "dataset": data.name, "encoder": "none", "benchmark": benchmark, **(tags or {}), **process_tags()}
+    tags = {"stage": "baseline", "method": cell.method, "seed": str(cell.seed), "mlflow.parentRunId": parent_run_id,
+            "cell_hash": cell_hash, "dataset": data.name, "benchmark": benchmark, **tags, **process_tags()}
     run_name = run_name_prefix(data) + join(cell.method, f"s{cell.seed}")
     run = client.create_run(ensure_experiment(experiment), run_name=run_name, tags=tags)
     run_id = run.info.run_id
@@ -206,7 +242,8 @@ def baseline(cell: Cell, data: PairData, experiment: str, parent_run_id: str, ce
                 client.log_metric(run_id, name, value)
             client.log_text(run_id, frame.to_csv(index=False), f"predictions/{split}.csv")
         for key, value in {"train_pairs": len(data.train), "dev_pairs": len(data.dev), "test_pairs": len(data.test),
-                           "dataset": data.name, "f1_average": data.f1_average, "num_classes": data.num_classes}.items():
+                           "dataset": data.name, "f1_average": data.f1_average, "num_classes": data.num_classes,
+                           **(params or {})}.items():
             client.log_param(run_id, key, value)
     except BaseException:
         client.set_terminated(run_id, "FAILED")

@@ -26,7 +26,7 @@ from benchmarks.matrix import repo_path
 from benchmarks.plan import plan
 from benchmarks.progress import Progress, time_split
 from benchmarks.resources import cell_resources, stage_resources
-from benchmarks.tasks import Study, cell_log, run_baseline, run_cell, run_stage
+from benchmarks.tasks import Study, cell_log, run_baseline, run_cell, run_probe, run_stage
 from harness.errors import UserError
 from harness.datasets.types import PairData
 from harness.tracking import tracking_uri
@@ -41,7 +41,7 @@ class StudyStopped(Exception):
 
 @dataclass(eq=False)
 class Task:
-    kind: str  # stage | cell | baseline
+    kind: str  # stage | cell | baseline | probe
     label: str
     function: Callable
     args: tuple
@@ -165,8 +165,9 @@ class StudyExecutor:
                            "reused" if owner == self.study.parent else f"linked from benchmark {str(owner)[:8]}")
             return
         label = f"cell {cell.method} seed {cell.seed}"
-        if cell.kind == "baseline":
-            task = Task("baseline", label, run_baseline, (cell, self.data, cell_hash, self.study), {"num_cpus": 1},
+        if cell.kind in ("baseline", "probe"):
+            function = run_baseline if cell.kind == "baseline" else run_probe
+            task = Task(cell.kind, label, function, (cell, self.data, cell_hash, self.study), {"num_cpus": 1},
                         lambda value: self.cell_done(cell, value))
         else:
             task = Task("cell", label, run_cell, (cell, cell_config, cell_hash, self.study),

@@ -17,7 +17,7 @@ from harness.datasets.spec import PATH_KEYS, SPEC_KEYS
 from harness.tracking import REPO_ROOT
 
 KEYS = {"name", "experiment", "encoders", "finetune", "mixes", "heads", "seeds", "random_control", "baselines",
-        "learning_curve", "mrpc_dir", "dataset", "transfers", "fractions", "budget"}
+        "learning_curve", "mrpc_dir", "dataset", "transfers", "fractions", "budget", "linear_probe"}
 DATASET_KEYS = set(SPEC_KEYS)  # a `dataset:` section holds the --data.* flags of the pair data set
 
 
@@ -65,6 +65,8 @@ def check_matrix(config: dict, path: Path) -> None:
     """The matrix's shape and every mix and head in it, read by the flags' own parsers
     (``downstream.values``), so a typo stops the benchmark before anything is pretrained."""
     check_transfers(config.get("transfers"), path)
+    if not isinstance(config.get("linear_probe", False), bool):
+        raise UserError(f"{path}: `linear_probe` must be true or false (a probe per encoder and per twin)")
     for key in ("mixes", "heads", "baselines"):
         if not isinstance(config.get(key, []), list):
             raise UserError(f"{path}: `{key}` must be a list, e.g. {key}: [{config[key]}]")

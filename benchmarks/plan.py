@@ -16,6 +16,7 @@ mix, head, fraction and seed; and each cell is identified by everything that def
 from __future__ import annotations
 
 from benchmarks.cells import Cell
+from benchmarks.linear_probe import PROBE_SUFFIX
 from downstream.values import Mix
 from harness.errors import UserError
 
@@ -83,8 +84,18 @@ def check_layers(settings: list[dict], encoder: dict) -> None:
             raise UserError(f"encoder '{encoder['name']}': {error}") from None
 
 
+def probe_cells(config: dict, encoder: dict, random_name: str) -> list[Cell]:
+    """The linear probes of an encoder's frozen features and, with ``random_control``, of its twin's
+    at each seed (``benchmarks.linear_probe``): checks, not methods (no twin, no gap)."""
+    arms = [("pretrained", encoder["name"])] + ([("random", random_name)] if config.get("random_control", True) else [])
+    return [Cell(f"{name}-{PROBE_SUFFIX}", "probe", seed, encoder["name"], encoder["run_id"],
+                 family=encoder.get("family", ""), fingerprint=encoder.get("fingerprint", ""), probe_of=probe_of)
+            for seed in seed_list(config.get("seeds", 5)) for probe_of, name in arms]
+
+
 def plan(config: dict, encoders: list[dict], finetune_args: list[str]) -> list[Cell]:
-    """Every cell of the matrix, controls right after what they control, then the baselines."""
+    """Every cell of the matrix, controls right after what they control, each encoder's linear
+    probes after its cells (``linear_probe: true``), then the baselines."""
     cells: list[Cell] = []
     several = len(encoders) > 1
     for encoder in encoders:
@@ -103,6 +114,8 @@ def plan(config: dict, encoders: list[dict], finetune_args: list[str]) -> list[C
                                       [*finetune_args, *setting["args"]], config=setting["config"],
                                       transfer=setting["transfer"], family=encoder.get("family", ""),
                                       fingerprint=encoder.get("fingerprint", "")))
+        if config.get("linear_probe"):
+            cells += probe_cells(config, encoder, random_name)
     control = next((c.method for c in cells if c.kind == "random"), "")
     for name in config.get("baselines", []):
         cells.append(Cell(name, "baseline", 0, control=control))

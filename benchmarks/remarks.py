@@ -70,8 +70,9 @@ def remarks(results: pd.DataFrame, runs: pd.DataFrame, published: set[str] = fro
             remarks.append(f"`{method}`: its random twin `{control}` has no results, so no comparison.")
         elif pd.notna(accuracy[method]) and pd.notna(accuracy[control]):
             remarks.append(_control_remark(method, control, table.loc[method], accuracy))
+    probes = set(runs.loc[text_column(runs, "kind") == "probe", "method"])  # checks, not candidates
     full = [method for method in table.index if method not in curve and pd.notna(accuracy[method])
-            and method not in published]  # published encoders are a ceiling, not candidates
+            and method not in published and method not in probes]  # published encoders are a ceiling
     if full:
         best = max(full, key=lambda method: accuracy[method])
         line = f"Best method by mean test accuracy: `{best}` ({accuracy[best]:.1f}%)"

@@ -15,6 +15,7 @@ import yaml
 
 from benchmarks.figures import write_figures
 from benchmarks.mix_weights import mix_section
+from benchmarks.probe_checks import probe_methods, probe_remarks, probe_section
 from benchmarks.remarks import mde, number, points, remarks
 from benchmarks.results import COLLAPSED_COLUMN, STEPS_COLUMN
 from benchmarks.stats import METRICS, NO_SEED_REPLICATION, PVALUE_COLUMN
@@ -210,16 +211,19 @@ def _markdown(results: pd.DataFrame, runs: pd.DataFrame, context: dict, figures:
     header = ["method", "seeds", "dev acc", "dev F1", "test acc", "test F1", "gap vs random (95% CI)", "p",
               *(["p_adjusted"] if adjusted else []), "MDE", *(["gap vs TF-IDF (95% CI)"] if against_tfidf else []),
               *(["steps"] if stepped else []), "collapsed"]
-    own = [row for row, method in zip(rows, results["method"]) if method not in published]
+    probes = set(probe_methods(runs))  # shown apart, as checks
+    own = [row for row, method in zip(rows, results["method"]) if method not in published | probes]
     lines += _table(header, own) if own else ["(no encoder pretrained here in this benchmark)"]
-    if published:
+    if published - probes:
         lines += ["", "## Published and reference encoders (shown apart)", "", PUBLISHED_NOTE, ""]
-        lines += _table(header, [row for row, method in zip(rows, results["method"]) if method in published])
+        lines += _table(header, [row for row, method in zip(rows, results["method"]) if method in published - probes])
+    lines += probe_section(results, runs)
     studied = study is not None and len(study) > 0
     if studied:
         lines += [""] + study_tables(study)
     comparisons = int(results["p_adjusted"].notna().sum()) if "p_adjusted" in results else None
     said = (study_remarks(study, comparisons) if studied else []) + remarks(results, runs, published)
+    said += probe_remarks(results, runs)
     lines += ["", "## Remarks", ""] + [f"- {remark}" for remark in said]
     anchors = context["anchors"] if "anchors" in context else published_anchors(context.get("dataset"))
     if anchors:

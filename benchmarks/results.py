@@ -10,6 +10,7 @@ from benchmarks.stats import PVALUE_COLUMN, compare_with_baseline, compare_with_
 
 COLLAPSED_COLUMN = "collapsed_runs"
 STEPS_COLUMN = "train_steps_mean"  # mean optimiser steps of a method's runs (NaN for baselines)
+CHECK_KINDS = ("baseline", "probe")  # systems fitted beside the methods, with no twin or TF-IDF gap
 TFIDF_BASELINE = "tfidf-lr"  # every learned method is also tested against it (``gap_vs_tfidf``)
 
 
@@ -32,7 +33,7 @@ def build_results(runs: pd.DataFrame, test_predictions: dict[str, pd.DataFrame])
     predicted = runs[runs["run_id"].isin(list(test_predictions))]
     by_seed = {method: {seed: test_predictions[run_id] for seed, run_id in zip(group["seed"], group["run_id"])}
                for method, group in predicted.groupby("method")}
-    baselines = set(runs.loc[text_column(runs, "kind") == "baseline", "method"])
+    baselines = set(runs.loc[text_column(runs, "kind").isin(CHECK_KINDS), "method"])  # no gaps: checks
     gaps, baseline_gaps = {}, {}
     for method, control in controls(runs).items():
         if control != method and method in by_seed and control in by_seed and method not in baselines:

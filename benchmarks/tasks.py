@@ -1,4 +1,4 @@
-"""The study's tasks — one pretraining stage, one finetune cell, one baseline — as plain functions
+"""The study's tasks — one pretraining stage, one finetune cell, one baseline or probe — as plain functions
 the engine runs in a worker (or, with ``--jobs 1``, in the suite's process). Each sets its own
 torch threads (Ray starts workers with ``OMP_NUM_THREADS=1``), is idempotent (a retried attempt
 first looks for its finished run, then ends its lost predecessor's), and returns its run id, its
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.attempts import attempt_tags, end_lost_attempts, finished_child, node_name
-from benchmarks.cells import Cell, baseline, finetune, finished_run, pretrain
+from benchmarks.cells import FINETUNE_THREADS, Cell, baseline, finetune, finished_run, linear_probe, pretrain
 from benchmarks.encoders import PRETRAIN_EXPERIMENT, Stage
 from harness.datasets.types import PairData
 from harness.runtime import intra_op_threads
@@ -81,4 +81,16 @@ def run_baseline(cell: Cell, data: PairData, cell_hash: str, study: Study) -> di
     with intra_op_threads(1):
         run_id = baseline(cell, data, study.experiment, study.parent, cell_hash, study.name,
                           tags=attempt_tags(study.driver))
+    return result(run_id, started)
+
+
+def run_probe(cell: Cell, data: PairData, cell_hash: str, study: Study) -> dict:
+    """One linear probe of an encoder's (or its twin's) frozen features, on the data the driver read."""
+    started = time.perf_counter()
+    found = reused_or_cleared(cell_hash, study)
+    if found is not None:
+        return result(found, started, reused=True)
+    with intra_op_threads(FINETUNE_THREADS):
+        run_id = linear_probe(cell, data, study.experiment, study.parent, cell_hash, study.name,
+                              tags=attempt_tags(study.driver))
     return result(run_id, started)

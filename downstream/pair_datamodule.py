@@ -52,6 +52,7 @@ def subsample(pairs: list[Pair], fraction: float, seed: int) -> list[Pair]:
 
 
 INPUT_KINDS = ("features", "tokens", "joint")
+DEFAULT_CACHE_DIR = str(REPO_ROOT / ".cache" / "features")  # --data.cache_dir
 
 
 class PairBatches:
@@ -149,7 +150,7 @@ class PairDataModule(pl.LightningDataModule):
         equal_steps: bool = False,
         max_repeats: int = DEFAULT_MAX_REPEATS,
         max_pairs: int | None = None,
-        cache_dir: str = str(REPO_ROOT / ".cache" / "features"),
+        cache_dir: str = DEFAULT_CACHE_DIR,
         num_workers: int = 0,
         max_tokens: int = DEFAULT_MAX_TOKENS,
         **pair_data,

@@ -29,6 +29,7 @@ def expected_cells(config: dict) -> int:
             seeds = transfer.get("seeds", config["seeds"])
             seeds = seeds if isinstance(seeds, int) else len(seeds)
             total += 2 * len(transfer["heads"]) * len(transfer.get("fractions", config["fractions"])) * seeds
+        total += 2 * config["seeds"] if config.get("linear_probe") else 0  # a probe of it and of its twin per seed
     return total + len(config["baselines"])
 
 
