@@ -33,7 +33,8 @@ def run_table(done: list[tuple[Cell, str]]) -> tuple[pd.DataFrame, dict[str, pd.
                    "method": cell.method, "seed": cell.seed, "encoder": cell.encoder, "family": cell.family,
                    "transfer": cell.transfer, "kind": cell.kind, "mix": cell.mix, "head": cell.head,
                    "train_fraction": cell.train_fraction,
-                   "control": cell.control, "probe_of": cell.probe_of, **{m: metrics.get(m) for m in METRICS},
+                   "control": cell.control, "probe_of": cell.probe_of,
+                   "grid_of": cell.grid_of, "learning_rate": cell.learning_rate, **{m: metrics.get(m) for m in METRICS},
                    "encoder_layers": run.data.params.get("encoder_layers"),
                    **{f"{split}_pairs": run.data.params.get(f"{split}_pairs") for split in ("dev", "test")}}
             row.update({k: v for k, v in metrics.items() if k.startswith(("mix_", "time_")) or k in STEP_METRICS})

@@ -69,6 +69,8 @@ class Cell:
     family: str = ""  # the encoder's family
     fingerprint: str = ""  # a published encoder's fingerprint (its files): other weights, another cell
     probe_of: str = ""  # a linear probe's encoder: pretrained | random (the twin at this seed)
+    grid_of: str = ""  # a learning-rate grid point's arm (the method it is chosen for); its rate is in args
+    learning_rate: float | None = None  # that grid point's rate
 
     def spec(self) -> dict:
         """What defines the result (the method name does not; the suite adds the config's text)."""
@@ -172,6 +174,7 @@ def finetune(cell: Cell, config: str, experiment: str, parent_run_id: str, cell_
              benchmark: str = "", tags: dict[str, str] | None = None) -> str:
     """Run one finetune cell through ``python -m downstream`` (in process); returns the run id."""
     tags = {"cell_hash": cell_hash, "kind": cell.kind, "suite_encoder": cell.encoder, "benchmark": benchmark,
+            **({"grid_of": cell.grid_of, "learning_rate": f"{cell.learning_rate:g}"} if cell.grid_of else {}),
             **(tags or {})}
     source = cell.encoder_run if ":" in cell.encoder_run else f"runs:/{cell.encoder_run}"  # a run id has no ':'
     if cell.kind == "random":

@@ -17,7 +17,7 @@ from harness.datasets.spec import PATH_KEYS, SPEC_KEYS
 from harness.tracking import REPO_ROOT
 
 KEYS = {"name", "experiment", "encoders", "finetune", "mixes", "heads", "seeds", "random_control", "baselines",
-        "learning_curve", "mrpc_dir", "dataset", "transfers", "fractions", "budget", "linear_probe"}
+        "learning_curve", "mrpc_dir", "dataset", "transfers", "fractions", "budget", "linear_probe", "lr_grid"}
 DATASET_KEYS = set(SPEC_KEYS)  # a `dataset:` section holds the --data.* flags of the pair data set
 
 
@@ -65,6 +65,13 @@ def check_matrix(config: dict, path: Path) -> None:
     """The matrix's shape and every mix and head in it, read by the flags' own parsers
     (``downstream.values``), so a typo stops the benchmark before anything is pretrained."""
     check_transfers(config.get("transfers"), path)
+    grids = [("lr_grid", config.get("lr_grid", []))] + [
+        (f"transfers.{family}.{setting.get('name')}.lr_grid", setting["lr_grid"])
+        for family, settings in (config.get("transfers") or {}).items()
+        for setting in (settings if isinstance(settings, list) else [settings]) if "lr_grid" in setting]
+    for key, grid in grids:
+        if not isinstance(grid, list) or not all(isinstance(rate, (int, float)) and rate > 0 for rate in grid):
+            raise UserError(f"{path}: `{key}` must be a list of learning rates > 0, e.g. [3.0e-4, 1.0e-3, 3.0e-3]")
     if not isinstance(config.get("linear_probe", False), bool):
         raise UserError(f"{path}: `linear_probe` must be true or false (a probe per encoder and per twin)")
     for key in ("mixes", "heads", "baselines"):

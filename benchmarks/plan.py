@@ -20,7 +20,7 @@ from benchmarks.linear_probe import PROBE_SUFFIX
 from downstream.values import Mix
 from harness.errors import UserError
 
-TRANSFER_KEYS = {"name", "config", "args", "mix", "heads", "fractions", "seeds"}
+TRANSFER_KEYS = {"name", "config", "args", "mix", "heads", "fractions", "seeds", "lr_grid"}
 LAYERS = "layers"  # in `mixes:`, each single layer below the top
 
 
@@ -36,21 +36,27 @@ def expand_mixes(mixes: list[str], num_layers: int) -> list[str]:
     return list(dict.fromkeys(expanded))
 
 
+def grid_point(method: str, rate: float) -> str:
+    """The method of one learning rate of a grid: ``<method>~lr<rate>``."""
+    return f"{method}~lr{rate:g}"
+
+
 def fraction_suffix(fraction: float) -> str:
     return f"@{fraction:g}" if fraction < 1 else ""
 
 
 def mix_head_settings(config: dict, encoder: dict) -> list[dict]:
     """The mixes × heads matrix and its learning curve, as per-cell settings of one encoder."""
+    grid = config.get("lr_grid", [])
     settings = [{"transfer": "", "mix": mix, "head": head, "fraction": 1.0, "seeds": seed_list(config.get("seeds", 5)),
-                 "config": "", "args": []}
+                 "config": "", "args": [], "lr_grid": grid}
                 for mix in expand_mixes(config.get("mixes", ["scalar"]), encoder["num_layers"])
                 for head in config.get("heads", ["pool-mlp"])]
     curve = config.get("learning_curve")
     if curve:
         settings += [{"transfer": "", "mix": curve.get("mix", "scalar"), "head": curve.get("head", "pool-mlp"),
                       "fraction": float(fraction), "seeds": seed_list(curve.get("seeds", config.get("seeds", 5))),
-                      "config": "", "args": []}
+                      "config": "", "args": [], "lr_grid": grid}
                      for fraction in curve["fractions"] if float(fraction) < 1.0]
     return settings
 
@@ -64,7 +70,7 @@ def transfer_settings(config: dict, encoder: dict) -> list[dict]:
         fractions = [float(fraction) for fraction in transfer.get("fractions", config.get("fractions", [1.0]))]
         settings += [{"transfer": transfer["name"], "mix": transfer.get("mix", "scalar"), "head": head,
                       "fraction": fraction, "seeds": seeds, "config": transfer.get("config", ""),
-                      "args": list(transfer.get("args", []))}
+                      "args": list(transfer.get("args", [])), "lr_grid": transfer.get("lr_grid", config.get("lr_grid", []))}
                      for head in transfer.get("heads", ["pool-mlp"]) for fraction in fractions]
     return settings
 
@@ -103,17 +109,21 @@ def plan(config: dict, encoders: list[dict], finetune_args: list[str]) -> list[C
         settings = transfer_settings(config, encoder) if config.get("transfers") else mix_head_settings(config, encoder)
         check_layers(settings, encoder)
         for setting in settings:
-            kinds = [("pretrained", method_name(encoder["name"], setting))]
+            arms = [("pretrained", method_name(encoder["name"], setting))]
             if config.get("random_control", True):
-                kinds.append(("random", method_name(random_name, setting)))
-            for seed in setting["seeds"]:
-                for kind, method in kinds:
-                    cells.append(Cell(method, kind, seed, encoder["name"], encoder["run_id"], setting["mix"],
-                                      setting["head"], setting["fraction"],
-                                      kinds[-1][1] if kind == "pretrained" and len(kinds) > 1 else "",
-                                      [*finetune_args, *setting["args"]], config=setting["config"],
-                                      transfer=setting["transfer"], family=encoder.get("family", ""),
-                                      fingerprint=encoder.get("fingerprint", "")))
+                arms.append(("random", method_name(random_name, setting)))
+            for rate in setting.get("lr_grid") or [None]:  # each grid point: cells of their own, per arm
+                kinds = [(kind, method if rate is None else grid_point(method, rate)) for kind, method in arms]
+                rate_args = [] if rate is None else [f"--model.learning_rate={rate:g}"]
+                for seed in setting["seeds"]:
+                    for kind, method in kinds:
+                        cells.append(Cell(method, kind, seed, encoder["name"], encoder["run_id"], setting["mix"],
+                                          setting["head"], setting["fraction"],
+                                          kinds[-1][1] if kind == "pretrained" and len(kinds) > 1 else "",
+                                          [*finetune_args, *setting["args"], *rate_args], config=setting["config"],
+                                          transfer=setting["transfer"], family=encoder.get("family", ""),
+                                          fingerprint=encoder.get("fingerprint", ""),
+                                          grid_of="" if rate is None else dict(arms)[kind], learning_rate=rate))
         if config.get("linear_probe"):
             cells += probe_cells(config, encoder, random_name)
     control = next((c.method for c in cells if c.kind == "random"), "")

@@ -14,6 +14,7 @@ import pandas as pd
 import yaml
 
 from benchmarks.figures import write_figures
+from benchmarks.lr_selection import CHOSEN_COLUMN, lr_grid_section
 from benchmarks.mix_weights import mix_section
 from benchmarks.probe_checks import probe_methods, probe_remarks, probe_section
 from benchmarks.remarks import mde, number, points, remarks
@@ -188,6 +189,7 @@ def _markdown(results: pd.DataFrame, runs: pd.DataFrame, context: dict, figures:
     adjusted = "p_adjusted" in results  # older tables lack it and the TF-IDF gap
     against_tfidf = "gap_vs_tfidf" in results and results["gap_vs_tfidf"].notna().any()  # not without tfidf-lr
     stepped = STEPS_COLUMN in results and results[STEPS_COLUMN].notna().any()  # cells that logged train_steps
+    gridded = CHOSEN_COLUMN in results and results[CHOSEN_COLUMN].notna().any()  # rates chosen from lr_grid
     lines = [f"# Benchmark report: {context.get('name', 'benchmark')}", "",
              f"- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}",
              f"- parent run: `{context.get('parent_run_id', '—')}`",
@@ -206,11 +208,12 @@ def _markdown(results: pd.DataFrame, runs: pd.DataFrame, context: dict, figures:
              *([number(row["p_adjusted"], ".3g")] if adjusted else []), mde(row.get("mde_vs_random", np.nan)),
              *([_gap_cell(row, TFIDF_GAP)] if against_tfidf else []),
              *([number(row.get(STEPS_COLUMN), ".0f")] if stepped else []),
+             *([number(row.get(CHOSEN_COLUMN), "g")] if gridded else []),
              f"⚠ {int(row[COLLAPSED_COLUMN])}/{int(row['n_seeds'])}" if row.get(COLLAPSED_COLUMN, 0) > 0 else "no"]
             for _, row in results.iterrows()]
     header = ["method", "seeds", "dev acc", "dev F1", "test acc", "test F1", "gap vs random (95% CI)", "p",
               *(["p_adjusted"] if adjusted else []), "MDE", *(["gap vs TF-IDF (95% CI)"] if against_tfidf else []),
-              *(["steps"] if stepped else []), "collapsed"]
+              *(["steps"] if stepped else []), *(["lr"] if gridded else []), "collapsed"]
     probes = set(probe_methods(runs))  # shown apart, as checks
     own = [row for row, method in zip(rows, results["method"]) if method not in published | probes]
     lines += _table(header, own) if own else ["(no encoder pretrained here in this benchmark)"]
@@ -218,6 +221,7 @@ def _markdown(results: pd.DataFrame, runs: pd.DataFrame, context: dict, figures:
         lines += ["", "## Published and reference encoders (shown apart)", "", PUBLISHED_NOTE, ""]
         lines += _table(header, [row for row, method in zip(rows, results["method"]) if method in published - probes])
     lines += probe_section(results, runs)
+    lines += lr_grid_section(context.get("lr_grid", pd.DataFrame()))
     studied = study is not None and len(study) > 0
     if studied:
         lines += [""] + study_tables(study)

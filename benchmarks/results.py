@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from benchmarks.lr_selection import CHOSEN_COLUMN
 from benchmarks.run_table import controls, text_column
 from benchmarks.stats import PVALUE_COLUMN, compare_with_baseline, compare_with_twin, is_collapsed, results_table
 
@@ -51,6 +52,9 @@ def build_results(runs: pd.DataFrame, test_predictions: dict[str, pd.DataFrame])
     counts = collapsed.groupby("method")["collapsed"].sum()
     table.insert(table.columns.get_loc(PVALUE_COLUMN) + 1, COLLAPSED_COLUMN,  # the old columns keep their places
                  [int(counts.get(method, 0)) for method in table["method"]])
+    if CHOSEN_COLUMN in runs and pd.to_numeric(runs[CHOSEN_COLUMN], errors="coerce").notna().any():
+        rates = pd.to_numeric(runs[CHOSEN_COLUMN], errors="coerce").groupby(runs["method"]).first()
+        table[CHOSEN_COLUMN] = [rates.get(method, float("nan")) for method in table["method"]]  # lr_grid's pick
     if "train_steps" in runs:  # the optimiser steps of a method's fits (cells logged since equal_steps)
         steps = pd.to_numeric(runs["train_steps"], errors="coerce").groupby(runs["method"]).mean()
         table[STEPS_COLUMN] = [steps.get(method, float("nan")) for method in table["method"]]

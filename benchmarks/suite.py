@@ -24,6 +24,7 @@ from benchmarks.cells import settings_hash
 from benchmarks.encoders import given_run, pretrain_stages
 from benchmarks.engine import RETRIES, InlineEngine, RayEngine, paths_to_check
 from benchmarks.executor import StudyExecutor, StudyStopped
+from benchmarks.lr_selection import lr_grid_table, select_learning_rates
 from benchmarks.matrix import data_flags, dataset_spec, load_config, repo_path, with_budget
 from benchmarks.parent import describe_parent, link_lines
 from benchmarks.parent_run import abandon_parent, close_parent, open_parent
@@ -141,13 +142,14 @@ def run_suite(args: argparse.Namespace) -> int:
         encoders, done = executor.run()
         engine_text = engine.describe()
         runs, predictions = run_table(done)
-        runs = drop_unpaired_controls(runs, predictions)
+        grid = lr_grid_table(runs)  # each arm's learning-rate grid, chosen on dev (lr_grid: in the matrix)
+        runs = drop_unpaired_controls(select_learning_rates(runs), predictions)
         results = build_results(runs, predictions)
         wall = time.perf_counter() - started
         throughput_file = REPO_ROOT / "benchmarks" / "results" / "throughput.json"
         context = {"name": config["name"], "parent_run_id": parent, "wall_seconds": wall, "settings": config,
                    "encoders": encoders, "dataset": data.name, "anchors": anchors_of(data),
-                   "labels": list(data.labels), "positive_label": data.positive_label,
+                   "labels": list(data.labels), "positive_label": data.positive_label, "lr_grid": grid,
                    "throughput": json.loads(throughput_file.read_text()) if throughput_file.is_file() else None}
         written = write_outputs(directory, results, runs, context)
         for path in written:
