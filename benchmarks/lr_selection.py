@@ -47,7 +47,10 @@ def select_learning_rates(runs: pd.DataFrame) -> pd.DataFrame:
     arm_of = dict(zip(runs.loc[arms != "", "method"], arms[arms != ""]))  # grid point → its arm
     selected = runs.assign(method=[arm_of.get(method, method) for method in runs["method"]],
                            control=[arm_of.get(control, control) for control in text_column(runs, "control")])
-    return selected[keep].reset_index(drop=True)
+    first_seen = {method: index for index, method in reversed(list(enumerate(selected["method"])))}
+    order = selected["method"].map(first_seen)  # the plan's order of the arms, whichever rate each kept
+    return selected[keep].assign(_order=order[keep]).sort_values("_order", kind="stable").drop(
+        columns="_order").reset_index(drop=True)
 
 
 def lr_grid_section(table: pd.DataFrame) -> list[str]:

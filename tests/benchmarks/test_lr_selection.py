@@ -61,8 +61,13 @@ def test_each_arm_keeps_its_best_dev_rate_and_never_looks_at_test(tmp_path):
     table = lr_grid_table(runs)
     chosen = dict(zip(table.loc[table["chosen"], "method"], table.loc[table["chosen"], "learning_rate"]))
     assert chosen == {"elmo-scalar-attn": 3e-3, "random-scalar-attn": 1e-3}  # dev decides, per arm
+    planned = runs.assign(arm=runs["kind"] != "pretrained").sort_values(["learning_rate", "seed", "arm"])
+    planned = planned.drop(columns="arm").reset_index(drop=True)  # the plan's order: rate, seed, arm
+    assert planned["method"].iloc[1] == "random-scalar-attn~lr0.001"  # a kept twin point before any kept one
+    assert list(dict.fromkeys(select_learning_rates(planned)["method"])) == ["elmo-scalar-attn", "random-scalar-attn"]
     selected = select_learning_rates(runs)
-    assert set(selected["method"]) == {"elmo-scalar-attn", "random-scalar-attn"} and len(selected) == 6
+    assert list(dict.fromkeys(selected["method"])) == ["elmo-scalar-attn", "random-scalar-attn"]  # the plan's order
+    assert len(selected) == 6
     assert set(selected.loc[selected["kind"] == "pretrained", "control"]) == {"random-scalar-attn"}
     results = build_results(selected, predictions).set_index("method")
     assert results.loc["elmo-scalar-attn", "learning_rate"] == 3e-3
