@@ -178,9 +178,8 @@ class HFEncoder(Encoder):
                          copies=copies)
         self.name = name
 
-    def max_tokens(self) -> int | None:
-        positions = self.model.max_positions
-        return None if positions is None else positions - sum(self.tokenizer.boundaries)
+    def boundary_tokens(self) -> int:
+        return sum(self.tokenizer.boundaries)  # [CLS] … [SEP] for BERT, none for GPT-2
 
     def features(self, token_ids: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Returns layers (L, B, T, D), zero at padding, aligned to ``tokenize``; mask (B, T)."""
