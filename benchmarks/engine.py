@@ -117,8 +117,11 @@ class RayEngine:
                                 f"({str(error).splitlines()[0][:200]}); start it with `ray start --head`, "
                                 f"or unset RAY_ADDRESS for a local instance") from None
         else:
+            # Ray raises its workers' niceness by 15 so that its own processes stay responsive; here
+            # the workers are the study, so they keep the suite's own (`nice make benchmark` still
+            # lowers them all)
             ray.init(address="local", num_cpus=self.jobs, include_dashboard=False,
-                     object_store_memory=OBJECT_STORE_BYTES, **options)
+                     object_store_memory=OBJECT_STORE_BYTES, _system_config={"worker_niceness": 0}, **options)
             print(f"  started a local Ray instance (gcs {ray.get_runtime_context().gcs_address}, "
                   f"{self.jobs} CPUs)", flush=True)
         self.started = True

@@ -65,10 +65,12 @@ def describe_parent(client: MlflowClient, parent: str, name: str, results: pd.Da
 
 
 def twin_pairs(runs: pd.DataFrame) -> list[tuple[str, str, str]]:
-    """``(method, run, twin run)`` of each method with a random twin, at the first seed both have."""
+    """``(method, run, twin run)`` of each method with a random twin, at the first seed both have.
+    Baselines have none (the plan names a random method as their control, which the results ignore)."""
     by_key = {(method, seed): run_id for method, seed, run_id in zip(runs["method"], runs["seed"], runs["run_id"])}
     pairs = []
-    for method, group in runs[runs["control"].fillna("") != ""].groupby("method", sort=False):
+    learned = runs["kind"] != "baseline" if "kind" in runs else True
+    for method, group in runs[(runs["control"].fillna("") != "") & learned].groupby("method", sort=False):
         control = group["control"].iloc[0]
         for seed in sorted(group["seed"]):
             if (control, seed) in by_key:

@@ -28,7 +28,7 @@ def token_limit(encoder, max_tokens: int) -> tuple[int, str]:
         raise UserError(f"{FLAG}={max_tokens}: must be at least 1")
     positions = encoder.max_tokens()  # None for recurrent models
     if positions is not None and positions < max_tokens:
-        return positions, f"this {encoder.family} encoder's max_positions {positions + 2}"
+        return positions, f"this {encoder.family} encoder's max_positions {encoder.max_positions()}"
     return max_tokens, FLAG
 
 
@@ -43,7 +43,7 @@ def longest_input(named_pairs: dict[str, list], encoder, input_kind: str, max_to
     """
     limit, reason = token_limit(encoder, max_tokens)
     if input_kind == "joint":
-        limit += 2  # the sequence's own boundaries count against the positions, not the cap
+        limit += encoder.boundary_tokens()  # the sequence's own boundaries count against the positions, not the cap
     lengths: dict[str, int] = {}
     longest = 0
     for where, pairs in named_pairs.items():

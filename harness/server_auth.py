@@ -10,7 +10,9 @@ What this module adds: the admin password and the Flask secret key generated onc
 files under ``.cache/server/`` (``MLFLOW_ADMIN_PASSWORD`` at the first start gives the admin
 password instead), handed to the server in its environment only; an auth config with
 ``default_permission = READ`` whose users live in the backend store's own database; MLflow's
-fail-closed switch on, so a route without a permission check is refused rather than open.
+fail-closed switch on, so a route without a permission check is refused rather than open; and
+MLflow's credential cache on (``auth_cache_ttl_seconds``, off by default), without which every
+request of every run pays a password hash check.
 """
 
 from __future__ import annotations
@@ -28,6 +30,11 @@ ADMIN = "admin"
 DEFAULT_PERMISSION = "READ"
 ADMIN_PASSWORD_VARIABLES = ("MLFLOW_ADMIN_PASSWORD", "MLFLOW_AUTH_ADMIN_PASSWORD")
 MIN_PASSWORD = 12  # MLflow's own rule (mlflow.utils.validation._validate_password)
+# A verified (user, password) is kept this long in each server worker, so a request costs a
+# lookup instead of a password hash check (werkzeug's scrypt: ~0.1 s of CPU here, per request
+# without it). Changes through the API (password, deletion) drop the entry at once on the worker
+# that made them; on other workers the old password may still pass for up to this long.
+AUTH_CACHE_SECONDS = 60
 
 
 class AuthFiles:
@@ -70,6 +77,7 @@ class AuthFiles:
             f"admin_username = {ADMIN}",
             "authorization_function = mlflow.server.auth:authenticate_request_basic_auth",
             "grant_default_workspace_access = false",
+            f"auth_cache_ttl_seconds = {AUTH_CACHE_SECONDS}",
         ]))
         return notes
 

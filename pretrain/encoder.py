@@ -112,18 +112,26 @@ class Encoder:
     def tokenize(self, sentence: str) -> list[str]:
         return self.tokenizer.tokenize(sentence)
 
+    def boundary_tokens(self) -> int:
+        """How many tokens the model adds around a sentence (our families: ``<s>`` and ``</s>``)."""
+        return 2
+
+    def max_positions(self) -> int | None:
+        """The model's position table (boundaries included), or None for recurrent models."""
+        return getattr(self.model, "max_positions", None)
+
     def max_tokens(self) -> int | None:
         """The longest sentence (in tokens, without boundaries) the model takes, or None."""
-        positions = getattr(self.model, "max_positions", None)
-        return None if positions is None else positions - 2
+        positions = self.max_positions()
+        return None if positions is None else positions - self.boundary_tokens()
 
     def encode_ids(self, sentence: str) -> torch.Tensor:
-        """(T + 2,) ids of one sentence with its boundary tokens."""
+        """(T + boundary_tokens(),) ids of one sentence with its boundary tokens."""
         ids = self.tokenizer.encode(sentence)
-        limit = self.max_tokens()
-        if limit is not None and len(ids) - 2 > limit:
-            raise UserError(f"a sentence of {len(ids) - 2} tokens is longer than this {self.family} encoder's "
-                            f"{limit} (max_positions {limit + 2}): {sentence[:60]!r}…")
+        limit, words = self.max_tokens(), len(ids) - self.boundary_tokens()
+        if limit is not None and words > limit:
+            raise UserError(f"a sentence of {words} tokens is longer than this {self.family} encoder's "
+                            f"{limit} (max_positions {self.max_positions()}): {sentence[:60]!r}…")
         return torch.tensor(ids, dtype=torch.long)
 
     def encode(self, sentences: list[str]) -> tuple[torch.Tensor, torch.Tensor]:

@@ -106,8 +106,8 @@ def check_folder(folder: Path) -> dict:
     except (OSError, ValueError) as error:
         raise UserError(f"config.json is not readable JSON ({type(error).__name__})") from None
     if "auto_map" in config or any(folder.glob("*.py")):
-        raise UserError(f"brings its own model code (auto_map / *.py): remote code is never run "
-                        f"(trust_remote_code stays off); use a model that transformers implements")
+        raise UserError("brings its own model code (auto_map / *.py): remote code is never run "
+                        "(trust_remote_code stays off); use a model that transformers implements")
     if config.get("is_encoder_decoder"):
         raise UserError(f"an encoder-decoder model ({config.get('model_type')}); this family takes "
                         f"encoders and decoders whose hidden states are per token")
@@ -178,9 +178,8 @@ class HFEncoder(Encoder):
                          copies=copies)
         self.name = name
 
-    def max_tokens(self) -> int | None:
-        positions = self.model.max_positions
-        return None if positions is None else positions - sum(self.tokenizer.boundaries)
+    def boundary_tokens(self) -> int:
+        return sum(self.tokenizer.boundaries)  # [CLS] … [SEP] for BERT, none for GPT-2
 
     def features(self, token_ids: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Returns layers (L, B, T, D), zero at padding, aligned to ``tokenize``; mask (B, T)."""
@@ -243,7 +242,7 @@ def _load(folder: Path, source: str) -> HFEncoder:
             raise UserError(f"holds no usable tokenizer ({type(error).__name__}); save it beside the model "
                             f"with tokenizer.save_pretrained") from None
         if not hasattr(loaded, "backend_tokenizer"):
-            raise UserError(f"its tokenizer is not backed by the tokenizers library (no tokenizer.json)")
+            raise UserError("its tokenizer is not backed by the tokenizers library (no tokenizer.json)")
         try:
             network, info = AutoModel.from_pretrained(folder, use_safetensors=True, output_loading_info=True,
                                                       **options)

@@ -78,3 +78,20 @@ def assert_one_line_exit(process: subprocess.CompletedProcess, *fragments: str) 
     for fragment in fragments:
         assert fragment in lines[-1], lines[-1]
     return lines[-1]
+
+
+def finetune_refused_before_any_run(files: dict[str, Path], encoder: str, tmp_path: Path, monkeypatch, capsys) -> str:
+    """The smoke finetune CLI (in process) on the TSV splits ``files``: it stops at a user error
+    (exit 2) before any run exists; returns its last stderr line."""
+    from downstream.cli import FinetuneCLI
+    from harness.tracked_cli import run_cli
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.chdir(tmp_path)
+    code = run_cli(FinetuneCLI, ["fit", "--config", str(REPO / "configs/downstream/smoke.yaml"),
+                                 f"--model.encoder={encoder}", "--data.dataset=tsv",
+                                 *(f"--data.{split}={path}" for split, path in files.items())])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and all_runs(uri) == [], lines[-3:]
+    return lines[-1]

@@ -7,6 +7,7 @@ SQLite store with two nodes is refused in one line before any run exists. Then t
 on a local Ray instance redoes two deleted cells with the same metrics."""
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -15,10 +16,12 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import psutil
 import pytest
 import requests
 from mlflow.entities import ViewType
 from mlflow.tracking import MlflowClient
+from ray._private import ray_constants
 
 from benchmarks.matrix import load_config
 from benchmarks.plan import plan
@@ -114,25 +117,51 @@ def test_a_sqlite_store_with_two_nodes_is_refused_before_anything_runs(cluster, 
     assert all_runs(uri) == [] and not (tmp_path / "results").exists()
 
 
+def node_processes(node) -> list[psutil.Process]:
+    """The raylet of a cluster node and every process under it (its workers)."""
+    raylet = psutil.Process(node.all_processes[ray_constants.PROCESS_TYPE_RAYLET][0].process.pid)
+    return [raylet, *raylet.children(recursive=True)]
+
+
+def signal_all(processes: list[psutil.Process], signum: int) -> None:
+    for process in processes:
+        try:
+            process.send_signal(signum)
+        except psutil.NoSuchProcess:
+            pass
+
+
 def remove_when_busy(cluster: dict, uri: str, stop: threading.Event, removed: list) -> None:
-    """Remove the second node once it has finished a cell and has just started another (within the
-    last 2 s: cells take seconds, so one caught later may finish before the node goes)."""
+    """Remove the second node once it has finished a cell while another runs on it. The node is
+    frozen (SIGSTOP) before the second look, so a cell still RUNNING then cannot finish before the
+    node goes: its attempt is lost for certain, however fast cells are."""
     client = MlflowClient(uri)
     node_id = cluster["worker"].node_id
-    while not stop.is_set():
+
+    def cells() -> list:
         experiment = client.get_experiment_by_name("mrpc")
-        if experiment is not None:
-            runs = client.search_runs([experiment.experiment_id], f"tags.`harness.node` LIKE '%{node_id}'",
-                                      max_results=1000)
-            cells = [run for run in runs if run.data.tags.get("stage") == "finetune"]
-            finished = any(run.info.status == "FINISHED" for run in cells)
-            started = any(run.info.status == "RUNNING" and time.time() * 1000 - run.info.start_time < 2000
-                          for run in cells)
-            if finished and started:
+        if experiment is None:
+            return []
+        runs = client.search_runs([experiment.experiment_id], f"tags.`harness.node` LIKE '%{node_id}'",
+                                  max_results=1000)
+        return [run for run in runs if run.data.tags.get("stage") == "finetune"]
+
+    def busy() -> bool:
+        found = cells()
+        return (any(run.info.status == "FINISHED" for run in found)
+                and any(run.info.status == "RUNNING" for run in found))
+
+    while not stop.is_set():
+        if busy():
+            frozen = node_processes(cluster["worker"])
+            signal_all(frozen, signal.SIGSTOP)
+            time.sleep(0.5)  # a request already sent lands before the second look
+            if busy():
                 cluster["cluster"].remove_node(cluster["worker"], allow_graceful=False)
                 removed.append(time.time())
                 return
-        stop.wait(0.5)
+            signal_all(frozen, signal.SIGCONT)
+        stop.wait(0.2)
 
 
 @pytest.fixture(scope="module")

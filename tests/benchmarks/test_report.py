@@ -1,4 +1,5 @@
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -293,10 +294,16 @@ def test_print_summary_shows_gap_ci_and_p(capsys, tmp_path):
     row = results.set_index("method").loc["elmo-scalar-pool-mlp"]
     (line,) = [line for line in lines if line.strip().startswith("elmo-scalar-pool-mlp ")]
     gap = f"{100 * row['gap_vs_random']:+.1f} ({100 * row['gap_ci_low']:+.1f}, {100 * row['gap_ci_high']:+.1f})"
-    assert gap in line and line.endswith(f"{row['p_value_vs_random']:.3g}")
+    tfidf = (f"{100 * row['gap_vs_tfidf']:+.1f} ({100 * row['gap_vs_tfidf_ci_low']:+.1f}, "
+             f"{100 * row['gap_vs_tfidf_ci_high']:+.1f})")
+    p_values = f"{row['p_value_vs_random']:.3g} +{row['p_adjusted']:.3g}"
+    assert re.search(rf"{re.escape(gap)} +{p_values} +{re.escape(tfidf)}$", line), line
     (twin,) = [line for line in lines if line.strip().startswith("random-scalar-pool-mlp ")]
-    assert twin.endswith("—")
-    assert any(line.strip().startswith("elmo-dense-one") and "†" in line and line.endswith("—") for line in lines)
+    assert re.search(r"— +— +— +[+-]\d", twin), twin  # no twin of its own, but a gap to TF-IDF
+    (one,) = [line for line in lines if line.strip().startswith("elmo-dense-one")]
+    assert re.search(r"† +— +— ", one), one  # one seed pair: no p, no adjusted p
+    (baseline,) = [line for line in lines if line.strip().startswith("tfidf-lr ")]
+    assert baseline.endswith("—")
     assert any(line.strip().startswith("† one seed pair") for line in lines)
 
 

@@ -16,7 +16,7 @@ from harness.server import TEAM_EXPERIMENTS, TEAM_MODELS, main, without_password
 from pretrain.cli import PretrainCLI
 from pretrain.families import pretrained_families
 from pretrain.registry import model_name
-from harness.server_auth import AuthFiles, is_loopback
+from harness.server_auth import AUTH_CACHE_SECONDS, AuthFiles, is_loopback
 from harness.store import denial
 
 
@@ -53,6 +53,17 @@ def test_the_admin_password_comes_from_the_variable_at_the_first_start_only(tmp_
     assert all(mode(path) == 0o600 for path in files.folder.iterdir())
     env = files.server_env()
     assert env["MLFLOW_AUTH_ADMIN_PASSWORD"] == "a-team-chosen-password" and len(env["MLFLOW_FLASK_SERVER_SECRET_KEY"]) == 64
+
+
+def test_mlflow_reads_the_config_with_its_credential_cache_on(tmp_path, monkeypatch):
+    from mlflow.server.auth.config import read_auth_config
+
+    files = AuthFiles(tmp_path / "server")
+    files.prepare("postgresql://mlflow@127.0.0.1:5432/mlflow")
+    monkeypatch.setenv("MLFLOW_AUTH_CONFIG_PATH", str(files.config))
+    config = read_auth_config()
+    assert config.auth_cache_ttl_seconds == AUTH_CACHE_SECONDS > 0  # MLflow's default 0: a hash check per request
+    assert (config.default_permission, config.admin_username) == ("READ", "admin")
 
 
 @pytest.mark.parametrize("value, message", [("short", "needs at least 12 characters"),

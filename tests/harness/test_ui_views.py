@@ -121,8 +121,9 @@ def test_parent_summary_metrics_description_and_twin_pairs():
               "## How to read\n\n- h\n")
     assert report_sections(report) == "# Benchmark report: quick\n\n## Results\n\n| a |\n\n## Remarks\n\n- r\n"
     runs = pd.DataFrame({"run_id": ["p1", "r1", "p0", "r0", "b"], "method": ["m", "rm", "m", "rm", "majority"],
-                         "seed": [1, 1, 0, 0, 0], "control": ["rm", "", "rm", "", ""]})
-    assert twin_pairs(runs) == [("m", "p0", "r0")]  # the first seed both have
+                         "seed": [1, 1, 0, 0, 0], "control": ["rm", "", "rm", "", "rm"],
+                         "kind": ["pretrained", "random", "pretrained", "random", "baseline"]})
+    assert twin_pairs(runs) == [("m", "p0", "r0")]  # the first seed both have; no "majority vs its twin"
 
 
 @pytest.mark.parametrize("name", ["elmo-scalar-pool-mlp@0.1", "random(elmo)-x", "a b/c:d"])

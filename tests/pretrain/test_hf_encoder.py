@@ -14,6 +14,7 @@ from harness.errors import UserError
 from pretrain import load_encoder, random_encoder
 from pretrain.hf_encoder import REFERENCES, hf_encoder_from_record
 from pretrain.runs import encoder_from_record
+from tests.hf_fixtures import POSITIONS
 
 SENTENCES = ["He said so.", "The market rose sharply after the report, analysts said on Monday.",
              "Shares of the company fell 3 percent.", "Yes."]
@@ -136,6 +137,22 @@ def test_a_checkpoint_record_rebuilds_the_encoder_and_its_twin(encoder):
 def test_a_sentence_longer_than_the_positions_stops_in_one_line(encoder):
     with pytest.raises(UserError, match=r"^a sentence of \d+ tokens is longer than this hf encoder's \d+"):
         encoder.encode(["word " * 400])
+
+
+def test_a_sentence_may_take_every_position_but_the_models_own_boundaries(encoder):
+    """BERT adds [CLS] and [SEP] around a sentence, GPT-2 nothing: the limit and its message count
+    what the model adds, not our families' two boundaries."""
+    from downstream.input_limits import token_limit
+
+    assert encoder.max_positions() == POSITIONS
+    assert encoder.max_tokens() == POSITIONS - sum(encoder.tokenizer.boundaries)
+    assert token_limit(encoder, 10**6) == (encoder.max_tokens(), f"this hf encoder's max_positions {POSITIONS}")
+    first_word = len(encoder.tokenize("the"))  # GPT-2's BPE splits a first "the" without its space
+    longest = " ".join(["the"] * (encoder.max_tokens() - first_word + 1))
+    assert len(encoder.tokenize(longest)) == encoder.max_tokens()
+    assert len(encoder.encode_ids(longest)) == POSITIONS
+    with pytest.raises(UserError, match=rf"^a sentence of {encoder.max_tokens() + 1} tokens .* \(max_positions {POSITIONS}\)"):
+        encoder.encode_ids(longest + " the")
 
 
 def test_the_pair_input_carries_segment_ids(tiny_bert, tiny_gpt2):

@@ -8,7 +8,7 @@ from harness.datasets.label_limit import MAX_LABELS
 from harness.datasets.registry import load_pair_data
 from harness.datasets.types import PairData
 from harness.errors import UserError
-from tests.helpers import REPO, all_runs
+from tests.helpers import finetune_refused_before_any_run
 from tests.pair_files import write_tsv
 
 
@@ -36,20 +36,10 @@ def test_the_largest_label_set_is_read(tmp_path):
 
 
 def test_the_finetune_cli_refuses_before_any_run(tmp_path, monkeypatch, capsys, save_encoder):
-    from downstream.cli import FinetuneCLI
-    from harness.tracked_cli import run_cli
-
     encoder, _ = save_encoder("elmo", tmp_path)
     files = labelled_set(tmp_path / "many", 10_000)
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    monkeypatch.chdir(tmp_path)
-    code = run_cli(FinetuneCLI, ["fit", "--config", str(REPO / "configs/downstream/smoke.yaml"),
-                                 f"--model.encoder={encoder}", "--data.dataset=tsv",
-                                 *(f"--data.{split}={path}" for split, path in files.items())])
-    lines = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and lines[-1].startswith(f"error: --data.train={files['train']}: 10000 distinct labels"), lines[-3:]
-    assert all_runs(uri) == []
+    line = finetune_refused_before_any_run(files, encoder, tmp_path, monkeypatch, capsys)
+    assert line.startswith(f"error: --data.train={files['train']}: 10000 distinct labels"), line
 
 
 def test_the_confusion_matrix_of_many_labels_is_shaded_not_counted_and_stays_small():

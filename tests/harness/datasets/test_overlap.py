@@ -121,19 +121,10 @@ def test_mrpcs_own_files_pass_with_no_shared_pair(real_mrpc_dir):
 
 
 def test_the_finetune_cli_refuses_a_leaking_set_before_any_run(tmp_path, monkeypatch, capsys, save_encoder):
-    from harness.tracked_cli import run_cli
-    from downstream.cli import FinetuneCLI
-    from tests.helpers import REPO, all_runs
+    from tests.helpers import finetune_refused_before_any_run
 
     encoder, _ = save_encoder("elmo", tmp_path)
     train = rows(100, "tr")
     files = write_splits(tmp_path / "leak", train, rows(30, "dv"), train[:15] + rows(15, "te"))
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    monkeypatch.chdir(tmp_path)
-    code = run_cli(FinetuneCLI, ["fit", "--config", str(REPO / "configs/downstream/smoke.yaml"),
-                                 f"--model.encoder={encoder}", "--data.dataset=tsv",
-                                 *(f"--data.{split}={path}" for split, path in files.items())])
-    lines = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and lines[-1].startswith(f"error: --data.test={files['test']}: 15 of its 30 pairs"), lines[-3:]
-    assert all_runs(uri) == []
+    line = finetune_refused_before_any_run(files, encoder, tmp_path, monkeypatch, capsys)
+    assert line.startswith(f"error: --data.test={files['test']}: 15 of its 30 pairs"), line
