@@ -31,9 +31,11 @@ def holm(p_values) -> np.ndarray:
     return adjusted.reshape(values.shape)
 
 
-def chance_remark(ci_low, ci_high, p_adjusted=None, confidence: float = 0.95, what: str = "CIs") -> str | None:
+def chance_remark(ci_low, ci_high, p_adjusted=None, confidence: float = 0.95, what: str = "CIs",
+                  adjusted_name: str = "p_adjusted") -> str | None:
     """``"k of n CIs exclude 0; chance alone gives about m"`` for a report's comparisons (those with a
-    CI), with how many stay below ``1 - confidence`` after Holm's adjustment when ``p_adjusted`` is given.
+    CI), with how many stay below ``1 - confidence`` after Holm's adjustment when ``p_adjusted`` is given
+    (its results.csv column: ``adjusted_name``).
 
     Returns:
         The sentence, or None when no comparison has a CI.
@@ -51,5 +53,5 @@ def chance_remark(ci_low, ci_high, p_adjusted=None, confidence: float = 0.95, wh
         adjusted = np.asarray(p_adjusted, dtype=float)
         remaining = int((adjusted[tested & ~np.isnan(adjusted)] < alpha).sum())
         sentence += (f"; {remaining} of them stay below p = {alpha:g} after Holm's adjustment for the "
-                     f"{count} comparisons (`p_adjusted`)")
+                     f"{count} comparisons (`{adjusted_name}`)")
     return sentence + "."

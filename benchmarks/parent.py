@@ -24,7 +24,7 @@ from harness.views import DESCRIPTION_TAG, benchmark_view
 # results.csv columns logged per method (fractions; p-values as they are); a column a table lacks is skipped.
 SUMMARY_COLUMNS = ["test_acc_mean", "test_acc_std", "test_f1_mean", "dev_acc_mean", "gap_vs_random", "gap_ci_low",
                    "gap_ci_high", "p_value_vs_random", "p_adjusted", "gap_vs_tfidf", "gap_vs_tfidf_ci_low",
-                   "gap_vs_tfidf_ci_high", "p_vs_tfidf", "n_seeds"]
+                   "gap_vs_tfidf_ci_high", "p_vs_tfidf", "p_vs_tfidf_adjusted", "n_seeds"]
 DESCRIPTION_SECTIONS = ("Results", "Remarks")
 DESCRIPTION_LIMIT = 40000  # characters; MLflow keeps tag values up to 8000 on some stores, 64k on SQL ones
 

@@ -13,6 +13,8 @@ from benchmarks.run_table import (SETTING, controls, curve_methods, full_fractio
                                   text_column)
 from benchmarks.stats import NO_SEED_REPLICATION, PVALUE_COLUMN
 
+ALPHA = 0.05  # the level of every CI (95%) and of Holm's adjustment
+
 
 def number(value, spec: str) -> str:
     """``value`` formatted with ``spec``, or "—" when it is missing."""
@@ -34,7 +36,13 @@ def _verdict(row: pd.Series) -> str:
     return "excludes 0" if row["gap_ci_low"] > 0 or row["gap_ci_high"] < 0 else "includes 0"
 
 
+def _holds(adjusted: float) -> str:
+    return "" if pd.isna(adjusted) else ", and it holds after Holm's adjustment for the report's comparisons"
+
+
 def _control_remark(method: str, control: str, row: pd.Series, accuracy: pd.Series) -> str:
+    """A method against its twin, from the CI and (where the table has it) Holm's ``p_adjusted``: a
+    CI that excludes 0 is a finding only when the adjusted p stays below ``ALPHA``."""
     if pd.isna(row.get("gap_vs_random", np.nan)):
         return f"`{method}`: no seed with test predictions in common with its random twin `{control}`, so no test."
     if pd.isna(row.get(PVALUE_COLUMN, np.nan)):
@@ -42,14 +50,21 @@ def _control_remark(method: str, control: str, row: pd.Series, accuracy: pd.Seri
                 f"mean test accuracy, paired gap {points(row['gap_vs_random'])} points over "
                 f"{int(row['paired_items'])} test items of one seed pair: no seed replication, so no CI or p "
                 "(seed luck alone moves a run's accuracy); run more seeds before concluding.")
+    adjusted = row.get("p_adjusted", np.nan)
     numbers = (f"{accuracy[method]:.1f}% vs {accuracy[control]:.1f}% mean test accuracy; paired gap "
                f"{points(row['gap_vs_random'])} points, 95% CI {points(row['gap_ci_low'])} to "
-               f"{points(row['gap_ci_high'])}, p = {row[PVALUE_COLUMN]:.3g}; {int(row['paired_seeds'])} seed "
-               f"pair(s) × {int(row['paired_items'])} test items")
+               f"{points(row['gap_ci_high'])}, p = {row[PVALUE_COLUMN]:.3g}"
+               + (f", Holm-adjusted {adjusted:.3g}" if pd.notna(adjusted) else "")
+               + f"; {int(row['paired_seeds'])} seed pair(s) × {int(row['paired_items'])} test items")
+    if (row["gap_ci_low"] > 0 or row["gap_ci_high"] < 0) and pd.notna(adjusted) and adjusted >= ALPHA:
+        ahead = f"`{method}`" if row["gap_ci_low"] > 0 else f"the random twin `{control}`"
+        return (f"`{method}` against its random twin `{control}`: {ahead} is ahead ({numbers}); the CI excludes 0, "
+                f"but not after Holm's adjustment for the report's comparisons (`p_adjusted` ≥ {ALPHA:g}): "
+                "a lead to test with more seeds, not a finding.")
     if row["gap_ci_low"] > 0:
-        return f"`{method}` beats its random twin `{control}` ({numbers}): the CI excludes 0."
+        return f"`{method}` beats its random twin `{control}` ({numbers}): the CI excludes 0{_holds(adjusted)}."
     if row["gap_ci_high"] < 0:
-        return (f"**The random twin `{control}` beats `{method}`** ({numbers}): the CI excludes 0; "
+        return (f"**The random twin `{control}` beats `{method}`** ({numbers}): the CI excludes 0{_holds(adjusted)}; "
                 f"pretraining hurt here.")
     return (f"`{method}` against its random twin `{control}`: the CI includes 0 ({numbers}). This design detects "
             f"gaps of about {mde(row['mde_vs_random'])} points (MDE); a smaller one may go unseen.")
@@ -131,7 +146,8 @@ def _tfidf_remarks(table: pd.DataFrame, accuracy: pd.Series) -> list[str]:
             "items against its predictions, gap in points with its 95% CI) — " + "; ".join(pieces) + ".")
     if low.notna().any() and not (low > 0).any():
         line += " No method is measurably above TF-IDF + LR (a CI that includes 0 is not evidence of no gap)."
-    many = chance_remark(low, high, what="CIs against TF-IDF")
+    many = chance_remark(low, high, compared.get("p_vs_tfidf_adjusted"), what="CIs against TF-IDF",
+                         adjusted_name="p_vs_tfidf_adjusted")
     return [line] + ([f"Gaps to TF-IDF + LR: {many}"] if many else [])
 
 

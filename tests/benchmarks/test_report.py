@@ -207,7 +207,7 @@ def test_remarks_follow_the_ci(benchmark, tmp_path):
     table = results.set_index("method")
     assert "significant" not in report.lower()
     assert "`elmo-scalar-pool-mlp` beats its random twin `random-scalar-pool-mlp`" in report
-    assert "the CI excludes 0" in remark(report, "elmo-scalar-pool-mlp")
+    assert "the CI excludes 0, and it holds after Holm's adjustment" in remark(report, "elmo-scalar-pool-mlp")
     assert "**The random twin `random-layer:0-pool-mlp` beats `elmo-layer:0-pool-mlp`**" in report
     same = table.loc["elmo-average-pool-mlp"]  # 70% against 70%
     assert same["gap_ci_low"] < 0 < same["gap_ci_high"]
@@ -281,6 +281,17 @@ def test_suite_shaped_inputs_one_seed_baselines_and_plain_context(tmp_path):
                for line in report.splitlines())
     assert "no seed replication, so no CI or p" in remark(report, "elmo-dense-one")
     assert "beats `majority`" not in report and "beats `tfidf-lr`" not in report  # remarks compare pretrained only
+
+
+def test_a_ci_that_excludes_0_without_holm_is_a_lead_not_a_finding(benchmark, tmp_path):
+    runs, _, results = benchmark
+    table = results.set_index("method")
+    assert table.loc["elmo-scalar-pool-mlp", "gap_ci_low"] > 0
+    lost = results.assign(p_adjusted=np.where(results["method"] == "elmo-scalar-pool-mlp", 0.2, results["p_adjusted"]))
+    write_outputs(tmp_path, lost, runs, CONTEXT)
+    text = remark((tmp_path / "report.md").read_text(), "elmo-scalar-pool-mlp")
+    assert "beats its random twin" not in text and "Holm-adjusted 0.2" in text
+    assert "the CI excludes 0, but not after Holm's adjustment" in text and "not a finding" in text
 
 
 @pytest.mark.slow  # importing the suite loads Lightning and MLflow
@@ -364,6 +375,9 @@ def test_the_tfidf_remark_follows_the_ci_not_the_means(benchmark, tmp_path):
     excluding = int(((table["gap_vs_tfidf_ci_low"] > 0) | (table["gap_vs_tfidf_ci_high"] < 0)).sum())
     tested = int(table["gap_vs_tfidf_ci_low"].notna().sum())
     assert f"Gaps to TF-IDF + LR: {excluding} of {tested} CIs against TF-IDF exclude 0" in report
+    holding = int((table["p_vs_tfidf_adjusted"] < 0.05).sum())  # Holm within the TF-IDF family
+    assert (f"{holding} of them stay below p = 0.05 after Holm's adjustment for the {tested} comparisons "
+            "(`p_vs_tfidf_adjusted`)") in report
 
 
 def test_tfidf_ahead_by_mean_is_no_claim_that_nothing_beats_it(tmp_path):

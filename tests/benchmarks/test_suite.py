@@ -291,7 +291,8 @@ def test_results_table_follows_the_contract(first, parent_run):
     assert list(results.columns) == CONTRACT_COLUMNS + ["collapsed_runs", "gap_vs_random", "gap_ci_low",
                                                         "gap_ci_high", "mde_vs_random", "paired_seeds",
                                                         "paired_items", "gap_test", "p_adjusted", "gap_vs_tfidf",
-                                                        "gap_vs_tfidf_ci_low", "gap_vs_tfidf_ci_high", "p_vs_tfidf"]
+                                                        "gap_vs_tfidf_ci_low", "gap_vs_tfidf_ci_high", "p_vs_tfidf",
+                                                        "p_vs_tfidf_adjusted", "train_steps_mean"]
     assert results["method"].tolist() == QUICK_METHODS
     assert (results["n_seeds"] == 1).all()
     statistics = results[CONTRACT_COLUMNS[2:-1]]
