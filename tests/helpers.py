@@ -95,3 +95,30 @@ def finetune_refused_before_any_run(files: dict[str, Path], encoder: str, tmp_pa
     lines = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and all_runs(uri) == [], lines[-3:]
     return lines[-1]
+
+
+def save_tiny_bilm(sentences, folder: Path) -> Path:
+    """A tiny biLM (2 layers of H=8: L=3, D=16) over the words of ``sentences``, saved the way
+    pretraining exports it; returns the checkpoint's path."""
+    import torch
+
+    from pretrain.checkpoints import slim_checkpoint
+    from pretrain.lit_bilm import LitBiLM
+    from pretrain.tokenize import Tokenizer
+
+    tokenizer = Tokenizer.build(sentences)
+    torch.manual_seed(0)
+    lit = LitBiLM(vocab_size=len(tokenizer), hidden_size=8, num_layers=2, dropout=0.0)
+    lit.tokenizer = tokenizer
+    state = {"state_dict": lit.state_dict(), "hyper_parameters": dict(lit.hparams), "epoch": 0, "global_step": 0}
+    lit.on_save_checkpoint(state)
+    path = folder / "bilm.ckpt"
+    torch.save(slim_checkpoint(state), path)
+    return path
+
+
+def mrpc_train_sentences(mrpc_dir: Path, pairs: int = 300) -> list[str]:
+    """Both sentences of the first ``pairs`` MRPC train pairs."""
+    from harness.datasets.mrpc import load_mrpc
+
+    return [s for pair in load_mrpc(str(mrpc_dir)).train[:pairs] for s in (pair.sentence1, pair.sentence2)]

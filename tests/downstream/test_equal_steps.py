@@ -16,9 +16,7 @@ from downstream.evaluation import EvaluateBest
 from downstream.pair_datamodule import PairDataModule
 from harness.datasets.mrpc import load_mrpc
 from harness.errors import UserError
-from pretrain.checkpoints import slim_checkpoint
-from pretrain.lit_bilm import LitBiLM
-from pretrain.tokenize import Tokenizer
+from tests.helpers import mrpc_train_sentences, save_tiny_bilm
 
 MAX_PAIRS = 64
 
@@ -70,17 +68,7 @@ def test_bad_max_repeats_is_one_line(real_mrpc_dir):
 
 @pytest.fixture(scope="module")
 def checkpoint(real_mrpc_dir, tmp_path_factory) -> Path:
-    """A tiny biLM (2 layers of H=8) saved the way pretraining exports it."""
-    train = load_mrpc(str(real_mrpc_dir)).train[:300]
-    tokenizer = Tokenizer.build(s for pair in train for s in (pair.sentence1, pair.sentence2))
-    torch.manual_seed(0)
-    lit = LitBiLM(vocab_size=len(tokenizer), hidden_size=8, num_layers=2, dropout=0.0)
-    lit.tokenizer = tokenizer
-    state = {"state_dict": lit.state_dict(), "hyper_parameters": dict(lit.hparams), "epoch": 0, "global_step": 0}
-    lit.on_save_checkpoint(state)
-    path = tmp_path_factory.mktemp("encoder") / "bilm.ckpt"
-    torch.save(slim_checkpoint(state), path)
-    return path
+    return save_tiny_bilm(mrpc_train_sentences(real_mrpc_dir), tmp_path_factory.mktemp("encoder"))
 
 
 class _Client:

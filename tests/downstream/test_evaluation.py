@@ -83,22 +83,12 @@ def test_confusion_figure_names_the_labels():
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory) -> Path:
     """A tiny biLM (2 layers of H=8) over the 3-label set's sentences, saved as pretraining exports it."""
-    from pretrain.checkpoints import slim_checkpoint
-    from pretrain.lit_bilm import LitBiLM
-    from pretrain.tokenize import Tokenizer
+    from tests.helpers import save_tiny_bilm
 
     folder = tmp_path_factory.mktemp("nli3")
     paths = write_three_label_set(folder / "nli3", sizes=(60, 30, 30))
-    tokenizer = Tokenizer.build(load_pair_data(dataset="tsv", train=paths["train"], dev=paths["dev"],
-                                               test=paths["test"]).sentences("train"))
-    torch.manual_seed(0)
-    lit = LitBiLM(vocab_size=len(tokenizer), hidden_size=8, num_layers=2, dropout=0.0)
-    lit.tokenizer = tokenizer
-    state = {"state_dict": lit.state_dict(), "hyper_parameters": dict(lit.hparams), "epoch": 0, "global_step": 0}
-    lit.on_save_checkpoint(state)
-    path = folder / "bilm.ckpt"
-    torch.save(slim_checkpoint(state), path)
-    return path
+    data = load_pair_data(dataset="tsv", train=paths["train"], dev=paths["dev"], test=paths["test"])
+    return save_tiny_bilm(data.sentences("train"), folder)
 
 
 def parse(checkpoint: Path, monkeypatch, tmp_path, *flags: str):

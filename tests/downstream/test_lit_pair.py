@@ -13,13 +13,11 @@ from downstream.evaluation import PREDICTION_COLUMNS, predictions_frame, split_m
 from downstream.lit_pair import LitPairClassifier
 from downstream.pair_datamodule import PairDataModule
 from downstream.cli import encoder_kind, pair_classifier, pretrain_run_tag
-from pretrain.checkpoints import slim_checkpoint
 from pretrain.runs import load_encoder
 from harness.errors import UserError
-from pretrain.lit_bilm import LitBiLM
-from harness.datasets.mrpc import ID_COLUMNS, LABELS, load_mrpc
+from harness.datasets.mrpc import ID_COLUMNS, LABELS
 from harness.datasets.types import Pair, PairData
-from pretrain.tokenize import Tokenizer
+from tests.helpers import mrpc_train_sentences, save_tiny_bilm
 
 MAX_PAIRS = 64
 HEAD = {"head": "pool-mlp", "hidden_size": 16, "dropout": 0.1, "learning_rate": 1e-2}
@@ -32,17 +30,7 @@ def mrpc_dir(real_mrpc_dir) -> Path:
 
 @pytest.fixture(scope="module")
 def checkpoint(mrpc_dir, tmp_path_factory) -> Path:
-    """A tiny biLM (2 layers of H=8: L=3, D=16) saved the way pretraining exports it."""
-    train = load_mrpc(str(mrpc_dir)).train[:300]
-    tokenizer = Tokenizer.build(s for pair in train for s in (pair.sentence1, pair.sentence2))
-    torch.manual_seed(0)
-    lit = LitBiLM(vocab_size=len(tokenizer), hidden_size=8, num_layers=2, dropout=0.0)
-    lit.tokenizer = tokenizer
-    state = {"state_dict": lit.state_dict(), "hyper_parameters": dict(lit.hparams), "epoch": 0, "global_step": 0}
-    lit.on_save_checkpoint(state)
-    path = tmp_path_factory.mktemp("encoder") / "bilm.ckpt"
-    torch.save(slim_checkpoint(state), path)
-    return path
+    return save_tiny_bilm(mrpc_train_sentences(mrpc_dir), tmp_path_factory.mktemp("encoder"))
 
 
 @pytest.fixture(scope="module")
