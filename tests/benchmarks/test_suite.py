@@ -396,9 +396,10 @@ def interrupted(first, parent_run, tmp_path_factory):
     (new cells, the encoder reused), interrupted with Ctrl-C once its first cell has finished."""
     root = tmp_path_factory.mktemp("interrupted")
     shutil.copy(first["root"] / "mlflow.db", root / "mlflow.db")
-    # 4 epochs: a cell stays RUNNING long enough for the Ctrl-C below to find one (cells got faster)
-    command = [argument.replace("--trainer.max_epochs=1", "--trainer.max_epochs=4") for argument in
-               suite_command(root)]
+    # cells of 4 epochs over 2,000 pairs (~10 s): one just started is still RUNNING when the Ctrl-C below
+    # reaches it (cells of the quick flags finish in about a second, often before the signal does)
+    command = [argument.replace("--trainer.max_epochs=1", "--trainer.max_epochs=4").replace(
+        "--data.max_pairs=150", "--data.max_pairs=2000") for argument in suite_command(root)]
     env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}", "MRPC_DIR": str(first["mrpc_dir"]),
            "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     process = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -408,10 +409,11 @@ def interrupted(first, parent_run, tmp_path_factory):
         if (line.lstrip().startswith("[") and "pool-mlp" in line) or time.monotonic() > deadline:
             break
     parent = first["runs"] and next(run.info.run_id for run in first["runs"] if run.data.tags.get("stage") == "benchmark")
-    while time.monotonic() < deadline and not [  # a cell is running: Ctrl-C must end its run KILLED
+    while time.monotonic() < deadline and not [  # a cell has just started: Ctrl-C must end its run KILLED
             run for run in all_runs(f"sqlite:///{root / 'mlflow.db'}") if run.info.status == "RUNNING"
-            and run.data.tags.get("stage") == "finetune" and run.data.tags.get("mlflow.parentRunId") != parent]:
-        time.sleep(0.5)
+            and run.data.tags.get("stage") == "finetune" and run.data.tags.get("mlflow.parentRunId") != parent
+            and time.time() * 1000 - run.info.start_time < 3000]:
+        time.sleep(0.2)
     process.send_signal(signal.SIGINT)
     stdout, stderr = process.communicate(timeout=120)
     return {"process": process, "stdout": "".join(lines) + stdout, "stderr": stderr,
