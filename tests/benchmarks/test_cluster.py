@@ -159,6 +159,7 @@ def remove_when_busy(cluster: dict, uri: str, stop: threading.Event, removed: li
             if busy():
                 cluster["cluster"].remove_node(cluster["worker"], allow_graceful=False)
                 removed.append(time.time())
+                signal_all(frozen, signal.SIGKILL)  # the node's agents outlive its raylet, frozen
                 return
             signal_all(frozen, signal.SIGCONT)
         stop.wait(0.2)
