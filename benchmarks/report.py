@@ -52,14 +52,15 @@ TWIN_GAP = ("gap_vs_random", "gap_ci_low", "gap_ci_high")
 TFIDF_GAP = ("gap_vs_tfidf", "gap_vs_tfidf_ci_low", "gap_vs_tfidf_ci_high")
 
 
-def _gap_cell(row: pd.Series, columns: tuple[str, str, str] = TWIN_GAP) -> str:
-    """``+5.0 (+1.2, +8.8)`` in points; ``+5.0 (no seed replication)`` with one seed pair; — without a
-    comparison. ``columns``: the gap and its CI ends (``TWIN_GAP`` or ``TFIDF_GAP``)."""
+def gap_cell(row: pd.Series, columns: tuple[str, str, str] = TWIN_GAP, alone: str = f"({NO_SEED_REPLICATION})"
+             ) -> str:
+    """``+5.0 (+1.2, +8.8)`` in points; ``+5.0 (no seed replication)`` (``alone``) with one seed pair;
+    — without a comparison. ``columns``: the gap and its CI ends (``TWIN_GAP`` or ``TFIDF_GAP``)."""
     gap, low, high = (row.get(column, np.nan) for column in columns)
     if pd.isna(gap):
         return "—"
     if pd.isna(low):
-        return f"{points(gap)} ({NO_SEED_REPLICATION})"
+        return f"{points(gap)} {alone}"
     return f"{points(gap)} ({points(low)}, {points(high)})"
 
 
@@ -204,9 +205,9 @@ def _markdown(results: pd.DataFrame, runs: pd.DataFrame, context: dict, figures:
                 "fraction trains about the full training set's number)" if stepped else "") + ".", ""]
     published = published_methods(runs, context)
     rows = [[f"`{row['method']}`", int(row["n_seeds"]), *[_percent(row, metric) for metric in METRICS],
-             _gap_cell(row), number(row.get(PVALUE_COLUMN), ".3g"),
+             gap_cell(row), number(row.get(PVALUE_COLUMN), ".3g"),
              *([number(row["p_adjusted"], ".3g")] if adjusted else []), mde(row.get("mde_vs_random", np.nan)),
-             *([_gap_cell(row, TFIDF_GAP)] if against_tfidf else []),
+             *([gap_cell(row, TFIDF_GAP)] if against_tfidf else []),
              *([number(row.get(STEPS_COLUMN), ".0f")] if stepped else []),
              *([number(row.get(CHOSEN_COLUMN), "g")] if gridded else []),
              f"⚠ {int(row[COLLAPSED_COLUMN])}/{int(row['n_seeds'])}" if row.get(COLLAPSED_COLUMN, 0) > 0 else "no"]

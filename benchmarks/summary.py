@@ -6,25 +6,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from benchmarks.remarks import number
+from benchmarks.report import TFIDF_GAP, TWIN_GAP, gap_cell
 from benchmarks.stats import ITEMS_ONLY
-
-
-def points_with_ci(gap: float, low: float, high: float) -> str:
-    """A gap with its 95% CI in accuracy points; one seed pair (no CI) gets a †; no gap a dash."""
-    if pd.isna(gap):
-        return "—"
-    if pd.isna(low):
-        return f"{100 * gap:+.1f} †"
-    return f"{100 * gap:+.1f} ({100 * low:+.1f}, {100 * high:+.1f})"
-
-
-def column(row, name: str) -> float:
-    """A row's value, NaN where an older table lacks the column."""
-    return getattr(row, name, float("nan"))
-
-
-def p_text(value: float) -> str:
-    return "—" if pd.isna(value) else f"{value:.3g}"
 
 
 def print_summary(results: pd.DataFrame, config: dict, parent: str, directory: Path, wall: float,
@@ -35,13 +19,12 @@ def print_summary(results: pd.DataFrame, config: dict, parent: str, directory: P
     print(f"\n── benchmark '{config['name']}' on {data_name} finished in {wall / 60:.1f} min " + "─" * 30)
     print(f"  {'method':<34}{'n':>3}  {'dev acc':>14}  {'test acc':>14}  {'test F1':>14}  "
           f"{'gap vs random (95% CI)':<24}  {'p':>7}  {'p adj.':>7}  gap vs TF-IDF + LR (95% CI)")
-    for row in results.itertuples():
-        cells = [f"{100 * getattr(row, f'{m}_mean'):5.1f} ± {100 * getattr(row, f'{m}_std'):4.1f}"
+    for _, row in results.iterrows():  # older tables lack the later columns: row.get gives NaN, shown as —
+        cells = [f"{100 * row[f'{m}_mean']:5.1f} ± {100 * row[f'{m}_std']:4.1f}"
                  for m in ("dev_acc", "test_acc", "test_f1")]
-        gap = points_with_ci(*(column(row, name) for name in ("gap_vs_random", "gap_ci_low", "gap_ci_high")))
-        tfidf = points_with_ci(*(column(row, f"gap_vs_tfidf{end}") for end in ("", "_ci_low", "_ci_high")))
-        p_value, p_adjusted = (p_text(column(row, name)) for name in ("p_value_vs_random", "p_adjusted"))
-        print(f"  {row.method:<34}{row.n_seeds:>3}  {cells[0]:>14}  {cells[1]:>14}  {cells[2]:>14}  "
+        gap, tfidf = gap_cell(row, TWIN_GAP, alone="†"), gap_cell(row, TFIDF_GAP, alone="†")
+        p_value, p_adjusted = (number(row.get(name), ".3g") for name in ("p_value_vs_random", "p_adjusted"))
+        print(f"  {row['method']:<34}{row['n_seeds']:>3}  {cells[0]:>14}  {cells[1]:>14}  {cells[2]:>14}  "
               f"{gap:<24}  {p_value:>7}  {p_adjusted:>7}  {tfidf}")
     if "gap_test" in results and (results["gap_test"] == ITEMS_ONLY).any():
         print("  † one seed pair: no seed replication, so no CI or p (see report.md, How to read)")
