@@ -17,6 +17,7 @@ import pandas as pd
 from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
+from benchmarks.results import CHECK_KINDS
 from harness.links import compare_link, experiment_link, run_link
 from harness.naming import metric_key
 from harness.views import DESCRIPTION_TAG, benchmark_view
@@ -66,10 +67,11 @@ def describe_parent(client: MlflowClient, parent: str, name: str, results: pd.Da
 
 def twin_pairs(runs: pd.DataFrame) -> list[tuple[str, str, str]]:
     """``(method, run, twin run)`` of each method with a random twin, at the first seed both have.
-    Baselines have none (the plan names a random method as their control, which the results ignore)."""
+    Baselines and probes have none (the plan names a random method as a baseline's control, which
+    the results ignore too: ``CHECK_KINDS``)."""
     by_key = {(method, seed): run_id for method, seed, run_id in zip(runs["method"], runs["seed"], runs["run_id"])}
     pairs = []
-    learned = runs["kind"] != "baseline" if "kind" in runs else True
+    learned = ~runs["kind"].isin(CHECK_KINDS) if "kind" in runs else True
     for method, group in runs[(runs["control"].fillna("") != "") & learned].groupby("method", sort=False):
         control = group["control"].iloc[0]
         for seed in sorted(group["seed"]):
