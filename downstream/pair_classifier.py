@@ -184,12 +184,13 @@ class PairClassifier(nn.Module):
         of their own (``mix``) at ``mix_learning_rate`` (None: the head's) without weight decay
         (decay would pull gamma to 0)."""
         encoder_groups = [] if self.finetune == "frozen" else self.encoder.parameter_groups()
-        mixed = {id(p) for p in self.mix_parameters()}
+        mix = self.mix_parameters()
+        mixed = {id(p) for p in mix}
         head = [p for p in self.head_parameters() if id(p) not in mixed]
         groups = discriminative_groups([*encoder_groups, head], learning_rate, lr_decay)
         for index, group in enumerate(groups):
             group["name"] = "head" if index == len(groups) - 1 else f"encoder-{index}"
-        if mixed:
+        if mix:
             rate = learning_rate if mix_learning_rate is None else mix_learning_rate
-            groups.append({"params": self.mix_parameters(), "lr": rate, "weight_decay": 0.0, "name": "mix"})
+            groups.append({"params": mix, "lr": rate, "weight_decay": 0.0, "name": "mix"})
         return groups
