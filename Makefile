@@ -94,7 +94,7 @@ benchmark: $(STAMP)  ## the default matrix: mixes × 5 seeds, random control, ba
 benchmark-quick: $(STAMP)  ## every path of the suite in a few minutes (1 seed, small pretrain)
 	$(PY) -m benchmarks.suite --config configs/benchmarks/quick.yaml $(ARGS)
 
-benchmark-families: $(STAMP)  ## the transfer study: families × transfer × head × corpus × labels × seeds (ARGS=--budget: ≤ 3 h)
+benchmark-families: $(REFERENCE_STAMP)  ## the transfer study: families × transfer × head × corpus × labels × seeds, and the positive control (ARGS=--budget)
 	$(PY) -m benchmarks.suite --config configs/benchmarks/families.yaml $(ARGS)
 
 benchmark-families-quick: $(STAMP)  ## every path of the transfer study in a few minutes (tiny families, 1 seed)

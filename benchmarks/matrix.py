@@ -64,7 +64,7 @@ def load_config(path: Path) -> dict:
 def check_matrix(config: dict, path: Path) -> None:
     """The matrix's shape and every mix and head in it, read by the flags' own parsers
     (``downstream.values``), so a typo stops the benchmark before anything is pretrained."""
-    check_transfers(config.get("transfers"), path)
+    check_transfers(config.get("transfers"), path, [encoder.get("name") for encoder in config.get("encoders", [])])
     grids = [("lr_grid", config.get("lr_grid", []))] + [
         (f"transfers.{family}.{setting.get('name')}.lr_grid", setting["lr_grid"])
         for family, settings in (config.get("transfers") or {}).items()
@@ -97,7 +97,7 @@ def check_matrix(config: dict, path: Path) -> None:
             raise UserError(f"{path}: `{where}`: {error}") from None
 
 
-def check_transfers(transfers, path: Path) -> None:
+def check_transfers(transfers, path: Path, encoder_names: list[str]) -> None:
     """``transfers: {<family>: [{name, config, args, mix, heads}, ...]}``: one line per mistake."""
     if transfers is None:
         return
@@ -112,6 +112,11 @@ def check_transfers(transfers, path: Path) -> None:
             if unknown:
                 raise UserError(f"{path}: transfers.{family}.{setting['name']}: unknown key(s) {sorted(unknown)}; "
                                 f"known: {sorted(TRANSFER_KEYS)}")
+            named = setting.get("encoders", [])
+            missing = [name for name in named if name not in encoder_names] if isinstance(named, list) else [named]
+            if missing:
+                raise UserError(f"{path}: transfers.{family}.{setting['name']}.encoders: {missing} not in the "
+                                f"config's encoders {encoder_names}")
 
 
 def with_budget(config: dict, path: Path) -> dict:

@@ -20,7 +20,7 @@ from benchmarks.linear_probe import PROBE_SUFFIX
 from downstream.values import Mix
 from harness.errors import UserError
 
-TRANSFER_KEYS = {"name", "config", "args", "mix", "heads", "fractions", "seeds", "lr_grid"}
+TRANSFER_KEYS = {"name", "config", "args", "mix", "heads", "fractions", "seeds", "lr_grid", "encoders"}
 LAYERS = "layers"  # in `mixes:`, each single layer below the top
 
 
@@ -63,9 +63,12 @@ def mix_head_settings(config: dict, encoder: dict) -> list[dict]:
 
 def transfer_settings(config: dict, encoder: dict) -> list[dict]:
     """The transfers of the encoder's family × their heads × the labelled fractions (a transfer may
-    name its own ``fractions`` and ``seeds``, e.g. fewer for a costly fine-tuning)."""
+    name its own ``fractions`` and ``seeds``, e.g. fewer for a costly fine-tuning, and ``encoders``: only
+    those of its family, e.g. a text axis that adds corpora to one transfer only)."""
     settings = []
     for transfer in config["transfers"].get(encoder["family"], []):
+        if "encoders" in transfer and encoder["name"] not in transfer["encoders"]:
+            continue
         seeds = seed_list(transfer.get("seeds", config.get("seeds", 5)))
         fractions = [float(fraction) for fraction in transfer.get("fractions", config.get("fractions", [1.0]))]
         settings += [{"transfer": transfer["name"], "mix": transfer.get("mix", "scalar"), "head": head,

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.cells import Cell
+from benchmarks.encoders import is_published
 from benchmarks.matrix import load_config, with_budget
 from benchmarks.plan import plan
 from harness.errors import UserError
@@ -45,9 +46,10 @@ class Costs:
 
 
 def study_plan(config: dict) -> list[Cell]:
-    """The plan with stand-in encoders (family = the name's first part; no run needed)."""
-    encoders = [{"name": e["name"], "run_id": e["name"], "family": e["name"].split("-")[0], "num_layers": 3}
-                for e in config["encoders"]]
+    """The plan with stand-in encoders (family = the name's first part, ``hf`` for a published one;
+    no run needed)."""
+    encoders = [{"name": e["name"], "run_id": e["name"], "num_layers": 3,
+                 "family": "hf" if is_published(e) else e["name"].split("-")[0]} for e in config["encoders"]]
     return plan(config, encoders, [])
 
 

@@ -17,15 +17,17 @@ QUICK = REPO / "configs" / "benchmarks" / "families-quick.yaml"
 
 
 def encoders(config: dict) -> list[dict]:
-    """Stand-ins for resolved encoders: the family is the name's first part."""
-    return [{"name": e["name"], "run_id": f"run-{e['name']}", "family": e["name"].split("-")[0], "num_layers": 3}
-            for e in config["encoders"]]
+    """Stand-ins for resolved encoders: the family is the name's first part (MiniLM's is ``hf``)."""
+    return [{"name": e["name"], "run_id": f"run-{e['name']}", "num_layers": 3,
+             "family": "hf" if e["name"] == "minilm" else e["name"].split("-")[0]} for e in config["encoders"]]
 
 
 def expected_cells(config: dict) -> int:
     total = 0
     for encoder in encoders(config):
         for transfer in config["transfers"][encoder["family"]]:
+            if encoder["name"] not in transfer.get("encoders", [encoder["name"]]):
+                continue
             seeds = transfer.get("seeds", config["seeds"])
             seeds = seeds if isinstance(seeds, int) else len(seeds)
             total += 2 * len(transfer["heads"]) * len(transfer.get("fractions", config["fractions"])) * seeds
@@ -75,6 +77,20 @@ def test_a_transfer_with_an_unknown_key_is_one_line(tmp_path):
     path = tmp_path / "study.yaml"
     path.write_text("encoders: [{name: elmo, run: latest}]\ntransfers: {elmo: [{name: frozen, head: attn}]}\n")
     with pytest.raises(UserError, match=r"transfers.elmo.frozen: unknown key\(s\) \['head'\]"):
+        load_config(path)
+
+
+def test_a_transfer_may_name_the_encoders_of_its_family_it_applies_to(tmp_path):
+    """The budget's text axis: GPT on MRPC only and on all corpora gets two of gpt-reuters' transfers."""
+    config = with_budget(load_config(FAMILIES), FAMILIES)
+    methods = {cell.method for cell in plan(config, encoders(config), []) if cell.kind == "pretrained"}
+    assert {method for method in methods if method.startswith("gpt-mrpc")} == {"gpt-mrpc-frozen-attn",
+                                                                               "gpt-mrpc-full-cls"}
+    assert "gpt-reuters-full-nolm-cls@0.1" in methods and "minilm-full-cls@0.1" in methods
+    path = tmp_path / "study.yaml"
+    path.write_text("encoders: [{name: elmo, run: latest}]\n"
+                    "transfers: {elmo: [{name: frozen, heads: [attn], encoders: [elmo-all]}]}\n")
+    with pytest.raises(UserError, match=r"transfers.elmo.frozen.encoders: \['elmo-all'\] not in the config's encoders"):
         load_config(path)
 
 
