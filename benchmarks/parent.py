@@ -67,8 +67,8 @@ def describe_parent(client: MlflowClient, parent: str, name: str, results: pd.Da
 
 def twin_pairs(runs: pd.DataFrame) -> list[tuple[str, str, str]]:
     """``(method, run, twin run)`` of each method with a random twin, at the first seed both have.
-    Baselines and probes have none (the plan names a random method as a baseline's control, which
-    the results ignore too: ``CHECK_KINDS``)."""
+    Baselines and probes have none (``CHECK_KINDS``; runs of older benchmarks named a random method
+    as a baseline's control, which the results ignore too)."""
     by_key = {(method, seed): run_id for method, seed, run_id in zip(runs["method"], runs["seed"], runs["run_id"])}
     pairs = []
     learned = ~runs["kind"].isin(CHECK_KINDS) if "kind" in runs else True

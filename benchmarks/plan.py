@@ -129,7 +129,5 @@ def plan(config: dict, encoders: list[dict], finetune_args: list[str]) -> list[C
                                           grid_of="" if rate is None else dict(arms)[kind], learning_rate=rate))
         if config.get("linear_probe"):
             cells += probe_cells(config, encoder, random_name)
-    control = next((c.method for c in cells if c.kind == "random"), "")
-    for name in config.get("baselines", []):
-        cells.append(Cell(name, "baseline", 0, control=control))
+    cells += [Cell(name, "baseline", 0) for name in config.get("baselines", [])]  # checks: no twin, no gap
     return cells

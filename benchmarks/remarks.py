@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from benchmarks.multiplicity import chance_remark
-from benchmarks.results import COLLAPSED_COLUMN, TFIDF_BASELINE
+from benchmarks.results import CHECK_KINDS, COLLAPSED_COLUMN, TFIDF_BASELINE
 from benchmarks.run_table import (SETTING, controls, curve_methods, full_fraction_method, setting_label, settings,
                                   text_column)
 from benchmarks.stats import NO_SEED_REPLICATION, PVALUE_COLUMN
@@ -72,7 +72,8 @@ def _control_remark(method: str, control: str, row: pd.Series, accuracy: pd.Seri
 
 def remarks(results: pd.DataFrame, runs: pd.DataFrame, published: set[str] = frozenset()) -> list[str]:
     """The report's remarks, one finding each, from the results and the per-run table; the
-    ``published`` methods (encoders pretrained elsewhere) are never the best method."""
+    ``published`` methods (encoders pretrained elsewhere) and the checks (baselines, probes) are never
+    the best method."""
     table = results.set_index("method")
     accuracy = table["test_acc_mean"] * 100
     remarks = []
@@ -85,9 +86,9 @@ def remarks(results: pd.DataFrame, runs: pd.DataFrame, published: set[str] = fro
             remarks.append(f"`{method}`: its random twin `{control}` has no results, so no comparison.")
         elif pd.notna(accuracy[method]) and pd.notna(accuracy[control]):
             remarks.append(_control_remark(method, control, table.loc[method], accuracy))
-    probes = set(runs.loc[text_column(runs, "kind") == "probe", "method"])  # checks, not candidates
+    checks = set(runs.loc[text_column(runs, "kind").isin(CHECK_KINDS), "method"])  # baselines, probes: not candidates
     full = [method for method in table.index if method not in curve and pd.notna(accuracy[method])
-            and method not in published and method not in probes]  # published encoders are a ceiling
+            and method not in published and method not in checks]  # published encoders are a ceiling
     if full:
         best = max(full, key=lambda method: accuracy[method])
         line = f"Best method by mean test accuracy: `{best}` ({accuracy[best]:.1f}%)"

@@ -261,7 +261,7 @@ ONE_SEED = [("elmo-dense-one", "elmo", "pretrained", "scalar", 1.0, "random-dens
 
 
 def test_suite_shaped_inputs_one_seed_baselines_and_plain_context(tmp_path):
-    # The suite gives baselines the first random method as control and passes encoder configs as paths.
+    # Runs of older benchmarks gave baselines a random method as control; encoder configs come as paths.
     cells = [cell if cell[2] != "baseline" else (*cell[:5], "random-scalar-pool-mlp", *cell[6:]) for cell in CELLS]
     runs, preds = make_benchmark(cells + ONE_SEED)
     results = build_results(runs, preds).set_index("method")
@@ -398,6 +398,20 @@ def test_tfidf_ahead_by_mean_is_no_claim_that_nothing_beats_it(tmp_path):
     assert "`elmo-scalar-pool-mlp`" in tfidf_groups(line)["no measurable difference"]
     assert "above it" not in tfidf_groups(line)
     assert "No method is measurably above TF-IDF + LR (a CI that includes 0 is not evidence of no gap)" in line
+
+
+def test_the_best_method_is_a_learned_one_never_a_baseline(tmp_path):
+    """TF-IDF + LR ahead of every learned method: the best method is the best learned one, below
+    TF-IDF; with only a published encoder's methods (a reference benchmark) no best method is named."""
+    cells = [cell if cell[0] != "tfidf-lr" else (*cell[:6], 0.95, 1) for cell in CELLS]
+    runs, preds = make_benchmark(cells)
+    results = build_results(runs, preds)
+    write_outputs(tmp_path, results, runs, {})
+    line = next(line for line in (tmp_path / "report.md").read_text().splitlines() if "Best method" in line)
+    assert "`elmo-scalar-pool-mlp`" in line and "points vs `tfidf-lr`" in line and "Best method by mean test accuracy: `tfidf-lr`" not in line
+    published = {"encoders": [{"name": "elmo", "published": True}]}
+    write_outputs(tmp_path / "reference", results, runs, published)
+    assert "Best method" not in (tmp_path / "reference" / "report.md").read_text()
 
 
 def test_the_table_shows_p_adjusted_and_the_gap_vs_tfidf(benchmark, tmp_path):

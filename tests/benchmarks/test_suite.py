@@ -96,12 +96,12 @@ def test_plan_learning_curve_adds_fractions_below_one_only():
     assert not any("@1" in cell.method for cell in cells)
 
 
-def test_plan_appends_baselines_against_the_first_control():
+def test_plan_appends_baselines_with_no_twin():
     cells = plan(suite_config(), [ENCODER], ["--x"])
     baselines = cells[-2:]
     assert [(cell.method, cell.kind, cell.seed) for cell in baselines] == [
         ("majority", "baseline", 0), ("tfidf-lr", "baseline", 0)]
-    assert all(cell.control == "random-average-pool-mlp" for cell in baselines)
+    assert all(cell.control == "" for cell in baselines)  # a baseline is compared with nothing
     assert all(cell.kind != "baseline" for cell in cells[:-2])
 
 
