@@ -113,7 +113,10 @@ def check_transfers(transfers, path: Path, encoder_names: list[str]) -> None:
                 raise UserError(f"{path}: transfers.{family}.{setting['name']}: unknown key(s) {sorted(unknown)}; "
                                 f"known: {sorted(TRANSFER_KEYS)}")
             named = setting.get("encoders", [])
-            missing = [name for name in named if name not in encoder_names] if isinstance(named, list) else [named]
+            if not isinstance(named, list):
+                raise UserError(f"{path}: transfers.{family}.{setting['name']}.encoders must be a list of encoder "
+                                f"names, e.g. encoders: [{named}]")
+            missing = [name for name in named if name not in encoder_names]
             if missing:
                 raise UserError(f"{path}: transfers.{family}.{setting['name']}.encoders: {missing} not in the "
                                 f"config's encoders {encoder_names}")

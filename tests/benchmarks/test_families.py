@@ -92,6 +92,10 @@ def test_a_transfer_may_name_the_encoders_of_its_family_it_applies_to(tmp_path):
                     "transfers: {elmo: [{name: frozen, heads: [attn], encoders: [elmo-all]}]}\n")
     with pytest.raises(UserError, match=r"transfers.elmo.frozen.encoders: \['elmo-all'\] not in the config's encoders"):
         load_config(path)
+    path.write_text("encoders: [{name: elmo, run: latest}]\n"
+                    "transfers: {elmo: [{name: frozen, heads: [attn], encoders: elmo}]}\n")
+    with pytest.raises(UserError, match=r"transfers.elmo.frozen.encoders must be a list of encoder names"):
+        load_config(path)
 
 
 @pytest.mark.parametrize("budget", [False, True])
