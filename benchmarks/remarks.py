@@ -98,6 +98,9 @@ def remarks(results: pd.DataFrame, runs: pd.DataFrame, published: set[str] = fro
                 gap = accuracy[best] - accuracy[baseline]
                 line += f" {gap:+.1f} points vs `{baseline}` ({accuracy[baseline]:.1f}%; difference of means)."
         remarks.append(line)
+    elif published:
+        remarks.append("Best method: none of an encoder pretrained here to rank (published and reference encoders "
+                       "left out).")
     remarks += _tfidf_remarks(table, accuracy)
     many = chance_remark(table["gap_ci_low"], table["gap_ci_high"], table.get("p_adjusted"))
     if many:
