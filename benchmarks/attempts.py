@@ -9,12 +9,14 @@ from __future__ import annotations
 import os
 import socket
 import uuid
+from pathlib import Path
 
 from mlflow.entities import ViewType
 from mlflow.tracking import MlflowClient
 
-from harness.liveness import ENDED_TAG
-from harness.tracking import tracking_uri
+from harness.liveness import ENDED_TAG, mark_dead_runs
+from harness.training_checkpoints import LAST
+from harness.tracking import CHECKPOINT_DIR_TAG, tracking_uri
 
 DRIVER_TAG, NODE_TAG = "harness.driver", "harness.node"
 
@@ -95,3 +97,19 @@ def finished_child(experiment_id: str, cell_hash: str, parent: str) -> str | Non
     runs = client.search_runs([experiment_id], f"tags.cell_hash = '{cell_hash}' and attributes.status = 'FINISHED' "
                                                f"and tags.mlflow.parentRunId = '{parent}'", max_results=1)
     return runs[0].info.run_id if runs else None
+
+
+def stopped_attempt_checkpoint(experiment_id: str, cell_hash: str) -> Path | None:
+    """The ``last.ckpt`` of the newest stopped (KILLED) attempt at this stage that this machine
+    holds, once the RUNNING runs whose process died are marked KILLED; None when there is none. A
+    study stopped (Ctrl-C, a lost worker, the machine's session ending) resumes a stage from
+    there: the same settings hash means the same settings, data and code."""
+    client = MlflowClient(tracking_uri())
+    mark_dead_runs(client)
+    runs = client.search_runs([experiment_id], f"tags.cell_hash = '{cell_hash}' and attributes.status = 'KILLED'",
+                              order_by=["attributes.start_time DESC"], max_results=20)
+    for run in runs:
+        folder = run.data.tags.get(CHECKPOINT_DIR_TAG)
+        if folder and (Path(folder) / LAST).is_file():
+            return Path(folder) / LAST
+    return None

@@ -132,6 +132,8 @@ class StudyExecutor:
     def stage_done(self, encoder: dict, stages: list[Stage], index: int, value: dict) -> None:
         self.progress.stages_done += 1
         how = "found finished" if value["reused"] else f"{value['seconds'] / 60:.1f} min{self.where(value)}"
+        if value.get("resumed"):
+            how += ", resumed from the last checkpoint of a stopped attempt"
         print(f"  pretrained encoder '{encoder['name']}' stage {index + 1}/{len(stages)}: run {value['run_id']} "
               f"({how})", flush=True)
         if index + 1 < len(stages):

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.attempts import attempt_tags, end_lost_attempts, finished_child, node_name
+from benchmarks.attempts import attempt_tags, end_lost_attempts, finished_child, node_name, stopped_attempt_checkpoint
 from benchmarks.cells import FINETUNE_THREADS, Cell, baseline, finetune, finished_run, linear_probe, pretrain
 from benchmarks.encoders import PRETRAIN_EXPERIMENT, Stage
 from harness.datasets.types import PairData
@@ -30,22 +30,26 @@ class Study:
     data_digest: str
 
 
-def result(run_id: str, started: float, reused: bool = False) -> dict:
-    return {"run_id": run_id, "seconds": time.perf_counter() - started, "node": node_name(), "reused": reused}
+def result(run_id: str, started: float, reused: bool = False, resumed: bool = False) -> dict:
+    return {"run_id": run_id, "seconds": time.perf_counter() - started, "node": node_name(), "reused": reused,
+            "resumed": resumed}
 
 
 def run_stage(stage: Stage, previous_run_id: str | None, study: Study, threads: int) -> dict:
-    """Pretrain one stage with ``threads`` torch threads (continuing ``previous_run_id``)."""
+    """Pretrain one stage with ``threads`` torch threads (continuing ``previous_run_id``); a stage
+    an earlier attempt left stopped goes on from its last checkpoint."""
     started = time.perf_counter()
     cell_hash = stage.settings_hash(previous_run_id, study.data_digest)
     found = finished_run(PRETRAIN_EXPERIMENT, cell_hash)
     if found is not None:
         return result(found, started, reused=True)
     end_lost_attempts(cell_hash, study.driver)
+    checkpoint = stopped_attempt_checkpoint(ensure_experiment(PRETRAIN_EXPERIMENT), cell_hash)
+    resume = [f"--ckpt_path={checkpoint}"] if checkpoint else []
     with intra_op_threads(threads):
-        run_id = pretrain(stage.config, stage.flags(previous_run_id), cell_hash, study.name,
+        run_id = pretrain(stage.config, [*stage.flags(previous_run_id), *resume], cell_hash, study.name,
                           study.logs / stage.log_name(), tags=attempt_tags(study.driver))
-    return result(run_id, started)
+    return result(run_id, started, resumed=checkpoint is not None)
 
 
 def cell_log(logs: Path, cell: Cell) -> Path:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import torch
-from torch.utils.data import BatchSampler, Sampler, SequentialSampler
+from torch.utils.data import Sampler, SequentialSampler
+
+from harness.resumable_batches import EpochPosition, ResumableBatchSampler
 
 
 def pad_batch(sequences: list[torch.Tensor], padding_value: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -14,7 +16,7 @@ def pad_batch(sequences: list[torch.Tensor], padding_value: int = 0) -> tuple[to
     return ids, lengths
 
 
-class BucketBatchSampler(BatchSampler):
+class BucketBatchSampler(ResumableBatchSampler):
     """Batches of similar length, so little padding is left to compute on.
 
     Indices come from ``sampler`` (random for training, or a ``DistributedSampler`` that
@@ -22,12 +24,13 @@ class BucketBatchSampler(BatchSampler):
     cut into batches, and the batches are shuffled when the sampler is random.
     """
 
-    def __init__(self, sampler: Sampler, batch_size: int, drop_last: bool, lengths: list[int], pool_batches: int = 50):
-        super().__init__(sampler, batch_size, drop_last)
+    def __init__(self, sampler: Sampler, batch_size: int, drop_last: bool, lengths: list[int], pool_batches: int = 50,
+                 position: EpochPosition | None = None):
+        super().__init__(sampler, batch_size, drop_last, position)
         self.lengths = lengths
         self.pool_batches = pool_batches
 
-    def __iter__(self):
+    def epoch_batches(self) -> list[list[int]]:
         indices = list(self.sampler)
         pool_size = self.batch_size * self.pool_batches
         batches = []
@@ -38,4 +41,4 @@ class BucketBatchSampler(BatchSampler):
             batches = [batch for batch in batches if len(batch) == self.batch_size]
         if not isinstance(self.sampler, SequentialSampler):
             batches = [batches[i] for i in torch.randperm(len(batches)).tolist()]
-        yield from batches
+        return batches

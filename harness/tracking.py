@@ -15,6 +15,7 @@ from harness.liveness import ENDED_TAG, process_tags
 from harness.store import (REPO_ROOT, SERVER_SCHEMES, ensure_experiment, scheme_of,  # noqa: F401 - REPO_ROOT re-exported
                            server_problem, tracking_uri)
 
+CHECKPOINT_DIR_TAG = "harness.checkpoint_dir"
 
 @dataclass
 class OpenRun:
@@ -51,10 +52,13 @@ def make_logger(experiment: str, run_name: str, tags: dict[str, str], run_id: st
 
 
 def keep_checkpoints_in(logger: MLFlowLogger, directory: Path) -> None:
-    """Note where the open run of ``logger`` writes its checkpoints (named if the server goes away)."""
+    """Note where the open run of ``logger`` writes its checkpoints: named if the server goes away,
+    and in the run's ``harness.checkpoint_dir`` tag (where a study resumes a stopped stage from)."""
     for open_run in _OPEN_RUNS:
         if open_run.logger is logger:
             open_run.checkpoint_dir = directory
+    if rank_zero_only.rank == 0:
+        logger.experiment.set_tag(logger.run_id, CHECKPOINT_DIR_TAG, str(Path(directory).resolve()))
 
 
 def fail_open_runs(status: str = "FAILED") -> None:

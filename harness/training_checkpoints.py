@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 import tempfile
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 
 import torch
@@ -42,14 +43,20 @@ class ResumePoint:
     directory: Path
 
 
-def run_checkpoints(directory: Path, monitor: str, mode: str) -> list[ModelCheckpoint]:
-    """The two checkpoints a run keeps in its folder, refreshed at the end of every epoch:
-    ``best.ckpt`` (the best ``monitor`` so far) and ``last.ckpt`` (the latest epoch: what
+def run_checkpoints(directory: Path, monitor: str, mode: str, every: timedelta | None = None) -> list[ModelCheckpoint]:
+    """The two checkpoints a run keeps in its folder, refreshed at every validation:
+    ``best.ckpt`` (the best ``monitor`` so far) and ``last.ckpt`` (the latest: what
     ``--ckpt_path=last`` resumes from). Lightning's own ``save_last`` refreshes ``last.ckpt`` only
-    when a new best is saved, so resuming from it would go back to the best epoch."""
-    return [ModelCheckpoint(dirpath=directory, filename="best", monitor=monitor, mode=mode, save_top_k=1),
-            ModelCheckpoint(dirpath=directory, filename=LAST.removesuffix(".ckpt"), save_top_k=1,
-                            enable_version_counter=False)]
+    when a new best is saved, so resuming from it would go back to the best epoch. With ``every``,
+    ``last.ckpt`` is also written after the first batch that ends that long after the previous
+    save (a long epoch then loses at most that much when the run is stopped)."""
+    last = LAST.removesuffix(".ckpt")
+    callbacks = [ModelCheckpoint(dirpath=directory, filename="best", monitor=monitor, mode=mode, save_top_k=1),
+                 ModelCheckpoint(dirpath=directory, filename=last, save_top_k=1, enable_version_counter=False)]
+    if every is not None:
+        callbacks.append(ModelCheckpoint(dirpath=directory, filename=last, save_top_k=1, enable_version_counter=False,
+                                         train_time_interval=every))
+    return callbacks
 
 
 def load_weights_only(path: Path, what: str) -> dict:

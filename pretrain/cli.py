@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+from typing import Optional
+
 from pytorch_lightning.callbacks import LearningRateMonitor
 
 from mlflow.exceptions import MlflowException
@@ -47,6 +50,10 @@ class PretrainCLI(TrackedCLI):
         parser.link_arguments("model.init_args.init_from", "data.init_from")
         parser.add_argument("--samples_every_n_steps", type=int, default=500,
                             help="log target/forward/backward LM samples every N steps (0: never)")
+        parser.add_argument("--checkpoint_every_minutes", type=Optional[float], default=10.0,
+                            help="also write last.ckpt during an epoch, after the first batch that ends this "
+                                 "many minutes after the previous save (null: only at validations; 0: every batch); "
+                                 "--ckpt_path resumes it at the next batch exactly")
 
     def prepare_run(self) -> None:
         """After the store is ready and before anything is built: the run ``--model.init_from``
@@ -115,12 +122,22 @@ class PretrainCLI(TrackedCLI):
         directory = self.checkpoint_dir(run_id)
         self.export = ExportEncoder(directory)
         return [
-            *run_checkpoints(directory, monitor="val_ppl", mode="min"),
+            *run_checkpoints(directory, monitor="val_ppl", mode="min", every=self.checkpoint_interval()),
             LearningRateMonitor(logging_interval="epoch"),
             LanguageModelSamples(every_n_steps=self.setting("samples_every_n_steps")),
             self.export,
             SystemMetrics(),
         ]
+
+    def check_settings(self) -> None:
+        super().check_settings()
+        minutes = self.setting("checkpoint_every_minutes")
+        if minutes is not None and minutes < 0:
+            raise UserError(f"--checkpoint_every_minutes={minutes:g}: must be 0 or more (null: only at validations)")
+
+    def checkpoint_interval(self) -> timedelta | None:
+        minutes = self.setting("checkpoint_every_minutes")
+        return None if minutes is None else timedelta(minutes=minutes)
 
     def before_fit(self) -> None:
         if self.model.tokenizer is None:

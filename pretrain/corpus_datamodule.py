@@ -17,13 +17,15 @@ from __future__ import annotations
 import hashlib
 import math
 import sys
+import warnings
 
 import pytorch_lightning as pl
 import torch
 from pytorch_lightning.utilities import rank_zero_only
-from torch.utils.data import BatchSampler, DataLoader, RandomSampler, SequentialSampler
+from torch.utils.data import DataLoader, RandomSampler, SequentialSampler
 
 from harness.batching import BucketBatchSampler, pad_batch
+from harness.resumable_batches import EpochPosition, ResumableBatchSampler, mid_epoch_state
 from harness.errors import UserError
 from harness.datasets.registry import dataset_params, load_pair_data
 from harness.datasets.spec import PairDataSpec
@@ -31,6 +33,10 @@ from pretrain.checkpoints import build_tokenizer, tokenizer_class
 from pretrain.corpora import combine, contribution, read_corpora
 from pretrain.tokenize import Tokenizer
 from pretrain.vocabulary_checks import check_built, requested_size
+
+# A mid-epoch checkpoint resumes exactly here (state_dict / load_state_dict below), which Lightning
+# cannot see from the DataLoader alone.
+warnings.filterwarnings("ignore", message="You're resuming from a checkpoint that ended before the epoch ended")
 
 # Above MRPC's longest sentence, so MRPC is never cut and a pathological line (a file without
 # sentence breaks) costs no more memory than MRPC's longest batch (README, Limits).
@@ -137,6 +143,7 @@ class CorpusDataModule(pl.LightningDataModule):
     ):
         super().__init__()
         self.save_hyperparameters(logger=False)
+        self.train_position = EpochPosition()
         if batch_size < 1:
             raise UserError(f"--data.batch_size={batch_size}: must be at least 1")
         if max_tokens < 1:
@@ -226,17 +233,27 @@ class CorpusDataModule(pl.LightningDataModule):
     def _loader(self, sequences: list, train: bool, collate=pad_batch) -> DataLoader:
         batch_size = self.hparams.batch_size
         sampler = RandomSampler(sequences) if train else SequentialSampler(sequences)
+        position = self.train_position if train else None
         if self.hparams.bucket or not train:
             lengths = [len(sequence) if train else len(sequence[0]) for sequence in sequences]
             pool = 50 if train else len(sequences)
-            batch_sampler = BucketBatchSampler(sampler, batch_size, drop_last=False, lengths=lengths, pool_batches=pool)
+            batch_sampler = BucketBatchSampler(sampler, batch_size, drop_last=False, lengths=lengths, pool_batches=pool,
+                                               position=position)
         else:
-            batch_sampler = BatchSampler(sampler, batch_size, drop_last=False)
+            batch_sampler = ResumableBatchSampler(sampler, batch_size, drop_last=False, position=position)
         return DataLoader(sequences, batch_sampler=batch_sampler, collate_fn=collate,
                           num_workers=self.hparams.num_workers)
 
     def train_dataloader(self) -> DataLoader:
         return self._loader(self.train_ids, train=True)
+
+    def state_dict(self) -> dict:
+        """In a checkpoint written mid-epoch: where the epoch stands (``harness.resumable_batches``)."""
+        return mid_epoch_state(self.train_position, self.trainer)
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        if state_dict.get("order_rng") is not None:
+            self.train_position.resume = dict(state_dict)
 
     def val_dataloader(self) -> DataLoader:
         items = list(zip(self.validation_ids, self.validation_words))
