@@ -15,7 +15,8 @@ from mlflow.tracking import MlflowClient
 from pytorch_lightning.cli import LightningCLI
 from pytorch_lightning.utilities import rank_zero_only
 
-from harness.training_checkpoints import ResumePoint, check_checkpoint_room, resume_point, with_atomic_checkpoints
+from harness.training_checkpoints import (ResumePoint, check_checkpoint_room, load_weights_only, resume_point,
+                                          with_atomic_checkpoints)
 from harness.diskspace import disk_problem
 from harness.errors import UserError
 from harness.flag_errors import flag_error
@@ -110,6 +111,24 @@ class TrackedCLI(LightningCLI):
         super().parse_arguments(parser, args)
         self.subcommand = self.config.get("subcommand")
         self.prepare_run()
+
+    def _parse_ckpt_path(self) -> None:
+        """The hyper-parameters of the checkpoint ``--ckpt_path`` resumes, put into ``--model`` (as
+        LightningCLI does) under the config's own class: Lightning hands them over as a bare dict,
+        which jsonargparse checks against the parser's default class (the biLM), so a GPT or
+        AWD-LSTM run could not be resumed at all."""
+        subcommand = self.config.get("subcommand")
+        ckpt_path = self.config[subcommand].get("ckpt_path") if subcommand else None
+        if not ckpt_path or not Path(ckpt_path).is_file():
+            return
+        hparams = dict(load_weights_only(Path(ckpt_path), f"--ckpt_path={ckpt_path}").get("hyper_parameters") or {})
+        hparams.pop("_instantiator", None)
+        if not hparams:
+            return
+        model = self.config[subcommand].get("model")
+        class_path = hparams.pop("_class_path", None) or getattr(model, "class_path", None)
+        given = {"class_path": class_path, "init_args": hparams} if class_path else hparams
+        self.config = self.parser.parse_object({subcommand: {"model": given}}, self.config)
 
     def prepare_run(self) -> None:
         """Check the settings, prepare the store (created once, under a lock; a server's

@@ -240,3 +240,23 @@ def test_gradual_fine_tuning_of_the_pretrained_and_random_encoder(store, tmp_pat
                                 map_location="cpu", weights_only=True)
         assert checkpoint["encoder"]["run_id"] == store["pretrain_run_id"]
         assert checkpoint["encoder"]["random_seed"] == (0 if encoder == "random" else None)
+
+
+def test_a_finetune_run_killed_after_an_epoch_resumes_to_its_uninterrupted_result(store, smoke, tmp_path):
+    """``--ckpt_path=last`` on a finetune run: the same run goes on and ends as the uninterrupted smoke
+    run did (the checkpoint's hyper-parameters go back to the pair classifier)."""
+    flags = ["--config", str(FINETUNE_SMOKE), f"--data.cache_dir={store['directory'] / 'cache'}",
+             "--trainer.enable_progress_bar=false", f"--model.encoder=runs:/{store['pretrain_run_id']}",
+             f"--trainer.default_root_dir={tmp_path}"]
+    helpers = str(REPO / "tests" / "pretrain")
+    killed = run_module("downstream", "fit", *flags, "--trainer.callbacks+=kill_after_first_epoch.KillAfterFirstEpoch",
+                        uri=store["uri"], cwd=store["directory"], mrpc_dir=store["mrpc_dir"],
+                        PYTHONPATH=f"{helpers}:{REPO}")
+    assert killed.returncode == -9, killed.stderr[-3000:]
+    resumed = run_module("downstream", "fit", *flags, "--ckpt_path=last", uri=store["uri"], cwd=store["directory"],
+                         mrpc_dir=store["mrpc_dir"])
+    run = finished_run(store, resumed)
+    assert run.data.tags["harness.resumed_from"].endswith("last.ckpt")
+    assert run.info.run_id in run.data.tags["harness.resumed_from"]
+    for metric in METRICS:
+        assert run.data.metrics[metric] == smoke["run"].data.metrics[metric], metric
