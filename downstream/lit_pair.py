@@ -37,6 +37,10 @@ class LitPairClassifier(pl.LightningModule):
         encoder: the resolved encoder (the CLI resolves ``--model.encoder`` once and passes it).
         mix: ``average``, ``scalar``, ``top`` or ``layer:K``.
         layer_norm: normalise each layer before a scalar mix (ELMo's option).
+        standardize: z-score each frozen layer per dimension with the mean and deviation over the
+            training pairs' tokens before the mix (``downstream.standardization``; frozen only):
+            what lets a head learn from a random-init twin's features, whose common direction
+            it otherwise never got past. The same for a pretrained cell and its twin.
         head: ``pool-mlp``, ``bilstm``, ``dense``, ``attn``, ``concat-pool`` or ``cls`` (the joint
             pair classifier of an encoder that takes a joint pair input: GPT's both orders, BERT's
             segments; ``downstream.joint``).
@@ -78,6 +82,7 @@ class LitPairClassifier(pl.LightningModule):
         num_classes: int = 2,
         positive_class: int = 1,
         lm_weight: float = 0.0,
+        standardize: bool = False,
     ):
         super().__init__()
         mix = str(Mix.parse(mix))  # the hyper-parameters hold the flag's text (checkpoints load weights_only)
@@ -90,7 +95,7 @@ class LitPairClassifier(pl.LightningModule):
         self.save_hyperparameters(ignore=["encoder"], logger=False)
         self.classifier = PairClassifier(encoder, mix, head, finetune, layer_norm=layer_norm, hidden_size=hidden_size,
                                          dropout=dropout, mix_dropout=mix_dropout, num_classes=num_classes,
-                                         lm_weight=lm_weight)
+                                         lm_weight=lm_weight, standardize=standardize)
         if num_classes == 2:
             self.dev_accuracy, self.dev_f1, self.train_accuracy = BinaryAccuracy(), BinaryF1Score(), BinaryAccuracy()
         else:
@@ -151,6 +156,17 @@ class LitPairClassifier(pl.LightningModule):
     def predict_classes(self, logits: torch.Tensor) -> torch.Tensor:
         """(B, C) logits → (B,) classes by the rule of the predictions files (``predicted_class``)."""
         return predicted_class(torch.softmax(logits, dim=-1), self.hparams.positive_class)
+
+    def on_fit_start(self):
+        """Fit the standardisation's statistics on the training pairs' features, once (a resumed
+        or reloaded run keeps those of its checkpoint)."""
+        standardizer = self.classifier.standardizer
+        if standardizer is None or bool(standardizer.fitted):
+            return
+        data = getattr(self.trainer, "datamodule", None)
+        if data is None or getattr(data, "store", None) is None:
+            raise RuntimeError("standardize=true needs the pair data module's feature store (frozen features)")
+        standardizer.fit(data.store, data.train_rows())
 
     def on_train_epoch_end(self):
         self.log_dict(self.mix_metrics())

@@ -27,6 +27,7 @@ from torch import Tensor, nn
 from downstream.heads import HEADS, build_head
 from downstream.joint import FirstTokenClassifier, JointClassifier
 from downstream.scalar_mix import ScalarMix
+from downstream.standardization import FeatureStandardizer
 from downstream.values import JOINT_HEAD, Mix, parse_finetune, parse_head
 from harness.schedules import discriminative_groups
 
@@ -97,13 +98,15 @@ class PairClassifier(nn.Module):
         finetune: ``frozen`` (the encoder stays outside, inputs are its features), ``full`` or
             ``gradual`` (its model is a submodule, trained under the head).
         layer_norm, mix_dropout: of the mix; hidden_size, dropout: of the head.
+        standardize: z-score each frozen layer per dimension before the mix
+            (``downstream.standardization``; its statistics are fitted at the start of the fit).
         num_classes: C.
         lm_weight: λ of the auxiliary LM loss with ``head=cls``.
     """
 
     def __init__(self, encoder, mix: Mix | str = "scalar", head: str = "pool-mlp", finetune: str = "frozen",
                  layer_norm: bool = False, hidden_size: int = 256, dropout: float = 0.2, mix_dropout: float = 0.0,
-                 num_classes: int = 2, lm_weight: float = 0.0):
+                 num_classes: int = 2, lm_weight: float = 0.0, standardize: bool = False):
         super().__init__()
         mix, head, finetune = Mix.parse(mix), parse_head(head), parse_finetune(finetune)
         if num_classes < 2:
@@ -116,6 +119,10 @@ class PairClassifier(nn.Module):
         if head == JOINT_HEAD and lm_weight and not hasattr(encoder.model, "next_token_nll"):
             raise ValueError(f"lm_weight={lm_weight}: this {encoder.family} encoder has no language-model head "
                              f"for the auxiliary loss; use lm_weight=0")
+        if standardize and (finetune != "frozen" or head == JOINT_HEAD):
+            raise ValueError(f"standardize=true: needs finetune=frozen and a head over a layer mix (this is "
+                             f"finetune={finetune}, head={head}): a fine-tuned encoder's features move as it "
+                             f"trains, away from statistics taken once")
         self.encoder = encoder  # a plain attribute: frozen, it is neither trained nor checkpointed
         self.finetune, self.lm_weight = finetune, lm_weight
         if finetune != "frozen":
@@ -127,6 +134,7 @@ class PairClassifier(nn.Module):
             self.mix = scalar_mix(mix, encoder.num_layers, layer_norm=layer_norm, dropout=mix_dropout)
             self.head = build_head(head, encoder.dim, hidden_size=hidden_size, dropout=dropout,
                                    num_classes=num_classes)
+        self.standardizer = FeatureStandardizer(encoder.num_layers, encoder.dim) if standardize else None
         self.loss_function = nn.CrossEntropyLoss()
 
     @property
@@ -157,6 +165,8 @@ class PairClassifier(nn.Module):
             layers_a, mask_a = self.encoder.features(inputs.ids_a, inputs.lengths_a)  # (L, B, Ta, D), (B, Ta)
             layers_b, mask_b = self.encoder.features(inputs.ids_b, inputs.lengths_b)  # (L, B, Tb, D), (B, Tb)
         cached = isinstance(inputs, FeaturePair)  # the store's zeros at padding need no cleaning
+        if self.standardizer is not None:
+            layers_a, layers_b = self.standardizer(layers_a, mask_a), self.standardizer(layers_b, mask_b)  # zero at padding
         mixed_a = self.mix(layers_a, mask_a, padding_is_zero=cached)  # (B, Ta, D)
         mixed_b = self.mix(layers_b, mask_b, padding_is_zero=cached)  # (B, Tb, D)
         return PairOutput(self.head(mixed_a, mask_a, mixed_b, mask_b), None)

@@ -245,6 +245,12 @@ class PairDataModule(pl.LightningDataModule):
             for name, pairs in self.pairs.items()
         }
 
+    def train_rows(self) -> list[int]:
+        """The feature store's rows of the training pairs' sentences (of the ``train_fraction``
+        subset: what a run may take statistics from), each once."""
+        collate = self.collators["train"]
+        return sorted(set(collate.first) | set(collate.second))
+
     def loader(self, split: str, shuffle: bool = False) -> DataLoader:
         """Batches of pairs of similar length (the longer sentence of each pair), so that the
         mix and the head spend little on padding; shuffled pools for training."""

@@ -61,6 +61,18 @@ def test_every_twin_differs_from_its_pretrained_cell_only_in_the_encoder():
         assert [getattr(twin, axis) for axis in same] == [getattr(cell, axis) for axis in same]
 
 
+@pytest.mark.parametrize("path, budget", [(FAMILIES, False), (FAMILIES, True), (QUICK, False)])
+def test_every_frozen_cell_standardises_its_features_and_no_fine_tuned_one_does(path, budget):
+    """Both arms of every frozen transfer train on z-scored features (a twin's head otherwise stayed at
+    the majority class); fine-tuned transfers cannot (their features move), so they never ask."""
+    config = load_config(path)
+    config = with_budget(config, path) if budget else config
+    cells = [cell for cell in plan(config, encoders(config), []) if cell.kind in ("pretrained", "random")]
+    frozen = [cell for cell in cells if cell.transfer == "frozen"]
+    assert frozen and all("--model.standardize=true" in cell.args for cell in frozen)
+    assert not any("--model.standardize=true" in cell.args for cell in cells if cell.transfer != "frozen")
+
+
 def test_the_budget_is_a_subset_of_the_study():
     config = load_config(FAMILIES)
     full = {(c.method, c.seed) for c in plan(config, encoders(config), [])}
