@@ -10,6 +10,7 @@ from pytorch_lightning.callbacks import LearningRateMonitor
 from pytorch_lightning.cli import LightningCLI
 
 from downstream import encoder_reuse
+from downstream.equal_steps import validate_every_pass
 from downstream.evaluation import EvaluateBest
 from downstream.lit_pair import LitPairClassifier
 from downstream.pair_datamodule import PairDataModule
@@ -172,6 +173,13 @@ class FinetuneCLI(TrackedCLI):
     def check_before_run(self) -> None:
         """Inputs too long for ``--data.max_tokens``, the encoder or the memory: refused before the run exists."""
         self.datamodule.check_inputs(self.model.encoder, self.model.input_kind)
+
+    def instantiate_trainer(self, **kwargs):
+        """With ``--data.equal_steps`` on a fraction: validate after every pass over the subset, with
+        the early-stopping patience scaled to match (``downstream.equal_steps``)."""
+        callbacks = self._get(self.config_init, "trainer").get("callbacks") or []
+        kwargs.update(validate_every_pass(callbacks, self.datamodule.passes_per_epoch()))
+        return super().instantiate_trainer(**kwargs)
 
     def stage_callbacks(self, run_id: str) -> list:
         self.evaluation = EvaluateBest()

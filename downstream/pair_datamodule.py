@@ -23,7 +23,7 @@ import torch
 from sklearn.model_selection import train_test_split
 from torch.utils.data import DataLoader, RandomSampler, SequentialSampler
 
-from downstream.equal_steps import DEFAULT_MAX_REPEATS, epoch_size, repeated_indices
+from downstream.equal_steps import DEFAULT_MAX_REPEATS, epoch_size, passes, repeated_indices
 from downstream.features import FeatureStore
 from downstream.input_limits import DEFAULT_MAX_TOKENS, check_frozen_memory, longest_input
 from downstream.joint_segments import SegmentBatches, segment_pair
@@ -245,6 +245,12 @@ class PairDataModule(pl.LightningDataModule):
             for name, pairs in self.pairs.items()
         }
 
+    def passes_per_epoch(self) -> int:
+        """Passes over the training subset an epoch makes (``equal_steps``; else 1)."""
+        if self.epoch_order is None:
+            return 1
+        return passes(len(self.epoch_order), len(self.pairs["train"]))
+
     def train_rows(self) -> list[int]:
         """The feature store's rows of the training pairs' sentences (of the ``train_fraction``
         subset: what a run may take statistics from), each once."""
@@ -291,5 +297,5 @@ class PairDataModule(pl.LightningDataModule):
         described = {**dataset_params(data), "labels": json.dumps(data.labels), "num_classes": data.num_classes,
                      "f1_average": data.f1_average, "positive_label": data.positive_label}
         epoch = len(self.epoch_order) if self.epoch_order is not None else len(self.pairs["train"])
-        return {**counts, "train_epoch_pairs": epoch, **positives, **by_label, **described,
+        return {**counts, "train_epoch_pairs": epoch, "validations_per_epoch": self.passes_per_epoch(), **positives, **by_label, **described,
                 "feature_cache": self.store.key if self.store else None}

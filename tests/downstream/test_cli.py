@@ -202,6 +202,18 @@ def test_train_fraction_subsamples_train_stratified(store):
     assert "pool-mlp@0.5·s0" in run.info.run_name
 
 
+def test_equal_steps_validates_after_every_pass_over_the_fraction(store):
+    """A quarter of the pairs repeated 4 times an epoch: dev is scored after each pass (8 times in 2
+    epochs), the patience counts passes, and the best pass's checkpoint is the one evaluated."""
+    run = finished_run(store, finetune(store, f"--model.encoder=runs:/{store['pretrain_run_id']}",
+                                       "--data.train_fraction=0.25", "--data.equal_steps=true",
+                                       "--model.standardize=true"))
+    assert run.data.params["validations_per_epoch"] == "4" and run.data.params["model.standardize"] == "True"
+    history = MlflowClient(store["uri"]).get_metric_history(run.info.run_id, "dev_acc")
+    assert len(history) >= 8  # 4 a epoch (the evaluation of the best checkpoint may add one)
+    assert run.data.metrics["train_epochs"] == 2
+
+
 USER_ERRORS = [
     (["--model.mix=layer:9"], ["--model.mix=layer:9", "layer:2"]),
     (["--model.encoder=runs:/0123456789abcdef"], ["--model.encoder=runs:/0123456789abcdef", "no run"]),
@@ -209,11 +221,12 @@ USER_ERRORS = [
     (["--model.encoder=/nonexistent/bilm.ckpt"], ["--model.encoder=/nonexistent/bilm.ckpt", "not found"]),
     (["--model.head=nope"], ["--model.head=nope", "pool-mlp"]),
     (["--data.batch_size=0"], ["--data.batch_size=0", "at least 1"]),
+    (["--model.standardize=true", "--model.finetune=full"], ["--model.standardize=true", "finetune=frozen"]),
 ]
 
 
 @pytest.mark.parametrize("flags, fragments", USER_ERRORS, ids=["mix", "unknown-run", "finetune-run", "missing-file",
-                                                               "head", "batch-size"])
+                                                               "head", "batch-size", "standardize-fine-tuned"])
 def test_user_errors_end_in_one_line(store, smoke, flags, fragments):
     names = {"finetune_run_id": smoke["run"].info.run_id}
     before = {run.info.run_id for run in all_runs(store["uri"])}

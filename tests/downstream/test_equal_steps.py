@@ -11,7 +11,8 @@ import torch
 from pytorch_lightning.loggers import Logger
 
 from downstream.cli import pair_classifier
-from downstream.equal_steps import epoch_size, repeated_indices
+from downstream.equal_steps import epoch_size, passes, repeated_indices, validate_every_pass
+from pytorch_lightning.callbacks import EarlyStopping
 from downstream.evaluation import EvaluateBest
 from downstream.pair_datamodule import PairDataModule
 from harness.datasets.mrpc import load_mrpc
@@ -28,6 +29,14 @@ def test_epoch_size_is_the_full_split_up_to_max_repeats():
     assert epoch_size(100, 100) == 100
     with pytest.raises(ValueError, match="max_repeats=0"):
         epoch_size(100, 10, max_repeats=0)
+
+
+def test_a_repeated_epoch_validates_once_a_pass_with_the_patience_scaled():
+    assert passes(3668, 367) == 10 and passes(100, 30) == 3 and passes(100, 100) == 1
+    stopping, other = EarlyStopping(monitor="dev_acc", mode="max", patience=5), object()
+    assert validate_every_pass([stopping, other], 10) == {"val_check_interval": 0.1}
+    assert stopping.patience == 50  # the same 5 full-size epochs, counted in passes
+    assert validate_every_pass([stopping], 1) == {} and stopping.patience == 50
 
 
 def test_repeated_indices_are_seeded_permutations_trimmed():
