@@ -1,20 +1,17 @@
 """`--model.standardize`: frozen features z-scored per layer and dimension with statistics of the
 training pairs' tokens only, zero at padding, kept in the checkpoint, the same for both arms."""
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
 
+from downstream.cli import pair_classifier
 from downstream.features import FeatureStore
 from downstream.lit_pair import LitPairClassifier
 from downstream.pair_classifier import PairClassifier
 from downstream.standardization import FeatureStandardizer
-from tests.downstream.test_lit_pair import HEAD, fit, make_data, make_trainer
-from tests.helpers import mrpc_train_sentences, save_tiny_bilm
-from downstream.cli import pair_classifier
 from pretrain.runs import load_encoder
+from tests.downstream.test_lit_pair import HEAD, checkpoint, fit, make_data, make_trainer, mrpc_dir  # noqa: F401 (fixtures)
 
 
 def synthetic_store(lengths: list[int], layers: int = 3, dim: int = 5, seed: int = 0) -> FeatureStore:
@@ -56,16 +53,6 @@ def test_using_it_unfitted_is_an_error():
     store = synthetic_store([2])
     with pytest.raises(RuntimeError, match="never computed"):
         FeatureStandardizer(3, 5)(*store.batch([0]))
-
-
-@pytest.fixture(scope="module")
-def mrpc_dir(real_mrpc_dir) -> Path:
-    return real_mrpc_dir
-
-
-@pytest.fixture(scope="module")
-def checkpoint(mrpc_dir, tmp_path_factory) -> Path:
-    return save_tiny_bilm(mrpc_train_sentences(mrpc_dir), tmp_path_factory.mktemp("encoder"))
 
 
 @pytest.mark.parametrize("finetune, head", [("full", "pool-mlp"), ("gradual", "attn")])
