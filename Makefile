@@ -13,7 +13,7 @@ ARGS ?=
 export OMP_WAIT_POLICY ?= PASSIVE
 
 .DEFAULT_GOAL := help
-.PHONY: help install pretrain finetune benchmark benchmark-quick benchmark-corpus test ui server server-user bench-throughput bench-finetune \
+.PHONY: help install pretrain finetune benchmark benchmark-quick benchmark-corpus report test ui server server-user bench-throughput bench-finetune \
 	pretrain-ulmfit pretrain-ulmfit-task finetune-ulmfit pretrain-gpt finetune-gpt benchmark-families \
 	benchmark-families-quick install-reference finetune-reference benchmark-reference
 
@@ -99,6 +99,11 @@ benchmark-families: $(REFERENCE_STAMP)  ## the transfer study: families × trans
 
 benchmark-families-quick: $(STAMP)  ## every path of the transfer study in a few minutes (tiny families, 1 seed)
 	$(PY) -m benchmarks.suite --config configs/benchmarks/families-quick.yaml $(ARGS)
+
+report: RESULTS ?= results/*/*
+report: OUT ?= benchmarks/results/report
+report: $(STAMP)  ## a report from results folders alone (RESULTS="results/families-budget/*" OUT=<folder>), no store, no training
+	$(PY) -m benchmarks report $(RESULTS) --out $(OUT)
 
 benchmark-corpus: $(STAMP)  ## does more pretraining text transfer? MRPC vs MRPC + Reuters-21578
 	$(PY) -m benchmarks.suite --config configs/benchmarks/corpus.yaml $(ARGS)

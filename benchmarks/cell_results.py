@@ -20,6 +20,18 @@ def read_predictions(path: str) -> pd.DataFrame:
     return pd.read_csv(path, dtype={column: str for column in (*ID_COLUMNS, "label", "pred")}, keep_default_na=False)
 
 
+def cell_row(cell: dict, run_id: str, parent_run_id: str, metrics: dict, params: dict) -> dict:
+    """A cell's row of the per-run table: its settings (``Cell.fields()``), metrics, mix weights,
+    steps and times, and the parent it belongs to."""
+    row = {"run_id": run_id, "parent_run_id": parent_run_id,
+           **{key: cell.get(key) for key in ("method", "seed", "encoder", "family", "transfer", "kind", "mix", "head",
+                                            "train_fraction", "control", "probe_of", "grid_of", "learning_rate")},
+           **{m: metrics.get(m) for m in METRICS}, "encoder_layers": params.get("encoder_layers"),
+           **{f"{split}_pairs": params.get(f"{split}_pairs") for split in ("dev", "test")}}
+    row.update({k: v for k, v in metrics.items() if k.startswith(("mix_", "time_")) or k in STEP_METRICS})
+    return row
+
+
 def run_table(done: list[tuple[Cell, str]]) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
     """One row per finished cell (metrics, mix weights, the parent it belongs to: this benchmark's,
     or an earlier one's for a linked cell) and its test predictions."""
@@ -28,17 +40,8 @@ def run_table(done: list[tuple[Cell, str]]) -> tuple[pd.DataFrame, dict[str, pd.
     with tempfile.TemporaryDirectory() as scratch:
         for cell, run_id in done:
             run = client.get_run(run_id)
-            metrics = run.data.metrics
-            row = {"run_id": run_id, "parent_run_id": run.data.tags.get("mlflow.parentRunId", ""),
-                   "method": cell.method, "seed": cell.seed, "encoder": cell.encoder, "family": cell.family,
-                   "transfer": cell.transfer, "kind": cell.kind, "mix": cell.mix, "head": cell.head,
-                   "train_fraction": cell.train_fraction,
-                   "control": cell.control, "probe_of": cell.probe_of,
-                   "grid_of": cell.grid_of, "learning_rate": cell.learning_rate, **{m: metrics.get(m) for m in METRICS},
-                   "encoder_layers": run.data.params.get("encoder_layers"),
-                   **{f"{split}_pairs": run.data.params.get(f"{split}_pairs") for split in ("dev", "test")}}
-            row.update({k: v for k, v in metrics.items() if k.startswith(("mix_", "time_")) or k in STEP_METRICS})
-            rows.append(row)
+            rows.append(cell_row(cell.fields(), run_id, run.data.tags.get("mlflow.parentRunId", ""),
+                                 run.data.metrics, run.data.params))
             path = client.download_artifacts(run_id, "predictions/test.csv", scratch)
             predictions[run_id] = read_predictions(path)
     return pd.DataFrame(rows), predictions

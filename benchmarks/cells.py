@@ -12,7 +12,7 @@ import json
 import logging
 import sys
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from mlflow.tracking import MlflowClient
@@ -29,13 +29,15 @@ from harness.errors import UserError
 from harness.liveness import process_tags
 from harness.naming import encoder_label, join
 from harness.datasets.registry import run_name_prefix
+from harness.datasets.spec import PATH_KEYS
 from harness.datasets.types import PairData
 from harness.run_clock import cell_clock
 from harness.worker_reuse import reuse_between_cells
 from harness.runtime import intra_op_threads, release_freed_memory
 from harness.tracked_cli import run_cli
 from harness.tracking import ensure_experiment, tracking_uri
-from harness.versioning import source_version
+from harness.protocol import protocol_version
+from harness.versioning import git_commit
 
 # Finetune cells run single-threaded: their operations are small, and on this shared 2-core
 # machine a 2-thread cell took 2–5× the wall time of a 1-thread one (README, Speed).
@@ -67,23 +69,53 @@ class Cell:
     config: str = ""  # the finetune config of this cell ("": the suite's)
     transfer: str = ""  # the transfer setting's name (transfers matrices), e.g. frozen, gradual
     family: str = ""  # the encoder's family
-    fingerprint: str = ""  # a published encoder's fingerprint (its files): other weights, another cell
+    encoder_identity: str = ""  # what decides the encoder's outputs (benchmarks.encoders.encoder_identity)
     probe_of: str = ""  # a linear probe's encoder: pretrained | random (the twin at this seed)
     grid_of: str = ""  # a learning-rate grid point's arm (the method it is chosen for); its rate is in args
     learning_rate: float | None = None  # that grid point's rate
+    record: dict = field(default_factory=dict, compare=False)  # the suite's context for results files:
+    # ``order`` (its place in the plan) and ``encoder`` (the encoder as described); no part of the result
+
+    def fields(self) -> dict:
+        """The cell's settings as plain values (``record`` aside)."""
+        return {key: value for key, value in asdict(self).items() if key != "record"}
 
     def spec(self) -> dict:
-        """What defines the result (the method name does not; the suite adds the config's text)."""
-        return {"kind": self.kind, "seed": self.seed, "encoder_run": self.encoder_run, "mix": self.mix,
-                "head": self.head, "train_fraction": self.train_fraction, "args": self.args, "config": self.config,
-                **({"fingerprint": self.fingerprint} if self.fingerprint else {}),
-                **({"probe_of": self.probe_of} if self.probe_of else {})}
+        """What defines the result: settings and the encoder's identity, never where files lie or
+        which run holds the encoder (the method name does not either; the suite adds the config's
+        text and the data's digest)."""
+        return {"kind": self.kind, "seed": self.seed, "encoder": self.encoder_identity, "mix": self.mix,
+                "head": self.head, "train_fraction": self.train_fraction, "args": portable_args(self.args),
+                "config": self.config, **({"probe_of": self.probe_of} if self.probe_of else {})}
+
+
+# Flags that say where data lies: the pair data's content is in its digest (and named corpora's in
+# the stage's), their place on this machine is not a setting.
+DATA_LOCATION_FLAGS = tuple(f"--data.{key}=" for key in (*PATH_KEYS, "corpora_dir"))
+
+
+def portable_args(args: list[str]) -> list[str]:
+    """``args`` without the flags that only locate data on this machine."""
+    return [argument for argument in args if not argument.startswith(DATA_LOCATION_FLAGS)]
 
 
 def settings_hash(spec: dict) -> str:
     """What defines a result: the settings, the data's content digest (callers put it in ``spec``)
-    and the code version, so a change to any of them is another cell, never a stale reuse."""
-    return hashlib.sha256(json.dumps({**spec, "code_version": source_version()}, sort_keys=True).encode()).hexdigest()[:20]
+    and the protocol version (``harness.protocol``): a change to any of them is another cell, never
+    a stale reuse, while an edit that moves no number (a report, the server, a docstring) re-runs nothing."""
+    return hashlib.sha256(json.dumps({**spec, "protocol": protocol_version()}, sort_keys=True).encode()).hexdigest()[:20]
+
+
+def result_tags(cell_hash: str, record: dict | None = None) -> dict[str, str]:
+    """The tags that make a run's result portable (``benchmarks.results_files``): its cell hash,
+    the protocol version and commit that computed it, and the suite's record of the cell."""
+    return {"cell_hash": cell_hash, "protocol_version": protocol_version(), "git_commit": git_commit() or "",
+            **({"result_record": json.dumps(record, sort_keys=True, default=str)} if record else {})}
+
+
+def cell_record(cell: Cell) -> dict:
+    """What a results file keeps of the cell beside its run: its settings and the suite's context."""
+    return {"cell": cell.fields(), **cell.record}
 
 
 def file_digests(args: list[str]) -> dict[str, str]:
@@ -161,7 +193,7 @@ def pretrain(config: str, args: list[str], cell_hash: str, benchmark: str, log_p
              tags: dict[str, str] | None = None) -> str:
     """Pretrain through ``python -m pretrain`` (in process); returns the run id. ``tags``: more run
     tags (the task attempt's, :mod:`benchmarks.attempts`)."""
-    tags = json.dumps({"cell_hash": cell_hash, "benchmark": benchmark, **(tags or {})})
+    tags = json.dumps({**result_tags(cell_hash), "benchmark": benchmark, **(tags or {})})
     code = run_quietly(PretrainCLI, ["fit", "--config", config, *args, f"--tags={tags}",
                                      "--trainer.enable_progress_bar=false"], log_path)
     run_id = finished_run("pretrain", cell_hash)
@@ -173,7 +205,8 @@ def pretrain(config: str, args: list[str], cell_hash: str, benchmark: str, log_p
 def finetune(cell: Cell, config: str, experiment: str, parent_run_id: str, cell_hash: str, log_path: Path,
              benchmark: str = "", tags: dict[str, str] | None = None) -> str:
     """Run one finetune cell through ``python -m downstream`` (in process); returns the run id."""
-    tags = {"cell_hash": cell_hash, "kind": cell.kind, "suite_encoder": cell.encoder, "benchmark": benchmark,
+    tags = {**result_tags(cell_hash, cell_record(cell)), "kind": cell.kind, "suite_encoder": cell.encoder,
+            "benchmark": benchmark,
             **({"grid_of": cell.grid_of, "learning_rate": f"{cell.learning_rate:g}"} if cell.grid_of else {}),
             **(tags or {})}
     source = cell.encoder_run if ":" in cell.encoder_run else f"runs:/{cell.encoder_run}"  # a run id has no ':'
@@ -235,7 +268,8 @@ def log_check_run(cell: Cell, data: PairData, probabilities: dict, experiment: s
     frames = {split: predictions_frame(data, evaluation[split], scores) for split, scores in probabilities.items()}
     client = MlflowClient(tracking_uri())
     tags = {"stage": "baseline", "method": cell.method, "seed": str(cell.seed), "mlflow.parentRunId": parent_run_id,
-            "cell_hash": cell_hash, "dataset": data.name, "benchmark": benchmark, **tags, **process_tags()}
+            **result_tags(cell_hash, cell_record(cell)), "dataset": data.name, "benchmark": benchmark, **tags,
+            **process_tags()}
     run_name = run_name_prefix(data) + join(cell.method, f"s{cell.seed}")
     run = client.create_run(ensure_experiment(experiment), run_name=run_name, tags=tags)
     run_id = run.info.run_id

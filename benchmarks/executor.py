@@ -21,11 +21,13 @@ from mlflow.tracking import MlflowClient
 
 from benchmarks.attempts import end_cancelled_runs
 from benchmarks.cells import Cell, finished_run, settings_hash
-from benchmarks.encoders import Stage, describe_encoder, reused_stages, stages_of
+from benchmarks.encoders import Stage, describe_encoder, reused_stages, stage_hashes, stages_of
 from benchmarks.matrix import repo_path
 from benchmarks.plan import plan
 from benchmarks.progress import Progress, time_split
 from benchmarks.resources import cell_resources, stage_resources
+from benchmarks.results_files import ResultSet
+from benchmarks.results_store import import_cell
 from benchmarks.tasks import Study, cell_log, run_baseline, run_cell, run_probe, run_stage
 from harness.errors import UserError
 from harness.datasets.types import PairData
@@ -67,8 +69,10 @@ class StudyExecutor:
     """Runs one benchmark's stages and cells under its parent run and prints their progress."""
 
     def __init__(self, engine, study: Study, config: dict, data: PairData, finetune_config: str,
-                 finetune_args: list[str], pretrain_threads: int, given: dict[str, str | None]):
+                 finetune_args: list[str], pretrain_threads: int, given: dict[str, str | None],
+                 results: ResultSet | None = None):
         self.engine, self.study, self.config, self.data = engine, study, config, data
+        self.results = results or ResultSet([])  # cells finished elsewhere (``--results`` folders)
         self.finetune_config, self.finetune_args, self.pretrain_threads = finetune_config, finetune_args, pretrain_threads
         self.given = given  # encoder name → the run its `run:` names (None: pretrained here)
         self.client = MlflowClient(tracking_uri())
@@ -78,6 +82,7 @@ class StudyExecutor:
         self.in_flight: dict[object, Task] = {}
         self.described: dict[str, dict] = {}
         self.run_ids: dict[tuple[str, int], str] = {}
+        self.linked: list[str] = []  # cells found finished under another benchmark's parent
         self.show_pending = False  # print the study's line once the freed CPUs have new tasks
         self.progress = Progress(sum(len(stages_of(encoder)) for encoder in config["encoders"]
                                      if not given[encoder["name"]]),
@@ -87,7 +92,8 @@ class StudyExecutor:
 
     def run(self) -> tuple[list[dict], list[tuple[Cell, str]]]:
         """Every encoder (described) and every cell's run id, in the order of the plan."""
-        baselines = [Cell(name, "baseline", 0) for name in self.config.get("baselines", [])]
+        baselines = [Cell(name, "baseline", 0, record={"order": [len(self.names), index]})
+                     for index, name in enumerate(self.config.get("baselines", []))]
         self.progress.planned(len(baselines), encoder=False)
         for encoder in self.config["encoders"]:
             self.start_encoder(encoder)
@@ -110,6 +116,13 @@ class StudyExecutor:
             self.encoder_ready(encoder, run_id)
             return
         stages = stages_of(encoder)
+        identity = stage_hashes(stages, self.study.data_digest)[-1]
+        recorded = self.results.encoder(identity)
+        if recorded is not None and self.all_cells_found({**recorded, "name": encoder["name"]}):
+            print(f"  encoder '{encoder['name']}': every cell is in the results folders; not pretrained again",
+                  flush=True)
+            self.encoder_described(encoder, {**recorded, "name": encoder["name"]})
+            return
         done, run_id = reused_stages(stages, self.study.data_digest)
         self.progress.stages_done += done
         if done == len(stages):
@@ -120,12 +133,14 @@ class StudyExecutor:
     def add_stage(self, encoder: dict, stages: list[Stage], index: int, previous_run_id: str | None) -> None:
         stage = stages[index]
         args = stage.flags(previous_run_id)
+        previous_hash = stage_hashes(stages[:index], self.study.data_digest)[-1] if index else None
         resources = stage_resources(stage.config, args, self.pretrain_threads)
         devices = max(1, resources["num_cpus"] // self.pretrain_threads) if not resources["num_gpus"] else 1
         resources["num_cpus"] = min(resources["num_cpus"], self.engine.largest_node())  # else never placed
         threads = max(1, resources["num_cpus"] // devices)
         label = f"encoder '{encoder['name']}' stage {stage.number} ({stage.config} {' '.join(args)})"
-        self.stages.append(Task("stage", label, run_stage, (stage, previous_run_id, self.study, threads), resources,
+        self.stages.append(Task("stage", label, run_stage, (stage, previous_run_id, self.study, threads, previous_hash),
+                                resources,
                                 lambda value: self.stage_done(encoder, stages, index, value),
                                 self.study.logs / stage.log_name()))
 
@@ -143,9 +158,29 @@ class StudyExecutor:
         self.show_pending = True
 
     def encoder_ready(self, encoder: dict, run_id: str) -> None:
-        described = describe_encoder(encoder, run_id)
-        self.described[encoder["name"]] = described
+        given = self.given[encoder["name"]] is not None
+        identity = None if given else stage_hashes(stages_of(encoder), self.study.data_digest)[-1]
+        self.encoder_described(encoder, describe_encoder(encoder, run_id, identity))
+
+    def planned_cells(self, described: dict) -> list[Cell]:
+        """The encoder's cells, each with its place in the plan and the encoder it uses."""
         cells = encoder_cells(self.config, described, self.names, self.finetune_args)
+        order = self.names.index(described["name"])
+        for index, cell in enumerate(cells):
+            cell.record = {"order": [order, index], "encoder": described}
+        return cells
+
+    def all_cells_found(self, described: dict) -> bool:
+        """Whether every cell of the encoder finished already, here or in the results folders."""
+        for cell in self.planned_cells(described):
+            cell_hash = self.cell_settings(cell)[1]
+            if cell_hash not in self.results.cells and finished_run(self.study.experiment, cell_hash) is None:
+                return False
+        return True
+
+    def encoder_described(self, encoder: dict, described: dict) -> None:
+        self.described[encoder["name"]] = described
+        cells = self.planned_cells(described)
         self.progress.planned(len(cells))
         for cell in cells:
             self.add_cell(cell)
@@ -154,15 +189,22 @@ class StudyExecutor:
         """The cell's finetune config and its settings hash."""
         cell_config = str(repo_path(cell.config)) if cell.config else self.finetune_config
         config_text = Path(cell_config).read_text() if Path(cell_config).is_file() else ""
-        cell_hash = settings_hash({**cell.spec(), "method": cell.method, "config_text": config_text,
-                                   "data": self.data.content_hash})
-        return cell_config, cell_hash
+        spec = {**cell.spec(), "method": cell.method, "config_text": config_text, "data": self.data.content_hash}
+        cell.record["spec"] = spec  # kept with the result: a results file's hash is checked against it
+        return cell_config, settings_hash(spec)
 
     def add_cell(self, cell: Cell) -> None:
         cell_config, cell_hash = self.cell_settings(cell)
         found = finished_run(self.study.experiment, cell_hash, self.study.parent)
+        recorded = self.results.cells.get(cell_hash)
+        if found is None and recorded is not None and recorded.same_encoder(cell.record.get("encoder")):
+            run_id = import_cell(recorded, self.study.experiment, self.study.parent)
+            self.cell_done(cell, {"run_id": run_id, "reused": True}, f"from results {recorded.folder.name}")
+            return
         if found is not None:
             owner = self.client.get_run(found).data.tags.get("mlflow.parentRunId")
+            if owner != self.study.parent:
+                self.linked.append(found)
             self.cell_done(cell, {"run_id": found, "reused": True},
                            "reused" if owner == self.study.parent else f"linked from benchmark {str(owner)[:8]}")
             return

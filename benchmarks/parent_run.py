@@ -12,7 +12,8 @@ from harness.naming import benchmark_run_name
 from harness.datasets.types import PairData
 from harness.params import flatten
 from harness.tracking import ensure_experiment, tracking_uri
-from harness.versioning import git_commit, source_version
+from harness.protocol import protocol_version
+from harness.versioning import git_commit
 
 
 def open_parent(config: dict, suite_hash: str, data: PairData) -> str:
@@ -28,7 +29,7 @@ def open_parent(config: dict, suite_hash: str, data: PairData) -> str:
             client.set_tag(run_id, key, value)
         return run_id
     tags = {"stage": "benchmark", "suite_hash": suite_hash, "benchmark": config["name"], "dataset": data.name,
-            "code_version": source_version(), **process_tags()}
+            "protocol_version": protocol_version(), **process_tags()}
     commit = git_commit()
     if commit:
         tags["mlflow.source.git.commit"] = commit

@@ -98,7 +98,7 @@ def probe_cells(config: dict, encoder: dict, random_name: str) -> list[Cell]:
     at each seed (``benchmarks.linear_probe``): checks, not methods (no twin, no gap)."""
     arms = [("pretrained", encoder["name"])] + ([("random", random_name)] if config.get("random_control", True) else [])
     return [Cell(f"{name}-{PROBE_SUFFIX}", "probe", seed, encoder["name"], encoder["run_id"],
-                 family=encoder.get("family", ""), fingerprint=encoder.get("fingerprint", ""), probe_of=probe_of)
+                 family=encoder.get("family", ""), encoder_identity=encoder.get("identity", ""), probe_of=probe_of)
             for seed in seed_list(config.get("seeds", 5)) for probe_of, name in arms]
 
 
@@ -125,7 +125,7 @@ def plan(config: dict, encoders: list[dict], finetune_args: list[str]) -> list[C
                                           kinds[-1][1] if kind == "pretrained" and len(kinds) > 1 else "",
                                           [*finetune_args, *setting["args"], *rate_args], config=setting["config"],
                                           transfer=setting["transfer"], family=encoder.get("family", ""),
-                                          fingerprint=encoder.get("fingerprint", ""),
+                                          encoder_identity=encoder.get("identity", ""),
                                           grid_of="" if rate is None else dict(arms)[kind], learning_rate=rate))
         if config.get("linear_probe"):
             cells += probe_cells(config, encoder, random_name)

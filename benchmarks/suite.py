@@ -30,6 +30,8 @@ from benchmarks.parent import describe_parent, link_lines
 from benchmarks.parent_run import abandon_parent, close_parent, open_parent
 from benchmarks.report import write_outputs
 from benchmarks.results import build_results
+from benchmarks.results_files import ResultSet
+from benchmarks.results_store import STUDY_ARTIFACT
 from benchmarks.cell_results import drop_unpaired_controls, run_table
 from benchmarks.summary import print_summary
 from benchmarks.tasks import Study
@@ -77,6 +79,9 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--pretrain-cpus", type=positive_int, default=None,
                         help="torch threads (CPUs) per pretraining stage and device (default: --jobs shared "
                              "among the encoders that pretrain side by side, at least 1; on a cluster --jobs)")
+    parser.add_argument("--results", type=Path, nargs="+", default=[], metavar="FOLDER",
+                        help="results folders (python -m benchmarks export): their cells count as done, "
+                             "matched by cell hash, so a study goes on from a committed folder on another machine")
     parser.add_argument("--retries", type=count, default=RETRIES,
                         help="attempts after the first for a task whose worker or node died")
     return parser.parse_args(argv)
@@ -120,6 +125,7 @@ def run_suite(args: argparse.Namespace) -> int:
     mark_dead_runs(MlflowClient(tracking_uri()))
     spec = dataset_spec(config)
     data = load_pair_data(**spec)  # read and checked once, before any task runs
+    results = ResultSet(args.results, data.content_hash) if args.results else None  # checked before any run
     flags = data_flags(spec)
     for encoder in config["encoders"]:
         if "pretrain" in encoder:
@@ -141,6 +147,10 @@ def run_suite(args: argparse.Namespace) -> int:
         ensure_experiment(experiment)
     parent = open_parent(config, suite_hash, data)
     client = MlflowClient(tracking_uri())
+    study_record = {"benchmark": config["name"], "experiment": config["experiment"], "dataset": data.name,
+                    "data_digest": data.content_hash, "labels": list(data.labels),
+                    "positive_label": data.positive_label, "settings": json.loads(json.dumps(config, default=str))}
+    client.log_dict(parent, study_record, STUDY_ARTIFACT)  # what `python -m benchmarks export` writes out
     driver = new_driver_id()
     study = Study(config["name"], config["experiment"], parent, driver, directory / "logs", data.content_hash)
     pretrain_threads = args.pretrain_cpus or default_pretrain_cpus(args.jobs, config, given, engine)
@@ -148,8 +158,10 @@ def run_suite(args: argparse.Namespace) -> int:
           f"{'cluster ' + engine.address if getattr(engine, 'address', None) else f'{args.jobs} at a time'}")
     try:
         executor = StudyExecutor(engine, study, config, data, finetune_config, finetune_args, pretrain_threads,
-                                 given)
+                                 given, results)
         encoders, done = executor.run()
+        if executor.linked:
+            client.log_dict(parent, {**study_record, "linked": executor.linked}, STUDY_ARTIFACT)
         engine_text = engine.describe()
         runs, predictions = run_table(done)
         grid = lr_grid_table(runs)  # each arm's learning-rate grid, chosen on dev (lr_grid: in the matrix)

@@ -35,11 +35,13 @@ def result(run_id: str, started: float, reused: bool = False, resumed: bool = Fa
             "resumed": resumed}
 
 
-def run_stage(stage: Stage, previous_run_id: str | None, study: Study, threads: int) -> dict:
-    """Pretrain one stage with ``threads`` torch threads (continuing ``previous_run_id``); a stage
-    an earlier attempt left stopped goes on from its last checkpoint."""
+def run_stage(stage: Stage, previous_run_id: str | None, study: Study, threads: int,
+              previous_hash: str | None = None) -> dict:
+    """Pretrain one stage with ``threads`` torch threads (continuing ``previous_run_id``, whose
+    stage hash is ``previous_hash``); a stage an earlier attempt left stopped goes on from its last
+    checkpoint."""
     started = time.perf_counter()
-    cell_hash = stage.settings_hash(previous_run_id, study.data_digest)
+    cell_hash = stage.settings_hash(previous_hash, study.data_digest)
     found = finished_run(PRETRAIN_EXPERIMENT, cell_hash)
     if found is not None:
         return result(found, started, reused=True)

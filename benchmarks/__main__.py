@@ -1,0 +1,68 @@
+"""``python -m benchmarks export|import|report``: results as files.
+
+- ``export --benchmark <name> --out <folder>``: a benchmark's finished cells, from the tracking
+  store in use, to a folder that diffs well in git;
+- ``import <folder>...``: such folders into the tracking store in use, as FINISHED runs under a
+  parent per folder (the UI shows them; a suite finds their cells by hash);
+- ``report <folder>... --out <folder>``: ``results.csv``, ``report.md`` and figures from the
+  folders alone, no store, no training.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+from harness.errors import UserError
+
+
+def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    export = commands.add_parser("export", help="a benchmark's finished cells to a results folder")
+    export.add_argument("--benchmark", required=True, help="the benchmark's name (its config's `name:`)")
+    export.add_argument("--out", type=Path, required=True, help="the folder to write (replaced whole)")
+    load = commands.add_parser("import", help="results folders into the tracking store in use")
+    load.add_argument("folders", type=Path, nargs="+")
+    report = commands.add_parser("report", help="a report from results folders alone")
+    report.add_argument("folders", type=Path, nargs="+")
+    report.add_argument("--out", type=Path, required=True, help="where results.csv, report.md and figures go")
+    report.add_argument("--name", default=None, help="the report's title (default: the benchmarks' names)")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_arguments(argv)
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # a bar per cell would drown the summary
+    started = time.perf_counter()
+    try:
+        if args.command == "export":
+            from benchmarks.results_store import export_benchmark  # noqa: PLC0415 - MLflow only where used
+
+            cells, size = export_benchmark(args.benchmark, args.out)
+            print(f"exported {cells} cell(s) of '{args.benchmark}' to {args.out}: {size / 1024:.0f} KB "
+                  f"({size / max(cells, 1) / 1024:.1f} KB a cell) in {time.perf_counter() - started:.1f} s")
+        elif args.command == "import":
+            from benchmarks.results_store import import_folders  # noqa: PLC0415
+            from harness.tracking import tracking_uri  # noqa: PLC0415
+
+            for folder, (parent, cells) in zip(args.folders, import_folders(args.folders)):
+                print(f"imported {cells} cell(s) of {folder} under parent run {parent} in {tracking_uri()}")
+        else:
+            from benchmarks.results_report import build_report  # noqa: PLC0415
+
+            results, written = build_report(args.folders, args.out, args.name)
+            print(f"report of {len(results)} method(s) from {len(args.folders)} folder(s): "
+                  f"{args.out / 'report.md'}, {args.out / 'results.csv'} ({len(written)} files, "
+                  f"{time.perf_counter() - started:.1f} s)")
+    except UserError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,42 @@
+"""A benchmark report from results folders alone (``make report RESULTS="<folders>" OUT=<folder>``):
+the suite's ``results.csv``, ``runs.csv``, ``report.md`` and figures, with no tracking store and
+no training. Folders from several machines merge by cell hash (``benchmarks.results_files``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from benchmarks.cell_results import drop_unpaired_controls
+from benchmarks.lr_selection import lr_grid_table, select_learning_rates
+from benchmarks.report import write_outputs
+from benchmarks.results import build_results
+from benchmarks.results_files import ResultSet
+from harness.errors import UserError
+
+
+def report_name(benchmarks: list[dict]) -> str:
+    names = list(dict.fromkeys(benchmark["benchmark"] for benchmark in benchmarks))
+    return names[0] if len(names) == 1 else " + ".join(names)
+
+
+def build_report(folders: list[Path], out: Path, name: str | None = None) -> tuple[pd.DataFrame, list[Path]]:
+    """Write the report of the cells in ``folders`` to ``out``; returns the results table and the written paths."""
+    results_set = ResultSet(folders)
+    if not results_set.ordered:
+        raise UserError(f"{', '.join(map(str, folders))}: no cells to report")
+    runs, predictions = results_set.runs_and_predictions()
+    grid = lr_grid_table(runs)
+    runs = drop_unpaired_controls(select_learning_rates(runs), predictions)
+    results = build_results(runs, predictions)
+    first = results_set.benchmarks[0]
+    settings = first.get("settings") if len(results_set.benchmarks) == 1 else {
+        benchmark["folder"]: benchmark.get("settings") for benchmark in results_set.benchmarks}
+    context = {"name": name or report_name(results_set.benchmarks),
+               "parent_run_id": ", ".join(str(benchmark.get("parent_run_id", "—")) for benchmark in results_set.benchmarks),
+               "wall_seconds": None, "settings": settings, "encoders": results_set.encoders(),
+               "dataset": first["dataset"], "labels": first.get("labels"), "positive_label": first.get("positive_label"),
+               "lr_grid": grid, "throughput": None,
+               "sources": [benchmark["folder"] for benchmark in results_set.benchmarks]}
+    return results, write_outputs(Path(out), results, runs, context)
