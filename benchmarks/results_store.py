@@ -107,7 +107,8 @@ def export_benchmark(name: str, out: Path) -> tuple[int, int]:
             write_json(staging / CELLS_DIR / f"{record['cell_hash']}.json", record)
     benchmark = {"format": FORMAT, **{key: study[key] for key in ("benchmark", "experiment", "dataset", "data_digest",
                                                                    "labels", "positive_label", "settings")
-                                      if key in study}, "parent_run_id": parent, "cells": len(runs)}
+                                      if key in study}, "parent_run_id": study.get("origin_parent_run_id", parent),
+                 "cells": len(runs)}
     write_json(staging / BENCHMARK_FILE, benchmark)
     ResultSet([staging])  # what was written reads back, every check passed
     written = sum(path.stat().st_size for path in staging.rglob("*") if path.is_file())
@@ -157,8 +158,9 @@ def import_folders(folders: list[Path]) -> list[tuple[str, int]]:
         try:
             for cell in result.ordered:
                 created.append(import_cell(cell, experiment, parent, client))
-            study = {key: benchmark[key] for key in benchmark if key not in ("folder", "format", "cells",
-                                                                              "parent_run_id")}
+            study = {**{key: benchmark[key] for key in benchmark if key not in ("folder", "format", "cells",
+                                                                                 "parent_run_id")},
+                     "origin_parent_run_id": benchmark.get("parent_run_id", "")}
             client.log_dict(parent, study, STUDY_ARTIFACT)
         except BaseException:
             for run_id in created:

@@ -435,3 +435,57 @@ def test_ctrl_c_cancels_the_tasks_and_leaves_nothing_running(parent_run, interru
     assert "FINISHED" in statuses and "KILLED" in statuses, statuses  # one done, the one running cancelled
     assert len(cells) < len(QUICK_METHODS)  # the rest never started
     assert ray_processes(interrupted["stdout"]) == []  # the local instance went down with the suite
+
+
+# ── results as files: the quick benchmark exported, imported elsewhere, reported from the folder ─
+
+
+def benchmarks_command(uri: str, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "benchmarks", *args], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def exported(first, parent_run, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("exported") / "quick"
+    process = benchmarks_command(first["uri"], "export", "--benchmark", "quick", "--out", str(folder))
+    assert process.returncode == 0, process.stderr[-3000:]
+    return folder
+
+
+@pytest.mark.slow
+def test_a_report_from_the_exported_folder_alone_equals_the_suites(first, exported, tmp_path):
+    assert len(list((exported / "cells").glob("*.json"))) == 14
+    process = benchmarks_command("sqlite:///" + str(tmp_path / "unused.db"), "report", str(exported),
+                                 "--out", str(tmp_path / "report"))
+    assert process.returncode == 0, process.stderr[-3000:]
+    assert (tmp_path / "report" / "results.csv").read_text() == first["results"]
+    assert not (tmp_path / "unused.db").exists()  # no store was opened
+
+
+@pytest.mark.slow
+def test_an_imported_folder_exports_back_to_the_same_files(exported, tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    imported = benchmarks_command(uri, "import", str(exported))
+    assert imported.returncode == 0, imported.stderr[-3000:]
+    runs = all_runs(uri)
+    assert len([run for run in runs if run.data.tags.get("cell_hash")]) == 14
+    assert all(run.info.status == "FINISHED" for run in runs)
+    again = benchmarks_command(uri, "export", "--benchmark", "quick", "--out", str(tmp_path / "again"))
+    assert again.returncode == 0, again.stderr[-3000:]
+    for path in sorted(exported.rglob("*")):
+        if path.is_file():
+            assert (tmp_path / "again" / path.relative_to(exported)).read_bytes() == path.read_bytes(), path.name
+
+
+@pytest.mark.slow
+def test_a_suite_on_a_fresh_store_goes_on_from_the_folder_without_training(first, exported, tmp_path):
+    command = [*suite_command(tmp_path), "--results", str(exported)]
+    process = run_suite(tmp_path, first["mrpc_dir"], command)
+    assert process.returncode == 0, process.stderr[-3000:]
+    assert "every cell is in the results folders; not pretrained again" in process.stdout
+    assert len([line for line in cell_lines(process.stdout) if "(from results quick)" in line]) == 14
+    assert (tmp_path / "results" / "results.csv").read_text() == first["results"]
+    assert not [run for run in all_runs(f"sqlite:///{tmp_path / 'mlflow.db'}")
+                if run.data.tags.get("stage") == "pretrain"]

@@ -1,0 +1,208 @@
+"""Results folders (``benchmarks.results_files``): a folder written by hand here the way
+``python -m benchmarks export`` writes one, read back with every check, merged, and reported from
+alone; every kind of bad folder is one line naming its file, and nothing is used."""
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from benchmarks.__main__ import main
+from benchmarks.results_files import (BENCHMARK_FILE, CELLS_DIR, FORMAT, PREDICTIONS_SUFFIX, ResultSet,
+                                      predictions_bytes, read_folder, settings_digest, write_json)
+from harness.errors import UserError
+from harness.protocol import PROTOCOL_VERSIONS, protocol_version
+
+DATA_DIGEST = "d" * 64
+ENCODER = {"name": "elmo", "identity": "stage-1", "digest": "c" * 64, "family": "elmo", "num_layers": 3,
+           "val_ppl": 120.0, "run_id": "pretrain-run"}
+
+
+def predictions(correct: list[bool]) -> pd.DataFrame:
+    labels = ["1", "0"] * (len(correct) // 2)
+    preds = [label if right else str(1 - int(label)) for label, right in zip(labels, correct)]
+    return pd.DataFrame({"id1": [str(100 + i) for i in range(len(correct))],
+                         "id2": [str(500 + i) for i in range(len(correct))], "label": labels,
+                         "prob": [0.9 if pred == "1" else 0.1 for pred in preds], "pred": preds,
+                         "sentence1": ["a sentence"] * len(correct), "sentence2": ["another"] * len(correct)})
+
+
+def write_cell(folder: Path, method: str, kind: str, seed: int, correct: list[bool], order: int,
+               control: str = "", encoder: dict | None = ENCODER, protocol: str | None = None) -> Path:
+    frames = {"dev": predictions(correct[:10]), "test": predictions(correct)}
+    spec = {"kind": kind, "seed": seed, "method": method, "encoder": encoder["identity"] if encoder else "",
+            "data": DATA_DIGEST}
+    protocol = protocol or protocol_version()
+    cell_hash = settings_digest(spec, protocol)
+    content = predictions_bytes(frames)
+    (folder / CELLS_DIR / f"{cell_hash}{PREDICTIONS_SUFFIX}").write_bytes(content)
+    accuracy = {split: float((frame["pred"] == frame["label"]).mean()) for split, frame in frames.items()}
+    record = {"format": FORMAT, "cell_hash": cell_hash, "protocol": protocol, "commit": "abc", "spec": spec,
+              "data_digest": DATA_DIGEST, "order": [0, order], "encoder": encoder,
+              "cell": {"method": method, "kind": kind, "seed": seed, "encoder": "elmo" if encoder else "",
+                       "mix": "scalar", "head": "pool-mlp", "train_fraction": 1.0, "control": control,
+                       "family": "elmo", "transfer": "", "probe_of": "", "grid_of": "", "learning_rate": None},
+              "metrics": {"dev_acc": accuracy["dev"], "test_acc": accuracy["test"], "dev_f1": 0.5, "test_f1": 0.5},
+              "params": {"encoder_layers": "3", "dev_pairs": "10", "test_pairs": str(len(correct))},
+              "tags": {"method": method}, "run": {"run_id": f"run-{method}-{seed}", "parent_run_id": "parent"},
+              "predictions": {"file": f"{cell_hash}{PREDICTIONS_SUFFIX}",
+                              "sha256": hashlib.sha256(content).hexdigest(), "rows": {"dev": 10, "test": 40}}}
+    path = folder / CELLS_DIR / f"{cell_hash}.json"
+    write_json(path, record)
+    return path
+
+
+def make_folder(folder: Path, seeds: int = 3, twin_right: int = 26) -> Path:
+    """A method better than its twin on 40 test pairs, over ``seeds`` seeds."""
+    (folder / CELLS_DIR).mkdir(parents=True)
+    write_json(folder / BENCHMARK_FILE, {"format": FORMAT, "benchmark": "tiny", "experiment": "mrpc",
+                                         "dataset": "mrpc", "data_digest": DATA_DIGEST, "labels": ["0", "1"],
+                                         "positive_label": "1", "settings": {"seeds": seeds}})
+    for seed in range(seeds):
+        write_cell(folder, "elmo-scalar-pool-mlp", "pretrained", seed, [i % 10 != seed for i in range(40)], 2 * seed,
+                   control="random-scalar-pool-mlp")
+        write_cell(folder, "random-scalar-pool-mlp", "random", seed, [i < twin_right + seed for i in range(40)],
+                   2 * seed + 1)
+    return folder
+
+
+def test_a_folder_reads_back_in_plan_order_without_any_sentence(tmp_path):
+    folder = make_folder(tmp_path / "a")
+    benchmark, cells = read_folder(folder)
+    assert benchmark["benchmark"] == "tiny" and len(cells) == 6
+    assert [cell.record["cell"]["method"] for cell in cells[:2]] == ["elmo-scalar-pool-mlp", "random-scalar-pool-mlp"]
+    assert "sentence1" not in cells[0].predictions["test"] and len(cells[0].predictions["test"]) == 40
+    assert all(path.stat().st_size < 4000 for path in (folder / CELLS_DIR).iterdir())
+
+
+def test_the_same_predictions_are_the_same_bytes():
+    frames = {"dev": predictions([True] * 10), "test": predictions([True, False] * 20)}
+    assert predictions_bytes(frames) == predictions_bytes({split: frame.copy() for split, frame in frames.items()})
+
+
+def test_a_report_from_the_folder_alone_compares_the_method_with_its_twin(tmp_path):
+    folder = make_folder(tmp_path / "a")
+    assert main(["report", str(folder), "--out", str(tmp_path / "report")]) == 0
+    results = pd.read_csv(tmp_path / "report" / "results.csv").set_index("method")
+    assert results.loc["elmo-scalar-pool-mlp", "n_seeds"] == 3
+    assert results.loc["elmo-scalar-pool-mlp", "test_acc_mean"] == pytest.approx(0.9)
+    twin_accuracies = [(26 + seed) / 40 for seed in range(3)]
+    assert results.loc["elmo-scalar-pool-mlp", "gap_vs_random"] == pytest.approx(0.9 - sum(twin_accuracies) / 3)
+    assert (tmp_path / "report" / "report.md").read_text().startswith("# Benchmark report: tiny")
+
+
+def test_folders_merge_by_cell_hash(tmp_path):
+    first, second = make_folder(tmp_path / "a"), make_folder(tmp_path / "b")
+    merged = ResultSet([first, second])
+    assert len(merged.cells) == 6 and len(merged.benchmarks) == 2
+
+
+def edit_record(path: Path, change) -> None:
+    record = json.loads(path.read_text())
+    change(record)
+    path.write_text(json.dumps(record))
+
+
+def first_cell(folder: Path) -> Path:
+    return sorted((folder / CELLS_DIR).glob("*.json"))[0]
+
+
+def truncate(folder):
+    path = first_cell(folder)
+    path.write_text(path.read_text()[:200])
+    return path.name, "unreadable, truncated or edited"
+
+
+def edit_accuracy(folder):
+    path = first_cell(folder)
+    edit_record(path, lambda record: record["metrics"].update(test_acc=0.99))
+    return path.name, "is not its predictions'"
+
+
+def edit_settings(folder):
+    path = first_cell(folder)
+    edit_record(path, lambda record: record["spec"].update(seed=7))
+    return path.name, "do not give its cell hash"
+
+
+def drop_predictions(folder):
+    path = first_cell(folder)
+    (folder / CELLS_DIR / json.loads(path.read_text())["predictions"]["file"]).unlink()
+    return path.name, "is missing"
+
+
+def edit_predictions(folder):
+    path = first_cell(folder)
+    predictions_file = folder / CELLS_DIR / json.loads(path.read_text())["predictions"]["file"]
+    predictions_file.write_bytes(predictions_file.read_bytes()[:-20])
+    return predictions_file.name, "sha256 differs"
+
+
+def future_protocol(folder):
+    newer = protocol_version({**PROTOCOL_VERSIONS, "heads": PROTOCOL_VERSIONS["heads"] + 1})
+    path = write_cell(folder, "elmo-scalar-pool-mlp", "pretrained", 9, [True] * 40, 99, protocol=newer)
+    return path.name, "newer than this harness's in heads"
+
+
+def another_data_set(folder):
+    path = first_cell(folder)
+    edit_record(path, lambda record: record.update(data_digest="e" * 64))
+    return path.name, "another data set"
+
+
+def no_benchmark_file(folder):
+    (folder / BENCHMARK_FILE).unlink()
+    return folder.name, "not a results folder"
+
+
+@pytest.mark.parametrize("spoil", [truncate, edit_accuracy, edit_settings, drop_predictions, edit_predictions,
+                                   future_protocol, another_data_set, no_benchmark_file])
+def test_a_bad_folder_is_one_line_naming_the_file_and_nothing_is_imported(tmp_path, spoil, capsys, monkeypatch):
+    folder = make_folder(tmp_path / "a")
+    name, fragment = spoil(folder)
+    with pytest.raises(UserError) as error:
+        ResultSet([folder])
+    assert name in str(error.value) and fragment in str(error.value) and "\n" not in str(error.value)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    assert main(["import", str(folder)]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+    from tests.helpers import all_runs
+    assert all_runs(tmp_path) == []  # nothing imported half-way
+
+
+def test_a_conflict_between_folders_is_named_never_averaged(tmp_path):
+    first, second = make_folder(tmp_path / "a"), make_folder(tmp_path / "b")
+    edit_record(first_cell(second), lambda record: record["metrics"].update(test_f1=0.7))
+    with pytest.raises(UserError, match="has other numbers"):
+        ResultSet([first, second])
+    third = make_folder(tmp_path / "c")
+    edit_record(first_cell(third), lambda record: record["encoder"].update(digest="f" * 64))
+    with pytest.raises(UserError, match="checkpoint"):
+        ResultSet([first, third])
+
+
+def test_two_checkpoints_under_one_encoder_name_are_named(tmp_path):
+    folder = make_folder(tmp_path / "a", seeds=1)
+    other = {**ENCODER, "digest": "b" * 64, "identity": "stage-2"}
+    write_cell(folder, "elmo-scalar-pool-mlp", "pretrained", 5, [True] * 40, 9, encoder=other)
+    with pytest.raises(UserError, match="encoder 'elmo' is two checkpoints"):
+        ResultSet([folder])
+
+
+def test_mixed_protocol_versions_within_one_comparison_are_named(tmp_path):
+    folder = make_folder(tmp_path / "a", seeds=1)
+    older = protocol_version({**PROTOCOL_VERSIONS, "heads": 0})
+    write_cell(folder, "random-scalar-pool-mlp", "random", 4, [True] * 40, 9, protocol=older)
+    with pytest.raises(UserError, match="mixes protocol versions"):
+        ResultSet([folder])
+
+
+def test_a_folder_of_another_data_set_is_refused_by_a_suite(tmp_path):
+    folder = make_folder(tmp_path / "a", seeds=1)
+    with pytest.raises(UserError, match="another data set"):
+        ResultSet([folder], data_digest="e" * 64)
+    shutil.rmtree(folder)
