@@ -195,6 +195,8 @@ def _markdown(results: pd.DataFrame, runs: pd.DataFrame, context: dict, figures:
              f"- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}",
              f"- parent run: `{context.get('parent_run_id', '—')}`",
              f"- wall time: {'—' if wall is None else f'{wall / 60:.1f} min ({wall:.0f} s)'}",
+             *([f"- built from results folders: {', '.join(f'`{source}`' for source in context['sources'])}"]
+               if context.get("sources") else []),
              "", "## Results", "", "Accuracy and F1 in %, mean ± std (min–max) over seeds; "
              f"{_split_sizes(results, runs, context)}{_f1_kind(context)}. Gap vs the random-init twin on test "
              "accuracy in points, with its 95% CI (see How to read)"
@@ -229,6 +231,7 @@ def _markdown(results: pd.DataFrame, runs: pd.DataFrame, context: dict, figures:
     comparisons = int(results["p_adjusted"].notna().sum()) if "p_adjusted" in results else None
     said = (study_remarks(study, comparisons) if studied else []) + remarks(results, runs, published)
     said += probe_remarks(results, runs)
+    said += list(context.get("notes") or [])  # e.g. one encoder name over several checkpoints (chunks)
     lines += ["", "## Remarks", ""] + [f"- {remark}" for remark in said]
     anchors = context["anchors"] if "anchors" in context else published_anchors(context.get("dataset"))
     if anchors:

@@ -191,6 +191,7 @@ class ResultSet:
 
     def __init__(self, folders: list[Path], data_digest: str | None = None):
         self.benchmarks: list[dict] = []
+        self.notes: list[str] = []
         self.cells: dict[str, CellResult] = {}
         self.ordered: list[CellResult] = []
         for folder_index, folder in enumerate(folders):
@@ -217,15 +218,28 @@ class ResultSet:
         self.check_protocols()
 
     def check_encoders(self) -> None:
-        digests: dict[str, CellResult] = {}
+        """A method and its twin compare one checkpoint: two under one method stop the merge. One
+        encoder name over several checkpoints in different methods (chunks that each pretrained
+        the same recipe) is named in ``notes`` and in the report, never averaged."""
+        by_method: dict[str, CellResult] = {}
+        by_name: dict[str, dict[str, CellResult]] = {}
         for cell in self.ordered:
-            name = cell.record["cell"].get("encoder")
-            if not name or not cell.encoder:
+            if not cell.encoder:
                 continue
-            first = digests.setdefault(name, cell)
-            if first.encoder.get("digest") != cell.encoder.get("digest"):
-                raise UserError(f"encoder '{name}' is two checkpoints: {first.encoder.get('digest', '')[:12]} in "
-                                f"{first.path} and {cell.encoder.get('digest', '')[:12]} in {cell.path}")
+            method, control = cell.record["cell"]["method"], cell.record["cell"].get("control") or ""
+            for key in filter(None, (method, control)):
+                first = by_method.setdefault(key, cell)
+                if first.encoder.get("digest") != cell.encoder.get("digest"):
+                    name = cell.record["cell"].get("encoder")
+                    raise UserError(f"'{key}' (encoder '{name}') is two checkpoints: "
+                                    f"{first.encoder.get('digest', '')[:12]} in {first.path} and "
+                                    f"{cell.encoder.get('digest', '')[:12]} in {cell.path}")
+            by_name.setdefault(cell.record["cell"].get("encoder", ""), {}).setdefault(cell.encoder.get("digest", ""),
+                                                                                      cell)
+        self.notes = [f"encoder '{name}' is {len(digests)} checkpoints of one recipe (pretrained apart, e.g. by "
+                      f"chunk): " + ", ".join(f"{digest[:12]} ({cell.folder.name})" for digest, cell in digests.items())
+                      + "; each method compares one of them with its twin"
+                      for name, digests in by_name.items() if len(digests) > 1]
 
     def check_protocols(self) -> None:
         """A method, its seeds and its twin are compared: they must share one protocol version."""

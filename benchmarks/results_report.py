@@ -39,4 +39,7 @@ def build_report(folders: list[Path], out: Path, name: str | None = None) -> tup
                "dataset": first["dataset"], "labels": first.get("labels"), "positive_label": first.get("positive_label"),
                "lr_grid": grid, "throughput": None,
                "sources": [benchmark["folder"] for benchmark in results_set.benchmarks]}
+    for note in results_set.notes:
+        print(f"  note: {note}")
+    context["notes"] = results_set.notes
     return results, write_outputs(Path(out), results, runs, context)

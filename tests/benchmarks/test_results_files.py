@@ -185,12 +185,16 @@ def test_a_conflict_between_folders_is_named_never_averaged(tmp_path):
         ResultSet([first, third])
 
 
-def test_two_checkpoints_under_one_encoder_name_are_named(tmp_path):
+def test_two_checkpoints_under_one_method_stop_the_merge_and_under_one_name_are_named(tmp_path):
     folder = make_folder(tmp_path / "a", seeds=1)
     other = {**ENCODER, "digest": "b" * 64, "identity": "stage-2"}
     write_cell(folder, "elmo-scalar-pool-mlp", "pretrained", 5, [True] * 40, 9, encoder=other)
-    with pytest.raises(UserError, match="encoder 'elmo' is two checkpoints"):
+    with pytest.raises(UserError, match="encoder 'elmo'.* is two checkpoints"):
         ResultSet([folder])
+    chunks = make_folder(tmp_path / "b", seeds=1)
+    write_cell(chunks, "elmo-gradual-attn", "pretrained", 0, [True] * 40, 9, encoder=other)
+    (note,) = ResultSet([chunks]).notes
+    assert note.startswith("encoder 'elmo' is 2 checkpoints") and "bbbbbbbbbbbb" in note
 
 
 def test_mixed_protocol_versions_within_one_comparison_are_named(tmp_path):
