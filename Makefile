@@ -9,7 +9,7 @@ DEPENDENCY_HASH := $(shell $(PYTHON) harness/dependency_hash.py pyproject.toml 2
 STAMP := $(VENV)/.installed-$(or $(DEPENDENCY_HASH),unknown)
 ARGS ?=
 # OpenMP threads sleep at a join instead of spinning: on a shared, loaded machine a spinning thread
-# waiting for a descheduled partner stalled steps 5-7x (README, Speed). Override: OMP_WAIT_POLICY=ACTIVE.
+# waiting for a descheduled partner stalled steps 5-7x (docs/speed.md). Override: OMP_WAIT_POLICY=ACTIVE.
 export OMP_WAIT_POLICY ?= PASSIVE
 
 .DEFAULT_GOAL := help

@@ -25,7 +25,7 @@ RETRIES = 2  # attempts after the first when a task's worker or node dies
 CANCEL_GRACE = 30.0  # seconds cancelled tasks get to mark their runs KILLED before they are killed
 OBJECT_STORE_BYTES = 256 * 1024 ** 2  # the tasks pass run ids and one PairData, nothing large
 WORKER_VARIABLES = ("MRPC_DIR", "OMP_WAIT_POLICY", "HF_HUB_OFFLINE", "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR")
-CLUSTER_HELP = "README, Running the study on a cluster"
+CLUSTER_HELP = "docs/cluster.md"
 
 
 def worker_environment() -> dict[str, str]:

@@ -6,7 +6,7 @@ simulated on 16, 64, 256 … CPUs. No task runs: it plans the config and schedul
 
 The costs file gives, per encoder, the minutes of each pretraining stage and the CPUs it uses, and
 per ``<family>/<transfer>/<head>`` the minutes of a cell at each labelled fraction (``default`` for
-those it does not name); the README says where each figure comes from."""
+those it does not name); docs/cluster.md says where the figures come from."""
 
 from __future__ import annotations
 

@@ -47,7 +47,7 @@ def intra_op_threads(count: int):
 
     For work made of many small operations (a frozen-feature head: tensors of a few MB), a second
     thread gains little and every operation pays a fork/join; on a shared, loaded machine a
-    thread waiting at that join for a descheduled partner stalls the whole step (see README, Speed).
+    thread waiting at that join for a descheduled partner stalls the whole step (see docs/speed.md).
     """
     import torch
 

@@ -217,7 +217,7 @@ def summary(args: argparse.Namespace, url: str, auth: AuthFiles | None) -> list[
     lines += [f"  this machine:  export MLFLOW_TRACKING_URI={url}",
               f"  a team:        export MLFLOW_TRACKING_URI={team}"
               + ("  (start with HOST=0.0.0.0 and --allowed-hosts for other machines)" if is_loopback(args.host)
-                 else "  (plain HTTP: put TLS in front, README: a team's tracking server)"),
+                 else "  (plain HTTP: put TLS in front, docs/server.md)"),
               "  Ctrl-C stops the server and the database."]
     return lines
 

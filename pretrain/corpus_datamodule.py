@@ -39,7 +39,7 @@ from pretrain.vocabulary_checks import check_built, requested_size
 warnings.filterwarnings("ignore", message="You're resuming from a checkpoint that ended before the epoch ended")
 
 # Above MRPC's longest sentence, so MRPC is never cut and a pathological line (a file without
-# sentence breaks) costs no more memory than MRPC's longest batch (README, Limits).
+# sentence breaks) costs no more memory than MRPC's longest batch (docs/pretraining.md, Long sentences).
 DEFAULT_MAX_TOKENS = 48
 
 
