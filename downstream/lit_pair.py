@@ -41,7 +41,7 @@ class LitPairClassifier(pl.LightningModule):
             training pairs' tokens before the mix (``downstream.standardization``; frozen only):
             what lets a head learn from a random-init twin's features, whose common direction
             it otherwise never got past. The same for a pretrained cell and its twin.
-        head: ``pool-mlp``, ``bilstm``, ``dense``, ``attn``, ``concat-pool`` or ``cls`` (the joint
+        head: ``pool-mlp``, ``bilstm``, ``dense``, ``attn``, ``decomp``, ``concat-pool`` or ``cls`` (the joint
             pair classifier of an encoder that takes a joint pair input: GPT's both orders, BERT's
             segments; ``downstream.joint``).
         hidden_size, dropout: of the head (jiant's MRPC default: 256, 0.2).
