@@ -118,7 +118,7 @@ def measure_family(family: str, encoder: Encoder, batches: int, profile: bool) -
     rows = []
     modes = [("frozen", "pool-mlp"), *(("frozen", head) for head in CROSS_HEADS), ("full", "pool-mlp")]
     modes += [("full", "cls")] if encoder.spec.joint_pair_input else []
-    cache_folder = tempfile.TemporaryDirectory()  # one feature cache: both frozen heads read the same features
+    cache_folder = tempfile.TemporaryDirectory()  # one feature cache: the frozen heads read the same features
     for finetune, head in modes:
         torch.manual_seed(0)
         model = PairClassifier(encoder, mix="scalar", head=head, finetune=finetune,
