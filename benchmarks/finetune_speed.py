@@ -15,8 +15,9 @@ weights and a tokenizer built on GLUE train — speed does not depend on the wei
 - ``full``: the encoder trained under the head (discriminative AdamW groups): bucketed token
   batches vs the naive padded, unbucketed ones; ``full-bf16`` is the harness's path under
   ``bf16-mixed`` autocast (Lightning's ``forward_context``).
-- ``frozen`` ``attn``: the ESIM-style head on the same cached features and batches as the
-  frozen pool-mlp row; ``over_pool_mlp`` is its epoch over pool-mlp's.
+- ``frozen`` ``attn`` and ``decomp``: the ESIM-style head and decomposable attention on the same
+  cached features and batches as the frozen pool-mlp row; ``over_pool_mlp`` is the epoch over
+  pool-mlp's.
 - ``cls`` (families with a joint pair input: GPT): its own classifier on both orders of the joint
   sequence, with λ = 0.5 LM loss; beside it the evaluation pass (no dropout, both orders in one
   batch) against one model pass per order (the former implementation), on the same batches.
@@ -54,6 +55,7 @@ from pretrain.runs import load_encoder
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "pretrain"  # each family's <name>.yaml
 BATCH_SIZE = 32
+CROSS_HEADS = ("attn", "decomp")  # timed on the frozen pool-mlp row's cached features and batches
 LEARNING_RATE, WEIGHT_DECAY, LR_DECAY = 1e-3, 0.0, 2.6  # LitPairClassifier's defaults
 
 
@@ -114,9 +116,9 @@ def pad_to(tensor: torch.Tensor, steps: int) -> torch.Tensor:
 def measure_family(family: str, encoder: Encoder, batches: int, profile: bool) -> list[dict]:
     """Every mode of one family; returns one row per mode."""
     rows = []
-    modes = [("frozen", "pool-mlp"), ("frozen", "attn"), ("full", "pool-mlp")]
+    modes = [("frozen", "pool-mlp"), *(("frozen", head) for head in CROSS_HEADS), ("full", "pool-mlp")]
     modes += [("full", "cls")] if encoder.spec.joint_pair_input else []
-    cache_folder = tempfile.TemporaryDirectory()  # one feature cache: both frozen heads read the same features
+    cache_folder = tempfile.TemporaryDirectory()  # one feature cache: the frozen heads read the same features
     for finetune, head in modes:
         torch.manual_seed(0)
         model = PairClassifier(encoder, mix="scalar", head=head, finetune=finetune,
@@ -137,7 +139,7 @@ def measure_family(family: str, encoder: Encoder, batches: int, profile: bool) -
             naive_pairs = sum(len(batch) for batch in unbucketed[1:])
             row = {"family": family, "mode": finetune if head != "cls" else "cls", "head": head,
                    "batch_size": BATCH_SIZE, "timed_batches": batches, "setup_seconds": setup_seconds}
-            if head == "attn":  # the same cached features and batches as the pool-mlp row above
+            if head in CROSS_HEADS:  # the same cached features and batches as the pool-mlp row above
                 row["pairs_per_s"] = pairs / timed_steps(model, bucketed, lambda indices: collate(indices)[:5])
                 pool_mlp = next(r for r in rows if r["mode"] == "frozen" and r["head"] == "pool-mlp")
                 row.update({"epoch_seconds": len(train) / row["pairs_per_s"],
@@ -183,7 +185,7 @@ def measure_family(family: str, encoder: Encoder, batches: int, profile: bool) -
                                 "eval_over_two_pass": two_pass_seconds / batched_seconds})
                 bf16_seconds = timed_steps(model, bucketed, collate, bf16=True)
                 row.update({"bf16_pairs_per_s": pairs / bf16_seconds, "bf16_over_fp32": harness_seconds / bf16_seconds})
-            if head != "attn":
+            if head not in CROSS_HEADS:
                 row.update({"naive_pairs_per_s": naive_pairs / naive_seconds,
                             "over_naive": row["pairs_per_s"] / (naive_pairs / naive_seconds),
                             "epoch_seconds": len(train) / row["pairs_per_s"]})

@@ -6,20 +6,25 @@ simulated on 16, 64, 256 … CPUs. No task runs: it plans the config and schedul
 
 The costs file gives, per encoder, the minutes of each pretraining stage and the CPUs it uses, and
 per ``<family>/<transfer>/<head>`` the minutes of a cell at each labelled fraction (``default`` for
-those it does not name); docs/cluster.md says where the figures come from."""
+those it does not name), the minutes of a linear probe (``probe``: on the frozen cells' cached
+features) and of a baseline; docs/cluster.md says where each figure comes from. A cell whose flags turn
+on ``--data.equal_steps`` trains a full cell's optimiser steps at any fraction the repeats reach
+(``downstream.equal_steps``), so it costs the ``1`` figure (scaled down only below what
+``--data.max_repeats`` passes make up), whatever its fraction's own figure says."""
 
 from __future__ import annotations
 
 import argparse
 import heapq
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from benchmarks.cells import Cell
 from benchmarks.encoders import is_published
 from benchmarks.matrix import load_config, with_budget
 from benchmarks.plan import plan
+from downstream.equal_steps import DEFAULT_MAX_REPEATS
 from harness.errors import UserError
 from harness.tracking import REPO_ROOT
 
@@ -31,26 +36,52 @@ class Costs:
     cells: dict[str, dict[str, float]]  # "<family>/<transfer>/<head>" → {fraction: minutes}
     default: dict[str, float]  # {fraction: minutes}
     baseline: float
+    probe: float = 0.8  # a linear probe of one encoder (or twin) on its cached features
 
     @classmethod
     def read(cls, path: Path) -> "Costs":
         raw = json.loads(path.read_text())
         return cls({name: [float(m) for m in minutes] for name, minutes in raw["stages"].items()},
-                   int(raw.get("stage_cpus", 2)), raw.get("cells", {}), raw["default"], float(raw.get("baseline", 0.5)))
+                   int(raw.get("stage_cpus", 2)), raw.get("cells", {}), raw["default"], float(raw.get("baseline", 0.5)),
+                   float(raw.get("probe", cls.probe)))
 
     def cell(self, cell: Cell) -> float:
+        """Minutes of ``cell``: its table's figure at its fraction; under equal steps, the full
+        cell's figure times the share of a full epoch its repeats make up (1 for 10% and above)."""
         if cell.kind == "baseline":
             return self.baseline
+        if cell.kind == "probe":
+            return self.probe
         table = self.cells.get(f"{cell.family}/{cell.transfer}/{cell.head}", self.default)
-        return float(table.get(f"{cell.train_fraction:g}", self.default[f"{cell.train_fraction:g}"]))
+        if cell.train_fraction < 1 and flag_value(cell.args, "data.equal_steps", "false").lower() in TRUE:
+            repeats = int(flag_value(cell.args, "data.max_repeats", str(DEFAULT_MAX_REPEATS)))
+            return self.minutes(table, 1.0) * min(1.0, repeats * cell.train_fraction)
+        return self.minutes(table, cell.train_fraction)
+
+    def only(self, encoders: list[str]) -> "Costs":
+        """These costs with the stages of ``encoders`` alone (the file holds every study's)."""
+        return replace(self, stages={name: self.stages[name] for name in encoders})
+
+    def minutes(self, table: dict[str, float], fraction: float) -> float:
+        """``table``'s minutes at ``fraction``, else the default's."""
+        return float(table.get(f"{fraction:g}", self.default[f"{fraction:g}"]))
+
+
+TRUE = ("true", "yes", "on", "1")
+
+
+def flag_value(args: list[str], name: str, default: str) -> str:
+    """The value of the last ``--<name>=<value>`` in ``args`` (a later flag wins, as in the CLI)."""
+    values = [argument.split("=", 1)[1] for argument in args if argument.startswith(f"--{name}=")]
+    return values[-1] if values else default
 
 
 def study_plan(config: dict) -> list[Cell]:
     """The plan with stand-in encoders (family = the name's first part, ``hf`` for a published one;
-    no run needed)."""
+    no run needed); every finetune cell carries the suite's ``finetune.args`` as it would run."""
     encoders = [{"name": e["name"], "run_id": e["name"], "num_layers": 3,
                  "family": "hf" if is_published(e) else e["name"].split("-")[0]} for e in config["encoders"]]
-    return plan(config, encoders, [])
+    return plan(config, encoders, list((config.get("finetune") or {}).get("args", [])))
 
 
 def critical_path(costs: Costs, cells: list[Cell]) -> float:
@@ -66,7 +97,8 @@ def simulate(costs: Costs, cells: list[Cell], cpus: int) -> float:
     order, each dispatched when its encoder is ready and its CPUs are free)."""
     by_encoder: dict[str, list[Cell]] = {}
     for cell in cells:
-        by_encoder.setdefault(cell.encoder, []).append(cell)
+        if cell.kind != "baseline":  # queued first, below, once
+            by_encoder.setdefault(cell.encoder, []).append(cell)
     stage_queue = [(name, 0) for name in costs.stages if costs.stages[name]]
     cell_queue = [cell for cell in cells if cell.kind == "baseline"]
     cell_queue += [cell for name, group in by_encoder.items() if not costs.stages.get(name) for cell in group]
@@ -112,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         missing = [e["name"] for e in config["encoders"] if e["name"] not in costs.stages]
         if missing:
             raise UserError(f"--costs={args.costs}: no stage minutes for encoder(s) {missing}")
+        costs = costs.only([e["name"] for e in config["encoders"]])
     except UserError as error:
         print(f"error: {error}")
         return 2

@@ -10,6 +10,8 @@ recurrence and attention is masked, so logits do not change with the padding a b
 - ``bilstm``    shared BiLSTM per sentence -> masked max -> [u; v; |u-v|; u*v] -> MLP (GLUE).
 - ``dense``     masked mean per sentence -> [u; v; |u-v|; u*v] -> Dense(ReLU) -> 2 (TF-Hub style).
 - ``attn``      ESIM: project, masked cross-attention, compose, BiLSTM, mean+max pool, MLP.
+- ``decomp``    decomposable attention (Parikh et al. 2016): project, attend, compare, sum, MLP;
+                feed-forward only, so a step costs a few matrix products, not a recurrence.
 - ``concat-pool`` ULMFiT: [last; max; mean] per sentence -> [u; v; |u-v|; u*v] -> BatchNorm /
                 dropout / linear blocks (Howard & Ruder 2018's classifier, for a pair).
 
@@ -252,6 +254,54 @@ class AttentionHead(PairHead):
         return self.classifier(torch.cat([pooled_a, pooled_b], dim=-1))  # (B, 8H) -> (B, C)
 
 
+def _feed_forward(input_dim: int, hidden_size: int, dropout: float) -> nn.Sequential:
+    """Two ReLU layers, each followed by dropout: the paper's F and G (and the first half of H)."""
+    return nn.Sequential(nn.Linear(input_dim, hidden_size), nn.ReLU(), nn.Dropout(dropout),
+                         nn.Linear(hidden_size, hidden_size), nn.ReLU(), nn.Dropout(dropout))
+
+
+class DecomposableAttentionHead(PairHead):
+    """Decomposable attention (Parikh et al., 2016), feed-forward only, over the mixed features.
+
+    The tokens are projected D -> H (the paper projects its embeddings), then, with the paper's
+    three networks (``attend_network`` F, ``compare_network`` G, ``aggregate_network`` its H):
+    attend, e_ij = F(a_i) · F(b_j), β_i = Σ_j softmax_j(e_ij) b_j, α_j = Σ_i softmax_i(e_ij) a_i;
+    compare, v1_i = G([a_i; β_i]), v2_j = G([b_j; α_j]); aggregate, v1 = Σ_i v1_i and v2 = Σ_j v2_j
+    over the real tokens, logits = H([v1; v2]). F and G are two ReLU layers with dropout, H one such
+    layer and a linear output (the paper's SNLI model, 200 wide there). The paper's optional
+    intra-sentence attention is left out: the features are already contextual.
+
+    No recurrence: a step is a few matrix products per token, of the order of the pool-mlp head's
+    cost, and the parameters are D·H + 7H² + H·C (no D² term), so ``hidden_size`` alone sizes it
+    for the labels at hand. Both sentences of a batch go through the projection, F and G as one
+    batch of 2B rows.
+    """
+
+    def __init__(self, input_dim: int, hidden_size: int = 256, dropout: float = 0.2, num_classes: int = 2) -> None:
+        super().__init__()
+        self.projection = nn.Linear(input_dim, hidden_size)
+        self.attend_network = _feed_forward(hidden_size, hidden_size, dropout)  # F
+        self.compare_network = _feed_forward(2 * hidden_size, hidden_size, dropout)  # G
+        self.aggregate_network = nn.Sequential(
+            *_feed_forward(2 * hidden_size, hidden_size, dropout)[:3], nn.Linear(hidden_size, num_classes)
+        )  # H
+
+    def forward(self, a: Tensor, mask_a: Tensor, b: Tensor, mask_b: Tensor) -> Tensor:
+        batch = a.size(0)
+        rows, mask = both_sentences(a, mask_a, b, mask_b)  # (2B, T, D), (2B, T): a's rows, then b's
+        x = _zero_padding(self.projection(_zero_padding(rows, mask)), mask)  # (2B, T, H)
+        attended = self.attend_network(x)  # (2B, T, H): F of every token
+        scores = torch.bmm(attended[:batch], attended[batch:].transpose(1, 2))  # (B, T, T): e_ij, a_i · b_j
+        x_a, x_b = x[:batch], x[batch:]  # (B, T, H) each, zero at padding
+        mask_a, mask_b = mask[:batch], mask[batch:]  # (B, T) each
+        aligned = torch.cat([attend(scores, x_b, mask_b),  # (B, T, H): β, b summarised for each a token
+                             attend(scores.transpose(1, 2), x_a, mask_a)])  # α for each b token: (2B, T, H)
+        compared = self.compare_network(torch.cat([x, aligned], dim=-1))  # (2B, T, 2H) -> (2B, T, H)
+        summed = _zero_padding(compared, mask).sum(dim=1)  # (2B, H): Σ over the real tokens
+        v1, v2 = summed.chunk(2)  # (B, H) each
+        return self.aggregate_network(torch.cat([v1, v2], dim=-1))  # (B, 2H) -> (B, C)
+
+
 def masked_last(x: Tensor, mask: Tensor) -> Tensor:
     """The features at each row's last real token: (B, T, D), (B, T) -> (B, D); all-pad rows -> 0."""
     lengths = mask.bool().sum(dim=1)  # (B,)
@@ -288,6 +338,7 @@ HEADS: dict[str, type[PairHead]] = {
     "bilstm": BiLSTMHead,
     "dense": DenseHead,
     "attn": AttentionHead,
+    "decomp": DecomposableAttentionHead,
     "concat-pool": ConcatPoolHead,
 }
 

@@ -41,10 +41,14 @@ class LitPairClassifier(pl.LightningModule):
             training pairs' tokens before the mix (``downstream.standardization``; frozen only):
             what lets a head learn from a random-init twin's features, whose common direction
             it otherwise never got past. The same for a pretrained cell and its twin.
-        head: ``pool-mlp``, ``bilstm``, ``dense``, ``attn``, ``concat-pool`` or ``cls`` (the joint
+        head: ``pool-mlp``, ``bilstm``, ``dense``, ``attn``, ``decomp``, ``concat-pool`` or ``cls`` (the joint
             pair classifier of an encoder that takes a joint pair input: GPT's both orders, BERT's
             segments; ``downstream.joint``).
-        hidden_size, dropout: of the head (jiant's MRPC default: 256, 0.2).
+        hidden_size, dropout: of the head (jiant's MRPC default: 256, 0.2). For few labels (a 10%
+            cell's 367 MRPC pairs) a smaller width is the setting to try, not a rate tuned per cell:
+            64 cuts the decomp head from 560k to 54k weights and pool-mlp from 790k to 200k over 384
+            features; kept at every fraction and for both arms, so a learning curve and a gap to
+            the twin still compare one head (``configs/benchmarks/frozen-heads.yaml``).
         mix_dropout: dropout on the mixed features (ELMo applies it to its output).
         learning_rate, weight_decay: AdamW; with fine-tuning, the head's (top) rate.
         mix_learning_rate: the rate of a learned scalar mix's s and gamma, a parameter group of

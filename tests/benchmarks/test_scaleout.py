@@ -1,9 +1,13 @@
 """The scale-out simulation schedules a plan as the executor does (stages first, an encoder's
-cells once its last stage is done) and finds the critical path; worked out by hand on a tiny plan."""
+cells once its last stage is done) and finds the critical path; worked out by hand on a tiny plan.
+Its cost model prices probes and equal-steps fractions as they run, and its file holds the
+figures measured on this machine."""
 
 import pytest
 
-from benchmarks.scaleout import Costs, critical_path, simulate, study_plan
+from benchmarks.cells import Cell
+from benchmarks.scaleout import Costs, critical_path, main, simulate, study_plan
+from harness.tracking import REPO_ROOT
 
 CONFIG = {"encoders": [{"name": "elmo-a"}, {"name": "gpt-b"}],
           "transfers": {"elmo": [{"name": "frozen", "heads": ["pool-mlp"]}], "gpt": [{"name": "full", "heads": ["cls"]}]},
@@ -24,3 +28,67 @@ def test_the_simulated_wall_time_follows_the_executors_policy(cpus, minutes):
     # beside gpt-b's stages 0-5-10; elmo's two cells 10-12, gpt's 12-15. 4 CPUs: all four cells
     # start at 10, so the critical path (gpt-b's 10 minutes of stages + its 3-minute cell) decides.
     assert simulate(COSTS, study_plan(CONFIG), cpus) == pytest.approx(minutes)
+
+
+def cell(kind: str = "pretrained", fraction: float = 1.0, args: tuple[str, ...] = (), head: str = "attn") -> Cell:
+    return Cell("m", kind, 0, "minilm", "minilm", "scalar", head, fraction, args=list(args), transfer="frozen",
+                family="hf")
+
+
+FRACTIONS = Costs(stages={}, stage_cpus=2, cells={"hf/frozen/attn": {"0.05": 0.5, "0.1": 1.1, "1": 5.3}},
+                  default={"0.05": 1.0, "0.1": 1.8, "1": 13.5}, baseline=0.3, probe=0.8)
+
+
+def test_a_probe_costs_its_measured_minutes_not_the_default_cell():
+    assert FRACTIONS.cell(cell("probe")) == pytest.approx(0.8)
+    assert FRACTIONS.cell(cell("baseline")) == pytest.approx(0.3)
+
+
+@pytest.mark.parametrize("fraction, args, minutes", [
+    (0.1, [], 1.1),  # a tenth of the steps: the fraction's own figure
+    (0.1, ["--data.equal_steps=true"], 5.3),  # the full set's steps: the full cell's figure
+    (1.0, ["--data.equal_steps=true"], 5.3),
+    (0.05, ["--data.equal_steps=true"], 2.65),  # 10 passes over 5% make half a full epoch
+    (0.05, ["--data.equal_steps=true", "--data.max_repeats=20"], 5.3),
+    (0.1, ["--data.equal_steps=true", "--data.equal_steps=false"], 1.1),  # the last flag wins
+])
+def test_equal_steps_cost_a_full_cell_at_any_fraction_the_repeats_reach(fraction, args, minutes):
+    assert FRACTIONS.cell(cell(fraction=fraction, args=args)) == pytest.approx(minutes)
+
+
+def test_the_study_plan_carries_the_suites_finetune_args():
+    config = {**CONFIG, "finetune": {"config": "configs/downstream/mrpc.yaml", "args": ["--data.equal_steps=true"]}}
+    assert all("--data.equal_steps=true" in cell.args for cell in study_plan(config))
+
+
+def test_the_costs_file_holds_the_measured_figures():
+    """The figures against cells and epochs measured on this machine (two cells at a time on 2
+    cores): a frozen attn cell of the positive control 5.1-5.4 min at 100%, and as much at 10% under
+    equal steps; a linear probe on cached features 0.3-1.3 min; a frozen decomp epoch 2.0-2.2x the
+    pool-mlp epoch on the same features (hidden 256), so a decomp cell sits between the two."""
+    costs = Costs.read(REPO_ROOT / "benchmarks" / "scaleout-costs.json")
+    assert 5.1 <= costs.cell(cell()) <= 5.4
+    assert 5.1 <= costs.cell(cell(fraction=0.1, args=["--data.equal_steps=true"])) <= 5.4
+    assert 0.3 <= costs.cell(cell("probe")) <= 1.3
+    for family in ("elmo", "ulmfit", "gpt", "hf"):
+        pool_mlp, decomp = costs.cells[f"{family}/frozen/pool-mlp"]["1"], costs.cells[f"{family}/frozen/decomp"]["1"]
+        assert 2.0 * pool_mlp <= decomp <= 2.2 * pool_mlp < costs.cells[f"{family}/frozen/attn"]["1"], family
+
+
+def test_a_baseline_is_scheduled_once():
+    costs = Costs(stages=COSTS.stages, stage_cpus=1, cells=COSTS.cells, default=COSTS.default, baseline=1.0)
+    assert simulate(costs, study_plan({**CONFIG, "baselines": ["majority"]}), 1) == pytest.approx(31.0)
+
+
+def test_only_the_configs_encoders_are_pretrained(tmp_path, capsys):
+    """The costs file holds every study's stages; a study pays for its own encoders' alone."""
+    config = tmp_path / "study.yaml"
+    config.write_text("encoders: [{name: minilm, run: 'reference:all-minilm-l6-v2'}]\n"
+                      "transfers: {hf: [{name: frozen, heads: [pool-mlp]}]}\nfractions: [1.0]\nseeds: 1\n"
+                      "baselines: []\n")
+    costs = tmp_path / "costs.json"
+    costs.write_text('{"stages": {"minilm": [], "elmo-a": [60.0]}, "cells": {"hf/frozen/pool-mlp": {"1": 3.0}}, '
+                     '"default": {"1": 13.5}}')
+    assert main(["--config", str(config), "--costs", str(costs), "--cpus", "1"]) == 0
+    output = capsys.readouterr().out
+    assert "2 cells, 1 encoders, 0.1 CPU-hours" in output and "| 1 | 0.10 h |" in output

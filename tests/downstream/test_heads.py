@@ -105,7 +105,7 @@ def test_masked_pooling_of_an_all_padding_row_is_zero_with_finite_grads():
     assert torch.equal(x.grad[0, 1:], torch.zeros(2, 4))
 
 
-@pytest.mark.parametrize("name", ["pool-mlp", "attn"])
+@pytest.mark.parametrize("name", ["pool-mlp", "attn", "decomp"])
 def test_head_overfits_eight_random_pairs(name):
     generator = torch.Generator().manual_seed(7)
     a = torch.randn(8, 6, D, generator=generator)
