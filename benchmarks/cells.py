@@ -89,9 +89,10 @@ class Cell:
                 "config": self.config, **({"probe_of": self.probe_of} if self.probe_of else {})}
 
 
-# Flags that say where data lies: the pair data's content is in its digest (and named corpora's in
-# the stage's), their place on this machine is not a setting.
-DATA_LOCATION_FLAGS = tuple(f"--data.{key}=" for key in (*PATH_KEYS, "corpora_dir"))
+# Flags that say where files lie on this machine, not what is computed: the pair data's content is
+# in its digest (and named corpora's in the stage's), caches are keyed by content.
+DATA_LOCATION_FLAGS = (*(f"--data.{key}=" for key in (*PATH_KEYS, "corpora_dir", "cache_dir")),
+                       "--trainer.default_root_dir=")
 
 
 def portable_args(args: list[str]) -> list[str]:
@@ -250,7 +251,7 @@ def linear_probe(cell: Cell, data: PairData, experiment: str, parent_run_id: str
     reference = EncoderReference.parse("random", source).seeded(cell.seed) if twin else EncoderReference.parse(source)
     with reuse_between_cells():
         encoder = encoder_reuse.loaded(reference)
-        probabilities = probe_probabilities(encoder, data, cache_dir, cell.seed)
+        probabilities = probe_probabilities(encoder, data, cache_dir, cell.seed, cell.train_fraction)
     tags = {"kind": "probe", "probe_of": cell.probe_of, "suite_encoder": cell.encoder, "family": encoder.family,
             "pretrain_run_id": "random" if twin else (encoder.run_id or source),
             "encoder": encoder_label(encoder.family, encoder.config, encoder.run_id, encoder.is_random,

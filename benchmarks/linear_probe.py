@@ -21,6 +21,7 @@ from threadpoolctl import threadpool_limits
 
 from benchmarks.baselines import class_probabilities, cross_validated_logistic
 from downstream.features import FeatureStore
+from downstream.pair_datamodule import subsample
 from harness.datasets.types import PairData
 
 PROBE_SUFFIX = "linear-probe"  # method names: <encoder>-linear-probe, random(<encoder>)-linear-probe
@@ -43,9 +44,10 @@ def pair_features(vectors: np.ndarray, first: list[int], second: list[int]) -> n
     return np.concatenate([u, v, np.abs(u - v), u * v], axis=1)
 
 
-def probe_probabilities(encoder, data: PairData, cache_dir: str | Path | None, seed: int = 0
-                        ) -> dict[str, np.ndarray]:
-    """Fit the probe on ``data``'s train split under ``encoder``'s frozen features.
+def probe_probabilities(encoder, data: PairData, cache_dir: str | Path | None, seed: int = 0,
+                        fraction: float = 1.0) -> dict[str, np.ndarray]:
+    """Fit the probe on ``data``'s train split (or the seeded, stratified ``fraction`` of it that a
+    finetune cell of that fraction and seed trains on) under ``encoder``'s frozen features.
 
     Returns:
         ``{"dev": (N, C), "test": (N, C)}`` class probabilities in class-id order.
@@ -57,8 +59,9 @@ def probe_probabilities(encoder, data: PairData, cache_dir: str | Path | None, s
     def features(pairs) -> np.ndarray:
         return pair_features(vectors, [row[p.sentence1] for p in pairs], [row[p.sentence2] for p in pairs])
 
-    labels = np.asarray([pair.label for pair in data.train], dtype=int)
+    train = subsample(data.train, fraction, seed) if fraction < 1 else data.train
+    labels = np.asarray([pair.label for pair in train], dtype=int)
     with threadpool_limits(torch.get_num_threads()):  # BLAS as many threads as torch (a cell: 1); more
-        model = cross_validated_logistic(features(data.train), labels, seed)  # stalled it 7x on 2 busy cores
+        model = cross_validated_logistic(features(train), labels, seed)  # stalled it 7x on 2 busy cores
         return {split: class_probabilities(model, features(data.split(split)), data.num_classes)
                 for split in ("dev", "test")}

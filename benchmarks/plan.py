@@ -93,24 +93,38 @@ def check_layers(settings: list[dict], encoder: dict) -> None:
             raise UserError(f"encoder '{encoder['name']}': {error}") from None
 
 
+def probe_fractions(config: dict) -> list[float]:
+    """The labelled fractions the matrix trains on (its ``fractions``, or its learning curve's):
+    each gets probes fitted on the same subsets, whole train split first."""
+    fractions = config.get("fractions") if config.get("transfers") else \
+        [1.0, *((config.get("learning_curve") or {}).get("fractions", []))]
+    return sorted({float(fraction) for fraction in fractions or [1.0]} | {1.0}, reverse=True)
+
+
 def probe_cells(config: dict, encoder: dict, random_name: str) -> list[Cell]:
     """The linear probes of an encoder's frozen features and, with ``random_control``, of its twin's
-    at each seed (``benchmarks.linear_probe``): checks, not methods (no twin, no gap)."""
+    at each seed (``benchmarks.linear_probe``), at each labelled fraction: checks, not methods (no
+    twin, no gap)."""
     arms = [("pretrained", encoder["name"])] + ([("random", random_name)] if config.get("random_control", True) else [])
-    return [Cell(f"{name}-{PROBE_SUFFIX}", "probe", seed, encoder["name"], encoder["run_id"],
-                 family=encoder.get("family", ""), encoder_identity=encoder.get("identity", ""), probe_of=probe_of)
-            for seed in seed_list(config.get("seeds", 5)) for probe_of, name in arms]
+    return [Cell(f"{name}-{PROBE_SUFFIX}{fraction_suffix(fraction)}", "probe", seed, encoder["name"],
+                 encoder["run_id"], train_fraction=fraction, family=encoder.get("family", ""),
+                 encoder_identity=encoder.get("identity", ""), probe_of=probe_of)
+            for fraction in probe_fractions(config) for seed in seed_list(config.get("seeds", 5))
+            for probe_of, name in arms]
 
 
 def plan(config: dict, encoders: list[dict], finetune_args: list[str]) -> list[Cell]:
     """Every cell of the matrix, controls right after what they control, each encoder's linear
-    probes after its cells (``linear_probe: true``), then the baselines."""
+    probes (``linear_probe: true``: seconds each, so they come first) before its cells, then the
+    baselines."""
     cells: list[Cell] = []
     several = len(encoders) > 1
     for encoder in encoders:
         random_name = f"random({encoder['name']})" if several else "random"
         settings = transfer_settings(config, encoder) if config.get("transfers") else mix_head_settings(config, encoder)
         check_layers(settings, encoder)
+        if config.get("linear_probe"):
+            cells += probe_cells(config, encoder, random_name)
         for setting in settings:
             arms = [("pretrained", method_name(encoder["name"], setting))]
             if config.get("random_control", True):
@@ -127,7 +141,5 @@ def plan(config: dict, encoders: list[dict], finetune_args: list[str]) -> list[C
                                           transfer=setting["transfer"], family=encoder.get("family", ""),
                                           encoder_identity=encoder.get("identity", ""),
                                           grid_of="" if rate is None else dict(arms)[kind], learning_rate=rate))
-        if config.get("linear_probe"):
-            cells += probe_cells(config, encoder, random_name)
     cells += [Cell(name, "baseline", 0) for name in config.get("baselines", [])]  # checks: no twin, no gap
     return cells

@@ -10,7 +10,8 @@ import math
 import pandas as pd
 
 from benchmarks.results import COLLAPSED_COLUMN
-from benchmarks.run_table import text_column
+from benchmarks.linear_probe import PROBE_SUFFIX
+from benchmarks.run_table import text_column, train_fractions
 
 MAJORITY = "majority"
 
@@ -55,21 +56,25 @@ def probe_remarks(results: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
     margin = 2 * math.sqrt(majority * (1 - majority) / items) if items and not math.isnan(items) else 0.02
     kinds, encoders = text_column(runs, "kind"), text_column(runs, "encoder")
     probe_of = text_column(runs, "probe_of")
-    probes = {(encoder, of): method for method, encoder, of, kind in zip(runs["method"], encoders, probe_of, kinds)
-              if kind == "probe"}
+    fractions = train_fractions(runs)
+    probes = {(encoder, of, fraction): method for method, encoder, of, kind, fraction
+              in zip(runs["method"], encoders, probe_of, kinds, fractions) if kind == "probe"}
     remarks = []
     arms = runs[kinds.isin(["pretrained", "random"])].assign(encoder=encoders, kind=kinds)
     for method, group in arms.groupby("method", sort=False):
         collapsed = table.loc[method, COLLAPSED_COLUMN] if method in table.index else 0
-        probe = probes.get((group["encoder"].iloc[0], group["kind"].iloc[0]))
+        fraction = train_fractions(group).iloc[0]
+        probe = probes.get((group["encoder"].iloc[0], group["kind"].iloc[0], fraction)) or \
+            probes.get((group["encoder"].iloc[0], group["kind"].iloc[0], 1.0))
         if not collapsed or probe is None or probe not in table.index:
             continue
         accuracy = table.loc[probe, "test_acc_mean"]
+        fitted_on = "the whole train split" if probe.endswith(PROBE_SUFFIX) else "the same fraction of it"
         if accuracy > majority + margin:
             remarks.append(
                 f"**Protocol defect:** `{method}` collapsed to one class in {int(collapsed)}/"
                 f"{int(table.loc[method, 'n_seeds'])} seeds, yet a linear probe of the same encoder's frozen features "
-                f"(`{probe}`, fitted on the whole train split) reaches {100 * accuracy:.1f}% test accuracy against "
+                f"(`{probe}`, fitted on {fitted_on}) reaches {100 * accuracy:.1f}% test accuracy against "
                 f"the majority class's {100 * majority:.1f}% (more than 2 standard errors, {100 * margin:.1f} points, "
                 "above it): the features hold signal the head did not learn, so this arm's gap measures the head's "
                 "optimisation, not the encoder.")

@@ -117,7 +117,7 @@ def fake_store(monkeypatch):
     monkeypatch.setattr(executor_module, "reused_stages", lambda stages, digest: (0, None))
     monkeypatch.setattr(executor_module, "end_cancelled_runs", lambda driver, since: [])
     monkeypatch.setattr(executor_module, "finished_run", lambda *args: None)
-    monkeypatch.setattr(executor_module, "describe_encoder", lambda encoder, run_id: {
+    monkeypatch.setattr(executor_module, "describe_encoder", lambda encoder, run_id, identity=None: {
         "name": encoder["name"], "run_id": run_id, "family": encoder["name"], "num_layers": 3})
     metrics = SimpleNamespace(data=SimpleNamespace(metrics={"dev_acc": 0.5, "test_acc": 0.5}, tags={}))
     monkeypatch.setattr(executor_module, "MlflowClient", lambda uri: SimpleNamespace(get_run=lambda run_id: metrics))

@@ -31,7 +31,8 @@ def expected_cells(config: dict) -> int:
             seeds = transfer.get("seeds", config["seeds"])
             seeds = seeds if isinstance(seeds, int) else len(seeds)
             total += 2 * len(transfer["heads"]) * len(transfer.get("fractions", config["fractions"])) * seeds
-        total += 2 * config["seeds"] if config.get("linear_probe") else 0  # a probe of it and of its twin per seed
+        fractions = {1.0, *map(float, config["fractions"])}  # each labelled fraction's subset, and the whole split
+        total += 2 * config["seeds"] * len(fractions) if config.get("linear_probe") else 0  # it and its twin, per seed
     return total + len(config["baselines"])
 
 
