@@ -51,10 +51,8 @@ test: $(STAMP)  ## run the test suite (set MRPC_DIR to run the real-data tests)
 
 ui: HOST ?= 127.0.0.1
 ui: PORT ?= 5000
-ui:  $(STAMP)  ## the MLflow UI on the local run store, with a link per experiment (http://127.0.0.1:5000)
-	MLFLOW_TRACKING_URI="$${MLFLOW_TRACKING_URI:-sqlite:///$(CURDIR)/mlflow.db}" $(PY) -m harness.links http://$(HOST):$(PORT)
-	MLFLOW_SERVER_ENABLE_JOB_EXECUTION=$${MLFLOW_SERVER_ENABLE_JOB_EXECUTION:-false} \
-	  $(VENV)/bin/mlflow ui --backend-store-uri "$${MLFLOW_TRACKING_URI:-sqlite:///$(CURDIR)/mlflow.db}" --host $(HOST) --port $(PORT)
+ui:  $(STAMP)  ## the MLflow UI on the local run store (HOST=127.0.0.1 PORT=5000); later commands link to it
+	$(PY) -m harness.ui --host $(HOST) --port $(PORT)
 
 server: HOST ?= 127.0.0.1
 server: PORT ?= 5001

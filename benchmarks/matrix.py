@@ -17,7 +17,8 @@ from harness.datasets.spec import PATH_KEYS, SPEC_KEYS
 from harness.tracking import REPO_ROOT
 
 KEYS = {"name", "experiment", "encoders", "finetune", "mixes", "heads", "seeds", "random_control", "baselines",
-        "learning_curve", "mrpc_dir", "dataset", "transfers", "fractions", "budget", "linear_probe", "lr_grid"}
+        "learning_curve", "mrpc_dir", "dataset", "transfers", "fractions", "budget", "linear_probe", "lr_grid",
+        "smoke"}
 DATASET_KEYS = set(SPEC_KEYS)  # a `dataset:` section holds the --data.* flags of the pair data set
 
 
@@ -72,6 +73,9 @@ def check_matrix(config: dict, path: Path) -> None:
     for key, grid in grids:
         if not isinstance(grid, list) or not all(isinstance(rate, (int, float)) and rate > 0 for rate in grid):
             raise UserError(f"{path}: `{key}` must be a list of learning rates > 0, e.g. [3.0e-4, 1.0e-3, 3.0e-3]")
+    if not isinstance(config.get("smoke", False), bool):
+        raise UserError(f"{path}: `smoke` must be true or false (true: tiny encoders that test the pipeline, "
+                        f"not transfer; reports say so first)")
     if not isinstance(config.get("linear_probe", False), bool):
         raise UserError(f"{path}: `linear_probe` must be true or false (a probe per encoder and per twin)")
     for key in ("mixes", "heads", "baselines"):

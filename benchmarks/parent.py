@@ -18,7 +18,7 @@ from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
 from benchmarks.results import CHECK_KINDS
-from harness.links import compare_link, experiment_link, run_link
+from harness.links import experiment_link, metrics_compare_link, run_link
 from harness.naming import metric_key
 from harness.views import DESCRIPTION_TAG, benchmark_view
 
@@ -82,11 +82,12 @@ def twin_pairs(runs: pd.DataFrame) -> list[tuple[str, str, str]]:
 
 
 def link_lines(client: MlflowClient, parent: str, view: str, runs: pd.DataFrame) -> list[str]:
-    """The benchmark summary's links: its runs (the benchmark's view), its parent run, and a
-    compare page per method and its random twin."""
+    """The benchmark summary's links: its runs (the benchmark's view, a row group per method), its
+    parent run, and per method its metrics beside its random twin's (``metrics_compare_link``)."""
     experiment_id = client.get_run(parent).info.experiment_id
     lines = [f"  runs       {experiment_link(experiment_id, view)}",
              f"  parent     {run_link(experiment_id, parent)}"]
     for method, run_id, twin in twin_pairs(runs):
-        lines.append(f"  compare    {method} vs its random twin: {compare_link([run_id, twin], [experiment_id])}")
+        link = metrics_compare_link(client, experiment_id, [run_id, twin])
+        lines.append(f"  compare    {method} vs its random twin: {link}")
     return lines

@@ -48,6 +48,15 @@ def _table(header: list[str], rows: list[list]) -> list[str]:
     return lines + ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
 
 
+SMOKE_NOTE = ("smoke test: tiny pretraining, so these numbers test the pipeline, not transfer "
+              "(a pretrained arm below its twin, or a random method on top, says nothing about pretraining)")
+
+
+def title_line(name: str, smoke: bool) -> str:
+    """The report's first line: the benchmark's name and, for a smoke matrix, that it is one."""
+    return f"# Benchmark report: {name}" + (f" — {SMOKE_NOTE}" if smoke else "")
+
+
 TWIN_GAP = ("gap_vs_random", "gap_ci_low", "gap_ci_high")
 TFIDF_GAP = ("gap_vs_tfidf", "gap_vs_tfidf_ci_low", "gap_vs_tfidf_ci_high")
 
@@ -191,7 +200,7 @@ def _markdown(results: pd.DataFrame, runs: pd.DataFrame, context: dict, figures:
     against_tfidf = "gap_vs_tfidf" in results and results["gap_vs_tfidf"].notna().any()  # not without tfidf-lr
     stepped = STEPS_COLUMN in results and results[STEPS_COLUMN].notna().any()  # cells that logged train_steps
     gridded = CHOSEN_COLUMN in results and results[CHOSEN_COLUMN].notna().any()  # rates chosen from lr_grid
-    lines = [f"# Benchmark report: {context.get('name', 'benchmark')}", "",
+    lines = [title_line(context.get("name", "benchmark"), bool(context.get("smoke"))), "",
              f"- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}",
              f"- parent run: `{context.get('parent_run_id', '—')}`",
              f"- wall time: {'—' if wall is None else f'{wall / 60:.1f} min ({wall:.0f} s)'}",

@@ -146,7 +146,7 @@ def study_figures(rows: pd.DataFrame, directory: Path) -> list[Path]:
         ticks = sorted(tested["fraction"].unique())
         axes.set_xticks(ticks, [f"{tick:g}" for tick in ticks])
         axes.set(xlabel="fraction of the labelled train split", ylabel="gap to random twin (test acc, points)",
-                 title="Does pretraining pay more with fewer labels? (95% CI)")
+                 title=f"Does pretraining pay more with fewer labels? ({_interval_text(tested)})")
         written.append(_save(figure, directory / "gap_by_fraction.png"))
     full = tested[(tested["fraction"] == tested["fraction"].max()) & tested["words"].notna()]
     if full["words"].nunique() > 1:
@@ -155,9 +155,14 @@ def study_figures(rows: pd.DataFrame, directory: Path) -> list[Path]:
         _lines(axes, full, "words", ["family", "transfer", "head"])
         axes.set_xscale("log")
         axes.set(xlabel="pretraining text (whitespace words)", ylabel="gap to random twin (test acc, points)",
-                 title="Does pretraining pay more with more text? (95% CI)")
+                 title=f"Does pretraining pay more with more text? ({_interval_text(full)})")
         written.append(_save(figure, directory / "gap_by_words.png"))
     return written
+
+
+def _interval_text(rows: pd.DataFrame) -> str:
+    """What the error bars are: a 95% CI, or none where every gap rests on one seed pair."""
+    return "1 seed: no CI" if (rows["seeds"] <= 1).all() else "95% CI"
 
 
 def _save(figure: Figure, path: Path) -> Path:

@@ -170,7 +170,8 @@ def run_suite(args: argparse.Namespace) -> int:
         wall = time.perf_counter() - started
         throughput_file = REPO_ROOT / "benchmarks" / "results" / "throughput.json"
         context = {"name": config["name"], "parent_run_id": parent, "wall_seconds": wall, "settings": config,
-                   "encoders": encoders, "dataset": data.name, "anchors": anchors_of(data),
+                   "smoke": bool(config.get("smoke")), "encoders": encoders, "dataset": data.name,
+                   "anchors": anchors_of(data),
                    "labels": list(data.labels), "positive_label": data.positive_label, "lr_grid": grid,
                    "throughput": json.loads(throughput_file.read_text()) if throughput_file.is_file() else None}
         written = write_outputs(directory, results, runs, context)

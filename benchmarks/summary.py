@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from benchmarks.remarks import number
-from benchmarks.report import TFIDF_GAP, TWIN_GAP, gap_cell
+from benchmarks.report import SMOKE_NOTE, TFIDF_GAP, TWIN_GAP, gap_cell
 from benchmarks.stats import ITEMS_ONLY
 
 
@@ -15,8 +15,10 @@ def print_summary(results: pd.DataFrame, config: dict, parent: str, directory: P
                   data_name: str = "mrpc", links: list[str] = (), engine: str = "") -> None:
     """The results: mean ± std over seeds; the paired gap over the random twin on test accuracy
     with its 95% CI, p and Holm-adjusted p; and the gap over TF-IDF + LR with its CI (points; † =
-    one seed pair: no seed replication, no CI or p); then where the runs are and what ran them."""
-    print(f"\n── benchmark '{config['name']}' on {data_name} finished in {wall / 60:.1f} min " + "─" * 30)
+    one seed pair: no seed replication, no CI or p); then where the runs are and what ran them.
+    A smoke matrix (``smoke: true``) says so on the first line."""
+    smoke = f" — {SMOKE_NOTE} " if config.get("smoke") else " "
+    print(f"\n── benchmark '{config['name']}' on {data_name} finished in {wall / 60:.1f} min{smoke}" + "─" * 30)
     print(f"  {'method':<34}{'n':>3}  {'dev acc':>14}  {'test acc':>14}  {'test F1':>14}  "
           f"{'gap vs random (95% CI)':<24}  {'p':>7}  {'p adj.':>7}  gap vs TF-IDF + LR (95% CI)")
     for _, row in results.iterrows():  # older tables lack the later columns: row.get gives NaN, shown as —

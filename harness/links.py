@@ -1,33 +1,37 @@
-"""Deep links into the MLflow 3.17 UI, printed by every command's summary and by ``make ui``.
+"""Deep links into the MLflow 3.17 UI, printed by every command's summary and by ``make ui``
+(:mod:`harness.ui`).
 
 URL formats, as the UI's own router builds them (checked in headless Chromium):
 - runs table: ``<ui>/#/experiments/<id>/runs?workflowType=machine_learning`` (without the
   parameter an experiment opens on its GenAI overview); ``&viewStateShareKey=<key>`` applies a
   saved view (columns, sort, filter, grouping: :mod:`harness.views`);
 - a run: ``<ui>/#/experiments/<id>/runs/<run id>[/<tab>]?workflowType=machine_learning``;
-- compare: ``<ui>/#/compare-runs?runs=["<id>",...]&experiments=["<id>",...]`` (URL-encoded), and
-  the same ``workflowType``, which keeps the side bar on "Model training".
+- compare: the runs table in its chart view, ``…/runs?workflowType=machine_learning&viewStateShareKey=
+  <key>&compareRunsMode=CHART``, with a saved view of just those runs opening on bar charts of test
+  and dev accuracy and F1 (:func:`harness.views.compare_view`); where the view cannot be saved (a
+  user who may only read), the compare page ``<ui>/#/compare-runs?runs=["<id>",...]&experiments=
+  ["<id>",...]`` (URL-encoded, with the same ``workflowType``), which opens on a parallel-coordinates
+  plot of the first differing params.
 
 ``<ui>``: ``$MLFLOW_UI_URL``; else the tracking server itself when ``MLFLOW_TRACKING_URI`` is
-http(s); else ``http://127.0.0.1:5000``, where ``make ui`` serves a local store.
+http(s); else the address ``make ui HOST=… PORT=…`` last served the local store on
+(:mod:`harness.ui_address`); else ``http://127.0.0.1:5000``, ``make ui``'s default.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import sys
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, urlencode, urlparse
 
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from harness.errors import UserError
-from harness.store import auth_denial, check_uri
 from harness.tracking import tracking_uri
-from harness.views import COMPARE_VIEW, VIEW_PREFIX
+from harness.ui_address import DEFAULT_HOST, DEFAULT_PORT, link_address, recorded_address
+from harness.views import COMPARE_VIEW, VIEW_PREFIX, compare_view
 
-LOCAL_UI = "http://127.0.0.1:5000"
+LOCAL_UI = link_address(DEFAULT_HOST, DEFAULT_PORT)
 WORKFLOW = {"workflowType": "machine_learning"}  # the "Model training" view: the runs table
 
 
@@ -39,7 +43,16 @@ def ui_base(uri: str | None = None) -> str:
     uri = uri or tracking_uri()
     if uri.startswith(("http://", "https://")):
         return uri.rstrip("/")
-    return LOCAL_UI
+    return recorded_address(uri) or LOCAL_UI
+
+
+def serve_command(base: str) -> str:
+    """The ``make ui`` command that serves the local store at ``base`` (its HOST and PORT when
+    they are not the defaults)."""
+    parsed = urlparse(base)
+    host, port = parsed.hostname or DEFAULT_HOST, parsed.port or DEFAULT_PORT
+    return "make ui" + (f" HOST={host}" if host != DEFAULT_HOST else "") + (f" PORT={port}" if port != DEFAULT_PORT
+                                                                           else "")
 
 
 def experiment_link(experiment_id: str, view: str | None = None, base: str | None = None) -> str:
@@ -63,16 +76,29 @@ def compare_link(run_ids: list[str], experiment_ids: list[str], base: str | None
             f"&{urlencode(WORKFLOW)}")
 
 
+def metrics_compare_link(client: MlflowClient, experiment_id: str, run_ids: list[str], base: str | None = None
+                         ) -> str:
+    """The runs ``run_ids`` side by side on their test and dev accuracy and F1 (the chart view of
+    a saved view of them); the plain compare page where the view cannot be saved."""
+    try:
+        view = compare_view(client, experiment_id, run_ids)
+    except MlflowException:  # a user who may read but not edit the experiment
+        return compare_link(run_ids, [experiment_id], base)
+    return experiment_link(experiment_id, view, base) + "&compareRunsMode=CHART"
+
+
 def summary_lines(experiment_id: str, run_id: str, view: str | None = None,
                   compare: list[str] | None = None, compare_label: str = "twin") -> list[str]:
     """The ``UI`` lines of a command's one-screen summary: the run, the runs table (in ``view``)
-    and, with ``compare`` (run ids), the compare page. A local store adds how to start its UI."""
+    and, with ``compare`` (run ids), their metrics side by side (saving the view that shows them).
+    A local store adds how to start its UI."""
     lines = [f"  {'run page':<10} {run_link(experiment_id, run_id)}",
              f"  {'runs':<10} {experiment_link(experiment_id, view)}"]
     if compare and len(compare) > 1:
-        lines.append(f"  {'compare':<10} {compare_link(compare, [experiment_id])}  (with its {compare_label})")
+        link = metrics_compare_link(MlflowClient(tracking_uri()), experiment_id, compare)
+        lines.append(f"  {'compare':<10} {link}  (with its {compare_label})")
     if not tracking_uri().startswith(("http://", "https://")) and not os.environ.get("MLFLOW_UI_URL"):
-        lines.append(f"  {'':<10} (serve them with `make ui`)")
+        lines.append(f"  {'':<10} (serve them with `{serve_command(ui_base())}`)")
     return lines
 
 
@@ -86,28 +112,3 @@ def store_links(uri: str | None = None, base: str | None = None) -> list[str]:
         view = COMPARE_VIEW if VIEW_PREFIX + COMPARE_VIEW in experiment.tags else None
         lines.append(f"  {experiment.name:<12} {experiment_link(experiment.experiment_id, view, base)}")
     return lines
-
-
-def main() -> int:
-    """``python -m harness.links [UI address]``: the experiments of the store, as links (``make ui``).
-    A server that is down or refuses this client is one line, exit 2."""
-    base = sys.argv[1].rstrip("/") if len(sys.argv) > 1 else None
-    try:
-        check_uri(tracking_uri())
-        lines = store_links(base=base)
-    except UserError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    except MlflowException as error:
-        denied = auth_denial(error)
-        if not denied:
-            raise
-        print(f"error: {denied}", file=sys.stderr)
-        return 2
-    print(f"MLflow UI for {tracking_uri()}:")
-    print("\n".join(lines) if lines else "  (no experiments yet: run `make pretrain` or `make finetune`)")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -13,11 +13,17 @@ Views written here:
   benchmark children nested under their parent;
 - ``by-method``: the same, grouped by ``method`` and ``encoder`` (mean per group), so runs of
   different encoders never share a group;
-- ``benchmark-<name>``: one benchmark's parent and children.
+- ``benchmark-<name>``: one benchmark's cells and baselines, grouped by ``method``, so each method's
+  mean shows without expanding a row (the UI adds their parent, whose metrics are per-method
+  summaries, under "Additional runs" instead of nesting the cells collapsed below it);
+- ``compare-<digest>``: a few runs (a method and its twin) in the chart view, opening on bar charts
+  of test and dev accuracy and F1 (the UI's compare page opens on a parallel-coordinates plot of
+  the first differing params, which here are checkpoint digests).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 
@@ -32,9 +38,12 @@ GROUPED_VIEW = "by-method"
 COLUMNS = {
     "pretrain": ["tags.`family`", "tags.`lm_stage`", "metrics.`best_val_ppl`", "metrics.`best_val_ppl_word`",
                  "metrics.`train_seconds`", "tags.`seed`", "tags.`benchmark`", "attributes.`Duration`"],
-    "finetune": ["metrics.`test_acc`", "metrics.`dev_acc`", "tags.`method`", "tags.`encoder`", "tags.`seed`",
-                 "tags.`benchmark`"],
+    "finetune": ["metrics.`test_acc`", "metrics.`test_f1`", "metrics.`dev_acc`", "metrics.`dev_f1`", "tags.`method`",
+                 "tags.`encoder`", "tags.`seed`", "tags.`benchmark`"],
 }
+COMPARED_METRICS = ("test_acc", "test_f1", "dev_acc", "dev_f1")  # the charts a compare view opens on
+PARENT_TAG = "mlflow.parentRunId"
+MODEL_METRICS = "Model metrics"  # the UI's section of metrics without a ``system/`` prefix
 DESCRIPTIONS = {
     "pretrain": ("Language-model pretraining runs (tag `stage=pretrain`), one per family, size and corpus. "
                  "Compare `best_val_ppl` (the best checkpoint's held-out perplexity per token of its own "
@@ -105,10 +114,39 @@ def prepare_experiment(client: MlflowClient, experiment_id: str, experiment_name
 
 
 def benchmark_view(client: MlflowClient, experiment_id: str, benchmark: str) -> str:
-    """The saved view of one benchmark's runs (its parent, cells and baselines); returns its key."""
+    """The saved view of one benchmark's cells and baselines, a group per method (the UI adds the
+    parent, under "Additional runs"); returns its key."""
     key = f"benchmark-{benchmark}"
+    cells = f"tags.benchmark = '{benchmark}' and tags.stage != 'benchmark'"
     save_view(client, experiment_id, key, f"Benchmark {benchmark}",
-              view_state(COLUMNS["finetune"], search_filter=f"tags.benchmark = '{benchmark}'"))
+              view_state(COLUMNS["finetune"], search_filter=cells, group_by=["method"]))
+    return key
+
+
+def _bar_chart(metric: str, shown: bool) -> dict:
+    """A bar chart of ``metric`` in the UI's chart view (its "BAR" card); ``shown=False`` marks a
+    metric's chart deleted, so the UI does not add one of its own."""
+    return {"uuid": f"chart-{metric}", "type": "BAR", "deleted": not shown, "isGenerated": False,
+            "metricSectionId": "metrics", "metricKey": metric, "displayName": metric}
+
+
+def compare_view(client: MlflowClient, experiment_id: str, run_ids: list[str]) -> str:
+    """The saved view of ``run_ids`` alone, its charts the test and dev accuracy and F1 (every
+    other metric of the runs hidden); returns its key (``compare-<digest of the run ids>``)."""
+    key = "compare-" + hashlib.sha256(",".join(sorted(run_ids)).encode()).hexdigest()[:12]
+    runs = [client.get_run(run_id) for run_id in run_ids]
+    parents = {run.data.tags[PARENT_TAG] for run in runs if run.data.tags.get(PARENT_TAG)}
+    runs += [client.get_run(parent) for parent in parents]  # the UI shows a child's parent beside it
+    logged = {metric for run in runs for metric in run.data.metrics}
+    charts = [_bar_chart(metric, True) for metric in COMPARED_METRICS]
+    charts += [_bar_chart(metric, False) for metric in sorted(logged - set(COMPARED_METRICS))]
+    listed = ", ".join(f"'{run_id}'" for run_id in run_ids)
+    # Grouped by method: a benchmark cell's parent, which the UI adds to the rows, then cannot hold its
+    # children collapsed under it; it lands in "Additional runs", its own metrics' charts hidden.
+    state = view_state(COLUMNS["finetune"], search_filter=f"attributes.run_id IN ({listed})", group_by=["method"])
+    state.update(compareRunCharts=charts, compareRunSections=[
+        {"uuid": "metrics", "name": MODEL_METRICS, "display": True, "isReordered": True}])
+    save_view(client, experiment_id, key, f"Compare {len(run_ids)} runs", state)
     return key
 
 

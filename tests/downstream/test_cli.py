@@ -14,6 +14,7 @@ from mlflow.tracking import MlflowClient
 
 from downstream.evaluation import PREDICTION_COLUMNS
 from harness.datasets.mrpc import load_mrpc
+from harness.views import VIEW_PREFIX
 from tests.helpers import all_runs, assert_one_line_exit, printed_run_id, run_module
 
 REPO = Path(__file__).resolve().parents[2]
@@ -180,8 +181,10 @@ def test_random_control(store, smoke):
     assert run.info.run_name.startswith("random·scalar·")
     assert run.data.tags["encoder"] == f"random-elmo-2x32-{store['pretrain_run_id'][:8]}"
     assert run.data.params["model.encoder"] == f"random:runs:/{store['pretrain_run_id']}@0"  # a valid flag value
-    compare = re.search(r"^  compare +(\S+)", process.stdout, re.MULTILINE)  # the pretrained twin ran first
-    assert compare and run.info.run_id in compare.group(1), process.stdout[-2000:]
+    compare = re.search(r"^  compare +\S+viewStateShareKey=([\w-]+)", process.stdout, re.MULTILINE)  # twin ran first
+    assert compare, process.stdout[-2000:]
+    view = MlflowClient(store["uri"]).get_experiment(run.info.experiment_id).tags[VIEW_PREFIX + compare.group(1)]
+    assert run.info.run_id in json.loads(json.loads(view)["state"])["searchFilter"]  # the view of the two runs
     for name in METRICS:
         assert 0.0 <= run.data.metrics[name] <= 1.0, name
     recorded = run.data.params["model.encoder"]  # the logged form, given back to the flag: the same twin

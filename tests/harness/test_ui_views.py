@@ -9,11 +9,12 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from benchmarks.parent import report_sections, summary_metrics, twin_pairs
+from harness import ui, ui_address
 from harness.links import compare_link, experiment_link, run_link, summary_lines, ui_base
 from harness.naming import encoder_label, finetune_run_name, metric_key, pretrain_run_name, twin_label
 from harness.params import comparable_params
 from harness.tracking import ensure_experiment
-from harness.views import DESCRIPTION_TAG, VIEW_PREFIX, benchmark_view
+from harness.views import COMPARED_METRICS, DESCRIPTION_TAG, VIEW_PREFIX, benchmark_view
 
 
 def test_run_names_start_with_what_differs_and_fit_the_column():
@@ -66,8 +67,8 @@ def test_links_have_the_ui_formats(monkeypatch):
     values = parse_qs(query)
     assert path == "/compare-runs" and json.loads(unquote(values["runs"][0])) == ["a", "b"]
     assert json.loads(values["experiments"][0]) == ["3"]
-    lines = summary_lines("3", "abc", "compare", compare=["abc", "def"])
-    assert [line.split()[0] for line in lines] == ["run", "runs", "compare", "(serve"]
+    lines = summary_lines("3", "abc", "compare")
+    assert [line.split()[0] for line in lines] == ["run", "runs", "(serve"] and "`make ui`" in lines[-1]
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://team-host:5001/")
     assert ui_base() == "http://team-host:5001" and "make ui" not in "\n".join(summary_lines("3", "abc"))
     monkeypatch.setenv("MLFLOW_UI_URL", "https://mlflow.example.org/")
@@ -96,7 +97,8 @@ def test_experiments_get_a_description_and_saved_views_and_default_goes(tmp_path
     assert client.get_experiment(finetune).tags[DESCRIPTION_TAG] == "ours"
     key = benchmark_view(client, finetune, "quick")
     view = json.loads(json.loads(client.get_experiment(finetune).tags[VIEW_PREFIX + key])["state"])
-    assert view["searchFilter"] == "tags.benchmark = 'quick'"
+    assert view["searchFilter"] == "tags.benchmark = 'quick' and tags.stage != 'benchmark'"  # cells, not the parent
+    assert [key["groupByData"] for key in view["groupBy"]["groupByKeys"]] == ["method"]  # a row per method
 
 
 def test_a_default_experiment_with_runs_stays(tmp_path, monkeypatch):
@@ -173,3 +175,61 @@ def test_a_view_written_by_two_processes_at_once_is_written_again(tmp_path):
     save_view(client, experiment_id, "compare", "Compare runs", {"searchFilter": ""})
     assert len(calls) == 2
     assert json.loads(client.get_experiment(experiment_id).tags[VIEW_PREFIX + "compare"])["name"] == "Compare runs"
+
+
+@pytest.fixture
+def records(tmp_path, monkeypatch):
+    """A fresh SQLite store and a place for UI address records, no MLFLOW_UI_URL."""
+    monkeypatch.setattr(ui_address, "RECORDS", tmp_path / "records")
+    monkeypatch.delenv("MLFLOW_UI_URL", raising=False)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    return uri
+
+
+def test_links_follow_the_host_and_port_make_ui_serves_the_store_on(records, monkeypatch, capsys):
+    assert ui_base() == "http://127.0.0.1:5000"  # never served: make ui's default
+    experiment = ensure_experiment("mrpc")
+    started = []
+    monkeypatch.setattr(ui.os, "execve", lambda path, command, env: started.append((command, env)))
+    assert ui.main(["--host", "0.0.0.0", "--port", "5061"]) == 0
+    (command, env), = started
+    assert command[command.index("--port") + 1] == "5061" and command[command.index("--host") + 1] == "0.0.0.0"
+    assert command[command.index("--backend-store-uri") + 1] == records
+    assert env["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] == "false"
+    printed = capsys.readouterr().out
+    assert f"http://127.0.0.1:5061/#/experiments/{experiment}/runs?" in printed  # every interface: loopback here
+    assert ui_base() == "http://127.0.0.1:5061"  # what later commands link to
+    lines = summary_lines(experiment, "abc", "compare")
+    assert all("http://127.0.0.1:5061/#/" in line for line in lines[:2]) and "`make ui PORT=5061`" in lines[-1]
+    ui_address.record_address(records, ui_address.link_address("::1", 5062))
+    assert ui_base() == "http://[::1]:5062" and "`make ui HOST=::1 PORT=5062`" in summary_lines("1", "r")[-1]
+    monkeypatch.setenv("MLFLOW_UI_URL", "https://mlflow.example.org")  # an explicit address wins
+    assert ui_base() == "https://mlflow.example.org"
+
+
+def test_a_compare_link_opens_the_runs_metrics_in_the_chart_view(records):
+    client = MlflowClient(records)
+    experiment = ensure_experiment("mrpc")
+    parent = client.create_run(experiment, tags={"stage": "benchmark"}).info.run_id
+    client.log_metric(parent, "elmo/test_acc_mean", 0.7)
+    runs = []
+    for method, accuracy in (("elmo-scalar-pool-mlp", 0.72), ("random-scalar-pool-mlp", 0.68)):
+        run = client.create_run(experiment, tags={"method": method, "mlflow.parentRunId": parent}).info.run_id
+        for metric, value in {"test_acc": accuracy, "test_f1": 0.8, "dev_acc": 0.7, "dev_f1": 0.81,
+                              "train_loss": 0.5, "mix_weight_0": 0.3}.items():
+            client.log_metric(run, metric, value)
+        runs.append(run)
+    lines = summary_lines(experiment, runs[0], "compare", compare=runs)
+    link = next(line for line in lines if line.split()[0] == "compare").split()[1]
+    path, _, query = urlparse(link).fragment.partition("?")
+    values = {key: value[0] for key, value in parse_qs(query).items()}
+    assert path == f"/experiments/{experiment}/runs" and values["compareRunsMode"] == "CHART"
+    envelope = json.loads(client.get_experiment(experiment).tags[VIEW_PREFIX + values["viewStateShareKey"]])
+    state = json.loads(envelope["state"])
+    assert state["searchFilter"] == f"attributes.run_id IN ('{runs[0]}', '{runs[1]}')"
+    shown = [chart["metricKey"] for chart in state["compareRunCharts"] if not chart["deleted"]]
+    hidden = {chart["metricKey"] for chart in state["compareRunCharts"] if chart["deleted"]}
+    assert shown == list(COMPARED_METRICS) and hidden == {"train_loss", "mix_weight_0", "elmo/test_acc_mean"}
+    assert {chart["type"] for chart in state["compareRunCharts"]} == {"BAR"}
+    assert [key["groupByData"] for key in state["groupBy"]["groupByKeys"]] == ["method"]

@@ -1,9 +1,13 @@
 """What a user sees in the MLflow 3.17 UI, in a real browser (Debian's headless Chromium through
 Selenium): ``mlflow ui`` on a free local port over a fresh store filled by the smoke pipeline
 (pretrain → finetune pretrained and random → a three-cell benchmark), opened through the links
-the commands printed. Screenshots land in ``tests/ui/screenshots/`` (git-ignored)."""
+the commands printed, and through the links of ``make ui`` on a port of its own. Screenshots land in ``tests/ui/screenshots/`` (git-ignored)."""
 
 from __future__ import annotations
+
+import os
+import subprocess
+import sys
 
 import pytest
 from mlflow.tracking import MlflowClient
@@ -11,6 +15,10 @@ from selenium.common.exceptions import TimeoutException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
+from harness import ui_address
+from harness.links import summary_lines, ui_base
+from harness.server import stop_process_group, wait_healthy
+from harness.views import COMPARE_VIEW, COMPARED_METRICS
 from tests.ui.stores import SCREENSHOTS, Server, free_port, link, pipeline
 
 pytestmark = pytest.mark.slow
@@ -68,24 +76,19 @@ def test_the_printed_link_opens_the_runs_table_with_test_acc_method_and_encoder(
     screenshot(chromium, "runs-table")
 
 
-def test_benchmark_children_nest_under_their_parent(store, chromium):
+def test_the_benchmark_view_shows_each_methods_results_without_expanding(store, chromium):
+    """One row group per method, open, with its cells' test and dev accuracy and F1: no parent row to
+    expand, no row of dashes."""
     parent = link(store["benchmark"], "parent").split("/runs/")[1].split("?")[0]
     client = MlflowClient(store["uri"])
     children = client.search_runs([client.get_run(parent).info.experiment_id], f"tags.mlflow.parentRunId = '{parent}'")
     assert len(children) == 3  # two finetune cells and the majority baseline
-    open_and_wait(chromium, link(store["benchmark"], "runs"), "tiny·benchmark", "test_acc")
-
-    def rows() -> set[str]:
-        return {row.get_attribute("row-id") for row in chromium.find_elements(By.CSS_SELECTOR, "[role='row'][row-id]")}
-
-    assert parent in rows() and not {child.info.run_id for child in children} & rows()  # collapsed under it
-    row = chromium.find_element(By.CSS_SELECTOR, f"[role='row'][row-id='{parent}']")
-    row.find_element(By.TAG_NAME, "button").click()  # the parent's expander
-    WebDriverWait(chromium, WAIT).until(lambda d: {child.info.run_id for child in children} <= rows())
-    text = page_text(chromium)
+    names = [child.info.run_name for child in children]
+    text = open_and_wait(chromium, link(store["benchmark"], "runs"), "test_acc", "test_f1", "dev_acc", "dev_f1",
+                         *names, *[f"Group: {child.data.tags['method']}"[:18] for child in children])
     for child in children:
-        assert child.info.run_name in text and child.data.tags["benchmark"] == "tiny"
-    screenshot(chromium, "benchmark-nested")
+        assert f"{child.data.metrics['test_acc']:.4f}"[:5] in text and child.data.tags["benchmark"] == "tiny"
+    screenshot(chromium, "benchmark-by-method")
 
 
 def test_a_finetune_run_page_lists_its_figures_and_predictions(store, chromium):
@@ -102,11 +105,42 @@ def test_a_finetune_run_page_lists_its_figures_and_predictions(store, chromium):
     screenshot(chromium, "run-artifacts")
 
 
-def test_the_compare_link_shows_the_pretrained_run_beside_its_twin(store, chromium):
-    names = [MlflowClient(store["uri"]).get_run(store["ids"][f"finetune-{name}"]).info.run_name
-             for name in ("latest", "random")]
+def test_the_compare_links_open_on_the_metrics_of_the_run_and_its_twin(store, chromium):
+    """The finetune's and the benchmark's compare links: bar charts of test and dev accuracy and F1
+    for the two runs, not a parallel-coordinates plot of checkpoint digests."""
+    methods = [MlflowClient(store["uri"]).get_run(store["ids"][f"finetune-{name}"]).data.tags["method"]
+               for name in ("latest", "random")]
     # The two ran at once: the one that finished second found its twin finished and prints the link.
     second = next(store[f"finetune-{name}"] for name in ("random", "latest") if "  compare" in store[f"finetune-{name}"])
-    text = open_and_wait(chromium, link(second, "compare"), "Comparing 2 Runs", *names)
-    assert "model.encoder" in text  # the param that differs: the resolved encoder
-    screenshot(chromium, "compare")
+    for name, summary in (("compare", second), ("benchmark-compare", store["benchmark"])):
+        url = link(summary, "compare")
+        assert url.startswith(store["url"]) and "compareRunsMode=CHART" in url
+        text = open_and_wait(chromium, url, "Model metrics", *COMPARED_METRICS, *methods)
+        assert "Parallel Coordinates" not in text and "checkpoint_sha256" not in text
+        assert "train_loss" not in text  # the other metrics' charts are hidden
+        screenshot(chromium, name)
+
+
+def test_make_ui_links_follow_its_port(store, chromium, monkeypatch):
+    """``make ui PORT=…`` (``python -m harness.ui``) on another port: its own links and those later
+    summaries print lead there, without MLFLOW_UI_URL."""
+    port = free_port()
+    monkeypatch.delenv("MLFLOW_UI_URL", raising=False)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", store["uri"])
+    env = {key: value for key, value in os.environ.items() if key != "MLFLOW_UI_URL"}
+    process = subprocess.Popen([sys.executable, "-m", "harness.ui", "--port", str(port)], env=env,
+                               start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_healthy(url, process)
+        client = MlflowClient(store["uri"])
+        run = client.get_run(store["ids"]["finetune-latest"])
+        lines = summary_lines(run.info.experiment_id, run.info.run_id, COMPARE_VIEW)
+        assert ui_base() == url and all(url + "/#/" in line for line in lines[:2]), lines
+        open_and_wait(chromium, lines[1].split()[1], "test_acc", run.info.run_name)
+        screenshot(chromium, "make-ui-port")
+    finally:
+        stop_process_group(process, grace=5)
+        printed = process.stdout.read()
+        ui_address.record_path(store["uri"]).unlink(missing_ok=True)
+    assert f"{url}/#/experiments/" in printed, printed[-2000:]

@@ -1,6 +1,7 @@
 """The data-set registry: a named data set registered from this module alone goes through the
 flags, the titles and names of its runs, pretraining and finetuning — nothing else to edit."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -98,3 +99,15 @@ def test_a_registered_data_set_runs_through_pretrain_and_finetune(toy, tmp_path,
     assert finetuned.info.status == "FINISHED" and finetuned.info.run_name.startswith("toy3-")
     assert finetuned.data.tags["dataset"] == "toy3" and finetuned.data.params["num_classes"] == "3"
     assert 0.0 <= finetuned.data.metrics["test_acc"] <= 1.0
+
+
+def test_mrpcs_published_anchors_cite_papers_not_files():
+    """Each anchor's source is a paper (author and year) or the test set's own label counts,
+    never a file a reader of the report does not have."""
+    anchors = registry.published_anchors("mrpc")
+    file_name = re.compile(r"\b[\w-]+\.(md|py|txt|csv|json|yaml)\b")
+    for system, accuracy, f1, source in anchors.rows:
+        assert not file_name.search(source), (system, source)
+        assert re.search(r"[A-Z][a-z]+ (et al\. )?(19|20)\d\d", source) or "label" in source, (system, source)
+        assert 50 < accuracy < 100 and 50 < f1 < 100
+    assert anchors.rows[0][1:3] == (66.5, 79.9)  # always paraphrase: 1147 of 1725 MSR test pairs

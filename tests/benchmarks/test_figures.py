@@ -1,0 +1,71 @@
+"""The benchmark's accuracy figures: an axis that starts at a meaningful floor, the majority and
+TF-IDF + LR baselines as lines, and titles that say how many seeds a point is."""
+
+import pytest
+
+from benchmarks import figures
+from benchmarks.study import study_figures, study_rows
+from benchmarks.results import build_results
+from tests.benchmarks.test_report import CELLS, make_benchmark
+
+ONE_SEED = [(*cell[:7], 1) for cell in CELLS]
+
+
+@pytest.fixture
+def drawn(monkeypatch):
+    """The figures ``figures._save`` (and the study's) were given, by file name."""
+    saved = {}
+
+    def keep(figure, path):
+        saved[path.name] = figure
+        return path
+
+    monkeypatch.setattr(figures, "_save", keep)
+    monkeypatch.setattr("benchmarks.study._save", keep)
+    return saved
+
+
+def baseline(runs, method: str) -> float:
+    return 100 * runs.loc[runs["method"] == method, "test_acc"].mean()
+
+
+ONE = {"learning_curve.png": "(1 seed)", "accuracy_by_layer.png": "(1 seed)", "mix_weights.png": "(1 seed)"}
+MANY = {"learning_curve.png": "(mean ± std over 3 seeds)", "accuracy_by_layer.png": "(mean ± std over 2–3 seeds)",
+        "mix_weights.png": "(mean ± std over 3 seeds)"}
+
+
+@pytest.mark.parametrize("cells, seeds", [(ONE_SEED, ONE), (CELLS, MANY)])
+def test_accuracy_axes_start_at_a_floor_with_the_baselines_drawn(drawn, tmp_path, cells, seeds):
+    runs, _ = make_benchmark(cells)
+    figures.write_figures(runs, tmp_path)
+    majority, tfidf = baseline(runs, "majority"), baseline(runs, "tfidf-lr")
+    for name in ("learning_curve.png", "accuracy_by_layer.png"):
+        axes = drawn[name].axes[0]
+        low, high = axes.get_ylim()
+        assert low <= min(50, majority - figures.MARGIN) and low % 5 == 0 and high >= tfidf
+        lines = {round(line.get_ydata()[0], 6) for line in axes.get_lines() if len(set(line.get_ydata())) == 1
+                 and len(line.get_xdata()) == 2}
+        assert {round(majority, 6), round(tfidf, 6)} <= lines
+        legend = [text.get_text() for text in axes.get_legend().get_texts()]
+        assert f"majority class ({majority:.1f})" in legend and f"TF-IDF + LR ({tfidf:.1f})" in legend
+    assert {name: drawn[name].axes[0].get_title()[-len(text):] for name, text in seeds.items()} == seeds
+
+
+def test_no_baseline_lines_without_baseline_runs(drawn, tmp_path):
+    runs, _ = make_benchmark([cell for cell in CELLS if cell[2] != "baseline"])
+    figures.write_figures(runs, tmp_path)
+    axes = drawn["learning_curve.png"].axes[0]
+    assert not any(text.get_text().startswith(("majority", "TF-IDF")) for text in axes.get_legend().get_texts())
+    assert axes.get_ylim()[0] <= figures.CHANCE
+
+
+def test_gap_figures_promise_no_ci_with_one_seed(drawn, tmp_path):
+    cells = [(*cell[:4], fraction, *cell[5:]) for cell in ONE_SEED for fraction in (0.5, 1.0) if cell[4] == 1.0]
+    cells = [(f"{cell[0]}@{cell[4]:g}", *cell[1:5], f"{cell[5]}@{cell[4]:g}" if cell[5] else "", *cell[6:])
+             for cell in cells]
+    runs, preds = make_benchmark(cells)
+    runs = runs.assign(transfer="frozen", family="elmo")
+    rows = study_rows(build_results(runs, preds), runs, [{"name": "elmo"}])
+    study_figures(rows, tmp_path)
+    title = drawn["gap_by_fraction.png"].axes[0].get_title()
+    assert "1 seed: no CI" in title and "95% CI" not in title
