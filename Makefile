@@ -59,7 +59,7 @@ ui:  $(STAMP)  ## the MLflow UI on the local run store, with a link per experime
 server: HOST ?= 127.0.0.1
 server: PORT ?= 5001
 server: $(STAMP)  ## a team's tracking server: users and passwords, PostgreSQL store (BACKEND_STORE_URI, else a closed local cluster), proxied artifacts
-	$(PY) -m harness.server --host $(HOST) --port $(PORT) $(ARGS)
+	$(PY) -m pretrain.team_server --host $(HOST) --port $(PORT) $(ARGS)
 
 server-user: PORT ?= 5001
 server-user: ROLE ?= read

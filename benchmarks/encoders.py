@@ -14,6 +14,7 @@ from benchmarks.cells import file_digests, finished_run, settings_hash
 from benchmarks.matrix import repo_path
 from harness.errors import UserError
 from harness.tracking import tracking_uri
+from pretrain.families import FIRST_FORMAT_FAMILY
 from pretrain.hf_encoder import is_hf_source
 from pretrain.runs import load_encoder, resolve
 
@@ -118,7 +119,7 @@ def describe_encoder(encoder: dict, run_id: str) -> dict:
         raise UserError(f"encoder '{encoder['name']}': run {run_id} is not a pretrain run")
     params, metrics = run.data.params, run.data.metrics
     stages = pretrain_stages(encoder)
-    return {"name": encoder["name"], "run_id": run_id, "family": run.data.tags.get("family", "elmo"),
+    return {"name": encoder["name"], "run_id": run_id, "family": run.data.tags.get("family", FIRST_FORMAT_FAMILY),
             "num_layers": int(params["model.num_layers"]) + 1,
             # the best checkpoint's perplexity (runs made before best_val_ppl: the last val_ppl logged)
             "val_ppl": metrics.get("best_val_ppl", metrics.get("val_ppl")),

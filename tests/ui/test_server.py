@@ -1,4 +1,4 @@
-"""A team's tracking server, end to end and as an attacker would try it: ``python -m harness.server``
+"""A team's tracking server, end to end and as an attacker would try it: ``python -m pretrain.team_server``
 (what ``make server`` runs) starts a closed PostgreSQL cluster from Debian's binaries in a
 temporary folder and ``mlflow server`` with MLflow's basic-auth app on it, on free local ports;
 ``python -m harness.server_users`` (``make server-user``) adds an EDIT and a READ user.
@@ -63,13 +63,13 @@ def as_user(credentials: dict[str, str]) -> MlflowClient:
 
 @pytest.fixture(scope="module")
 def team_server(postgres_binaries, tmp_path_factory) -> dict:
-    """``python -m harness.server`` on free ports with its users; the cluster's folder is readable
+    """``python -m pretrain.team_server`` on free ports with its users; the cluster's folder is readable
     by the unprivileged user PostgreSQL runs as (pytest's own temporary folders are root-only)."""
     base = Path(tempfile.mkdtemp(prefix="team-server-"))
     base.chmod(0o755)
     port, log = free_port(), tmp_path_factory.mktemp("server-log") / "server.log"
     with log.open("w") as output:
-        process = subprocess.Popen([sys.executable, "-m", "harness.server", "--port", str(port), "--postgres-dir",
+        process = subprocess.Popen([sys.executable, "-m", "pretrain.team_server", "--port", str(port), "--postgres-dir",
                                     str(base / "postgres"), "--secrets-dir", str(base / "secrets"),
                                     "--artifacts-destination", str(base / "artifacts"), "--workers", "1"],
                                    start_new_session=True, stdout=output, stderr=subprocess.STDOUT)
