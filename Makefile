@@ -49,6 +49,10 @@ pretrain: $(STAMP)  ## pretrain the default biLM (configs/pretrain/elmo.yaml), t
 test: $(STAMP)  ## run the test suite (set MRPC_DIR to run the real-data tests)
 	$(PY) -m pytest -q $(ARGS)
 
+.PHONY: test-fast
+test-fast: $(STAMP)  ## every unit test, without the slow end-to-end ones (docs/contributing.md)
+	$(PY) -m pytest -q -m "not slow" $(ARGS)
+
 ui: HOST ?= 127.0.0.1
 ui: PORT ?= 5000
 ui:  $(STAMP)  ## the MLflow UI on the local run store, with a link per experiment (http://127.0.0.1:5000)
