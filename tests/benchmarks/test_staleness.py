@@ -58,6 +58,7 @@ def test_corpus_files_named_by_arguments_enter_the_hash(tmp_path):
     assert list(first) == [str(corpus)] and file_digests([f"--data.extra_corpus=[{corpus}]"]) != first
 
 
+@pytest.mark.slow
 def test_a_benchmark_reuses_its_own_child_before_another_benchmarks(store):
     experiment_id = ensure_experiment("mrpc")
     other = finished(store, experiment_id, {"cell_hash": "h1", "mlflow.parentRunId": "parent-a"})

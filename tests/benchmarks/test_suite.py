@@ -185,7 +185,9 @@ def suite_command(root: Path, jobs: int = 2) -> list[str]:
             "--finetune-args", f"--data.max_pairs=150 --trainer.max_epochs=1 --data.cache_dir={root / 'cache'} {scratch}"]
 
 
-def run_suite(root: Path, mrpc_dir: Path, command: list[str] | None = None, timeout: int = 300):
+def run_suite(root: Path, mrpc_dir: Path, command: list[str] | None = None, timeout: int = 1800):
+    """The suite to its end; ``timeout`` only keeps a hung suite from hanging the tests (a quick
+    matrix takes minutes on a loaded 2-core machine)."""
     env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}", "MRPC_DIR": str(mrpc_dir),
            "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     return subprocess.run(command or suite_command(root), cwd=REPO, env=env, capture_output=True, text=True,
