@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -407,6 +408,8 @@ def interrupted(first, parent_run, tmp_path_factory):
            "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}  # the cells' callback
     process = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    hang_guard = threading.Timer(1800, process.kill)  # only a suite that hangs meets it, never a slow one
+    hang_guard.start()
     try:
         lines = []
         for line in process.stdout:  # the suite's progress: a line per finished cell
@@ -419,6 +422,7 @@ def interrupted(first, parent_run, tmp_path_factory):
         process.send_signal(signal.SIGINT)
         stdout, stderr = process.communicate(timeout=600)
     finally:
+        hang_guard.cancel()
         if process.poll() is None:  # a failure above: nothing of the suite outlives the test
             process.kill()
             process.communicate()
