@@ -407,7 +407,8 @@ def interrupted(first, parent_run, tmp_path_factory):
     env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}", "MRPC_DIR": str(first["mrpc_dir"]),
            "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}  # the cells' callback
-    process = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    errors = (root / "stderr.txt").open("w")  # a file: a full pipe would stall the suite while stdout is read
+    process = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=errors, text=True)
     hang_guard = threading.Timer(1800, process.kill)  # only a suite that hangs meets it, never a slow one
     hang_guard.start()
     try:
@@ -420,13 +421,14 @@ def interrupted(first, parent_run, tmp_path_factory):
             assert process.poll() is None, "".join(lines)[-3000:]
             time.sleep(0.1)
         process.send_signal(signal.SIGINT)
-        stdout, stderr = process.communicate(timeout=600)
+        stdout, _ = process.communicate(timeout=600)
     finally:
         hang_guard.cancel()
         if process.poll() is None:  # a failure above: nothing of the suite outlives the test
             process.kill()
             process.communicate()
-    return {"process": process, "stdout": "".join(lines) + stdout, "stderr": stderr,
+        errors.close()
+    return {"process": process, "stdout": "".join(lines) + stdout, "stderr": (root / "stderr.txt").read_text(),
             "uri": f"sqlite:///{root / 'mlflow.db'}"}
 
 
