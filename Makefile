@@ -49,6 +49,10 @@ pretrain: $(STAMP)  ## pretrain the default biLM (configs/pretrain/elmo.yaml), t
 test: $(STAMP)  ## run the test suite (set MRPC_DIR to run the real-data tests)
 	$(PY) -m pytest -q $(ARGS)
 
+.PHONY: test-fast
+test-fast: $(STAMP)  ## every unit test, without the slow end-to-end ones (docs/contributing.md)
+	$(PY) -m pytest -q -m "not slow" $(ARGS)
+
 ui: HOST ?= 127.0.0.1
 ui: PORT ?= 5000
 ui:  $(STAMP)  ## the MLflow UI on the local run store (HOST=127.0.0.1 PORT=5000); later commands link to it
@@ -57,7 +61,7 @@ ui:  $(STAMP)  ## the MLflow UI on the local run store (HOST=127.0.0.1 PORT=5000
 server: HOST ?= 127.0.0.1
 server: PORT ?= 5001
 server: $(STAMP)  ## a team's tracking server: users and passwords, PostgreSQL store (BACKEND_STORE_URI, else a closed local cluster), proxied artifacts
-	$(PY) -m harness.server --host $(HOST) --port $(PORT) $(ARGS)
+	$(PY) -m pretrain.team_server --host $(HOST) --port $(PORT) $(ARGS)
 
 server-user: PORT ?= 5001
 server-user: ROLE ?= read

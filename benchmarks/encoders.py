@@ -23,6 +23,7 @@ from harness.digests import DIGEST_PARAM
 from harness.errors import UserError
 from harness.tracking import REPO_ROOT, tracking_uri
 from pretrain.corpora import SENTENCES_FILE, SHARED_FOLDERS, default_corpora_dir, entries
+from pretrain.families import FIRST_FORMAT_FAMILY
 from pretrain.hf_encoder import folder_digest, is_hf_source, resolve_folder
 from pretrain.runs import load_encoder, resolve
 
@@ -181,7 +182,7 @@ def describe_encoder(encoder: dict, run_id: str, identity: str | None = None) ->
     stages = pretrain_stages(encoder)
     digest = params.get(DIGEST_PARAM, "")
     return {"name": encoder["name"], "run_id": run_id, "identity": identity or f"checkpoint:{digest or run_id}",
-            "digest": digest, "family": run.data.tags.get("family", "elmo"),
+            "digest": digest, "family": run.data.tags.get("family", FIRST_FORMAT_FAMILY),
             "num_layers": int(params["model.num_layers"]) + 1,
             # the best checkpoint's perplexity (runs made before best_val_ppl: the last val_ppl logged)
             "val_ppl": metrics.get("best_val_ppl", metrics.get("val_ppl")),

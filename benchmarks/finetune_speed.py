@@ -4,7 +4,7 @@ in the same process on the same GLUE-train pairs.
 ``python -m benchmarks.finetune_speed [--families elmo ulmfit gpt] [--batches 30] [--json PATH]
 [--encoder FAMILY=SOURCE ...] [--profile]``
 
-Encoders are each registered family's CPU config (``configs/pretrain/<family>.yaml``) with untrained
+Encoders are each registered family's CPU config (``Family.pretrain_config``) with untrained
 weights and a tokenizer built on GLUE train — speed does not depend on the weights — unless
 ``--encoder elmo=runs:/<id>`` names a trained one. Per family (scalar mix + pool-mlp, batch 32):
 
@@ -50,10 +50,9 @@ from harness.precision import cpu_bf16_supported
 from harness.runtime import retain_freed_memory
 from pretrain.corpus_datamodule import CorpusDataModule
 from pretrain.encoder import Encoder
-from pretrain.families import family_of_config, pretrained_families
+from pretrain.families import family_of, family_of_config, pretrained_families
 from pretrain.runs import load_encoder
 
-CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "pretrain"  # each family's <name>.yaml
 BATCH_SIZE = 32
 CROSS_HEADS = ("attn", "decomp")  # timed on the frozen pool-mlp row's cached features and batches
 LEARNING_RATE, WEIGHT_DECAY, LR_DECAY = 1e-3, 0.0, 2.6  # LitPairClassifier's defaults
@@ -61,7 +60,7 @@ LEARNING_RATE, WEIGHT_DECAY, LR_DECAY = 1e-3, 0.0, 2.6  # LitPairClassifier's de
 
 def config_encoder(family: str) -> Encoder:
     """An untrained encoder at the family's CPU config, its tokenizer built on GLUE train only."""
-    config = yaml.safe_load((CONFIGS / f"{family}.yaml").read_text())
+    config = yaml.safe_load(family_of(family).pretrain_config.read_text())
     spec, arguments = family_of_config(config, family)
     data = {key: value for key, value in (config.get("data") or {}).items() if key != "extra_corpus"}
     tokenizer = CorpusDataModule(**data).tokenizer

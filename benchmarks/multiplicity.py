@@ -8,6 +8,8 @@ and checked against statsmodels' ``multipletests`` in the tests.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 
@@ -31,6 +33,34 @@ def holm(p_values) -> np.ndarray:
     return adjusted.reshape(values.shape)
 
 
+@dataclass(frozen=True)
+class ChanceCounts:
+    """A report's comparisons with a CI: ``excluding`` of ``tested`` CIs exclude 0, where chance alone
+    gives about ``by_chance``; ``holm_survivors`` of them stay below alpha after Holm (None: no p given)."""
+
+    tested: int
+    excluding: int
+    by_chance: float
+    alpha: float
+    holm_survivors: int | None
+
+
+def chance_counts(ci_low, ci_high, p_adjusted=None, confidence: float = 0.95) -> ChanceCounts | None:
+    """The counts of :class:`ChanceCounts`; None when no comparison has a CI."""
+    low, high = np.asarray(ci_low, dtype=float), np.asarray(ci_high, dtype=float)
+    tested = ~(np.isnan(low) | np.isnan(high))
+    count = int(tested.sum())
+    if count == 0:
+        return None
+    alpha = 1 - confidence
+    survivors = None
+    if p_adjusted is not None:
+        adjusted = np.asarray(p_adjusted, dtype=float)
+        survivors = int((adjusted[tested & ~np.isnan(adjusted)] < alpha).sum())
+    return ChanceCounts(tested=count, excluding=int(((low[tested] > 0) | (high[tested] < 0)).sum()),
+                        by_chance=alpha * count, alpha=alpha, holm_survivors=survivors)
+
+
 def chance_remark(ci_low, ci_high, p_adjusted=None, confidence: float = 0.95, what: str = "CIs",
                   adjusted_name: str = "p_adjusted") -> str | None:
     """``"k of n CIs exclude 0; chance alone gives about m"`` for a report's comparisons (those with a
@@ -40,18 +70,13 @@ def chance_remark(ci_low, ci_high, p_adjusted=None, confidence: float = 0.95, wh
     Returns:
         The sentence, or None when no comparison has a CI.
     """
-    low, high = np.asarray(ci_low, dtype=float), np.asarray(ci_high, dtype=float)
-    tested = ~(np.isnan(low) | np.isnan(high))
-    count = int(tested.sum())
-    if count == 0:
+    counts = chance_counts(ci_low, ci_high, p_adjusted, confidence)
+    if counts is None:
         return None
-    alpha = 1 - confidence
-    excluding = int(((low[tested] > 0) | (high[tested] < 0)).sum())
-    sentence = (f"{excluding} of {count} {what} exclude 0; chance alone gives about {alpha * count:.1f} "
-                f"(each {confidence:.0%} CI excludes a true gap of 0 with probability {alpha:g})")
-    if p_adjusted is not None:
-        adjusted = np.asarray(p_adjusted, dtype=float)
-        remaining = int((adjusted[tested & ~np.isnan(adjusted)] < alpha).sum())
-        sentence += (f"; {remaining} of them stay below p = {alpha:g} after Holm's adjustment for the "
-                     f"{count} comparisons (`{adjusted_name}`)")
+    sentence = (f"{counts.excluding} of {counts.tested} {what} exclude 0; chance alone gives about "
+                f"{counts.by_chance:.1f} (each {confidence:.0%} CI excludes a true gap of 0 with probability "
+                f"{counts.alpha:g})")
+    if counts.holm_survivors is not None:
+        sentence += (f"; {counts.holm_survivors} of them stay below p = {counts.alpha:g} after Holm's adjustment "
+                     f"for the {counts.tested} comparisons (`{adjusted_name}`)")
     return sentence + "."

@@ -14,7 +14,7 @@ Rows (each in a fresh process, so its peak RSS is its own); every row has a twin
 - ``seed-full`` / ``seed-adaptive``: the harness's biLM step at ``seed.yaml`` (length-bucketed
   batches, trailing padding only, loss over real tokens) with the exact / adaptive softmax.
 - ``default-*``: the same at the default config (``elmo.yaml``).
-- ``<family>-cpu`` for every other registered family, at its ``configs/pretrain/<family>.yaml``:
+- ``<family>-cpu`` for every other registered family, at its ``Family.pretrain_config``:
   ``ulmfit-cpu`` (the AWD-LSTM, 256/768 × 3, tied, every dropout, AR/TAR), ``gpt-cpu`` (the
   transformer, 4 × 256, byte-level BPE 8k, tied softmax).
 
@@ -47,7 +47,7 @@ from harness.precision import cpu_bf16_supported
 from harness.runtime import retain_freed_memory
 from pretrain.cli import DEFAULT_FAMILY
 from pretrain.corpus_datamodule import CorpusDataModule
-from pretrain.families import Family, family_of_config, pretrained_families
+from pretrain.families import FAMILIES, Family, family_of, family_of_config, pretrained_families
 from pretrain.models.bilm import BiLM
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "pretrain"
@@ -100,7 +100,8 @@ def harness_loss(model: torch.nn.Module, token_ids: torch.Tensor, lengths: torch
 
 def build(row: dict) -> tuple[Family, torch.nn.Module, CorpusDataModule, dict, dict]:
     """The row's family, model, data and optimiser/trainer settings, from its config file."""
-    config = yaml.safe_load((CONFIGS / f"{row['config']}.yaml").read_text())
+    path = family_of(row["config"]).pretrain_config if row["config"] in FAMILIES else CONFIGS / f"{row['config']}.yaml"
+    config = yaml.safe_load(path.read_text())
     family, arguments = family_of_config(config, DEFAULT_FAMILY)
     if row["softmax"]:
         arguments["softmax"] = row["softmax"]

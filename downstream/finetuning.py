@@ -31,5 +31,10 @@ def load_classifier(path: str | Path, map_location: str = "cpu") -> LitPairClass
     state = (checkpoint.get("callbacks") or {}).get(RESUME_STATE_KEY)
     check_run_checkpoint(path, state.get("run_id") if isinstance(state, dict) else None)
     encoder = encoder_from_record(record, weights=finetune == "frozen")
-    model = LitPairClassifier.load_from_checkpoint(path, map_location=map_location, weights_only=True, encoder=encoder)
+    try:
+        model = LitPairClassifier.load_from_checkpoint(path, map_location=map_location, weights_only=True,
+                                                       encoder=encoder)
+    except (TypeError, RuntimeError) as error:  # arguments or weights of another version of the classifier
+        raise UserError(f"{path}: a finetune checkpoint this version cannot rebuild ({type(error).__name__}: "
+                        f"{str(error).splitlines()[0][:160]}); fine-tune again with this version") from None
     return model.eval()

@@ -182,18 +182,6 @@ class DenseHead(PairHead):
         return self.classifier(pair_features(u, v))  # (B, 4D) -> (B, C)
 
 
-def masked_attention(query: Tensor, keys: Tensor, key_mask: Tensor) -> Tensor:
-    """Attend from each query token over the real key tokens (dot-product scores).
-
-    Args:
-        query: (B, Tq, H); keys: (B, Tk, H) with padding already zero; key_mask: (B, Tk) bool.
-
-    Returns:
-        (B, Tq, H) attention-weighted keys; zero where the row has no real key.
-    """
-    return attend(torch.bmm(query, keys.transpose(1, 2)), keys, key_mask)  # (B, Tq, Tk) scores
-
-
 def attend(scores: Tensor, keys: Tensor, key_mask: Tensor) -> Tensor:
     """Softmax of (B, Tq, Tk) ``scores`` over the real keys, applied to (B, Tk, H) ``keys``
     (padding zero); a row without real keys gives zeros. Returns (B, Tq, H)."""

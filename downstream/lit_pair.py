@@ -27,8 +27,6 @@ from harness.precision import clip_gradients
 from harness.schedules import slanted_triangular
 from pretrain.encoder import Encoder
 
-LEGACY_PREFIXES = ("mix.", "head.", "encoder_model.")  # checkpoints made before PairClassifier
-
 
 class LitPairClassifier(pl.LightningModule):
     """Classify sentence pairs from an encoder's per-layer features.
@@ -49,7 +47,6 @@ class LitPairClassifier(pl.LightningModule):
             64 cuts the decomp head from 560k to 54k weights and pool-mlp from 790k to 200k over 384
             features; kept at every fraction and for both arms, so a learning curve and a gap to
             the twin still compare one head (``configs/benchmarks/frozen-heads.yaml``).
-        mix_dropout: dropout on the mixed features (ELMo applies it to its output).
         learning_rate, weight_decay: AdamW; with fine-tuning, the head's (top) rate.
         mix_learning_rate: the rate of a learned scalar mix's s and gamma, a parameter group of
             their own (no weight decay). Default 0.1: s are softmax logits whose useful range is a
@@ -75,7 +72,6 @@ class LitPairClassifier(pl.LightningModule):
         head: Head = "pool-mlp",
         hidden_size: int = 256,
         dropout: float = 0.2,
-        mix_dropout: float = 0.0,
         learning_rate: float = 1e-3,
         weight_decay: float = 0.0,
         mix_learning_rate: float = 0.1,
@@ -98,7 +94,7 @@ class LitPairClassifier(pl.LightningModule):
             raise ValueError(f"positive_class={positive_class}: with 2 classes, 0 or 1")
         self.save_hyperparameters(ignore=["encoder"], logger=False)
         self.classifier = PairClassifier(encoder, mix, head, finetune, layer_norm=layer_norm, hidden_size=hidden_size,
-                                         dropout=dropout, mix_dropout=mix_dropout, num_classes=num_classes,
+                                         dropout=dropout, num_classes=num_classes,
                                          lm_weight=lm_weight, standardize=standardize)
         if num_classes == 2:
             self.dev_accuracy, self.dev_f1, self.train_accuracy = BinaryAccuracy(), BinaryF1Score(), BinaryAccuracy()
@@ -106,7 +102,6 @@ class LitPairClassifier(pl.LightningModule):
             self.dev_accuracy = MulticlassAccuracy(num_classes, average="micro")
             self.dev_f1 = MulticlassF1Score(num_classes, average="macro")
             self.train_accuracy = MulticlassAccuracy(num_classes, average="micro")
-        self.register_load_state_dict_pre_hook(_legacy_keys)
 
     @property
     def encoder(self) -> Encoder:
@@ -218,9 +213,3 @@ class LitPairClassifier(pl.LightningModule):
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["encoder"] = self.encoder.record()
 
-
-def _legacy_keys(module, state_dict: dict, prefix: str, *args) -> None:
-    """A checkpoint of the module before it wrapped a ``PairClassifier`` (``mix.…``, ``head.…``,
-    ``encoder_model.…`` at the top) loads into ``classifier.…``."""
-    for key in [key for key in state_dict if key.startswith(tuple(prefix + p for p in LEGACY_PREFIXES))]:
-        state_dict[prefix + "classifier." + key[len(prefix):]] = state_dict.pop(key)

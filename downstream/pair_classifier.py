@@ -77,7 +77,7 @@ class PairOutput(NamedTuple):
     lm_loss: Tensor | None  # 0-dim mean NLL per token of the joint sequences (head=cls), else None
 
 
-def scalar_mix(mix: Mix | str, num_layers: int, layer_norm: bool = False, dropout: float = 0.0) -> ScalarMix:
+def scalar_mix(mix: Mix | str, num_layers: int, layer_norm: bool = False) -> ScalarMix:
     """The ``ScalarMix`` a :class:`Mix` stands for over L = ``num_layers`` layers.
 
     Raises:
@@ -85,7 +85,7 @@ def scalar_mix(mix: Mix | str, num_layers: int, layer_norm: bool = False, dropou
     """
     mix = Mix.parse(mix)
     return ScalarMix(num_layers, trainable=mix.trainable, only_layer=mix.layer_index(num_layers),
-                     layer_norm=layer_norm, dropout=dropout)
+                     layer_norm=layer_norm)
 
 
 class PairClassifier(nn.Module):
@@ -97,7 +97,7 @@ class PairClassifier(nn.Module):
         head: a name of ``downstream.heads.HEADS``, or ``cls`` (the joint classifier).
         finetune: ``frozen`` (the encoder stays outside, inputs are its features), ``full`` or
             ``gradual`` (its model is a submodule, trained under the head).
-        layer_norm, mix_dropout: of the mix; hidden_size, dropout: of the head.
+        layer_norm: of the mix; hidden_size, dropout: of the head.
         standardize: z-score each frozen layer per dimension before the mix
             (``downstream.standardization``; its statistics are fitted at the start of the fit).
         num_classes: C.
@@ -105,7 +105,7 @@ class PairClassifier(nn.Module):
     """
 
     def __init__(self, encoder, mix: Mix | str = "scalar", head: str = "pool-mlp", finetune: str = "frozen",
-                 layer_norm: bool = False, hidden_size: int = 256, dropout: float = 0.2, mix_dropout: float = 0.0,
+                 layer_norm: bool = False, hidden_size: int = 256, dropout: float = 0.2,
                  num_classes: int = 2, lm_weight: float = 0.0, standardize: bool = False):
         super().__init__()
         mix, head, finetune = Mix.parse(mix), parse_head(head), parse_finetune(finetune)
@@ -131,7 +131,7 @@ class PairClassifier(nn.Module):
             self.mix = None
             self.head = JOINT_INPUTS[self.pair_input][1](encoder.dim, dropout=dropout, num_classes=num_classes)
         else:
-            self.mix = scalar_mix(mix, encoder.num_layers, layer_norm=layer_norm, dropout=mix_dropout)
+            self.mix = scalar_mix(mix, encoder.num_layers, layer_norm=layer_norm)
             self.head = build_head(head, encoder.dim, hidden_size=hidden_size, dropout=dropout,
                                    num_classes=num_classes)
         self.standardizer = FeatureStandardizer(encoder.num_layers, encoder.dim) if standardize else None

@@ -55,11 +55,10 @@ class ScalarMix(nn.Module):
         trainable: learn s and gamma; else the weights are fixed (equal, or one-hot with ``only_layer``).
         only_layer: take layer K alone (0 <= K < L); needs ``trainable=False``.
         layer_norm: normalise each layer first (``masked_layer_norm``), as ELMo optionally does.
-        dropout: dropout on the mixed output.
     """
 
     def __init__(self, num_layers: int, trainable: bool = True, only_layer: int | None = None,
-                 layer_norm: bool = False, dropout: float = 0.0) -> None:
+                 layer_norm: bool = False) -> None:
         super().__init__()
         if num_layers < 1:
             raise ValueError(f"num_layers must be >= 1, got {num_layers}")
@@ -68,7 +67,6 @@ class ScalarMix(nn.Module):
         self.num_layers = num_layers
         self.only_layer = only_layer
         self.layer_norm = layer_norm
-        self.dropout = nn.Dropout(dropout)
 
         scalars = torch.zeros(num_layers)  # (L,)
         gamma = torch.ones(())
@@ -124,7 +122,6 @@ class ScalarMix(nn.Module):
             layers = torch.stack(normalised)  # (L, B, T, D)
         weights = self.weights().to(layers.dtype)  # (L,)
         mixed = self.gamma_scale * torch.tensordot(weights, layers, dims=1)  # (L,) · (L, B, T, D) → (B, T, D)
-        mixed = self.dropout(mixed)  # (B, T, D)
         return mixed * mask.unsqueeze(-1).to(mixed.dtype)  # (B, T, D), zero at padding
 
     def extra_repr(self) -> str:

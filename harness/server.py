@@ -1,7 +1,8 @@
 """A team's tracking server (``make server``): ``mlflow server`` with MLflow's basic-auth app, on
 a PostgreSQL backend store, with a proxied artifact root.
 
-``python -m harness.server [--host 127.0.0.1] [--port 5001] [--no-auth]``:
+``python -m pretrain.team_server [--host 127.0.0.1] [--port 5001] [--no-auth]`` (this module's
+:func:`main`, given the stages' experiments and encoder models to create):
 - store: ``BACKEND_STORE_URI=postgresql://…`` as given, else a closed local PostgreSQL cluster
   (:mod:`harness.postgres`); the URI reaches ``mlflow server`` through its environment, never its
   command line, and is printed without its password;
@@ -26,6 +27,7 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -40,11 +42,18 @@ from harness.store import REPO_ROOT, ensure_experiment
 
 DEFAULT_PORT = 5001
 ARTIFACTS_DIR = REPO_ROOT / ".cache" / "mlflow-artifacts"
-# Created by the admin at start, so no user manages them for having been first (tests/ui/test_server.py
-# checks these names against the stages' own: PretrainCLI's and FinetuneCLI's experiments, and
-# pretrain.registry.model_name of every family and LM stage).
-TEAM_EXPERIMENTS = ("pretrain", "mrpc")
-TEAM_MODELS = tuple(f"{family}-{kind}encoder" for family in ("elmo", "ulmfit", "gpt") for kind in ("", "task-"))
+
+
+@dataclass(frozen=True)
+class Team:
+    """What the server creates as its admin at start, so that no user manages it for having been
+    first: the stages' experiments and encoder models. The caller names them (harness imports no
+    stage): ``pretrain.team_server`` reads them from the family registry."""
+
+    experiments: tuple[str, ...] = ()
+    models: dict[str, str] = field(default_factory=dict)  # registered model name → its description
+
+
 OWN_FLAGS = ("--app-name", "--backend-store-uri", "--artifacts-destination", "--default-artifact-root",
              "--registry-store-uri", "--host", "--port")  # set by this module; ARGS may not override them
 
@@ -100,19 +109,17 @@ def check_locked(url: str, admin_password: str) -> None:
                         f"(expected 401 and 200); stopping")
 
 
-def create_team_resources(url: str, admin_password: str) -> None:
-    """Create the harness's own experiments and encoder models as the admin, so that no user
-    manages (and may delete) them for having been first (MLflow gives a creator MANAGE): users get
-    what ``make server-user`` grants."""
+def create_team_resources(url: str, admin_password: str, team: Team) -> None:
+    """Create the stages' experiments and encoder models as the admin, so that no user manages
+    (and may delete) them for having been first (MLflow gives a creator MANAGE): users get what
+    ``make server-user`` grants."""
     os.environ["MLFLOW_TRACKING_USERNAME"], os.environ["MLFLOW_TRACKING_PASSWORD"] = ADMIN, admin_password
-    for name in TEAM_EXPERIMENTS:
+    for name in team.experiments:
         ensure_experiment(name, url)
     client = MlflowClient(url)
-    for name in TEAM_MODELS:
+    for name, description in team.models.items():
         try:
-            family, stage = name.split("-")[0], "task" if "-task-" in name else "general"
-            client.create_registered_model(name, description=f"{family} encoders ({stage} LM): "
-                                                             f"checkpoint/encoder.ckpt of each pretrain run")
+            client.create_registered_model(name, description=description)
         except MlflowException as error:
             if error.error_code != "RESOURCE_ALREADY_EXISTS":
                 raise
@@ -162,7 +169,8 @@ def parse(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     return args, extra
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, team: Team = Team()) -> int:
+    """Run the server until Ctrl-C or SIGTERM; ``team``: what it creates as its admin at start."""
     database, server = None, None
     signal.signal(signal.SIGTERM, interrupt)
     try:
@@ -187,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         wait_healthy(url, server)
         if auth:
             check_locked(url, env["MLFLOW_AUTH_ADMIN_PASSWORD"])
-            create_team_resources(url, env["MLFLOW_AUTH_ADMIN_PASSWORD"])
+            create_team_resources(url, env["MLFLOW_AUTH_ADMIN_PASSWORD"], team)
         print("\n".join(summary(args, url, auth)), flush=True)
         server.wait()
         return server.returncode or 0
@@ -223,4 +231,5 @@ def summary(args: argparse.Namespace, url: str, auth: AuthFiles | None) -> list[
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit("error: start the team server with `make server` (python -m pretrain.team_server), which names "
+             "the stages' experiments and encoder models")

@@ -1,5 +1,5 @@
 """What a long-lived benchmark worker keeps between the cells it runs, so that a cell costs its
-training and little else: each encoder checkpoint loaded and checked once (``downstream.encoders``),
+training and little else: each encoder checkpoint loaded and checked once (``downstream.encoder_reuse``),
 each feature cache file's checksum verified once per version of the file and each sentence list
 tokenised once (``downstream.features``), each split's dataset digest computed once
 (``downstream.records``).

@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
+from pathlib import Path
 from typing import Any
 
 from torch import Tensor, nn
@@ -17,6 +18,9 @@ from pretrain import hf_model
 from pretrain.models import awd_lstm, bilm, transformer
 from pretrain.models.config import ModelConfig
 from pretrain.models.objectives import Objective
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "pretrain"  # a shipped family's <name>.yaml
+FIRST_FORMAT_FAMILY = "elmo"  # of the runs and checkpoints made before families (no family tag, bilm.ckpt)
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,8 @@ class Family:
             ``pair_input`` says which joint input, GPT's by default), the ``cls`` head.
         pretrained_here: whether this harness pretrains it (``python -m pretrain``); ``hf`` loads
             published models instead (``--model.encoder=hf:<folder>``, ``pretrain.hf_encoder``).
+        config_file: its CPU pretrain config, whose ``model: class_path:`` is its LightningModule
+            (the speed probes build it from there); default ``configs/pretrain/<name>.yaml``.
     """
 
     name: str
@@ -53,6 +59,7 @@ class Family:
     tiny: ModelConfig | None = None
     joint_pair_input: bool = False
     pretrained_here: bool = True
+    config_file: Path | None = None
 
     @property
     def objective(self) -> Objective:
@@ -61,6 +68,10 @@ class Family:
     def build(self, config: ModelConfig | dict[str, Any]) -> nn.Module:
         """The model of a config, or of a checkpoint's ``model_config`` dict."""
         return self.model(config if isinstance(config, ModelConfig) else self.config.from_dict(config))
+
+    @property
+    def pretrain_config(self) -> Path:
+        return self.config_file or CONFIGS / f"{self.name}.yaml"
 
     def tiny_config(self, vocab_size: int) -> ModelConfig:
         return replace(self.tiny, vocab_size=vocab_size)

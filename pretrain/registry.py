@@ -24,13 +24,16 @@ def model_name(family: str, lm_stage: str = "general") -> str:
     return f"{family}-task-encoder" if lm_stage == "task" else f"{family}-encoder"
 
 
+def model_description(family: str, lm_stage: str = "general") -> str:
+    return f"{family} encoders ({lm_stage} LM): checkpoint/encoder.ckpt of each pretrain run"
+
+
 def register_encoder(client: MlflowClient, run_id: str, family: str, lm_stage: str = "general") -> str:
     """Register the run's checkpoint folder as a new version of :func:`model_name` and point
     ``@newest`` at it. Returns ``models:/<name>/<version>``."""
     name = model_name(family, lm_stage)
     try:
-        client.create_registered_model(name, description=f"{family} encoders ({lm_stage} LM): "
-                                                         f"checkpoint/encoder.ckpt of each pretrain run")
+        client.create_registered_model(name, description=model_description(family, lm_stage))
     except MlflowException as error:
         if error.error_code != "RESOURCE_ALREADY_EXISTS":
             raise

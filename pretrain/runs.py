@@ -24,7 +24,7 @@ from harness.errors import UserError
 from harness.tracking import REPO_ROOT, tracking_uri
 from pretrain.checkpoints import build_tokenizer, code_version, read_checkpoint
 from pretrain.encoder import Encoder
-from pretrain.families import family_of
+from pretrain.families import FIRST_FORMAT_FAMILY, family_of
 from pretrain.hf_encoder import FAMILY as HF_FAMILY, HFEncoder, hf_encoder_from_record, load_hf_encoder
 from pretrain.references import EncoderReference, Source, reference_of_record
 from pretrain.registry import run_of_model
@@ -50,7 +50,7 @@ def latest_pretrain_run(family: str | None = None, lm_stage: str | None = None) 
                                   max_results=SEARCH_PAGE, page_token=token)
         for run in page:
             tags = run.data.tags
-            if ("benchmark" in tags or (family and tags.get("family", "elmo") != family)
+            if ("benchmark" in tags or (family and tags.get("family", FIRST_FORMAT_FAMILY) != family)
                     or (lm_stage and tags.get("lm_stage", "general") != lm_stage)):
                 continue
             return run.info.run_id

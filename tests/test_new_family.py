@@ -1,5 +1,7 @@
-"""A fourth family added from this module alone: a tiny GRU language model, its config, its
-LightningModule and one registry entry. It pretrains, fine-tunes and runs a tiny benchmark
+"""A fourth family added from this module alone, as a contributor adds one: a tiny GRU language
+model, its config, its LightningModule, its pretrain config file (``tests/toy_family.yaml``, what
+``configs/pretrain/<family>.yaml`` is to a shipped family) and one registry entry. The team
+server, the speed probes and the CLIs see it; it pretrains, fine-tunes and runs a tiny benchmark
 through the real CLIs and the suite, so a new family needs nothing outside its own files."""
 
 import shutil
@@ -18,12 +20,15 @@ from downstream.cli import FinetuneCLI
 from harness.tracked_cli import run_cli
 from pretrain import load_encoder
 from pretrain.cli import PretrainCLI
-from pretrain.families import FAMILIES, Family, family_names, register
+from benchmarks import finetune_speed, throughput
+from pretrain.cli import DEFAULT_FAMILY
+from pretrain.families import FAMILIES, Family, family_names, family_of_config, pretrained_families, register
 from pretrain.lit_lm import LitLanguageModel
 from pretrain.models.bilm import PADDING_ID, padding_mask
 from pretrain.models.config import ModelConfig
 from pretrain.models.flops import predicted_targets
 from pretrain.models.objectives import LEFT_TO_RIGHT
+from pretrain.team_server import team
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -101,7 +106,8 @@ class LitToyLM(LitLanguageModel):
 
 
 TOY = Family(name="toy", short_name="gru", model=ToyLM, config=ToyConfig, tokenizer="word",
-             lightning_module=f"{__name__}.LitToyLM", flops=toy_flops, tiny=ToyConfig(hidden_size=8))
+             lightning_module=f"{__name__}.LitToyLM", flops=toy_flops, tiny=ToyConfig(hidden_size=8),
+             config_file=REPO / "tests" / "toy_family.yaml")
 
 
 # ── the test ───────────────────────────────────────────────────────────────────────────────────
@@ -133,18 +139,29 @@ def runs_of(client: MlflowClient, stage: str) -> list:
     return client.search_runs(experiments, f"tags.stage = '{stage}'", order_by=["attributes.start_time DESC"])
 
 
+def test_the_server_the_speed_probes_and_the_pretrain_cli_see_a_family_registered_here(toy_family, mrpc_dir,
+                                                                                      monkeypatch):
+    models = team().models
+    assert {"toy-encoder", "toy-task-encoder"} <= set(models) and "toy" in models["toy-encoder"]
+    assert "toy" in family_names() and "toy" in pretrained_families()
+    settings = yaml.safe_load(TOY.pretrain_config.read_text())
+    assert family_of_config(settings, DEFAULT_FAMILY)[0] is TOY  # its config's class_path names its module
+    assert ("toy-cpu", "toy", None, False) in throughput.plan_rows()
+    monkeypatch.setenv("MRPC_DIR", str(mrpc_dir))
+    encoder = finetune_speed.config_encoder("toy")  # built from its config file
+    assert encoder.spec is TOY and encoder.model.config.hidden_size == 12
+    FAMILIES.pop(TOY.name)
+    try:
+        assert "toy-encoder" not in team().models  # read when asked, not fixed at import
+    finally:
+        register(TOY)
+
+
 @pytest.mark.slow
 def test_a_family_registered_here_pretrains_finetunes_and_benchmarks(toy_family, store, tmp_path):
-    assert "toy" in family_names()
-    config = tmp_path / "toy.yaml"
-    config.write_text(yaml.safe_dump({
-        "seed_everything": 0,
-        "trainer": {"max_epochs": 1, "limit_train_batches": 4, "limit_val_batches": 2, "enable_progress_bar": False,
-                    "enable_model_summary": False, "log_every_n_steps": 2, "default_root_dir": str(tmp_path)},
-        "model": {"class_path": TOY.lightning_module, "init_args": {"hidden_size": 12, "learning_rate": 0.01}},
-        "data": {"max_sentences": 200, "batch_size": 32},
-        "samples_every_n_steps": 2,
-    }))
+    config = tmp_path / "toy.yaml"  # its own config file, its checkpoints under tmp_path
+    settings = yaml.safe_load(TOY.pretrain_config.read_text())
+    config.write_text(yaml.safe_dump({**settings, "trainer": {**settings["trainer"], "default_root_dir": str(tmp_path)}}))
     assert run_cli(PretrainCLI, ["fit", "--config", str(config), "--model.num_layers=3"]) == 0
     (pretrained,) = runs_of(store, "pretrain")
     run_id = pretrained.info.run_id

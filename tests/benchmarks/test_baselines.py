@@ -104,6 +104,7 @@ def test_majority_tie_goes_to_the_positive_class():
     assert (frame_of(as_pair_data(train, train), probabilities)["pred"] == "1").all()
 
 
+@pytest.mark.slow
 def test_tfidf_lr_beats_majority_on_toy_pairs():
     train, dev = toy_pairs(0, 90), toy_pairs(1000, 60)
     data = as_pair_data(train, dev)
@@ -139,6 +140,7 @@ def test_majority_with_three_labels_predicts_the_most_frequent_label(three_label
     assert (frame["pred"] == three_labels.labels[int(np.argmax(counts))]).all()
 
 
+@pytest.mark.slow
 def test_tfidf_lr_with_three_labels(three_labels):
     probabilities = tfidf_lr_baseline(three_labels.train, {"dev": three_labels.dev, "test": three_labels.test},
                                       num_classes=3, seed=0)

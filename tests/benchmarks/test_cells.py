@@ -7,6 +7,8 @@ from __future__ import annotations
 import gc
 from pathlib import Path
 
+import pytest
+
 from benchmarks.cells import run_quietly
 from downstream.cli import FinetuneCLI
 
@@ -27,6 +29,7 @@ def mapped_features() -> list[str]:
     return [line.split()[-1] for line in Path("/proc/self/maps").read_text().splitlines() if "features.npy" in line]
 
 
+@pytest.mark.slow
 def test_a_finished_cell_leaves_no_cli_data_or_mapped_features(tmp_path, mrpc_dir, save_encoder, monkeypatch):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     monkeypatch.setenv("MRPC_DIR", str(mrpc_dir))

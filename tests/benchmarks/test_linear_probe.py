@@ -78,6 +78,7 @@ def test_the_probe_is_sklearns_logistic_regression_on_those_features(data, encod
 
 
 @pytest.mark.parametrize("probe_of", ["pretrained", "random"])
+@pytest.mark.slow
 def test_a_probe_run_logs_sklearn_metrics_of_its_predictions(data, encoder_path, tmp_path, monkeypatch, probe_of):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
@@ -162,6 +163,7 @@ def test_the_report_shows_probes_apart_and_names_a_collapsed_arm_with_a_usable_p
     assert probe_remarks(build_results(runs_at_majority, at_majority), runs_at_majority) == []
 
 
+@pytest.mark.slow
 def test_a_probe_task_is_found_again_by_its_hash(data, encoder_path, tmp_path, monkeypatch):
     from benchmarks import tasks
 

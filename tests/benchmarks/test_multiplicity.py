@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from benchmarks.multiplicity import chance_remark, holm
+from benchmarks.multiplicity import chance_counts, chance_remark, holm
 
 
 def test_holm_by_hand():
@@ -27,12 +27,22 @@ def test_holm_matches_statsmodels_and_leaves_missing_p_values_out():
     assert np.delete(adjusted, [0, 11]) == pytest.approx(expected)  # a missing p is no comparison
 
 
-def test_chance_remark_counts_exclusions_and_holm_survivors():
+def test_chance_counts_exclusions_and_holm_survivors():
     low = [0.01, -0.02, 0.002, np.nan, -0.05]
     high = [0.05, 0.03, 0.04, np.nan, -0.01]
     p_adjusted = [0.004, 1.0, 0.2, np.nan, 0.03]
-    text = chance_remark(low, high, p_adjusted)
-    assert text.startswith("3 of 4 CIs exclude 0; chance alone gives about 0.2")
-    assert "2 of them stay below p = 0.05 after Holm's adjustment for the 4 comparisons" in text
-    assert chance_remark([np.nan], [np.nan]) is None
-    assert chance_remark([0.1] * 40, [0.2] * 40).startswith("40 of 40 CIs exclude 0; chance alone gives about 2.0")
+    counts = chance_counts(low, high, p_adjusted)
+    assert (counts.tested, counts.excluding, counts.holm_survivors) == (4, 3, 2)
+    assert counts.by_chance == pytest.approx(0.2) and counts.alpha == pytest.approx(0.05)
+    assert chance_counts([np.nan], [np.nan]) is None and chance_remark([np.nan], [np.nan]) is None
+    many = chance_counts([0.1] * 40, [0.2] * 40)
+    assert (many.tested, many.excluding, many.holm_survivors) == (40, 40, None)
+    assert many.by_chance == pytest.approx(2.0)
+
+
+def test_chance_remark_words_the_counts():
+    assert chance_remark([0.01, -0.02], [0.05, 0.03], [0.01, 0.5], what="CIs against TF-IDF",
+                         adjusted_name="p_vs_tfidf_adjusted") == (
+        "1 of 2 CIs against TF-IDF exclude 0; chance alone gives about 0.1 (each 95% CI excludes a true gap of 0 "
+        "with probability 0.05); 1 of them stay below p = 0.05 after Holm's adjustment for the 2 comparisons "
+        "(`p_vs_tfidf_adjusted`).")

@@ -90,6 +90,7 @@ def test_a_stage_hash_holds_named_corpora_content_and_the_stage_before(tmp_path,
     assert stage_hashes(stages[1:], "data")[0] != second[1]  # a stage continues the one before it
 
 
+@pytest.mark.slow
 def test_a_benchmark_reuses_its_own_child_before_another_benchmarks(store):
     experiment_id = ensure_experiment("mrpc")
     other = finished(store, experiment_id, {"cell_hash": "h1", "mlflow.parentRunId": "parent-a"})

@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -185,7 +186,9 @@ def suite_command(root: Path, jobs: int = 2) -> list[str]:
             "--finetune-args", f"--data.max_pairs=150 --trainer.max_epochs=1 --data.cache_dir={root / 'cache'} {scratch}"]
 
 
-def run_suite(root: Path, mrpc_dir: Path, command: list[str] | None = None, timeout: int = 300):
+def run_suite(root: Path, mrpc_dir: Path, command: list[str] | None = None, timeout: int = 1800):
+    """The suite to its end; ``timeout`` only keeps a hung suite from hanging the tests (a quick
+    matrix takes minutes on a loaded 2-core machine)."""
     env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}", "MRPC_DIR": str(mrpc_dir),
            "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     return subprocess.run(command or suite_command(root), cwd=REPO, env=env, capture_output=True, text=True,
@@ -392,33 +395,40 @@ def test_bad_suite_config_exits_2_with_one_error_line(tmp_path):
 
 @pytest.fixture(scope="module")
 def interrupted(first, parent_run, tmp_path_factory):
-    """A copy of the first benchmark's store; the quick matrix again with other finetune flags
-    (new cells, the encoder reused), interrupted with Ctrl-C once its first cell has finished."""
+    """A copy of the first benchmark's store; the quick matrix again with other finetune flags (new
+    cells, the encoder reused), interrupted with Ctrl-C once its first cell has finished and a later
+    one has reported that it started (tests/benchmarks/hold.py: it then waits to be cancelled)."""
     root = tmp_path_factory.mktemp("interrupted")
     shutil.copy(first["root"] / "mlflow.db", root / "mlflow.db")
-    # cells of 4 epochs over 2,000 pairs (~10 s): one just started is still RUNNING when the Ctrl-C below
-    # reaches it (cells of the quick flags finish in about a second, often before the signal does)
-    command = [argument.replace("--trainer.max_epochs=1", "--trainer.max_epochs=4").replace(
-        "--data.max_pairs=150", "--data.max_pairs=2000") for argument in suite_command(root)]
+    hold = (f"--trainer.callbacks+=tests.benchmarks.hold.HoldLaterCells "
+            f"--trainer.callbacks.init_args.folder={root / 'hold'}")
+    command = [f"{argument} {hold}" if argument.startswith("--data.max_pairs") else argument
+               for argument in suite_command(root)]
     env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}", "MRPC_DIR": str(first["mrpc_dir"]),
-           "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    process = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    lines, deadline = [], time.monotonic() + 400
-    for line in process.stdout:
-        lines.append(line)
-        if (line.lstrip().startswith("[") and "pool-mlp" in line) or time.monotonic() > deadline:
-            break
-    parent = first["runs"] and next(run.info.run_id for run in first["runs"] if run.data.tags.get("stage") == "benchmark")
-    # a cell started in the last few seconds: Ctrl-C must end its run KILLED (on a loaded host one
-    # look at the store takes a second or two, so the window is wider than one look)
-    while time.monotonic() < deadline and not [
-            run for run in all_runs(f"sqlite:///{root / 'mlflow.db'}") if run.info.status == "RUNNING"
-            and run.data.tags.get("stage") == "finetune" and run.data.tags.get("mlflow.parentRunId") != parent
-            and time.time() * 1000 - run.info.start_time < 8000]:
-        time.sleep(0.2)
-    process.send_signal(signal.SIGINT)
-    stdout, stderr = process.communicate(timeout=120)
-    return {"process": process, "stdout": "".join(lines) + stdout, "stderr": stderr,
+           "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}  # the cells' callback
+    errors = (root / "stderr.txt").open("w")  # a file: a full pipe would stall the suite while stdout is read
+    process = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=errors, text=True)
+    hang_guard = threading.Timer(1800, process.kill)  # only a suite that hangs meets it, never a slow one
+    hang_guard.start()
+    try:
+        lines = []
+        for line in process.stdout:  # the suite's progress: a line per finished cell
+            lines.append(line)
+            if line.lstrip().startswith("[") and "pool-mlp" in line:
+                break
+        while not list((root / "hold").glob("waiting-*")):  # a later cell has started and waits
+            assert process.poll() is None, "".join(lines)[-3000:]
+            time.sleep(0.1)
+        process.send_signal(signal.SIGINT)
+        stdout, _ = process.communicate(timeout=600)
+    finally:
+        hang_guard.cancel()
+        if process.poll() is None:  # a failure above: nothing of the suite outlives the test
+            process.kill()
+            process.communicate()
+        errors.close()
+    return {"process": process, "stdout": "".join(lines) + stdout, "stderr": (root / "stderr.txt").read_text(),
             "uri": f"sqlite:///{root / 'mlflow.db'}"}
 
 

@@ -99,6 +99,7 @@ def parse(checkpoint: Path, monkeypatch, tmp_path, *flags: str):
                              f"--trainer.default_root_dir={tmp_path}", *flags], run=False)
 
 
+@pytest.mark.slow
 def test_the_cli_links_three_classes_into_the_model(checkpoint, monkeypatch, tmp_path):
     folder = checkpoint.parent / "nli3"
     cli = parse(checkpoint, monkeypatch, tmp_path, "--data.dataset=tsv", f"--data.train={folder / 'train.tsv'}",
@@ -111,6 +112,7 @@ def test_the_cli_links_three_classes_into_the_model(checkpoint, monkeypatch, tmp
     assert cli.experiment_name() == "nli3" and cli.run_name().startswith("nli3-elmo·")
 
 
+@pytest.mark.slow
 def test_a_benchmark_cell_is_named_by_its_method_and_seed(checkpoint, monkeypatch, tmp_path):
     """The method (led by the benchmark's encoder name) keeps the cells of elmo-mrpc and elmo-reuters apart."""
     names = [parse(checkpoint, monkeypatch, tmp_path, f"--method={method}", "--seed_everything=2").run_name()
@@ -119,6 +121,7 @@ def test_a_benchmark_cell_is_named_by_its_method_and_seed(checkpoint, monkeypatc
     assert parse(checkpoint, monkeypatch, tmp_path, "--seed_everything=0").run_name() == "elmo·scalar·pool-mlp·s0"
 
 
+@pytest.mark.slow
 def test_the_cli_links_the_positive_class(checkpoint, monkeypatch, tmp_path):
     folder = tmp_path / "binary"
     folder.mkdir()

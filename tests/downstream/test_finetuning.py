@@ -3,6 +3,7 @@ discriminative learning rates, the slanted triangular schedule, and finetune che
 reload on their own and reproduce their predictions."""
 
 import math
+import re
 
 import pytest
 import pytorch_lightning as pl
@@ -14,6 +15,7 @@ from downstream.lit_pair import LitPairClassifier
 from downstream.pair_classifier import JointPair
 from downstream.pair_datamodule import joint_ids
 from pretrain.families import pretrained_families
+from harness.errors import UserError
 from harness.schedules import slanted_triangular
 from pretrain.runs import load_encoder, random_encoder
 
@@ -177,6 +179,18 @@ def test_a_finetune_checkpoint_reloads_alone_and_reproduces_its_predictions(chec
     assert reloaded.encoder.random_seed == model.encoder.random_seed
     again, _ = reloaded.probabilities(data.train_dataloader())
     assert torch.equal(again, expected)
+
+
+def test_a_checkpoint_of_another_classifier_version_is_refused_in_one_line(checkpoint, tmp_path):
+    model = classifier(checkpoint, "frozen")
+    saving = ModelCheckpoint(dirpath=tmp_path, filename="best")
+    trainer(tmp_path, 1, [saving]).fit(model, datamodule=Pairs(model.encoder, frozen=True))
+    saved = torch.load(saving.best_model_path, weights_only=True)
+    saved["state_dict"] = {key.removeprefix("classifier."): value for key, value in saved["state_dict"].items()}
+    torch.save(saved, tmp_path / "other.ckpt")
+    with pytest.raises(UserError, match=rf"^{re.escape(str(tmp_path / 'other.ckpt'))}: a finetune checkpoint this version cannot "
+                                        r"rebuild \((TypeError|RuntimeError): [^\n]*\); fine-tune again with this version$"):
+        load_classifier(tmp_path / "other.ckpt")
 
 
 def test_finetune_record_names_the_resolved_encoder_never_latest(checkpoint):

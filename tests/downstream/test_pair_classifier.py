@@ -1,6 +1,6 @@
 """The pure pair classifier: its three named inputs give the same logits for the same pair, its
-loss and parameter groups, refused settings as ValueErrors naming the argument, legacy finetune
-checkpoints, and that the torch-only modules import nothing of the harness's user-facing layers."""
+loss and parameter groups, refused settings as ValueErrors naming the argument, and that the torch-only modules import
+nothing of the harness's user-facing layers."""
 
 import subprocess
 import sys
@@ -65,18 +65,6 @@ def test_loss_and_groups(elmo):
 def test_refused_settings_name_the_argument(elmo, settings, message):
     with pytest.raises(ValueError, match=message):
         PairClassifier(load_encoder(elmo), **{**HEAD, **settings})
-
-
-def test_a_checkpoint_of_the_module_before_it_wrapped_the_classifier_still_loads(elmo):
-    torch.manual_seed(0)
-    model = LitPairClassifier(load_encoder(elmo), finetune="full", **HEAD)
-    legacy = {key.removeprefix("classifier."): value.clone() for key, value in model.state_dict().items()}
-    assert any(key.startswith("encoder_model.") for key in legacy) and any(key.startswith("mix.") for key in legacy)
-    torch.manual_seed(1)
-    again = LitPairClassifier(load_encoder(elmo), finetune="full", **HEAD)
-    again.load_state_dict(legacy)
-    for key, value in model.state_dict().items():
-        assert torch.equal(again.state_dict()[key], value), key
 
 
 def test_torch_only_modules_import_no_user_facing_layer():

@@ -85,15 +85,11 @@ def test_gradients_reach_s_and_gamma_in_scalar_mode():
     assert module.gamma.grad.abs() > 0
 
 
-def test_padding_is_zero_even_with_layer_norm_and_dropout():
+def test_padding_is_zero_even_with_layer_norm():
     layers, mask = make_layers(4)
-    module = scalar_mix("scalar", L, layer_norm=True, dropout=0.5).train()
-    out = module(layers, mask)
+    out = scalar_mix("scalar", L, layer_norm=True)(layers, mask)
     assert out.shape == (B, T, D)
     assert torch.all(out[~mask] == 0)
-    eval_out = module.eval()(layers, mask)
-    plain = scalar_mix("scalar", L, layer_norm=True)(layers, mask)
-    torch.testing.assert_close(eval_out, plain)
 
 
 def test_layer_norm_ignores_padding_values_and_normalises_real_tokens():

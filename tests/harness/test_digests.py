@@ -66,6 +66,7 @@ def one_line(source: str) -> str:
     return assert_one_line_error(lambda: load_encoder(source))
 
 
+@pytest.mark.slow
 def test_a_pretrain_run_records_the_sha256_of_its_checkpoint(store):
     params = store["client"].get_run(store["run_id"]).data.params
     assert params[DIGEST_PARAM] == sha256_of(store["genuine"]) == sha256_of(store["stored"])
@@ -75,6 +76,7 @@ def test_a_pretrain_run_records_the_sha256_of_its_checkpoint(store):
 
 @pytest.mark.parametrize("source", ["runs:/{run_id}", "models:/elmo-encoder@newest", "models:/elmo-encoder/1",
                                     "latest", "latest:elmo"])
+@pytest.mark.slow
 def test_a_checkpoint_replaced_in_the_artifact_store_is_refused_on_download(store, source):
     negated(store["genuine"], store["stored"])  # same path, other bytes
     message = one_line(source.format(run_id=store["run_id"]))
@@ -83,6 +85,7 @@ def test_a_checkpoint_replaced_in_the_artifact_store_is_refused_on_download(stor
     assert not store["cache"].exists()  # the refused file is not kept for the next load
 
 
+@pytest.mark.slow
 def test_a_replaced_cached_copy_is_downloaded_again_and_a_later_swap_in_the_store_is_still_refused(store):
     genuine = load_encoder(f"runs:/{store['run_id']}")
     negated(store["genuine"], store["cache"])  # someone swaps the local cache
@@ -93,6 +96,7 @@ def test_a_replaced_cached_copy_is_downloaded_again_and_a_later_swap_in_the_stor
     assert "refusing to load it" in one_line(f"runs:/{store['run_id']}")
 
 
+@pytest.mark.slow
 def test_the_recorded_digest_cannot_be_changed_afterwards(store):
     other = negated(store["genuine"], store["tmp"] / "other.ckpt")  # a file of its own: the fixture keeps `genuine`
     with pytest.raises(UserError, match=f"run {store['run_id']} already records {DIGEST_PARAM}"):
@@ -100,6 +104,7 @@ def test_the_recorded_digest_cannot_be_changed_afterwards(store):
     record_digest(store["client"], store["run_id"], store["genuine"])  # the same bytes again: fine
 
 
+@pytest.mark.slow
 def test_a_run_without_a_digest_loads_with_a_note(store, capsys):
     client = store["client"]
     run = client.create_run(client.get_experiment_by_name("pretrain").experiment_id, tags={"stage": "pretrain"})
@@ -118,6 +123,7 @@ def test_a_run_without_a_digest_loads_with_a_note(store, capsys):
                      f"its checkpoint/encoder.ckpt is loaded unchecked"]  # once per run and process
 
 
+@pytest.mark.slow
 def test_a_finetune_runs_best_checkpoint_is_checked_against_its_run(store):
     client, folder = store["client"], store["tmp"] / "checkpoints" / "finetune"
     run_id = client.create_run(client.create_experiment("mrpc"), tags={"stage": "finetune"}).info.run_id

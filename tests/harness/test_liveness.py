@@ -36,6 +36,7 @@ def store(tmp_path_factory) -> str:
     return uri
 
 
+@pytest.mark.slow
 def test_dead_runs_are_marked_killed_and_the_others_left_alone(store):
     uri, client = store, MlflowClient(store)
     experiment = ensure_experiment("pretrain", uri)
@@ -58,6 +59,7 @@ def test_dead_runs_are_marked_killed_and_the_others_left_alone(store):
     assert mark_dead_runs(client) == []
 
 
+@pytest.mark.slow
 def test_marking_can_be_limited_to_the_children_of_a_parent(store):
     client = MlflowClient(store)
     experiment = ensure_experiment("children", store)

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 PROBE = """
 import json, os
@@ -27,6 +29,7 @@ def probe(home: Path, **settings: str) -> dict:
     return json.loads(process.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_telemetry_is_off_and_retries_are_bounded_by_default(tmp_path):
     seen = probe(tmp_path)
     assert seen == {"MLFLOW_DISABLE_TELEMETRY": "true", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "3",
@@ -34,6 +37,7 @@ def test_telemetry_is_off_and_retries_are_bounded_by_default(tmp_path):
     assert not (tmp_path / ".config" / "mlflow").exists()
 
 
+@pytest.mark.slow
 def test_the_users_settings_win(tmp_path):
     seen = probe(tmp_path, MLFLOW_DISABLE_TELEMETRY="false", MLFLOW_HTTP_REQUEST_MAX_RETRIES="9")
     assert seen["MLFLOW_DISABLE_TELEMETRY"] == "false" and seen["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] == "9"

@@ -218,6 +218,7 @@ def test_cpu_detection_agrees_with_the_kernels_cpu_flags():
     assert precision.cpu_bf16_supported() == ("avx512_bf16" in flags or "amx_bf16" in flags)
 
 
+@pytest.mark.slow
 def test_the_cli_refuses_unsupported_bf16_before_a_run_exists(monkeypatch, capsys, tmp_path, mrpc_dir):
     monkeypatch.setattr(precision, "cpu_bf16_supported", lambda: False)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"

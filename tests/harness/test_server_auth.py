@@ -12,10 +12,11 @@ import pytest
 from harness.errors import UserError
 from harness.secret_files import read_secret, secret
 from harness.datasets.registry import dataset_name
-from harness.server import TEAM_EXPERIMENTS, TEAM_MODELS, main, without_password
+from harness.server import main, without_password
 from pretrain.cli import PretrainCLI
 from pretrain.families import pretrained_families
 from pretrain.registry import model_name
+from pretrain.team_server import team
 from harness.server_auth import AUTH_CACHE_SECONDS, AuthFiles, is_loopback
 from harness.store import denial
 
@@ -110,10 +111,12 @@ def test_a_refusal_names_the_variable_to_set_or_the_permission(monkeypatch):
 
 
 def test_the_resources_the_server_creates_are_the_stages_own():
-    """harness may not import the stages, so the server names their experiments and encoder models."""
-    assert set(TEAM_EXPERIMENTS) == {PretrainCLI.experiment, dataset_name({})}  # finetune runs: the data set's name
-    assert set(TEAM_MODELS) == {model_name(family, stage) for family in pretrained_families()
-                                for stage in ("general", "task")}
+    """The experiments the stages log to, and the models ``register_encoder`` adds versions to."""
+    created = team()
+    assert created.experiments == (PretrainCLI.experiment, dataset_name({}))  # finetune runs: the data set's name
+    assert set(created.models) == {model_name(family, stage) for family in pretrained_families()
+                                   for stage in ("general", "task")}
+    assert "hf-encoder" not in created.models  # published encoders are not pretrained here
 
 
 def test_a_request_refused_during_a_run_is_named_in_one_line(monkeypatch):

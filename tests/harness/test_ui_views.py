@@ -75,6 +75,7 @@ def test_links_have_the_ui_formats(monkeypatch):
     assert run_link("1", "r").startswith("https://mlflow.example.org/#/experiments/1/runs/r")
 
 
+@pytest.mark.slow
 def test_experiments_get_a_description_and_saved_views_and_default_goes(tmp_path, monkeypatch):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
@@ -136,6 +137,7 @@ def test_metric_keys_are_accepted_by_mlflow(tmp_path, name):
     assert client.get_run(run.info.run_id).data.metrics == {f"{metric_key(name)}/test_acc_mean": 0.5}
 
 
+@pytest.mark.slow
 def test_the_parent_logs_holm_and_the_gap_vs_tfidf_as_metrics_mlflow_accepts(tmp_path):
     results = pd.DataFrame({"method": ["gpt-attn@0.1", "tfidf-lr"], "p_value_vs_random": [0.01, float("nan")],
                             "p_adjusted": [0.04, float("nan")], "gap_vs_tfidf": [0.03, float("nan")],

@@ -1,5 +1,6 @@
-"""The AWD-LSTM's correctness properties, on tiny float64 models: no look-ahead, padding
-invariance, the loss and AR/TAR against hand computations, and each dropout doing what it says."""
+"""The AWD-LSTM's own correctness properties, on tiny float64 models: the loss and AR/TAR against
+hand computations, and each dropout doing what it says (no look-ahead and padding invariance:
+test_model_properties.py, for every family)."""
 
 import math
 
@@ -25,10 +26,6 @@ def random_ids(generator, lengths, steps=None):
     steps = steps or max(lengths)
     ids = torch.randint(1, VOCAB, (len(lengths), steps), generator=generator)
     return ids * padding_mask(torch.tensor(lengths), steps)
-
-
-def other_token(token: int) -> int:
-    return 5 + (token - 5 + 17) % (VOCAB - 5)  # a different non-special id
 
 
 def hand_lstm(inputs, weight_ih, weight_hh, bias_ih, bias_hh):
@@ -59,56 +56,7 @@ def generator():
     return torch.Generator().manual_seed(1234)
 
 
-# --- causality: the state at t never depends on tokens after t -------------------------------------
-
-
-@pytest.mark.parametrize("num_layers", [1, 3])
-def test_causality_by_perturbing_tokens(generator, num_layers):
-    model = make_model(num_layers=num_layers)
-    lengths = [7, 5, 3]
-    ids = random_ids(generator, lengths)
-    lengths_tensor = torch.tensor(lengths)
-    with torch.no_grad():
-        base = model.layer_outputs(ids, lengths_tensor)  # (L, B, T, D)
-        for b, length in enumerate(lengths):
-            for s in range(length):
-                changed = ids.clone()
-                changed[b, s] = other_token(int(changed[b, s]))
-                delta = (model.layer_outputs(changed, lengths_tensor) - base).abs()  # (L, B, T, D)
-                assert delta[:, torch.arange(len(lengths)) != b].max() == 0
-                for layer in range(1, num_layers + 1):
-                    for t in range(length):
-                        moved = delta[layer, b, t].max().item()
-                        if s > t:
-                            assert moved == 0, f"layer {layer}, t={t} saw token {s}"
-                        else:
-                            assert moved > 1e-9, f"layer {layer}, t={t} ignores token {s}"
-                    assert (delta[layer, b, length:] == 0).all()  # padding stays zero
-                assert delta[0, b, s].max() > 0
-                assert delta[0, b, torch.arange(ids.shape[1]) != s].max() == 0
-
-
-def test_causality_by_gradients(generator):
-    model = make_model(num_layers=3)
-    lengths = torch.tensor([6, 4])
-    ids = random_ids(generator, lengths.tolist())
-    embedded = model.embedding(ids).detach().requires_grad_(True)  # (B, T, E)
-    handle = model.embedding.register_forward_hook(lambda module, inputs, output: embedded)
-    try:
-        layers = model.layer_outputs(ids, lengths)  # (L, B, T, D)
-    finally:
-        handle.remove()
-    for layer in range(1, model.num_layers + 1):
-        for b, length in enumerate(lengths.tolist()):
-            for t in range(length):
-                (gradient,) = torch.autograd.grad(layers[layer, b, t].sum(), embedded, retain_graph=True)
-                per_position = gradient.abs().sum(-1)  # (B, T)
-                assert per_position[torch.arange(len(lengths)) != b].max() == 0
-                for s in range(ids.shape[1]):
-                    assert (per_position[b, s] > 0) == (s <= t), (layer, b, t, s)
-
-
-# --- features: widths and padding ------------------------------------------------------------------
+# --- features: widths -----------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("embedding_size, hidden_size", [(EMBEDDING, HIDDEN), (12, 5)])
@@ -129,56 +77,7 @@ def test_layers_are_zero_padded_to_the_widest(generator, embedding_size, hidden_
             assert layers[layer, ..., width:].abs().max() == 0
 
 
-def test_features_and_loss_do_not_depend_on_the_batch(generator):
-    model = make_model()
-    sentence = random_ids(generator, [5])[0]  # (5,)
-    lengths = [9, 5, 7, 2]
-    batch = random_ids(generator, lengths)  # (4, 9)
-    batch[1] = 0
-    batch[1, :5] = sentence
-    with torch.no_grad():
-        alone = model.layer_outputs(sentence[None], torch.tensor([5]))[:, 0]  # (L, 5, D)
-        padded = model.layer_outputs(batch, torch.tensor(lengths))  # (L, 4, 9, D)
-        torch.testing.assert_close(padded[:, 1, :5], alone, rtol=0, atol=1e-12)
-        assert padded[:, 1, 5:].abs().max() == 0
-        alone_loss = model(sentence[None], torch.tensor([5]))["nll_forward"]
-        rows = model(batch[1:2], torch.tensor([5]))["nll_forward"]  # the row as padded in the batch
-        torch.testing.assert_close(rows, alone_loss, rtol=0, atol=1e-12)
-        # the pad ids themselves do not matter either
-        beyond = ~padding_mask(torch.tensor(lengths), batch.shape[1])
-        noisy = batch.clone()
-        noisy[beyond] = torch.randint(1, VOCAB, noisy.shape, generator=generator)[beyond]
-        torch.testing.assert_close(model.layer_outputs(noisy, torch.tensor(lengths)), padded, rtol=0, atol=0)
-
-
-def test_float32_padding_invariance(generator):
-    model = make_model().float()
-    sentence = random_ids(generator, [6])
-    with torch.no_grad():
-        alone = model.layer_outputs(sentence, torch.tensor([6]))[:, 0]
-        batch = torch.cat([torch.nn.functional.pad(sentence, (0, 6)), random_ids(generator, [12])])
-        padded = model.layer_outputs(batch, torch.tensor([6, 12]))
-    torch.testing.assert_close(padded[:, 0, :6], alone, rtol=0, atol=1e-6)
-
-
 # --- the loss --------------------------------------------------------------------------------------
-
-
-def test_loss_ignores_padding(generator):
-    model = make_model()
-    lengths = [6, 3, 9, 2, 1]
-    batch = random_ids(generator, lengths)
-    with torch.no_grad():
-        together = model(batch, torch.tensor(lengths))
-        singles = [model(batch[b:b + 1, :n], torch.tensor([n])) for b, n in enumerate(lengths)]
-        torch.testing.assert_close(together["nll_forward"], sum(s["nll_forward"] for s in singles), rtol=0, atol=1e-9)
-        assert int(together["count"]) == sum(n - 1 for n in lengths)
-        noisy = batch.clone()
-        beyond = ~padding_mask(torch.tensor(lengths), batch.shape[1])
-        noisy[beyond] = torch.randint(1, VOCAB, batch.shape, generator=generator)[beyond]
-        again = model(noisy, torch.tensor(lengths))
-    for key in ("nll_forward", "count"):
-        assert torch.equal(again[key], together[key])
 
 
 @pytest.mark.parametrize("num_layers", [1, 2])

@@ -243,6 +243,7 @@ def test_latest_is_the_newest_finished_pretrain_run_not_made_by_a_benchmark(monk
     assert latest_pretrain_run() == made[1]
 
 
+@pytest.mark.slow
 def test_latest_looks_past_a_page_of_benchmark_runs_and_filters_family_and_stage(monkeypatch, tmp_path):
     """More benchmark-made runs than one search page must not hide an older user's run (the search
     used to stop at 200 results), and latest:<family>:<stage> selects by the run's tags."""
@@ -271,6 +272,7 @@ def test_latest_looks_past_a_page_of_benchmark_runs_and_filters_family_and_stage
         latest_pretrain_run("gpt")
 
 
+@pytest.mark.slow
 def test_a_damaged_download_is_fetched_again_once_then_named(monkeypatch, tmp_path, trained):
     """Downloads land in a temporary folder and are renamed into place; a cached copy that no
     longer reads is deleted and downloaded again once; if the run's artifact itself is damaged,

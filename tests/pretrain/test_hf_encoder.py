@@ -227,6 +227,7 @@ def test_the_reference_model_gives_sentence_transformers_embeddings():
     torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_a_hub_id_resolves_through_the_local_cache_only(tiny_bert, tmp_path):
     """``hf:<owner>/<name>`` finds the snapshot in the Hugging Face cache, offline; an id that is not
     there is one line saying how to get it (no download is tried)."""

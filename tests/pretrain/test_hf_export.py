@@ -111,6 +111,7 @@ def test_a_wider_mlp_than_gpt1s_is_refused(tmp_path):
         export(str(tmp_path / "wide.ckpt"), tmp_path / "wide-hf")
 
 
+@pytest.mark.slow
 def test_the_command_line(trained, tmp_path):
     out = tmp_path / "cli-hf"
     done = subprocess.run([sys.executable, "-m", "pretrain", "export", "--encoder", str(trained), "--out", str(out)],

@@ -56,6 +56,7 @@ def all_runs(uri: str) -> list:
 
 
 @pytest.mark.parametrize("config, theirs, ours", [(ULMFIT_TASK, "elmo", "ulmfit"), (GPT_TINY, "ulmfit", "gpt")])
+@pytest.mark.slow
 def test_another_familys_run_is_refused_in_one_line_before_anything_is_built(store, capsys, monkeypatch,
                                                                              config, theirs, ours):
     built = []
@@ -80,6 +81,7 @@ def test_another_familys_run_is_refused_in_one_line_before_anything_is_built(sto
     assert before_test_runs == []
 
 
+@pytest.mark.slow
 def test_the_data_module_refuses_a_tokenizer_of_another_kind(store, mrpc_dir):
     with pytest.raises(UserError) as raised:
         CorpusDataModule(mrpc_dir=str(mrpc_dir), tokenizer="subword", init_from=str(store["ulmfit_file"]),

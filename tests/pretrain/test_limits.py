@@ -92,6 +92,7 @@ def test_step_estimate_grows_with_the_batch_and_covers_the_logits():
     assert small > 4 * parameter_bytes  # weights, gradients and AdamW's two moments come on top
 
 
+@pytest.mark.slow
 def test_a_step_that_cannot_fit_is_refused_before_the_run(corpora, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     monkeypatch.setenv("MRPC_DIR", str(corpora["mrpc_dir"]))

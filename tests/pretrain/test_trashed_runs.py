@@ -42,6 +42,7 @@ def refused(source: str) -> str:
     return assert_one_line_error(lambda: load_encoder(source))
 
 
+@pytest.mark.slow
 def test_a_trashed_run_behind_an_alias_is_refused_naming_the_alias(store):
     client, newer = store["client"], store["newer"]
     assert load_encoder("models:/elmo-encoder@newest").run_id == newer
@@ -57,6 +58,7 @@ def test_a_trashed_run_behind_an_alias_is_refused_naming_the_alias(store):
     assert load_encoder("models:/elmo-encoder@newest").run_id == newer
 
 
+@pytest.mark.slow
 def test_the_random_control_of_a_trashed_run_is_refused_too(store):
     store["client"].delete_run(store["older"])
     with pytest.raises(UserError) as raised:
@@ -64,6 +66,7 @@ def test_the_random_control_of_a_trashed_run_is_refused_too(store):
     assert str(raised.value).startswith(f"--model.encoder=random: run {store['older']} is deleted")
 
 
+@pytest.mark.slow
 def test_runs_of_a_deleted_experiment_are_refused_and_latest_finds_none(store):
     store["client"].delete_experiment(store["experiment"])
     assert refused(f"runs:/{store['older']}").startswith(f"runs:/{store['older']}: run {store['older']} is deleted")

@@ -66,6 +66,7 @@ def test_unset_bpe_size_is_the_default(mrpc_dir, corpus):
     assert MIN_VOCAB_SIZE < len(default.tokenizer) <= 8000
 
 
+@pytest.mark.slow
 def test_the_cli_refuses_before_any_run_exists(tmp_path, monkeypatch, capsys, mrpc_dir, config=SMOKE, size=3):
     """Before: this run FINISHED with val_ppl 1.70 and became elmo-encoder@newest."""
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"

@@ -35,6 +35,7 @@ def test_the_largest_label_set_is_read(tmp_path):
     assert load_pair_data(dataset="tsv", **labelled_set(tmp_path, MAX_LABELS)).num_classes == MAX_LABELS
 
 
+@pytest.mark.slow
 def test_the_finetune_cli_refuses_before_any_run(tmp_path, monkeypatch, capsys, save_encoder):
     encoder, _ = save_encoder("elmo", tmp_path)
     files = labelled_set(tmp_path / "many", 10_000)

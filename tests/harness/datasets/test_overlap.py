@@ -120,6 +120,7 @@ def test_mrpcs_own_files_pass_with_no_shared_pair(real_mrpc_dir):
     assert shared == {"train/dev": 43, "train/test": 244, "dev/test": 24}
 
 
+@pytest.mark.slow
 def test_the_finetune_cli_refuses_a_leaking_set_before_any_run(tmp_path, monkeypatch, capsys, save_encoder):
     from tests.helpers import finetune_refused_before_any_run
 

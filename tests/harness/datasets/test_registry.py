@@ -5,6 +5,7 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 from mlflow.tracking import MlflowClient
 
 from downstream.cli import FinetuneCLI
@@ -70,11 +71,22 @@ def test_mrpc_and_tsv_are_entries_and_unknown_names_are_one_line(tmp_path):
     assert registry.dataset_name({"name": "x"}) == "x" and registry.dataset_name({}) == "mrpc"
 
 
-def test_the_data_flags_are_declared_once():
-    assert SPEC_KEYS == ("dataset", "mrpc_dir", "train", "dev", "test", "sentence1_column", "sentence2_column",
-                         "label_column", "id_column", "has_header", "positive_label", "name", "max_split_overlap")
-    from benchmarks.matrix import DATASET_KEYS
-    assert DATASET_KEYS == set(SPEC_KEYS)
+def test_a_benchmark_dataset_section_takes_every_data_flag_and_nothing_else(tmp_path):
+    """A suite config's ``dataset:`` holds the pair data set's flags, whatever PairDataSpec declares."""
+    from benchmarks.matrix import load_config
+
+    values = {"dataset": "tsv", "mrpc_dir": "data/mine", "train": "data/mine/train.tsv", "dev": "data/mine/dev.tsv",
+              "test": "data/mine/test.tsv", "sentence1_column": "a", "sentence2_column": "b", "label_column": "y",
+              "id_column": "id", "has_header": True, "positive_label": "1", "name": "mine", "max_split_overlap": 0.1}
+    assert set(values) == set(SPEC_KEYS)  # a new data flag needs a value here, and so this test's attention
+    path = tmp_path / "suite.yaml"
+    matrix = {"encoders": [{"name": "e", "pretrain": {"config": "configs/pretrain/smoke.yaml"}}],
+              "mixes": ["scalar"], "heads": ["pool-mlp"], "seeds": 1}
+    path.write_text(yaml.safe_dump({**matrix, "dataset": values}))
+    assert load_config(path)["experiment"] == "mine"
+    path.write_text(yaml.safe_dump({**matrix, "dataset": {**values, "batch_size": 8}}))
+    with pytest.raises(UserError, match=rf"^{re.escape(str(path))}: unknown `dataset` key\(s\) \['batch_size'\]"):
+        load_config(path)
 
 
 @pytest.mark.slow

@@ -1,0 +1,27 @@
+"""``python -m pretrain.team_server`` (``make server``): the team tracking server of
+:mod:`harness.server`, told what to create as its admin at start: the pretraining experiment, the
+default data set's (where finetune runs go), and ``<family>-encoder`` and ``<family>-task-encoder``
+for every family of the registry that this harness pretrains. A new family needs no edit here.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from harness.datasets.registry import dataset_name
+from harness.server import Team, main
+from pretrain.cli import PretrainCLI
+from pretrain.families import pretrained_families
+from pretrain.references import LM_STAGES
+from pretrain.registry import model_description, model_name
+
+
+def team() -> Team:
+    """The experiments and encoder models of the stages, as the registry holds them now."""
+    return Team(experiments=(PretrainCLI.experiment, dataset_name({})),
+                models={model_name(family, stage): model_description(family, stage)
+                        for family in pretrained_families() for stage in LM_STAGES})
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:], team()))
