@@ -25,7 +25,7 @@ from benchmarks.encoders import given_run, pretrain_stages
 from benchmarks.engine import RETRIES, InlineEngine, RayEngine, paths_to_check
 from benchmarks.executor import StudyExecutor, StudyStopped
 from benchmarks.lr_selection import lr_grid_table, select_learning_rates
-from benchmarks.matrix import data_flags, dataset_spec, load_config, repo_path, with_budget
+from benchmarks.matrix import Matrix, data_flags, dataset_spec, load_config, repo_path, with_budget
 from benchmarks.parent import describe_parent, link_lines
 from benchmarks.parent_run import abandon_parent, close_parent, open_parent
 from benchmarks.report import write_outputs
@@ -100,13 +100,13 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-def default_pretrain_cpus(jobs: int, config: dict, given: dict, engine) -> int:
+def default_pretrain_cpus(jobs: int, config: Matrix, given: dict, engine) -> int:
     """Threads per pretraining stage: a local instance's CPUs shared among the encoders pretrained
     here, which pretrain side by side. Measured on 2 cores (README, Speed): a stage at 2 threads ran
     1.3-1.7x its 1-thread speed, so two 1-thread stages at once do more work than one at 2."""
     if getattr(engine, "address", None):  # a cluster: its nodes take independent stages
         return jobs
-    pretrained_here = sum(1 for encoder in config["encoders"] if encoder.get("pretrain") and not given[encoder["name"]])
+    pretrained_here = sum(1 for encoder in config.encoders if encoder.get("pretrain") and not given[encoder["name"]])
     return max(1, jobs // max(1, min(jobs, pretrained_here)))
 
 
@@ -116,35 +116,35 @@ def run_suite(args: argparse.Namespace) -> int:
     if args.budget:
         config = with_budget(config, args.config)
     prepare_store(tracking_uri())
-    check_can_log(tracking_uri(), config["experiment"])  # a READ user stops here, before any cell or pretraining
+    check_can_log(tracking_uri(), config.experiment)  # a READ user stops here, before any cell or pretraining
     mark_dead_runs(MlflowClient(tracking_uri()))
     spec = dataset_spec(config)
     data = load_pair_data(**spec)  # read and checked once, before any task runs
     flags = data_flags(spec)
-    for encoder in config["encoders"]:
+    for encoder in config.encoders:
         if "pretrain" in encoder:
             stages = pretrain_stages(encoder)
             for stage in stages:
                 stage["args"] = [*flags, *stage.get("args", []), *shlex.split(args.pretrain_args)]
             encoder["pretrain"] = stages
-    finetune_args = [*flags, *config["finetune"].get("args", []), *shlex.split(args.finetune_args)]
-    finetune_config = str(repo_path(config["finetune"]["config"]))
+    finetune_args = [*flags, *config.finetune_args, *shlex.split(args.finetune_args)]
+    finetune_config = str(repo_path(config.finetune_config))
     engine = InlineEngine() if args.jobs == 1 and not os.environ.get("RAY_ADDRESS") else RayEngine(args.jobs,
                                                                                                   args.retries)
     if isinstance(engine, RayEngine) and engine.address:  # a cluster is checked before any run is created
         engine.start(cluster_paths(config, finetune_config, finetune_args, spec))
-    directory = args.results_dir or REPO_ROOT / "benchmarks" / "results" / config["name"]
-    given = {encoder["name"]: given_run(encoder) for encoder in config["encoders"]}  # run: latest, once
-    suite_hash = settings_hash({"config": config, "finetune_args": finetune_args, "data": data.content_hash,
+    directory = args.results_dir or REPO_ROOT / "benchmarks" / "results" / config.name
+    given = {encoder["name"]: given_run(encoder) for encoder in config.encoders}  # run: latest, once
+    suite_hash = settings_hash({"config": config.source, "finetune_args": finetune_args, "data": data.content_hash,
                                 "encoders": list(given.values())})
-    for experiment in {config["experiment"], "pretrain"}:  # created here: creating them in tasks races
+    for experiment in {config.experiment, "pretrain"}:  # created here: creating them in tasks races
         ensure_experiment(experiment)
-    parent = open_parent(config, suite_hash, data)
+    parent = open_parent(config.source, suite_hash, data)
     client = MlflowClient(tracking_uri())
     driver = new_driver_id()
-    study = Study(config["name"], config["experiment"], parent, driver, directory / "logs", data.content_hash)
+    study = Study(config.name, config.experiment, parent, driver, directory / "logs", data.content_hash)
     pretrain_threads = args.pretrain_cpus or default_pretrain_cpus(args.jobs, config, given, engine)
-    print(f"benchmark '{config['name']}' on {data.name}: parent run {parent}, "
+    print(f"benchmark '{config.name}' on {data.name}: parent run {parent}, "
           f"{'cluster ' + engine.address if getattr(engine, 'address', None) else f'{args.jobs} at a time'}")
     try:
         executor = StudyExecutor(engine, study, config, data, finetune_config, finetune_args, pretrain_threads,
@@ -157,7 +157,7 @@ def run_suite(args: argparse.Namespace) -> int:
         results = build_results(runs, predictions)
         wall = time.perf_counter() - started
         throughput_file = REPO_ROOT / "benchmarks" / "results" / "throughput.json"
-        context = {"name": config["name"], "parent_run_id": parent, "wall_seconds": wall, "settings": config,
+        context = {"name": config.name, "parent_run_id": parent, "wall_seconds": wall, "settings": config.source,
                    "encoders": encoders, "dataset": data.name, "anchors": anchors_of(data),
                    "labels": list(data.labels), "positive_label": data.positive_label, "lr_grid": grid,
                    "throughput": json.loads(throughput_file.read_text()) if throughput_file.is_file() else None}
@@ -167,7 +167,7 @@ def run_suite(args: argparse.Namespace) -> int:
             client.log_artifact(parent, str(path), None if folder == "." else folder)
         client.log_metric(parent, "wall_seconds", wall)
         client.log_metric(parent, "cells", len(done))
-        view = describe_parent(client, parent, config["name"], results, directory / "report.md", args.config)
+        view = describe_parent(client, parent, config.name, results, directory / "report.md", args.config)
     except BaseException as error:
         end_driver_runs(driver, f"the study stopped ({type(error).__name__}); task cancelled")
         abandon_parent(client, parent, error)
@@ -175,18 +175,18 @@ def run_suite(args: argparse.Namespace) -> int:
     finally:
         engine.close()
     close_parent(client, parent)
-    print_summary(results, config, parent, directory, wall, data.name, link_lines(client, parent, view, runs),
+    print_summary(results, config.source, parent, directory, wall, data.name, link_lines(client, parent, view, runs),
                   engine=engine_text)
     return 0
 
 
-def cluster_paths(config: dict, finetune_config: str, finetune_args: list[str], spec: dict) -> list[str]:
+def cluster_paths(config: Matrix, finetune_config: str, finetune_args: list[str], spec: dict) -> list[str]:
     """The files every node must read: configs, data, corpora named by flags."""
-    configs = [finetune_config, *[str(repo_path(stage["config"])) for encoder in config["encoders"]
+    configs = [finetune_config, *[str(repo_path(stage["config"])) for encoder in config.encoders
                                   for stage in pretrain_stages(encoder)]]
-    configs += [str(repo_path(transfer["config"])) for transfers in (config.get("transfers") or {}).values()
-                for transfer in (transfers if isinstance(transfers, list) else [transfers]) if transfer.get("config")]
-    stage_args = [argument for encoder in config["encoders"] for stage in pretrain_stages(encoder)
+    configs += [str(repo_path(transfer.config)) for transfers in config.transfers.values() for transfer in transfers
+                if transfer.config]
+    stage_args = [argument for encoder in config.encoders for stage in pretrain_stages(encoder)
                   for argument in stage.get("args", [])]
     data_dir = os.environ.get("MRPC_DIR", "")
     return paths_to_check(configs, finetune_args, stage_args, [str(value) for value in spec.values()],

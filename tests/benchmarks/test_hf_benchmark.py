@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from benchmarks.matrix import parse_matrix
 from benchmarks.plan import plan
 from benchmarks.report import published_methods
 
@@ -21,7 +22,7 @@ def test_published_cells_carry_the_source_and_fingerprint():
     encoder = {"name": "minilm", "run_id": "reference:all-minilm-l6-v2", "family": "hf", "num_layers": 7,
                "fingerprint": "f" * 64, "published": True}
     config = {"transfers": {"hf": [{"name": "full", "heads": ["cls"]}]}, "seeds": 1, "baselines": []}
-    cells = plan(config, [encoder], [])
+    cells = plan(parse_matrix(config), [encoder], [])
     assert [cell.kind for cell in cells] == ["pretrained", "random"]
     assert all(cell.encoder_run == "reference:all-minilm-l6-v2" and cell.spec()["fingerprint"] == "f" * 64
                for cell in cells)

@@ -3,11 +3,12 @@ cells once its last stage is done) and finds the critical path; worked out by ha
 
 import pytest
 
+from benchmarks.matrix import parse_matrix
 from benchmarks.scaleout import Costs, critical_path, simulate, study_plan
 
-CONFIG = {"encoders": [{"name": "elmo-a"}, {"name": "gpt-b"}],
+CONFIG = parse_matrix({"encoders": [{"name": "elmo-a", "run": "latest"}, {"name": "gpt-b", "run": "latest"}],
           "transfers": {"elmo": [{"name": "frozen", "heads": ["pool-mlp"]}], "gpt": [{"name": "full", "heads": ["cls"]}]},
-          "fractions": [1.0], "seeds": 1, "random_control": True, "baselines": []}
+          "fractions": [1.0], "seeds": 1, "random_control": True, "baselines": []})
 COSTS = Costs(stages={"elmo-a": [10.0], "gpt-b": [5.0, 5.0]}, stage_cpus=1, cells={"gpt/full/cls": {"1": 3.0}},
               default={"1": 2.0}, baseline=0.0)
 

@@ -24,7 +24,7 @@ from mlflow.entities import ViewType
 from mlflow.tracking import MlflowClient
 
 from benchmarks.plan import expand_mixes, plan
-from benchmarks.matrix import load_config, with_budget
+from benchmarks.matrix import load_config, parse_matrix, with_budget
 from benchmarks.stats import METRICS
 from harness.errors import UserError
 from tests.helpers import all_runs
@@ -58,7 +58,7 @@ def suite_config(**overrides) -> dict:
     config = {"mixes": ["average", "layers"], "heads": ["pool-mlp"], "seeds": 2, "random_control": True,
               "baselines": ["majority", "tfidf-lr"],
               "learning_curve": {"fractions": [0.1, 1.0], "mix": "scalar", "head": "pool-mlp", "seeds": 1}}
-    return {**config, **overrides}
+    return parse_matrix({**config, **overrides})
 
 
 def test_plan_pairs_every_pretrained_cell_with_its_random_control():
@@ -128,15 +128,15 @@ def write_config(tmp_path: Path, content) -> Path:
 
 def test_load_config_fills_defaults_and_reads_the_shipped_configs(tmp_path):
     config = load_config(write_config(tmp_path, GOOD))
-    assert (config["name"], config["experiment"]) == ("suite", "mrpc")
-    assert config["finetune"] == {"config": "configs/downstream/mrpc.yaml"}
+    assert (config.name, config.experiment, config.seeds) == ("suite", "mrpc", (0, 1, 2, 3, 4))
+    assert (config.finetune_config, config.finetune_args) == ("configs/downstream/mrpc.yaml", ())
     study = REPO / "configs" / "benchmarks" / "families.yaml"
-    assert with_budget(load_config(study), study)["name"] == "families-budget"  # its mixes and heads parse
+    assert with_budget(load_config(study), study).name == "families-budget"  # its mixes and heads parse
     for name in ("quick", "default"):
         shipped = load_config(REPO / "configs" / "benchmarks" / f"{name}.yaml")
-        assert shipped["name"] == name
-        assert (REPO / shipped["finetune"]["config"]).is_file()
-        assert all((REPO / e["pretrain"]["config"]).is_file() for e in shipped["encoders"] if "pretrain" in e)
+        assert shipped.name == name
+        assert (REPO / shipped.finetune_config).is_file()
+        assert all((REPO / e["pretrain"]["config"]).is_file() for e in shipped.encoders if "pretrain" in e)
 
 
 @pytest.mark.parametrize("content, fragment", [
@@ -157,14 +157,14 @@ def test_load_config_errors_are_one_line_naming_the_file(tmp_path, content, frag
     path = write_config(tmp_path, content)
     with pytest.raises(UserError) as raised:
         config = load_config(path)
-        with_budget(config, path) if "budget" in config else None
+        with_budget(config, path) if config.budget else None
     message = str(raised.value)
     assert "\n" not in message and str(path) in message and fragment in message, message
 
 
 def test_a_layer_the_encoder_lacks_stops_the_plan_before_any_cell():
     with pytest.raises(UserError, match=r"^encoder 'elmo': mix=layer:3: the encoder has layers 0\.\.2 \(L=3\)"):
-        plan({"mixes": ["scalar", "layer:3"], "heads": ["pool-mlp"], "seeds": 1}, [ENCODER], [])
+        plan(parse_matrix({"mixes": ["scalar", "layer:3"], "heads": ["pool-mlp"], "seeds": 1}), [ENCODER], [])
 
 
 def test_load_config_missing_file(tmp_path):
