@@ -19,3 +19,29 @@ def test_tasks_run_at_the_suites_own_niceness(monkeypatch):
         assert engine.result(handle) == os.nice(0)
     finally:
         engine.close()
+
+
+def test_the_local_instance_admits_only_the_study(monkeypatch, capsys):
+    """Ray's servers listen on every interface; before, any process that reached the port joined
+    the local instance and could run code as this user. Now it holds a fresh token."""
+    import subprocess
+    import sys
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
+    monkeypatch.delenv("RAY_AUTH_TOKEN", raising=False)
+    engine = RayEngine(jobs=1)
+    try:
+        assert engine.result(engine.submit(lambda: 1, (), {"num_cpus": 1})) == 1  # the study's own tasks run
+        import ray
+
+        address = ray.get_runtime_context().gcs_address
+        outsider = {name: value for name, value in os.environ.items() if not name.startswith("RAY_AUTH")}
+        joined = subprocess.run([sys.executable, "-c", f"import ray; ray.init(address={address!r}, "
+                                 f"logging_level=40); print('joined')"], env=outsider, capture_output=True,
+                                text=True, timeout=120)
+        assert joined.returncode != 0 and "joined" not in joined.stdout
+    finally:
+        engine.close()
+    assert "admits only this study's processes" in capsys.readouterr().out
+    assert "RAY_AUTH_TOKEN" not in os.environ and "RAY_AUTH_MODE" not in os.environ  # restored
