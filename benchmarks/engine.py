@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import secrets
+import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -115,6 +116,7 @@ class RayEngine:
 
         options = {"runtime_env": {"env_vars": worker_environment()}, "log_to_driver": False,
                    "logging_level": logging.WARNING}
+        on_sigterm = signal.getsignal(signal.SIGTERM)  # ray.init replaces it with sys.exit: keep the suite's
         if self.address:
             try:
                 ray.init(address=self.address, **options)
@@ -131,6 +133,7 @@ class RayEngine:
                      object_store_memory=OBJECT_STORE_BYTES, _system_config={"worker_niceness": 0}, **options)
             print(f"  started a local Ray instance (gcs {ray.get_runtime_context().gcs_address}, "
                   f"{self.jobs} CPUs; it admits only this study's processes: a fresh token, not a file)", flush=True)
+        signal.signal(signal.SIGTERM, on_sigterm)
         self.started = True
         try:
             self.check_cluster(list(paths))

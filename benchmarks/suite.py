@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import shlex
+import signal
 import sys
 import time
 from pathlib import Path
@@ -82,10 +83,21 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``kill``, a scheduler's stop): handled as Ctrl-C is — tasks cancelled, their runs
+    and the parent KILLED, Ray stopped."""
+
+
+def on_sigterm(signum, frame):
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one must not cut the cleanup short
+    raise Terminated()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_arguments(argv)
     # One line per cell is the suite's progress; MLflow's per-download bars would drown it.
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
     try:
         return run_suite(args)
     except UserError as error:
@@ -94,10 +106,12 @@ def main(argv: list[str] | None = None) -> int:
     except StudyStopped as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("error: interrupted (Ctrl-C): the tasks were cancelled and their runs marked KILLED; "
-              "run the same command again to continue", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as stop:
+        print(f"error: interrupted ({'SIGTERM' if isinstance(stop, Terminated) else 'Ctrl-C'}): the tasks were "
+              f"cancelled and their runs marked KILLED; run the same command again to continue", file=sys.stderr)
+        return 143 if isinstance(stop, Terminated) else 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def default_pretrain_cpus(jobs: int, config: Matrix, given: dict, engine) -> int:

@@ -45,3 +45,25 @@ def test_the_local_instance_admits_only_the_study(monkeypatch, capsys):
         engine.close()
     assert "admits only this study's processes" in capsys.readouterr().out
     assert "RAY_AUTH_TOKEN" not in os.environ and "RAY_AUTH_MODE" not in os.environ  # restored
+
+
+def test_the_suites_sigterm_handler_survives_rays_start(monkeypatch):
+    """ray.init installs its own SIGTERM handler (sys.exit): the suite then left its parent FAILED
+    instead of cancelling its tasks as Ctrl-C does."""
+    import signal
+    import time
+
+    from benchmarks.suite import Terminated, on_sigterm
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    engine = RayEngine(jobs=1)
+    try:
+        engine.start()
+        assert signal.getsignal(signal.SIGTERM) is on_sigterm
+        with pytest.raises(Terminated):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)
+    finally:
+        engine.close()
+        signal.signal(signal.SIGTERM, previous)

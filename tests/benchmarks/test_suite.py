@@ -394,7 +394,16 @@ def test_bad_suite_config_exits_2_with_one_error_line(tmp_path):
 def interrupted(first, parent_run, tmp_path_factory):
     """A copy of the first benchmark's store; the quick matrix again with other finetune flags
     (new cells, the encoder reused), interrupted with Ctrl-C once its first cell has finished."""
-    root = tmp_path_factory.mktemp("interrupted")
+    return interrupt(first, tmp_path_factory.mktemp("interrupted"), signal.SIGINT)
+
+
+@pytest.fixture(scope="module")
+def terminated(first, parent_run, tmp_path_factory):
+    """The same, stopped with SIGTERM (``kill``, a scheduler's stop)."""
+    return interrupt(first, tmp_path_factory.mktemp("terminated"), signal.SIGTERM)
+
+
+def interrupt(first, root: Path, signal_number: int) -> dict:
     shutil.copy(first["root"] / "mlflow.db", root / "mlflow.db")
     # cells of 4 epochs over 2,000 pairs (~10 s): one just started is still RUNNING when the Ctrl-C below
     # reaches it (cells of the quick flags finish in about a second, often before the signal does)
@@ -416,7 +425,7 @@ def interrupted(first, parent_run, tmp_path_factory):
             and run.data.tags.get("stage") == "finetune" and run.data.tags.get("mlflow.parentRunId") != parent
             and time.time() * 1000 - run.info.start_time < 8000]:
         time.sleep(0.2)
-    process.send_signal(signal.SIGINT)
+    process.send_signal(signal_number)
     stdout, stderr = process.communicate(timeout=120)
     return {"process": process, "stdout": "".join(lines) + stdout, "stderr": stderr,
             "uri": f"sqlite:///{root / 'mlflow.db'}"}
@@ -435,3 +444,18 @@ def test_ctrl_c_cancels_the_tasks_and_leaves_nothing_running(parent_run, interru
     assert "FINISHED" in statuses and "KILLED" in statuses, statuses  # one done, the one running cancelled
     assert len(cells) < len(QUICK_METHODS)  # the rest never started
     assert ray_processes(interrupted["stdout"]) == []  # the local instance went down with the suite
+
+
+@pytest.mark.slow
+def test_sigterm_is_handled_like_ctrl_c(parent_run, terminated):
+    """Before: Ray's handler exited at once (the parent FAILED, a cell FAILED, a C++ stack dump)."""
+    assert terminated["process"].returncode == 143, terminated["stderr"][-3000:]
+    assert terminated["stderr"].strip().splitlines()[-1].startswith("error: interrupted (SIGTERM)")
+    assert "Traceback" not in terminated["stderr"] and "*** " not in terminated["stderr"]  # no Python or C++ stack
+    runs = all_runs(terminated["uri"])
+    assert not [run.data.tags.get("method", run.data.tags.get("stage")) for run in runs if run.info.status == "RUNNING"]
+    (parent,) = [run for run in benchmark_parents(terminated["uri"]) if run.info.run_id != parent_run.info.run_id]
+    assert parent.info.status == "KILLED"
+    statuses = {run.info.status for run in children(terminated["uri"], parent.info.run_id)}
+    assert "FAILED" not in statuses and "KILLED" in statuses, statuses
+    assert ray_processes(terminated["stdout"]) == []
