@@ -32,6 +32,7 @@ from benchmarks.parent_run import abandon_parent, close_parent, open_parent
 from benchmarks.report import write_outputs
 from benchmarks.results import build_results
 from benchmarks.cell_results import drop_unpaired_controls, run_table
+from benchmarks.suite_lease import one_suite
 from benchmarks.summary import print_summary
 from benchmarks.tasks import Study
 from harness.errors import UserError
@@ -129,6 +130,11 @@ def run_suite(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     if args.budget:
         config = with_budget(config, args.config)
+    with one_suite(config.name, tracking_uri()):
+        return run_study(args, config, started)
+
+
+def run_study(args: argparse.Namespace, config: Matrix, started: float) -> int:
     prepare_store(tracking_uri())
     check_can_log(tracking_uri(), config.experiment)  # a READ user stops here, before any cell or pretraining
     mark_dead_runs(MlflowClient(tracking_uri()))
