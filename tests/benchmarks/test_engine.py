@@ -22,14 +22,15 @@ def test_tasks_run_at_the_suites_own_niceness(monkeypatch):
 
 
 def test_the_local_instance_admits_only_the_study(monkeypatch, capsys):
-    """Ray's servers listen on every interface; before, any process that reached the port joined
-    the local instance and could run code as this user. Now it holds a fresh token."""
+    """Ray's servers listen on every interface. Before, a local instance had whatever
+    authentication the environment chose: none under RAY_AUTH_MODE=disabled (any process that
+    reached the port joined it and could run code as this user), else the token file
+    ``~/.ray/auth_token`` (0644). Now it holds a fresh token of its own, in no file."""
     import subprocess
     import sys
 
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
-    monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
-    monkeypatch.delenv("RAY_AUTH_TOKEN", raising=False)
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
     engine = RayEngine(jobs=1)
     try:
         assert engine.result(engine.submit(lambda: 1, (), {"num_cpus": 1})) == 1  # the study's own tasks run
@@ -38,13 +39,13 @@ def test_the_local_instance_admits_only_the_study(monkeypatch, capsys):
         address = ray.get_runtime_context().gcs_address
         outsider = {name: value for name, value in os.environ.items() if not name.startswith("RAY_AUTH")}
         joined = subprocess.run([sys.executable, "-c", f"import ray; ray.init(address={address!r}, "
-                                 f"logging_level=40); print('joined')"], env=outsider, capture_output=True,
-                                text=True, timeout=120)
+                                 f"logging_level=40); print('joined')"], env={**outsider, "RAY_AUTH_MODE": "disabled"},
+                                capture_output=True, text=True, timeout=120)
         assert joined.returncode != 0 and "joined" not in joined.stdout
     finally:
         engine.close()
     assert "admits only this study's processes" in capsys.readouterr().out
-    assert "RAY_AUTH_TOKEN" not in os.environ and "RAY_AUTH_MODE" not in os.environ  # restored
+    assert os.environ["RAY_AUTH_MODE"] == "disabled" and "RAY_AUTH_TOKEN" not in os.environ  # restored
 
 
 def test_the_suites_sigterm_handler_survives_rays_start(monkeypatch):
