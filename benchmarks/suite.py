@@ -89,8 +89,12 @@ class Terminated(KeyboardInterrupt):
     and the parent KILLED, Ray stopped."""
 
 
+SIGNALLED: list[int] = []  # SIGTERM seen: a library may re-raise the interruption as a plain KeyboardInterrupt
+
+
 def on_sigterm(signum, frame):
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one must not cut the cleanup short
+    SIGNALLED.append(signum)
     raise Terminated()
 
 
@@ -98,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_arguments(argv)
     # One line per cell is the suite's progress; MLflow's per-download bars would drown it.
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    SIGNALLED.clear()
     previous = signal.signal(signal.SIGTERM, on_sigterm)
     try:
         return run_suite(args)
@@ -108,9 +113,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 1
     except KeyboardInterrupt as stop:
-        print(f"error: interrupted ({'SIGTERM' if isinstance(stop, Terminated) else 'Ctrl-C'}): the tasks were "
-              f"cancelled and their runs marked KILLED; run the same command again to continue", file=sys.stderr)
-        return 143 if isinstance(stop, Terminated) else 130
+        terminated = isinstance(stop, Terminated) or bool(SIGNALLED)
+        print(f"error: interrupted ({'SIGTERM' if terminated else 'Ctrl-C'}): the tasks were cancelled and their "
+              f"runs marked KILLED; run the same command again to continue", file=sys.stderr)
+        return 143 if terminated else 130
     finally:
         signal.signal(signal.SIGTERM, previous)
 
