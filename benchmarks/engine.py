@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
+import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +28,10 @@ CANCEL_GRACE = 30.0  # seconds cancelled tasks get to mark their runs KILLED bef
 OBJECT_STORE_BYTES = 256 * 1024 ** 2  # the tasks pass run ids and one PairData, nothing large
 WORKER_VARIABLES = ("MRPC_DIR", "OMP_WAIT_POLICY", "HF_HUB_OFFLINE", "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR")
 CLUSTER_HELP = "docs/cluster.md"
+# Ray's servers listen on every interface (Ray 2.x has no loopback-only setting), so a local
+# instance requires a token: a fresh one per instance, in this process's environment only (its
+# Ray processes inherit it), never in the runtime environment or a file.
+AUTH_VARIABLES = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": ""}
 
 
 def worker_environment() -> dict[str, str]:
@@ -101,6 +107,7 @@ class RayEngine:
         self.jobs, self.retries = jobs, retries
         self.started = False
         self.remote_functions: dict[Callable, Any] = {}
+        self.saved_environment: dict[str, str | None] = {}
 
     def start(self, paths: list[str] = ()) -> None:
         if self.started:
@@ -109,6 +116,7 @@ class RayEngine:
 
         options = {"runtime_env": {"env_vars": worker_environment()}, "log_to_driver": False,
                    "logging_level": logging.WARNING}
+        on_sigterm = signal.getsignal(signal.SIGTERM)  # ray.init replaces it with sys.exit: keep the suite's
         if self.address:
             try:
                 ray.init(address=self.address, **options)
@@ -120,10 +128,12 @@ class RayEngine:
             # Ray raises its workers' niceness by 15 so that its own processes stay responsive; here
             # the workers are the study, so they keep the suite's own (`nice make benchmark` still
             # lowers them all)
+            self.require_token()
             ray.init(address="local", num_cpus=self.jobs, include_dashboard=False,
                      object_store_memory=OBJECT_STORE_BYTES, _system_config={"worker_niceness": 0}, **options)
             print(f"  started a local Ray instance (gcs {ray.get_runtime_context().gcs_address}, "
-                  f"{self.jobs} CPUs)", flush=True)
+                  f"{self.jobs} CPUs; it admits only this study's processes: a fresh token, not a file)", flush=True)
+        signal.signal(signal.SIGTERM, on_sigterm)
         self.started = True
         try:
             self.check_cluster(list(paths))
@@ -243,6 +253,30 @@ class RayEngine:
             ray.shutdown()
         self.started = False
         self.remote_functions.clear()
+        if self.saved_environment:
+            for name, value in self.saved_environment.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+            self.saved_environment = {}
+            reload_authentication()
+
+    def require_token(self) -> None:
+        """Token authentication for the local instance (any other process on the network could
+        otherwise join it and run code as this user)."""
+        self.saved_environment = {name: os.environ.get(name) for name in AUTH_VARIABLES}
+        os.environ.update({**AUTH_VARIABLES, "RAY_AUTH_TOKEN": secrets.token_hex(32)})
+        reload_authentication()
+
+
+def reload_authentication() -> None:
+    """Make this process's Ray read the authentication variables again (it caches them at its first
+    use; Ray's own tests reset them the same way)."""
+    from ray._raylet import AuthenticationTokenLoader, Config
+
+    Config.initialize("")
+    AuthenticationTokenLoader.instance().reset_cache()
 
 
 def paths_to_check(*groups) -> list[str]:

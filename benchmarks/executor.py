@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
@@ -22,7 +22,7 @@ from mlflow.tracking import MlflowClient
 from benchmarks.attempts import end_cancelled_runs
 from benchmarks.cells import Cell, finished_run, settings_hash
 from benchmarks.encoders import Stage, describe_encoder, reused_stages, stage_hashes, stages_of
-from benchmarks.matrix import repo_path
+from benchmarks.matrix import Matrix, repo_path
 from benchmarks.plan import plan
 from benchmarks.progress import Progress, time_split
 from benchmarks.resources import cell_resources, stage_resources
@@ -56,19 +56,19 @@ class Task:
         return int(self.resources.get("num_cpus", 1))
 
 
-def encoder_cells(config: dict, encoder: dict, names: list[str], finetune_args: list[str]) -> list[Cell]:
+def encoder_cells(matrix: Matrix, encoder: dict, names: list[str], finetune_args: list[str]) -> list[Cell]:
     """The cells of one encoder as the whole plan names them (``random(<name>)`` when there are
     several encoders), before the other encoders are known: they stand in with no cells."""
     stand_ins = [encoder if name == encoder["name"] else {"name": name, "run_id": "", "family": "", "num_layers": 1}
                  for name in names]
-    return [cell for cell in plan({**config, "baselines": []}, stand_ins, finetune_args)
+    return [cell for cell in plan(replace(matrix, baselines=()), stand_ins, finetune_args)
             if cell.encoder == encoder["name"]]
 
 
 class StudyExecutor:
     """Runs one benchmark's stages and cells under its parent run and prints their progress."""
 
-    def __init__(self, engine, study: Study, config: dict, data: PairData, finetune_config: str,
+    def __init__(self, engine, study: Study, config: Matrix, data: PairData, finetune_config: str,
                  finetune_args: list[str], pretrain_threads: int, given: dict[str, str | None],
                  results: ResultSet | None = None):
         self.engine, self.study, self.config, self.data = engine, study, config, data
@@ -76,7 +76,7 @@ class StudyExecutor:
         self.finetune_config, self.finetune_args, self.pretrain_threads = finetune_config, finetune_args, pretrain_threads
         self.given = given  # encoder name → the run its `run:` names (None: pretrained here)
         self.client = MlflowClient(tracking_uri())
-        self.names = [encoder["name"] for encoder in config["encoders"]]
+        self.names = [encoder["name"] for encoder in config.encoders]
         self.stages: deque[Task] = deque()
         self.cells: deque[Task] = deque()
         self.in_flight: dict[object, Task] = {}
@@ -84,7 +84,7 @@ class StudyExecutor:
         self.run_ids: dict[tuple[str, int], str] = {}
         self.linked: list[str] = []  # cells found finished under another benchmark's parent
         self.show_pending = False  # print the study's line once the freed CPUs have new tasks
-        self.progress = Progress(sum(len(stages_of(encoder)) for encoder in config["encoders"]
+        self.progress = Progress(sum(len(stages_of(encoder)) for encoder in config.encoders
                                      if not given[encoder["name"]]),
                                  len(self.names))
 
@@ -93,9 +93,9 @@ class StudyExecutor:
     def run(self) -> tuple[list[dict], list[tuple[Cell, str]]]:
         """Every encoder (described) and every cell's run id, in the order of the plan."""
         baselines = [Cell(name, "baseline", 0, record={"order": [len(self.names), index]})
-                     for index, name in enumerate(self.config.get("baselines", []))]
+                     for index, name in enumerate(self.config.baselines)]
         self.progress.planned(len(baselines), encoder=False)
-        for encoder in self.config["encoders"]:
+        for encoder in self.config.encoders:
             self.start_encoder(encoder)
         for cell in baselines:
             self.add_cell(cell)

@@ -7,6 +7,7 @@ import json
 
 from mlflow.tracking import MlflowClient
 
+from benchmarks.suite_lease import check_parent_free
 from harness.liveness import mark_dead_runs, process_tags
 from harness.naming import benchmark_run_name
 from harness.datasets.types import PairData
@@ -23,6 +24,7 @@ def open_parent(config: dict, suite_hash: str, data: PairData) -> str:
     found = client.search_runs([experiment_id], f"tags.suite_hash = '{suite_hash}' and tags.stage = 'benchmark'",
                                order_by=["attributes.start_time DESC"], max_results=1)
     if found:
+        check_parent_free(found[0], config["name"], tracking_uri())
         run_id = found[0].info.run_id
         client.update_run(run_id, status="RUNNING")
         for key, value in process_tags().items():

@@ -17,15 +17,9 @@ from __future__ import annotations
 
 from benchmarks.cells import Cell
 from benchmarks.linear_probe import PROBE_SUFFIX
+from benchmarks.matrix import LAYERS, Matrix
 from downstream.values import Mix
 from harness.errors import UserError
-
-TRANSFER_KEYS = {"name", "config", "args", "mix", "heads", "fractions", "seeds", "lr_grid", "encoders"}
-LAYERS = "layers"  # in `mixes:`, each single layer below the top
-
-
-def seed_list(value) -> list[int]:
-    return list(range(value)) if isinstance(value, int) else [int(seed) for seed in value]
 
 
 def expand_mixes(mixes: list[str], num_layers: int) -> list[str]:
@@ -45,36 +39,32 @@ def fraction_suffix(fraction: float) -> str:
     return f"@{fraction:g}" if fraction < 1 else ""
 
 
-def mix_head_settings(config: dict, encoder: dict) -> list[dict]:
+def mix_head_settings(matrix: Matrix, encoder: dict) -> list[dict]:
     """The mixes × heads matrix and its learning curve, as per-cell settings of one encoder."""
-    grid = config.get("lr_grid", [])
-    settings = [{"transfer": "", "mix": mix, "head": head, "fraction": 1.0, "seeds": seed_list(config.get("seeds", 5)),
+    grid = list(matrix.lr_grid)
+    settings = [{"transfer": "", "mix": mix, "head": head, "fraction": 1.0, "seeds": list(matrix.seeds),
                  "config": "", "args": [], "lr_grid": grid}
-                for mix in expand_mixes(config.get("mixes", ["scalar"]), encoder["num_layers"])
-                for head in config.get("heads", ["pool-mlp"])]
-    curve = config.get("learning_curve")
+                for mix in expand_mixes(list(matrix.mixes), encoder["num_layers"]) for head in matrix.heads]
+    curve = matrix.learning_curve
     if curve:
-        settings += [{"transfer": "", "mix": curve.get("mix", "scalar"), "head": curve.get("head", "pool-mlp"),
-                      "fraction": float(fraction), "seeds": seed_list(curve.get("seeds", config.get("seeds", 5))),
-                      "config": "", "args": [], "lr_grid": grid}
-                     for fraction in curve["fractions"] if float(fraction) < 1.0]
+        settings += [{"transfer": "", "mix": curve.mix, "head": curve.head, "fraction": fraction,
+                      "seeds": list(curve.seeds), "config": "", "args": [], "lr_grid": grid}
+                     for fraction in curve.fractions if fraction < 1.0]
     return settings
 
 
-def transfer_settings(config: dict, encoder: dict) -> list[dict]:
+def transfer_settings(matrix: Matrix, encoder: dict) -> list[dict]:
     """The transfers of the encoder's family × their heads × the labelled fractions (a transfer may
     name its own ``fractions`` and ``seeds``, e.g. fewer for a costly fine-tuning, and ``encoders``: only
     those of its family, e.g. a text axis that adds corpora to one transfer only)."""
     settings = []
-    for transfer in config["transfers"].get(encoder["family"], []):
-        if "encoders" in transfer and encoder["name"] not in transfer["encoders"]:
+    for transfer in matrix.transfers.get(encoder["family"], ()):
+        if transfer.encoders is not None and encoder["name"] not in transfer.encoders:
             continue
-        seeds = seed_list(transfer.get("seeds", config.get("seeds", 5)))
-        fractions = [float(fraction) for fraction in transfer.get("fractions", config.get("fractions", [1.0]))]
-        settings += [{"transfer": transfer["name"], "mix": transfer.get("mix", "scalar"), "head": head,
-                      "fraction": fraction, "seeds": seeds, "config": transfer.get("config", ""),
-                      "args": list(transfer.get("args", [])), "lr_grid": transfer.get("lr_grid", config.get("lr_grid", []))}
-                     for head in transfer.get("heads", ["pool-mlp"]) for fraction in fractions]
+        settings += [{"transfer": transfer.name, "mix": transfer.mix, "head": head, "fraction": fraction,
+                      "seeds": list(transfer.seeds), "config": transfer.config, "args": list(transfer.args),
+                      "lr_grid": list(transfer.lr_grid)}
+                     for head in transfer.heads for fraction in transfer.fractions]
     return settings
 
 
@@ -93,27 +83,26 @@ def check_layers(settings: list[dict], encoder: dict) -> None:
             raise UserError(f"encoder '{encoder['name']}': {error}") from None
 
 
-def probe_fractions(config: dict) -> list[float]:
+def probe_fractions(matrix: Matrix) -> list[float]:
     """The labelled fractions the matrix trains on (its ``fractions``, or its learning curve's):
     each gets probes fitted on the same subsets, whole train split first."""
-    fractions = config.get("fractions") if config.get("transfers") else \
-        [1.0, *((config.get("learning_curve") or {}).get("fractions", []))]
+    fractions = matrix.fractions if matrix.transfers else \
+        [1.0, *(matrix.learning_curve.fractions if matrix.learning_curve else ())]
     return sorted({float(fraction) for fraction in fractions or [1.0]} | {1.0}, reverse=True)
 
 
-def probe_cells(config: dict, encoder: dict, random_name: str) -> list[Cell]:
+def probe_cells(matrix: Matrix, encoder: dict, random_name: str) -> list[Cell]:
     """The linear probes of an encoder's frozen features and, with ``random_control``, of its twin's
     at each seed (``benchmarks.linear_probe``), at each labelled fraction: checks, not methods (no
     twin, no gap)."""
-    arms = [("pretrained", encoder["name"])] + ([("random", random_name)] if config.get("random_control", True) else [])
+    arms = [("pretrained", encoder["name"])] + ([("random", random_name)] if matrix.random_control else [])
     return [Cell(f"{name}-{PROBE_SUFFIX}{fraction_suffix(fraction)}", "probe", seed, encoder["name"],
                  encoder["run_id"], train_fraction=fraction, family=encoder.get("family", ""),
                  encoder_identity=encoder.get("identity", ""), probe_of=probe_of)
-            for fraction in probe_fractions(config) for seed in seed_list(config.get("seeds", 5))
-            for probe_of, name in arms]
+            for fraction in probe_fractions(matrix) for seed in matrix.seeds for probe_of, name in arms]
 
 
-def plan(config: dict, encoders: list[dict], finetune_args: list[str]) -> list[Cell]:
+def plan(matrix: Matrix, encoders: list[dict], finetune_args: list[str]) -> list[Cell]:
     """Every cell of the matrix, controls right after what they control, each encoder's linear
     probes (``linear_probe: true``: seconds each, so they come first) before its cells, then the
     baselines."""
@@ -121,13 +110,13 @@ def plan(config: dict, encoders: list[dict], finetune_args: list[str]) -> list[C
     several = len(encoders) > 1
     for encoder in encoders:
         random_name = f"random({encoder['name']})" if several else "random"
-        settings = transfer_settings(config, encoder) if config.get("transfers") else mix_head_settings(config, encoder)
+        settings = transfer_settings(matrix, encoder) if matrix.transfers else mix_head_settings(matrix, encoder)
         check_layers(settings, encoder)
-        if config.get("linear_probe"):
-            cells += probe_cells(config, encoder, random_name)
+        if matrix.linear_probe:
+            cells += probe_cells(matrix, encoder, random_name)
         for setting in settings:
             arms = [("pretrained", method_name(encoder["name"], setting))]
-            if config.get("random_control", True):
+            if matrix.random_control:
                 arms.append(("random", method_name(random_name, setting)))
             for rate in setting.get("lr_grid") or [None]:  # each grid point: cells of their own, per arm
                 kinds = [(kind, method if rate is None else grid_point(method, rate)) for kind, method in arms]
@@ -141,5 +130,5 @@ def plan(config: dict, encoders: list[dict], finetune_args: list[str]) -> list[C
                                           transfer=setting["transfer"], family=encoder.get("family", ""),
                                           encoder_identity=encoder.get("identity", ""),
                                           grid_of="" if rate is None else dict(arms)[kind], learning_rate=rate))
-    cells += [Cell(name, "baseline", 0) for name in config.get("baselines", [])]  # checks: no twin, no gap
+    cells += [Cell(name, "baseline", 0) for name in matrix.baselines]  # checks: no twin, no gap
     return cells

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from benchmarks.cells import Cell
 from benchmarks.encoders import is_published
-from benchmarks.matrix import load_config, with_budget
+from benchmarks.matrix import Matrix, load_config, with_budget
 from benchmarks.plan import plan
 from downstream.equal_steps import DEFAULT_MAX_REPEATS
 from harness.errors import UserError
@@ -76,12 +76,12 @@ def flag_value(args: list[str], name: str, default: str) -> str:
     return values[-1] if values else default
 
 
-def study_plan(config: dict) -> list[Cell]:
+def study_plan(config: Matrix) -> list[Cell]:
     """The plan with stand-in encoders (family = the name's first part, ``hf`` for a published one;
     no run needed); every finetune cell carries the suite's ``finetune.args`` as it would run."""
     encoders = [{"name": e["name"], "run_id": e["name"], "num_layers": 3,
-                 "family": "hf" if is_published(e) else e["name"].split("-")[0]} for e in config["encoders"]]
-    return plan(config, encoders, list((config.get("finetune") or {}).get("args", [])))
+                 "family": "hf" if is_published(e) else e["name"].split("-")[0]} for e in config.encoders]
+    return plan(config, encoders, list(config.finetune_args))
 
 
 def critical_path(costs: Costs, cells: list[Cell]) -> float:
@@ -141,10 +141,10 @@ def main(argv: list[str] | None = None) -> int:
         if not args.costs.is_file():
             raise UserError(f"--costs={args.costs}: no such file")
         costs = Costs.read(args.costs)
-        missing = [e["name"] for e in config["encoders"] if e["name"] not in costs.stages]
+        missing = [e["name"] for e in config.encoders if e["name"] not in costs.stages]
         if missing:
             raise UserError(f"--costs={args.costs}: no stage minutes for encoder(s) {missing}")
-        costs = costs.only([e["name"] for e in config["encoders"]])
+        costs = costs.only([e["name"] for e in config.encoders])
     except UserError as error:
         print(f"error: {error}")
         return 2
@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     work = sum(costs.cell(cell) for cell in cells) + sum(sum(m) * costs.stage_cpus for m in costs.stages.values()
                                                          if m)
     path = critical_path(costs, cells)
-    print(f"{config['name']}: {len(cells)} cells, {len(config['encoders'])} encoders, "
+    print(f"{config.name}: {len(cells)} cells, {len(config.encoders)} encoders, "
           f"{work / 60:.1f} CPU-hours, critical path {path / 60:.2f} h")
     print("| CPUs | simulated wall time | bound max(critical path, CPU-hours / CPUs) |")
     print("|---:|---:|---:|")

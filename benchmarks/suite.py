@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import shlex
+import signal
 import sys
 import time
 from pathlib import Path
@@ -25,7 +26,7 @@ from benchmarks.encoders import given_run, pretrain_stages
 from benchmarks.engine import RETRIES, InlineEngine, RayEngine, paths_to_check
 from benchmarks.executor import StudyExecutor, StudyStopped
 from benchmarks.lr_selection import lr_grid_table, select_learning_rates
-from benchmarks.matrix import data_flags, dataset_spec, load_config, repo_path, with_budget
+from benchmarks.matrix import Matrix, data_flags, dataset_spec, load_config, repo_path, with_budget
 from benchmarks.parent import describe_parent, link_lines
 from benchmarks.parent_run import abandon_parent, close_parent, open_parent
 from benchmarks.report import write_outputs
@@ -33,6 +34,7 @@ from benchmarks.results import build_results
 from benchmarks.results_files import ResultSet
 from benchmarks.results_store import STUDY_ARTIFACT
 from benchmarks.cell_results import drop_unpaired_controls, run_table
+from benchmarks.suite_lease import one_suite
 from benchmarks.summary import print_summary
 from benchmarks.tasks import Study
 from harness.errors import UserError
@@ -87,10 +89,26 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``kill``, a scheduler's stop): handled as Ctrl-C is — tasks cancelled, their runs
+    and the parent KILLED, Ray stopped."""
+
+
+SIGNALLED: list[int] = []  # SIGTERM seen: a library may re-raise the interruption as a plain KeyboardInterrupt
+
+
+def on_sigterm(signum, frame):
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one must not cut the cleanup short
+    SIGNALLED.append(signum)
+    raise Terminated()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_arguments(argv)
     # One line per cell is the suite's progress; MLflow's per-download bars would drown it.
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    SIGNALLED.clear()
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
     try:
         return run_suite(args)
     except UserError as error:
@@ -99,19 +117,22 @@ def main(argv: list[str] | None = None) -> int:
     except StudyStopped as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("error: interrupted (Ctrl-C): the tasks were cancelled and their runs marked KILLED; "
-              "run the same command again to continue", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as stop:
+        terminated = isinstance(stop, Terminated) or bool(SIGNALLED)
+        print(f"error: interrupted ({'SIGTERM' if terminated else 'Ctrl-C'}): the tasks were cancelled and their "
+              f"runs marked KILLED; run the same command again to continue", file=sys.stderr)
+        return 143 if terminated else 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
-def default_pretrain_cpus(jobs: int, config: dict, given: dict, engine) -> int:
+def default_pretrain_cpus(jobs: int, config: Matrix, given: dict, engine) -> int:
     """Threads per pretraining stage: a local instance's CPUs shared among the encoders pretrained
     here, which pretrain side by side. Measured on 2 cores (README, Speed): a stage at 2 threads ran
     1.3-1.7x its 1-thread speed, so two 1-thread stages at once do more work than one at 2."""
     if getattr(engine, "address", None):  # a cluster: its nodes take independent stages
         return jobs
-    pretrained_here = sum(1 for encoder in config["encoders"] if encoder.get("pretrain") and not given[encoder["name"]])
+    pretrained_here = sum(1 for encoder in config.encoders if encoder.get("pretrain") and not given[encoder["name"]])
     return max(1, jobs // max(1, min(jobs, pretrained_here)))
 
 
@@ -120,41 +141,46 @@ def run_suite(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     if args.budget:
         config = with_budget(config, args.config)
+    with one_suite(config.name, tracking_uri()):
+        return run_study(args, config, started)
+
+
+def run_study(args: argparse.Namespace, config: Matrix, started: float) -> int:
     prepare_store(tracking_uri())
-    check_can_log(tracking_uri(), config["experiment"])  # a READ user stops here, before any cell or pretraining
+    check_can_log(tracking_uri(), config.experiment)  # a READ user stops here, before any cell or pretraining
     mark_dead_runs(MlflowClient(tracking_uri()))
     spec = dataset_spec(config)
     data = load_pair_data(**spec)  # read and checked once, before any task runs
     results = ResultSet(args.results, data.content_hash) if args.results else None  # checked before any run
     flags = data_flags(spec)
-    for encoder in config["encoders"]:
+    for encoder in config.encoders:
         if "pretrain" in encoder:
             stages = pretrain_stages(encoder)
             for stage in stages:
                 stage["args"] = [*flags, *stage.get("args", []), *shlex.split(args.pretrain_args)]
             encoder["pretrain"] = stages
-    finetune_args = [*flags, *config["finetune"].get("args", []), *shlex.split(args.finetune_args)]
-    finetune_config = str(repo_path(config["finetune"]["config"]))
+    finetune_args = [*flags, *config.finetune_args, *shlex.split(args.finetune_args)]
+    finetune_config = str(repo_path(config.finetune_config))
     engine = InlineEngine() if args.jobs == 1 and not os.environ.get("RAY_ADDRESS") else RayEngine(args.jobs,
                                                                                                   args.retries)
     if isinstance(engine, RayEngine) and engine.address:  # a cluster is checked before any run is created
         engine.start(cluster_paths(config, finetune_config, finetune_args, spec))
-    directory = args.results_dir or REPO_ROOT / "benchmarks" / "results" / config["name"]
-    given = {encoder["name"]: given_run(encoder) for encoder in config["encoders"]}  # run: latest, once
-    suite_hash = settings_hash({"config": config, "finetune_args": finetune_args, "data": data.content_hash,
+    directory = args.results_dir or REPO_ROOT / "benchmarks" / "results" / config.name
+    given = {encoder["name"]: given_run(encoder) for encoder in config.encoders}  # run: latest, once
+    suite_hash = settings_hash({"config": config.source, "finetune_args": finetune_args, "data": data.content_hash,
                                 "encoders": list(given.values())})
-    for experiment in {config["experiment"], "pretrain"}:  # created here: creating them in tasks races
+    for experiment in {config.experiment, "pretrain"}:  # created here: creating them in tasks races
         ensure_experiment(experiment)
-    parent = open_parent(config, suite_hash, data)
+    parent = open_parent(config.source, suite_hash, data)
     client = MlflowClient(tracking_uri())
-    study_record = {"benchmark": config["name"], "experiment": config["experiment"], "dataset": data.name,
+    study_record = {"benchmark": config.name, "experiment": config.experiment, "dataset": data.name,
                     "data_digest": data.content_hash, "labels": list(data.labels),
-                    "positive_label": data.positive_label, "settings": json.loads(json.dumps(config, default=str))}
+                    "positive_label": data.positive_label, "settings": json.loads(json.dumps(config.source, default=str))}
     client.log_dict(parent, study_record, STUDY_ARTIFACT)  # what `python -m benchmarks export` writes out
     driver = new_driver_id()
-    study = Study(config["name"], config["experiment"], parent, driver, directory / "logs", data.content_hash)
+    study = Study(config.name, config.experiment, parent, driver, directory / "logs", data.content_hash)
     pretrain_threads = args.pretrain_cpus or default_pretrain_cpus(args.jobs, config, given, engine)
-    print(f"benchmark '{config['name']}' on {data.name}: parent run {parent}, "
+    print(f"benchmark '{config.name}' on {data.name}: parent run {parent}, "
           f"{'cluster ' + engine.address if getattr(engine, 'address', None) else f'{args.jobs} at a time'}")
     try:
         executor = StudyExecutor(engine, study, config, data, finetune_config, finetune_args, pretrain_threads,
@@ -169,9 +195,9 @@ def run_suite(args: argparse.Namespace) -> int:
         results = build_results(runs, predictions)
         wall = time.perf_counter() - started
         throughput_file = REPO_ROOT / "benchmarks" / "results" / "throughput.json"
-        context = {"name": config["name"], "parent_run_id": parent, "wall_seconds": wall, "settings": config,
-                   "smoke": bool(config.get("smoke")), "encoders": encoders, "dataset": data.name,
-                   "anchors": anchors_of(data),
+        context = {"name": config.name, "parent_run_id": parent, "wall_seconds": wall, "settings": config.source,
+                   "smoke": bool(config.source.get("smoke")),
+                   "encoders": encoders, "dataset": data.name, "anchors": anchors_of(data),
                    "labels": list(data.labels), "positive_label": data.positive_label, "lr_grid": grid,
                    "throughput": json.loads(throughput_file.read_text()) if throughput_file.is_file() else None}
         written = write_outputs(directory, results, runs, context)
@@ -180,7 +206,7 @@ def run_suite(args: argparse.Namespace) -> int:
             client.log_artifact(parent, str(path), None if folder == "." else folder)
         client.log_metric(parent, "wall_seconds", wall)
         client.log_metric(parent, "cells", len(done))
-        view = describe_parent(client, parent, config["name"], results, directory / "report.md", args.config)
+        view = describe_parent(client, parent, config.name, results, directory / "report.md", args.config)
     except BaseException as error:
         end_driver_runs(driver, f"the study stopped ({type(error).__name__}); task cancelled")
         abandon_parent(client, parent, error)
@@ -188,18 +214,18 @@ def run_suite(args: argparse.Namespace) -> int:
     finally:
         engine.close()
     close_parent(client, parent)
-    print_summary(results, config, parent, directory, wall, data.name, link_lines(client, parent, view, runs),
+    print_summary(results, config.source, parent, directory, wall, data.name, link_lines(client, parent, view, runs),
                   engine=engine_text)
     return 0
 
 
-def cluster_paths(config: dict, finetune_config: str, finetune_args: list[str], spec: dict) -> list[str]:
+def cluster_paths(config: Matrix, finetune_config: str, finetune_args: list[str], spec: dict) -> list[str]:
     """The files every node must read: configs, data, corpora named by flags."""
-    configs = [finetune_config, *[str(repo_path(stage["config"])) for encoder in config["encoders"]
+    configs = [finetune_config, *[str(repo_path(stage["config"])) for encoder in config.encoders
                                   for stage in pretrain_stages(encoder)]]
-    configs += [str(repo_path(transfer["config"])) for transfers in (config.get("transfers") or {}).values()
-                for transfer in (transfers if isinstance(transfers, list) else [transfers]) if transfer.get("config")]
-    stage_args = [argument for encoder in config["encoders"] for stage in pretrain_stages(encoder)
+    configs += [str(repo_path(transfer.config)) for transfers in config.transfers.values() for transfer in transfers
+                if transfer.config]
+    stage_args = [argument for encoder in config.encoders for stage in pretrain_stages(encoder)
                   for argument in stage.get("args", [])]
     data_dir = os.environ.get("MRPC_DIR", "")
     return paths_to_check(configs, finetune_args, stage_args, [str(value) for value in spec.values()],

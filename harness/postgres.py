@@ -17,11 +17,15 @@ PostgreSQL refuses to run as root: under root the cluster runs as the ``postgres
 package creates it; else ``nobody``), which then owns ``.cache/postgres/``. A cluster made by an
 older ``make server`` (trust authentication, ``mlflow`` as its superuser) is moved aside, kept,
 and its ``mlflow`` database copied into a new, closed cluster (:meth:`LocalPostgres.migrate`).
+When that user cannot enter the checkout (under root's 0700 home, in a ``mktemp -d`` folder), the
+cluster lives in a folder of its own under :data:`HOST_ROOT` (root's, 0711: it may enter its own
+folder there and list nothing), named by the checkout's path, and ``make server`` says so.
 """
 
 from __future__ import annotations
 
 import glob
+import hashlib
 import os
 import pwd
 import shutil
@@ -47,6 +51,16 @@ local   all  all                reject
 """
 ROLE_LIMITS = "NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS LOGIN"
 SERVER_FILE_ROLES = ("pg_execute_server_program", "pg_read_server_files", "pg_write_server_files")
+
+
+HOST_ROOT = Path("/var/lib/lm-transfer-bench")
+
+
+def reachable_by(user: str, folder: Path) -> bool:
+    """Whether ``user`` may enter ``folder`` (its nearest existing ancestor) and every folder above it."""
+    while not folder.exists():
+        folder = folder.parent
+    return subprocess.run(["runuser", "-u", user, "--", "test", "-x", str(folder)], capture_output=True).returncode == 0
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -130,6 +144,9 @@ class LocalPostgres:
     def start(self) -> "LocalPostgres":
         """Create the cluster on first use (or migrate an open one), write its access rules, start
         it, and set up role and database; then check that the rules in force trust no one."""
+        if self.user and not (self.data / "PG_VERSION").is_file() and not reachable_by(self.user,
+                                                                                        self.directory.parent):
+            self.move_to_host_folder()
         self.directory.mkdir(parents=True, exist_ok=True)
         self.give(self.directory)
         self.directory.chmod(0o700)
@@ -145,6 +162,17 @@ class LocalPostgres:
         self.pg_ctl_start(f"-c listen_addresses=127.0.0.1 -c port={self.port} -c unix_socket_directories=''")
         self.set_up(superuser_password, password)
         return self
+
+    def move_to_host_folder(self) -> None:
+        """Keep the cluster where the service user can reach it: a folder of its own under
+        :data:`HOST_ROOT`, named by the configured folder (the same one at every start)."""
+        requested = self.directory
+        HOST_ROOT.mkdir(mode=0o711, parents=True, exist_ok=True)
+        HOST_ROOT.chmod(0o711)
+        self.directory = HOST_ROOT / hashlib.sha256(str(requested).encode()).hexdigest()[:16]
+        self.data = self.directory / "data"
+        print(f"PostgreSQL  user {self.user} cannot enter {requested.parent} (a folder above it is only root's): "
+              f"the cluster lives in {self.directory}", flush=True)
 
     def is_open(self) -> bool:
         """Whether the cluster was made by an older ``make server``: trust rules, no superuser password."""

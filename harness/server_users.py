@@ -32,7 +32,7 @@ from harness.server_auth import ADMIN, AuthFiles
 from harness.store import ensure_experiment, server_problem
 
 ROLES = {"read": "READ", "edit": "EDIT", "manage": "MANAGE"}
-NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{2,63}$")
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{1,63}$")
 EVERY = "*"  # a wildcard grant: every experiment (or registered model), future ones too
 
 
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if not NAME.match(args.name) or args.name == ADMIN:
-            raise UserError(f"NAME={args.name}: use 3-64 letters, digits or . _ @ - (and not {ADMIN!r})")
+            raise UserError(f"NAME={args.name}: use 2-64 letters, digits or . _ @ - (and not {ADMIN!r})")
         problem = server_problem(args.url)
         if problem:
             raise UserError(f"{args.url}: the server does not answer ({problem}); start it with `make server` "

@@ -19,7 +19,7 @@ import fcntl
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import urlparse
+from urllib.parse import urlparse, urlsplit, urlunsplit
 
 import requests
 from mlflow.exceptions import MlflowException
@@ -44,8 +44,29 @@ EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
 
 
 def tracking_uri() -> str:
-    """``$MLFLOW_TRACKING_URI``, else ``sqlite:///<repo root>/mlflow.db``."""
-    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{REPO_ROOT / 'mlflow.db'}"
+    """``$MLFLOW_TRACKING_URI``, else ``sqlite:///<repo root>/mlflow.db``; refused when it holds a
+    password (:func:`check_no_password`): the URI is printed in links, written to the cells' logs
+    and shipped to Ray's workers."""
+    return check_no_password(os.environ.get(URI_VARIABLE) or f"sqlite:///{REPO_ROOT / 'mlflow.db'}")
+
+
+def check_no_password(uri: str) -> str:
+    """``uri``, or a one-line UserError when its user part holds a password (never shown)."""
+    try:
+        parts = urlsplit(uri)
+        password = parts.password
+    except ValueError:  # a malformed port or host: not this check's concern
+        return uri
+    if not password:
+        return uri
+    address = parts.netloc.rpartition("@")[2]  # host[:port]
+    server = scheme_of(uri) in SERVER_SCHEMES
+    shown = urlunsplit(parts._replace(netloc=f"{parts.username}:…@{address}"))
+    bare = urlunsplit(parts._replace(netloc=address if server else f"{parts.username}@{address}"))
+    where = (f"{PASSWORD_VARIABLE} (and the user in {USER_VARIABLE})" if server
+             else "the database's own password file or variable (PostgreSQL: ~/.pgpass or PGPASSWORD)")
+    raise UserError(f"{URI_VARIABLE}={shown} holds a password, which would be printed in links, logs and Ray's "
+                    f"environment: set {URI_VARIABLE}={bare} and the password in {where}")
 
 
 def scheme_of(uri: str) -> str:

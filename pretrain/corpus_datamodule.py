@@ -32,7 +32,7 @@ from harness.datasets.spec import PairDataSpec
 from pretrain.checkpoints import build_tokenizer, tokenizer_class
 from pretrain.corpora import combine, contribution, read_corpora
 from pretrain.tokenize import Tokenizer
-from pretrain.vocabulary_checks import check_built, requested_size
+from pretrain.vocabulary_checks import check_built, check_known_share, requested_size
 
 # A mid-epoch checkpoint resumes exactly here (state_dict / load_state_dict below), which Lightning
 # cannot see from the DataLoader alone.
@@ -175,6 +175,7 @@ class CorpusDataModule(pl.LightningDataModule):
             train, validation = hold_out(train, keep=set(held_out) | set(test))
         self.tokenizer = self._tokenizer(train, tokenizer, min_frequency, max_vocab_size, init_from)
         self.train_ids, self.long_sentences = split_long(encode_sentences(self.tokenizer, train), max_tokens)
+        check_known_share(self.tokenizer, self.train_ids, max_vocab_size, min_frequency, init_from)
         self.validation_ids = encode_sentences(self.tokenizer, validation)
         self.validation_words = [word_count(sentence) for sentence in validation]
         self.validation_sentences = validation

@@ -28,6 +28,7 @@ from pretrain.families import FIRST_FORMAT_FAMILY, family_of
 from pretrain.hf_encoder import FAMILY as HF_FAMILY, HFEncoder, hf_encoder_from_record, load_hf_encoder
 from pretrain.references import EncoderReference, Source, reference_of_record
 from pretrain.registry import run_of_model
+from pretrain.trusted import check_trusted, note_untrusted, trusted_experiment_ids, trusted_names
 
 CHECKPOINT_ARTIFACT = "checkpoint/encoder.ckpt"
 LEGACY_ARTIFACT = "checkpoint/bilm.ckpt"  # pretrain runs made before families existed
@@ -40,9 +41,12 @@ SEARCH_PAGE = 500  # runs per search request while looking for `latest`
 def latest_pretrain_run(family: str | None = None, lm_stage: str | None = None) -> str:
     """The newest FINISHED ``stage=pretrain`` run (of ``family`` and ``lm_stage`` — ``general`` or
     ``task`` — if given) that a benchmark did not make for itself (those carry a ``benchmark`` tag:
-    a quick benchmark's toy encoder must not become everyone's default). Pages through the store."""
+    a quick benchmark's toy encoder must not become everyone's default), in the trusted experiments
+    only (:mod:`pretrain.trusted`). Pages through the store."""
     client = MlflowClient(tracking_uri())
-    experiments = [e.experiment_id for e in client.search_experiments()]
+    experiments = trusted_experiment_ids(client)
+    if experiments is None:
+        experiments = [e.experiment_id for e in client.search_experiments()]
     query = "tags.stage = 'pretrain' and attributes.status = 'FINISHED'"
     token = None
     while experiments:
@@ -58,7 +62,9 @@ def latest_pretrain_run(family: str | None = None, lm_stage: str | None = None) 
         if not token:
             break
     which = " ".join(filter(None, [family, lm_stage]))
-    raise UserError(f"no finished {which + ' ' if which else ''}pretrain run in {tracking_uri()}; "
+    names = trusted_names()
+    inside = f" (experiments {', '.join(names)}; ENCODER_EXPERIMENTS adds more)" if names else ""
+    raise UserError(f"no finished {which + ' ' if which else ''}pretrain run in {tracking_uri()}{inside}; "
                     f"run `make pretrain` first")
 
 
@@ -67,7 +73,9 @@ def resolve(source: Source | str) -> Source:
     a run, a file or a published model as it is. Errors name the source as written (``<source>: …``)."""
     source = Source.parse(source) if isinstance(source, str) else source
     if source.kind == "model":
-        return Source("run", run_of_model(str(source)))
+        run_id = run_of_model(str(source))
+        check_trusted(MlflowClient(tracking_uri()), run_id, str(source))
+        return Source("run", run_id)
     if source.kind == "latest":
         try:
             return Source("run", latest_pretrain_run(source.family, source.lm_stage))
@@ -115,6 +123,7 @@ def checkpoint_of_run(run_id: str, source: str) -> tuple[dict, str]:
         raise UserError(f"{source}: run {run_id} is a {stage or 'untagged'} run, not a pretrain run")
     if run.info.status != "FINISHED":
         raise UserError(f"{source}: pretrain run {run_id} is {run.info.status}, not FINISHED")
+    note_untrusted(client, run, source)
     local = ENCODER_CACHE / run_id / Path(CHECKPOINT_ARTIFACT).name
     if not local.is_file() or not matches_record(run, local):
         _download(client, run_id, local)

@@ -3,15 +3,20 @@
 A vocabulary of only the special tokens turns every word into ``<UNK>``: the LM then learns to
 predict ``<UNK>``, reaches a flattering perplexity and would be registered as the next encoder.
 ``--data.max_vocab_size`` unset means "no cap" for the word tokenizer and 8000 for byte-level BPE;
-``0`` or any other value below a kind's minimum is refused, never read as the default.
+``0`` or any other value below a kind's minimum is refused, never read as the default. A size
+above the minimum is still refused when the vocabulary knows less than :data:`MIN_KNOWN_SHARE` of
+the pretraining text's words (the rest ``<UNK>``): what counts is what the text needs, not a size.
 """
 
 from __future__ import annotations
+
+import torch
 
 from harness.errors import UserError
 from pretrain import subword, tokenize
 
 SIZE_FLAG, FREQUENCY_FLAG = "--data.max_vocab_size", "--data.min_frequency"
+MIN_KNOWN_SHARE = 0.5  # of the pretraining text's words (sentence boundaries not counted)
 DEFAULT_SUBWORD_SIZE = 8000
 # entries a vocabulary needs beyond its specials: one word (word); the 256 byte symbols (BPE)
 MINIMUM_SIZE = {"word": len(tokenize.SPECIALS) + 1, "subword": subword.MIN_VOCAB_SIZE}
@@ -36,3 +41,29 @@ def check_built(tokenizer, kind: str, min_frequency: int) -> None:
     if kind == "word" and len(tokenizer) <= len(tokenize.SPECIALS):
         raise UserError(f"{FREQUENCY_FLAG}={min_frequency}: no word of the pretraining text occurs that often, so "
                         f"the vocabulary would hold only the special tokens (every word <UNK>); lower it")
+
+
+def known_share(tokenizer, sequences: list[torch.Tensor]) -> float:
+    """The share of the words of ``sequences`` (ids, boundaries not counted) that are not ``<UNK>``;
+    1 for a tokenizer without an unknown token (byte-level BPE)."""
+    unknown = getattr(tokenizer, "unk_id", None)
+    if unknown is None or not sequences:
+        return 1.0
+    ids = torch.cat(sequences)  # (tokens,)
+    words = ids[(ids != tokenize.BOS_ID) & (ids != tokenize.EOS_ID)]  # (words,)
+    return 1.0 if not len(words) else 1.0 - float((words == unknown).float().mean())
+
+
+def check_known_share(tokenizer, sequences: list[torch.Tensor], max_vocab_size: int | None, min_frequency: int,
+                      init_from: str | None = None) -> float:
+    """Refuse, before training, a vocabulary that turns most of the pretraining text into ``<UNK>``:
+    the LM would learn to predict ``<UNK>`` and reach a flattering perplexity."""
+    share = known_share(tokenizer, sequences)
+    if share < MIN_KNOWN_SHARE:
+        source = (f"--model.init_from={init_from}: its vocabulary" if init_from else
+                  f"{SIZE_FLAG}={max_vocab_size} {FREQUENCY_FLAG}={min_frequency}: the vocabulary")
+        remedy = ("pretrain from scratch or on text closer to that run's" if init_from else
+                  f"raise {SIZE_FLAG} (or unset it) or lower {FREQUENCY_FLAG}")
+        raise UserError(f"{source} of {len(tokenizer)} entries knows {share:.0%} of the pretraining text's words "
+                        f"(the rest <UNK>, a flattering perplexity); at least {MIN_KNOWN_SHARE:.0%} needed: {remedy}")
+    return share

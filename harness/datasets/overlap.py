@@ -1,7 +1,9 @@
 """Leakage between the splits of a pair data set: the same pair in train and in dev or test.
 
-The pair is the unit, order-insensitive (``(a, b)`` and ``(b, a)`` are one pair) with whitespace
-normalised (runs of spaces/tabs are one space; ends stripped); case and punctuation count. A
+The pair is the unit, order-insensitive (``(a, b)`` and ``(b, a)`` are one pair), keyed on what a
+model sees: Unicode-compatibility normalised (NFKC), invisible format characters (zero-width space
+and joiners, BOM, soft hyphen) dropped, case folded (the word tokenizer lowercases), whitespace
+normalised (runs of spaces/tabs are one space; ends stripped); punctuation counts. A
 sentence that recurs in several pairs across splits is normal (MRPC: 43 train sentences recur in
 GLUE dev, 244 in MSR test) and is not counted. Counts above ``max_fraction`` of the smaller of the
 two splits are refused: evaluation on pairs the model was trained on measures memory, not transfer.
@@ -9,6 +11,7 @@ two splits are refused: evaluation on pairs the model was trained on measures me
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 
 from harness.errors import UserError
@@ -18,9 +21,18 @@ FLAG = "--data.max_split_overlap"
 COMPARED = (("train", "dev"), ("train", "test"), ("dev", "test"))
 
 
+def seen_text(sentence: str) -> str:
+    """The sentence as a model's tokenizer sees it: NFKC, no format characters, case folded, spaces normalised."""
+    if sentence.isascii():  # the common case, without a pass over each character
+        return " ".join(sentence.lower().split())
+    text = unicodedata.normalize("NFKC", sentence)
+    text = "".join(character for character in text if unicodedata.category(character) != "Cf")
+    return " ".join(text.casefold().split())
+
+
 def pair_key(sentence1: str, sentence2: str) -> tuple[str, str]:
-    """The pair's identity: both sentences whitespace-normalised, in sorted order."""
-    first, second = " ".join(sentence1.split()), " ".join(sentence2.split())
+    """The pair's identity: both sentences as a model sees them (:func:`seen_text`), in sorted order."""
+    first, second = seen_text(sentence1), seen_text(sentence2)
     return (first, second) if first <= second else (second, first)
 
 
@@ -64,7 +76,7 @@ def check_split_overlap(splits: dict[str, list], max_fraction: float | None, nam
         smaller = min(overlap.sizes[earlier], overlap.sizes[later])
         if count and count > max_fraction * smaller:
             raise UserError(f"{names[later]}: {count} of its {overlap.sizes[later]} pairs are also pairs of "
-                            f"{names[earlier]} ({count / smaller:.1%} of the smaller split, either order, whitespace "
-                            f"normalised; allowed: {max_fraction:.1%}): remove them from one split, or raise "
+                            f"{names[earlier]} ({count / smaller:.1%} of the smaller split, either order, case, spacing "
+                            f"and invisible characters ignored; allowed: {max_fraction:.1%}): remove them from one split, or raise "
                             f"{FLAG} to accept the leak")
     return overlap

@@ -10,7 +10,10 @@ sentence2, label, id = 0, 1, 2, 3; ids are line numbers unless ``id_column`` is 
 
 Labels are text; one that is an integer is written canonically ("01" reads as "1"). The label set
 comes from the train file, in this order (the class ids): numeric when every label is an
-integer, else the strings sorted by code point.
+integer, else the strings sorted by code point. Two labels that differ only by case or spacing
+("yes", "Yes") are refused, naming both lines, as are NUL and the characters other readers take
+for a line end (U+0085, U+2028 …) in any field. An error quotes a file's first line only when it reads as a pair file's header
+(at least three tab-separated fields) in a file of the user running the reader.
 """
 
 from __future__ import annotations
@@ -30,6 +33,10 @@ from harness.errors import UserError
 ROLES = ("sentence1", "sentence2", "label", "id")
 FLAGS = {role: f"--data.{role}_column" for role in ROLES}
 _INTEGER = re.compile(r"[+-]?[0-9]+")
+# NUL (ends a C string) and the characters other readers take for a line end (str.splitlines:
+# VT, FF, FS, GS, RS, NEL U+0085, U+2028, U+2029): inside a field, another reader of the same file
+# would see other pairs than the ones the data set's digest names. (MRPC itself holds a U+0012.)
+_CONTROL = re.compile("[\x00\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
 _INDEX = re.compile(r"[0-9]+")
 
 
@@ -97,6 +104,20 @@ def _undecodable(raw_lines, name: str) -> UserError:
     return UserError(f"{name}: not valid UTF-8; re-save the file as UTF-8")
 
 
+def shown_header(names: list[str], path: Path) -> str:
+    """The header's names for an error message, or why they are not shown: a first line with fewer
+    than three fields is not a pair file's header, and another user's file is not echoed."""
+    try:
+        own = not isinstance(path, Path) or path.stat().st_uid == os.getuid()
+    except OSError:
+        own = False
+    if len(names) < 3:
+        return f"the first line has {len(names)} tab-separated field(s): not a pair file's header"
+    if not own:
+        return f"{len(names)} columns; not shown: the file belongs to another user"
+    return ", ".join(names)[:200]
+
+
 def _column_index(role: str, value, header: list[str] | None, width: int, path: Path) -> int:
     """The 0-based index of one role's column, checked against the header or the first row."""
     flag = FLAGS[role]
@@ -118,7 +139,7 @@ def _column_index(role: str, value, header: list[str] | None, width: int, path: 
         return value
     if names.count(value) != 1:
         problem = "twice" if names.count(value) else "no column"
-        raise UserError(f"{path}:1: {problem} {value!r} in the header ({', '.join(names)[:200]}); "
+        raise UserError(f"{path}:1: {problem} {value!r} in the header ({shown_header(names, path)}); "
                         f"rename the column or set {flag}")
     return names.index(value)
 
@@ -165,6 +186,7 @@ def read_pair_tsv(
     columns = {"sentence1": sentence1_column, "sentence2": sentence2_column, "label": label_column, "id": id_column}
     fixed = labels is not None
     found = list(labels or [])  # label names; a pair's label indexes this list
+    folded = {}  # a train label without case and spacing -> (its text, where it was first read)
     index_of = {label: index for index, label in enumerate(found)}  # raw label text -> index
     digest, hashing = hashlib.sha256(), []  # normalised text, hashed in chunks of lines
     rows = ([], [], [], [])  # label index, ids, sentence1, sentence2: one Pair per row at the end
@@ -186,13 +208,19 @@ def read_pair_tsv(
                     digest.update("".join(hashing).encode("utf-8"))
                     hashing.clear()
                 hashing.append(line)
+                control = _CONTROL.search(line)
+                if control:
+                    column = line[:control.start()].count("\t")
+                    raise UserError(f"{path}:{number}: control character U+{ord(control.group()):04X} in column "
+                                    f"{column}; remove it (NUL and line separators would split or end the pair in "
+                                    f"other readers)")
                 fields = line.split("\t")  # quoting off: a '"' is just a character
                 if width is None:
                     width = len(fields)
                     found_header = [field.strip() for field in fields]
                     if header is not None and found_header != list(header):
-                        expected, seen = "\t".join(header), line.strip()[:80]
-                        raise UserError(f"{path}:1: header must be {expected!r}, found {seen!r}")
+                        expected, seen = "\t".join(header), shown_header(found_header, path)
+                        raise UserError(f"{path}:1: header must be {expected!r}, found: {seen}")
                     header_fields = fields if has_header else None
                     first, second, label_at, id_at = _columns(dict(columns), header_fields, width, path)
                     single_id = id_at[0] if len(id_at) == 1 else None
@@ -207,7 +235,8 @@ def read_pair_tsv(
                     raise UserError(f"{path}:{number}: empty {role} (column {column}); every pair needs two sentences")
                 label = index_of.get(fields[label_at])
                 if label is None:
-                    label = _new_label(fields[label_at], found, index_of, fixed, f"{path}:{number}", labels_from)
+                    label = _new_label(fields[label_at], found, index_of, fixed, f"{path}:{number}", labels_from,
+                                       folded)
                 if single_id is not None:
                     identifiers = (fields[single_id].strip(),)
                 elif id_at:
@@ -244,8 +273,10 @@ def read_pair_tsv(
     return PairFile(pairs=pairs, labels=found, digest=digest.hexdigest())
 
 
-def _new_label(raw: str, found: list[str], index_of: dict[str, int], fixed: bool, where: str, labels_from: str) -> int:
-    """Index of a label text not seen before in this file: known in canonical form, new (train) or an error."""
+def _new_label(raw: str, found: list[str], index_of: dict[str, int], fixed: bool, where: str, labels_from: str,
+               folded: dict[str, tuple[str, str]] | None = None) -> int:
+    """Index of a label text not seen before in this file: known in canonical form, new (train) or an
+    error; a new train label that differs from a known one only by case or spacing is an error."""
     label = canonical_label(raw)
     if not label:
         raise UserError(f"{where}: empty label; every pair needs one")
@@ -253,6 +284,11 @@ def _new_label(raw: str, found: list[str], index_of: dict[str, int], fixed: bool
         if fixed:
             known = ", ".join(found)[:200]
             raise UserError(f"{where}: label {label!r} is not among {labels_from} ({known}); fix the row")
+        if folded is not None:
+            other, first = folded.setdefault(" ".join(label.casefold().split()), (label, where))
+            if other != label:
+                raise UserError(f"{where}: label {label!r} differs from {other!r} ({first}) only by case or "
+                                f"spacing; write each class one way")
         index_of[label] = len(found)
         found.append(label)
     index_of[raw] = index_of[label]

@@ -30,7 +30,8 @@ class PairDataSpec:
         name: the data set's name in run names, tags and reports (default: the data set's own;
             a ``tsv`` set's comes from its train file).
         max_split_overlap: the share of the smaller of two splits that may be pairs of the other
-            (either order, whitespace normalised; ``harness.datasets.overlap``): above it the data
+            (either order, as a model sees them: case, spacing and invisible characters ignored;
+            ``harness.datasets.overlap``): above it the data
             set is refused; 0 allows none, 1 any.
     """
 

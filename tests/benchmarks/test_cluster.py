@@ -100,7 +100,7 @@ def all_runs(uri: str) -> list:
 def planned_cells() -> int:
     config = load_config(QUICK)
     stand_ins = [{"name": e["name"], "run_id": f"run-{e['name']}", "family": e["name"], "num_layers": 3}
-                 for e in config["encoders"]]
+                 for e in config.encoders]
     return len(plan(config, stand_ins, []))
 
 

@@ -10,6 +10,7 @@ import pytest
 from benchmarks import executor as executor_module
 from benchmarks.engine import paths_to_check
 from benchmarks.executor import StudyExecutor, encoder_cells
+from benchmarks.matrix import parse_matrix
 from benchmarks.plan import plan
 from benchmarks.progress import Progress
 from benchmarks.resources import cell_resources, stage_resources
@@ -39,6 +40,7 @@ def test_an_encoders_cells_are_named_as_the_whole_plan_names_them():
     config = {"mixes": ["scalar", "layers"], "heads": ["pool-mlp"], "seeds": 2, "random_control": True,
               "baselines": ["majority"]}
     encoders = [{"name": "elmo", "run_id": "a", "num_layers": 3}, {"name": "big", "run_id": "b", "num_layers": 2}]
+    config = parse_matrix(config)
     whole = plan(config, encoders, ["--x"])
     for encoder in encoders:
         alone = encoder_cells(config, encoder, ["elmo", "big"], ["--x"])
@@ -135,10 +137,10 @@ def study_config(tmp_path):
 
 
 def run_study(tmp_path, engine, threads=1):
-    config = study_config(tmp_path)
+    config = parse_matrix(study_config(tmp_path))
     study = Study("dag", "mrpc", "parent", "driver", tmp_path / "logs", "digest")
     data = SimpleNamespace(content_hash="digest")
-    executor = StudyExecutor(engine, study, config, data, config["finetune"]["config"], [], threads,
+    executor = StudyExecutor(engine, study, config, data, config.finetune_config, [], threads,
                              {"elmo": None, "ulmfit": None})
     return executor.run()
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.matrix import load_config, with_budget
+from benchmarks.matrix import Matrix, load_config, with_budget
 from benchmarks.plan import plan
 from harness.errors import UserError
 
@@ -16,24 +16,22 @@ FAMILIES = REPO / "configs" / "benchmarks" / "families.yaml"
 QUICK = REPO / "configs" / "benchmarks" / "families-quick.yaml"
 
 
-def encoders(config: dict) -> list[dict]:
+def encoders(config: Matrix) -> list[dict]:
     """Stand-ins for resolved encoders: the family is the name's first part (MiniLM's is ``hf``)."""
     return [{"name": e["name"], "run_id": f"run-{e['name']}", "num_layers": 3,
-             "family": "hf" if e["name"] == "minilm" else e["name"].split("-")[0]} for e in config["encoders"]]
+             "family": "hf" if e["name"] == "minilm" else e["name"].split("-")[0]} for e in config.encoders]
 
 
-def expected_cells(config: dict) -> int:
+def expected_cells(config: Matrix) -> int:
     total = 0
     for encoder in encoders(config):
-        for transfer in config["transfers"][encoder["family"]]:
-            if encoder["name"] not in transfer.get("encoders", [encoder["name"]]):
+        for transfer in config.transfers[encoder["family"]]:
+            if transfer.encoders is not None and encoder["name"] not in transfer.encoders:
                 continue
-            seeds = transfer.get("seeds", config["seeds"])
-            seeds = seeds if isinstance(seeds, int) else len(seeds)
-            total += 2 * len(transfer["heads"]) * len(transfer.get("fractions", config["fractions"])) * seeds
-        fractions = {1.0, *map(float, config["fractions"])}  # each labelled fraction's subset, and the whole split
-        total += 2 * config["seeds"] * len(fractions) if config.get("linear_probe") else 0  # it and its twin, per seed
-    return total + len(config["baselines"])
+            total += 2 * len(transfer.heads) * len(transfer.fractions) * len(transfer.seeds)
+        fractions = {1.0, *map(float, config.fractions)}  # each labelled fraction's subset, and the whole split
+        total += 2 * len(config.seeds) * len(fractions) if config.linear_probe else 0  # it and its twin, per seed
+    return total + len(config.baselines)
 
 
 @pytest.mark.parametrize("budget", [False, True])
@@ -44,9 +42,9 @@ def test_the_plan_expands_to_the_declared_matrix(budget):
     assert len(cells) == expected_cells(config)
     pretrained = [cell for cell in cells if cell.kind == "pretrained"]
     per_axis = Counter((cell.family, cell.transfer) for cell in pretrained)
-    assert set(per_axis) == {(family, transfer["name"]) for family, transfers in config["transfers"].items()
+    assert set(per_axis) == {(family, transfer.name) for family, transfers in config.transfers.items()
                              for transfer in transfers}
-    assert {cell.encoder for cell in pretrained} == {encoder["name"] for encoder in config["encoders"]}
+    assert {cell.encoder for cell in pretrained} == {encoder["name"] for encoder in config.encoders}
 
 
 def test_every_twin_differs_from_its_pretrained_cell_only_in_the_encoder():

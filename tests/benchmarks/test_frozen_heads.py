@@ -19,7 +19,7 @@ HEADS = {("frozen", "pool-mlp"), ("frozen", "decomp"), ("frozen", "attn"), ("fro
 def planned() -> list:
     config = load_config(CONFIG)
     encoders = [{"name": "minilm", "run_id": "reference:all-minilm-l6-v2", "num_layers": 7, "family": "hf"}]
-    return plan(config, encoders, list(config["finetune"]["args"]))
+    return plan(config, encoders, list(config.finetune_args))
 
 
 def test_each_head_runs_at_both_fractions_beside_its_twin_for_five_seeds():

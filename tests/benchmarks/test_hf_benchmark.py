@@ -1,6 +1,6 @@
 """A benchmark naming a published encoder (``run: hf:<folder>``): its cells pass the source to
 ``--model.encoder``, its twins ``--model.random_like``, its rows stand apart in the report, and the
-planned cells are keyed on its fingerprint."""
+planned cells are keyed on its model files' digest, not on where they lie."""
 
 import os
 import subprocess
@@ -11,20 +11,23 @@ import pandas as pd
 import pytest
 import yaml
 
+from benchmarks.matrix import parse_matrix
 from benchmarks.plan import plan
 from benchmarks.report import published_methods
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_published_cells_carry_the_source_and_fingerprint():
+def test_published_cells_carry_the_source_and_are_keyed_on_the_files_digest():
     encoder = {"name": "minilm", "run_id": "reference:all-minilm-l6-v2", "family": "hf", "num_layers": 7,
-               "fingerprint": "f" * 64, "published": True}
+               "identity": "files:" + "f" * 64, "published": True}
     config = {"transfers": {"hf": [{"name": "full", "heads": ["cls"]}]}, "seeds": 1, "baselines": []}
-    cells = plan(config, [encoder], [])
+    cells = plan(parse_matrix(config), [encoder], [])
     assert [cell.kind for cell in cells] == ["pretrained", "random"]
-    assert all(cell.encoder_run == "reference:all-minilm-l6-v2" and cell.spec()["fingerprint"] == "f" * 64
+    assert all(cell.encoder_run == "reference:all-minilm-l6-v2" and cell.spec()["encoder"] == "files:" + "f" * 64
                for cell in cells)
+    moved = plan(parse_matrix(config), [{**encoder, "run_id": "hf:/elsewhere/all-minilm-l6-v2"}], [])
+    assert [cell.spec() for cell in moved] == [cell.spec() for cell in cells]  # the folder's place is no setting
     runs = pd.DataFrame({"method": [cell.method for cell in cells] + ["majority"],
                          "encoder": ["minilm", "minilm", ""]})
     assert published_methods(runs, {"encoders": [encoder]}) == {"minilm-full-cls", "random-full-cls"}

@@ -22,6 +22,7 @@ from benchmarks.baselines import REGULARISATION_GRID
 from benchmarks.cell_results import read_predictions
 from benchmarks.cells import Cell, linear_probe
 from benchmarks.linear_probe import pair_features, probe_probabilities, sentence_vectors
+from benchmarks.matrix import parse_matrix
 from benchmarks.plan import plan
 from benchmarks.probe_checks import probe_remarks, probe_section
 from benchmarks.results import build_results
@@ -108,13 +109,13 @@ def test_a_plan_with_linear_probe_has_a_probe_per_encoder_twin_and_seed():
               "baselines": ["majority"]}
     encoders = [{"name": "elmo", "run_id": "abc", "num_layers": 3, "family": "elmo"},
                 {"name": "gpt", "run_id": "def", "num_layers": 3, "family": "gpt"}]
-    probes = [cell for cell in plan(config, encoders, []) if cell.kind == "probe"]
+    probes = [cell for cell in plan(parse_matrix(config), encoders, []) if cell.kind == "probe"]
     assert [(cell.method, cell.seed, cell.probe_of, cell.encoder_run) for cell in probes[:4]] == [
         ("elmo-linear-probe", 0, "pretrained", "abc"), ("random(elmo)-linear-probe", 0, "random", "abc"),
         ("elmo-linear-probe", 1, "pretrained", "abc"), ("random(elmo)-linear-probe", 1, "random", "abc")]
     assert len(probes) == 8 and not probes[0].control
     assert probes[0].spec() != probes[1].spec()  # the twin's probe is another cell
-    assert not [cell for cell in plan({**config, "linear_probe": False}, encoders, []) if cell.kind == "probe"]
+    assert not [cell for cell in plan(parse_matrix({**config, "linear_probe": False}), encoders, []) if cell.kind == "probe"]
 
 
 def _predictions(correct: np.ndarray, labels: np.ndarray) -> pd.DataFrame:

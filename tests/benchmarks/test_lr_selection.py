@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from benchmarks.lr_selection import lr_grid_section, lr_grid_table, select_learning_rates
+from benchmarks.matrix import parse_matrix
 from benchmarks.plan import plan
 from benchmarks.report import write_outputs
 from benchmarks.results import build_results
@@ -16,7 +17,7 @@ from benchmarks.results import build_results
 
 def test_every_grid_point_is_a_cell_of_each_arm():
     config = {"mixes": ["scalar"], "heads": ["pool-mlp"], "seeds": 2, "lr_grid": [1e-3, 3e-3]}
-    cells = plan(config, [{"name": "elmo", "run_id": "abc", "num_layers": 3}], ["--data.flag=1"])
+    cells = plan(parse_matrix(config), [{"name": "elmo", "run_id": "abc", "num_layers": 3}], ["--data.flag=1"])
     assert [(c.method, c.seed, c.grid_of, c.learning_rate) for c in cells[:4]] == [
         ("elmo-scalar-pool-mlp~lr0.001", 0, "elmo-scalar-pool-mlp", 1e-3),
         ("random-scalar-pool-mlp~lr0.001", 0, "random-scalar-pool-mlp", 1e-3),
@@ -26,7 +27,7 @@ def test_every_grid_point_is_a_cell_of_each_arm():
     assert cells[0].args == ["--data.flag=1", "--model.learning_rate=0.001"]
     assert cells[-1].args == ["--data.flag=1", "--model.learning_rate=0.003"]
     assert len({str(c.spec()) for c in cells}) == 8  # every point and seed its own settings
-    assert [c.method for c in plan({**config, "lr_grid": []}, [{"name": "elmo", "run_id": "abc", "num_layers": 3}],
+    assert [c.method for c in plan(parse_matrix({**config, "lr_grid": []}), [{"name": "elmo", "run_id": "abc", "num_layers": 3}],
                                    [])][:1] == ["elmo-scalar-pool-mlp"]
 
 
@@ -107,4 +108,4 @@ def test_a_grid_that_is_not_a_list_of_positive_rates_is_one_line(tmp_path, grid)
         load_config(path)
     assert "\n" not in str(raised.value)
     path.write_text("encoders: [{name: elmo, run: latest}]\nmixes: [scalar]\nlr_grid: [1.0e-3, 3.0e-3]\n")
-    assert load_config(path)["lr_grid"] == [1e-3, 3e-3]
+    assert load_config(path).lr_grid == (1e-3, 3e-3)

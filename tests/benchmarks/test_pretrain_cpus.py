@@ -6,15 +6,16 @@ from types import SimpleNamespace
 
 import pytest
 
+from benchmarks.matrix import Matrix, parse_matrix
 from benchmarks.suite import default_pretrain_cpus
 
 LOCAL, CLUSTER = SimpleNamespace(address=None), SimpleNamespace(address="ray://head:10001")
 
 
-def study(*names: str, given: tuple[str, ...] = ()) -> tuple[dict, dict]:
+def study(*names: str, given: tuple[str, ...] = ()) -> tuple[Matrix, dict]:
     encoders = [{"name": name, "pretrain": {"config": "configs/pretrain/gpt.yaml"}} for name in names]
     encoders.append({"name": "minilm", "run": "reference:all-minilm-l6-v2"})  # never pretrained here
-    return {"encoders": encoders}, {encoder["name"]: ("run-1" if encoder["name"] in given or "run" in encoder
+    return parse_matrix({"encoders": encoders}), {encoder["name"]: ("run-1" if encoder["name"] in given or "run" in encoder
                                                       else None) for encoder in encoders}
 
 

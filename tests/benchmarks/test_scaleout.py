@@ -6,12 +6,13 @@ figures measured on this machine."""
 import pytest
 
 from benchmarks.cells import Cell
+from benchmarks.matrix import parse_matrix
 from benchmarks.scaleout import Costs, critical_path, main, simulate, study_plan
 from harness.tracking import REPO_ROOT
 
-CONFIG = {"encoders": [{"name": "elmo-a"}, {"name": "gpt-b"}],
+CONFIG = parse_matrix({"encoders": [{"name": "elmo-a", "run": "latest"}, {"name": "gpt-b", "run": "latest"}],
           "transfers": {"elmo": [{"name": "frozen", "heads": ["pool-mlp"]}], "gpt": [{"name": "full", "heads": ["cls"]}]},
-          "fractions": [1.0], "seeds": 1, "random_control": True, "baselines": []}
+          "fractions": [1.0], "seeds": 1, "random_control": True, "baselines": []})
 COSTS = Costs(stages={"elmo-a": [10.0], "gpt-b": [5.0, 5.0]}, stage_cpus=1, cells={"gpt/full/cls": {"1": 3.0}},
               default={"1": 2.0}, baseline=0.0)
 
@@ -57,8 +58,8 @@ def test_equal_steps_cost_a_full_cell_at_any_fraction_the_repeats_reach(fraction
 
 
 def test_the_study_plan_carries_the_suites_finetune_args():
-    config = {**CONFIG, "finetune": {"config": "configs/downstream/mrpc.yaml", "args": ["--data.equal_steps=true"]}}
-    assert all("--data.equal_steps=true" in cell.args for cell in study_plan(config))
+    config = {**CONFIG.source, "finetune": {"config": "configs/downstream/mrpc.yaml", "args": ["--data.equal_steps=true"]}}
+    assert all("--data.equal_steps=true" in cell.args for cell in study_plan(parse_matrix(config)))
 
 
 def test_the_costs_file_holds_the_measured_figures():
@@ -77,7 +78,7 @@ def test_the_costs_file_holds_the_measured_figures():
 
 def test_a_baseline_is_scheduled_once():
     costs = Costs(stages=COSTS.stages, stage_cpus=1, cells=COSTS.cells, default=COSTS.default, baseline=1.0)
-    assert simulate(costs, study_plan({**CONFIG, "baselines": ["majority"]}), 1) == pytest.approx(31.0)
+    assert simulate(costs, study_plan(parse_matrix({**CONFIG.source, "baselines": ["majority"]})), 1) == pytest.approx(31.0)
 
 
 def test_only_the_configs_encoders_are_pretrained(tmp_path, capsys):

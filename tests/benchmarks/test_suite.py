@@ -25,7 +25,7 @@ from mlflow.entities import ViewType
 from mlflow.tracking import MlflowClient
 
 from benchmarks.plan import expand_mixes, plan
-from benchmarks.matrix import load_config, with_budget
+from benchmarks.matrix import load_config, parse_matrix, with_budget
 from benchmarks.stats import METRICS
 from harness.errors import UserError
 from tests.helpers import all_runs
@@ -59,7 +59,7 @@ def suite_config(**overrides) -> dict:
     config = {"mixes": ["average", "layers"], "heads": ["pool-mlp"], "seeds": 2, "random_control": True,
               "baselines": ["majority", "tfidf-lr"],
               "learning_curve": {"fractions": [0.1, 1.0], "mix": "scalar", "head": "pool-mlp", "seeds": 1}}
-    return {**config, **overrides}
+    return parse_matrix({**config, **overrides})
 
 
 def test_plan_pairs_every_pretrained_cell_with_its_random_control():
@@ -129,15 +129,15 @@ def write_config(tmp_path: Path, content) -> Path:
 
 def test_load_config_fills_defaults_and_reads_the_shipped_configs(tmp_path):
     config = load_config(write_config(tmp_path, GOOD))
-    assert (config["name"], config["experiment"]) == ("suite", "mrpc")
-    assert config["finetune"] == {"config": "configs/downstream/mrpc.yaml"}
+    assert (config.name, config.experiment, config.seeds) == ("suite", "mrpc", (0, 1, 2, 3, 4))
+    assert (config.finetune_config, config.finetune_args) == ("configs/downstream/mrpc.yaml", ())
     study = REPO / "configs" / "benchmarks" / "families.yaml"
-    assert with_budget(load_config(study), study)["name"] == "families-budget"  # its mixes and heads parse
+    assert with_budget(load_config(study), study).name == "families-budget"  # its mixes and heads parse
     for name in ("quick", "default"):
         shipped = load_config(REPO / "configs" / "benchmarks" / f"{name}.yaml")
-        assert shipped["name"] == name
-        assert (REPO / shipped["finetune"]["config"]).is_file()
-        assert all((REPO / e["pretrain"]["config"]).is_file() for e in shipped["encoders"] if "pretrain" in e)
+        assert shipped.name == name
+        assert (REPO / shipped.finetune_config).is_file()
+        assert all((REPO / e["pretrain"]["config"]).is_file() for e in shipped.encoders if "pretrain" in e)
 
 
 @pytest.mark.parametrize("content, fragment", [
@@ -158,14 +158,14 @@ def test_load_config_errors_are_one_line_naming_the_file(tmp_path, content, frag
     path = write_config(tmp_path, content)
     with pytest.raises(UserError) as raised:
         config = load_config(path)
-        with_budget(config, path) if "budget" in config else None
+        with_budget(config, path) if config.budget else None
     message = str(raised.value)
     assert "\n" not in message and str(path) in message and fragment in message, message
 
 
 def test_a_layer_the_encoder_lacks_stops_the_plan_before_any_cell():
     with pytest.raises(UserError, match=r"^encoder 'elmo': mix=layer:3: the encoder has layers 0\.\.2 \(L=3\)"):
-        plan({"mixes": ["scalar", "layer:3"], "heads": ["pool-mlp"], "seeds": 1}, [ENCODER], [])
+        plan(parse_matrix({"mixes": ["scalar", "layer:3"], "heads": ["pool-mlp"], "seeds": 1}), [ENCODER], [])
 
 
 def test_load_config_missing_file(tmp_path):
@@ -395,10 +395,19 @@ def test_bad_suite_config_exits_2_with_one_error_line(tmp_path):
 
 @pytest.fixture(scope="module")
 def interrupted(first, parent_run, tmp_path_factory):
-    """A copy of the first benchmark's store; the quick matrix again with other finetune flags (new
-    cells, the encoder reused), interrupted with Ctrl-C once its first cell has finished and a later
-    one has reported that it started (tests/benchmarks/hold.py: it then waits to be cancelled)."""
-    root = tmp_path_factory.mktemp("interrupted")
+    """A copy of the first benchmark's store; the quick matrix again with other finetune flags
+    (new cells, the encoder reused), interrupted with Ctrl-C once its first cell has finished and a later one
+    has reported that it started (tests/benchmarks/hold.py: it then waits to be cancelled)."""
+    return interrupt(first, tmp_path_factory.mktemp("interrupted"), signal.SIGINT)
+
+
+@pytest.fixture(scope="module")
+def terminated(first, parent_run, tmp_path_factory):
+    """The same, stopped with SIGTERM (``kill``, a scheduler's stop)."""
+    return interrupt(first, tmp_path_factory.mktemp("terminated"), signal.SIGTERM)
+
+
+def interrupt(first, root: Path, signal_number: int) -> dict:
     shutil.copy(first["root"] / "mlflow.db", root / "mlflow.db")
     hold = (f"--trainer.callbacks+=tests.benchmarks.hold.HoldLaterCells "
             f"--trainer.callbacks.init_args.folder={root / 'hold'}")
@@ -420,7 +429,7 @@ def interrupted(first, parent_run, tmp_path_factory):
         while not list((root / "hold").glob("waiting-*")):  # a later cell has started and waits
             assert process.poll() is None, "".join(lines)[-3000:]
             time.sleep(0.1)
-        process.send_signal(signal.SIGINT)
+        process.send_signal(signal_number)
         stdout, _ = process.communicate(timeout=600)
     finally:
         hang_guard.cancel()
@@ -499,3 +508,16 @@ def test_a_suite_on_a_fresh_store_goes_on_from_the_folder_without_training(first
     assert (tmp_path / "results" / "results.csv").read_text() == first["results"]
     assert not [run for run in all_runs(f"sqlite:///{tmp_path / 'mlflow.db'}")
                 if run.data.tags.get("stage") == "pretrain"]
+@pytest.mark.slow
+def test_sigterm_is_handled_like_ctrl_c(parent_run, terminated):
+    """Before: Ray's handler exited at once (the parent FAILED, a cell FAILED, a C++ stack dump)."""
+    assert terminated["process"].returncode == 143, terminated["stderr"][-3000:]
+    assert terminated["stderr"].strip().splitlines()[-1].startswith("error: interrupted (SIGTERM)")
+    assert "Traceback" not in terminated["stderr"] and "*** " not in terminated["stderr"]  # no Python or C++ stack
+    runs = all_runs(terminated["uri"])
+    assert not [run.data.tags.get("method", run.data.tags.get("stage")) for run in runs if run.info.status == "RUNNING"]
+    (parent,) = [run for run in benchmark_parents(terminated["uri"]) if run.info.run_id != parent_run.info.run_id]
+    assert parent.info.status == "KILLED"
+    statuses = {run.info.status for run in children(terminated["uri"], parent.info.run_id)}
+    assert "FAILED" not in statuses and "KILLED" in statuses, statuses
+    assert ray_processes(terminated["stdout"]) == []

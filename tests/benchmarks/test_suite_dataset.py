@@ -25,7 +25,7 @@ def test_dataset_key_names_the_experiment_and_becomes_data_flags(tmp_path):
     config = load_config(write_config(tmp_path, {"encoders": ENCODERS, "dataset": {
         "dataset": "tsv", "train": "data/nli/train.tsv", "dev": str(tmp_path / "dev.tsv"), "test": "data/nli/test.tsv",
         "label_column": 2, "has_header": False}}))
-    assert config["experiment"] == "nli"  # the train file's folder, as the data set's own default name
+    assert config.experiment == "nli"  # the train file's folder, as the data set's own default name
     spec = dataset_spec(config)
     assert spec["train"] == str(REPO / "data/nli/train.tsv") and spec["dev"] == str(tmp_path / "dev.tsv")
     assert data_flags(spec) == ["--data.dataset=tsv", f"--data.train={REPO / 'data/nli/train.tsv'}",
@@ -35,11 +35,11 @@ def test_dataset_key_names_the_experiment_and_becomes_data_flags(tmp_path):
 
 def test_default_data_set_is_mrpc_without_flags_and_keeps_the_old_mrpc_dir_key(tmp_path):
     config = load_config(write_config(tmp_path, {"encoders": ENCODERS}))
-    assert config["experiment"] == "mrpc" and data_flags(dataset_spec(config)) == []
+    assert config.experiment == "mrpc" and data_flags(dataset_spec(config)) == []
     config = load_config(write_config(tmp_path, {"encoders": ENCODERS, "mrpc_dir": "/data/mrpc"}))
     assert data_flags(dataset_spec(config)) == ["--data.mrpc_dir=/data/mrpc"]
     named = load_config(write_config(tmp_path, {"encoders": ENCODERS, "dataset": {"name": "mine"}}))
-    assert named["experiment"] == "mine"
+    assert named.experiment == "mine"
 
 
 @pytest.mark.parametrize("dataset, fragment", [
@@ -56,10 +56,10 @@ def test_bad_dataset_key_is_one_line_naming_the_file(tmp_path, dataset, fragment
 
 def test_the_shipped_example_points_at_files_the_user_supplies():
     config = load_config(REPO / "configs" / "benchmarks" / "own-data.yaml")
-    assert config["dataset"]["dataset"] == "tsv" and config["experiment"] == "own"
-    assert all(config["dataset"][split].startswith("data/") for split in ("train", "dev", "test"))  # git-ignored
-    assert (REPO / config["finetune"]["config"]).is_file()
-    assert all((REPO / encoder["pretrain"]["config"]).is_file() for encoder in config["encoders"])
+    assert config.dataset["dataset"] == "tsv" and config.experiment == "own"
+    assert all(config.dataset[split].startswith("data/") for split in ("train", "dev", "test"))  # git-ignored
+    assert (REPO / config.finetune_config).is_file()
+    assert all((REPO / encoder["pretrain"]["config"]).is_file() for encoder in config.encoders)
 
 
 def test_unpaired_controls_are_found_by_the_id_column_a_data_set_has(capsys):

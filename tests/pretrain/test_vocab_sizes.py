@@ -44,9 +44,27 @@ def test_a_word_vocabulary_of_only_specials_is_refused(mrpc_dir, corpus, size):
     assert message.startswith(f"--data.max_vocab_size={size}: a word vocabulary needs at least {len(SPECIALS) + 1}")
 
 
-def test_the_smallest_word_vocabulary_and_no_cap_are_accepted(mrpc_dir, corpus):
-    assert len(data(mrpc_dir, corpus, max_vocab_size=len(SPECIALS) + 1).tokenizer) == len(SPECIALS) + 1
+def test_a_vocabulary_that_knows_half_the_text_and_no_cap_are_accepted(mrpc_dir, corpus):
+    # a corpus line: the market rose <NUM> points on day <NUM> of the year . (12 words); "the" and
+    # <NUM> are 4 of them, and two more words make half
+    assert len(data(mrpc_dir, corpus, max_vocab_size=len(SPECIALS) + 3).tokenizer) == len(SPECIALS) + 3
     assert len(data(mrpc_dir, corpus).tokenizer) > 12  # unset: every word of the text
+
+
+@pytest.mark.parametrize("flags", [{"max_vocab_size": len(SPECIALS) + 1}, {"max_vocab_size": len(SPECIALS) + 2}])
+def test_a_vocabulary_that_leaves_most_of_the_text_unknown_is_refused(mrpc_dir, corpus, flags):
+    """Before: 5 specials + "the" pretrained to best_val_ppl 2.05 and was registered @newest."""
+    message = refusal(mrpc_dir, corpus, **flags)
+    assert message.startswith(f"--data.max_vocab_size={flags['max_vocab_size']} --data.min_frequency=1: the "
+                              f"vocabulary of {flags['max_vocab_size']} entries knows "), message
+    assert "at least 50% needed" in message
+
+
+def test_a_min_frequency_that_leaves_most_words_unknown_is_refused(mrpc_dir, tmp_path):
+    text = tmp_path / "rare.txt"  # "the" 3 times a line, every other word once
+    text.write_text("\n".join(f"the w{i}a the w{i}b w{i}c the w{i}d w{i}e" for i in range(100)) + "\n")
+    assert "knows 38% of" in refusal(mrpc_dir, text, min_frequency=2)
+    assert len(data(mrpc_dir, text, min_frequency=1).tokenizer) > 400
 
 
 def test_a_min_frequency_no_word_reaches_is_refused(mrpc_dir, corpus):

@@ -248,6 +248,28 @@ def test_a_read_user_searches_runs_but_cannot_log_a_run_or_delete_one(team_serve
     assert answer.status_code == 403 and admin.get_registered_model("elmo-encoder").name == "elmo-encoder"
 
 
+def test_a_read_user_cannot_choose_anyone_elses_encoder(team_server):
+    """Any user may create an experiment: a READ user's own FINISHED ``stage=pretrain`` run there,
+    newer than every other, with its own checkpoint digest, was what everyone's ``latest`` (and a
+    model name the user registered first) loaded. Now neither leaves the trusted experiments."""
+    from harness.errors import UserError
+    from pretrain.runs import latest_pretrain_run, resolve
+
+    reader = as_user(team_server["reader"])
+    own = reader.create_experiment("reader-own")
+    planted = reader.create_run(own, tags={"stage": "pretrain", "family": "elmo"}).info.run_id
+    reader.set_terminated(planted, "FINISHED")
+    reader.create_registered_model("reader-encoder")
+    reader.create_model_version("reader-encoder", f"runs:/{planted}/checkpoint", run_id=planted)
+    as_user(team_server["editor"])
+    try:
+        assert latest_pretrain_run() != planted
+    except UserError as error:  # no pretrain run of the team's yet
+        assert "experiments pretrain" in str(error)
+    with pytest.raises(UserError, match=r"experiment 'reader-own', run by .*runs:/" + planted):
+        resolve("models:/reader-encoder/1")
+
+
 def test_the_database_is_closed_to_other_local_users(team_server):
     secrets, log = team_server["secrets"], team_server["log"].read_text()
     port = int(re.search(r"postgresql://mlflow@127\.0\.0\.1:(\d+)/mlflow", log)[1])

@@ -1,4 +1,4 @@
-"""Split overlap of pair data sets: the pair is the unit (either order, whitespace normalised);
+"""Split overlap of pair data sets: the pair is the unit (either order, as a model sees it);
 the three shapes a hostile tester tried (dev = train + one row, dev = train with each pair's
 sentences swapped, half of test copied from train) are refused in one line; MRPC's own files pass."""
 
@@ -21,9 +21,20 @@ def swapped(pair) -> SimpleNamespace:
     return SimpleNamespace(sentence1=pair.sentence2, sentence2="  " + pair.sentence1.replace(" ", "\t", 1))
 
 
-def test_the_key_ignores_order_and_whitespace_but_not_case():
-    assert pair_key("A  b ", "c") == pair_key("c", " A\tb") == ("A b", "c")
-    assert pair_key("a b", "c") != pair_key("A b", "c")
+def test_the_key_ignores_order_whitespace_case_and_invisible_characters_but_not_punctuation():
+    assert pair_key("A  b ", "c") == pair_key("c", " A\tb") == ("a b", "c")
+    assert pair_key("a b", "c") == pair_key("A B", "C") == pair_key("a\u200b b", "\ufeffc") == pair_key("ａ b", "c")
+    assert pair_key("a b", "c") != pair_key("a b.", "c")
+
+
+@pytest.mark.parametrize("disguise", [str.upper, lambda text: text.replace(" ", " \u200b", 1),
+                                      lambda text: "\u2060" + text.title()],
+                         ids=["upper-cased", "zero-width space", "word joiner and title case"])
+def test_dev_that_is_train_disguised_is_refused(disguise):
+    train = pairs(50, "t")
+    dev = [SimpleNamespace(sentence1=disguise(p.sentence1), sentence2=disguise(p.sentence2)) for p in train[:10]]
+    with pytest.raises(UserError, match="10 of its 10 pairs are also pairs of --data.train"):
+        check_split_overlap({"train": train, "dev": dev, "test": pairs(5, "e")}, 0.01, NAMES)
 
 
 @pytest.mark.parametrize("shape", ["dev is train plus a row", "dev is train swapped", "half of test from train"])
