@@ -49,6 +49,10 @@ pretrain: $(STAMP)  ## pretrain the default biLM (configs/pretrain/elmo.yaml), t
 test: $(STAMP)  ## run the test suite (set MRPC_DIR to run the real-data tests)
 	$(PY) -m pytest -q $(ARGS)
 
+.PHONY: goldens
+goldens: $(STAMP)  ## regenerate tests/golden/goldens.json after a numeric change (bump harness/protocol.py first)
+	$(PY) -m tests.golden.regenerate $(ARGS)
+
 ui: HOST ?= 127.0.0.1
 ui: PORT ?= 5000
 ui:  $(STAMP)  ## the MLflow UI on the local run store, with a link per experiment (http://127.0.0.1:5000)

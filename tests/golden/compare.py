@@ -88,7 +88,8 @@ def largest_deviations(pinned: dict, computed: dict) -> dict[str, float]:
 
 
 def read_goldens(path: Path = GOLDEN_FILE) -> dict:
-    """The pinned goldens: ``{"protocol_version": ..., "torch": ..., "cells": {name: numbers}}``."""
+    """The pinned goldens: ``{"protocol_version": ..., "torch": ..., "transformers": ..., "cells":
+    {name: numbers}}`` (the library versions are a record: an upgrade that moves a number fails too)."""
     return json.loads(Path(path).read_text())
 
 
@@ -104,8 +105,10 @@ def version_problem(goldens: dict) -> str | None:
 def write_goldens(cells: dict, path: Path = GOLDEN_FILE, **about) -> None:
     """Write the goldens (one line per number list, so a diff shows which cell moved), atomically."""
     import torch
+    import transformers
 
-    header = {"protocol_version": protocol_version(), "torch": torch.__version__, **about}
+    header = {"protocol_version": protocol_version(), "torch": torch.__version__,
+              "transformers": transformers.__version__, **about}
     lines = ["{"] + [f"  {json.dumps(key)}: {json.dumps(value)}," for key, value in header.items()] + ['  "cells": {']
     names = list(cells)
     for position, name in enumerate(names):

@@ -5,7 +5,10 @@ change, with the protocol version bumped in ``harness/protocol.py``:
     python -m tests.golden.regenerate --check      # compute and compare only: the deviations per cell
     python -m tests.golden.regenerate --threads 2 --check   # the same under another summation order
 
-The goldens are made with one torch thread; ``--check`` exits 1 when a cell moved.
+The goldens are made with one torch thread; ``--check`` exits 1 when a cell moved. Another CPU's
+summation order can be imitated on this one: torch's kernels for a narrower vector unit
+(``ATEN_CPU_CAPABILITY=avx2`` or ``default``, no vectorisation) and MKL's and oneDNN's
+(``MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2``) before ``--check``.
 """
 
 from __future__ import annotations
