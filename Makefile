@@ -53,6 +53,10 @@ test: $(STAMP)  ## run the test suite (set MRPC_DIR to run the real-data tests)
 test-fast: $(STAMP)  ## every unit test, without the slow end-to-end ones (docs/contributing.md)
 	$(PY) -m pytest -q -m "not slow" $(ARGS)
 
+.PHONY: goldens
+goldens: $(STAMP)  ## regenerate tests/golden/goldens.json after a numeric change (bump harness/protocol.py first)
+	$(PY) -m tests.golden.regenerate $(ARGS)
+
 ui: HOST ?= 127.0.0.1
 ui: PORT ?= 5000
 ui:  $(STAMP)  ## the MLflow UI on the local run store (HOST=127.0.0.1 PORT=5000); later commands link to it

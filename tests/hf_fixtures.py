@@ -24,16 +24,31 @@ def train_sentences(mrpc_dir: Path, count: int = 300) -> list[str]:
     return list(dict.fromkeys(sentences))[:count]
 
 
-def make_tiny_bert(folder: Path, sentences: list[str], seed: int = 0) -> Path:
-    """A 2 × 16 BERT (random weights) with a WordPiece tokenizer, saved to ``folder``."""
+def word_vocabulary(backend: Tokenizer, sentences: list[str]) -> dict[str, int]:
+    """BERT's specials, then every word and character of ``sentences`` (as ``backend`` normalises
+    and splits them) and every character as a continuation (``##c``), each sorted: the same ids in
+    every process, unlike a trained WordPiece vocabulary (its trainer's ties fall by hash order)."""
+    words = {word for sentence in sentences
+             for word, _ in backend.pre_tokenizer.pre_tokenize_str(backend.normalizer.normalize_str(sentence))}
+    characters = {character for word in words for character in word}
+    tokens = [*BERT_SPECIALS, *sorted(words | characters), *sorted(f"##{c}" for c in characters)]
+    return {token: index for index, token in enumerate(dict.fromkeys(tokens))}
+
+
+def make_tiny_bert(folder: Path, sentences: list[str], seed: int = 0, whole_words: bool = False) -> Path:
+    """A 2 × 16 BERT (random weights) with a WordPiece tokenizer, saved to ``folder``: trained on
+    ``sentences``, or with ``whole_words`` their :func:`word_vocabulary` (the same in every process)."""
     from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
 
     backend = Tokenizer(models.WordPiece(unk_token="[UNK]"))
     backend.normalizer = normalizers.BertNormalizer(lowercase=True)
     backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     backend.decoder = decoders.WordPiece()
-    backend.train_from_iterator(sentences, trainers.WordPieceTrainer(vocab_size=1000, special_tokens=BERT_SPECIALS,
-                                                                      show_progress=False))
+    if whole_words:
+        backend.model = models.WordPiece(word_vocabulary(backend, sentences), unk_token="[UNK]")
+    else:
+        backend.train_from_iterator(sentences, trainers.WordPieceTrainer(
+            vocab_size=1000, special_tokens=BERT_SPECIALS, show_progress=False))
     cls, sep = backend.token_to_id("[CLS]"), backend.token_to_id("[SEP]")
     backend.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
