@@ -30,11 +30,11 @@ LOG_FOLDER = REPO_ROOT / ".cache" / "first-look"
 PRETRAIN_CONFIG = "configs/pretrain/smoke.yaml"
 FINETUNE_CONFIG = "configs/downstream/smoke.yaml"
 QUIET = ["--trainer.enable_progress_bar=false"]
-TRANSFER = ["--data.max_pairs=1000", "--trainer.max_epochs=4"]  # on top of the smoke config
+TRANSFER = ["--data.max_pairs=1000", "--trainer.max_epochs=6"]  # on top of the smoke config
 SUMMARY_START = "── finetune finished"  # the first line of a finetune run's summary (downstream.cli)
 SUMMARY_END = "  mix "  # the summary's lines after the numbers: the mix and the links
 HEADLINE = ("first look, smoke-sized: a tiny biLM (400 MRPC sentences, 10 steps) and its random twin, each\n"
-            "frozen under a small head, trained on 1000 MRPC pairs for 4 epochs. The numbers test the pipeline, not\n"
+            "frozen under a small head, trained on 1000 MRPC pairs for 6 epochs. The numbers test the pipeline, not\n"
             "transfer: `make pretrain` and `make finetune` are the real runs.")
 
 
