@@ -171,7 +171,8 @@ class LitPairClassifier(pl.LightningModule):
             return
         data = getattr(self.trainer, "datamodule", None)
         if data is None or getattr(data, "store", None) is None:
-            raise RuntimeError("standardize=true needs the pair data module's feature store (frozen features)")
+            raise RuntimeError("standardize (on by default for frozen features) needs the pair data module's "
+                               "feature store; standardize=False trains on the raw features")
         standardizer.fit(data.store, data.train_rows())
 
     def on_train_epoch_end(self):
