@@ -15,7 +15,7 @@ export OMP_WAIT_POLICY ?= PASSIVE
 .DEFAULT_GOAL := help
 .PHONY: help install pretrain finetune benchmark benchmark-quick benchmark-corpus report test ui server server-user bench-throughput bench-finetune \
 	pretrain-ulmfit pretrain-ulmfit-task finetune-ulmfit pretrain-gpt finetune-gpt benchmark-families \
-	benchmark-families-quick install-reference finetune-reference benchmark-reference
+	benchmark-families-quick install-reference finetune-reference benchmark-reference first-look
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -75,6 +75,9 @@ server-user: $(STAMP)  ## add a user to the running `make server` (NAME=… ROLE
 
 bench-throughput: $(STAMP)  ## pretraining tokens/s and FLOP/s of every family, fp32 and bf16 (ARGS="--json PATH")
 	$(PY) -m benchmarks.throughput $(or $(ARGS),--json benchmarks/results/throughput.json)
+
+first-look: $(STAMP)  ## smoke-sized tour (~5 min): tiny pretrain, frozen transfer and its random twin, the gap in context
+	@$(PY) -m downstream.first_look
 
 finetune: $(STAMP)  ## MRPC on frozen features of the newest pretrain run (configs/downstream/mrpc.yaml)
 	$(PY) -m downstream fit --config configs/downstream/mrpc.yaml $(ARGS)

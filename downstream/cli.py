@@ -9,7 +9,7 @@ from jsonargparse.typing import register_type
 from pytorch_lightning.callbacks import LearningRateMonitor
 from pytorch_lightning.cli import LightningCLI
 
-from downstream import encoder_reuse
+from downstream import context, encoder_reuse
 from downstream.equal_steps import validate_every_pass
 from downstream.evaluation import EvaluateBest
 from downstream.lit_pair import LitPairClassifier
@@ -22,7 +22,7 @@ from harness.datasets.spec import SPEC_KEYS
 from harness.digests import RecordBestDigest
 from harness.errors import UserError
 from harness.links import summary_lines
-from harness.naming import cell_run_name, encoder_label, finetune_run_name, twin_label
+from harness.naming import cell_run_name, encoder_label, finetune_run_name
 from harness.system_metrics import SystemMetrics
 from harness.params import log_params
 from harness.run_clock import RunTimes
@@ -154,8 +154,10 @@ class FinetuneCLI(TrackedCLI):
         return str(reference_of(self.model.encoder))
 
     def resolved_model_params(self) -> dict:
-        """The encoder as resolved (never ``latest``) in place of ``model.encoder``/``random_like``."""
-        return {"encoder": self.resolved_encoder(), "random_like": None}
+        """The encoder as resolved (never ``latest``) in place of ``model.encoder``/``random_like``,
+        and ``standardize`` as applied (never ``auto``)."""
+        return {"encoder": self.resolved_encoder(), "random_like": None,
+                "standardize": self.model.hparams.standardize}
 
     def run_tags(self) -> dict[str, str]:
         model = self.model
@@ -217,6 +219,8 @@ class FinetuneCLI(TrackedCLI):
         weights = ("none (the joint pair classifier)" if mix is None else "weights [" + " ".join(
             f"{results[f'mix_weight_{k}']:.2f}" for k in range(mix.num_layers)) + f"]  γ {results['mix_gamma']:.2f}")
         run_id = self.trainer.logger.run_id
+        self.twin = context.twin_run(self.trainer.logger.experiment, self.trainer.logger.experiment_id, run_id,
+                                     self.run_tags())
         print("\n".join([
             "",
             "── finetune finished " + "─" * 50,
@@ -224,24 +228,25 @@ class FinetuneCLI(TrackedCLI):
             f"  train      {len(self.datamodule.pairs['train'])} pairs"
             f" (fraction {self.setting('data.train_fraction'):g}), {results['train_steps']:.0f} optimiser steps"
             f" in {results['train_epochs']:.0f} epochs; best dev epoch selected",
+            *context.features_lines(self.model.hparams.finetune, self.model.hparams.standardize),
             f"  dev        acc {results['dev_acc']:.3f}  F1{f1_kind} {results['dev_f1']:.3f}"
             f"   ({dev_name}, {len(self.datamodule.pairs['dev'])} pairs)",
             f"  test       acc {results['test_acc']:.3f}  F1{f1_kind} {results['test_f1']:.3f}"
             f"   ({test_name}, {len(self.datamodule.pairs['test'])} pairs)",
+            *self.context_lines(results, f1_kind, test_name),
             f"  mix        {weights}",
             f"  run        {run_id}  (experiment '{self.experiment_name()}')",
             *summary_lines(self.trainer.logger.experiment_id, run_id, view=COMPARE_VIEW,
-                           compare=self.twin_runs(run_id),
+                           compare=[run_id, self.twin.info.run_id] if self.twin else [],
                            compare_label="random twin" if not self.model.encoder.is_random else "pretrained twin"),
         ]))
 
-    def twin_runs(self, run_id: str) -> list[str]:
-        """This run and the newest finished run of its pretrained/random twin (same mode, mix,
-        head, fraction, seed; the other ``encoder`` label), for the compare link; [] if none."""
-        client, tags = self.trainer.logger.experiment, self.run_tags()
-        query = " and ".join(f"tags.{key} = '{tags[key]}'" for key in
-                             ("finetune_mode", "mix", "head", "train_fraction", "seed"))
-        query += f" and tags.encoder = '{twin_label(tags['encoder'])}' and attributes.status = 'FINISHED'"
-        twins = client.search_runs([self.trainer.logger.experiment_id], query,
-                                   order_by=["attributes.start_time DESC"], max_results=1)
-        return [run_id, twins[0].info.run_id] if twins else []
+    def context_lines(self, results: dict[str, float], f1_kind: str, test_name: str) -> list[str]:
+        """This run's test scores beside its data set's baselines (not computed in a benchmark's
+        cell: its own baseline cells hold them) and its other arm, ``self.twin`` (``downstream.context``)."""
+        data = self.datamodule
+        scores = None if reusing() else context.baseline_scores(
+            data.pair_data, data.pairs, None if data.hparams.cache_dir in (None, "none") else data.hparams.cache_dir)
+        return context.context_lines(results, scores, self.twin, self.model.encoder.is_random, f1_kind, test_name,
+                                     context.twin_flags(self.model.encoder),
+                                     collapsed=self.evaluation.frames["test"]["pred"].nunique() == 1)

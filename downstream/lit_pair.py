@@ -14,6 +14,8 @@ The random-init twin runs the identical procedure: only its encoder's weights di
 
 from __future__ import annotations
 
+from typing import Literal
+
 import pytorch_lightning as pl
 import torch
 from torchmetrics.classification import (BinaryAccuracy, BinaryF1Score, MulticlassAccuracy,
@@ -21,6 +23,7 @@ from torchmetrics.classification import (BinaryAccuracy, BinaryF1Score, Multicla
 
 from downstream.evaluation import predicted_class
 from downstream.pair_classifier import FeaturePair, JointPair, PairClassifier, SegmentPair, TokenPair
+from downstream.standardization import resolved_standardize
 from downstream.unfreezing import GradualUnfreezing
 from downstream.values import Finetune, Head, Mix
 from harness.precision import clip_gradients
@@ -38,7 +41,9 @@ class LitPairClassifier(pl.LightningModule):
         standardize: z-score each frozen layer per dimension with the mean and deviation over the
             training pairs' tokens before the mix (``downstream.standardization``; frozen only):
             what lets a head learn from a random-init twin's features, whose common direction
-            it otherwise never got past. The same for a pretrained cell and its twin.
+            it otherwise never got past. The same for a pretrained cell and its twin. ``auto`` (the
+            default): on for frozen features under a layer mix, off where the encoder trains or
+            ``head=cls``; the hyper-parameters hold the resolved bool.
         head: ``pool-mlp``, ``bilstm``, ``dense``, ``attn``, ``decomp``, ``concat-pool`` or ``cls`` (the joint
             pair classifier of an encoder that takes a joint pair input: GPT's both orders, BERT's
             segments; ``downstream.joint``).
@@ -82,10 +87,11 @@ class LitPairClassifier(pl.LightningModule):
         num_classes: int = 2,
         positive_class: int = 1,
         lm_weight: float = 0.0,
-        standardize: bool = False,
+        standardize: bool | Literal["auto"] = "auto",
     ):
         super().__init__()
         mix = str(Mix.parse(mix))  # the hyper-parameters hold the flag's text (checkpoints load weights_only)
+        standardize = resolved_standardize(standardize, finetune, head)  # and the resolved bool, never ``auto``
         if learning_rate <= 0:
             raise ValueError(f"learning_rate={learning_rate}: must be > 0")
         if mix_learning_rate <= 0:
@@ -164,7 +170,8 @@ class LitPairClassifier(pl.LightningModule):
             return
         data = getattr(self.trainer, "datamodule", None)
         if data is None or getattr(data, "store", None) is None:
-            raise RuntimeError("standardize=true needs the pair data module's feature store (frozen features)")
+            raise RuntimeError("standardize (on by default for frozen features) needs the pair data module's "
+                               "feature store; standardize=False trains on the raw features")
         standardizer.fit(data.store, data.train_rows())
 
     def on_train_epoch_end(self):

@@ -6,6 +6,9 @@ of the fit and kept in the checkpoint. A random-init encoder's features share a 
 direction (all-MiniLM-L6-v2's twin: mean token-token cosine 0.37 at its top layer, 0.03 for the
 pretrained model) that a linear probe removes by standardising them and a head trained on the
 raw features never got past (issue 25); the same transform is applied to both arms.
+
+The default, ``auto``, turns it on exactly where it applies (frozen features under a layer mix,
+pretrained arm and twin alike) and off where the encoder trains or ``head=cls`` reads no mix.
 """
 
 from __future__ import annotations
@@ -14,10 +17,25 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from downstream.values import JOINT_HEAD
+
+AUTO = "auto"  # --model.standardize's default
+
 # Dimensions whose deviation is below this are constant (zero-padded narrower layers): kept as
 # they are, centred (to exactly 0), not divided.
 CONSTANT_STD = 1e-6
 SENTENCES_PER_CHUNK = 256  # sentences of the float16 store summed at a time in float64
+
+
+def resolved_standardize(standardize: bool | str, finetune: str, head: str) -> bool:
+    """``--model.standardize`` as a bool: ``auto`` is on for frozen features under a layer mix and
+    off otherwise; ``true``/``false`` stay as given (``true`` where it cannot apply is refused by
+    ``PairClassifier``)."""
+    if standardize == AUTO:
+        return finetune == "frozen" and head != JOINT_HEAD
+    if not isinstance(standardize, bool):
+        raise ValueError(f"standardize={standardize}: choose true, false or {AUTO}")
+    return standardize
 
 
 class FeatureStandardizer(nn.Module):

@@ -18,7 +18,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
 
-from benchmarks.baselines import REGULARISATION_GRID
+from downstream.baselines import REGULARISATION_GRID
 from benchmarks.cell_results import read_predictions
 from benchmarks.cells import Cell, linear_probe
 from benchmarks.linear_probe import pair_features, probe_probabilities, sentence_vectors

@@ -73,7 +73,8 @@ def test_smoke_run_finishes_and_prints_a_summary(smoke):
     stdout, run = smoke["process"].stdout, smoke["run"]
     assert "finetune finished" in stdout
     assert f"run        {run.info.run_id}" in stdout
-    for fragment in ("dev        acc", "test       acc", "mix        weights", f"train      {SMOKE_PAIRS} pairs"):
+    for fragment in ("dev        acc", "test       acc", "mix        weights", f"train      {SMOKE_PAIRS} pairs",
+                     "features   frozen, standardised", "majority class", "TF-IDF + LR"):
         assert fragment in stdout, fragment
     assert "Traceback" not in smoke["process"].stderr
 
@@ -88,6 +89,7 @@ def test_smoke_run_tags_metrics_and_params(store, smoke):
     assert run.info.run_name == "elmo·scalar·pool-mlp·s0"
     assert tags["encoder"] == f"elmo-2x32-{store['pretrain_run_id'][:8]}"  # family, size, short run id
     assert params["model.encoder"] == f"runs:/{store['pretrain_run_id']}"  # resolved, whatever the flag said
+    assert params["model.standardize"] == "True"  # frozen: on by default, logged as applied (never "auto")
     assert not [key for key, value in params.items() if value in ("None", "", "{}", "[]")]
     assert not {"run_name", "tags", "trainer.barebones", "trainer.enable_progress_bar"} & set(params)
     for name in METRICS:
@@ -185,6 +187,10 @@ def test_random_control(store, smoke):
     assert compare, process.stdout[-2000:]
     view = MlflowClient(store["uri"]).get_experiment(run.info.experiment_id).tags[VIEW_PREFIX + compare.group(1)]
     assert run.info.run_id in json.loads(json.loads(view)["state"])["searchFilter"]  # the view of the two runs
+    counterpart = smoke["run"]
+    assert f"pretrained counterpart (run {counterpart.info.run_id})" in process.stdout
+    gap = 100 * (counterpart.data.metrics["test_acc"] - run.data.metrics["test_acc"])
+    assert f"  gap        {gap:+.1f} points test acc (pretrained − random twin)" in process.stdout
     for name in METRICS:
         assert 0.0 <= run.data.metrics[name] <= 1.0, name
     recorded = run.data.params["model.encoder"]  # the logged form, given back to the flag: the same twin

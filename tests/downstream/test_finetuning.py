@@ -68,7 +68,7 @@ def classifier(checkpoint, finetune: str, random: bool = False) -> LitPairClassi
     encoder = load_encoder(checkpoint)
     if random:
         encoder = random_encoder(encoder, seed=5)
-    return LitPairClassifier(encoder, finetune=finetune, **HEAD)
+    return LitPairClassifier(encoder, finetune=finetune, standardize=False, **HEAD)  # toy batches: no feature store
 
 
 class RecordGradients(pl.Callback):

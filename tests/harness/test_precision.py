@@ -157,7 +157,8 @@ def test_fine_tuning_under_bf16_mixed_matches_float32(family, finetune, head, sa
     def classifier():  # every group, the scalar mix's too, at one rate: its default 0.1 on 8 pairs turns
         # bf16's rounding into another mix within 20 steps (GPT frozen: a loss gap of 0.035 nats)
         return LitPairClassifier(load_encoder(path), finetune=finetune, head=head, hidden_size=16, dropout=0.0,
-                                 learning_rate=3e-2, mix_learning_rate=3e-2, lm_weight=0.5 if head == "cls" else 0.0)
+                                 learning_rate=3e-2, mix_learning_rate=3e-2, lm_weight=0.5 if head == "cls" else 0.0,
+                                 standardize=False)  # raw features: these batches come from no feature store
 
     kind = "features" if finetune == "frozen" else "joint" if head == "cls" else "tokens"
     loader = pair_loader(load_encoder(path), kind)

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from sklearn.metrics import accuracy_score, f1_score
 
-from benchmarks.baselines import majority_baseline, tfidf_lr_baseline
+from downstream.baselines import majority_baseline, tfidf_lr_baseline
 from downstream.evaluation import PREDICTION_COLUMNS, predictions_frame, split_metrics
 from harness.datasets import types as pairdata
 from harness.datasets.registry import load_pair_data

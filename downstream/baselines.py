@@ -1,0 +1,178 @@
+"""Control systems that run through the same splits as the pretrained encoders, for any number of
+labels. Both fit on train only and return class probabilities per evaluation split, (N, C) with
+columns in class-id order; a benchmark's baseline cells (``benchmarks.cells``) and every finetune
+summary (``downstream.context``) score them with the finetune runs' own code
+(``downstream.evaluation.predictions_frame``, ``split_metrics``), so a baseline's ``pred`` follows
+the same rule (2 labels: P(positive) >= 0.5; more: the most probable).
+
+- ``majority_baseline``: the class frequencies of train for every pair, so it predicts the
+  majority class (the collapse rate).
+- ``tfidf_lr_baseline``: TF-IDF similarity and lexical-overlap features of a pair, scored by a
+  (multinomial) logistic regression whose L2 strength is chosen by stratified cross-validation on
+  train only.
+
+Pairs are duck-typed: any object with attributes ``label`` (the class id), ``sentence1``, ``sentence2``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import numpy as np
+from sklearn.feature_extraction.text import TfidfVectorizer
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import GridSearchCV, StratifiedKFold
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+REGULARISATION_GRID = [0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0]
+CROSS_VALIDATION_FOLDS = 5
+
+_WORD_PATTERN = re.compile(r"\w+")
+_NUMBER_PATTERN = re.compile(r"\d+(?:[.,]\d+)*")
+
+
+def _labels(pairs: Sequence) -> np.ndarray:
+    return np.asarray([int(pair.label) for pair in pairs], dtype=int)
+
+
+def majority_baseline(train: Sequence, evaluation_sets: dict[str, Sequence], num_classes: int = 2
+                      ) -> dict[str, np.ndarray]:
+    """The class frequencies of ``train`` as every pair's probabilities.
+
+    Returns:
+        ``{split_name: (N, num_classes) probabilities}``; with 2 classes the positive class is
+        predicted when its train rate is >= 0.5 (a tie included), with more the most frequent class.
+    """
+    if len(train) == 0:
+        raise ValueError("majority_baseline: the training set is empty")
+    prior = np.bincount(_labels(train), minlength=num_classes) / len(train)  # (C,)
+    return {name: np.tile(prior, (len(pairs), 1)) for name, pairs in evaluation_sets.items()}
+
+
+def _words(sentence: str) -> list[str]:
+    return _WORD_PATTERN.findall(sentence.lower())
+
+
+def _jaccard(first: set, second: set) -> float:
+    union = first | second
+    return len(first & second) / len(union) if union else 1.0
+
+
+def _row_cosines(first, second) -> np.ndarray:
+    """Cosine of matching rows of two L2-normalised sparse matrices."""
+    return np.asarray(first.multiply(second).sum(axis=1)).ravel()
+
+
+class PairFeaturizer:
+    """Dense similarity features of a sentence pair; vocabularies fitted on train sentences only.
+
+    Features per pair: cosine of word (1-2 gram) TF-IDF vectors, cosine of character (2-5 gram)
+    TF-IDF vectors, Jaccard of word sets, Jaccard of number sets, whether the two sentences
+    mention different numbers, length difference ratio, and the containment of the shorter
+    sentence's words in the longer one.
+    """
+
+    feature_names = [
+        "word_tfidf_cosine",
+        "char_tfidf_cosine",
+        "word_jaccard",
+        "number_jaccard",
+        "number_mismatch",
+        "length_difference_ratio",
+        "word_containment",
+    ]
+
+    def __init__(self) -> None:
+        self.word_vectorizer = TfidfVectorizer(
+            lowercase=True, ngram_range=(1, 2), sublinear_tf=True, token_pattern=r"(?u)\b\w+\b"
+        )
+        self.char_vectorizer = TfidfVectorizer(
+            lowercase=True, analyzer="char_wb", ngram_range=(2, 5), sublinear_tf=True
+        )
+
+    def fit(self, pairs: Sequence) -> PairFeaturizer:
+        """Fit both vectorizers on the sentences of ``pairs``. Returns: self."""
+        sentences = [pair.sentence1 for pair in pairs] + [pair.sentence2 for pair in pairs]
+        self.word_vectorizer.fit(sentences)
+        self.char_vectorizer.fit(sentences)
+        return self
+
+    def transform(self, pairs: Sequence) -> np.ndarray:
+        """Featurize ``pairs``.
+
+        Returns:
+            (N, F) float array, F = ``len(feature_names)``.
+        """
+        first = [pair.sentence1 for pair in pairs]
+        second = [pair.sentence2 for pair in pairs]
+        columns = [
+            _row_cosines(self.word_vectorizer.transform(first), self.word_vectorizer.transform(second)),
+            _row_cosines(self.char_vectorizer.transform(first), self.char_vectorizer.transform(second)),
+        ]
+        lexical = []
+        for sentence1, sentence2 in zip(first, second):
+            words1, words2 = set(_words(sentence1)), set(_words(sentence2))
+            numbers1 = set(_NUMBER_PATTERN.findall(sentence1))
+            numbers2 = set(_NUMBER_PATTERN.findall(sentence2))
+            length1, length2 = len(_words(sentence1)), len(_words(sentence2))
+            shorter = min(len(words1), len(words2))
+            lexical.append(
+                [
+                    _jaccard(words1, words2),
+                    _jaccard(numbers1, numbers2),
+                    float(numbers1 != numbers2),
+                    abs(length1 - length2) / max(length1, length2, 1),
+                    len(words1 & words2) / shorter if shorter else 1.0,
+                ]
+            )
+        lexical_array = np.asarray(lexical, dtype=float).reshape(len(pairs), 5)
+        return np.column_stack(columns + [lexical_array])
+
+
+def tfidf_lr_baseline(
+    train: Sequence, evaluation_sets: dict[str, Sequence], num_classes: int = 2, seed: int = 0
+) -> dict[str, np.ndarray]:
+    """TF-IDF similarity + lexical overlap features scored by logistic regression.
+
+    Vectorizers are fitted on train sentences only; the inverse L2 strength ``C`` is chosen from
+    ``REGULARISATION_GRID`` by stratified ``CROSS_VALIDATION_FOLDS``-fold cross-validation
+    (accuracy) on train, shuffled with ``seed``. No evaluation pair is seen in fitting or selection.
+
+    Returns:
+        ``{split_name: (N, num_classes) probabilities}`` (0 for a class train lacks).
+    """
+    labels = _labels(train)
+    if len(np.unique(labels)) < 2:
+        raise ValueError("tfidf_lr_baseline: the training set needs at least 2 classes")
+    featurizer = PairFeaturizer().fit(train)
+    model = cross_validated_logistic(featurizer.transform(train), labels, seed)
+    return {name: class_probabilities(model, featurizer.transform(pairs), num_classes)
+            for name, pairs in evaluation_sets.items()}
+
+
+def cross_validated_logistic(features: np.ndarray, labels: np.ndarray, seed: int = 0):
+    """Standardised (N, F) ``features`` → logistic regression, its inverse L2 strength ``C`` chosen
+    from ``REGULARISATION_GRID`` by stratified ``CROSS_VALIDATION_FOLDS``-fold cross-validation
+    (accuracy) on these pairs only, shuffled with ``seed``. Returns: the refitted best pipeline."""
+    present = np.unique(labels)
+    folds = StratifiedKFold(
+        n_splits=min(CROSS_VALIDATION_FOLDS, int(np.bincount(labels)[present].min())), shuffle=True,
+        random_state=seed
+    )
+    search = GridSearchCV(
+        make_pipeline(StandardScaler(), LogisticRegression(solver="lbfgs", max_iter=1000, random_state=seed)),
+        param_grid={"logisticregression__C": REGULARISATION_GRID},
+        scoring="accuracy",
+        cv=folds,
+    )
+    search.fit(features, labels)
+    return search.best_estimator_
+
+
+def class_probabilities(model, features: np.ndarray, num_classes: int) -> np.ndarray:
+    """(N, C) probabilities in class-id order from a fitted classifier (0 for a class train lacks)."""
+    scores = np.zeros((len(features), num_classes))  # (N, C)
+    scores[:, model.classes_] = model.predict_proba(features)
+    return scores

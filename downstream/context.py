@@ -1,0 +1,153 @@
+"""The numbers a finetune result is read against, in its end-of-run summary: the data set's
+majority class and TF-IDF + LR scores on the run's own splits (the benchmark's baseline code,
+:mod:`downstream.baselines`, scored by the finetune runs' metric code), and its random-init twin
+(or, for a twin, its pretrained counterpart) when the store holds one with the same settings.
+
+Baselines are cached as a small JSON file per digest of the splits' content (data set content
+hash, the pair ids of each split, the baselines' code), so they cost a file read after the first run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from downstream import baselines
+from downstream.evaluation import predictions_frame, split_metrics
+from harness.atomic import atomic_write
+from harness.naming import twin_label
+from pretrain.references import reference_of
+
+BASELINE_SEED = 0  # a benchmark's baseline cells run at seed 0
+TFIDF_MAX_TRAIN_PAIRS = 50_000  # above: its Python featurizer takes minutes; a benchmark still runs it
+BASELINE_TITLES = {"majority": "majority class", "tfidf-lr": "TF-IDF + LR"}
+BASELINE_NOTES = {"majority": "every pair: the most frequent train label",
+                  "tfidf-lr": "word overlap + logistic regression, same train pairs"}
+TWIN_TAGS = ("finetune_mode", "mix", "head", "train_fraction", "seed", "dataset")
+SETTING_PREFIXES = ("model.", "data.", "trainer.", "seed_everything")
+ENCODER_PARAMS = {"model.encoder", "model.random_like"}  # what differs between a run and its twin
+TWIN_CANDIDATES = 20
+
+
+def baseline_key(data, pairs: dict[str, list]) -> str:
+    """Digest of what the baselines' scores depend on: the data's content and labels, the ids of
+    each split's pairs (a train fraction or ``max_pairs`` is another key) and the baselines' code."""
+    code = Path(baselines.__file__).read_bytes()
+    identity = {"content": data.content_hash, "labels": list(data.labels), "positive": data.positive_label,
+                "splits": {split: data.ids_by_column(rows) for split, rows in sorted(pairs.items())},
+                "code": hashlib.sha256(code).hexdigest(), "seed": BASELINE_SEED}
+    return hashlib.sha256(json.dumps(identity, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:32]
+
+
+def _scores(name: str, data, pairs: dict[str, list]) -> dict[str, float]:
+    evaluation = {"test": pairs["test"]}
+    if name == "majority":
+        probabilities = baselines.majority_baseline(pairs["train"], evaluation, data.num_classes)
+    else:
+        probabilities = baselines.tfidf_lr_baseline(pairs["train"], evaluation, data.num_classes, BASELINE_SEED)
+    frame = predictions_frame(data, pairs["test"], probabilities["test"])
+    return split_metrics(frame, "test", data)
+
+
+def baseline_scores(data, pairs: dict[str, list], cache_dir: str | Path | None) -> dict[str, dict | str]:
+    """``{"majority": {"test_acc", "test_f1"}, "tfidf-lr": …}`` fitted on ``pairs["train"]`` and
+    scored on ``pairs["test"]``; a system that cannot run there maps to the reason, in words.
+    Read from ``<cache_dir>/baselines/<key>.json`` when there, else computed and written there
+    (``cache_dir`` None: computed, nothing written)."""
+    path = Path(cache_dir) / "baselines" / f"{baseline_key(data, pairs)}.json" if cache_dir else None
+    if path is not None and path.is_file():
+        try:
+            return json.loads(path.read_text())
+        except (OSError, ValueError):
+            pass  # unreadable: computed again and rewritten
+    scores: dict[str, dict | str] = {}
+    for name in BASELINE_TITLES:
+        if name == "tfidf-lr" and len(pairs["train"]) > TFIDF_MAX_TRAIN_PAIRS:
+            scores[name] = f"not computed here above {TFIDF_MAX_TRAIN_PAIRS} train pairs (a benchmark runs it)"
+            continue
+        try:
+            scores[name] = _scores(name, data, pairs)
+        except ValueError as error:  # a train set of one class, say
+            scores[name] = str(error).split(": ", 1)[-1]
+    if path is not None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(path, lambda temporary: temporary.write_text(json.dumps(scores, indent=1)))
+        except OSError:
+            pass  # a read-only or full cache folder costs the next run a recomputation, nothing more
+    return scores
+
+
+def same_settings(params: dict[str, str], other: dict[str, str]) -> bool:
+    """Whether two runs' params agree on every model, data and trainer setting and the seed, the
+    encoder they name aside."""
+    def settings(values: dict[str, str]) -> dict[str, str]:
+        return {key: value for key, value in values.items()
+                if key.startswith(SETTING_PREFIXES) and key not in ENCODER_PARAMS}
+    return settings(params) == settings(other)
+
+
+def twin_run(client, experiment_id: str, run_id: str, tags: dict[str, str]):
+    """The newest finished run of this run's other arm: same mode, mix, head, fraction, seed and
+    data set, the other ``encoder`` label (``random-<label>`` for a pretrained run, ``<label>``
+    for a twin), and the same settings in its params (:func:`same_settings`); None if none."""
+    query = " and ".join(f"tags.{key} = '{tags[key]}'" for key in TWIN_TAGS if key in tags)
+    query += f" and tags.encoder = '{twin_label(tags['encoder'])}' and attributes.status = 'FINISHED'"
+    params = client.get_run(run_id).data.params
+    for candidate in client.search_runs([experiment_id], query, order_by=["attributes.start_time DESC"],
+                                        max_results=TWIN_CANDIDATES):
+        if candidate.info.run_id != run_id and same_settings(params, candidate.data.params):
+            return candidate
+    return None
+
+
+def context_lines(results: dict[str, float], scores: dict[str, dict | str] | None, twin, is_random: bool,
+                  f1_kind: str, test_title: str, twin_flags: str, collapsed: bool = False) -> list[str]:
+    """The summary's ``context`` block: this run's test accuracy and F1 above the majority class,
+    TF-IDF + LR and the other arm (``twin``: an MLflow run or None), then the gap pretrained − random.
+    ``scores`` None: the baselines were not computed here (a benchmark's cell: its own baseline
+    cells hold them). ``twin_flags``: what to add to this command to run the missing arm;
+    ``collapsed``: this run predicted one label for every test pair (said beside its row)."""
+    other = "pretrained counterpart" if is_random else "random twin"
+    lines = [f"  {'context':<10} test acc  F1{f1_kind:<8} ({test_title}, the same pairs in every row)",
+             f"  {'':<10} {results['test_acc']:.3f}     {results['test_f1']:.3f}     this run"
+             + (" (one label for every pair: collapsed)" if collapsed else "")]
+    for name, title in BASELINE_TITLES.items():
+        value = (scores or {}).get(name)
+        if isinstance(value, dict):
+            lines.append(f"  {'':<10} {value['test_acc']:.3f}     {value['test_f1']:.3f}     {title}"
+                         f" ({BASELINE_NOTES[name]})")
+        elif isinstance(value, str):
+            lines.append(f"  {'':<10} {'–':<9} {'–':<9} {title}: {value}")
+    if twin is None:
+        lines.append(f"  {'gap':<10} no {other} with these settings in the store yet; to run it, add")
+        lines.append(f"  {'':<10}   {twin_flags}")
+        return lines
+    metrics = twin.data.metrics
+    lines.append(f"  {'':<10} {metrics['test_acc']:.3f}     {metrics['test_f1']:.3f}     {other}"
+                 f" (run {twin.info.run_id})")
+    pretrained, random = (metrics, results) if is_random else (results, metrics)
+    gap = 100 * (pretrained["test_acc"] - random["test_acc"])
+    lines.append(f"  {'gap':<10} {gap:+.1f} points test acc (pretrained − random twin), 1 seed each:")
+    lines.append(f"  {'':<10} `make benchmark` repeats seeds and tests such a gap")
+    return lines
+
+
+def twin_flags(encoder) -> str:
+    """The flags that turn the command of ``encoder``'s run into that of its other arm."""
+    if encoder.is_random:
+        return f"--model.encoder={reference_of(encoder).source}"
+    return f"--model.encoder=random --model.random_like={reference_of(encoder)}"
+
+
+def features_lines(finetune: str, standardize: bool) -> list[str]:
+    """How the head saw the encoder: frozen and standardised (said, since it is the default), frozen
+    and raw, or trained under the head."""
+    if finetune != "frozen":
+        return [f"  {'encoder':<10} trained under the head ({finetune}); features not standardised"]
+    if standardize:
+        return [f"  {'features':<10} frozen, standardised per dimension on the train tokens",
+                f"  {'':<10} (--model.standardize: the default for frozen transfers, twins alike)"]
+    return [f"  {'features':<10} frozen, raw (--model.standardize=false: a random twin's head may not",
+            f"  {'':<10} learn from raw features)"]
