@@ -10,6 +10,8 @@ those it does not name); the README says where each figure comes from."""
 
 from __future__ import annotations
 
+import harness.mlflow_defaults  # noqa: F401 - first: MLflow's settings precede its import
+
 import argparse
 import heapq
 import json

@@ -14,6 +14,8 @@ http(s); else ``http://127.0.0.1:5000``, where ``make ui`` serves a local store.
 
 from __future__ import annotations
 
+import harness.mlflow_defaults  # noqa: F401 - first: MLflow's settings precede its import
+
 import json
 import os
 import sys

@@ -49,7 +49,8 @@ class TrackedCLI(LightningCLI):
         super().__init__(*args, **kwargs)
 
     def init_parser(self, **kwargs):
-        return super().init_parser(**{**kwargs, "exit_on_error": False})  # a bad flag: one line (run_cli)
+        # a bad flag: one line (run_cli); a flag in full, as the check before the imports wants (cli_preflight)
+        return super().init_parser(**{**kwargs, "exit_on_error": False, "allow_abbrev": False})
 
     def add_arguments_to_parser(self, parser) -> None:
         parser.add_argument("--experiment_name", type=str | None, default=self.experiment,
