@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from harness.errors import UserError
+from harness.mlflow_defaults import DEFAULTS
 from harness.store import SERVER_SCHEMES, scheme_of, server_problem
 from harness.tracking import tracking_uri
 from harness.versioning import source_version
@@ -26,7 +27,7 @@ from harness.versioning import source_version
 RETRIES = 2  # attempts after the first when a task's worker or node dies
 CANCEL_GRACE = 30.0  # seconds cancelled tasks get to mark their runs KILLED before they are killed
 OBJECT_STORE_BYTES = 256 * 1024 ** 2  # the tasks pass run ids and one PairData, nothing large
-WORKER_VARIABLES = ("MRPC_DIR", "OMP_WAIT_POLICY", "HF_HUB_OFFLINE", "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR")
+WORKER_VARIABLES = ("MRPC_DIR", "OMP_WAIT_POLICY", "HF_HUB_OFFLINE", *DEFAULTS)  # DEFAULTS: the driver's MLflow settings
 CLUSTER_HELP = "docs/cluster.md"
 # Ray's servers listen on every interface (Ray 2.x has no loopback-only setting), so a local
 # instance requires a token: a fresh one per instance, in this process's environment only (its

@@ -28,6 +28,8 @@ warm-up. ``--profile`` prints torch.profiler's top operators of the cached froze
 
 from __future__ import annotations
 
+import harness.mlflow_defaults  # noqa: F401 - first: MLflow's settings precede its import
+
 import argparse
 import json
 import os

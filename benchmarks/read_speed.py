@@ -16,6 +16,8 @@ what it retains; one that reads the whole file and splits it holds the text and 
 
 from __future__ import annotations
 
+import harness.mlflow_defaults  # noqa: F401 - first: MLflow's settings precede its import
+
 import argparse
 import json
 import multiprocessing

@@ -14,6 +14,8 @@ on ``--data.equal_steps`` trains a full cell's optimiser steps at any fraction t
 
 from __future__ import annotations
 
+import harness.mlflow_defaults  # noqa: F401 - first: MLflow's settings precede its import
+
 import argparse
 import heapq
 import json

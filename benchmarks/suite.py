@@ -9,6 +9,8 @@ and run again. The parent is never FINISHED while a child is still RUNNING."""
 
 from __future__ import annotations
 
+import harness.mlflow_defaults  # noqa: F401 - first: MLflow's settings precede its import
+
 import argparse
 import json
 import os

@@ -26,6 +26,8 @@ FLOP/s are compared with the peak measured under the same load, and the load ave
 
 from __future__ import annotations
 
+import harness.mlflow_defaults  # noqa: F401 - first: MLflow's settings precede its import
+
 import argparse
 import json
 import multiprocessing

@@ -169,10 +169,11 @@ class FeatureStore:
         steps = max(lengths, default=0)
         mask = torch.arange(steps)[None, :] < torch.tensor(lengths, dtype=torch.long)[:, None]  # (B, T)
         layers = torch.empty(self.num_layers, len(rows), steps, self.dim)  # (L, B, T, D), written once:
+        written = layers.numpy()  # the same memory; NumPy copies from the read-only cache without a tensor view of it
         for position, row in enumerate(rows):  # each sentence's stored (half) rows, converted as they are copied
             if len(row):
-                layers[:, position, :len(row)] = torch.from_numpy(row).transpose(0, 1)  # (L, T_i, D)
-            layers[:, position, len(row):] = 0.0  # and its padding
+                written[:, position, :len(row)] = row.transpose(1, 0, 2)  # (L, T_i, D)
+            written[:, position, len(row):] = 0.0  # and its padding
         return layers, mask
 
 

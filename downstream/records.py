@@ -20,6 +20,8 @@ import time
 import mlflow.data
 import pandas as pd
 import pytorch_lightning as pl
+from mlflow.data.dataset_source import DatasetSource
+from mlflow.data.dataset_source_registry import get_registered_sources, resolve_dataset_source
 from mlflow.entities import DatasetInput, InputTag
 from mlflow.exceptions import MlflowException
 from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT
@@ -36,6 +38,17 @@ def split_frame(data, pairs) -> pd.DataFrame:
                          "sentence1": [p.sentence1 for p in pairs], "sentence2": [p.sentence2 for p in pairs]})
 
 
+def dataset_source(source: str) -> DatasetSource:
+    """``source`` as MLflow's dataset source. MLflow 3.17 registers two equal local-file sources and
+    warns on every resolution that may be either; a local path is resolved among the last one alone
+    (the one MLflow picks), anything else among all."""
+    local = [kind for kind in get_registered_sources() if kind._get_source_type() == "local"]  # noqa: SLF001
+    try:
+        return resolve_dataset_source(source, candidate_sources=local[-1:] or None)
+    except MlflowException:
+        return resolve_dataset_source(source)
+
+
 def dataset_inputs(data, pairs: dict[str, list], source: str) -> list[DatasetInput]:
     """Each split of the pair data set ``data`` as a dataset input named ``<data set>-<split>``, with
     MLflow's digest of its rows; a benchmark worker computes each split's digest once
@@ -47,8 +60,8 @@ def dataset_inputs(data, pairs: dict[str, list], source: str) -> list[DatasetInp
         key = _split_key(data, split, pairs[split], source)
         entity = _DIGESTED.get(key) if reusing() else None
         if entity is None:
-            dataset = mlflow.data.from_pandas(split_frame(data, pairs[split]), source=source, targets="label",
-                                              name=f"{data.name}-{split}")
+            dataset = mlflow.data.from_pandas(split_frame(data, pairs[split]), source=dataset_source(source),
+                                              targets="label", name=f"{data.name}-{split}")
             entity = dataset._to_mlflow_entity()  # noqa: SLF001 - the client API takes entities
             if reusing():
                 _DIGESTED[key] = entity

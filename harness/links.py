@@ -20,6 +20,8 @@ http(s); else the address ``make ui HOST=… PORT=…`` last served the local st
 
 from __future__ import annotations
 
+import harness.mlflow_defaults  # noqa: F401 - first: MLflow's settings precede its import
+
 import json
 import os
 from urllib.parse import quote, urlencode, urlparse

@@ -7,8 +7,13 @@
   fails in about ten seconds, one to a hung server in well under a minute. A user's own
   ``MLFLOW_HTTP_REQUEST_*`` values win.
 
-Applied when :mod:`harness` is imported, which every stage package does before it imports
-mlflow (the telemetry client is set up by ``import mlflow`` itself).
+- No artifact download bars: a bar per downloaded checkpoint is noise in a console or a log file.
+  ``MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR=true`` brings them back.
+
+Importing this module applies them: every command's entry point (``python -m pretrain``,
+``downstream``, ``benchmarks.suite``, …) imports it before anything imports mlflow, since the
+telemetry client is set up by ``import mlflow`` itself. Benchmark workers get them from the
+driver (``benchmarks.engine.worker_environment``).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ DEFAULTS = {
     "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",  # waits of about 0, 2 and 4 s between the tries
     "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": "0.5",
     "MLFLOW_HTTP_REQUEST_TIMEOUT": "10",
+    "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",
 }
 
 
@@ -28,3 +34,6 @@ def apply_defaults() -> None:
     """Set every variable of :data:`DEFAULTS` that the environment does not set already."""
     for name, value in DEFAULTS.items():
         os.environ.setdefault(name, value)
+
+
+apply_defaults()

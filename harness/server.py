@@ -20,6 +20,8 @@ server, then the cluster.
 
 from __future__ import annotations
 
+import harness.mlflow_defaults  # noqa: F401 - first: MLflow's settings precede its import
+
 import argparse
 import os
 import signal

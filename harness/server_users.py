@@ -16,6 +16,8 @@ grants. Creating a new experiment of one's own needs no grant in MLflow: its cre
 
 from __future__ import annotations
 
+import harness.mlflow_defaults  # noqa: F401 - first: MLflow's settings precede its import
+
 import argparse
 import os
 import re

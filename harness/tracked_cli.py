@@ -17,6 +17,7 @@ from pytorch_lightning.utilities import rank_zero_only
 
 from harness.training_checkpoints import (ResumePoint, check_checkpoint_room, load_weights_only, resume_point,
                                           with_atomic_checkpoints)
+from harness.console import console_callbacks, quiet_libraries
 from harness.diskspace import disk_problem
 from harness.errors import UserError
 from harness.flag_errors import flag_error
@@ -49,7 +50,8 @@ class TrackedCLI(LightningCLI):
         super().__init__(*args, **kwargs)
 
     def init_parser(self, **kwargs):
-        return super().init_parser(**{**kwargs, "exit_on_error": False})  # a bad flag: one line (run_cli)
+        # a bad flag: one line (run_cli); a flag in full, as the check before the imports wants (cli_preflight)
+        return super().init_parser(**{**kwargs, "exit_on_error": False, "allow_abbrev": False})
 
     def add_arguments_to_parser(self, parser) -> None:
         parser.add_argument("--experiment_name", type=str | None, default=self.experiment,
@@ -172,8 +174,10 @@ class TrackedCLI(LightningCLI):
         run_id = logger.run_id
         keep_checkpoints_in(logger, self.checkpoint_dir(run_id))
         trainer_config = self._get(self.config_init, "trainer")
+        console, settings = console_callbacks(trainer_config)
+        kwargs.update(settings)
         trainer_config["callbacks"] = [*(trainer_config.get("callbacks") or []), *self.stage_callbacks(run_id),
-                                       ResumeState(run_id)]
+                                       ResumeState(run_id), *console]
         plugins = with_atomic_checkpoints(kwargs.pop("plugins", trainer_config.get("plugins")))
         return super().instantiate_trainer(logger=logger, plugins=plugins, **kwargs)
 
@@ -196,6 +200,7 @@ def run_cli(cli_class: type[TrackedCLI], args: list[str] | None = None) -> int:
     tracking server went away during the run (one line); any other failure marks the run FAILED
     (KILLED for Ctrl-C) and raises."""
     retain_freed_memory()
+    quiet_libraries()
     try:
         cli_class(args=args)
     except (UserError, ArgumentError) as error:

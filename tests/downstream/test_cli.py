@@ -79,6 +79,15 @@ def test_smoke_run_finishes_and_prints_a_summary(smoke):
     assert "Traceback" not in smoke["process"].stderr
 
 
+WARNING_LINE = re.compile(r"warn|deprecat|💡|FLOPs", re.IGNORECASE)
+
+
+def test_smoke_run_console_has_no_warning_and_says_why_it_stopped(smoke):
+    lines = (smoke["process"].stdout + smoke["process"].stderr).splitlines()
+    assert [line for line in lines if WARNING_LINE.search(line)] == []
+    assert "stopped: max_epochs=2 reached" in lines
+
+
 def test_smoke_run_tags_metrics_and_params(store, smoke):
     run = smoke["run"]
     tags, metrics, params = run.data.tags, run.data.metrics, run.data.params

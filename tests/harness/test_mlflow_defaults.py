@@ -12,7 +12,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 PROBE = """
 import json, os
-import pretrain  # what `python -m pretrain` imports first
+import pretrain.__main__  # what `python -m pretrain` imports first (its main block does not run)
 import mlflow
 names = ["MLFLOW_DISABLE_TELEMETRY", "MLFLOW_HTTP_REQUEST_MAX_RETRIES", "MLFLOW_HTTP_REQUEST_TIMEOUT"]
 print(json.dumps({name: os.environ.get(name) for name in names}))

@@ -1,0 +1,86 @@
+"""Checks of a command line that need no heavy import: unknown flags (with a did-you-mean), a
+missing ``--config`` file and values a stage checks by name. A stage's entry point runs them
+before it imports torch, Lightning or MLflow, so a typo answers in about a second; the full
+parser checks the rest afterwards. Nothing here may reject what the full parser accepts."""
+
+from __future__ import annotations
+
+import difflib
+import sys
+from pathlib import Path
+from typing import Callable, Iterable
+
+ValueCheck = Callable[[str], "str | None"]
+
+
+def suggestion(given: str, choices: Iterable[str], prefix: str = "") -> str:
+    """``; did you mean <prefix><choice>?`` for the closest choice, or ``""``."""
+    close = difflib.get_close_matches(given, list(choices), n=1, cutoff=0.6)
+    return f"; did you mean {prefix}{close[0]}?" if close else ""
+
+
+def options(argv: list[str]) -> list[tuple[str, str | None]]:
+    """``(key, value)`` of every option on the command line: ``--a.b=1`` and ``--a.b 1`` give
+    ``("a.b", "1")``, ``-c x`` gives ``("c", "x")``; a value is None when none follows."""
+    found = []
+    for index, argument in enumerate(argv):
+        if not argument.startswith("-") or argument == "-" or argument[1:2].isdigit():
+            continue
+        key, equals, value = argument.lstrip("-").partition("=")
+        if not equals:
+            following = argv[index + 1] if index + 1 < len(argv) else None
+            value = following if following is not None and not following.startswith("--") else None
+        found.append((key, value))
+    return found
+
+
+def unknown_flag(key: str, flags: frozenset[str], leaves: frozenset[str]) -> str | None:
+    """The message for ``--key`` when the parser cannot accept it; None when it may. A key below
+    a leaf (``trainer.callbacks.patience``) is the leaf value's own and left to the parser."""
+    if key in flags:
+        return None
+    parts = key.split(".")
+    if any(".".join(parts[:end]) in leaves for end in range(1, len(parts))):
+        return None
+    return f"--{key}: unknown flag{suggestion(key, flags, '--')}"
+
+
+def config_problem(key: str, value: str | None) -> str | None:
+    """``--config``/``-c``: the file must exist (a did-you-mean among the YAML files beside it)."""
+    if value is None or value.lstrip().startswith(("{", "[")) or "\n" in value:  # an inline config
+        return None
+    path = Path(value).expanduser()
+    if path.is_file():
+        return None
+    if not path.parent.is_dir():
+        return f"--{key}={value}: no such file (nor its folder {path.parent})"
+    close = difflib.get_close_matches(path.name, [entry.name for entry in path.parent.glob("*.y*ml")], n=1)
+    return f"--{key}={value}: no such file" + (f"; did you mean {path.parent / close[0]}?" if close else "")
+
+
+def problems(argv: list[str], flags: frozenset[str], leaves: frozenset[str],
+             value_checks: dict[str, ValueCheck] | None = None) -> list[str]:
+    """One line per problem found on ``argv``, in command-line order."""
+    found = []
+    for key, value in options(argv):
+        if key in ("h", "help") or key.endswith(".help"):
+            continue
+        message = unknown_flag(key, flags, leaves)
+        if message is None and key in ("c", "config"):
+            message = config_problem(key, value)
+        check = (value_checks or {}).get(key)
+        if message is None and check is not None and value is not None:
+            message = check(value)
+            message = f"--{key}={value}: {message}" if message else None
+        if message:
+            found.append(message)
+    return found
+
+
+def preflight(argv: list[str], flags: frozenset[str], leaves: frozenset[str],
+              value_checks: dict[str, ValueCheck] | None = None) -> None:
+    """Exit with status 2 and the first problem as one line (``error: …``) if ``argv`` has one."""
+    found = problems(argv, flags, leaves, value_checks)
+    if found:
+        print(f"error: {found[0]}", file=sys.stderr)
+        sys.exit(2)

@@ -1,0 +1,105 @@
+"""Progress a log file can hold, and why training stopped.
+
+A progress bar redraws one line of a terminal; written to a file or a pipe it shows nothing until
+the end. :class:`LineProgress` is the progress bar there instead: one plain line per epoch, with
+the epoch's metrics, and a line every ``every_seconds`` during a long epoch. :class:`StopReason`
+ends every fit with one line saying why it stopped: the epoch or step limit, early stopping (on
+which metric, after how many checks without improvement), the time limit, or an interruption.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from datetime import timedelta
+
+from pytorch_lightning.callbacks import Callback, EarlyStopping, Timer
+from pytorch_lightning.callbacks.progress import ProgressBar
+
+
+def metric_text(metrics: dict) -> str:
+    """``train_loss 0.495  dev_acc 0.697``: the scalar metrics, four significant digits."""
+    shown = []
+    for name, value in metrics.items():
+        value = value.item() if hasattr(value, "item") else value
+        if name != "v_num" and isinstance(value, (int, float)):
+            shown.append(f"{name} {value:.4g}")
+    return "  ".join(shown)
+
+
+class LineProgress(ProgressBar):
+    """One line per epoch (and one per ``every_seconds`` within an epoch), printed as it happens."""
+
+    def __init__(self, every_seconds: float = 60.0):
+        super().__init__()
+        self.every_seconds = every_seconds
+        self._enabled = True
+        self.epoch_start = self.last_line = 0.0
+
+    def disable(self) -> None:
+        self._enabled = False
+
+    def enable(self) -> None:
+        self._enabled = True
+
+    @property
+    def is_enabled(self) -> bool:
+        return self._enabled
+
+    def epoch_label(self, trainer) -> str:
+        limit = f"/{trainer.max_epochs}" if trainer.max_epochs not in (None, -1) else ""
+        return f"epoch {trainer.current_epoch + 1}{limit}"
+
+    def print_line(self, text: str) -> None:
+        if self._enabled and self.trainer.is_global_zero:
+            print(text, flush=True)
+        self.last_line = time.monotonic()
+
+    def on_train_epoch_start(self, trainer, pl_module) -> None:
+        self.epoch_start = self.last_line = time.monotonic()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        total = self.total_train_batches
+        known = isinstance(total, int) or (isinstance(total, float) and math.isfinite(total))
+        if time.monotonic() - self.last_line < self.every_seconds or (known and batch_idx + 1 >= total):
+            return  # the epoch's own line follows its last batch
+        of = f"/{int(total)}" if known else ""
+        self.print_line(f"{self.epoch_label(trainer)}  batch {batch_idx + 1}{of}  "
+                        f"{metric_text(self.get_metrics(trainer, pl_module))}  "
+                        f"({time.monotonic() - self.epoch_start:.0f} s)")
+
+    def on_train_epoch_end(self, trainer, pl_module) -> None:
+        self.print_line(f"{self.epoch_label(trainer)}  step {trainer.global_step}  "
+                        f"{metric_text(self.get_metrics(trainer, pl_module))}  "
+                        f"({time.monotonic() - self.epoch_start:.0f} s)")
+
+
+def stop_reason(trainer) -> str:
+    """Why ``trainer``'s fit ended, in words."""
+    if trainer.interrupted:
+        return f"interrupted in epoch {trainer.current_epoch + 1}"
+    for callback in trainer.callbacks:
+        if isinstance(callback, EarlyStopping) and callback.stopped_epoch > 0:
+            best = callback.best_score.item() if hasattr(callback.best_score, "item") else callback.best_score
+            checks = f"{callback.wait_count} validation{'s' if callback.wait_count != 1 else ''}"
+            return (f"early stopping on {callback.monitor} after {checks} without improvement "
+                    f"(patience {callback.patience}; best {best:.4g}) in epoch {callback.stopped_epoch + 1}")
+        if isinstance(callback, Timer) and callback.time_remaining() is not None and callback.time_remaining() <= 0:
+            return f"time limit {timedelta(seconds=round(callback._duration))} reached (--trainer.max_time)"
+    if trainer.max_steps not in (None, -1) and trainer.global_step >= trainer.max_steps:
+        return f"max_steps={trainer.max_steps} reached"
+    if trainer.max_epochs not in (None, -1) and trainer.current_epoch >= trainer.max_epochs:
+        return f"max_epochs={trainer.max_epochs} reached"
+    return f"stopped by the model or a callback in epoch {trainer.current_epoch + 1}"
+
+
+class StopReason(Callback):
+    """Prints ``stopped: <why>`` when a fit ends or is interrupted."""
+
+    def on_fit_end(self, trainer, pl_module) -> None:
+        if trainer.is_global_zero:
+            print(f"stopped: {stop_reason(trainer)}", flush=True)
+
+    def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
+        if trainer.is_global_zero and isinstance(exception, KeyboardInterrupt):
+            print(f"stopped: interrupted (Ctrl-C) in epoch {trainer.current_epoch + 1}", flush=True)

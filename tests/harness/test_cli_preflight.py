@@ -1,0 +1,86 @@
+"""The command-line check before the heavy imports: unknown flags and encoder references get a
+did-you-mean, a missing config is named, and nothing the full parser accepts is refused."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from downstream.cli_flags import FLAGS as FINETUNE_FLAGS, LEAVES as FINETUNE_LEAVES
+from harness.cli_preflight import problems
+from pretrain.cli_flags import FLAGS as PRETRAIN_FLAGS, LEAVES as PRETRAIN_LEAVES
+from pretrain.reference_hints import encoder_hint
+
+REPO = Path(__file__).resolve().parents[2]
+HEAVY = ("torch", "pytorch_lightning", "mlflow", "transformers")
+CHECKS = {"model.encoder": encoder_hint, "model.random_like": encoder_hint}
+
+
+def finetune_problems(argv):
+    return problems(argv, FINETUNE_FLAGS, FINETUNE_LEAVES, CHECKS)
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["fit", "--model.encdoer=latest"], "--model.encdoer: unknown flag; did you mean --model.encoder?"),
+    (["fit", "--data.batchsize", "3"], "--data.batchsize: unknown flag; did you mean --data.batch_size?"),
+    (["fit", "--trainer.max_epoch=3"], "--trainer.max_epoch: unknown flag; did you mean --trainer.max_epochs?"),
+    (["fit", "--model.encoder=lates"], "--model.encoder=lates: no such checkpoint file or encoder; did you mean latest?"),
+    (["fit", "--model.encoder", "rnadom"], "--model.encoder=rnadom: no such checkpoint file or encoder; did you mean random?"),
+    (["fit", "--model.encoder=run:/abc"], "--model.encoder=run:/abc: unknown scheme run:; did you mean runs:/abc?"),
+    (["fit", "--config", "configs/downstream/mrpx.yaml"],
+     "--config=configs/downstream/mrpx.yaml: no such file; did you mean configs/downstream/mrpc.yaml?"),
+])
+def test_a_mistake_is_one_line_with_what_was_meant(argv, line, monkeypatch):
+    monkeypatch.chdir(REPO)
+    assert finetune_problems(argv) == [line]
+
+
+@pytest.mark.parametrize("argv", [
+    ["fit", "--config", "configs/downstream/smoke.yaml", "--model.encoder=latest", "--trainer.max_epochs", "-1"],
+    ["fit", "--model.encoder=runs:/0123abcd", "--model.random_like=latest:elmo", "--model.mix=layer:2"],
+    ["fit", "--model.encoder=random:models:/elmo-encoder@newest@3", "--data.train_fraction=0.1"],
+    ["fit", "--trainer.callbacks+=EarlyStopping", "--trainer.callbacks.patience=3", "--trainer.logger=false"],
+    ["fit", "--tags", '{"note": "try"}', "--print_config", "--seed_everything=1"],
+    ["fit", "--model.encoder=hf:some/folder", "--model.help", "x", "-c", "configs/downstream/mrpc.yaml"],
+    ["fit", "--model.encoder=rubbish-that-the-full-parse-answers"],
+])
+def test_what_the_parser_accepts_passes(argv, monkeypatch):
+    monkeypatch.chdir(REPO)
+    assert finetune_problems(argv) == []
+
+
+def test_the_pretrain_model_flags_of_every_family_pass():
+    argv = ["fit", "--model=pretrain.lit_gpt.LitGPT", "--model.num_heads=2", "--model.init_args.hidden_size=8",
+            "--model.weight_drop=0.1", "--model.init_from=latest:ulmfit", "--data.corpus=mrpc+reuters"]
+    assert problems(argv, PRETRAIN_FLAGS, PRETRAIN_LEAVES) == []
+    assert problems(["fit", "--model.hiden_size=8"], PRETRAIN_FLAGS, PRETRAIN_LEAVES) == [
+        "--model.hiden_size: unknown flag; did you mean --model.hidden_size?"]
+
+
+@pytest.mark.parametrize("stage", ["downstream", "pretrain"])
+def test_a_bad_flag_is_answered_before_torch_lightning_or_mlflow_load(stage):
+    probe = ("import atexit, runpy, sys\n"
+             f"atexit.register(lambda: print('loaded', sorted(m for m in {HEAVY!r} if m in sys.modules)))\n"
+             f"sys.argv = ['{stage}', 'fit', '--trainer.max_epoch=1']\n"
+             f"runpy.run_module('{stage}', run_name='__main__')\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    process = subprocess.run([sys.executable, "-c", probe], cwd=REPO, env=env, capture_output=True, text=True,
+                             timeout=120)
+    assert process.returncode == 2
+    assert process.stderr.strip() == "error: --trainer.max_epoch: unknown flag; did you mean --trainer.max_epochs?"
+    assert process.stdout.strip() == "loaded []"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("spec, module", [("pretrain.cli:PretrainCLI", "pretrain/cli_flags.py"),
+                                          ("downstream.cli:FinetuneCLI", "downstream/cli_flags.py")])
+def test_the_recorded_flags_are_the_parsers(spec, module):
+    """The generated flag lists match the parsers; after a flag is added or renamed, regenerate."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    process = subprocess.run([sys.executable, "-m", "harness.flag_names", spec], cwd=REPO, env=env,
+                             capture_output=True, text=True, timeout=600)
+    assert process.returncode == 0, process.stderr[-3000:]
+    assert process.stdout == (REPO / module).read_text(), \
+        f"{module} is stale: python -m harness.flag_names {spec} > {module}"
