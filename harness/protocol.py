@@ -18,7 +18,8 @@ from __future__ import annotations
 PROTOCOL_VERSIONS = {
     "data": 1,  # readers, splits, fractions, tokenizers, vocabularies, corpus filtering
     "encoders": 1,  # families' models, pretraining loop and defaults, published-encoder loading
-    "heads": 1,  # features, standardisation, mixes, pair heads, fine-tuning, optimisers, schedules
+    "heads": 2,  # features, standardisation, mixes, pair heads, fine-tuning, optimisers, schedules
+    # heads 2: frozen transfers standardise by default (--model.standardize=auto)
     "evaluation": 1,  # metrics, predictions, baselines, linear probes
 }
 
