@@ -109,7 +109,7 @@ benchmark-families: $(REFERENCE_STAMP)  ## the transfer study: families × trans
 benchmark-families-quick: $(STAMP)  ## every path of the transfer study in a few minutes (tiny families, 1 seed)
 	$(PY) -m benchmarks.suite --config configs/benchmarks/families-quick.yaml $(ARGS)
 
-report: RESULTS ?= results/*/*
+report: RESULTS ?= $(patsubst %/benchmark.json,%,$(wildcard results/*/benchmark.json results/*/*/benchmark.json))
 report: OUT ?= benchmarks/results/report
 report: $(STAMP)  ## a report from results folders alone (RESULTS="results/families-budget/*" OUT=<folder>), no store, no training
 	$(PY) -m benchmarks report $(RESULTS) --out $(OUT)
