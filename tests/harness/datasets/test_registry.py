@@ -83,7 +83,7 @@ def test_a_benchmark_dataset_section_takes_every_data_flag_and_nothing_else(tmp_
     matrix = {"encoders": [{"name": "e", "pretrain": {"config": "configs/pretrain/smoke.yaml"}}],
               "mixes": ["scalar"], "heads": ["pool-mlp"], "seeds": 1}
     path.write_text(yaml.safe_dump({**matrix, "dataset": values}))
-    assert load_config(path)["experiment"] == "mine"
+    assert load_config(path).experiment == "mine"
     path.write_text(yaml.safe_dump({**matrix, "dataset": {**values, "batch_size": 8}}))
     with pytest.raises(UserError, match=rf"^{re.escape(str(path))}: unknown `dataset` key\(s\) \['batch_size'\]"):
         load_config(path)
