@@ -103,7 +103,8 @@ def parse(checkpoint: Path, monkeypatch, tmp_path, *flags: str):
 def test_the_cli_links_three_classes_into_the_model(checkpoint, monkeypatch, tmp_path):
     folder = checkpoint.parent / "nli3"
     cli = parse(checkpoint, monkeypatch, tmp_path, "--data.dataset=tsv", f"--data.train={folder / 'train.tsv'}",
-                f"--data.dev={folder / 'dev.tsv'}", f"--data.test={folder / 'test.tsv'}")
+                f"--data.dev={folder / 'dev.tsv'}", f"--data.test={folder / 'test.tsv'}",
+                "--model.standardize=false")  # a forward pass outside fit: no statistics to standardise with
     assert cli.datamodule.num_classes == 3 and cli.model.hparams.num_classes == 3
     cli.datamodule.attach(cli.model.encoder)
     cli.datamodule.setup()
