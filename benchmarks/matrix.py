@@ -21,7 +21,7 @@ from harness.tracking import REPO_ROOT
 
 KEYS = {"name", "experiment", "encoders", "finetune", "mixes", "heads", "seeds", "random_control", "baselines",
         "learning_curve", "mrpc_dir", "dataset", "transfers", "fractions", "budget", "linear_probe", "lr_grid",
-        "smoke"}
+        "smoke", "comparisons"}
 TRANSFER_KEYS = {"name", "config", "args", "mix", "heads", "fractions", "seeds", "lr_grid", "encoders"}
 CURVE_KEYS = {"fractions", "mix", "head", "seeds"}
 ENCODER_KEYS = {"name", "run", "pretrain"}
@@ -79,6 +79,7 @@ class Matrix:
     dataset: dict | None = None
     mrpc_dir: str | None = None
     budget: dict | None = None
+    comparisons: tuple[str, ...] = ()  # the pre-registered family: methods whose gap to the twin Holm adjusts
     source: dict = field(default_factory=dict, repr=False, compare=False)
 
 
@@ -141,7 +142,9 @@ def parse_matrix(mapping: dict, where: str = "matrix", stem: str = "benchmark") 
                                fractions, lr_grid),
         linear_probe=flag_of(source.get("linear_probe", False), where, "linear_probe",
                              "a probe per encoder and per twin"),
-        lr_grid=lr_grid, dataset=dataset, mrpc_dir=source.get("mrpc_dir"), budget=budget, source=source)
+        lr_grid=lr_grid, dataset=dataset, mrpc_dir=source.get("mrpc_dir"), budget=budget,
+        comparisons=comparisons_of(source.get("comparisons", []), where, [encoder["name"] for encoder in encoders]),
+        source=source)
     check_values(matrix, where)
     return matrix
 
@@ -217,6 +220,19 @@ def transfers_of(transfers, where: str, encoder_names: list[str], seeds, fractio
                 encoders=None if named is None else tuple(named)))
         parsed[str(family)] = tuple(family_transfers)
     return parsed
+
+
+def comparisons_of(value, where: str, encoder_names: list[str]) -> tuple[str, ...]:
+    """``comparisons:``, the pre-registered family: method names (``<encoder>-<transfer>-<head>``,
+    ``@<fraction>`` below 100%), each of an encoder of this matrix, none twice."""
+    names = list_of(value, where, "comparisons", example="[elmo-reuters-frozen-attn, elmo-reuters-frozen-attn@0.1]")
+    for name in names:
+        if not any(name.startswith(f"{encoder}-") for encoder in encoder_names):
+            raise UserError(f"{where}: `comparisons`: {name!r} is no method of an encoder here "
+                            f"({', '.join(encoder_names)}); a method is named <encoder>-<transfer>-<head>[@fraction]")
+    if len(set(names)) < len(names):
+        raise UserError(f"{where}: `comparisons` names a method twice")
+    return names
 
 
 def check_values(matrix: Matrix, where: str) -> None:
