@@ -16,6 +16,7 @@ import yaml
 from benchmarks.figures import write_figures
 from benchmarks.lr_selection import CHOSEN_COLUMN, lr_grid_section
 from benchmarks.mix_weights import mix_section
+from benchmarks.preregistration import PREREGISTERED_COLUMN, family_text, missing_note
 from benchmarks.probe_checks import probe_methods, probe_remarks, probe_section
 from benchmarks.remarks import mde, number, points, remarks
 from benchmarks.results import COLLAPSED_COLUMN, STEPS_COLUMN
@@ -77,6 +78,14 @@ def _config(config) -> str:
     if isinstance(config, dict):
         return ", ".join(f"{key}={value}" for key, value in config.items()) or "—"
     return f"`{config}`" if config else "—"
+
+
+def adjusted_cell(row: pd.Series, registered_family: bool) -> str:
+    """The ``p_adjusted`` column: the adjusted p, or "exploratory" for a tested gap outside the
+    pre-registered family."""
+    if registered_family and not row.get(PREREGISTERED_COLUMN, False) and pd.notna(row.get(PVALUE_COLUMN)):
+        return "exploratory"
+    return number(row["p_adjusted"], ".3g")
 
 
 def _context_sections(context: dict) -> list[str]:
@@ -148,9 +157,12 @@ HOW_TO_READ = [
     "its width, and the MDE, with the gap you care about.",
     "- **One seed pair: no seed replication.** Seed luck cannot be estimated from one seed pair, so the row gives the "
     "gap without a CI, p or MDE; a paired test over items would pass seed luck off as a gap. Run more seeds.",
-    "- **Many comparisons.** `p_adjusted` (results.csv) is Holm's adjustment of `p` over all of the report's twin "
-    "comparisons: below 0.05, the claim holds with a family-wise error rate of 5%. About 1 in 20 CIs excludes 0 "
-    "by chance alone; the remarks count them.",
+    "- **Many comparisons.** `p_adjusted` (results.csv) is Holm's adjustment of `p` over the report's twin "
+    "comparisons: below 0.05, the claim holds with a family-wise error rate of 5%. Where the matrix lists "
+    "`comparisons:` (pre-registered before the cells ran; a chunked study registers the union of its chunks' "
+    "lists), Holm goes over exactly those, a registered comparison not yet run counting as p = 1, and every other "
+    "gap is exploratory (`preregistered` false in results.csv): its CI and raw p, no claim. About 1 in 20 CIs "
+    "excludes 0 by chance alone; the remarks count them.",
     "- **Against TF-IDF + LR.** `gap_vs_tfidf` (results.csv, with its CI and `p_vs_tfidf`) is the same crossed test "
     "of each method's seeds × items against `tfidf-lr`'s one deterministic prediction per item (its correctness is "
     "an item property; the seed part is the method's luck alone). Baselines get no gap to a twin.",
@@ -197,6 +209,7 @@ def _markdown(results: pd.DataFrame, runs: pd.DataFrame, context: dict, figures:
               study: pd.DataFrame | None = None) -> str:
     wall = context.get("wall_seconds")
     adjusted = "p_adjusted" in results  # older tables lack it and the TF-IDF gap
+    family = context.get("family")  # the pre-registered comparisons (``comparisons:``), or None
     against_tfidf = "gap_vs_tfidf" in results and results["gap_vs_tfidf"].notna().any()  # not without tfidf-lr
     stepped = STEPS_COLUMN in results and results[STEPS_COLUMN].notna().any()  # cells that logged train_steps
     gridded = CHOSEN_COLUMN in results and results[CHOSEN_COLUMN].notna().any()  # rates chosen from lr_grid
@@ -209,7 +222,9 @@ def _markdown(results: pd.DataFrame, runs: pd.DataFrame, context: dict, figures:
              "", "## Results", "", "Accuracy and F1 in %, mean ± std (min–max) over seeds; "
              f"{_split_sizes(results, runs, context)}{_f1_kind(context)}. Gap vs the random-init twin on test "
              "accuracy in points, with its 95% CI (see How to read)"
-             + ("; `p_adjusted`: Holm's adjustment of `p` over the report's twin comparisons" if adjusted else "")
+             + ((f"; `p_adjusted`: {family_text(family)} (every other gap is exploratory: its CI and raw `p`, "
+                 "no adjustment)" if family else "; `p_adjusted`: Holm's adjustment of `p` over the report's twin "
+                 "comparisons") if adjusted else "")
              + ("; gap vs TF-IDF: each method against `tfidf-lr`, in points, with its 95% CI" if against_tfidf
                 else "")
              + ("; steps: the optimiser steps of a run's fit, mean over seeds (with `--data.equal_steps` a "
@@ -217,7 +232,7 @@ def _markdown(results: pd.DataFrame, runs: pd.DataFrame, context: dict, figures:
     published = published_methods(runs, context)
     rows = [[f"`{row['method']}`", int(row["n_seeds"]), *[_percent(row, metric) for metric in METRICS],
              gap_cell(row), number(row.get(PVALUE_COLUMN), ".3g"),
-             *([number(row["p_adjusted"], ".3g")] if adjusted else []), mde(row.get("mde_vs_random", np.nan)),
+             *([adjusted_cell(row, family is not None)] if adjusted else []), mde(row.get("mde_vs_random", np.nan)),
              *([gap_cell(row, TFIDF_GAP)] if against_tfidf else []),
              *([number(row.get(STEPS_COLUMN), ".0f")] if stepped else []),
              *([number(row.get(CHOSEN_COLUMN), "g")] if gridded else []),
@@ -236,9 +251,10 @@ def _markdown(results: pd.DataFrame, runs: pd.DataFrame, context: dict, figures:
     lines += lr_grid_section(context.get("lr_grid", pd.DataFrame()))
     studied = study is not None and len(study) > 0
     if studied:
-        lines += [""] + study_tables(study)
+        lines += [""] + study_tables(study, family)
     comparisons = int(results["p_adjusted"].notna().sum()) if "p_adjusted" in results else None
-    said = (study_remarks(study, comparisons) if studied else []) + remarks(results, runs, published)
+    said = missing_note(family)
+    said += (study_remarks(study, comparisons, family) if studied else []) + remarks(results, runs, published)
     said += probe_remarks(results, runs)
     said += list(context.get("notes") or [])  # e.g. one encoder name over several checkpoints (chunks)
     lines += ["", "## Remarks", ""] + [f"- {remark}" for remark in said]

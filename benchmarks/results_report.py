@@ -10,6 +10,7 @@ import pandas as pd
 
 from benchmarks.cell_results import drop_unpaired_controls
 from benchmarks.lr_selection import lr_grid_table, select_learning_rates
+from benchmarks.preregistration import adjust_registered, registered_comparisons
 from benchmarks.report import write_outputs
 from benchmarks.results import build_results
 from benchmarks.results_files import ResultSet
@@ -29,7 +30,8 @@ def build_report(folders: list[Path], out: Path, name: str | None = None) -> tup
     runs, predictions = results_set.runs_and_predictions()
     grid = lr_grid_table(runs)
     runs = drop_unpaired_controls(select_learning_rates(runs), predictions)
-    results = build_results(runs, predictions)
+    registered = registered_comparisons([benchmark.get("settings") for benchmark in results_set.benchmarks])
+    results, family = adjust_registered(build_results(runs, predictions), registered)
     first = results_set.benchmarks[0]
     settings = first.get("settings") if len(results_set.benchmarks) == 1 else {
         benchmark["folder"]: benchmark.get("settings") for benchmark in results_set.benchmarks}
@@ -37,7 +39,7 @@ def build_report(folders: list[Path], out: Path, name: str | None = None) -> tup
                "parent_run_id": ", ".join(str(benchmark.get("parent_run_id", "—")) for benchmark in results_set.benchmarks),
                "wall_seconds": None, "settings": settings, "encoders": results_set.encoders(),
                "dataset": first["dataset"], "labels": first.get("labels"), "positive_label": first.get("positive_label"),
-               "lr_grid": grid, "throughput": None,
+               "lr_grid": grid, "throughput": None, "family": family,
                "sources": [benchmark["folder"] for benchmark in results_set.benchmarks]}
     for note in results_set.notes:
         print(f"  note: {note}")

@@ -17,7 +17,10 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from benchmarks.run_table import text_column, train_fractions
+from benchmarks.lr_selection import CHOSEN_COLUMN
+from benchmarks.preregistration import PREREGISTERED_COLUMN, Family, family_text
+from benchmarks.results import COLLAPSED_COLUMN
+from benchmarks.run_table import controls, text_column, train_fractions
 
 ALPHA = 0.05  # a gap holds below this Holm-adjusted p
 
@@ -33,11 +36,13 @@ def study_rows(results: pd.DataFrame, runs: pd.DataFrame, encoders: list[dict]) 
     cells = runs.assign(fraction=train_fractions(runs), kind=text_column(runs, "kind"))
     cells = cells[cells["kind"] == "pretrained"].drop_duplicates("method")
     table = results.set_index("method")
+    twin_of = controls(runs)
     rows = []
     for cell in cells.itertuples():
         if cell.method not in table.index:
             continue
         result = table.loc[cell.method]
+        twin = twin_of.get(cell.method, "")
         rows.append({"family": cell.family, "encoder": cell.encoder, "corpus": corpora.get(cell.encoder, ""),
                      "words": words.get(cell.encoder, np.nan), "transfer": cell.transfer, "head": cell.head,
                      "fraction": cell.fraction, "method": cell.method, "seeds": int(result["n_seeds"]),
@@ -46,8 +51,40 @@ def study_rows(results: pd.DataFrame, runs: pd.DataFrame, encoders: list[dict]) 
                         (("gap", "gap_vs_random"), ("low", "gap_ci_low"), ("high", "gap_ci_high"),
                          ("mde", "mde_vs_random"))},
                      "p": result.get("p_value_vs_random", np.nan),
-                     **({"p_adjusted": result["p_adjusted"]} if "p_adjusted" in result else {})})
+                     **({"p_adjusted": result["p_adjusted"]} if "p_adjusted" in result else {}),
+                     "registered": bool(result.get(PREREGISTERED_COLUMN, False)),
+                     "recipe": recipe_of(getattr(cell, "finetune", None), result.get(CHOSEN_COLUMN, np.nan)),
+                     "collapsed": _collapsed(table, cell.method), "twin": twin,
+                     "twin_collapsed": _collapsed(table, twin)})
     return pd.DataFrame(rows)
+
+
+PRETRAINED_RECIPE = "under the pretrained arm's recipe"
+
+
+def recipe_of(finetune, chosen_rate) -> str:
+    """Whose training recipe a fine-tuned gap is measured under: both arms share the pretrained
+    arm's (its rates and schedule, tuned for pretrained weights) unless each chose its own from an
+    ``lr_grid`` on dev; frozen cells train only a head on features, so the question does not arise."""
+    if finetune in (None, "", "frozen") or (isinstance(finetune, float) and np.isnan(finetune)):
+        return ""
+    return "each arm's rate from a grid, on dev" if pd.notna(chosen_rate) else PRETRAINED_RECIPE
+
+
+def _collapsed(table: pd.DataFrame, method: str) -> str:
+    """``k/n`` runs of ``method`` that predicted one class throughout, or "" (none, or no row)."""
+    if method not in table.index or COLLAPSED_COLUMN not in table:
+        return ""
+    count = int(table.loc[method, COLLAPSED_COLUMN])
+    return f"{count}/{int(table.loc[method, 'n_seeds'])}" if count else ""
+
+
+def _conditions(row: pd.Series) -> str:
+    """The caveats of a gap: its recipe and any collapsed arm."""
+    parts = [row["recipe"]] if row.get("recipe") == PRETRAINED_RECIPE else []
+    parts += [f"pretrained arm collapsed in {row['collapsed']} runs"] if row.get("collapsed") else []
+    parts += [f"twin collapsed in {row['twin_collapsed']} runs"] if row.get("twin_collapsed") else []
+    return f" ({'; '.join(parts)})" if parts else ""
 
 
 def _gap_text(row: pd.Series) -> str:
@@ -59,11 +96,13 @@ def _gap_text(row: pd.Series) -> str:
     return f"{row['gap']:+.1f} ({row['low']:+.1f}, {row['high']:+.1f}) p={row['p']:.2g}{holm}"
 
 
-def study_tables(rows: pd.DataFrame) -> list[str]:
+def study_tables(rows: pd.DataFrame, family: Family | None = None) -> list[str]:
     """Markdown: per family, rows = encoder (corpus) · transfer · head, columns = labelled fraction."""
+    adjusted = (f"p_adj: {family_text(family)}; a gap without p_adj is exploratory" if family
+                else "p_adj: Holm-adjusted over the report's twin comparisons, where computed")
     lines = ["## Transfer study: gap to the random-init twin", "",
-             "Test accuracy gap (pretrained − twin, points) with its 95% CI and p (p_adj: Holm-adjusted over the "
-             "report's twin comparisons, where computed), per labelled fraction. "
+             f"Test accuracy gap (pretrained − twin, points) with its 95% CI and p ({adjusted}), per labelled "
+             "fraction. "
              "Each pair shares family, architecture, tokenizer, transfer, head, data and seeds; only the "
              "encoder's weights differ.", ""]
     fractions = sorted(rows["fraction"].unique())
@@ -77,11 +116,23 @@ def study_tables(rows: pd.DataFrame) -> list[str]:
             lines.append(f"| `{encoder}` ({corpus}) | {transfer} | {head} | "
                          + " | ".join(by_fraction.get(f, "—") for f in fractions) + " |")
         lines.append("")
+    shared = rows[rows["recipe"] == PRETRAINED_RECIPE] if "recipe" in rows else rows.iloc[:0]
+    if len(shared):
+        lines += [f"Fine-tuned rows ({', '.join(sorted(set(shared['transfer'])))}) are measured {PRETRAINED_RECIPE}: "
+                  "the twin trains with the rates and schedule tuned for pretrained weights, so a gap there may be "
+                  "the recipe's, not pretraining's alone." + _collapse_text(rows), ""]
     best = rows.sort_values("test_acc", ascending=False).head(3)
     lines += ["Best absolute test scores (mean over seeds): " + "; ".join(
         f"`{row['method']}` {row['test_acc']:.1f} acc / {row['test_f1']:.1f} F1" for _, row in best.iterrows())
         + " — against the published anchors below.", ""]
     return lines
+
+
+def _collapse_text(rows: pd.DataFrame) -> str:
+    """The arms that collapsed, named, or nothing."""
+    named = [f"`{row['method']}` {row['collapsed']}" for _, row in rows.iterrows() if row.get("collapsed")]
+    named += [f"`{row['twin']}` {row['twin_collapsed']}" for _, row in rows.iterrows() if row.get("twin_collapsed")]
+    return f" Collapsed arms (runs predicting one class): {', '.join(named)}." if named else ""
 
 
 def _holds(tested: pd.DataFrame, side: str) -> pd.DataFrame:
@@ -93,36 +144,70 @@ def _holds(tested: pd.DataFrame, side: str) -> pd.DataFrame:
     return tested[signed]
 
 
-def study_remarks(rows: pd.DataFrame, comparisons: int | None = None) -> list[str]:
+def study_remarks(rows: pd.DataFrame, comparisons: int | None = None, family: Family | None = None) -> list[str]:
     """What the numbers say, per family: its largest gap that holds (Holm-adjusted p < 0.05, or a CI
     that excludes 0 for tables without ``p_adjusted``), or that none does. ``comparisons``: how many
-    twin comparisons Holm adjusted over (default: the rows' adjusted p-values)."""
+    twin comparisons Holm adjusted over (default: the rows' adjusted p-values). With a pre-registered
+    ``family`` the claims come from its comparisons alone, the selection says among how many, and
+    a family with none registered (the positive control) is told apart as exploratory."""
     adjusted = "p_adjusted" in rows
     if adjusted and comparisons is None:
         comparisons = int(rows["p_adjusted"].notna().sum())
-    holm = f"p_adjusted < {ALPHA:g}, Holm over the report's {comparisons} twin comparisons"
+    holm = f"p_adjusted < {ALPHA:g}, {family_text(family, comparisons)}"
     rule = holm if adjusted else "CI above 0, not adjusted for the number of comparisons"
     remarks = []
-    for family, group in rows.groupby("family", sort=False):
+    for name, group in rows.groupby("family", sort=False):
         tested = group[group["low"].notna()]  # comparisons with a CI (one seed pair has none)
+        if family is not None:
+            if not group["registered"].any():
+                remarks += _exploratory_remark(name, tested)
+                continue
+            tested = tested[tested["registered"]]
         winning = _holds(tested, "above").sort_values("gap", ascending=False)
         losing = _holds(tested, "below")
         above = int((tested["low"] > 0).sum())
+        among = "registered" if family is not None else "tested"
         if len(winning):
             top = winning.iloc[0]
             which = ("the only gap that holds" if len(winning) == 1
                      else f"the largest of the {len(winning)} gaps that hold")
-            remarks.append(f"{family}: pretraining pays most with `{top['method']}`: {_gap_text(top)} over its twin "
-                           f"— {which} ({rule}) among the family's {len(tested)} tested comparisons.")
+            remarks.append(f"{name}: pretraining pays most with `{top['method']}`: {_gap_text(top)} over its twin"
+                           f"{_conditions(top)} — {which} ({rule}) among the family's {len(tested)} {among} "
+                           "comparisons.")
         elif len(tested):
             before = (f"; {above} had a CI above 0 before Holm's adjustment" if adjusted and above else "")
-            remarks.append(f"{family}: no gap over the twin holds ({rule}; {len(tested)} tested{before}; median MDE "
+            remarks.append(f"{name}: no gap over the twin holds ({rule}; {len(tested)} {among}{before}; median MDE "
                            f"{tested['mde'].median():.1f} points) — no measurable transfer here.")
         if len(losing):
             behind = f"CI below 0, {holm}" if adjusted else "CI below 0, not adjusted for the number of comparisons"
-            remarks.append(f"{family}: the random twin is ahead ({behind}) for "
-                           + ", ".join(f"`{m}`" for m in losing["method"]) + ".")
+            remarks.append(f"{name}: the random twin is ahead ({behind}) for "
+                           + ", ".join(f"`{row['method']}`{_conditions(row)}" for _, row in losing.iterrows()) + ".")
+    if family is not None:
+        remarks += _study_answer(rows, family)
     return remarks
+
+
+def _exploratory_remark(name: str, tested: pd.DataFrame) -> list[str]:
+    """A family outside the registered comparisons (e.g. the positive control): its largest gap, unadjusted."""
+    if not len(tested):
+        return []
+    top = tested.sort_values("gap", ascending=False).iloc[0]
+    return [f"{name}: outside the pre-registered comparisons (exploratory, e.g. the positive control): largest gap "
+            f"`{top['method']}` {_gap_text(top)}{_conditions(top)}, not adjusted and no claim."]
+
+
+def _study_answer(rows: pd.DataFrame, family: Family) -> list[str]:
+    """The study's one-line answer: the largest registered gap that holds, selected among how many."""
+    registered = rows[rows["registered"] & rows["low"].notna()] if len(rows) else rows
+    winning = _holds(registered, "above").sort_values("gap", ascending=False)
+    scope = (f"the {family.size} pre-registered comparisons"
+             + (f", {len(family.missing)} of them not yet run" if family.missing else ""))
+    if not len(winning):
+        return [f"The study: no pre-registered gap over the twin holds (p_adjusted < {ALPHA:g}) among {scope}."]
+    top = winning.iloc[0]
+    which = "the only gap that holds" if len(winning) == 1 else f"the largest of the {len(winning)} gaps that hold"
+    return [f"The study: pretraining pays most with `{top['method']}` ({top['family']}, {top['fraction']:.0%} of the "
+            f"labels): {_gap_text(top)}{_conditions(top)} — {which} among {scope}."]
 
 
 def _lines(axes, rows: pd.DataFrame, x: str, keys: list[str]) -> None:

@@ -31,6 +31,7 @@ from benchmarks.lr_selection import lr_grid_table, select_learning_rates
 from benchmarks.matrix import Matrix, data_flags, dataset_spec, load_config, repo_path, with_budget
 from benchmarks.parent import describe_parent, link_lines
 from benchmarks.parent_run import abandon_parent, close_parent, open_parent
+from benchmarks.preregistration import adjust_registered
 from benchmarks.report import write_outputs
 from benchmarks.results import build_results
 from benchmarks.results_files import ResultSet
@@ -194,13 +195,13 @@ def run_study(args: argparse.Namespace, config: Matrix, started: float) -> int:
         runs, predictions = run_table(done)
         grid = lr_grid_table(runs)  # each arm's learning-rate grid, chosen on dev (lr_grid: in the matrix)
         runs = drop_unpaired_controls(select_learning_rates(runs), predictions)
-        results = build_results(runs, predictions)
+        results, family = adjust_registered(build_results(runs, predictions), config.comparisons)
         wall = time.perf_counter() - started
         throughput_file = REPO_ROOT / "benchmarks" / "results" / "throughput.json"
         context = {"name": config.name, "parent_run_id": parent, "wall_seconds": wall, "settings": config.source,
                    "smoke": bool(config.source.get("smoke")),
                    "encoders": encoders, "dataset": data.name, "anchors": anchors_of(data),
-                   "labels": list(data.labels), "positive_label": data.positive_label, "lr_grid": grid,
+                   "labels": list(data.labels), "positive_label": data.positive_label, "lr_grid": grid, "family": family,
                    "throughput": json.loads(throughput_file.read_text()) if throughput_file.is_file() else None}
         written = write_outputs(directory, results, runs, context)
         for path in written:
