@@ -4,6 +4,7 @@ no training. Folders from several machines merge by cell hash (``benchmarks.resu
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -18,8 +19,14 @@ from harness.errors import UserError
 
 
 def report_name(benchmarks: list[dict]) -> str:
+    """The benchmarks' name; chunks of one study (``<study>-<chunk>``) read ``<study> (a + b)``."""
     names = list(dict.fromkeys(benchmark["benchmark"] for benchmark in benchmarks))
-    return names[0] if len(names) == 1 else " + ".join(names)
+    if len(names) == 1:
+        return names[0]
+    stem = os.path.commonprefix(names).rpartition("-")[0]
+    if stem:
+        return f"{stem} ({' + '.join(name[len(stem) + 1:] for name in names)})"
+    return " + ".join(names)
 
 
 def build_report(folders: list[Path], out: Path, name: str | None = None) -> tuple[pd.DataFrame, list[Path]]:

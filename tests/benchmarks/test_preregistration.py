@@ -131,3 +131,12 @@ def test_study_rows_read_the_recipe_from_the_runs_fine_tuning_and_the_chosen_rat
     assert rows.loc["e-gradual-attn", "recipe"] == PRETRAINED_RECIPE
     assert rows.loc["e-gradual-attn", "twin_collapsed"] == "3/5"
     assert rows.loc["e-full-cls", "recipe"] == "each arm's rate from a grid, on dev"
+
+
+def test_a_report_of_several_chunks_is_named_after_their_study():
+    from benchmarks.results_report import report_name
+
+    chunks = [{"benchmark": "families-budget-elmo-frozen"}, {"benchmark": "families-budget-gpt-finetuned-10"}]
+    assert report_name(chunks) == "families-budget (elmo-frozen + gpt-finetuned-10)"
+    assert report_name([{"benchmark": "quick"}, {"benchmark": "frozen-heads"}]) == "quick + frozen-heads"
+    assert report_name([{"benchmark": "quick"}, {"benchmark": "quick"}]) == "quick"
