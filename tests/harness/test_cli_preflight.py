@@ -46,9 +46,27 @@ def test_a_mistake_is_one_line_with_what_was_meant(argv, line, monkeypatch):
     ["fit", "--model.encoder=hf:some/folder", "--model.help", "x", "-c", "configs/downstream/mrpc.yaml"],
     ["fit", "--model.encoder=rubbish-that-the-full-parse-answers"],
 ])
-def test_what_the_parser_accepts_passes(argv, monkeypatch):
+def test_what_the_parser_accepts_passes(argv, monkeypatch, tmp_path):
     monkeypatch.chdir(REPO)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'none.db'}")  # no store: runs:/ left to the parse
     assert finetune_problems(argv) == []
+
+
+def test_a_run_the_local_store_lacks_is_named_with_the_closest_before_mlflow_loads(monkeypatch, tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    run_id = client.create_run(client.create_experiment("pretrain")).info.run_id
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    typo = run_id[:-1] + ("0" if run_id[-1] != "0" else "1")
+    assert finetune_problems(["fit", f"--model.encoder=runs:/{typo}"]) == [
+        f"--model.encoder=runs:/{typo}: no run {typo} in {uri}; did you mean runs:/{run_id}?"]
+    assert finetune_problems(["fit", f"--model.random_like=random:runs:/{typo}@0"])[0].startswith(
+        f"--model.random_like=random:runs:/{typo}@0: no run {typo} in {uri}")
+    assert finetune_problems(["fit", f"--model.encoder=runs:/{run_id}", f"--model.random_like=runs:/{run_id}/x"]) == []
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:9/")  # a server: left to the full parse
+    assert finetune_problems(["fit", f"--model.encoder=runs:/{typo}"]) == []
 
 
 def test_the_pretrain_model_flags_of_every_family_pass():
