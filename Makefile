@@ -13,7 +13,7 @@ ARGS ?=
 export OMP_WAIT_POLICY ?= PASSIVE
 
 .DEFAULT_GOAL := help
-.PHONY: help install pretrain finetune benchmark benchmark-quick benchmark-corpus report test ui server server-user bench-throughput bench-finetune \
+.PHONY: help install pretrain finetune benchmark benchmark-quick benchmark-corpus report study-report test ui server server-user bench-throughput bench-finetune \
 	pretrain-ulmfit pretrain-ulmfit-task finetune-ulmfit pretrain-gpt finetune-gpt benchmark-families \
 	benchmark-families-quick install-reference finetune-reference benchmark-reference first-look
 
@@ -113,6 +113,9 @@ report: RESULTS ?= $(patsubst %/benchmark.json,%,$(wildcard results/*/benchmark.
 report: OUT ?= benchmarks/results/report
 report: $(STAMP)  ## a report from results folders alone (RESULTS="results/families-budget/*" OUT=<folder>), no store, no training
 	$(PY) -m benchmarks report $(RESULTS) --out $(OUT)
+
+study-report: $(STAMP)  ## the transfer study's report from its committed chunks alone (results/families-budget/ → docs/study-report/)
+	$(PY) -m benchmarks report $(wildcard results/families-budget/*) --out docs/study-report --name "transfer study (families-budget)"
 
 benchmark-corpus: $(STAMP)  ## does more pretraining text transfer? MRPC vs MRPC + Reuters-21578
 	$(PY) -m benchmarks.suite --config configs/benchmarks/corpus.yaml $(ARGS)
