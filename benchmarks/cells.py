@@ -169,7 +169,8 @@ def run_quietly(cli_class, args: list[str], log_path: Path) -> int:
     lightning_logs = [logging.getLogger(name) for name in ("pytorch_lightning", "lightning.pytorch", "lightning_fabric")]
     levels = [logger.level for logger in lightning_logs]
     command_line = sys.argv
-    with log_path.open("w") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+    # line-buffered: a stage's progress lines reach its log as they are printed, not at its end
+    with log_path.open("w", buffering=1) as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
         for logger in lightning_logs:
             logger.setLevel(logging.WARNING)
         sys.argv = [command_line[0]]  # the CLI parses `args`, not the suite's own flags

@@ -43,3 +43,17 @@ def test_a_finished_cell_leaves_no_cli_data_or_mapped_features(tmp_path, mrpc_di
         assert run_quietly(FinetuneCLI, args, log) == 0, log.read_text()[-3000:]
         assert alive() == before, f"after cell {seed}"
         assert not [path for path in mapped_features() if str(tmp_path) in path]
+
+
+def test_a_cells_log_holds_each_line_as_soon_as_it_is_printed(tmp_path):
+    """A pretraining stage runs for an hour: its progress lines must be in its log while it runs."""
+    log = tmp_path / "stage.log"
+    seen = []
+
+    class Talking:
+        def __init__(self, args):
+            print("epoch 1/3  step 100  train_loss 5.1")
+            seen.append(log.read_text())
+
+    assert run_quietly(Talking, [], log) == 0
+    assert seen == ["epoch 1/3  step 100  train_loss 5.1\n"]
