@@ -194,10 +194,10 @@ def run_quietly(cli_class, args: list[str], log_path: Path) -> int:
 def pretrain(config: str, args: list[str], cell_hash: str, benchmark: str, log_path: Path,
              tags: dict[str, str] | None = None) -> str:
     """Pretrain through ``python -m pretrain`` (in process); returns the run id. ``tags``: more run
-    tags (the task attempt's, :mod:`benchmarks.attempts`)."""
+    tags (the task attempt's, :mod:`benchmarks.attempts`). Its log gets plain progress lines (a
+    stage runs for up to an hour), the console's way when stdout is not a terminal."""
     tags = json.dumps({**result_tags(cell_hash), "benchmark": benchmark, **(tags or {})})
-    code = run_quietly(PretrainCLI, ["fit", "--config", config, *args, f"--tags={tags}",
-                                     "--trainer.enable_progress_bar=false"], log_path)
+    code = run_quietly(PretrainCLI, ["fit", "--config", config, *args, f"--tags={tags}"], log_path)
     run_id = finished_run("pretrain", cell_hash)
     if code != 0 or run_id is None:
         raise UserError(f"pretraining failed (exit {code}); its output is in {log_path}")

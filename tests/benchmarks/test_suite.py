@@ -249,6 +249,8 @@ def test_suite_finishes_with_a_parent_run_holding_the_outputs(first, parent_run,
     assert len(cell_lines(stdout)) == 14
     assert "ran on     a local Ray instance" in stdout and "2 CPUs" in stdout
     assert len(re.findall(r"started a local Ray instance \(gcs ", stdout)) == 1
+    (stage_log,) = (results_dir / "logs").glob("pretrain-*.log")  # plain progress lines, then why it stopped
+    assert re.search(r"^epoch 1/\d+ .*train_loss", stage_log.read_text(), re.MULTILINE), stage_log.read_text()[-2000:]
 
 
 def ray_processes(stdout: str) -> list[str]:
