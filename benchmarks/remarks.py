@@ -62,7 +62,8 @@ def _control_remark(method: str, control: str, row: pd.Series, accuracy: pd.Seri
         return (f"`{method}` against its random twin `{control}`: {ahead} is ahead ({numbers}); the CI excludes 0, "
                 f"but not after Holm's adjustment for the report's comparisons (`p_adjusted` ≥ {ALPHA:g}): "
                 "a lead to test with more seeds, not a finding.")
-    if PREREGISTERED_COLUMN in row and not bool(row[PREREGISTERED_COLUMN]) and (row["gap_ci_low"] > 0 or row["gap_ci_high"] < 0):
+    exploratory = PREREGISTERED_COLUMN in row and not bool(row[PREREGISTERED_COLUMN])
+    if exploratory and (row["gap_ci_low"] > 0 or row["gap_ci_high"] < 0):
         ahead = f"`{method}`" if row["gap_ci_low"] > 0 else f"the random twin `{control}`"
         return (f"`{method}` against its random twin `{control}`: {ahead} is ahead ({numbers}); the CI excludes 0, "
                 "but the comparison is exploratory (not pre-registered, no adjustment): a lead, not a finding.")
