@@ -115,7 +115,8 @@ report: $(STAMP)  ## a report from results folders alone (RESULTS="results/famil
 	$(PY) -m benchmarks report $(RESULTS) --out $(OUT)
 
 study-report: $(STAMP)  ## the transfer study's report from its committed chunks alone (results/families-budget/ → docs/study-report/)
-	$(PY) -m benchmarks report $(wildcard results/families-budget/*) --out docs/study-report --name "transfer study (families-budget)"
+	$(PY) -m benchmarks report $(wildcard results/families-budget/*) --out docs/study-report \
+		--name "transfer study (families-budget)" --registered $(wildcard configs/benchmarks/families-budget/*.yaml)
 
 benchmark-corpus: $(STAMP)  ## does more pretraining text transfer? MRPC vs MRPC + Reuters-21578
 	$(PY) -m benchmarks.suite --config configs/benchmarks/corpus.yaml $(ARGS)

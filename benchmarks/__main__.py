@@ -4,8 +4,9 @@
   store in use, to a folder that diffs well in git;
 - ``import <folder>...``: such folders into the tracking store in use, as FINISHED runs under a
   parent per folder (the UI shows them; a suite finds their cells by hash);
-- ``report <folder>... --out <folder>``: ``results.csv``, ``report.md`` and figures from the
-  folders alone, no store, no training.
+- ``report <folder>... --out <folder> [--registered <config>...]``: ``results.csv``, ``report.md``
+  and figures from the folders alone, no store, no training; ``--registered`` adds the
+  ``comparisons:`` of study configs whose folders are not in yet (a chunked study's family).
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     report.add_argument("folders", type=Path, nargs="+")
     report.add_argument("--out", type=Path, required=True, help="where results.csv, report.md and figures go")
     report.add_argument("--name", default=None, help="the report's title (default: the benchmarks' names)")
+    report.add_argument("--registered", type=Path, nargs="*", default=[], metavar="CONFIG",
+                        help="matrix configs whose `comparisons:` join the pre-registered family (every chunk of a "
+                             "study, run or not)")
     return parser.parse_args(argv)
 
 
@@ -54,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             from benchmarks.results_report import build_report  # noqa: PLC0415
 
-            results, written = build_report(args.folders, args.out, args.name)
+            results, written = build_report(args.folders, args.out, args.name, args.registered)
             print(f"report of {len(results)} method(s) from {len(args.folders)} folder(s): "
                   f"{args.out / 'report.md'}, {args.out / 'results.csv'} ({len(written)} files, "
                   f"{time.perf_counter() - started:.1f} s)")

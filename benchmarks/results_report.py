@@ -11,6 +11,7 @@ import pandas as pd
 
 from benchmarks.cell_results import drop_unpaired_controls
 from benchmarks.lr_selection import lr_grid_table, select_learning_rates
+from benchmarks.matrix import load_config
 from benchmarks.preregistration import adjust_registered, registered_comparisons
 from benchmarks.report import write_outputs
 from benchmarks.results import build_results
@@ -29,16 +30,20 @@ def report_name(benchmarks: list[dict]) -> str:
     return " + ".join(names)
 
 
-def build_report(folders: list[Path], out: Path, name: str | None = None) -> tuple[pd.DataFrame, list[Path]]:
-    """Write the report of the cells in ``folders`` to ``out``; returns the results table and the written paths."""
+def build_report(folders: list[Path], out: Path, name: str | None = None, registered: list[Path] = ()
+                 ) -> tuple[pd.DataFrame, list[Path]]:
+    """Write the report of the cells in ``folders`` to ``out``; returns the results table and the written
+    paths. The pre-registered family is the union of the folders' ``comparisons:`` and those of the
+    ``registered`` matrix configs (a study's chunks not run yet count, with p = 1)."""
+    declared = [load_config(Path(path)).source for path in registered]  # a bad config stops before any work
     results_set = ResultSet(folders)
     if not results_set.ordered:
         raise UserError(f"{', '.join(map(str, folders))}: no cells to report")
     runs, predictions = results_set.runs_and_predictions()
     grid = lr_grid_table(runs)
     runs = drop_unpaired_controls(select_learning_rates(runs), predictions)
-    registered = registered_comparisons([benchmark.get("settings") for benchmark in results_set.benchmarks])
-    results, family = adjust_registered(build_results(runs, predictions), registered)
+    family_names = registered_comparisons([benchmark.get("settings") for benchmark in results_set.benchmarks] + declared)
+    results, family = adjust_registered(build_results(runs, predictions), family_names)
     first = results_set.benchmarks[0]
     settings = first.get("settings") if len(results_set.benchmarks) == 1 else {
         benchmark["folder"]: benchmark.get("settings") for benchmark in results_set.benchmarks}

@@ -210,3 +210,21 @@ def test_a_folder_of_another_data_set_is_refused_by_a_suite(tmp_path):
     with pytest.raises(UserError, match="another data set"):
         ResultSet([folder], data_digest="e" * 64)
     shutil.rmtree(folder)
+
+
+def test_the_report_adjusts_over_the_folders_and_the_declared_chunks_registered_comparisons(tmp_path):
+    folder = make_folder(tmp_path / "a")
+    benchmark = json.loads((folder / BENCHMARK_FILE).read_text())
+    benchmark["settings"]["comparisons"] = ["elmo-scalar-pool-mlp"]
+    write_json(folder / BENCHMARK_FILE, benchmark)
+    chunk = tmp_path / "chunk.yaml"  # a chunk not run yet, registered before it runs
+    chunk.write_text("encoders: [{name: gpt-reuters, run: 'runs:/abc'}]\ncomparisons: [gpt-reuters-full-cls]\n")
+    assert main(["report", str(folder), "--out", str(tmp_path / "alone")]) == 0
+    assert main(["report", str(folder), "--out", str(tmp_path / "study"), "--registered", str(chunk)]) == 0
+    alone = pd.read_csv(tmp_path / "alone" / "results.csv").set_index("method")
+    study = pd.read_csv(tmp_path / "study" / "results.csv").set_index("method")
+    p = alone.loc["elmo-scalar-pool-mlp", "p_value_vs_random"]
+    assert alone.loc["elmo-scalar-pool-mlp", "p_adjusted"] == pytest.approx(p)  # a family of one
+    assert study.loc["elmo-scalar-pool-mlp", "p_adjusted"] == pytest.approx(min(1.0, 2 * p))  # the unrun one: p = 1
+    assert bool(study.loc["elmo-scalar-pool-mlp", "preregistered"])
+    assert "`gpt-reuters-full-cls`" in (tmp_path / "study" / "report.md").read_text()
