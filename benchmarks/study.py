@@ -66,7 +66,7 @@ def recipe_of(finetune, chosen_rate) -> str:
     """Whose training recipe a fine-tuned gap is measured under: both arms share the pretrained
     arm's (its rates and schedule, tuned for pretrained weights) unless each chose its own from an
     ``lr_grid`` on dev; frozen cells train only a head on features, so the question does not arise."""
-    if finetune in (None, "", "frozen") or (isinstance(finetune, float) and np.isnan(finetune)):
+    if pd.isna(finetune) or finetune in ("", "frozen"):
         return ""
     return "each arm's rate from a grid, on dev" if pd.notna(chosen_rate) else PRETRAINED_RECIPE
 
@@ -135,6 +135,11 @@ def _collapse_text(rows: pd.DataFrame) -> str:
     return f" Collapsed arms (runs predicting one class): {', '.join(named)}." if named else ""
 
 
+def _which(winning: pd.DataFrame) -> str:
+    """How the picked gap was selected among the ones that hold."""
+    return "the only gap that holds" if len(winning) == 1 else f"the largest of the {len(winning)} gaps that hold"
+
+
 def _holds(tested: pd.DataFrame, side: str) -> pd.DataFrame:
     """The comparisons whose gap is on ``side`` ("above" or "below" 0) and holds: Holm-adjusted p <
     0.05 where the rows carry ``p_adjusted``, else a CI that excludes 0."""
@@ -169,8 +174,7 @@ def study_remarks(rows: pd.DataFrame, comparisons: int | None = None, family: Fa
         among = "registered" if family is not None else "tested"
         if len(winning):
             top = winning.iloc[0]
-            which = ("the only gap that holds" if len(winning) == 1
-                     else f"the largest of the {len(winning)} gaps that hold")
+            which = _which(winning)
             remarks.append(f"{name}: pretraining pays most with `{top['method']}`: {_gap_text(top)} over its twin"
                            f"{_conditions(top)} — {which} ({rule}) among the family's {len(tested)} {among} "
                            "comparisons.")
@@ -205,7 +209,7 @@ def _study_answer(rows: pd.DataFrame, family: Family) -> list[str]:
     if not len(winning):
         return [f"The study: no pre-registered gap over the twin holds (p_adjusted < {ALPHA:g}) among {scope}."]
     top = winning.iloc[0]
-    which = "the only gap that holds" if len(winning) == 1 else f"the largest of the {len(winning)} gaps that hold"
+    which = _which(winning)
     return [f"The study: pretraining pays most with `{top['method']}` ({top['family']}, {top['fraction']:.0%} of the "
             f"labels): {_gap_text(top)}{_conditions(top)} — {which} among {scope}."]
 
