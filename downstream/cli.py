@@ -16,27 +16,27 @@ from downstream.lit_pair import LitPairClassifier
 from downstream.pair_datamodule import PairDataModule
 from downstream.records import LogDatasets, LogPredictionViews
 from downstream.values import Mix
-from harness.training_checkpoints import run_checkpoints
+from harness.cli.tracked_cli import TrackedCLI
 from harness.datasets.registry import dataset_name, run_name_prefix, split_title
 from harness.datasets.spec import SPEC_KEYS
 from harness.digests import RecordBestDigest
 from harness.errors import UserError
-from harness.links import summary_lines
-from harness.naming import cell_run_name, encoder_label, finetune_run_name
-from harness.system_metrics import SystemMetrics
-from harness.params import log_params
-from harness.run_clock import RunTimes
-from harness.tracked_cli import TrackedCLI
-from harness.views import COMPARE_VIEW
-from harness.worker_reuse import reusing
-from pretrain.encoder import Encoder
-from pretrain.references import EncoderReference, reference_of
+from harness.tracking.links import summary_lines
+from harness.tracking.naming import cell_run_name, encoder_label, finetune_run_name
+from harness.tracking.params import log_params
+from harness.tracking.run_clock import RunTimes
+from harness.tracking.system_metrics import SystemMetrics
+from harness.tracking.views import COMPARE_VIEW
+from harness.training.checkpoints import run_checkpoints
+from harness.training.worker_reuse import reusing
+from pretrain.encoders.protocol import Encoder
+from pretrain.encoders.references import EncoderReference, reference_of
 
 register_type(Mix, serializer=str, deserializer=Mix.parse)  # --model.mix=layer:2 → Mix, printed back as text
 
 
 def resolve_encoder(encoder: str, random_like: str | None, seed: int) -> Encoder:
-    """The encoder ``--model.encoder`` names (``pretrain.references``), resolved once: a trained
+    """The encoder ``--model.encoder`` names (``pretrain.encoders.references``), resolved once: a trained
     one, or the control — ``random`` (the twin of ``random_like``, default the latest pretrain run)
     or ``random:<encoder>[@<seed>]`` — with untrained weights drawn from ``seed`` unless it names one."""
     flag = f"--model.encoder={encoder}"

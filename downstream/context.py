@@ -16,8 +16,8 @@ from pathlib import Path
 from downstream import baselines
 from downstream.evaluation import predictions_frame, split_metrics
 from harness.atomic import atomic_write
-from harness.naming import twin_label
-from pretrain.references import reference_of
+from harness.tracking.naming import twin_label
+from pretrain.encoders.references import reference_of
 
 BASELINE_SEED = 0  # a benchmark's baseline cells run at seed 0
 TFIDF_MAX_TRAIN_PAIRS = 50_000  # above: its Python featurizer takes minutes; a benchmark still runs it

@@ -1,4 +1,4 @@
-"""The encoders a benchmark worker loads once (``harness.worker_reuse``): a pretrain run's (or a
+"""The encoders a benchmark worker loads once (``harness.training.worker_reuse``): a pretrain run's (or a
 checkpoint file's) encoder is read, checked against its digest and built once per worker, a
 random-init twin drawn once per (encoder, seed); outside a worker, every call loads afresh.
 
@@ -13,10 +13,10 @@ import os
 from collections import OrderedDict
 from pathlib import Path
 
-from harness.worker_reuse import reusing
-from pretrain.encoder import Encoder
-from pretrain.references import EncoderReference, Source
-from pretrain.runs import load_encoder, random_encoder, resolve
+from harness.training.worker_reuse import reusing
+from pretrain.encoders.loading import load_encoder, random_encoder, resolve
+from pretrain.encoders.protocol import Encoder
+from pretrain.encoders.references import EncoderReference, Source
 
 KEPT = 4  # encoders a worker keeps (a pretrained one and the twins of the seeds it runs, ~35 MB each for ELMo)
 _LOADED: OrderedDict[tuple, Encoder] = OrderedDict()

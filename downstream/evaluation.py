@@ -15,9 +15,9 @@ import pytorch_lightning as pl  # noqa: E402
 import torch  # noqa: E402
 from sklearn.metrics import ConfusionMatrixDisplay, accuracy_score, f1_score  # noqa: E402
 
-from harness.training_checkpoints import read_best  # noqa: E402
 from harness.datasets.registry import class_titles  # noqa: E402
 from harness.datasets.types import Pair, PairData  # noqa: E402
+from harness.training.checkpoints import read_best  # noqa: E402
 
 PREDICTION_COLUMNS = ["id1", "id2", "label", "prob", "pred", "sentence1", "sentence2"]  # MRPC's predictions files
 

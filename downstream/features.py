@@ -41,7 +41,7 @@ from tqdm.auto import tqdm
 
 from harness.diskspace import allocate, check_free, disk_problem
 from harness.errors import UserError
-from harness.worker_reuse import reusing
+from harness.training.worker_reuse import reusing
 
 FORMAT_VERSION = 1
 FEATURES_FILE = "features.npy"
@@ -187,7 +187,7 @@ def checksum(features: np.ndarray) -> str:
 
 def _checksum_problem(features: np.ndarray, meta: dict, path: Path) -> str | None:
     """None when the array matches the checksum its meta.json recorded, else what is wrong, in words.
-    A benchmark worker verifies each version of a file once (``harness.worker_reuse``)."""
+    A benchmark worker verifies each version of a file once (``harness.training.worker_reuse``)."""
     if "checksum" not in meta:
         return f"has no checksum in its {META_FILE} (written by an older version)"
     version = _file_version(path, meta["checksum"])

@@ -7,10 +7,10 @@ from pathlib import Path
 import torch
 
 from downstream.lit_pair import LitPairClassifier
-from harness.training_checkpoints import RESUME_STATE_KEY
 from harness.digests import check_run_checkpoint
 from harness.errors import UserError
-from pretrain.runs import encoder_from_record
+from harness.training.checkpoints import RESUME_STATE_KEY
+from pretrain.encoders.loading import encoder_from_record
 
 
 def load_classifier(path: str | Path, map_location: str = "cpu") -> LitPairClassifier:

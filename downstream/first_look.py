@@ -23,7 +23,7 @@ from pathlib import Path
 
 from mlflow.tracking import MlflowClient
 
-from harness.tracking import tracking_uri
+from harness.tracking.runs import tracking_uri
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 LOG_FOLDER = REPO_ROOT / ".cache" / "first-look"

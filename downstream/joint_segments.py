@@ -13,8 +13,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from harness.batching import pad_batch
 from harness.errors import UserError
+from harness.training.batching import pad_batch
 
 
 def segment_pair(encoder, first: str, second: str) -> tuple[Tensor, Tensor]:

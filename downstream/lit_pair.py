@@ -26,9 +26,9 @@ from downstream.pair_classifier import FeaturePair, JointPair, PairClassifier, S
 from downstream.standardization import resolved_standardize
 from downstream.unfreezing import GradualUnfreezing
 from downstream.values import Finetune, Head, Mix
-from harness.precision import clip_gradients
-from harness.schedules import slanted_triangular
-from pretrain.encoder import Encoder
+from harness.cli.precision import clip_gradients
+from harness.training.schedules import slanted_triangular
+from pretrain.encoders.protocol import Encoder
 
 
 class LitPairClassifier(pl.LightningModule):

@@ -1,6 +1,6 @@
 """The sentence-pair classifier as a plain ``nn.Module``: an encoder's layers → mix → pair head →
 one logit per class, its loss and its optimiser's parameter groups. ``LitPairClassifier`` wraps
-it for training (metrics, schedule, logging, checkpoints); ``benchmarks.finetune_speed`` times
+it for training (metrics, schedule, logging, checkpoints); ``benchmarks.speed.finetune_throughput`` times
 the very same module.
 
 Three inputs, one per way of feeding the encoder (``input_kind``):
@@ -29,7 +29,7 @@ from downstream.joint import FirstTokenClassifier, JointClassifier
 from downstream.scalar_mix import ScalarMix
 from downstream.standardization import FeatureStandardizer
 from downstream.values import JOINT_HEAD, Mix, parse_finetune, parse_head
-from harness.schedules import discriminative_groups
+from harness.training.schedules import discriminative_groups
 
 
 class FeaturePair(NamedTuple):
@@ -92,7 +92,7 @@ class PairClassifier(nn.Module):
     """Mix + head over ``encoder`` (frozen, or trained as a submodule when fine-tuned).
 
     Args:
-        encoder: a ``pretrain.encoder.Encoder``.
+        encoder: a ``pretrain.encoders.protocol.Encoder``.
         mix: ``average``, ``scalar``, ``top`` or ``layer:K`` (a :class:`Mix` or its text).
         head: a name of ``downstream.heads.HEADS``, or ``cls`` (the joint classifier).
         finetune: ``frozen`` (the encoder stays outside, inputs are its features), ``full`` or

@@ -27,12 +27,12 @@ from downstream.equal_steps import DEFAULT_MAX_REPEATS, epoch_size, passes, repe
 from downstream.features import FeatureStore
 from downstream.input_limits import DEFAULT_MAX_TOKENS, check_frozen_memory, longest_input
 from downstream.joint_segments import SegmentBatches, segment_pair
-from harness.batching import BucketBatchSampler, pad_batch
-from harness.errors import UserError
 from harness.datasets.registry import dataset_params, load_pair_data
 from harness.datasets.spec import PairDataSpec
 from harness.datasets.types import SPLITS, Pair
-from harness.tracking import REPO_ROOT
+from harness.errors import UserError
+from harness.tracking.runs import REPO_ROOT
+from harness.training.batching import BucketBatchSampler, pad_batch
 from pretrain.memory import available_bytes
 
 

@@ -26,7 +26,7 @@ from mlflow.entities import DatasetInput, InputTag
 from mlflow.exceptions import MlflowException
 from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT
 
-from harness.worker_reuse import reusing
+from harness.training.worker_reuse import reusing
 
 SPLITS = ("train", "dev", "test")
 SENTENCE_COLUMNS = ("sentence1", "sentence2")
@@ -52,7 +52,7 @@ def dataset_source(source: str) -> DatasetSource:
 def dataset_inputs(data, pairs: dict[str, list], source: str) -> list[DatasetInput]:
     """Each split of the pair data set ``data`` as a dataset input named ``<data set>-<split>``, with
     MLflow's digest of its rows; a benchmark worker computes each split's digest once
-    (``harness.worker_reuse``: keyed on the data's content hash, the split, its rows' ids and the source)."""
+    (``harness.training.worker_reuse``: keyed on the data's content hash, the split, its rows' ids and the source)."""
     inputs = []
     for split in SPLITS:
         if split not in pairs:

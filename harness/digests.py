@@ -21,10 +21,10 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from harness.errors import UserError
-from harness.store import SERVER_SCHEMES, scheme_of, server_problem, tracking_uri
+from harness.tracking.store import SERVER_SCHEMES, scheme_of, server_problem, tracking_uri
 
 DIGEST_PARAM = "checkpoint_sha256"
-BEST = "best.ckpt"  # a finetune run's best checkpoint (harness.training_checkpoints.run_checkpoints)
+BEST = "best.ckpt"  # a finetune run's best checkpoint (harness.training.checkpoints.run_checkpoints)
 CHUNK = 1 << 20
 _NOTED: set[str] = set()  # runs without a digest this process has already said so about
 

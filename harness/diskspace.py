@@ -87,7 +87,7 @@ def disk_problem(error: BaseException) -> str | None:
         if type(error).__name__ == "OperationalError":
             for message, problem in SQLITE_DISK_MESSAGES.items():
                 if message in text:
-                    from harness.store import tracking_uri  # the store module imports much more
+                    from harness.tracking.store import tracking_uri  # the store module imports much more
 
                     return f"the run store {tracking_uri()}: {problem} (SQLite: {message})"
         error = error.__cause__ or error.__context__

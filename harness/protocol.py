@@ -14,6 +14,9 @@ reused; one of a newer version is refused.
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 # One integer per concern; bump the one whose numbers a change moves.
 PROTOCOL_VERSIONS = {
     "data": 1,  # readers, splits, fractions, tokenizers, vocabularies, corpus filtering
@@ -48,3 +51,12 @@ def newer_concerns(text: str) -> list[str]:
     """The concerns in which ``text`` is ahead of this code's version (made by a newer harness)."""
     versions = parse_protocol_version(text)
     return [concern for concern, number in versions.items() if number > PROTOCOL_VERSIONS[concern]]
+
+
+def settings_hash(spec: dict, version: str | None = None) -> str:
+    """What defines a result: sha256 of its settings ``spec`` (JSON; callers put the data's content
+    digest in it) and the protocol ``version`` (this code's when None), 20 hex digits. A change to
+    any of them is another cell or stage, never a stale reuse, while an edit that moves no number
+    (a report, the server, a docstring) re-runs nothing. A results file is checked under its own version."""
+    version = protocol_version() if version is None else version
+    return hashlib.sha256(json.dumps({**spec, "protocol": version}, sort_keys=True).encode()).hexdigest()[:20]

@@ -7,7 +7,7 @@ import functools
 import hashlib
 import subprocess
 
-from harness.tracking import REPO_ROOT
+from harness.tracking.runs import REPO_ROOT
 
 # The packages whose code decides a number, and the file that pins the libraries they run on.
 SOURCE_PACKAGES = ("harness", "pretrain", "downstream", "benchmarks")

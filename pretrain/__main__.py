@@ -1,22 +1,22 @@
 """``python -m pretrain fit --config configs/pretrain/elmo.yaml``: pretrain a language model, tracked in
 MLflow; ``python -m pretrain export --encoder runs:/<id> --out <folder>``: a gpt-family run as a
-``transformers`` folder (``pretrain.export``). The command line is checked before the heavy imports."""
+``transformers`` folder (``pretrain.encoders.export``). The command line is checked before the heavy imports."""
 
-import harness.mlflow_defaults  # noqa: F401 - first: MLflow's settings precede its import
+import harness.tracking.mlflow_defaults  # noqa: F401 - first: MLflow's settings precede its import
 
 import sys
 
-from harness.cli_preflight import preflight
+from harness.cli.preflight import preflight
 from pretrain.cli_flags import FLAGS, LEAVES
-from pretrain.reference_hints import encoder_hint
+from pretrain.encoders.reference_hints import encoder_hint
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["export"]:
-        from pretrain.export import main
+        from pretrain.encoders.export import main
 
         sys.exit(main(sys.argv[2:]))
     preflight(sys.argv[1:], FLAGS, LEAVES, {"model.init_from": encoder_hint, "model.init_args.init_from": encoder_hint})
-    from harness.tracked_cli import run_cli
+    from harness.cli.tracked_cli import run_cli
     from pretrain.cli import PretrainCLI
 
     sys.exit(run_cli(PretrainCLI))

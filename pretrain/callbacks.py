@@ -10,10 +10,10 @@ import pytorch_lightning as pl
 import torch
 
 from harness.atomic import atomic_torch_save
-from harness.training_checkpoints import read_best
 from harness.digests import record_digest
-from pretrain.checkpoints import slim_checkpoint
-from pretrain.runs import CHECKPOINT_ARTIFACT
+from harness.training.checkpoints import read_best
+from pretrain.encoders.checkpoints import slim_checkpoint
+from pretrain.encoders.loading import CHECKPOINT_ARTIFACT
 
 
 class LanguageModelSamples(pl.Callback):

@@ -9,23 +9,23 @@ from pytorch_lightning.callbacks import LearningRateMonitor
 
 from mlflow.exceptions import MlflowException
 
-from harness.training_checkpoints import run_checkpoints
 from harness.datasets.registry import split_title
 from harness.errors import UserError
+from harness.training.checkpoints import run_checkpoints
 from pretrain.callbacks import ExportEncoder, LanguageModelSamples
-from pretrain.corpora import GROUPS, PAIR_TRAIN, SHARED_FOLDERS, entries, log_corpora
-from pretrain.corpus_datamodule import CorpusDataModule
+from pretrain.corpus.corpora import GROUPS, PAIR_TRAIN, SHARED_FOLDERS, entries, log_corpora
+from pretrain.corpus.datamodule import CorpusDataModule
+from pretrain.encoders.loading import init_checkpoint
+from pretrain.encoders.registry import ALIAS, model_name, register_encoder
 from pretrain.families import family_of, family_of_lightning_module, pretrained_families
 from pretrain.lit_lm import LitLanguageModel
 from pretrain.memory import GIB, available_bytes, step_bytes, training_device
-from pretrain.registry import ALIAS, model_name, register_encoder
-from pretrain.runs import init_checkpoint
-from harness.links import summary_lines
-from harness.naming import encoder_label, pretrain_run_name
-from harness.system_metrics import SystemMetrics
-from harness.params import log_params
-from harness.tracked_cli import TrackedCLI
-from harness.views import COMPARE_VIEW
+from harness.cli.tracked_cli import TrackedCLI
+from harness.tracking.links import summary_lines
+from harness.tracking.naming import encoder_label, pretrain_run_name
+from harness.tracking.params import log_params
+from harness.tracking.system_metrics import SystemMetrics
+from harness.tracking.views import COMPARE_VIEW
 
 DEFAULT_FAMILY = "elmo"
 

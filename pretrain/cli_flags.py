@@ -1,6 +1,6 @@
-"""The flags of ``pretrain.cli:PretrainCLI``, for the check before the heavy imports (harness.cli_preflight).
+"""The flags of ``pretrain.cli:PretrainCLI``, for the check before the heavy imports (harness.cli.preflight).
 
-Generated: python -m harness.flag_names pretrain.cli:PretrainCLI > pretrain/cli_flags.py
+Generated: python -m harness.cli.flag_names pretrain.cli:PretrainCLI > pretrain/cli_flags.py
 """
 
 FLAGS = frozenset({

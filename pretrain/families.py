@@ -14,7 +14,7 @@ from typing import Any
 from torch import Tensor, nn
 
 from harness.errors import UserError
-from pretrain import hf_model
+from pretrain.encoders.hf import model as hf_model
 from pretrain.models import awd_lstm, bilm, transformer
 from pretrain.models.config import ModelConfig
 from pretrain.models.objectives import Objective
@@ -44,7 +44,7 @@ class Family:
             (``hidden_states``; ``next_token_nll`` for GPT's auxiliary LM loss; the model's
             ``pair_input`` says which joint input, GPT's by default), the ``cls`` head.
         pretrained_here: whether this harness pretrains it (``python -m pretrain``); ``hf`` loads
-            published models instead (``--model.encoder=hf:<folder>``, ``pretrain.hf_encoder``).
+            published models instead (``--model.encoder=hf:<folder>``, ``pretrain.encoders.hf.encoder``).
         config_file: its CPU pretrain config, whose ``model: class_path:`` is its LightningModule
             (the speed probes build it from there); default ``configs/pretrain/<name>.yaml``.
     """

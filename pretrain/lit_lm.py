@@ -20,14 +20,14 @@ import pytorch_lightning as pl
 import torch
 from torchmetrics import SumMetric
 
+from harness.cli.precision import clip_gradients
 from harness.errors import UserError
-from harness.precision import clip_gradients
-from harness.schedules import SCHEDULES, Schedule, discriminative_groups, scheduler_lambda
-from pretrain.checkpoints import build_tokenizer, tokenizer_state
+from harness.training.schedules import SCHEDULES, Schedule, discriminative_groups, scheduler_lambda
+from pretrain.encoders.checkpoints import build_tokenizer, tokenizer_state
+from pretrain.encoders.loading import init_checkpoint
 from pretrain.families import family_of
 from pretrain.models.config import ModelConfig
 from pretrain.models.objectives import Objective
-from pretrain.runs import init_checkpoint
 
 
 class LitLanguageModel(pl.LightningModule):

@@ -1,5 +1,5 @@
 """``python -m pretrain.team_server`` (``make server``): the team tracking server of
-:mod:`harness.server`, told what to create as its admin at start: the pretraining experiment, the
+:mod:`harness.server.tracking_server`, told what to create as its admin at start: the pretraining experiment, the
 default data set's (where finetune runs go), and ``<family>-encoder`` and ``<family>-task-encoder``
 for every family of the registry that this harness pretrains. A new family needs no edit here.
 """
@@ -9,11 +9,11 @@ from __future__ import annotations
 import sys
 
 from harness.datasets.registry import dataset_name
-from harness.server import Team, main
+from harness.server.tracking_server import Team, main
 from pretrain.cli import PretrainCLI
+from pretrain.encoders.references import LM_STAGES
+from pretrain.encoders.registry import model_description, model_name
 from pretrain.families import pretrained_families
-from pretrain.references import LM_STAGES
-from pretrain.registry import model_description, model_name
 
 
 def team() -> Team:

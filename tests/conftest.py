@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from harness.datasets.overlap import pair_key
-from pretrain.checkpoints import slim_checkpoint
+from pretrain.encoders.checkpoints import slim_checkpoint
 from pretrain.families import family_of
-from pretrain.subword import SubwordTokenizer
-from pretrain.tokenize import Tokenizer
+from pretrain.tokenization.bpe import SubwordTokenizer
+from pretrain.tokenization.words import Tokenizer
 from tests.pair_files import write_tsv
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

@@ -84,7 +84,7 @@ def finetune_refused_before_any_run(files: dict[str, Path], encoder: str, tmp_pa
     """The smoke finetune CLI (in process) on the TSV splits ``files``: it stops at a user error
     (exit 2) before any run exists; returns its last stderr line."""
     from downstream.cli import FinetuneCLI
-    from harness.tracked_cli import run_cli
+    from harness.cli.tracked_cli import run_cli
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
@@ -102,9 +102,9 @@ def save_tiny_bilm(sentences, folder: Path) -> Path:
     pretraining exports it; returns the checkpoint's path."""
     import torch
 
-    from pretrain.checkpoints import slim_checkpoint
+    from pretrain.encoders.checkpoints import slim_checkpoint
     from pretrain.lit_bilm import LitBiLM
-    from pretrain.tokenize import Tokenizer
+    from pretrain.tokenization.words import Tokenizer
 
     tokenizer = Tokenizer.build(sentences)
     torch.manual_seed(0)

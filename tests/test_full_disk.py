@@ -12,7 +12,7 @@ import pytest
 from mlflow.entities import ViewType
 from mlflow.tracking import MlflowClient
 
-from harness.tracked_cli import run_cli
+from harness.cli.tracked_cli import run_cli
 from pretrain.cli import PretrainCLI
 
 REPO = Path(__file__).resolve().parents[1]

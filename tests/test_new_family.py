@@ -17,10 +17,10 @@ from torch import Tensor, nn
 
 from benchmarks import suite
 from downstream.cli import FinetuneCLI
-from harness.tracked_cli import run_cli
+from harness.cli.tracked_cli import run_cli
 from pretrain import load_encoder
 from pretrain.cli import PretrainCLI
-from benchmarks import finetune_speed, throughput
+from benchmarks.speed import finetune_throughput, pretrain_throughput
 from pretrain.cli import DEFAULT_FAMILY
 from pretrain.families import FAMILIES, Family, family_names, family_of_config, pretrained_families, register
 from pretrain.lit_lm import LitLanguageModel
@@ -146,9 +146,9 @@ def test_the_server_the_speed_probes_and_the_pretrain_cli_see_a_family_registere
     assert "toy" in family_names() and "toy" in pretrained_families()
     settings = yaml.safe_load(TOY.pretrain_config.read_text())
     assert family_of_config(settings, DEFAULT_FAMILY)[0] is TOY  # its config's class_path names its module
-    assert ("toy-cpu", "toy", None, False) in throughput.plan_rows()
+    assert ("toy-cpu", "toy", None, False) in pretrain_throughput.plan_rows()
     monkeypatch.setenv("MRPC_DIR", str(mrpc_dir))
-    encoder = finetune_speed.config_encoder("toy")  # built from its config file
+    encoder = finetune_throughput.config_encoder("toy")  # built from its config file
     assert encoder.spec is TOY and encoder.model.config.hidden_size == 12
     FAMILIES.pop(TOY.name)
     try:

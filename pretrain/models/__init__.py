@@ -1,7 +1,7 @@
 """The language-model families, one torch-only ``nn.Module`` file each.
 
 Every family's model keeps the same small surface, which the encoder protocol
-(``pretrain.encoder``), the pretraining LightningModule and fine-tuning rely on:
+(``pretrain.encoders.protocol``), the pretraining LightningModule and fine-tuning rely on:
 
 - a class attribute ``objective`` (``pretrain.models.objectives``: what it predicts, and so which
   context each feature half may see);

@@ -4,7 +4,7 @@ right exactly where asked."""
 import numpy as np
 import pandas as pd
 
-from benchmarks.aggregate import METRICS
+from benchmarks.stats.aggregate import METRICS
 
 
 def make_runs() -> pd.DataFrame:

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchmarks.aggregate import METRICS, aggregate_runs, is_collapsed, runs_table
+from benchmarks.stats.aggregate import METRICS, aggregate_runs, is_collapsed, runs_table
 from tests.benchmarks.stats_inputs import make_runs
 
 

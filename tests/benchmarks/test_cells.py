@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.cells import run_quietly
+from benchmarks.tasks.cells import run_quietly
 from downstream.cli import FinetuneCLI
 
 REPO = Path(__file__).resolve().parents[2]

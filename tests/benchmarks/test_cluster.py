@@ -23,9 +23,9 @@ from mlflow.entities import ViewType
 from mlflow.tracking import MlflowClient
 from ray._private import ray_constants
 
-from benchmarks.matrix import load_config
-from benchmarks.plan import plan
-from benchmarks.stats import METRICS
+from benchmarks.plan.cells import plan
+from benchmarks.plan.matrix import load_config
+from benchmarks.stats.gaps import METRICS
 
 REPO = Path(__file__).resolve().parents[2]
 QUICK = REPO / "configs" / "benchmarks" / "families-quick.yaml"

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from benchmarks.engine import RayEngine
+from benchmarks.engine.ray_cluster import RayEngine
 
 pytestmark = pytest.mark.slow
 

@@ -7,14 +7,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from benchmarks import executor as executor_module
-from benchmarks.engine import paths_to_check
-from benchmarks.executor import StudyExecutor, encoder_cells
-from benchmarks.matrix import parse_matrix
-from benchmarks.plan import plan
-from benchmarks.progress import Progress
-from benchmarks.resources import cell_resources, stage_resources
-from benchmarks.tasks import Study
+from benchmarks.engine import task_graph as executor_module
+from benchmarks.engine.progress import Progress
+from benchmarks.engine.ray_cluster import paths_to_check
+from benchmarks.engine.task_graph import StudyExecutor, encoder_cells
+from benchmarks.plan.cells import plan
+from benchmarks.plan.matrix import parse_matrix
+from benchmarks.tasks.entry_points import Study
+from benchmarks.tasks.resources import cell_resources, stage_resources
 from harness.errors import UserError
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.matrix import Matrix, load_config, with_budget
-from benchmarks.plan import plan
+from benchmarks.plan.cells import plan
+from benchmarks.plan.matrix import Matrix, load_config, with_budget
 from harness.errors import UserError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -112,7 +112,7 @@ def test_a_transfer_may_name_the_encoders_of_its_family_it_applies_to(tmp_path):
 @pytest.mark.parametrize("budget", [False, True])
 def test_every_cell_of_the_study_gets_a_run_name_of_its_own(budget):
     """elmo-mrpc, elmo-reuters and elmo-all (and GPT with and without its LM loss) never share a name."""
-    from harness.naming import cell_run_name
+    from harness.tracking.naming import cell_run_name
 
     config = load_config(FAMILIES)
     config = with_budget(config, FAMILIES) if budget else config

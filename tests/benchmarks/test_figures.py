@@ -3,9 +3,9 @@ TF-IDF + LR baselines as lines, and titles that say how many seeds a point is.""
 
 import pytest
 
-from benchmarks import figures
-from benchmarks.study import study_figures, study_rows
-from benchmarks.results import build_results
+from benchmarks.report import figures
+from benchmarks.report.results_table import build_results
+from benchmarks.report.study_table import study_figures, study_rows
 from tests.benchmarks.test_report import CELLS, make_benchmark
 
 ONE_SEED = [(*cell[:7], 1) for cell in CELLS]
@@ -21,7 +21,7 @@ def drawn(monkeypatch):
         return path
 
     monkeypatch.setattr(figures, "_save", keep)
-    monkeypatch.setattr("benchmarks.study._save", keep)
+    monkeypatch.setattr("benchmarks.report.study_table._save", keep)
     return saved
 
 

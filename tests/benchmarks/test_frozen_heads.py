@@ -6,9 +6,9 @@ the scale-out model prices it."""
 from collections import Counter
 from pathlib import Path
 
-from benchmarks.matrix import load_config
-from benchmarks.plan import plan
-from benchmarks.scaleout import main as scaleout
+from benchmarks.plan.cells import plan
+from benchmarks.plan.matrix import load_config
+from benchmarks.plan.scaleout import main as scaleout
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "configs" / "benchmarks" / "frozen-heads.yaml"

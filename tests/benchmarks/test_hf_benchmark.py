@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from benchmarks.matrix import parse_matrix
-from benchmarks.plan import plan
-from benchmarks.report import published_methods
+from benchmarks.plan.cells import plan
+from benchmarks.plan.matrix import parse_matrix
+from benchmarks.report.outputs import published_methods
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -19,16 +19,16 @@ from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
 
 from downstream.baselines import REGULARISATION_GRID
-from benchmarks.cell_results import read_predictions
-from benchmarks.cells import Cell, linear_probe
-from benchmarks.linear_probe import pair_features, probe_probabilities, sentence_vectors
-from benchmarks.matrix import parse_matrix
-from benchmarks.plan import plan
-from benchmarks.probe_checks import probe_remarks, probe_section
-from benchmarks.results import build_results
+from benchmarks.plan.cells import plan
+from benchmarks.plan.matrix import parse_matrix
+from benchmarks.report.cells_from_store import read_predictions
+from benchmarks.report.probe_checks import probe_remarks, probe_section
+from benchmarks.report.results_table import build_results
+from benchmarks.tasks.cells import Cell, linear_probe
+from benchmarks.tasks.linear_probe import pair_features, probe_probabilities, sentence_vectors
 from downstream.features import FeatureStore
 from harness.datasets.mrpc import load_mrpc
-from pretrain.runs import load_encoder, random_encoder
+from pretrain.encoders.loading import load_encoder, random_encoder
 
 
 @pytest.fixture(scope="module")
@@ -166,7 +166,7 @@ def test_the_report_shows_probes_apart_and_names_a_collapsed_arm_with_a_usable_p
 
 @pytest.mark.slow
 def test_a_probe_task_is_found_again_by_its_hash(data, encoder_path, tmp_path, monkeypatch):
-    from benchmarks import tasks
+    from benchmarks.tasks import entry_points as tasks
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)

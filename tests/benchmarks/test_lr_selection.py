@@ -8,11 +8,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchmarks.lr_selection import lr_grid_section, lr_grid_table, select_learning_rates
-from benchmarks.matrix import parse_matrix
-from benchmarks.plan import plan
-from benchmarks.report import write_outputs
-from benchmarks.results import build_results
+from benchmarks.plan.cells import plan
+from benchmarks.plan.lr_selection import lr_grid_section, lr_grid_table, select_learning_rates
+from benchmarks.plan.matrix import parse_matrix
+from benchmarks.report.outputs import write_outputs
+from benchmarks.report.results_table import build_results
 
 
 def test_every_grid_point_is_a_cell_of_each_arm():
@@ -99,7 +99,7 @@ def test_runs_without_a_grid_are_left_as_they_are():
 
 @pytest.mark.parametrize("grid", ["[1e-3, 3e-3]", "0.001", "[0.001, -1]"])
 def test_a_grid_that_is_not_a_list_of_positive_rates_is_one_line(tmp_path, grid):
-    from benchmarks.matrix import load_config
+    from benchmarks.plan.matrix import load_config
     from harness.errors import UserError
 
     path = tmp_path / "grid.yaml"  # YAML reads 1e-3 (no dot) as text

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from benchmarks.matrix import Matrix, load_config, parse_matrix
-from benchmarks.plan import plan
-from harness.server_users import NAME
+from benchmarks.plan.cells import plan
+from benchmarks.plan.matrix import Matrix, load_config, parse_matrix
+from harness.server.users import NAME
 from tests.helpers import assert_one_line_error
 
 GOOD = {"encoders": [{"name": "elmo", "run": "latest"}]}

@@ -4,7 +4,7 @@ never adds work), every matmul of the family, ×3 for forward + backward."""
 import pytest
 import torch
 
-from benchmarks.model_flops import step_flops
+from benchmarks.speed.model_flops import step_flops
 from pretrain.families import family_of
 from pretrain.models.awd_lstm import AWDLSTM, AWDLSTMConfig
 from pretrain.models.bilm import BiLM, BiLMConfig

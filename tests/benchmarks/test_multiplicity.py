@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from benchmarks.multiplicity import chance_counts, chance_remark, holm
+from benchmarks.stats.multiplicity import chance_counts, chance_remark, holm
 
 
 def test_holm_by_hand():

@@ -5,8 +5,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchmarks.pairing import correctness, id_columns, paired_correctness, same_items
-from benchmarks.stats import NO_SEED_REPLICATION, compare_with_twin
+from benchmarks.stats.gaps import NO_SEED_REPLICATION, compare_with_twin
+from benchmarks.stats.pairing import correctness, id_columns, paired_correctness, same_items
 from tests.benchmarks.stats_inputs import frame
 
 

@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 from statsmodels.stats.multitest import multipletests
 
-from benchmarks.matrix import parse_matrix
-from benchmarks.preregistration import adjust_registered, missing_note, registered_comparisons
-from benchmarks.study import PRETRAINED_RECIPE, study_remarks, study_tables
+from benchmarks.plan.matrix import parse_matrix
+from benchmarks.report.study_table import PRETRAINED_RECIPE, study_remarks, study_tables
+from benchmarks.stats.preregistration import adjust_registered, missing_note, registered_comparisons
 from harness.errors import UserError
 
 P_VALUES = {"elmo-frozen-attn": 0.004, "elmo-frozen-attn@0.1": 0.03, "gpt-full-cls": 0.02,
@@ -115,7 +115,7 @@ def test_a_fine_tuned_gap_is_told_under_the_pretrained_arms_recipe_with_its_coll
 
 
 def test_study_rows_read_the_recipe_from_the_runs_fine_tuning_and_the_chosen_rate():
-    from benchmarks.study import study_rows
+    from benchmarks.report.study_table import study_rows
 
     runs = pd.DataFrame({"method": ["e-frozen-attn", "e-gradual-attn", "e-full-cls", "r-gradual-attn"],
                          "family": "elmo", "encoder": "e", "head": "attn", "train_fraction": 1.0,
@@ -134,7 +134,7 @@ def test_study_rows_read_the_recipe_from_the_runs_fine_tuning_and_the_chosen_rat
 
 
 def test_a_report_of_several_chunks_is_named_after_their_study():
-    from benchmarks.results_report import report_name
+    from benchmarks.results_files.folder_report import report_name
 
     chunks = [{"benchmark": "families-budget-elmo-frozen"}, {"benchmark": "families-budget-gpt-finetuned-10"}]
     assert report_name(chunks) == "families-budget (elmo-frozen + gpt-finetuned-10)"

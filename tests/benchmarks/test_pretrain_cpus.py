@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from benchmarks.matrix import Matrix, parse_matrix
+from benchmarks.plan.matrix import Matrix, parse_matrix
 from benchmarks.suite import default_pretrain_cpus
 
 LOCAL, CLUSTER = SimpleNamespace(address=None), SimpleNamespace(address="ray://head:10001")

@@ -5,10 +5,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchmarks.report import write_outputs
-from benchmarks.results import build_results
-from benchmarks.multiplicity import holm
-from benchmarks.stats import METRICS, NEW_COLUMNS, NO_SEED_REPLICATION, PVALUE_COLUMN
+from benchmarks.report.outputs import write_outputs
+from benchmarks.report.results_table import build_results
+from benchmarks.stats.gaps import METRICS, NEW_COLUMNS, NO_SEED_REPLICATION, PVALUE_COLUMN
+from benchmarks.stats.multiplicity import holm
 
 N_ITEMS = 300
 LABELS = (np.random.default_rng(0).random(N_ITEMS) < 0.665).astype(int)

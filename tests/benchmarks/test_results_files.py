@@ -1,4 +1,4 @@
-"""Results folders (``benchmarks.results_files``): a folder written by hand here the way
+"""Results folders (``benchmarks.results_files.folder``): a folder written by hand here the way
 ``python -m benchmarks export`` writes one, read back with every check, merged, and reported from
 alone; every kind of bad folder is one line naming its file, and nothing is used."""
 
@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 
 from benchmarks.__main__ import main
-from benchmarks.results_files import (BENCHMARK_FILE, CELLS_DIR, FORMAT, PREDICTIONS_SUFFIX, ResultSet,
-                                      predictions_bytes, read_folder, settings_digest, write_json)
+from benchmarks.results_files.folder import (BENCHMARK_FILE, CELLS_DIR, FORMAT, PREDICTIONS_SUFFIX, ResultSet,
+                                             predictions_bytes, read_folder, write_json)
 from harness.errors import UserError
-from harness.protocol import PROTOCOL_VERSIONS, protocol_version
+from harness.protocol import PROTOCOL_VERSIONS, protocol_version, settings_hash
 
 DATA_DIGEST = "d" * 64
 ENCODER = {"name": "elmo", "identity": "stage-1", "digest": "c" * 64, "family": "elmo", "num_layers": 3,
@@ -36,7 +36,7 @@ def write_cell(folder: Path, method: str, kind: str, seed: int, correct: list[bo
     spec = {"kind": kind, "seed": seed, "method": method, "encoder": encoder["identity"] if encoder else "",
             "data": DATA_DIGEST}
     protocol = protocol or protocol_version()
-    cell_hash = settings_digest(spec, protocol)
+    cell_hash = settings_hash(spec, protocol)
     content = predictions_bytes(frames)
     (folder / CELLS_DIR / f"{cell_hash}{PREDICTIONS_SUFFIX}").write_bytes(content)
     accuracy = {split: float((frame["pred"] == frame["label"]).mean()) for split, frame in frames.items()}

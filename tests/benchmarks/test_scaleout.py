@@ -5,10 +5,10 @@ figures measured on this machine."""
 
 import pytest
 
-from benchmarks.cells import Cell
-from benchmarks.matrix import parse_matrix
-from benchmarks.scaleout import Costs, critical_path, main, simulate, study_plan
-from harness.tracking import REPO_ROOT
+from benchmarks.plan.matrix import parse_matrix
+from benchmarks.plan.scaleout import Costs, critical_path, main, simulate, study_plan
+from benchmarks.tasks.cells import Cell
+from harness.tracking.runs import REPO_ROOT
 
 CONFIG = parse_matrix({"encoders": [{"name": "elmo-a", "run": "latest"}, {"name": "gpt-b", "run": "latest"}],
           "transfers": {"elmo": [{"name": "frozen", "heads": ["pool-mlp"]}], "gpt": [{"name": "full", "heads": ["cls"]}]},

@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from benchmarks.matrix import load_config
-from benchmarks.report import SMOKE_NOTE, write_outputs
-from benchmarks.summary import print_summary
+from benchmarks.plan.matrix import load_config
+from benchmarks.report.console_summary import print_summary
+from benchmarks.report.outputs import SMOKE_NOTE, write_outputs
 from harness.errors import UserError
 from tests.benchmarks.test_report import CONTEXT
 
@@ -17,7 +17,7 @@ CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "benchmarks"
 
 @pytest.fixture(scope="module")
 def benchmark():
-    from benchmarks.results import build_results
+    from benchmarks.report.results_table import build_results
     from tests.benchmarks.test_report import make_benchmark
 
     runs, preds = make_benchmark()

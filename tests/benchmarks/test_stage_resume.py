@@ -20,8 +20,8 @@ ARGS = ["--trainer.max_epochs=1", "--trainer.limit_train_batches=6", "--trainer.
 SCRIPT = """
 import json, sys
 from pathlib import Path
-from benchmarks.encoders import Stage
-from benchmarks.tasks import Study, run_stage
+from benchmarks.plan.encoders import Stage
+from benchmarks.tasks.entry_points import Study, run_stage
 stage = Stage("smoke", 1, sys.argv[1], json.loads(sys.argv[2]))
 study = Study("stage-resume", "stage-resume", parent="", driver=sys.argv[3], logs=Path("."), data_digest="data")
 print(json.dumps(run_stage(stage, None, study, 1)))

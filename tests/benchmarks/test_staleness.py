@@ -5,9 +5,10 @@ first and only links, never silently adopts, another benchmark's cell."""
 import pytest
 from mlflow.tracking import MlflowClient
 
-from benchmarks.cells import Cell, file_digests, finished_run, portable_args, settings_hash
+from benchmarks.tasks.cells import Cell, file_digests, finished_run, portable_args
 from harness import protocol, versioning
-from harness.tracking import ensure_experiment
+from harness.protocol import settings_hash
+from harness.tracking.runs import ensure_experiment
 
 
 @pytest.fixture
@@ -75,7 +76,7 @@ def test_corpus_files_named_by_arguments_enter_the_hash(tmp_path):
 
 
 def test_a_stage_hash_holds_named_corpora_content_and_the_stage_before(tmp_path, monkeypatch):
-    from benchmarks.encoders import Stage, stage_hashes
+    from benchmarks.plan.encoders import Stage, stage_hashes
 
     folder = tmp_path / "reuters21578"
     folder.mkdir()

@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from benchmarks.multiplicity import holm
-from benchmarks.stats import (
+from benchmarks.stats.multiplicity import holm
+from benchmarks.stats.gaps import (
     CROSSED,
     METRICS,
     NEW_COLUMNS,

@@ -5,7 +5,7 @@ case: 8 items only the method gets right, one both get wrong."""
 import pandas as pd
 import pytest
 
-from benchmarks.stats import compare_with_twin, id_columns
+from benchmarks.stats.gaps import compare_with_twin, id_columns
 
 LABELS = ["contradiction", "entailment", "neutral"]
 

@@ -4,7 +4,7 @@ report's comparisons, and the CI rule for tables without ``p_adjusted``."""
 import numpy as np
 import pandas as pd
 
-from benchmarks.study import study_remarks, study_rows, study_tables
+from benchmarks.report.study_table import study_remarks, study_rows, study_tables
 
 COLUMNS = ["family", "encoder", "corpus", "words", "transfer", "head", "fraction", "method", "seeds", "test_acc",
            "test_f1", "gap", "low", "high", "mde", "p", "p_adjusted"]

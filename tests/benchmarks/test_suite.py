@@ -24,9 +24,9 @@ import yaml
 from mlflow.entities import ViewType
 from mlflow.tracking import MlflowClient
 
-from benchmarks.plan import expand_mixes, plan
-from benchmarks.matrix import load_config, parse_matrix, with_budget
-from benchmarks.stats import METRICS
+from benchmarks.plan.cells import expand_mixes, plan
+from benchmarks.plan.matrix import load_config, parse_matrix, with_budget
+from benchmarks.stats.gaps import METRICS
 from harness.errors import UserError
 from tests.helpers import all_runs
 

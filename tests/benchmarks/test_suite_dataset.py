@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from benchmarks.matrix import data_flags, dataset_spec, load_config
+from benchmarks.plan.matrix import data_flags, dataset_spec, load_config
 from benchmarks.suite import drop_unpaired_controls
 from harness.errors import UserError
 

@@ -8,10 +8,10 @@ from types import SimpleNamespace
 
 import pytest
 
+from benchmarks.engine.suite_lease import check_parent_free, one_suite
 from benchmarks.suite import main as suite_main
-from benchmarks.suite_lease import check_parent_free, one_suite
 from harness.errors import UserError
-from harness.liveness import process_tags
+from harness.tracking.liveness import process_tags
 
 REPO = Path(__file__).resolve().parents[2]
 QUICK = REPO / "configs" / "benchmarks" / "quick.yaml"

@@ -14,7 +14,7 @@ from mlflow.tracking import MlflowClient
 
 from downstream.evaluation import PREDICTION_COLUMNS
 from harness.datasets.mrpc import load_mrpc
-from harness.views import VIEW_PREFIX
+from harness.tracking.views import VIEW_PREFIX
 from tests.helpers import all_runs, assert_one_line_exit, printed_run_id, run_module
 
 REPO = Path(__file__).resolve().parents[2]

@@ -8,7 +8,7 @@ import torch
 
 import downstream.encoder_reuse as encoder_reuse
 from downstream.cli import pair_classifier, resolve_encoder
-from harness.worker_reuse import reuse_between_cells
+from harness.training.worker_reuse import reuse_between_cells
 
 
 def counting_loads(monkeypatch) -> list[str]:

@@ -15,9 +15,9 @@ import torch
 
 from downstream.features import FeatureStore
 from harness.errors import UserError
-from pretrain.encoder import Encoder
+from pretrain.encoders.protocol import Encoder
 from pretrain.models.bilm import BiLM, BiLMConfig
-from pretrain.tokenize import Tokenizer
+from pretrain.tokenization.words import Tokenizer
 
 SENTENCES = ["He said yes to the plan.", "Shares fell 3 percent on Monday after the report.", "Prices rose.",
              "The company said the deal would close next year, pending approval.", "Yes."]

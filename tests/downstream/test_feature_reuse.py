@@ -14,7 +14,7 @@ import pytest
 
 import downstream.features as features
 from downstream.features import FeatureStore
-from harness.worker_reuse import reuse_between_cells
+from harness.training.worker_reuse import reuse_between_cells
 
 _spec = importlib.util.spec_from_file_location("feature_tests", Path(__file__).with_name("test_features.py"))
 feature_tests = importlib.util.module_from_spec(_spec)

@@ -9,10 +9,10 @@ import torch
 
 from downstream.features import FeatureStore
 from harness.errors import UserError
+from pretrain.encoders.loading import random_encoder
+from pretrain.encoders.protocol import Encoder
 from pretrain.models.bilm import BiLM, BiLMConfig
-from pretrain.encoder import Encoder
-from pretrain.runs import random_encoder
-from pretrain.tokenize import Tokenizer
+from pretrain.tokenization.words import Tokenizer
 
 SENTENCES = [
     "He said yes to the plan.",

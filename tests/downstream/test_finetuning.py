@@ -16,8 +16,8 @@ from downstream.pair_classifier import JointPair
 from downstream.pair_datamodule import joint_ids
 from pretrain.families import pretrained_families
 from harness.errors import UserError
-from harness.schedules import slanted_triangular
-from pretrain.runs import load_encoder, random_encoder
+from harness.training.schedules import slanted_triangular
+from pretrain.encoders.loading import load_encoder, random_encoder
 
 SENTENCES = ["the cat sat on the mat .", "a dog barked at the cat , loudly .", "shares fell 3 percent on monday .",
              "the market rose sharply after the report .", "he said so .", "she agreed to the plan at once .",

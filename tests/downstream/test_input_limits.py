@@ -16,10 +16,10 @@ from mlflow.tracking import MlflowClient
 
 from downstream.pair_datamodule import PairDataModule
 from harness.errors import UserError
-from pretrain.checkpoints import slim_checkpoint
+from pretrain.encoders.checkpoints import slim_checkpoint
+from pretrain.encoders.loading import load_encoder
 from pretrain.lit_bilm import LitBiLM
-from pretrain.runs import load_encoder
-from pretrain.tokenize import Tokenizer
+from pretrain.tokenization.words import Tokenizer
 from tests.pair_files import write_three_label_set
 
 REPO = Path(__file__).resolve().parents[2]

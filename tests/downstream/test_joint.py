@@ -1,5 +1,5 @@
 """GPT's joint classifier runs both orders as one batch without dropout (evaluation): the same
-logits, LM loss and gradients as one pass per order (``benchmarks.finetune_speed.two_pass_joint``,
+logits, LM loss and gradients as one pass per order (``benchmarks.speed.finetune_throughput.two_pass_joint``,
 the implementation it replaced); in training each order keeps its pass, so seeded dropout draws
 the same masks as before."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from benchmarks.finetune_speed import one_pass_per_order, two_pass_joint
+from benchmarks.speed.finetune_throughput import one_pass_per_order, two_pass_joint
 from downstream.joint import JointClassifier, both_orders
 from pretrain.models.transformer import TransformerConfig, TransformerLM
 

@@ -11,7 +11,7 @@ import torch
 
 from downstream.lit_pair import LitPairClassifier
 from downstream.pair_classifier import FeaturePair, JointPair, PairClassifier, TokenPair
-from pretrain.runs import load_encoder
+from pretrain.encoders.loading import load_encoder
 
 FIRST = ["the cat sat on the mat .", "he said so .", "shares fell 3 percent on monday ."]
 SECOND = ["a dog barked at the cat .", "she agreed to the plan .", "shares rose on monday ."]

@@ -10,7 +10,7 @@ from downstream.features import FeatureStore
 from downstream.lit_pair import LitPairClassifier
 from downstream.pair_classifier import PairClassifier
 from downstream.standardization import FeatureStandardizer
-from pretrain.runs import load_encoder
+from pretrain.encoders.loading import load_encoder
 from tests.downstream.test_lit_pair import HEAD, checkpoint, fit, make_data, make_trainer, mrpc_dir  # noqa: F401 (fixtures)
 
 

@@ -21,7 +21,7 @@ import torch
 from mlflow.tracking import MlflowClient
 
 from downstream.cli import FinetuneCLI
-from harness.tracked_cli import run_cli
+from harness.cli.tracked_cli import run_cli
 from pretrain.cli import PretrainCLI
 
 REPO = Path(__file__).resolve().parents[2]
@@ -102,7 +102,7 @@ def compute_goldens(workdir: Path, threads: int = 1, only: Callable[[str], bool]
         patch.chdir(workdir)  # artifacts and anything else relative land here
         patch.setenv("MLFLOW_TRACKING_URI", uri)
         patch.setenv("HF_HUB_OFFLINE", "1")
-        patch.setattr("pretrain.runs.ENCODER_CACHE", workdir / "encoders")
+        patch.setattr("pretrain.encoders.loading.ENCODER_CACHE", workdir / "encoders")
         torch.set_num_threads(threads)
         try:
             client = MlflowClient(uri)

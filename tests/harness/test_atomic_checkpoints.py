@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from harness.atomic import atomic_torch_save
-from harness.training_checkpoints import AtomicCheckpointIO, check_checkpoint_room, with_atomic_checkpoints
 from harness.errors import UserError
+from harness.training.checkpoints import AtomicCheckpointIO, check_checkpoint_room, with_atomic_checkpoints
 
 
 def full_disk_after(limit: int):

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from downstream.cli_flags import FLAGS as FINETUNE_FLAGS, LEAVES as FINETUNE_LEAVES
-from harness.cli_preflight import problems
+from harness.cli.preflight import problems
 from pretrain.cli_flags import FLAGS as PRETRAIN_FLAGS, LEAVES as PRETRAIN_LEAVES
-from pretrain.reference_hints import encoder_hint
+from pretrain.encoders.reference_hints import encoder_hint
 
 REPO = Path(__file__).resolve().parents[2]
 HEAVY = ("torch", "pytorch_lightning", "mlflow", "transformers")
@@ -97,8 +97,8 @@ def test_a_bad_flag_is_answered_before_torch_lightning_or_mlflow_load(stage):
 def test_the_recorded_flags_are_the_parsers(spec, module):
     """The generated flag lists match the parsers; after a flag is added or renamed, regenerate."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    process = subprocess.run([sys.executable, "-m", "harness.flag_names", spec], cwd=REPO, env=env,
+    process = subprocess.run([sys.executable, "-m", "harness.cli.flag_names", spec], cwd=REPO, env=env,
                              capture_output=True, text=True, timeout=600)
     assert process.returncode == 0, process.stderr[-3000:]
     assert process.stdout == (REPO / module).read_text(), \
-        f"{module} is stale: python -m harness.flag_names {spec} > {module}"
+        f"{module} is stale: python -m harness.cli.flag_names {spec} > {module}"

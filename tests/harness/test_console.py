@@ -6,8 +6,8 @@ import warnings
 from pytorch_lightning.utilities._pytree import _tree_flatten
 from pytorch_lightning.utilities.rank_zero import rank_zero_info
 
-from harness.console import ParameterSummary, console_callbacks, quiet_libraries
-from harness.progress_lines import LineProgress, StopReason
+from harness.cli.console import ParameterSummary, console_callbacks, quiet_libraries
+from harness.training.progress_lines import LineProgress, StopReason
 
 
 class Lines(logging.Handler):

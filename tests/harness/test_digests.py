@@ -16,7 +16,7 @@ from mlflow.tracking import MlflowClient
 from harness.digests import DIGEST_PARAM, check_run_checkpoint, record_digest, sha256_of
 from harness.errors import UserError
 from pretrain import load_encoder
-from pretrain.registry import register_encoder
+from pretrain.encoders.registry import register_encoder
 from tests.helpers import assert_one_line_error
 
 
@@ -47,7 +47,7 @@ def stored_run(tmp_path_factory, save_encoder):
 def store(stored_run, monkeypatch):
     """The module's store, its run's artifact genuine again and no cached copy, as this test's store."""
     monkeypatch.setenv("MLFLOW_TRACKING_URI", stored_run["uri"])
-    monkeypatch.setattr("pretrain.runs.ENCODER_CACHE", stored_run["tmp"] / "cache")
+    monkeypatch.setattr("pretrain.encoders.loading.ENCODER_CACHE", stored_run["tmp"] / "cache")
     shutil.copy(stored_run["genuine"], stored_run["stored"])
     shutil.rmtree(stored_run["tmp"] / "cache", ignore_errors=True)
     return stored_run

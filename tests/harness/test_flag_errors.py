@@ -6,7 +6,7 @@ from typing import Literal
 import pytest
 from jsonargparse import ArgumentParser
 
-from harness.flag_errors import flag_error
+from harness.cli.flag_errors import flag_error
 
 
 class Size:

@@ -9,8 +9,8 @@ import sys
 import pytest
 from mlflow.tracking import MlflowClient
 
-from harness.liveness import ENDED_TAG, HOST_TAG, PID_TAG, STARTED_TAG, mark_dead_runs, owner_alive, process_tags
-from harness.store import ensure_experiment, prepare_store
+from harness.tracking.liveness import ENDED_TAG, HOST_TAG, PID_TAG, STARTED_TAG, mark_dead_runs, owner_alive, process_tags
+from harness.tracking.store import ensure_experiment, prepare_store
 
 
 def dead_process_tags() -> dict[str, str]:

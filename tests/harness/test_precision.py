@@ -21,17 +21,17 @@ import torch
 from mlflow.entities import ViewType
 from mlflow.tracking import MlflowClient
 
-import harness.precision as precision
+import harness.cli.precision as precision
 from downstream.features import FeatureStore
 from downstream.lit_pair import LitPairClassifier
-from harness.batching import pad_batch
+from harness.cli.tracked_cli import run_cli
 from harness.errors import UserError
-from harness.tracked_cli import run_cli
+from harness.training.batching import pad_batch
 from pretrain.cli import PretrainCLI
+from pretrain.encoders.loading import load_encoder
 from pretrain.lit_awd_lstm import LitAWDLSTM
 from pretrain.lit_bilm import LitBiLM
 from pretrain.lit_gpt import LitGPT
-from pretrain.runs import load_encoder
 
 TOLERANCE = math.log(1.02)  # nats: perplexity within 2%
 VOCAB = 40

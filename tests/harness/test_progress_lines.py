@@ -6,7 +6,7 @@ from pytorch_lightning import Trainer
 from pytorch_lightning.callbacks import EarlyStopping
 from pytorch_lightning.demos.boring_classes import BoringModel
 
-from harness.progress_lines import LineProgress, StopReason
+from harness.training.progress_lines import LineProgress, StopReason
 
 
 class LoggingModel(BoringModel):

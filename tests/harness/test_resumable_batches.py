@@ -4,8 +4,8 @@ had left, and leaves the torch RNG where the uninterrupted fit had it at the sav
 import torch
 from torch.utils.data import RandomSampler
 
-from harness.batching import BucketBatchSampler
-from harness.resumable_batches import EpochPosition, ResumableBatchSampler
+from harness.training.batching import BucketBatchSampler
+from harness.training.resumable_batches import EpochPosition, ResumableBatchSampler
 
 
 def bucketed(position: EpochPosition) -> BucketBatchSampler:

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from harness.resume import ResumeState, rng_state, set_rng_state
+from harness.training.resume import ResumeState, rng_state, set_rng_state
 
 
 def draws() -> tuple:

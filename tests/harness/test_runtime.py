@@ -4,7 +4,7 @@ comes back afterwards, also when the block raises."""
 import pytest
 import torch
 
-from harness.runtime import intra_op_threads
+from harness.cli.runtime import intra_op_threads
 
 
 def test_the_thread_count_applies_inside_and_is_restored_after_an_error():

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from harness.tracked_cli import run_cli
+from harness.cli.tracked_cli import run_cli
 from pretrain.cli import PretrainCLI
 
 REPO = Path(__file__).resolve().parents[2]

@@ -9,16 +9,16 @@ import stat
 
 import pytest
 
-from harness.errors import UserError
-from harness.secret_files import read_secret, secret
 from harness.datasets.registry import dataset_name
-from harness.server import main, without_password
+from harness.errors import UserError
+from harness.server.secret_files import read_secret, secret
+from harness.server.tracking_server import main, without_password
 from pretrain.cli import PretrainCLI
+from pretrain.encoders.registry import model_name
 from pretrain.families import pretrained_families
-from pretrain.registry import model_name
 from pretrain.team_server import team
-from harness.server_auth import AUTH_CACHE_SECONDS, AuthFiles, is_loopback
-from harness.store import denial
+from harness.server.auth import AUTH_CACHE_SECONDS, AuthFiles, is_loopback
+from harness.tracking.store import denial
 
 
 def mode(path) -> int:
@@ -122,7 +122,7 @@ def test_the_resources_the_server_creates_are_the_stages_own():
 def test_a_request_refused_during_a_run_is_named_in_one_line(monkeypatch):
     from mlflow.exceptions import MlflowException, RestException
 
-    from harness.store import auth_denial
+    from harness.tracking.store import auth_denial
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://team-host:5001")
     monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "ada")

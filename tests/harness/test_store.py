@@ -12,7 +12,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from harness.errors import UserError
-from harness.store import check_uri, ensure_experiment, prepare_store, server_problem, sqlite_path
+from harness.tracking.store import check_uri, ensure_experiment, prepare_store, server_problem, sqlite_path
 
 REPO = Path(__file__).resolve().parents[2]
 SMOKE = REPO / "configs" / "pretrain" / "smoke.yaml"

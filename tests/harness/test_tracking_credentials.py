@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.engine import worker_environment
+from benchmarks.engine.ray_cluster import worker_environment
 from benchmarks.suite import main as suite_main
-from harness.store import tracking_uri
-from harness.tracked_cli import run_cli
+from harness.cli.tracked_cli import run_cli
+from harness.tracking.store import tracking_uri
 from pretrain.cli import PretrainCLI
 from tests.helpers import assert_one_line_error
 

@@ -13,9 +13,9 @@ from pytorch_lightning.callbacks import ModelCheckpoint
 from pytorch_lightning.demos.boring_classes import BoringModel
 
 from downstream.evaluation import EvaluateBest
-from harness.training_checkpoints import find_last, read_best, resume_point
 from harness.errors import UserError
-from harness.resume import ResumeState
+from harness.training.checkpoints import find_last, read_best, resume_point
+from harness.training.resume import ResumeState
 from pretrain.callbacks import ExportEncoder
 
 RUN_ID = "0123456789abcdef0123456789abcdef"

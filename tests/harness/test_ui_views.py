@@ -8,13 +8,13 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-from benchmarks.parent import report_sections, summary_metrics, twin_pairs
-from harness import ui, ui_address
-from harness.links import compare_link, experiment_link, run_link, summary_lines, ui_base
-from harness.naming import encoder_label, finetune_run_name, metric_key, pretrain_run_name, twin_label
-from harness.params import comparable_params
-from harness.tracking import ensure_experiment
-from harness.views import COMPARED_METRICS, DESCRIPTION_TAG, VIEW_PREFIX, benchmark_view
+from benchmarks.report.parent_view import report_sections, summary_metrics, twin_pairs
+from harness.tracking import ui, ui_address
+from harness.tracking.links import compare_link, experiment_link, run_link, summary_lines, ui_base
+from harness.tracking.naming import encoder_label, finetune_run_name, metric_key, pretrain_run_name, twin_label
+from harness.tracking.params import comparable_params
+from harness.tracking.runs import ensure_experiment
+from harness.tracking.views import COMPARED_METRICS, DESCRIPTION_TAG, VIEW_PREFIX, benchmark_view
 
 
 def test_run_names_start_with_what_differs_and_fit_the_column():
@@ -159,7 +159,7 @@ def test_a_view_written_by_two_processes_at_once_is_written_again(tmp_path):
     fails on the SQL primary key (seen on PostgreSQL); the view is then written as an update."""
     from mlflow.exceptions import MlflowException
 
-    from harness.views import save_view
+    from harness.tracking.views import save_view
 
     client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
     experiment_id = client.create_experiment("raced")

@@ -12,10 +12,10 @@ from mlflow.tracking import MlflowClient
 
 from harness.errors import UserError
 from pretrain import load_encoder
-from harness.batching import pad_batch
-from pretrain.corpus_datamodule import encode_sentences
+from harness.training.batching import pad_batch
+from pretrain.corpus.datamodule import encode_sentences
 from pretrain.lit_bilm import LitBiLM
-from pretrain.tokenize import Tokenizer
+from pretrain.tokenization.words import Tokenizer
 from tests.helpers import all_runs, assert_one_line_exit, run_module
 
 REPO = Path(__file__).resolve().parents[2]

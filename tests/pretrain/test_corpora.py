@@ -9,9 +9,9 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from harness.errors import UserError
-from pretrain.corpora import DIGEST_LENGTH, default_corpora_dir, entries, log_corpora, read_corpora
-from pretrain.corpus_datamodule import CorpusDataModule
-from pretrain.tokenize import SPECIALS, Tokenizer
+from pretrain.corpus.corpora import DIGEST_LENGTH, default_corpora_dir, entries, log_corpora, read_corpora
+from pretrain.corpus.datamodule import CorpusDataModule
+from pretrain.tokenization.words import SPECIALS, Tokenizer
 from tests.pair_files import write_three_label_set
 
 NEW_SENTENCES = ["The zyzzyva quokka danced at midnight.", "A wombat read the quarterly report."]

@@ -6,12 +6,12 @@ import pytest
 import torch
 from torch.utils.data import BatchSampler, DataLoader, DistributedSampler, RandomSampler, SequentialSampler
 
-from harness.batching import BucketBatchSampler, pad_batch
-from pretrain.corpora import read_text_file
-from pretrain.corpus_datamodule import CorpusDataModule, unique
-from harness.errors import UserError
+from harness.training.batching import BucketBatchSampler, pad_batch
+from pretrain.corpus.corpora import read_text_file
+from pretrain.corpus.datamodule import CorpusDataModule, unique
 from harness.datasets.mrpc import load_mrpc
-from pretrain.tokenize import PAD_ID, SPECIALS, Tokenizer
+from harness.errors import UserError
+from pretrain.tokenization.words import PAD_ID, SPECIALS, Tokenizer
 
 
 def sentences_of(pairs) -> list[str]:

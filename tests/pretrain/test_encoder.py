@@ -12,13 +12,13 @@ from mlflow.tracking import MlflowClient
 from torch.utils.data import DataLoader
 
 from pretrain import load_encoder
-from harness.batching import pad_batch
-from pretrain.corpus_datamodule import encode_sentences
-from pretrain.checkpoints import slim_checkpoint
-from pretrain.runs import fingerprint_of, latest_pretrain_run, random_encoder
+from harness.training.batching import pad_batch
+from pretrain.corpus.datamodule import encode_sentences
+from pretrain.encoders.checkpoints import slim_checkpoint
+from pretrain.encoders.loading import fingerprint_of, latest_pretrain_run, random_encoder
 from harness.errors import UserError
 from pretrain.lit_bilm import LitBiLM
-from pretrain.tokenize import Tokenizer
+from pretrain.tokenization.words import Tokenizer
 from tests.helpers import assert_one_line_error
 
 HIDDEN, LAYERS = 8, 2
@@ -83,7 +83,7 @@ def test_fingerprint_follows_the_model_code(trained, monkeypatch):
     initialisation included) must change it even when the weights file is the same."""
     before = load_encoder(trained["slim"])
     twin_before = random_encoder(before, seed=0)
-    monkeypatch.setattr("pretrain.runs.code_version", lambda family, kind: "edited model code")
+    monkeypatch.setattr("pretrain.encoders.loading.code_version", lambda family, kind: "edited model code")
     after = load_encoder(trained["slim"])
     assert after.fingerprint != before.fingerprint
     assert random_encoder(after, seed=0).fingerprint != twin_before.fingerprint
@@ -249,7 +249,7 @@ def test_latest_looks_past_a_page_of_benchmark_runs_and_filters_family_and_stage
     used to stop at 200 results), and latest:<family>:<stage> selects by the run's tags."""
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    monkeypatch.setattr("pretrain.runs.SEARCH_PAGE", 2)
+    monkeypatch.setattr("pretrain.encoders.loading.SEARCH_PAGE", 2)
     client = MlflowClient(uri)
     experiment = client.create_experiment("pretrain")
 
@@ -279,7 +279,7 @@ def test_a_damaged_download_is_fetched_again_once_then_named(monkeypatch, tmp_pa
     the error names the file. Runs made before families (checkpoint/bilm.ckpt) still load."""
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    monkeypatch.setattr("pretrain.runs.ENCODER_CACHE", tmp_path / "cache")
+    monkeypatch.setattr("pretrain.encoders.loading.ENCODER_CACHE", tmp_path / "cache")
     client = MlflowClient(uri)
     experiment = client.create_experiment("pretrain", artifact_location=(tmp_path / "artifacts").as_uri())
 

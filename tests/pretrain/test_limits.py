@@ -14,14 +14,14 @@ import torch
 from mlflow.entities import ViewType
 from mlflow.tracking import MlflowClient
 
-from harness.errors import UserError
+from harness.cli.tracked_cli import run_cli
 from harness.datasets.mrpc import load_mrpc
-from harness.tracked_cli import run_cli
+from harness.errors import UserError
 from pretrain.cli import PretrainCLI
-from pretrain.corpus_datamodule import DEFAULT_MAX_TOKENS, CorpusDataModule, split_long
+from pretrain.corpus.datamodule import DEFAULT_MAX_TOKENS, CorpusDataModule, split_long
 from pretrain.memory import step_bytes
 from pretrain.models.bilm import BiLM, BiLMConfig
-from pretrain.tokenize import BOS_ID, EOS_ID
+from pretrain.tokenization.words import BOS_ID, EOS_ID
 
 REPO = Path(__file__).resolve().parents[2]
 SMOKE = REPO / "configs" / "pretrain" / "smoke.yaml"

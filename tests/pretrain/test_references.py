@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from harness.errors import UserError
-from pretrain.references import EncoderReference, Source, reference_of
-from pretrain.runs import load_encoder, random_encoder
+from pretrain.encoders.loading import load_encoder, random_encoder
+from pretrain.encoders.references import EncoderReference, Source, reference_of
 
 
 @pytest.mark.parametrize("text, kind, target", [

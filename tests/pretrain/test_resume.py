@@ -12,7 +12,7 @@ import pytest
 import torch
 from mlflow.tracking import MlflowClient
 
-from harness.tracked_cli import run_cli
+from harness.cli.tracked_cli import run_cli
 from pretrain.cli import PretrainCLI
 from tests.helpers import all_runs, assert_one_line_exit, run_module, store_uri
 

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from harness.errors import UserError
-from pretrain.subword import (BOS_ID, CLS_ID, DELIM_ID, EOS_ID, MIN_VOCAB_SIZE, PAD_ID, SPECIALS,
+from pretrain.tokenization.bpe import (BOS_ID, CLS_ID, DELIM_ID, EOS_ID, MIN_VOCAB_SIZE, PAD_ID, SPECIALS,
                               SubwordTokenizer)
 
 TRAIN = [
@@ -85,7 +85,7 @@ def test_dict_round_trip_gives_identical_ids(tokenizer):
 
 _TRAIN_IN_A_FRESH_PROCESS = """
 import json, sys
-from pretrain.subword import SubwordTokenizer
+from pretrain.tokenization.bpe import SubwordTokenizer
 sentences = json.loads(sys.stdin.read())
 print(json.dumps(SubwordTokenizer.build(sentences, vocab_size=400).to_dict(), sort_keys=True))
 """

@@ -2,7 +2,7 @@ import random
 
 import pytest
 
-from pretrain.tokenize import BOS_ID, EOS_ID, NUM, PAD_ID, SPECIALS, UNK, UNK_ID, Tokenizer
+from pretrain.tokenization.words import BOS_ID, EOS_ID, NUM, PAD_ID, SPECIALS, UNK, UNK_ID, Tokenizer
 
 
 @pytest.fixture

@@ -10,8 +10,8 @@ from mlflow.tracking import MlflowClient
 
 from downstream.cli import resolve_encoder
 from harness.errors import UserError
-from pretrain.registry import register_encoder
-from pretrain.runs import load_encoder
+from pretrain.encoders.loading import load_encoder
+from pretrain.encoders.registry import register_encoder
 from tests.helpers import assert_one_line_error
 
 
@@ -20,7 +20,7 @@ def store(tmp_path, monkeypatch, save_encoder) -> dict:
     """Two finished, registered ELMo pretrain runs (the newer one behind ``@newest``)."""
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    monkeypatch.setattr("pretrain.runs.ENCODER_CACHE", tmp_path / "cache")
+    monkeypatch.setattr("pretrain.encoders.loading.ENCODER_CACHE", tmp_path / "cache")
     client = MlflowClient(uri)
     experiment = client.create_experiment("pretrain", artifact_location=(tmp_path / "artifacts").as_uri())
     checkpoint, _ = save_encoder("elmo", tmp_path)

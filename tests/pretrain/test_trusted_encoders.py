@@ -9,9 +9,9 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from harness.errors import UserError
-from pretrain.registry import register_encoder
-from pretrain.runs import latest_pretrain_run, resolve
-from pretrain.trusted import note_untrusted
+from pretrain.encoders.loading import latest_pretrain_run, resolve
+from pretrain.encoders.registry import register_encoder
+from pretrain.encoders.trusted import note_untrusted
 
 
 @pytest.fixture

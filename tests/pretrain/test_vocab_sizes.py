@@ -8,12 +8,12 @@ import pytest
 from mlflow.entities import ViewType
 from mlflow.tracking import MlflowClient
 
+from harness.cli.tracked_cli import run_cli
 from harness.errors import UserError
-from harness.tracked_cli import run_cli
 from pretrain.cli import PretrainCLI
-from pretrain.corpus_datamodule import CorpusDataModule
-from pretrain.subword import MIN_VOCAB_SIZE
-from pretrain.tokenize import SPECIALS
+from pretrain.corpus.datamodule import CorpusDataModule
+from pretrain.tokenization.bpe import MIN_VOCAB_SIZE
+from pretrain.tokenization.words import SPECIALS
 
 REPO = Path(__file__).resolve().parents[2]
 SMOKE = REPO / "configs" / "pretrain" / "smoke.yaml"

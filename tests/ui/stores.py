@@ -10,7 +10,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from harness.server import free_port, stop_process_group, wait_healthy
+from harness.server.tracking_server import free_port, stop_process_group, wait_healthy
 from tests import helpers
 from tests.helpers import RUN_ID
 

@@ -15,10 +15,10 @@ from selenium.common.exceptions import TimeoutException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-from harness import ui_address
-from harness.links import summary_lines, ui_base
-from harness.server import stop_process_group, wait_healthy
-from harness.views import COMPARE_VIEW, COMPARED_METRICS
+from harness.server.tracking_server import stop_process_group, wait_healthy
+from harness.tracking import ui_address
+from harness.tracking.links import summary_lines, ui_base
+from harness.tracking.views import COMPARE_VIEW, COMPARED_METRICS
 from tests.ui.stores import SCREENSHOTS, Server, free_port, link, pipeline
 
 pytestmark = pytest.mark.slow
@@ -122,13 +122,13 @@ def test_the_compare_links_open_on_the_metrics_of_the_run_and_its_twin(store, ch
 
 
 def test_make_ui_links_follow_its_port(store, chromium, monkeypatch):
-    """``make ui PORT=…`` (``python -m harness.ui``) on another port: its own links and those later
+    """``make ui PORT=…`` (``python -m harness.tracking.ui``) on another port: its own links and those later
     summaries print lead there, without MLFLOW_UI_URL."""
     port = free_port()
     monkeypatch.delenv("MLFLOW_UI_URL", raising=False)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", store["uri"])
     env = {key: value for key, value in os.environ.items() if key != "MLFLOW_UI_URL"}
-    process = subprocess.Popen([sys.executable, "-m", "harness.ui", "--port", str(port)], env=env,
+    process = subprocess.Popen([sys.executable, "-m", "harness.tracking.ui", "--port", str(port)], env=env,
                                start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         url = f"http://127.0.0.1:{port}"

@@ -11,13 +11,13 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from harness.postgres import LocalPostgres, postgres_bin, service_user
+from harness.server.postgres import LocalPostgres, postgres_bin, service_user
 
 pytestmark = pytest.mark.slow
 
 
 def open_cluster(directory: Path) -> None:
-    """What harness/server.py made before this version: trust for everyone, role mlflow a superuser."""
+    """What harness/server/tracking_server.py made before this version: trust for everyone, role mlflow a superuser."""
     user = service_user()
     prefix = ["runuser", "-u", user, "--"] if user else []
     directory.mkdir(mode=0o700)

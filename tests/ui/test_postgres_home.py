@@ -13,7 +13,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from harness.postgres import HOST_ROOT, LocalPostgres, service_user
+from harness.server.postgres import HOST_ROOT, LocalPostgres, service_user
 
 pytestmark = pytest.mark.slow
 

@@ -1,7 +1,7 @@
 """A team's tracking server, end to end and as an attacker would try it: ``python -m pretrain.team_server``
 (what ``make server`` runs) starts a closed PostgreSQL cluster from Debian's binaries in a
 temporary folder and ``mlflow server`` with MLflow's basic-auth app on it, on free local ports;
-``python -m harness.server_users`` (``make server-user``) adds an EDIT and a READ user.
+``python -m harness.server.users`` (``make server-user``) adds an EDIT and a READ user.
 
 - every request needs a user; the old default admin password and anonymous sign-up get nowhere;
 - the EDIT user's smoke pipeline (``latest``, ``runs:/``, ``models:/``, two finetune runs at
@@ -39,9 +39,9 @@ import torch
 from mlflow.tracking import MlflowClient
 
 from harness.digests import DIGEST_PARAM, sha256_of
-from harness.postgres import postgres_bin
-from harness.server import stop_process_group, wait_healthy
-from pretrain.runs import ENCODER_CACHE
+from harness.server.postgres import postgres_bin
+from harness.server.tracking_server import stop_process_group, wait_healthy
+from pretrain.encoders.loading import ENCODER_CACHE
 from tests.ui.stores import CONSOLE, FINETUNE_SMOKE, PRETRAIN_FLAGS, PRETRAIN_SMOKE, cli_env, free_port, link, pipeline
 
 pytestmark = pytest.mark.slow
@@ -51,7 +51,7 @@ PASSWORD_LINE = re.compile(r"export MLFLOW_TRACKING_PASSWORD=(\S+)")
 
 def add_user(server: dict, name: str, role: str) -> dict[str, str]:
     """``make server-user NAME=name ROLE=role``; returns the credentials it printed."""
-    process = subprocess.run([sys.executable, "-m", "harness.server_users", name, "--role", role, "--url",
+    process = subprocess.run([sys.executable, "-m", "harness.server.users", name, "--role", role, "--url",
                               server["url"], "--secrets-dir", str(server["secrets"])],
                              capture_output=True, text=True, timeout=120)
     assert process.returncode == 0, process.stderr[-2000:]
@@ -170,7 +170,7 @@ def test_every_request_needs_a_user_and_no_one_signs_up(team_server):
     # the health check tells a missing from a rejected password
     down = {**cli_env(url, Path(".")), "MLFLOW_TRACKING_USERNAME": "", "MLFLOW_TRACKING_PASSWORD": ""}
     wrong = {**down, "MLFLOW_TRACKING_USERNAME": "reader", "MLFLOW_TRACKING_PASSWORD": "not-the-password"}
-    check = "from harness.store import check_uri, tracking_uri; check_uri(tracking_uri())"
+    check = "from harness.tracking.store import check_uri, tracking_uri; check_uri(tracking_uri())"
     for env, expected in ((down, "needs credentials (401): export MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD"),
                           (wrong, "rejected the password of MLFLOW_TRACKING_USERNAME=reader (401)")):
         process = subprocess.run([sys.executable, "-c", check], env=env, capture_output=True, text=True, timeout=60)
@@ -253,7 +253,7 @@ def test_a_read_user_cannot_choose_anyone_elses_encoder(team_server):
     newer than every other, with its own checkpoint digest, was what everyone's ``latest`` (and a
     model name the user registered first) loaded. Now neither leaves the trusted experiments."""
     from harness.errors import UserError
-    from pretrain.runs import latest_pretrain_run, resolve
+    from pretrain.encoders.loading import latest_pretrain_run, resolve
 
     reader = as_user(team_server["reader"])
     own = reader.create_experiment("reader-own")

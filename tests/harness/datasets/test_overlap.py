@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness.errors import UserError
 from harness.datasets.overlap import check_split_overlap, pair_key, split_overlap
+from harness.errors import UserError
 
 NAMES = {"train": "--data.train=train.tsv", "dev": "--data.dev=dev.tsv", "test": "--data.test=test.tsv"}
 

@@ -9,12 +9,12 @@ import yaml
 from mlflow.tracking import MlflowClient
 
 from downstream.cli import FinetuneCLI
+from harness.cli.tracked_cli import run_cli
 from harness.datasets import registry
 from harness.datasets.entry import Anchors, DataSet
 from harness.datasets.spec import SPEC_KEYS, PairDataSpec
 from harness.datasets.types import Pair, PairData
 from harness.errors import UserError
-from harness.tracked_cli import run_cli
 from pretrain.cli import PretrainCLI
 from tests.pair_files import LABELS, three_label_rows
 
@@ -73,7 +73,7 @@ def test_mrpc_and_tsv_are_entries_and_unknown_names_are_one_line(tmp_path):
 
 def test_a_benchmark_dataset_section_takes_every_data_flag_and_nothing_else(tmp_path):
     """A suite config's ``dataset:`` holds the pair data set's flags, whatever PairDataSpec declares."""
-    from benchmarks.matrix import load_config
+    from benchmarks.plan.matrix import load_config
 
     values = {"dataset": "tsv", "mrpc_dir": "data/mine", "train": "data/mine/train.tsv", "dev": "data/mine/dev.tsv",
               "test": "data/mine/test.tsv", "sentence1_column": "a", "sentence2_column": "b", "label_column": "y",

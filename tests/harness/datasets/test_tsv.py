@@ -285,7 +285,7 @@ def test_real_msr_file_reads_like_the_msr_reader(real_mrpc_dir):
 
 
 def test_read_benchmark_file_reads_back(tmp_path):
-    from benchmarks.read_speed import sentence_pool, write_pairs
+    from benchmarks.speed.read_speed import sentence_pool, write_pairs
 
     path = tmp_path / "train.tsv"
     write_pairs(path, 500, sentence_pool(50))
@@ -297,7 +297,7 @@ def test_read_benchmark_file_reads_back(tmp_path):
 
 @pytest.mark.slow
 def test_read_benchmark_command(tmp_path, capsys):
-    from benchmarks import read_speed
+    from benchmarks.speed import read_speed
 
     assert read_speed.main(["--pairs", "300", "--json", str(tmp_path / "rows.json")]) == 0
     rows = read_speed.json.loads((tmp_path / "rows.json").read_text())

@@ -1,0 +1,134 @@
+"""The cells of a benchmark matrix, each pretrained cell followed by its random-init twin.
+
+Two shapes of matrix:
+
+- **mixes × heads** (``mixes``, ``heads``, ``learning_curve``): frozen features of each encoder
+  under every mix and head, plus a learning curve — the ELMo setting;
+- **transfers** (``transfers``, ``fractions``): for each encoder, the ways its *family* transfers
+  — e.g. frozen features under a mix, or fine-tuned as its authors did — each with its heads and
+  its own finetune config, at every labelled fraction. The family comes from the encoder's
+  pretrain run (tag ``family``).
+
+Either way, a twin differs from its pretrained cell only in the encoder's weights: same config,
+mix, head, fraction and seed; and each cell is identified by everything that defines its result.
+"""
+
+from __future__ import annotations
+
+from benchmarks.plan.matrix import LAYERS, Matrix
+from benchmarks.tasks.cells import Cell
+from benchmarks.tasks.linear_probe import PROBE_SUFFIX
+from downstream.values import Mix
+from harness.errors import UserError
+
+
+def expand_mixes(mixes: list[str], num_layers: int) -> list[str]:
+    """``layers`` stands for each single layer below the top (``top`` is layer L-1)."""
+    expanded = []
+    for mix in mixes:
+        expanded += [f"layer:{k}" for k in range(num_layers - 1)] if mix == LAYERS else [mix]
+    return list(dict.fromkeys(expanded))
+
+
+def grid_point(method: str, rate: float) -> str:
+    """The method of one learning rate of a grid: ``<method>~lr<rate>``."""
+    return f"{method}~lr{rate:g}"
+
+
+def fraction_suffix(fraction: float) -> str:
+    return f"@{fraction:g}" if fraction < 1 else ""
+
+
+def mix_head_settings(matrix: Matrix, encoder: dict) -> list[dict]:
+    """The mixes × heads matrix and its learning curve, as per-cell settings of one encoder."""
+    grid = list(matrix.lr_grid)
+    settings = [{"transfer": "", "mix": mix, "head": head, "fraction": 1.0, "seeds": list(matrix.seeds),
+                 "config": "", "args": [], "lr_grid": grid}
+                for mix in expand_mixes(list(matrix.mixes), encoder["num_layers"]) for head in matrix.heads]
+    curve = matrix.learning_curve
+    if curve:
+        settings += [{"transfer": "", "mix": curve.mix, "head": curve.head, "fraction": fraction,
+                      "seeds": list(curve.seeds), "config": "", "args": [], "lr_grid": grid}
+                     for fraction in curve.fractions if fraction < 1.0]
+    return settings
+
+
+def transfer_settings(matrix: Matrix, encoder: dict) -> list[dict]:
+    """The transfers of the encoder's family × their heads × the labelled fractions (a transfer may
+    name its own ``fractions`` and ``seeds``, e.g. fewer for a costly fine-tuning, and ``encoders``: only
+    those of its family, e.g. a text axis that adds corpora to one transfer only)."""
+    settings = []
+    for transfer in matrix.transfers.get(encoder["family"], ()):
+        if transfer.encoders is not None and encoder["name"] not in transfer.encoders:
+            continue
+        settings += [{"transfer": transfer.name, "mix": transfer.mix, "head": head, "fraction": fraction,
+                      "seeds": list(transfer.seeds), "config": transfer.config, "args": list(transfer.args),
+                      "lr_grid": list(transfer.lr_grid)}
+                     for head in transfer.heads for fraction in transfer.fractions]
+    return settings
+
+
+def method_name(encoder: str, setting: dict) -> str:
+    """``<encoder>-<transfer>-<head>@<fraction>`` (transfers) or ``<encoder>-<mix>-<head>@<fraction>``."""
+    middle = setting["transfer"] or setting["mix"]
+    return f"{encoder}-{middle}-{setting['head']}{fraction_suffix(setting['fraction'])}"
+
+
+def check_layers(settings: list[dict], encoder: dict) -> None:
+    """Every ``layer:K`` of the matrix exists in the encoder (its L is known once it is pretrained)."""
+    for mix in dict.fromkeys(setting["mix"] for setting in settings):
+        try:
+            Mix.parse(mix).layer_index(encoder["num_layers"])
+        except ValueError as error:
+            raise UserError(f"encoder '{encoder['name']}': {error}") from None
+
+
+def probe_fractions(matrix: Matrix) -> list[float]:
+    """The labelled fractions the matrix trains on (its ``fractions``, or its learning curve's):
+    each gets probes fitted on the same subsets, whole train split first."""
+    fractions = matrix.fractions if matrix.transfers else \
+        [1.0, *(matrix.learning_curve.fractions if matrix.learning_curve else ())]
+    return sorted({float(fraction) for fraction in fractions or [1.0]} | {1.0}, reverse=True)
+
+
+def probe_cells(matrix: Matrix, encoder: dict, random_name: str) -> list[Cell]:
+    """The linear probes of an encoder's frozen features and, with ``random_control``, of its twin's
+    at each seed (``benchmarks.tasks.linear_probe``), at each labelled fraction: checks, not methods (no
+    twin, no gap)."""
+    arms = [("pretrained", encoder["name"])] + ([("random", random_name)] if matrix.random_control else [])
+    return [Cell(f"{name}-{PROBE_SUFFIX}{fraction_suffix(fraction)}", "probe", seed, encoder["name"],
+                 encoder["run_id"], train_fraction=fraction, family=encoder.get("family", ""),
+                 encoder_identity=encoder.get("identity", ""), probe_of=probe_of)
+            for fraction in probe_fractions(matrix) for seed in matrix.seeds for probe_of, name in arms]
+
+
+def plan(matrix: Matrix, encoders: list[dict], finetune_args: list[str]) -> list[Cell]:
+    """Every cell of the matrix, controls right after what they control, each encoder's linear
+    probes (``linear_probe: true``: seconds each, so they come first) before its cells, then the
+    baselines."""
+    cells: list[Cell] = []
+    several = len(encoders) > 1
+    for encoder in encoders:
+        random_name = f"random({encoder['name']})" if several else "random"
+        settings = transfer_settings(matrix, encoder) if matrix.transfers else mix_head_settings(matrix, encoder)
+        check_layers(settings, encoder)
+        if matrix.linear_probe:
+            cells += probe_cells(matrix, encoder, random_name)
+        for setting in settings:
+            arms = [("pretrained", method_name(encoder["name"], setting))]
+            if matrix.random_control:
+                arms.append(("random", method_name(random_name, setting)))
+            for rate in setting.get("lr_grid") or [None]:  # each grid point: cells of their own, per arm
+                kinds = [(kind, method if rate is None else grid_point(method, rate)) for kind, method in arms]
+                rate_args = [] if rate is None else [f"--model.learning_rate={rate:g}"]
+                for seed in setting["seeds"]:
+                    for kind, method in kinds:
+                        cells.append(Cell(method, kind, seed, encoder["name"], encoder["run_id"], setting["mix"],
+                                          setting["head"], setting["fraction"],
+                                          kinds[-1][1] if kind == "pretrained" and len(kinds) > 1 else "",
+                                          [*finetune_args, *setting["args"], *rate_args], config=setting["config"],
+                                          transfer=setting["transfer"], family=encoder.get("family", ""),
+                                          encoder_identity=encoder.get("identity", ""),
+                                          grid_of="" if rate is None else dict(arms)[kind], learning_rate=rate))
+    cells += [Cell(name, "baseline", 0) for name in matrix.baselines]  # checks: no twin, no gap
+    return cells

@@ -1,0 +1,192 @@
+"""A benchmark's encoders: each is a given run or a chain of pretraining stages (ULMFiT: general
+LM, then the task LM, linked by ``--model.init_from``). A stage is found again by a hash of its
+settings, the data's and corpus files' content, the stage before it and the protocol version, so a
+re-run pretrains nothing that already finished; once the last stage has a run, the encoder is read
+back from it.
+
+An encoder's identity (what its cells' hashes hold) is what decides its outputs: the last stage's
+hash for an encoder pretrained here (known before it runs, so finished cells are found without
+pretraining again), the checkpoint's sha256 for a given run, the model files' sha256 for a
+published encoder. The checkpoint's own sha256 (``digest``) is recorded beside it."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mlflow.tracking import MlflowClient
+
+from benchmarks.tasks.cells import file_digests, finished_run, portable_args
+from harness.protocol import settings_hash
+from benchmarks.plan.matrix import repo_path
+from harness.digests import DIGEST_PARAM
+from harness.errors import UserError
+from harness.tracking.runs import REPO_ROOT, tracking_uri
+from pretrain.corpus.corpora import SENTENCES_FILE, SHARED_FOLDERS, default_corpora_dir, entries
+from pretrain.encoders.hf.encoder import folder_digest, is_hf_source, resolve_folder
+from pretrain.encoders.loading import load_encoder, resolve
+from pretrain.families import FIRST_FORMAT_FAMILY
+
+PRETRAIN_EXPERIMENT = "pretrain"
+
+
+@dataclass
+class Stage:
+    """One pretraining stage of an encoder: its config file and flags (without ``init_from``)."""
+
+    encoder: str
+    number: int  # 1-based
+    config: str
+    args: list[str] = field(default_factory=list)
+    last: bool = True
+
+    def flags(self, previous_run_id: str | None) -> list[str]:
+        """The stage's flags; a later stage continues the previous stage's run."""
+        return [*self.args, *([f"--model.init_from=runs:/{previous_run_id}"] if previous_run_id else [])]
+
+    def settings_hash(self, previous_hash: str | None, data_digest: str) -> str:
+        """The stage's identity: its settings and text, and the identity of the stage it continues."""
+        config_text = Path(self.config).read_text() if Path(self.config).is_file() else ""
+        files = file_digests(self.args)
+        return settings_hash({"config": portable_path(self.config), "args": portable_args(self.args),
+                              "config_text": config_text, "data": data_digest, "previous": previous_hash,
+                              "files": {Path(path).name: digest for path, digest in files.items()},
+                              "corpora": named_corpus_digests(self.args, config_text)})
+
+    def log_name(self) -> str:
+        return f"pretrain-{self.encoder}-{self.number}.log"
+
+
+def pretrain_stages(encoder: dict) -> list[dict]:
+    """The encoder's ``pretrain:`` as a list of stages (``config`` + ``args``); one stage unless it
+    is a list."""
+    stages = encoder.get("pretrain", [])
+    return [dict(stage) for stage in (stages if isinstance(stages, list) else [stages])]
+
+
+def stages_of(encoder: dict) -> list[Stage]:
+    """The encoder's stages with absolute config paths."""
+    specs = pretrain_stages(encoder)
+    return [Stage(encoder["name"], number, str(repo_path(spec["config"])), list(spec.get("args", [])),
+                  last=number == len(specs)) for number, spec in enumerate(specs, start=1)]
+
+
+def given_run(encoder: dict) -> str | None:
+    """The run an encoder names (``run: latest | runs:/<id> | models:/…``; a published encoder's
+    source as it is), None when it names none or (with a ``pretrain:`` fallback) none is found."""
+    if not encoder.get("run"):
+        return None
+    if is_published(encoder):
+        return str(encoder["run"])
+    try:
+        return resolve(encoder["run"]).target  # runs:/<id>, latest…, models:/… → the run id
+    except UserError:
+        if "pretrain" not in encoder:
+            raise
+        return None
+
+
+def portable_path(path: str) -> str:
+    """A path inside the repository as written relative to its root (the same on every machine)."""
+    try:
+        return Path(path).resolve().relative_to(REPO_ROOT).as_posix()
+    except ValueError:
+        return path
+
+
+_CORPUS_DIGESTS: dict[tuple[str, float, int], str] = {}
+
+
+def named_corpus_digests(args: list[str], config_text: str) -> dict[str, str]:
+    """sha256 of each shared corpus (``reuters``, ``brown``, ``sotu``) the stage's ``--data.corpus``
+    (else its config's ``corpus:``) names: the same name over other text is another stage."""
+    import yaml  # noqa: PLC0415 - only where a stage is hashed
+
+    flags = [argument.partition("=")[2] for argument in args if argument.startswith("--data.corpus=")]
+    corpus = yaml.safe_load(flags[-1]) if flags else ((yaml.safe_load(config_text) or {}).get("data") or {}).get(
+        "corpus")
+    folders = [argument.partition("=")[2] for argument in args if argument.startswith("--data.corpora_dir=")]
+    root = Path(folders[-1]) if folders else default_corpora_dir()
+    digests = {}
+    try:
+        names = entries(corpus) if corpus else []
+    except UserError:
+        return {}
+    for name in names:
+        path = root / SHARED_FOLDERS[name] / SENTENCES_FILE if name in SHARED_FOLDERS else None
+        if path is None or not path.is_file():
+            continue
+        status = path.stat()
+        key = (str(path), status.st_mtime, status.st_size)
+        if key not in _CORPUS_DIGESTS:
+            _CORPUS_DIGESTS[key] = hashlib.sha256(path.read_bytes()).hexdigest()
+        digests[name] = _CORPUS_DIGESTS[key]
+    return digests
+
+
+def stage_hashes(stages: list[Stage], data_digest: str) -> list[str]:
+    """Each stage's identity, in order: a stage's hash holds the one before it."""
+    hashes: list[str] = []
+    for stage in stages:
+        hashes.append(stage.settings_hash(hashes[-1] if hashes else None, data_digest))
+    return hashes
+
+
+def reused_stages(stages: list[Stage], data_digest: str) -> tuple[int, str | None]:
+    """How many leading stages already finished, and the run id of the last of them."""
+    run_id = None
+    for done, cell_hash in enumerate(stage_hashes(stages, data_digest)):
+        found = finished_run(PRETRAIN_EXPERIMENT, cell_hash)
+        if found is None:
+            return done, run_id
+        run_id = found
+    return len(stages), run_id
+
+
+def is_published(encoder: dict) -> bool:
+    """``run: hf:<folder>`` or ``reference:<name>``: an encoder pretrained elsewhere."""
+    return is_hf_source(str(encoder.get("run", "")))
+
+
+def published_encoder(encoder: dict) -> dict:
+    """A published encoder: loaded once here for its layers and fingerprint; its cells pass the
+    source itself to ``--model.encoder``."""
+    try:
+        loaded = load_encoder(encoder["run"])
+    except UserError as error:
+        raise UserError(f"encoder '{encoder['name']}': {error}") from None
+    digest = folder_digest(resolve_folder(str(encoder["run"])))
+    return {"name": encoder["name"], "run_id": loaded.source, "family": loaded.family, "num_layers": loaded.num_layers,
+            "identity": f"files:{digest}", "digest": digest, "published": True,
+            "reference": str(encoder["run"]).startswith("reference:"), "val_ppl": None, "train_tokens": 0,
+            "train_words": 0, "corpus": "published", "config": encoder["run"]}
+
+
+def describe_encoder(encoder: dict, run_id: str, identity: str | None = None) -> dict:
+    """The encoder as the plan and the report use it; ``identity``: its last stage's hash when it
+    was pretrained here (else its checkpoint's sha256 stands for it).
+
+    Returns:
+        name, run id, identity, checkpoint digest, family, layers (L), held-out perplexity, corpus
+        and its size, config.
+    """
+    if is_published(encoder):
+        return published_encoder(encoder)
+    try:
+        run = MlflowClient(tracking_uri()).get_run(run_id)
+    except Exception:  # noqa: BLE001 - an unknown id is the user's to fix
+        raise UserError(f"encoder '{encoder['name']}': no run {run_id} in {tracking_uri()}") from None
+    if run.data.tags.get("stage") != "pretrain":
+        raise UserError(f"encoder '{encoder['name']}': run {run_id} is not a pretrain run")
+    params, metrics = run.data.params, run.data.metrics
+    stages = pretrain_stages(encoder)
+    digest = params.get(DIGEST_PARAM, "")
+    return {"name": encoder["name"], "run_id": run_id, "identity": identity or f"checkpoint:{digest or run_id}",
+            "digest": digest, "family": run.data.tags.get("family", FIRST_FORMAT_FAMILY),
+            "num_layers": int(params["model.num_layers"]) + 1,
+            # the best checkpoint's perplexity (runs made before best_val_ppl: the last val_ppl logged)
+            "val_ppl": metrics.get("best_val_ppl", metrics.get("val_ppl")),
+            "train_tokens": int(params.get("train_tokens", 0)), "train_words": int(params.get("train_words", 0)),
+            "corpus": params.get("data.corpus", "mrpc"),
+            "config": stages[-1]["config"] if stages else params.get("config", "")}

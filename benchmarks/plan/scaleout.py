@@ -1,0 +1,167 @@
+"""``python -m benchmarks.plan.scaleout --costs benchmarks/scaleout-costs.json``: how long a study's plan
+would take on N CPUs, from stage and cell times measured on this machine — the critical path (the
+longest chain of pretraining stages plus its longest cell), the CPU-hours, and the wall time of the
+executor's own policy (stages first, then cells in plan order, a task as soon as its CPUs are free)
+simulated on 16, 64, 256 … CPUs. No task runs: it plans the config and schedules the costs.
+
+The costs file gives, per encoder, the minutes of each pretraining stage and the CPUs it uses, and
+per ``<family>/<transfer>/<head>`` the minutes of a cell at each labelled fraction (``default`` for
+those it does not name), the minutes of a linear probe (``probe``: on the frozen cells' cached
+features) and of a baseline; docs/cluster.md says where each figure comes from. A cell whose flags turn
+on ``--data.equal_steps`` trains a full cell's optimiser steps at any fraction the repeats reach
+(``downstream.equal_steps``), so it costs the ``1`` figure (scaled down only below what
+``--data.max_repeats`` passes make up), whatever its fraction's own figure says."""
+
+from __future__ import annotations
+
+import harness.tracking.mlflow_defaults  # noqa: F401 - first: MLflow's settings precede its import
+
+import argparse
+import heapq
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from benchmarks.plan.cells import plan
+from benchmarks.plan.encoders import is_published
+from benchmarks.plan.matrix import Matrix, load_config, with_budget
+from benchmarks.tasks.cells import Cell
+from downstream.equal_steps import DEFAULT_MAX_REPEATS
+from harness.errors import UserError
+from harness.tracking.runs import REPO_ROOT
+
+
+@dataclass
+class Costs:
+    stages: dict[str, list[float]]  # encoder → minutes of each stage
+    stage_cpus: int
+    cells: dict[str, dict[str, float]]  # "<family>/<transfer>/<head>" → {fraction: minutes}
+    default: dict[str, float]  # {fraction: minutes}
+    baseline: float
+    probe: float = 0.8  # a linear probe of one encoder (or twin) on its cached features
+
+    @classmethod
+    def read(cls, path: Path) -> "Costs":
+        raw = json.loads(path.read_text())
+        return cls({name: [float(m) for m in minutes] for name, minutes in raw["stages"].items()},
+                   int(raw.get("stage_cpus", 2)), raw.get("cells", {}), raw["default"], float(raw.get("baseline", 0.5)),
+                   float(raw.get("probe", cls.probe)))
+
+    def cell(self, cell: Cell) -> float:
+        """Minutes of ``cell``: its table's figure at its fraction; under equal steps, the full
+        cell's figure times the share of a full epoch its repeats make up (1 for 10% and above)."""
+        if cell.kind == "baseline":
+            return self.baseline
+        if cell.kind == "probe":
+            return self.probe
+        table = self.cells.get(f"{cell.family}/{cell.transfer}/{cell.head}", self.default)
+        if cell.train_fraction < 1 and flag_value(cell.args, "data.equal_steps", "false").lower() in TRUE:
+            repeats = int(flag_value(cell.args, "data.max_repeats", str(DEFAULT_MAX_REPEATS)))
+            return self.minutes(table, 1.0) * min(1.0, repeats * cell.train_fraction)
+        return self.minutes(table, cell.train_fraction)
+
+    def only(self, encoders: list[str]) -> "Costs":
+        """These costs with the stages of ``encoders`` alone (the file holds every study's)."""
+        return replace(self, stages={name: self.stages[name] for name in encoders})
+
+    def minutes(self, table: dict[str, float], fraction: float) -> float:
+        """``table``'s minutes at ``fraction``, else the default's."""
+        return float(table.get(f"{fraction:g}", self.default[f"{fraction:g}"]))
+
+
+TRUE = ("true", "yes", "on", "1")
+
+
+def flag_value(args: list[str], name: str, default: str) -> str:
+    """The value of the last ``--<name>=<value>`` in ``args`` (a later flag wins, as in the CLI)."""
+    values = [argument.split("=", 1)[1] for argument in args if argument.startswith(f"--{name}=")]
+    return values[-1] if values else default
+
+
+def study_plan(config: Matrix) -> list[Cell]:
+    """The plan with stand-in encoders (family = the name's first part, ``hf`` for a published one;
+    no run needed); every finetune cell carries the suite's ``finetune.args`` as it would run."""
+    encoders = [{"name": e["name"], "run_id": e["name"], "num_layers": 3,
+                 "family": "hf" if is_published(e) else e["name"].split("-")[0]} for e in config.encoders]
+    return plan(config, encoders, list(config.finetune_args))
+
+
+def critical_path(costs: Costs, cells: list[Cell]) -> float:
+    """Minutes of the longest chain: an encoder's stages, then its longest cell."""
+    longest = {}
+    for cell in cells:
+        longest[cell.encoder] = max(longest.get(cell.encoder, 0.0), costs.cell(cell))
+    return max(sum(costs.stages.get(name, [])) + longest.get(name, 0.0) for name in {*costs.stages, *longest})
+
+
+def simulate(costs: Costs, cells: list[Cell], cpus: int) -> float:
+    """Wall minutes on ``cpus`` CPUs under the executor's policy (stages first, then cells in plan
+    order, each dispatched when its encoder is ready and its CPUs are free)."""
+    by_encoder: dict[str, list[Cell]] = {}
+    for cell in cells:
+        if cell.kind != "baseline":  # queued first, below, once
+            by_encoder.setdefault(cell.encoder, []).append(cell)
+    stage_queue = [(name, 0) for name in costs.stages if costs.stages[name]]
+    cell_queue = [cell for cell in cells if cell.kind == "baseline"]
+    cell_queue += [cell for name, group in by_encoder.items() if not costs.stages.get(name) for cell in group]
+    running: list[tuple[float, int, str, object]] = []  # (end, order, kind, payload)
+    now, free, order = 0.0, cpus, 0
+    stage_cpus = min(costs.stage_cpus, cpus)
+    while stage_queue or cell_queue or running:
+        while stage_queue and free >= stage_cpus:
+            name, index = stage_queue.pop(0)
+            heapq.heappush(running, (now + costs.stages[name][index], order, "stage", (name, index)))
+            free, order = free - stage_cpus, order + 1
+        while cell_queue and not (stage_queue and free < stage_cpus) and free >= 1:
+            cell = cell_queue.pop(0)
+            heapq.heappush(running, (now + costs.cell(cell), order, "cell", cell))
+            free, order = free - 1, order + 1
+        end, _, kind, payload = heapq.heappop(running)
+        now = end
+        if kind == "cell":
+            free += 1
+            continue
+        free += stage_cpus
+        name, index = payload
+        if index + 1 < len(costs.stages[name]):
+            stage_queue.append((name, index + 1))
+        else:
+            cell_queue += by_encoder.get(name, [])
+    return now
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--config", type=Path, default=REPO_ROOT / "configs/benchmarks/families.yaml")
+    parser.add_argument("--budget", action="store_true", help="the config's `budget:` subset")
+    parser.add_argument("--costs", type=Path, default=REPO_ROOT / "benchmarks/scaleout-costs.json")
+    parser.add_argument("--cpus", type=int, nargs="+", default=[2, 16, 64, 256])
+    args = parser.parse_args(argv)
+    try:
+        config = load_config(args.config)
+        config = with_budget(config, args.config) if args.budget else config
+        if not args.costs.is_file():
+            raise UserError(f"--costs={args.costs}: no such file")
+        costs = Costs.read(args.costs)
+        missing = [e["name"] for e in config.encoders if e["name"] not in costs.stages]
+        if missing:
+            raise UserError(f"--costs={args.costs}: no stage minutes for encoder(s) {missing}")
+        costs = costs.only([e["name"] for e in config.encoders])
+    except UserError as error:
+        print(f"error: {error}")
+        return 2
+    cells = study_plan(config)
+    work = sum(costs.cell(cell) for cell in cells) + sum(sum(m) * costs.stage_cpus for m in costs.stages.values()
+                                                         if m)
+    path = critical_path(costs, cells)
+    print(f"{config.name}: {len(cells)} cells, {len(config.encoders)} encoders, "
+          f"{work / 60:.1f} CPU-hours, critical path {path / 60:.2f} h")
+    print("| CPUs | simulated wall time | bound max(critical path, CPU-hours / CPUs) |")
+    print("|---:|---:|---:|")
+    for count in args.cpus:
+        print(f"| {count} | {simulate(costs, cells, count) / 60:.2f} h | {max(path, work / count) / 60:.2f} h |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,93 @@
+"""The benchmark's parent run as the UI shows it: per-method summary metrics, the gap to the
+random twin, a description holding the report's results and remarks, where it came from, and a
+saved view of its runs.
+
+Metric keys are ``<method>/<statistic>`` (characters MLflow refuses in a key become ``_``:
+``elmo-scalar-pool-mlp_0.1/test_acc_mean`` for ``…@0.1``), so the parent's metrics sort by method.
+``results.csv`` and ``report.md`` stay the benchmark's record; these are views of them.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import pandas as pd
+from mlflow.entities import Metric
+from mlflow.tracking import MlflowClient
+
+from benchmarks.report.results_table import CHECK_KINDS
+from harness.tracking.links import experiment_link, metrics_compare_link, run_link
+from harness.tracking.naming import metric_key
+from harness.tracking.views import DESCRIPTION_TAG, benchmark_view
+
+# results.csv columns logged per method (fractions; p-values as they are); a column a table lacks is skipped.
+SUMMARY_COLUMNS = ["test_acc_mean", "test_acc_std", "test_f1_mean", "dev_acc_mean", "gap_vs_random", "gap_ci_low",
+                   "gap_ci_high", "p_value_vs_random", "p_adjusted", "gap_vs_tfidf", "gap_vs_tfidf_ci_low",
+                   "gap_vs_tfidf_ci_high", "p_vs_tfidf", "p_vs_tfidf_adjusted", "n_seeds"]
+DESCRIPTION_SECTIONS = ("Results", "Remarks")
+DESCRIPTION_LIMIT = 40000  # characters; MLflow keeps tag values up to 8000 on some stores, 64k on SQL ones
+
+
+def summary_metrics(results: pd.DataFrame) -> dict[str, float]:
+    """``{<method>/<column>: value}`` for every finite value of :data:`SUMMARY_COLUMNS`."""
+    metrics = {}
+    for row in results.itertuples(index=False):
+        for column in SUMMARY_COLUMNS:
+            value = getattr(row, column, None)
+            if value is not None and pd.notna(value) and math.isfinite(float(value)):
+                metrics[f"{metric_key(row.method)}/{column}"] = float(value)
+    return metrics
+
+
+def report_sections(report: str, names: tuple[str, ...] = DESCRIPTION_SECTIONS) -> str:
+    """The title line and the ``## <name>`` sections of a report, in the report's order."""
+    chunks = re.split(r"(?m)^(?=## )", report)
+    title = chunks[0].strip().splitlines()[0] if chunks and chunks[0].strip() else ""
+    kept = [chunk.strip() for chunk in chunks[1:] if chunk.split("\n", 1)[0].removeprefix("## ").strip() in names]
+    return "\n\n".join([title, *kept]).strip() + "\n"
+
+
+def describe_parent(client: MlflowClient, parent: str, name: str, results: pd.DataFrame, report_path: Path,
+                    config_path: Path) -> str:
+    """Log the summary metrics, the description and the source tags on ``parent``; save the
+    benchmark's view. Returns the view key."""
+    timestamp = client.get_run(parent).info.start_time
+    metrics = [Metric(key, value, timestamp, 0) for key, value in summary_metrics(results).items()]
+    for start in range(0, len(metrics), 500):
+        client.log_batch(parent, metrics=metrics[start:start + 500])
+    description = report_sections(report_path.read_text(encoding="utf-8"))
+    client.set_tag(parent, DESCRIPTION_TAG, description[:DESCRIPTION_LIMIT])
+    client.set_tag(parent, "mlflow.source.name", f"python -m benchmarks.suite --config {config_path}")
+    client.set_tag(parent, "mlflow.source.type", "LOCAL")
+    experiment_id = client.get_run(parent).info.experiment_id
+    return benchmark_view(client, experiment_id, name)
+
+
+def twin_pairs(runs: pd.DataFrame) -> list[tuple[str, str, str]]:
+    """``(method, run, twin run)`` of each method with a random twin, at the first seed both have.
+    Baselines and probes have none (``CHECK_KINDS``; runs of older benchmarks named a random method
+    as a baseline's control, which the results ignore too)."""
+    by_key = {(method, seed): run_id for method, seed, run_id in zip(runs["method"], runs["seed"], runs["run_id"])}
+    pairs = []
+    learned = ~runs["kind"].isin(CHECK_KINDS) if "kind" in runs else True
+    for method, group in runs[(runs["control"].fillna("") != "") & learned].groupby("method", sort=False):
+        control = group["control"].iloc[0]
+        for seed in sorted(group["seed"]):
+            if (control, seed) in by_key:
+                pairs.append((method, by_key[(method, seed)], by_key[(control, seed)]))
+                break
+    return pairs
+
+
+def link_lines(client: MlflowClient, parent: str, view: str, runs: pd.DataFrame) -> list[str]:
+    """The benchmark summary's links: its runs (the benchmark's view, a row group per method), its
+    parent run, and per method its metrics beside its random twin's (``metrics_compare_link``)."""
+    experiment_id = client.get_run(parent).info.experiment_id
+    lines = [f"  runs       {experiment_link(experiment_id, view)}",
+             f"  parent     {run_link(experiment_id, parent)}"]
+    for method, run_id, twin in twin_pairs(runs):
+        link = metrics_compare_link(client, experiment_id, [run_id, twin])
+        lines.append(f"  compare    {method} vs its random twin: {link}")
+    return lines

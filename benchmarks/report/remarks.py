@@ -1,0 +1,200 @@
+"""The remarks of a benchmark report: what its numbers say, written from the results table and
+the per-run table (gaps to the random twin and their CIs, the best method, chance findings,
+collapsed runs, seed counts, the minimum detectable gap, learning curves)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from benchmarks.report.results_table import CHECK_KINDS, COLLAPSED_COLUMN, TFIDF_BASELINE
+from benchmarks.stats.multiplicity import chance_remark
+from benchmarks.stats.preregistration import PREREGISTERED_COLUMN
+from benchmarks.report.run_table import (SETTING, controls, curve_methods, full_fraction_method, setting_label, settings,
+                                  text_column)
+from benchmarks.stats.gaps import NO_SEED_REPLICATION, PVALUE_COLUMN
+
+ALPHA = 0.05  # the level of every CI (95%) and of Holm's adjustment
+
+
+def number(value, spec: str) -> str:
+    """``value`` formatted with ``spec``, or "—" when it is missing."""
+    return "—" if value is None or pd.isna(value) else format(value, spec)
+
+
+def points(value: float) -> str:
+    return f"{100 * value:+.1f}"
+
+
+def mde(value: float) -> str:
+    """The MDE in points; "> 100" when no possible gap is detected with the planned power."""
+    return "> 100" if pd.notna(value) and value > 1 else number(100 * value, ".1f")
+
+
+def _verdict(row: pd.Series) -> str:
+    if pd.isna(row["gap_ci_low"]):
+        return NO_SEED_REPLICATION
+    return "excludes 0" if row["gap_ci_low"] > 0 or row["gap_ci_high"] < 0 else "includes 0"
+
+
+def _holds(adjusted: float) -> str:
+    return "" if pd.isna(adjusted) else ", and it holds after Holm's adjustment for the report's comparisons"
+
+
+def _control_remark(method: str, control: str, row: pd.Series, accuracy: pd.Series) -> str:
+    """A method against its twin, from the CI and (where the table has it) Holm's ``p_adjusted``: a
+    CI that excludes 0 is a finding only when the adjusted p stays below ``ALPHA``."""
+    if pd.isna(row.get("gap_vs_random", np.nan)):
+        return f"`{method}`: no seed with test predictions in common with its random twin `{control}`, so no test."
+    if pd.isna(row.get(PVALUE_COLUMN, np.nan)):
+        return (f"`{method}` against its random twin `{control}`: {accuracy[method]:.1f}% vs {accuracy[control]:.1f}% "
+                f"mean test accuracy, paired gap {points(row['gap_vs_random'])} points over "
+                f"{int(row['paired_items'])} test items of one seed pair: no seed replication, so no CI or p "
+                "(seed luck alone moves a run's accuracy); run more seeds before concluding.")
+    adjusted = row.get("p_adjusted", np.nan)
+    numbers = (f"{accuracy[method]:.1f}% vs {accuracy[control]:.1f}% mean test accuracy; paired gap "
+               f"{points(row['gap_vs_random'])} points, 95% CI {points(row['gap_ci_low'])} to "
+               f"{points(row['gap_ci_high'])}, p = {row[PVALUE_COLUMN]:.3g}"
+               + (f", Holm-adjusted {adjusted:.3g}" if pd.notna(adjusted) else "")
+               + f"; {int(row['paired_seeds'])} seed pair(s) × {int(row['paired_items'])} test items")
+    if (row["gap_ci_low"] > 0 or row["gap_ci_high"] < 0) and pd.notna(adjusted) and adjusted >= ALPHA:
+        ahead = f"`{method}`" if row["gap_ci_low"] > 0 else f"the random twin `{control}`"
+        return (f"`{method}` against its random twin `{control}`: {ahead} is ahead ({numbers}); the CI excludes 0, "
+                f"but not after Holm's adjustment for the report's comparisons (`p_adjusted` ≥ {ALPHA:g}): "
+                "a lead to test with more seeds, not a finding.")
+    exploratory = PREREGISTERED_COLUMN in row and not bool(row[PREREGISTERED_COLUMN])
+    if exploratory and (row["gap_ci_low"] > 0 or row["gap_ci_high"] < 0):
+        ahead = f"`{method}`" if row["gap_ci_low"] > 0 else f"the random twin `{control}`"
+        return (f"`{method}` against its random twin `{control}`: {ahead} is ahead ({numbers}); the CI excludes 0, "
+                "but the comparison is exploratory (not pre-registered, no adjustment): a lead, not a finding.")
+    if row["gap_ci_low"] > 0:
+        return f"`{method}` beats its random twin `{control}` ({numbers}): the CI excludes 0{_holds(adjusted)}."
+    if row["gap_ci_high"] < 0:
+        return (f"**The random twin `{control}` beats `{method}`** ({numbers}): the CI excludes 0{_holds(adjusted)}; "
+                f"pretraining hurt here.")
+    return (f"`{method}` against its random twin `{control}`: the CI includes 0 ({numbers}). This design detects "
+            f"gaps of about {mde(row['mde_vs_random'])} points (MDE); a smaller one may go unseen.")
+
+
+def remarks(results: pd.DataFrame, runs: pd.DataFrame, published: set[str] = frozenset()) -> list[str]:
+    """The report's remarks, one finding each, from the results and the per-run table; the
+    ``published`` methods (encoders pretrained elsewhere) and the checks (baselines, probes) are never
+    the best method."""
+    table = results.set_index("method")
+    accuracy = table["test_acc_mean"] * 100
+    remarks = []
+    pretrained = set(runs.loc[text_column(runs, "kind") == "pretrained", "method"])
+    curve = curve_methods(runs)  # their remarks: _curve_remarks
+    for method, control in controls(runs).items():
+        if method not in table.index or method not in pretrained or method in curve:
+            continue
+        if control not in table.index:
+            remarks.append(f"`{method}`: its random twin `{control}` has no results, so no comparison.")
+        elif pd.notna(accuracy[method]) and pd.notna(accuracy[control]):
+            remarks.append(_control_remark(method, control, table.loc[method], accuracy))
+    checks = set(runs.loc[text_column(runs, "kind").isin(CHECK_KINDS), "method"])  # baselines, probes: not candidates
+    full = [method for method in table.index if method not in curve and pd.notna(accuracy[method])
+            and method not in published and method not in checks]  # published encoders are a ceiling
+    if full:
+        best = max(full, key=lambda method: accuracy[method])
+        line = f"Best method by mean test accuracy: `{best}` ({accuracy[best]:.1f}%)"
+        line += " (published and reference encoders left out)." if published else "."
+        for baseline in (TFIDF_BASELINE, "majority"):
+            if baseline in table.index and baseline != best:
+                gap = accuracy[best] - accuracy[baseline]
+                line += f" {gap:+.1f} points vs `{baseline}` ({accuracy[baseline]:.1f}%; difference of means)."
+        remarks.append(line)
+    elif published:
+        remarks.append("Best method: none of an encoder pretrained here to rank (published and reference encoders "
+                       "left out).")
+    remarks += _tfidf_remarks(table, accuracy)
+    many = chance_remark(table["gap_ci_low"], table["gap_ci_high"], table.get("p_adjusted"))
+    if many:
+        remarks.append(f"Gaps to the random twin: {many}")
+    if COLLAPSED_COLUMN in table and table[COLLAPSED_COLUMN].sum() > 0:
+        flagged = [f"`{method}` ({int(row[COLLAPSED_COLUMN])}/{int(row['n_seeds'])})"
+                   for method, row in table.iterrows() if row[COLLAPSED_COLUMN] > 0]
+        remarks.append("Collapsed runs (every test prediction one class: the majority rate or its complement): "
+                       + ", ".join(flagged) + ". Expected for `majority`; for another method the run learned nothing.")
+    if len(table):
+        remarks.append(f"Seeds per method: {table['n_seeds'].min()}–{table['n_seeds'].max()}. Restarts move accuracy "
+                       "by themselves (seed luck): compare methods by the paired gap and its CI, not by the means.")
+    tested = table[table["mde_vs_random"].notna()] if "mde_vs_random" in table else table.iloc[:0]
+    if len(tested):
+        effects = tested["mde_vs_random"]
+        remarks.append(f"Minimum detectable gap (MDE; α = 0.05, power 0.8) with {_design(tested)}, from the variance "
+                       f"components measured here: {mde(effects.median())} points (median of {len(tested)} "
+                       f"comparisons; {mde(effects.min())}–{mde(effects.max())}). A smaller gap can hide in a CI "
+                       "that includes 0; `benchmarks.stats.gaps.minimum_detectable_effect` gives the MDE of a planned "
+                       "number of seeds and test items.")
+    return remarks + _curve_remarks(runs, table, accuracy)
+
+
+def _tfidf_gap(method: str, row: pd.Series) -> str:
+    return (f"`{method}` {points(row['gap_vs_tfidf'])} (CI {points(row['gap_vs_tfidf_ci_low'])} to "
+            f"{points(row['gap_vs_tfidf_ci_high'])})")
+
+
+def _tfidf_remarks(table: pd.DataFrame, accuracy: pd.Series) -> list[str]:
+    """Each method against TF-IDF + LR, by where its CI of ``gap_vs_tfidf`` lies: above 0, below 0 or
+    across it; one-seed rows have no CI. [] without a TF-IDF comparison."""
+    if "gap_vs_tfidf" not in table or TFIDF_BASELINE not in table.index:
+        return []
+    compared = table[table["gap_vs_tfidf"].notna()]
+    if not len(compared):
+        return []
+    low, high = compared["gap_vs_tfidf_ci_low"], compared["gap_vs_tfidf_ci_high"]
+    groups = [("above it (CI above 0)", compared[low > 0]), ("below it (CI below 0)", compared[high < 0]),
+              ("no measurable difference (CI includes 0)", compared[(low <= 0) & (high >= 0)])]
+    pieces = [f"{label}: " + ", ".join(_tfidf_gap(method, row) for method, row in group.iterrows())
+              for label, group in groups if len(group)]
+    alone = compared[low.isna()]
+    if len(alone):
+        pieces.append(f"{NO_SEED_REPLICATION}, so no test: " + ", ".join(f"`{method}`" for method in alone.index))
+    line = (f"Against TF-IDF + LR (`{TFIDF_BASELINE}`, {number(accuracy[TFIDF_BASELINE], '.1f')}%; each method's "
+            "seeds × test "
+            "items against its predictions, gap in points with its 95% CI) — " + "; ".join(pieces) + ".")
+    if low.notna().any() and not (low > 0).any():
+        line += " No method is measurably above TF-IDF + LR (a CI that includes 0 is not evidence of no gap)."
+    many = chance_remark(low, high, compared.get("p_vs_tfidf_adjusted"), what="CIs against TF-IDF",
+                         adjusted_name="p_vs_tfidf_adjusted")
+    return [line] + ([f"Gaps to TF-IDF + LR: {many}"] if many else [])
+
+
+def _span(values: pd.Series) -> str:
+    low, high = int(values.min()), int(values.max())
+    return f"{low}" if low == high else f"{low}–{high}"
+
+
+def _design(tested: pd.DataFrame) -> str:
+    return f"{_span(tested['paired_seeds'])} seed pair(s) × {_span(tested['paired_items'])} test items"
+
+
+def _curve_remarks(runs: pd.DataFrame, table: pd.DataFrame, accuracy: pd.Series) -> list[str]:
+    """Per learning curve of a pretrained setting: its gap at the smallest fraction and on the
+    whole training set."""
+    twins, remarks = controls(runs), []
+    cells = settings(runs)
+    curve = cells[(cells["fraction"] < 1) & (cells["kind"] == "pretrained")]
+    for setting, group in curve.groupby(SETTING, sort=False):
+        smallest = group.loc[group["fraction"].idxmin()]
+        full = full_fraction_method(runs, setting)
+        pieces, gaps = [], []
+        for fraction, method in ((smallest["fraction"], smallest["method"]), (1.0, full)):
+            control = twins.get(method)
+            row = table.loc[method] if method in table.index else None
+            if row is not None and pd.notna(row.get("gap_vs_random", np.nan)):
+                gaps.append(row["gap_vs_random"])
+                interval = f"CI {points(row['gap_ci_low'])} to {points(row['gap_ci_high'])}, " \
+                    if pd.notna(row["gap_ci_low"]) else ""
+                pieces.append(f"{points(gaps[-1])} points vs `{control}` at {fraction:g} of the training data "
+                              f"({interval}{_verdict(row)})")
+            elif method in accuracy:
+                pieces.append(f"{accuracy[method]:.1f}% at {fraction:g} of the training data (no paired twin)")
+        trend = ""
+        if len(gaps) == 2:  # the signed values: "grows" would not say in whose favour
+            trend = (f" — the point estimate moves from {points(gaps[0])} to {points(gaps[1])} points with more "
+                     "training data (read the CIs before calling it a trend)") if gaps[0] != gaps[1] \
+                else " — the same point estimate at both"
+        remarks.append(f"Learning curve `{full or setting_label(setting)}`: " + "; ".join(pieces) + trend + ".")
+    return remarks

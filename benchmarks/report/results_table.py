@@ -1,0 +1,61 @@
+"""A benchmark's ``results.csv``: a row per method, aggregated over seeds, each method beside its
+random-init twin and the TF-IDF baseline (the gap tests of ``benchmarks.stats.gaps``)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from benchmarks.plan.lr_selection import CHOSEN_COLUMN
+from benchmarks.report.run_table import controls, text_column
+from benchmarks.stats.gaps import PVALUE_COLUMN, compare_with_baseline, compare_with_twin, is_collapsed, results_table
+
+COLLAPSED_COLUMN = "collapsed_runs"
+STEPS_COLUMN = "train_steps_mean"  # mean optimiser steps of a method's runs (NaN for baselines)
+CHECK_KINDS = ("baseline", "probe")  # systems fitted beside the methods, with no twin or TF-IDF gap
+TFIDF_BASELINE = "tfidf-lr"  # every learned method is also tested against it (``gap_vs_tfidf``)
+
+
+def build_results(runs: pd.DataFrame, test_predictions: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """The benchmark's ``results.csv`` table.
+
+    A method with a ``control`` is compared with that random-init twin: runs paired by seed value
+    (seeds both have, with predictions), items by their id columns, the accuracy gap tested across
+    seeds and items (``stats.compare_with_twin``). Every method but the baselines is also compared
+    with the deterministic ``tfidf-lr`` baseline (``stats.compare_with_baseline``); baselines get
+    no gap to a twin.
+
+    Returns:
+        DataFrame, one row per method (first-appearance order): ``method, n_seeds,
+        {dev,test}_{acc,f1}_{mean,std,min,max}, p_value_vs_random, collapsed_runs, gap_vs_random,
+        gap_ci_low, gap_ci_high, mde_vs_random, paired_seeds, paired_items, gap_test, p_adjusted,
+        gap_vs_tfidf, gap_vs_tfidf_ci_low, gap_vs_tfidf_ci_high, p_vs_tfidf``, and ``train_steps_mean``
+        (the mean optimiser steps of its runs) where the runs logged ``train_steps``.
+    """
+    predicted = runs[runs["run_id"].isin(list(test_predictions))]
+    by_seed = {method: {seed: test_predictions[run_id] for seed, run_id in zip(group["seed"], group["run_id"])}
+               for method, group in predicted.groupby("method")}
+    baselines = set(runs.loc[text_column(runs, "kind").isin(CHECK_KINDS), "method"])  # no gaps: checks
+    gaps, baseline_gaps = {}, {}
+    for method, control in controls(runs).items():
+        if control != method and method in by_seed and control in by_seed and method not in baselines:
+            gap = compare_with_twin(by_seed[method], by_seed[control], method)
+            if gap is not None:
+                gaps[method] = gap
+    if TFIDF_BASELINE in by_seed:
+        tfidf = by_seed[TFIDF_BASELINE][min(by_seed[TFIDF_BASELINE])]  # deterministic: one run is all of it
+        for method in sorted(set(by_seed) - baselines):
+            gap = compare_with_baseline(by_seed[method], tfidf, method)
+            if gap is not None:
+                baseline_gaps[method] = gap
+    table = results_table(runs, gaps, baseline_gaps)
+    collapsed = predicted.assign(collapsed=[is_collapsed(test_predictions[run]) for run in predicted["run_id"]])
+    counts = collapsed.groupby("method")["collapsed"].sum()
+    table.insert(table.columns.get_loc(PVALUE_COLUMN) + 1, COLLAPSED_COLUMN,  # the old columns keep their places
+                 [int(counts.get(method, 0)) for method in table["method"]])
+    if CHOSEN_COLUMN in runs and pd.to_numeric(runs[CHOSEN_COLUMN], errors="coerce").notna().any():
+        rates = pd.to_numeric(runs[CHOSEN_COLUMN], errors="coerce").groupby(runs["method"]).first()
+        table[CHOSEN_COLUMN] = [rates.get(method, float("nan")) for method in table["method"]]  # lr_grid's pick
+    if "train_steps" in runs:  # the optimiser steps of a method's fits (cells logged since equal_steps)
+        steps = pd.to_numeric(runs["train_steps"], errors="coerce").groupby(runs["method"]).mean()
+        table[STEPS_COLUMN] = [steps.get(method, float("nan")) for method in table["method"]]
+    return table

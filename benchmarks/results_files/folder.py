@@ -1,0 +1,269 @@
+"""Results as files: a benchmark's finished cells in a folder that diffs well in git, read back
+with every check before anything is used.
+
+A folder::
+
+    benchmark.json                       the benchmark: name, data set and its digest, settings
+    cells/<cell_hash>.json               a cell: settings, hash, protocol version, commit, encoder
+                                         identity, metrics, params, steps and times
+    cells/<cell_hash>.predictions.csv.gz its dev and test predictions (ids, label, probabilities
+                                         to 6 decimals, prediction; no sentence: the data stays out)
+
+A cell is trusted only when its file parses, its hash is that of its recorded settings under its
+protocol version, its predictions file is the one recorded (sha256) and its accuracies are those
+of its predictions. A folder from a newer protocol, a truncated or edited file, a missing
+predictions file: one line naming the file, and nothing is used.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from benchmarks.report.cells_from_store import cell_row
+from benchmarks.stats.pairing import ID_COLUMNS
+from harness.errors import UserError
+from harness.protocol import newer_concerns, settings_hash
+
+FORMAT = 1  # the folder layout's own version
+BENCHMARK_FILE = "benchmark.json"
+CELLS_DIR = "cells"
+PREDICTIONS_SUFFIX = ".predictions.csv.gz"
+SPLITS = ("dev", "test")
+TEXT_COLUMNS = ("sentence1", "sentence2")  # data, never written to a results folder
+PROBABILITY_DECIMALS = 6
+CELL_KEYS = ("format", "cell_hash", "protocol", "spec", "cell", "order", "metrics", "params", "tags", "run",
+             "predictions", "data_digest")
+
+
+def write_json(path: Path, value: dict) -> None:
+    path.write_text(json.dumps(value, indent=1, sort_keys=True, default=str) + "\n", encoding="utf-8")
+
+
+def predictions_bytes(frames: dict[str, pd.DataFrame]) -> bytes:
+    """Dev and test predictions as one gzipped CSV with a ``split`` column, the same bytes for the
+    same predictions (no timestamp in the gzip header)."""
+    parts = []
+    for split in SPLITS:
+        frame = frames[split].drop(columns=[column for column in TEXT_COLUMNS if column in frames[split]])
+        probabilities = [column for column in frame if column == "prob" or column.startswith("prob_")]
+        frame = frame.assign(**{column: frame[column].astype(float).round(PROBABILITY_DECIMALS)
+                                for column in probabilities})
+        parts.append(frame.assign(split=split)[["split", *frame.columns]])
+    text = pd.concat(parts, ignore_index=True).to_csv(index=False).encode("utf-8")
+    buffer = io.BytesIO()
+    with gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0) as handle:
+        handle.write(text)
+    return buffer.getvalue()
+
+
+def read_predictions_file(path: Path) -> dict[str, pd.DataFrame]:
+    """``{split: frame}`` of a predictions file (ids, labels and predictions as text)."""
+    with gzip.open(path, "rt", encoding="utf-8") as handle:
+        frame = pd.read_csv(handle, dtype={column: str for column in (*ID_COLUMNS, "label", "pred", "split")},
+                            keep_default_na=False)
+    return {split: frame[frame["split"] == split].drop(columns="split").reset_index(drop=True) for split in SPLITS}
+
+
+@dataclass
+class CellResult:
+    """One checked cell of a results folder."""
+
+    folder: Path
+    path: Path
+    record: dict
+    predictions: dict[str, pd.DataFrame]
+    folder_index: int = 0  # the folder's place among those merged (reports keep their order)
+
+    @property
+    def place(self) -> tuple:
+        return (self.folder_index, *self.record["order"])
+
+    @property
+    def cell_hash(self) -> str:
+        return self.record["cell_hash"]
+
+    @property
+    def encoder(self) -> dict | None:
+        return self.record.get("encoder")
+
+    def same_encoder(self, described: dict | None) -> bool:
+        """Whether this cell used the encoder ``described`` (the same checkpoint digest), or none."""
+        if not self.encoder or not described:
+            return not self.encoder and not described
+        return self.encoder.get("digest", "") == described.get("digest", "")
+
+    def row(self) -> dict:
+        """The cell's row of the per-run table (``benchmarks.report.cells_from_store.cell_row``)."""
+        run = self.record["run"]
+        return cell_row(self.record["cell"], run["run_id"], run.get("parent_run_id", ""), self.record["metrics"],
+                        self.record["params"])
+
+
+def load_json(path: Path) -> dict:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"{path}: missing") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise UserError(f"{path}: unreadable, truncated or edited ({type(error).__name__}: "
+                        f"{str(error).splitlines()[0][:120]})") from None
+    if not isinstance(value, dict):
+        raise UserError(f"{path}: not a results file (a JSON object expected)")
+    return value
+
+
+def accuracy(frame: pd.DataFrame) -> float:
+    return float((frame["pred"] == frame["label"]).mean()) if len(frame) else float("nan")
+
+
+def check_cell(folder: Path, path: Path) -> CellResult:
+    """One cell file and its predictions, every check made (one line naming the file otherwise)."""
+    record = load_json(path)
+    missing = [key for key in CELL_KEYS if key not in record]
+    if missing:
+        raise UserError(f"{path}: not a cell record (no {', '.join(missing)})")
+    if record["format"] > FORMAT:
+        raise UserError(f"{path}: written by a newer harness (format {record['format']}); update this checkout")
+    try:
+        newer = newer_concerns(record["protocol"])
+    except ValueError:
+        raise UserError(f"{path}: protocol {record['protocol']!r} is not a protocol version") from None
+    if newer:
+        raise UserError(f"{path}: made under protocol {record['protocol']}, newer than this harness's in "
+                        f"{', '.join(newer)}; update this checkout to use it")
+    if settings_hash(record["spec"], record["protocol"]) != record["cell_hash"] or \
+            path.name != f"{record['cell_hash']}.json":
+        raise UserError(f"{path}: its settings do not give its cell hash {record['cell_hash']}: edited by hand?")
+    predictions_path = folder / CELLS_DIR / record["predictions"]["file"]
+    if not predictions_path.is_file():
+        raise UserError(f"{path}: its predictions file {predictions_path} is missing")
+    content = predictions_path.read_bytes()
+    if hashlib.sha256(content).hexdigest() != record["predictions"]["sha256"]:
+        raise UserError(f"{predictions_path}: not the predictions its cell recorded (sha256 differs): truncated "
+                        f"or edited")
+    try:
+        predictions = read_predictions_file(predictions_path)
+    except Exception as error:  # noqa: BLE001 - any unreadable file is one line
+        raise UserError(f"{predictions_path}: unreadable ({type(error).__name__})") from None
+    for split in SPLITS:
+        metric = record["metrics"].get(f"{split}_acc")
+        if metric is not None and abs(accuracy(predictions[split]) - metric) > 1e-9:
+            raise UserError(f"{path}: {split}_acc {metric:.4f} is not its predictions' "
+                            f"{accuracy(predictions[split]):.4f}: edited by hand?")
+    return CellResult(folder, path, record, predictions)
+
+
+def read_folder(folder: Path) -> tuple[dict, list[CellResult]]:
+    """A results folder's benchmark record and its cells in plan order, all checked."""
+    folder = Path(folder)
+    if not (folder / BENCHMARK_FILE).is_file():
+        raise UserError(f"{folder}: not a results folder (no {BENCHMARK_FILE}; write one with "
+                        f"`python -m benchmarks export`)")
+    benchmark = load_json(folder / BENCHMARK_FILE)
+    if benchmark.get("format", 0) > FORMAT:
+        raise UserError(f"{folder / BENCHMARK_FILE}: written by a newer harness (format {benchmark['format']})")
+    for key in ("benchmark", "data_digest", "dataset"):
+        if key not in benchmark:
+            raise UserError(f"{folder / BENCHMARK_FILE}: not a benchmark record (no {key})")
+    cells = [check_cell(folder, path) for path in sorted((folder / CELLS_DIR).glob("*.json"))]
+    for cell in cells:
+        if cell.record["data_digest"] != benchmark["data_digest"]:
+            raise UserError(f"{cell.path}: a cell of another data set than its folder's {benchmark['dataset']}")
+    return benchmark, sorted(cells, key=lambda cell: cell.record["order"])
+
+
+class ResultSet:
+    """Cells of one or more results folders, merged by cell hash: the same hash with other
+    numbers, mixed protocol versions in one comparison, two checkpoints under one encoder name, or
+    folders of different data sets are each named in one line, never merged silently."""
+
+    def __init__(self, folders: list[Path], data_digest: str | None = None):
+        self.benchmarks: list[dict] = []
+        self.notes: list[str] = []
+        self.cells: dict[str, CellResult] = {}
+        self.ordered: list[CellResult] = []
+        for folder_index, folder in enumerate(folders):
+            benchmark, cells = read_folder(Path(folder))
+            expected = data_digest or (self.benchmarks[0]["data_digest"] if self.benchmarks else None)
+            if expected and benchmark["data_digest"] != expected:
+                raise UserError(f"{folder}: results of another data set ({benchmark['dataset']}, digest "
+                                f"{benchmark['data_digest'][:12]}) than {expected[:12]}")
+            self.benchmarks.append({**benchmark, "folder": str(folder)})
+            for cell in cells:
+                known = self.cells.get(cell.cell_hash)
+                if known is None:
+                    cell.folder_index = folder_index
+                    self.cells[cell.cell_hash] = cell
+                    self.ordered.append(cell)
+                elif known.record["metrics"] != cell.record["metrics"]:
+                    raise UserError(f"cell {cell.cell_hash} ({cell.record['cell']['method']} seed "
+                                    f"{cell.record['cell']['seed']}) has other numbers in {cell.path} than in "
+                                    f"{known.path}")
+                elif not known.same_encoder(cell.encoder):
+                    raise UserError(f"cell {cell.cell_hash} ({cell.record['cell']['method']}) names another "
+                                    f"checkpoint in {cell.path} than in {known.path}")
+        self.check_encoders()
+        self.check_protocols()
+
+    def check_encoders(self) -> None:
+        """A method and its twin compare one checkpoint: two under one method stop the merge. One
+        encoder name over several checkpoints in different methods (chunks that each pretrained
+        the same recipe) is named in ``notes`` and in the report, never averaged."""
+        by_method: dict[str, CellResult] = {}
+        by_name: dict[str, dict[str, CellResult]] = {}
+        for cell in self.ordered:
+            if not cell.encoder:
+                continue
+            method, control = cell.record["cell"]["method"], cell.record["cell"].get("control") or ""
+            for key in filter(None, (method, control)):
+                first = by_method.setdefault(key, cell)
+                if first.encoder.get("digest") != cell.encoder.get("digest"):
+                    name = cell.record["cell"].get("encoder")
+                    raise UserError(f"'{key}' (encoder '{name}') is two checkpoints: "
+                                    f"{first.encoder.get('digest', '')[:12]} in {first.path} and "
+                                    f"{cell.encoder.get('digest', '')[:12]} in {cell.path}")
+            by_name.setdefault(cell.record["cell"].get("encoder", ""), {}).setdefault(cell.encoder.get("digest", ""),
+                                                                                      cell)
+        self.notes = [f"encoder '{name}' is {len(digests)} checkpoints of one recipe (pretrained apart, e.g. by "
+                      f"chunk): " + ", ".join(f"{digest[:12]} ({cell.folder.name})" for digest, cell in digests.items())
+                      + "; each method compares one of them with its twin"
+                      for name, digests in by_name.items() if len(digests) > 1]
+
+    def check_protocols(self) -> None:
+        """A method, its seeds and its twin are compared: they must share one protocol version."""
+        by_method: dict[str, CellResult] = {}
+        for cell in self.ordered:
+            method, control = cell.record["cell"]["method"], cell.record["cell"].get("control") or ""
+            for name in filter(None, (method, control)):
+                first = by_method.setdefault(name, cell)
+                if first.record["protocol"] != cell.record["protocol"]:
+                    raise UserError(f"'{name}' mixes protocol versions: {first.record['protocol']} in {first.path}, "
+                                    f"{cell.record['protocol']} in {cell.path}")
+
+    def encoder(self, identity: str) -> dict | None:
+        """The recorded description of the encoder with ``identity`` (None if no cell used it)."""
+        for cell in self.ordered:
+            if cell.encoder and cell.encoder.get("identity") == identity:
+                return dict(cell.encoder)
+        return None
+
+    def runs_and_predictions(self) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
+        """The per-run table (``benchmarks.report.cells_from_store.run_table``'s columns) and test predictions."""
+        ordered = sorted(self.ordered, key=lambda cell: cell.place)
+        rows = [cell.row() for cell in ordered]
+        return pd.DataFrame(rows), {cell.record["run"]["run_id"]: cell.predictions["test"] for cell in ordered}
+
+    def encoders(self) -> list[dict]:
+        """Every encoder the cells used, described once each, in plan order."""
+        seen: dict[str, dict] = {}
+        for cell in sorted(self.ordered, key=lambda cell: cell.place):
+            if cell.encoder:
+                seen.setdefault(cell.record["cell"]["encoder"], {**cell.encoder, "name": cell.record["cell"]["encoder"]})
+        return list(seen.values())

@@ -1,0 +1,59 @@
+"""A benchmark report from results folders alone (``make report RESULTS="<folders>" OUT=<folder>``):
+the suite's ``results.csv``, ``runs.csv``, ``report.md`` and figures, with no tracking store and
+no training. Folders from several machines merge by cell hash (``benchmarks.results_files.folder``)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pandas as pd
+
+from benchmarks.plan.lr_selection import lr_grid_table, select_learning_rates
+from benchmarks.plan.matrix import load_config
+from benchmarks.report.cells_from_store import drop_unpaired_controls
+from benchmarks.report.outputs import write_outputs
+from benchmarks.report.results_table import build_results
+from benchmarks.results_files.folder import ResultSet
+from benchmarks.stats.preregistration import adjust_registered, registered_comparisons
+from harness.errors import UserError
+
+
+def report_name(benchmarks: list[dict]) -> str:
+    """The benchmarks' name; chunks of one study (``<study>-<chunk>``) read ``<study> (a + b)``."""
+    names = list(dict.fromkeys(benchmark["benchmark"] for benchmark in benchmarks))
+    if len(names) == 1:
+        return names[0]
+    stem = os.path.commonprefix(names).rpartition("-")[0]
+    if stem:
+        return f"{stem} ({' + '.join(name[len(stem) + 1:] for name in names)})"
+    return " + ".join(names)
+
+
+def build_report(folders: list[Path], out: Path, name: str | None = None, registered: list[Path] = ()
+                 ) -> tuple[pd.DataFrame, list[Path]]:
+    """Write the report of the cells in ``folders`` to ``out``; returns the results table and the written
+    paths. The pre-registered family is the union of the folders' ``comparisons:`` and those of the
+    ``registered`` matrix configs (a study's chunks not run yet count, with p = 1)."""
+    declared = [load_config(Path(path)).source for path in registered]  # a bad config stops before any work
+    results_set = ResultSet(folders)
+    if not results_set.ordered:
+        raise UserError(f"{', '.join(map(str, folders))}: no cells to report")
+    runs, predictions = results_set.runs_and_predictions()
+    grid = lr_grid_table(runs)
+    runs = drop_unpaired_controls(select_learning_rates(runs), predictions)
+    family_names = registered_comparisons([benchmark.get("settings") for benchmark in results_set.benchmarks] + declared)
+    results, family = adjust_registered(build_results(runs, predictions), family_names)
+    first = results_set.benchmarks[0]
+    settings = first.get("settings") if len(results_set.benchmarks) == 1 else {
+        benchmark["folder"]: benchmark.get("settings") for benchmark in results_set.benchmarks}
+    context = {"name": name or report_name(results_set.benchmarks),
+               "parent_run_id": ", ".join(str(benchmark.get("parent_run_id", "—")) for benchmark in results_set.benchmarks),
+               "wall_seconds": None, "settings": settings, "encoders": results_set.encoders(),
+               "dataset": first["dataset"], "labels": first.get("labels"), "positive_label": first.get("positive_label"),
+               "lr_grid": grid, "throughput": None, "family": family,
+               "sources": [benchmark["folder"] for benchmark in results_set.benchmarks]}
+    for note in results_set.notes:
+        print(f"  note: {note}")
+    context["notes"] = results_set.notes
+    return results, write_outputs(Path(out), results, runs, context)

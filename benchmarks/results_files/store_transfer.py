@@ -1,0 +1,171 @@
+"""Results folders to and from an MLflow store: ``export`` writes a benchmark's finished cells to
+a folder (``benchmarks.results_files.folder``), ``import`` loads folders into any store as FINISHED runs
+under a parent, so the UI shows them and a suite finds them by their cell hash."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+from mlflow.entities import Metric, Param
+from mlflow.tracking import MlflowClient
+
+from benchmarks.report.cells_from_store import read_predictions
+from benchmarks.results_files.folder import (BENCHMARK_FILE, CELLS_DIR, FORMAT, PREDICTIONS_SUFFIX, SPLITS, CellResult,
+                                      ResultSet, predictions_bytes, write_json)
+from harness.errors import UserError
+from harness.tracking.liveness import HOST_TAG, PID_TAG, STARTED_TAG
+from harness.tracking.runs import ensure_experiment, tracking_uri
+
+STUDY_ARTIFACT = "study.json"  # the parent's record of its benchmark (the suite logs it)
+RECORD_TAG = "result_record"  # a cell's settings and context (``benchmarks.tasks.cells.result_tags``)
+PROCESS_TAGS = (HOST_TAG, PID_TAG, STARTED_TAG, "harness.driver", "harness.node", "harness.ended")
+IMPORTED_TAG = "imported_from"
+ORIGIN_TAGS = ("origin_run_id", "origin_parent_run_id")  # an imported cell's run ids where it was computed
+
+
+def newest_parent(client: MlflowClient, name: str) -> tuple[str, dict]:
+    """The newest parent run of benchmark ``name`` in any experiment, and its study record."""
+    experiments = [experiment.experiment_id for experiment in client.search_experiments()]
+    runs = client.search_runs(experiments, f"tags.stage = 'benchmark' and tags.benchmark = '{name}'",
+                              order_by=["attributes.start_time DESC"], max_results=1) if experiments else []
+    if not runs:
+        raise UserError(f"--benchmark {name}: no benchmark of that name in {tracking_uri()}")
+    parent = runs[0].info.run_id
+    with tempfile.TemporaryDirectory() as scratch:
+        try:
+            path = client.download_artifacts(parent, STUDY_ARTIFACT, scratch)
+        except Exception:  # noqa: BLE001 - a parent made before results files
+            raise UserError(f"--benchmark {name}: its parent run {parent} has no {STUDY_ARTIFACT} (run before "
+                            f"results files existed); run the benchmark again to export it") from None
+        return parent, json.loads(Path(path).read_text())
+
+
+def cell_runs(client: MlflowClient, parent: str, study: dict) -> list:
+    """The parent's FINISHED cells with a record, and the cells it linked from other benchmarks."""
+    experiments = [experiment.experiment_id for experiment in client.search_experiments()]
+    children = client.search_runs(experiments, f"tags.`mlflow.parentRunId` = '{parent}' and "
+                                               f"attributes.status = 'FINISHED'", max_results=50_000)
+    runs = {run.info.run_id: run for run in children if RECORD_TAG in run.data.tags}
+    for run_id in study.get("linked", []):
+        if run_id not in runs:
+            runs[run_id] = client.get_run(run_id)
+    newest: dict[str, object] = {}
+    for run in sorted(runs.values(), key=lambda run: run.info.start_time):
+        newest[run.data.tags["cell_hash"]] = run  # a cell that ran twice: its newest run
+    return list(newest.values())
+
+
+def cell_record(client: MlflowClient, run, study: dict, scratch: Path) -> tuple[dict, bytes]:
+    """A cell run as a results record and its predictions file's bytes."""
+    tags = run.data.tags
+    context = json.loads(tags[RECORD_TAG])
+    frames = {}
+    for split in SPLITS:
+        path = client.download_artifacts(run.info.run_id, f"predictions/{split}.csv", str(scratch))
+        frames[split] = read_predictions(path)
+    content = predictions_bytes(frames)
+    kept_tags = {key: value for key, value in tags.items()
+                 if key not in (RECORD_TAG, IMPORTED_TAG, *ORIGIN_TAGS, *PROCESS_TAGS)
+                 and (not key.startswith("mlflow.") or key == "mlflow.runName")}
+    record = {"format": FORMAT, "cell_hash": tags["cell_hash"], "protocol": tags.get("protocol_version", ""),
+              "commit": tags.get("git_commit", ""), "data_digest": study["data_digest"],
+              "spec": context.get("spec"), "cell": context["cell"], "order": context.get("order", [0, 0]),
+              "encoder": context.get("encoder"), "metrics": dict(run.data.metrics), "params": dict(run.data.params),
+              "tags": kept_tags,
+              "run": {"run_id": tags.get("origin_run_id", run.info.run_id),
+                      "parent_run_id": tags.get("origin_parent_run_id", tags.get("mlflow.parentRunId", "")),
+                      "start_time": run.info.start_time, "end_time": run.info.end_time},
+              "predictions": {"file": f"{tags['cell_hash']}{PREDICTIONS_SUFFIX}",
+                              "sha256": hashlib.sha256(content).hexdigest(),
+                              "rows": {split: len(frames[split]) for split in SPLITS}}}
+    return record, content
+
+
+def export_benchmark(name: str, out: Path) -> tuple[int, int]:
+    """Write benchmark ``name``'s finished cells (its newest parent's) to ``out``, replacing what a
+    former export left there; returns (cells, bytes written)."""
+    client = MlflowClient(tracking_uri())
+    parent, study = newest_parent(client, name)
+    runs = cell_runs(client, parent, study)
+    unversioned = [run.info.run_id for run in runs if not run.data.tags.get("protocol_version")]
+    if unversioned:
+        raise UserError(f"--benchmark {name}: {len(unversioned)} cell(s) carry no protocol version (e.g. run "
+                        f"{unversioned[0]}); run the benchmark again to export it")
+    out = Path(out)
+    staging = out.with_name(f".{out.name}.partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    (staging / CELLS_DIR).mkdir(parents=True)
+    written = 0
+    with tempfile.TemporaryDirectory() as scratch:
+        for run in runs:
+            record, content = cell_record(client, run, study, Path(scratch))
+            (staging / CELLS_DIR / record["predictions"]["file"]).write_bytes(content)
+            write_json(staging / CELLS_DIR / f"{record['cell_hash']}.json", record)
+    benchmark = {"format": FORMAT, **{key: study[key] for key in ("benchmark", "experiment", "dataset", "data_digest",
+                                                                   "labels", "positive_label", "settings")
+                                      if key in study}, "parent_run_id": study.get("origin_parent_run_id", parent),
+                 "cells": len(runs)}
+    write_json(staging / BENCHMARK_FILE, benchmark)
+    ResultSet([staging])  # what was written reads back, every check passed
+    written = sum(path.stat().st_size for path in staging.rglob("*") if path.is_file())
+    shutil.rmtree(out, ignore_errors=True)
+    staging.rename(out)  # whole or not at all
+    return len(runs), written
+
+
+def import_cell(cell: CellResult, experiment: str, parent: str, client: MlflowClient | None = None) -> str:
+    """One checked cell as a FINISHED child run of ``parent``; returns its run id."""
+    client = client or MlflowClient(tracking_uri())
+    record = cell.record
+    tags = {**record["tags"], "cell_hash": record["cell_hash"], "protocol_version": record["protocol"],
+            "git_commit": record.get("commit", ""), "mlflow.parentRunId": parent, IMPORTED_TAG: str(cell.folder),
+            "origin_run_id": record["run"]["run_id"], "origin_parent_run_id": record["run"].get("parent_run_id", ""),
+            RECORD_TAG: json.dumps({"cell": record["cell"], "order": record["order"],
+                                    "encoder": record["encoder"], "spec": record["spec"]}, sort_keys=True)}
+    run = client.create_run(ensure_experiment(experiment), start_time=record["run"].get("start_time"),
+                            run_name=tags.get("mlflow.runName"), tags=tags)
+    run_id = run.info.run_id
+    try:
+        timestamp = record["run"].get("end_time") or 0
+        client.log_batch(run_id, metrics=[Metric(key, float(value), timestamp, 0)
+                                          for key, value in record["metrics"].items()],
+                         params=[Param(key, str(value)) for key, value in record["params"].items()])
+        for split in SPLITS:
+            client.log_text(run_id, cell.predictions[split].to_csv(index=False), f"predictions/{split}.csv")
+    except BaseException:
+        client.delete_run(run_id)
+        raise
+    client.set_terminated(run_id, "FINISHED", end_time=record["run"].get("end_time"))
+    return run_id
+
+
+def import_folders(folders: list[Path]) -> list[tuple[str, int]]:
+    """Each folder (all checked first) under a parent run of its own; returns (parent, cells) per folder."""
+    results = [ResultSet([folder]) for folder in folders]  # every check before anything is written
+    client = MlflowClient(tracking_uri())
+    imported, created = [], []
+    for folder, result in zip(folders, results):
+        benchmark = result.benchmarks[0]
+        experiment = benchmark.get("experiment") or benchmark["dataset"]
+        parent = client.create_run(ensure_experiment(experiment), run_name=f"benchmark {benchmark['benchmark']}",
+                                   tags={"stage": "benchmark", "benchmark": benchmark["benchmark"],
+                                         "dataset": benchmark["dataset"], IMPORTED_TAG: str(folder)}).info.run_id
+        created.append(parent)
+        try:
+            for cell in result.ordered:
+                created.append(import_cell(cell, experiment, parent, client))
+            study = {**{key: benchmark[key] for key in benchmark if key not in ("folder", "format", "cells",
+                                                                                 "parent_run_id")},
+                     "origin_parent_run_id": benchmark.get("parent_run_id", "")}
+            client.log_dict(parent, study, STUDY_ARTIFACT)
+        except BaseException:
+            for run_id in created:
+                client.delete_run(run_id)  # nothing imported half-way
+            raise
+        client.set_terminated(parent, "FINISHED")
+        imported.append((parent, len(result.ordered)))
+    return imported

@@ -1,0 +1,1 @@
+"""Speed benchmarks: pretraining and fine-tuning throughput, model FLOPs, pair-file reading."""

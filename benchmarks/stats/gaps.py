@@ -1,0 +1,236 @@
+"""The accuracy gap of a method over its random twin, or over a deterministic baseline, tested with
+training seeds and test items both random samples (Clark 1973, "language-as-fixed-effect fallacy").
+
+For S seed pairs and N test items, ``d[s, i] = correct_method[s, i] - correct_other[s, i]`` is
+decomposed as ``mu + seed_s + item_i + residual_si`` (two-way crossed random effects). The gap is
+``mean(d)``; its variance is ``(max(MS_seed, MS_res) + max(MS_item, MS_res) - MS_res) / (S N)``:
+the ANOVA estimate with a negative seed or item component truncated at 0, so tied seed means
+cannot shrink the standard error below the residual noise. The degrees of freedom are
+``V / (MS_seed / (S - 1) + MS_item / (N - 1) + MS_res / ((S - 1)(N - 1)))`` with V the numerator
+above: each mean square's df weighted by its share of V. Satterthwaite's formula squares those
+shares; with S - 1 = 2 df a small MS_seed then gives both a large t and a large df, and the test
+rejects a true null up to ~8% of the time at alpha 0.05 (S = 3). The t distribution with these df
+gives the 95% CI and the two-sided p.
+
+Against a deterministic baseline (one prediction vector, e.g. TF-IDF + LR) the baseline's
+correctness is a property of each item: it falls into the item effect, the seed effect is the
+method's seed luck alone, and the same test applies with the baseline repeated at every seed.
+
+With one seed pair seed luck is not estimable: the gap is reported without a CI or p ("no seed
+replication"), since an items-only test would pass seed luck off as a gap. Calibration (null
+rejection, tied seeds, CI coverage, power at the MDE) is checked against simulations and an
+independent fit in ``tests/benchmarks/test_stats.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy import optimize, stats
+
+from benchmarks.stats.aggregate import METRICS, STATISTICS, aggregate_runs, is_collapsed, runs_table
+from benchmarks.stats.multiplicity import holm
+from benchmarks.stats.pairing import ID_COLUMNS, VALUE_COLUMNS, correctness, id_columns, paired_correctness, same_items
+
+__all__ = ["METRICS", "STATISTICS", "ID_COLUMNS", "VALUE_COLUMNS", "PVALUE_COLUMN", "GAP_COLUMNS", "NEW_COLUMNS",
+           "CROSSED", "NO_SEED_REPLICATION", "ITEMS_ONLY", "Gap", "crossed_gap", "rejection_probability",
+           "minimum_detectable_effect", "compare_with_twin", "compare_with_baseline", "results_table",
+           "aggregate_runs", "is_collapsed", "runs_table", "correctness", "id_columns", "paired_correctness"]
+
+PVALUE_COLUMN = "p_value_vs_random"
+GAP_COLUMNS = ["gap_vs_random", "gap_ci_low", "gap_ci_high", "mde_vs_random", "paired_seeds", "paired_items",
+               "gap_test"]
+NEW_COLUMNS = ["p_adjusted", "gap_vs_tfidf", "gap_vs_tfidf_ci_low", "gap_vs_tfidf_ci_high", "p_vs_tfidf",
+               "p_vs_tfidf_adjusted"]
+CROSSED, NO_SEED_REPLICATION = "seeds x items", "no seed replication"
+ITEMS_ONLY = NO_SEED_REPLICATION  # the former name of the one-seed procedure
+QUADRATURE_POINTS = 2000  # quantiles of MS_seed's distribution averaged over in ``rejection_probability``
+
+
+@dataclass(frozen=True)
+class Gap:
+    """Gap estimate; each field is a float, or an array over the leading axes of a batch."""
+
+    gap: np.ndarray
+    ci_low: np.ndarray  # NaN with one seed pair, as are p_value, standard_error, degrees_of_freedom
+    ci_high: np.ndarray
+    p_value: np.ndarray
+    standard_error: np.ndarray
+    degrees_of_freedom: np.ndarray
+    seed_variance: np.ndarray  # per seed pair, sigma^2_seed >= 0; NaN with one seed (not estimable)
+    item_variance: np.ndarray  # per item, sigma^2_item >= 0; with one seed: item + residual, confounded
+    residual_variance: np.ndarray  # sigma^2_residual; NaN with one seed
+    seeds: int
+    items: int
+    procedure: str
+
+
+def _degrees_of_freedom(variance, ms_seed, ms_item, ms_residual, seeds: int, items: int):
+    """``V / sum(MS_j / df_j)``; S - 1 where every mean square is 0 (nothing varies)."""
+    share = ms_seed / (seeds - 1) + ms_item / (items - 1) + ms_residual / ((seeds - 1) * (items - 1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(share > 0, variance / np.where(share > 0, share, 1.0), seeds - 1.0)
+
+
+def crossed_gap(differences, confidence: float = 0.95) -> Gap:
+    """The mean of ``differences`` with a CI and two-sided p, seeds and items both random.
+
+    Args:
+        differences: (..., S, N) per-seed-pair, per-item differences, e.g. correct_method - correct_twin.
+            With S = 1 only the gap and the (confounded) item variance: ``NO_SEED_REPLICATION``.
+            The CI is clipped to [-1, 1], the range of a difference of two accuracies.
+
+    Returns:
+        ``Gap`` with fields of shape (...) (floats for a single (S, N) matrix).
+    """
+    d = np.asarray(differences, dtype=float)
+    seeds, items = d.shape[-2:]
+    if items < 2:
+        raise ValueError(f"crossed_gap: need at least 2 items, got {items}")
+    as_out = float if d.ndim == 2 else np.asarray
+    gap = d.mean(axis=(-2, -1))
+    item_means = d.mean(axis=-2)  # (..., N)
+    ms_item = seeds * item_means.var(axis=-1, ddof=1)
+    if seeds == 1:
+        missing = np.full_like(gap, np.nan)
+        return Gap(as_out(gap), *(as_out(missing) for _ in range(6)), as_out(ms_item), as_out(missing), 1, items,
+                   NO_SEED_REPLICATION)
+    seed_means = d.mean(axis=-1)  # (..., S)
+    ms_seed = items * seed_means.var(axis=-1, ddof=1)
+    # SS_res = SS_total - SS_seed - SS_item, without an (..., S, N) residual array (batches of simulations)
+    ss_total = np.einsum("...ij,...ij->...", d, d) - seeds * items * gap**2
+    ss_residual = np.maximum(ss_total - (seeds - 1) * ms_seed - (items - 1) * ms_item, 0.0)
+    ms_residual = ss_residual / ((seeds - 1) * (items - 1))
+    # E[MS_seed] = r + N s, E[MS_item] = r + S i, E[MS_res] = r: components truncated at 0
+    seed_excess, item_excess = np.maximum(ms_seed - ms_residual, 0.0), np.maximum(ms_item - ms_residual, 0.0)
+    variance = seed_excess + item_excess + ms_residual  # S N Var(mean d)
+    df = _degrees_of_freedom(variance, ms_seed, ms_item, ms_residual, seeds, items)
+    # Floor: the gap moves in steps of 1 / (S N) (one item of one seed pair); its standard error is
+    # taken to be at least that resolution, so identical runs do not give an infinite t.
+    error = np.sqrt(np.maximum(variance / (seeds * items), 1.0 / (seeds * items) ** 2))
+    p_value = 2 * stats.t.sf(np.abs(gap / error), df)
+    half_width = stats.t.ppf(0.5 + confidence / 2, df) * error
+    low, high = np.maximum(gap - half_width, -1.0), np.minimum(gap + half_width, 1.0)  # a gap of accuracies
+    components = (seed_excess / items, item_excess / seeds, ms_residual)
+    return Gap(as_out(gap), as_out(low), as_out(high), as_out(p_value), as_out(error), as_out(df),
+               *(as_out(component) for component in components), seeds, items, CROSSED)
+
+
+def rejection_probability(effect: float, seed_variance: float, item_variance: float, residual_variance: float,
+                          seeds: int, items: int, alpha: float = 0.05) -> float:
+    """How often ``crossed_gap``'s two-sided test rejects at ``alpha`` when the true gap is ``effect``,
+    for a design of ``seeds`` seed pairs and ``items`` items with these variance components (normal
+    model). MS_item and MS_res are taken at their expectations (N - 1 and more df); MS_seed follows
+    its scaled chi-square with S - 1 df, averaged over ``QUADRATURE_POINTS`` quantiles, through the
+    same truncation, degrees of freedom and resolution floor as the test. ``effect = 0``: the size.
+    """
+    if seeds < 2 or items < 2:
+        raise ValueError(f"rejection_probability: need seeds >= 2 and items >= 2, got {seeds}, {items}")
+    if min(seed_variance, item_variance, residual_variance) < 0 or np.isnan(seed_variance):
+        raise ValueError("rejection_probability: variance components must be known and >= 0")
+    expected_seed = residual_variance + items * seed_variance
+    expected_item = residual_variance + seeds * item_variance
+    quantiles = (np.arange(QUADRATURE_POINTS) + 0.5) / QUADRATURE_POINTS
+    ms_seed = expected_seed * stats.chi2.ppf(quantiles, seeds - 1) / (seeds - 1)  # (Q,)
+    variance = np.maximum(ms_seed, residual_variance) + expected_item - residual_variance  # S N Var, estimated
+    df = _degrees_of_freedom(variance, ms_seed, expected_item, residual_variance, seeds, items)
+    floor = 1.0 / (seeds * items)
+    error = np.sqrt(np.maximum(variance, floor) / (seeds * items))  # (Q,)
+    true_error = np.sqrt(max(expected_seed + expected_item - residual_variance, floor) / (seeds * items))
+    critical = stats.t.ppf(1 - alpha / 2, df) * error
+    rejected = stats.norm.sf((critical - effect) / true_error) + stats.norm.cdf((-critical - effect) / true_error)
+    return float(rejected.mean())
+
+
+def minimum_detectable_effect(seed_variance: float, item_variance: float, residual_variance: float, seeds: int,
+                              items: int, alpha: float = 0.05, power: float = 0.8) -> float:
+    """The smallest true gap ``crossed_gap``'s two-sided test finds with probability ``power`` at
+    ``alpha`` for a planned design of ``seeds`` (>= 2) seed pairs and ``items`` test items, from
+    variance components (``Gap.seed_variance``, ``item_variance``, ``residual_variance``; truncated
+    at 0 as the test does), through ``rejection_probability``.
+
+    Returns:
+        The gap as a fraction (accuracy points / 100); above 1 when no possible gap reaches the power.
+    """
+    if seeds < 2:
+        raise ValueError(f"minimum_detectable_effect: {seeds} seed: no seed replication, so no test to plan; "
+                         "plan at least 2 seeds (5 for claims)")
+
+    def shortfall(effect: float) -> float:
+        return rejection_probability(effect, seed_variance, item_variance, residual_variance, seeds, items,
+                                     alpha) - power
+
+    upper = 1.0 / (seeds * items)
+    for _ in range(80):  # widen until the power is reached (heavy tails when df is small)
+        if shortfall(upper) >= 0:
+            break
+        upper *= 2
+    return float(optimize.brentq(shortfall, 0.0, upper, xtol=1e-7))
+
+
+def compare_with_twin(method_runs: Mapping, twin_runs: Mapping, method: str = "method") -> Gap | None:
+    """Accuracy gap of a method over its random twin: pairs seeds by value, items by id.
+
+    Returns:
+        ``Gap`` (fractions), or None when the two share no seed.
+    """
+    seeds, correct_method, correct_twin = paired_correctness(method_runs, twin_runs, method)
+    if not seeds:
+        return None
+    return crossed_gap(correct_method.astype(float) - correct_twin.astype(float))  # (S, N)
+
+
+def compare_with_baseline(method_runs: Mapping, baseline_predictions: pd.DataFrame,
+                          method: str = "method") -> Gap | None:
+    """Accuracy gap of a method over a deterministic baseline (one predictions table): the method's
+    seeds × items against the baseline's correctness repeated at every seed, items paired by id.
+
+    Returns:
+        ``Gap`` (fractions), or None without runs or when the method saw other items than the baseline.
+    """
+    if not method_runs or not same_items(next(iter(method_runs.values())), baseline_predictions):
+        return None
+    return compare_with_twin(method_runs, {seed: baseline_predictions for seed in method_runs}, method)
+
+
+def _mde(gap: Gap) -> float:
+    if gap.seeds < 2:
+        return np.nan
+    return minimum_detectable_effect(gap.seed_variance, gap.item_variance, gap.residual_variance, gap.seeds,
+                                     gap.items)
+
+
+def results_table(runs: pd.DataFrame, gaps: Mapping[str, Gap], baseline_gaps: Mapping[str, Gap] | None = None
+                  ) -> pd.DataFrame:
+    """The benchmark's ``results.csv``: per-method aggregates, the gap over the random twin, then the
+    Holm-adjusted p over all the table's twin comparisons and the gap over TF-IDF + LR.
+
+    Returns:
+        DataFrame: ``method, n_seeds, {dev,test}_{acc,f1}_{mean,std,min,max}, p_value_vs_random,
+        gap_vs_random, gap_ci_low, gap_ci_high, mde_vs_random, paired_seeds, paired_items, gap_test,
+        p_adjusted, gap_vs_tfidf, gap_vs_tfidf_ci_low, gap_vs_tfidf_ci_high, p_vs_tfidf,
+        p_vs_tfidf_adjusted`` (Holm over the TF-IDF comparisons, a family apart from the twins'; NaN,
+        or 0 seeds and items, where a method has no twin or no baseline comparison; with one seed pair
+        the gaps without CI, p or MDE, ``gap_test`` = "no seed replication").
+        ``mde_vs_random``: the minimum detectable effect (alpha 0.05, power 0.8) for the row's seeds
+        and items, from its measured variance components.
+    """
+    table = aggregate_runs(runs)
+    baseline_gaps = baseline_gaps or {}
+    rows = []
+    for method in table["method"]:
+        gap, baseline = gaps.get(method), baseline_gaps.get(method)
+        row = [np.nan] * 5 + [0, 0, np.nan] if gap is None else \
+            [gap.p_value, gap.gap, gap.ci_low, gap.ci_high, _mde(gap), gap.seeds, gap.items, gap.procedure]
+        row += [np.nan] * 4 if baseline is None else [baseline.gap, baseline.ci_low, baseline.ci_high,
+                                                      baseline.p_value]
+        rows.append(row)
+    columns = [PVALUE_COLUMN, *GAP_COLUMNS, *NEW_COLUMNS[1:-1]]
+    extra = pd.DataFrame(rows, columns=columns, index=table.index)
+    extra.insert(len(GAP_COLUMNS) + 1, NEW_COLUMNS[0], holm(extra[PVALUE_COLUMN].to_numpy(dtype=float)))
+    # the comparisons with TF-IDF + LR are a family of their own
+    extra[NEW_COLUMNS[-1]] = holm(extra["p_vs_tfidf"].to_numpy(dtype=float))
+    return pd.concat([table, extra], axis=1)

@@ -1,0 +1,79 @@
+"""The pre-registered family of comparisons: a matrix's ``comparisons:`` (methods whose gap to the
+random twin answers the study's question), written down before the cells run. Holm's adjustment
+goes over exactly those, so adding an exploratory row, a positive control or another chunk's
+extra methods never moves a registered claim; every other twin gap is exploratory (its CI and
+raw p, no adjustment).
+
+A study run in chunks registers the union of its chunks' lists (each results folder keeps its
+matrix in ``benchmark.json``). A registered comparison without a result yet (a chunk not run) enters
+Holm with p = 1: the adjustment of the ones present is then already the final study's, never
+smaller, and the report names what is missing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from benchmarks.stats.gaps import PVALUE_COLUMN
+from benchmarks.stats.multiplicity import holm
+
+PREREGISTERED_COLUMN = "preregistered"  # results.csv: the row is one of the registered comparisons
+ADJUSTED_COLUMN = "p_adjusted"
+
+
+@dataclass(frozen=True)
+class Family:
+    """The registered comparisons and which of them have no gap to adjust yet."""
+    registered: tuple[str, ...]
+    missing: tuple[str, ...]
+
+    @property
+    def size(self) -> int:
+        return len(self.registered)
+
+
+def registered_comparisons(settings: list[dict | None]) -> tuple[str, ...]:
+    """The union of the ``comparisons:`` of several matrices (their ``source``/``settings``), in order."""
+    names: dict[str, None] = {}
+    for matrix in settings:
+        for name in (matrix or {}).get("comparisons") or []:
+            names[str(name)] = None
+    return tuple(names)
+
+
+def adjust_registered(results: pd.DataFrame, registered: tuple[str, ...]) -> tuple[pd.DataFrame, Family | None]:
+    """``results`` with ``p_adjusted`` = Holm over exactly the ``registered`` methods (NaN on every
+    other row) and a ``preregistered`` column; unchanged, with no family, when nothing is registered.
+
+    A registered method without a row or a p (not run, or one seed pair) counts as p = 1.
+    """
+    if not registered:
+        return results, None
+    table = results.copy()
+    p_values = dict(zip(table["method"], pd.to_numeric(table[PVALUE_COLUMN], errors="coerce")))
+    present = [name for name in registered if pd.notna(p_values.get(name, np.nan))]
+    missing = tuple(name for name in registered if name not in present)
+    adjusted = dict(zip(registered, holm([p_values[name] if name in present else 1.0 for name in registered])))
+    table[ADJUSTED_COLUMN] = [adjusted[method] if method in present else np.nan for method in table["method"]]
+    table[PREREGISTERED_COLUMN] = table["method"].isin(registered)
+    return table, Family(tuple(registered), missing)
+
+
+def family_text(family: Family | None, comparisons: int | None = None) -> str:
+    """How the report's ``p_adjusted`` was made, for its headers and remarks."""
+    if family is None:
+        return f"Holm over the report's{'' if comparisons is None else f' {comparisons}'} twin comparisons"
+    return f"Holm over the {family.size} pre-registered comparisons"
+
+
+def missing_note(family: Family | None) -> list[str]:
+    """A remark naming the registered comparisons that have no gap yet, or nothing."""
+    if family is None or not family.missing:
+        return []
+    verb = "has" if len(family.missing) == 1 else "have"
+    return [f"{len(family.missing)} of the {family.size} pre-registered comparisons {verb} no tested gap yet "
+            f"({', '.join(f'`{name}`' for name in family.missing)}): Holm counts each with p = 1, so the adjusted "
+            f"p-values shown are those of the finished study or larger."]

@@ -1,0 +1,284 @@
+"""The cells of a benchmark — a pretrain run, a finetune run, a baseline run — each run through
+the real CLIs in the calling process (a task of the study's engine) and found again by a hash of
+its settings (``tags.cell_hash``), so a re-run skips what already finished."""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import gc
+import hashlib
+import json
+import logging
+import sys
+import traceback
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from mlflow.tracking import MlflowClient
+
+from benchmarks.tasks.baselines import majority_baseline, tfidf_lr_baseline
+from benchmarks.tasks.linear_probe import probe_probabilities
+from downstream import encoder_reuse
+from downstream.cli import FinetuneCLI
+from downstream.evaluation import predictions_frame, split_metrics
+from downstream.pair_datamodule import DEFAULT_CACHE_DIR
+from pretrain.cli import PretrainCLI
+from pretrain.encoders.references import EncoderReference
+from harness.cli.runtime import intra_op_threads, release_freed_memory
+from harness.cli.tracked_cli import run_cli
+from harness.datasets.registry import run_name_prefix
+from harness.datasets.spec import PATH_KEYS
+from harness.datasets.types import PairData
+from harness.errors import UserError
+from harness.protocol import protocol_version
+from harness.tracking.liveness import process_tags
+from harness.tracking.naming import encoder_label, join
+from harness.tracking.run_clock import cell_clock
+from harness.tracking.runs import ensure_experiment, tracking_uri
+from harness.training.worker_reuse import reuse_between_cells
+from harness.versioning import git_commit
+
+# Finetune cells run single-threaded: their operations are small, and on this shared 2-core
+# machine a 2-thread cell took 2–5× the wall time of a 1-thread one (README, Speed).
+FINETUNE_THREADS = 1
+
+# name → fit(train, evaluation_sets, num_classes, seed) returning {split: (N, C) probabilities}
+BASELINES = {
+    "majority": lambda train, evaluation_sets, num_classes, seed: majority_baseline(train, evaluation_sets,
+                                                                                     num_classes),
+    "tfidf-lr": tfidf_lr_baseline,
+}
+
+
+@dataclass
+class Cell:
+    """One finetune or baseline run of the matrix."""
+
+    method: str
+    kind: str  # pretrained | random | baseline | probe
+    seed: int
+    encoder: str = ""  # encoder name in the suite config
+    encoder_run: str = ""  # run id of the pretrained encoder (or the one random copies); a published
+    # encoder's source instead (hf:<folder>, reference:<name>)
+    mix: str = ""
+    head: str = ""
+    train_fraction: float = 1.0
+    control: str = ""  # method name of this cell's random control
+    args: list[str] = field(default_factory=list)
+    config: str = ""  # the finetune config of this cell ("": the suite's)
+    transfer: str = ""  # the transfer setting's name (transfers matrices), e.g. frozen, gradual
+    family: str = ""  # the encoder's family
+    encoder_identity: str = ""  # what decides the encoder's outputs (benchmarks.plan.encoders.encoder_identity)
+    probe_of: str = ""  # a linear probe's encoder: pretrained | random (the twin at this seed)
+    grid_of: str = ""  # a learning-rate grid point's arm (the method it is chosen for); its rate is in args
+    learning_rate: float | None = None  # that grid point's rate
+    record: dict = field(default_factory=dict, compare=False)  # the suite's context for results files:
+    # ``order`` (its place in the plan) and ``encoder`` (the encoder as described); no part of the result
+
+    def fields(self) -> dict:
+        """The cell's settings as plain values (``record`` aside)."""
+        return {key: value for key, value in asdict(self).items() if key != "record"}
+
+    def spec(self) -> dict:
+        """What defines the result: settings and the encoder's identity, never where files lie or
+        which run holds the encoder (the method name does not either; the suite adds the config's
+        text and the data's digest)."""
+        return {"kind": self.kind, "seed": self.seed, "encoder": self.encoder_identity, "mix": self.mix,
+                "head": self.head, "train_fraction": self.train_fraction, "args": portable_args(self.args),
+                "config": self.config, **({"probe_of": self.probe_of} if self.probe_of else {})}
+
+
+# Flags that say where files lie on this machine, not what is computed: the pair data's content is
+# in its digest (and named corpora's in the stage's), caches are keyed by content.
+DATA_LOCATION_FLAGS = (*(f"--data.{key}=" for key in (*PATH_KEYS, "corpora_dir", "cache_dir")),
+                       "--trainer.default_root_dir=")
+
+
+def portable_args(args: list[str]) -> list[str]:
+    """``args`` without the flags that only locate data on this machine."""
+    return [argument for argument in args if not argument.startswith(DATA_LOCATION_FLAGS)]
+
+
+def result_tags(cell_hash: str, record: dict | None = None) -> dict[str, str]:
+    """The tags that make a run's result portable (``benchmarks.results_files.folder``): its cell hash,
+    the protocol version and commit that computed it, and the suite's record of the cell."""
+    return {"cell_hash": cell_hash, "protocol_version": protocol_version(), "git_commit": git_commit() or "",
+            **({"result_record": json.dumps(record, sort_keys=True, default=str)} if record else {})}
+
+
+def cell_record(cell: Cell) -> dict:
+    """What a results file keeps of the cell beside its run: its settings and the suite's context."""
+    return {"cell": cell.fields(), **cell.record}
+
+
+def file_digests(args: list[str]) -> dict[str, str]:
+    """sha256 of every existing file an argument names (``--data.corpus=<file>``, lists of files):
+    a corpus edited in place is other pretraining text."""
+    digests = {}
+    for argument in args:
+        value = argument.partition("=")[2] if argument.startswith("--") else argument
+        for candidate in value.strip("[]").split(","):
+            path = Path(candidate.strip().strip("'\""))
+            if candidate.strip() and path.is_file():
+                digests[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return digests
+
+
+def finished_run(experiment: str, cell_hash: str, parent_run_id: str | None = None) -> str | None:
+    """The newest FINISHED run of ``experiment`` tagged with ``cell_hash``: among the children of
+    ``parent_run_id`` first (a resumed benchmark), else anywhere in the experiment (a cell another
+    benchmark already ran with the same settings, data and code: the caller links it)."""
+    client = MlflowClient(tracking_uri())
+    experiment_id = ensure_experiment(experiment)
+    query = f"tags.cell_hash = '{cell_hash}' and attributes.status = 'FINISHED'"
+    scopes = [f" and tags.mlflow.parentRunId = '{parent_run_id}'", ""] if parent_run_id else [""]
+    for scope in scopes:
+        runs = client.search_runs([experiment_id], query + scope, order_by=["attributes.start_time DESC"],
+                                  max_results=1)
+        if runs:
+            return runs[0].info.run_id
+    return None
+
+
+_frozen = False
+
+
+def freeze_long_lived_objects() -> None:
+    """After the first cell of a process: what is alive then (modules, classes, the libraries'
+    caches) is moved out of the collector's sight (``gc.freeze``), so that the collection after
+    each cell scans what the cell made, not the whole interpreter (~1 s a cell before)."""
+    global _frozen
+    if not _frozen:
+        gc.freeze()
+        _frozen = True
+
+
+def run_quietly(cli_class, args: list[str], log_path: Path) -> int:
+    """Run a CLI in this process with its console output in ``log_path``. A crash (its run is
+    already marked FAILED by ``run_cli``) leaves its traceback in the log and returns 1; Ctrl-C
+    still stops the suite."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    lightning_logs = [logging.getLogger(name) for name in ("pytorch_lightning", "lightning.pytorch", "lightning_fabric")]
+    levels = [logger.level for logger in lightning_logs]
+    command_line = sys.argv
+    # line-buffered: a stage's progress lines reach its log as they are printed, not at its end
+    with log_path.open("w", buffering=1) as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+        for logger in lightning_logs:
+            logger.setLevel(logging.WARNING)
+        sys.argv = [command_line[0]]  # the CLI parses `args`, not the suite's own flags
+        try:
+            # In a context of its own: jsonargparse keeps its parser (and through it the CLI, the
+            # trainer, the data and the mapped features) in context variables until the next
+            # parse, so the previous cell's features stayed resident beside the next one's.
+            return contextvars.copy_context().run(run_cli, cli_class, args)
+        except Exception:  # noqa: BLE001 - the caller names the cell and its log in one line
+            traceback.print_exc()
+            return 1
+        finally:
+            sys.argv = command_line
+            gc.collect()  # drop the finished cell's model and feature maps before the next one
+            freeze_long_lived_objects()
+            release_freed_memory()  # and hand their memory back: the next cell starts from a small heap
+            for logger, level in zip(lightning_logs, levels):
+                logger.setLevel(level)
+
+
+def pretrain(config: str, args: list[str], cell_hash: str, benchmark: str, log_path: Path,
+             tags: dict[str, str] | None = None) -> str:
+    """Pretrain through ``python -m pretrain`` (in process); returns the run id. ``tags``: more run
+    tags (the task attempt's, :mod:`benchmarks.tasks.attempts`). Its log gets plain progress lines (a
+    stage runs for up to an hour), the console's way when stdout is not a terminal."""
+    tags = json.dumps({**result_tags(cell_hash), "benchmark": benchmark, **(tags or {})})
+    code = run_quietly(PretrainCLI, ["fit", "--config", config, *args, f"--tags={tags}"], log_path)
+    run_id = finished_run("pretrain", cell_hash)
+    if code != 0 or run_id is None:
+        raise UserError(f"pretraining failed (exit {code}); its output is in {log_path}")
+    return run_id
+
+
+def finetune(cell: Cell, config: str, experiment: str, parent_run_id: str, cell_hash: str, log_path: Path,
+             benchmark: str = "", tags: dict[str, str] | None = None) -> str:
+    """Run one finetune cell through ``python -m downstream`` (in process); returns the run id."""
+    tags = {**result_tags(cell_hash, cell_record(cell)), "kind": cell.kind, "suite_encoder": cell.encoder,
+            "benchmark": benchmark,
+            **({"grid_of": cell.grid_of, "learning_rate": f"{cell.learning_rate:g}"} if cell.grid_of else {}),
+            **(tags or {})}
+    source = cell.encoder_run if ":" in cell.encoder_run else f"runs:/{cell.encoder_run}"  # a run id has no ':'
+    if cell.kind == "random":
+        encoder = ["--model.encoder=random", f"--model.random_like={source}"]
+    else:
+        encoder = [f"--model.encoder={source}"]
+    args = ["fit", "--config", config, *cell.args, *encoder, f"--model.mix={cell.mix}", f"--model.head={cell.head}",
+            f"--seed_everything={cell.seed}", f"--data.train_fraction={cell.train_fraction}",
+            f"--method={cell.method}", f"--parent_run_id={parent_run_id}", f"--experiment_name={experiment}",
+            f"--tags={json.dumps(tags)}",
+            "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false"]
+    # time_total_s from the cell's start; encoders, cache checksums and dataset digests kept between cells
+    with intra_op_threads(FINETUNE_THREADS), cell_clock(), reuse_between_cells():
+        code = run_quietly(FinetuneCLI, args, log_path)
+    run_id = finished_run(experiment, cell_hash, parent_run_id)
+    if code != 0 or run_id is None:
+        raise UserError(f"cell {cell.method} seed {cell.seed} failed (exit {code}); its output is in {log_path}")
+    return run_id
+
+
+def baseline(cell: Cell, data: PairData, experiment: str, parent_run_id: str, cell_hash: str,
+             benchmark: str = "", tags: dict[str, str] | None = None) -> str:
+    """Fit a baseline on the data set's train split, log a ``stage=baseline`` child run with the
+    finetune metric names and prediction files; returns the run id."""
+    evaluation = {"dev": data.dev, "test": data.test}
+    probabilities = BASELINES[cell.method](data.train, evaluation, data.num_classes, cell.seed)
+    tags = {"kind": "baseline", "pretrain_run_id": "none", "encoder": "none", **(tags or {})}
+    return log_check_run(cell, data, probabilities, experiment, parent_run_id, cell_hash, benchmark, tags)
+
+
+def linear_probe(cell: Cell, data: PairData, experiment: str, parent_run_id: str, cell_hash: str,
+                 benchmark: str = "", tags: dict[str, str] | None = None,
+                 cache_dir: str | None = DEFAULT_CACHE_DIR) -> str:
+    """Fit the linear probe (``benchmarks.tasks.linear_probe``) on the frozen features of the cell's
+    encoder, or of its random-init twin at the cell's seed (``probe_of``), and log it as a
+    ``stage=baseline``, ``kind=probe`` child run with the finetune metric names; returns the run id."""
+    source = cell.encoder_run if ":" in cell.encoder_run or Path(cell.encoder_run).is_file() \
+        else f"runs:/{cell.encoder_run}"  # a run id, a published source or a checkpoint path
+    twin = cell.probe_of == "random"
+    reference = EncoderReference.parse("random", source).seeded(cell.seed) if twin else EncoderReference.parse(source)
+    with reuse_between_cells():
+        encoder = encoder_reuse.loaded(reference)
+        probabilities = probe_probabilities(encoder, data, cache_dir, cell.seed, cell.train_fraction)
+    tags = {"kind": "probe", "probe_of": cell.probe_of, "suite_encoder": cell.encoder, "family": encoder.family,
+            "pretrain_run_id": "random" if twin else (encoder.run_id or source),
+            "encoder": encoder_label(encoder.family, encoder.config, encoder.run_id, encoder.is_random,
+                                     getattr(encoder, "name", None)), **(tags or {})}
+    params = {"encoder_layers": encoder.num_layers, "encoder_dim": encoder.dim,
+              "encoder_fingerprint": encoder.fingerprint, "model.encoder": str(reference)}
+    return log_check_run(cell, data, probabilities, experiment, parent_run_id, cell_hash, benchmark, tags, params)
+
+
+def log_check_run(cell: Cell, data: PairData, probabilities: dict, experiment: str, parent_run_id: str,
+                  cell_hash: str, benchmark: str, tags: dict[str, str], params: dict | None = None) -> str:
+    """A finished ``stage=baseline`` child run of a system fitted here on train: the finetune metric
+    names and prediction files of its dev and test ``probabilities`` ((N, C) each); returns its id."""
+    evaluation = {"dev": data.dev, "test": data.test}
+    frames = {split: predictions_frame(data, evaluation[split], scores) for split, scores in probabilities.items()}
+    client = MlflowClient(tracking_uri())
+    tags = {"stage": "baseline", "method": cell.method, "seed": str(cell.seed), "mlflow.parentRunId": parent_run_id,
+            **result_tags(cell_hash, cell_record(cell)), "dataset": data.name, "benchmark": benchmark, **tags,
+            **process_tags()}
+    run_name = run_name_prefix(data) + join(cell.method, f"s{cell.seed}")
+    run = client.create_run(ensure_experiment(experiment), run_name=run_name, tags=tags)
+    run_id = run.info.run_id
+    try:
+        for split, frame in frames.items():
+            for name, value in split_metrics(frame, split, data).items():
+                client.log_metric(run_id, name, value)
+            client.log_text(run_id, frame.to_csv(index=False), f"predictions/{split}.csv")
+        for key, value in {"train_pairs": len(data.train), "dev_pairs": len(data.dev), "test_pairs": len(data.test),
+                           "dataset": data.name, "f1_average": data.f1_average, "num_classes": data.num_classes,
+                           **(params or {})}.items():
+            client.log_param(run_id, key, value)
+    except BaseException:
+        client.set_terminated(run_id, "FAILED")
+        raise
+    client.set_terminated(run_id, "FINISHED")
+    return run_id

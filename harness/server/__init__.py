@@ -1,0 +1,1 @@
+"""The team's tracking server: MLflow with its auth app, its users, its PostgreSQL and its secrets."""

@@ -1,0 +1,103 @@
+"""The MLflow runs this process opens: created (or continued) with the stage's tags, and never
+left RUNNING — a crash marks them FAILED or KILLED, and a tracking server that went away is
+explained in one line saying where the run's checkpoints are."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytorch_lightning.loggers import MLFlowLogger
+from pytorch_lightning.utilities import rank_zero_only
+
+from harness.tracking.liveness import ENDED_TAG, process_tags
+from harness.training.checkpoints import LAST
+from harness.tracking.store import (REPO_ROOT, SERVER_SCHEMES, ensure_experiment, scheme_of,  # noqa: F401 - REPO_ROOT re-exported
+                           server_problem, tracking_uri)
+
+CHECKPOINT_DIR_TAG = "harness.checkpoint_dir"
+
+@dataclass
+class OpenRun:
+    """A run this process started (or resumed), and where its local checkpoints go."""
+
+    logger: MLFlowLogger
+    checkpoint_dir: Path | None = None
+
+
+# Runs of this process, so a crash anywhere can mark them FAILED (or say where their checkpoints are).
+_OPEN_RUNS: list[OpenRun] = []
+
+
+def make_logger(experiment: str, run_name: str, tags: dict[str, str], run_id: str | None = None) -> MLFlowLogger:
+    """An MLFlowLogger on :func:`tracking_uri`. A new run (created on first use) carries ``tags``
+    and the process tags of :mod:`harness.tracking.liveness`; with ``run_id`` the logger continues that
+    run, which is set RUNNING again under this process."""
+    uri = tracking_uri()
+    if run_id is None:
+        ensure_experiment(experiment, uri)
+        logger = MLFlowLogger(experiment_name=experiment, run_name=run_name, tracking_uri=uri,
+                              tags={**{key: str(value) for key, value in tags.items()}, **process_tags()})
+    else:
+        logger = MLFlowLogger(tracking_uri=uri, run_id=run_id)
+        if rank_zero_only.rank == 0:
+            client = logger.experiment
+            client.update_run(run_id, status="RUNNING")
+            for key, value in {**tags, **process_tags()}.items():
+                client.set_tag(run_id, key, str(value))
+            if ENDED_TAG in client.get_run(run_id).data.tags:
+                client.delete_tag(run_id, ENDED_TAG)
+    _OPEN_RUNS.append(OpenRun(logger))
+    return logger
+
+
+def keep_checkpoints_in(logger: MLFlowLogger, directory: Path) -> None:
+    """Note where the open run of ``logger`` writes its checkpoints: named if the server goes away,
+    and in the run's ``harness.checkpoint_dir`` tag (where a study resumes a stopped stage from)."""
+    for open_run in _OPEN_RUNS:
+        if open_run.logger is logger:
+            open_run.checkpoint_dir = directory
+    if rank_zero_only.rank == 0:
+        logger.experiment.set_tag(logger.run_id, CHECKPOINT_DIR_TAG, str(Path(directory).resolve()))
+
+
+def fail_open_runs(status: str = "FAILED") -> None:
+    """Mark every run this process started and left RUNNING as ``status`` (best effort: a store
+    that cannot be reached is left as it is)."""
+    for open_run in _OPEN_RUNS:
+        logger = open_run.logger
+        if not (logger._initialized and logger.run_id):  # noqa: SLF001 - only look, never create a run
+            continue
+        try:
+            client = logger.experiment
+            if client.get_run(logger.run_id).info.status == "RUNNING":
+                client.set_terminated(logger.run_id, status)
+        except Exception:  # noqa: BLE001 - the store is gone; its next start marks the run (liveness)
+            pass
+    _OPEN_RUNS.clear()
+
+
+def server_lost() -> str | None:
+    """When this process has open runs and the tracking URI is a server that no longer answers:
+    one line saying so, what became of the runs and how to continue them (the runs are then
+    forgotten: nothing can close them). None otherwise."""
+    uri = tracking_uri()
+    if not _OPEN_RUNS or scheme_of(uri) not in SERVER_SCHEMES:
+        return None
+    problem = server_problem(uri, timeout=(2.0, 3.0))
+    if problem is None:
+        return None
+    message = f"tracking server {uri} stopped answering during the run ({problem})"
+    for open_run in _OPEN_RUNS:
+        run_id = open_run.logger._run_id  # noqa: SLF001 - the id alone, no request to the dead server
+        if not run_id:
+            continue
+        last = open_run.checkpoint_dir / LAST if open_run.checkpoint_dir else None
+        if last is not None and last.is_file():
+            message += (f"; run {run_id} stays RUNNING there; local checkpoints are kept in {last.parent}; "
+                        f"once the server is back, continue the same run with --ckpt_path={last}")
+        else:
+            message += f"; run {run_id} had written no checkpoint yet: start it again once the server is back"
+    _OPEN_RUNS.clear()
+    return message
+

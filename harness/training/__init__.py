@@ -1,0 +1,1 @@
+"""Training plumbing shared by the stages: batching, schedules, checkpoints and exact resume."""

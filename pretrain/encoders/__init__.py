@@ -1,0 +1,1 @@
+"""Encoders: the protocol every family answers to, references that name one, loading, checkpoints, the registry."""

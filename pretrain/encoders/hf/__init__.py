@@ -1,0 +1,1 @@
+"""The ``hf`` family: a published ``transformers`` model behind the encoder protocol."""

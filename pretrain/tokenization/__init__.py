@@ -1,0 +1,1 @@
+"""Tokenizers: the word tokenizer and vocabulary, byte-level BPE, and the checks of their flags."""
