@@ -254,7 +254,7 @@ def _markdown(results: pd.DataFrame, runs: pd.DataFrame, context: dict, figures:
         lines += [""] + study_tables(study, family)
     comparisons = int(results["p_adjusted"].notna().sum()) if "p_adjusted" in results else None
     said = missing_note(family)
-    said += (study_remarks(study, comparisons, family) if studied else []) + remarks(results, runs, published)
+    said += (study_remarks(study, comparisons, family) if studied else []) + remarks(results, runs, published, family)
     said += probe_remarks(results, runs)
     said += list(context.get("notes") or [])  # e.g. one encoder name over several checkpoints (chunks)
     lines += ["", "## Remarks", ""] + [f"- {remark}" for remark in said]

@@ -9,7 +9,7 @@ import pandas as pd
 
 from benchmarks.report.results_table import CHECK_KINDS, COLLAPSED_COLUMN, TFIDF_BASELINE
 from benchmarks.stats.multiplicity import chance_remark
-from benchmarks.stats.preregistration import PREREGISTERED_COLUMN
+from benchmarks.stats.preregistration import PREREGISTERED_COLUMN, Family, family_text
 from benchmarks.report.run_table import (SETTING, controls, curve_methods, full_fraction_method, setting_label, settings,
                                   text_column)
 from benchmarks.stats.gaps import NO_SEED_REPLICATION, PVALUE_COLUMN
@@ -37,11 +37,16 @@ def _verdict(row: pd.Series) -> str:
     return "excludes 0" if row["gap_ci_low"] > 0 or row["gap_ci_high"] < 0 else "includes 0"
 
 
-def _holds(adjusted: float) -> str:
-    return "" if pd.isna(adjusted) else ", and it holds after Holm's adjustment for the report's comparisons"
+def _adjustment(family: Family | None) -> str:
+    """Over what ``p_adjusted`` went: the report's twin comparisons, or the pre-registered family."""
+    return "Holm's adjustment for the report's comparisons" if family is None else family_text(family)
 
 
-def _control_remark(method: str, control: str, row: pd.Series, accuracy: pd.Series) -> str:
+def _holds(adjusted: float, family: Family | None) -> str:
+    return "" if pd.isna(adjusted) else f", and it holds after {_adjustment(family)}"
+
+
+def _control_remark(method: str, control: str, row: pd.Series, accuracy: pd.Series, family: Family | None) -> str:
     """A method against its twin, from the CI and (where the table has it) Holm's ``p_adjusted``: a
     CI that excludes 0 is a finding only when the adjusted p stays below ``ALPHA``."""
     if pd.isna(row.get("gap_vs_random", np.nan)):
@@ -60,7 +65,7 @@ def _control_remark(method: str, control: str, row: pd.Series, accuracy: pd.Seri
     if (row["gap_ci_low"] > 0 or row["gap_ci_high"] < 0) and pd.notna(adjusted) and adjusted >= ALPHA:
         ahead = f"`{method}`" if row["gap_ci_low"] > 0 else f"the random twin `{control}`"
         return (f"`{method}` against its random twin `{control}`: {ahead} is ahead ({numbers}); the CI excludes 0, "
-                f"but not after Holm's adjustment for the report's comparisons (`p_adjusted` ≥ {ALPHA:g}): "
+                f"but not after {_adjustment(family)} (`p_adjusted` ≥ {ALPHA:g}): "
                 "a lead to test with more seeds, not a finding.")
     exploratory = PREREGISTERED_COLUMN in row and not bool(row[PREREGISTERED_COLUMN])
     if exploratory and (row["gap_ci_low"] > 0 or row["gap_ci_high"] < 0):
@@ -68,15 +73,16 @@ def _control_remark(method: str, control: str, row: pd.Series, accuracy: pd.Seri
         return (f"`{method}` against its random twin `{control}`: {ahead} is ahead ({numbers}); the CI excludes 0, "
                 "but the comparison is exploratory (not pre-registered, no adjustment): a lead, not a finding.")
     if row["gap_ci_low"] > 0:
-        return f"`{method}` beats its random twin `{control}` ({numbers}): the CI excludes 0{_holds(adjusted)}."
+        return f"`{method}` beats its random twin `{control}` ({numbers}): the CI excludes 0{_holds(adjusted, family)}."
     if row["gap_ci_high"] < 0:
-        return (f"**The random twin `{control}` beats `{method}`** ({numbers}): the CI excludes 0{_holds(adjusted)}; "
+        return (f"**The random twin `{control}` beats `{method}`** ({numbers}): the CI excludes 0{_holds(adjusted, family)}; "
                 f"pretraining hurt here.")
     return (f"`{method}` against its random twin `{control}`: the CI includes 0 ({numbers}). This design detects "
             f"gaps of about {mde(row['mde_vs_random'])} points (MDE); a smaller one may go unseen.")
 
 
-def remarks(results: pd.DataFrame, runs: pd.DataFrame, published: set[str] = frozenset()) -> list[str]:
+def remarks(results: pd.DataFrame, runs: pd.DataFrame, published: set[str] = frozenset(),
+            family: Family | None = None) -> list[str]:
     """The report's remarks, one finding each, from the results and the per-run table; the
     ``published`` methods (encoders pretrained elsewhere) and the checks (baselines, probes) are never
     the best method."""
@@ -91,7 +97,7 @@ def remarks(results: pd.DataFrame, runs: pd.DataFrame, published: set[str] = fro
         if control not in table.index:
             remarks.append(f"`{method}`: its random twin `{control}` has no results, so no comparison.")
         elif pd.notna(accuracy[method]) and pd.notna(accuracy[control]):
-            remarks.append(_control_remark(method, control, table.loc[method], accuracy))
+            remarks.append(_control_remark(method, control, table.loc[method], accuracy, family))
     checks = set(runs.loc[text_column(runs, "kind").isin(CHECK_KINDS), "method"])  # baselines, probes: not candidates
     full = [method for method in table.index if method not in curve and pd.notna(accuracy[method])
             and method not in published and method not in checks]  # published encoders are a ceiling
@@ -108,7 +114,8 @@ def remarks(results: pd.DataFrame, runs: pd.DataFrame, published: set[str] = fro
         remarks.append("Best method: none of an encoder pretrained here to rank (published and reference encoders "
                        "left out).")
     remarks += _tfidf_remarks(table, accuracy)
-    many = chance_remark(table["gap_ci_low"], table["gap_ci_high"], table.get("p_adjusted"))
+    many = chance_remark(table["gap_ci_low"], table["gap_ci_high"], table.get("p_adjusted"),
+                        adjustment=None if family is None else family_text(family))
     if many:
         remarks.append(f"Gaps to the random twin: {many}")
     if COLLAPSED_COLUMN in table and table[COLLAPSED_COLUMN].sum() > 0:

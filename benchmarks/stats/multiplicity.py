@@ -62,10 +62,11 @@ def chance_counts(ci_low, ci_high, p_adjusted=None, confidence: float = 0.95) ->
 
 
 def chance_remark(ci_low, ci_high, p_adjusted=None, confidence: float = 0.95, what: str = "CIs",
-                  adjusted_name: str = "p_adjusted") -> str | None:
+                  adjusted_name: str = "p_adjusted", adjustment: str | None = None) -> str | None:
     """``"k of n CIs exclude 0; chance alone gives about m"`` for a report's comparisons (those with a
     CI), with how many stay below ``1 - confidence`` after Holm's adjustment when ``p_adjusted`` is given
-    (its results.csv column: ``adjusted_name``).
+    (its results.csv column: ``adjusted_name``). ``adjustment`` says over what Holm went when that is
+    not these n comparisons (a pre-registered family).
 
     Returns:
         The sentence, or None when no comparison has a CI.
@@ -77,6 +78,6 @@ def chance_remark(ci_low, ci_high, p_adjusted=None, confidence: float = 0.95, wh
                 f"{counts.by_chance:.1f} (each {confidence:.0%} CI excludes a true gap of 0 with probability "
                 f"{counts.alpha:g})")
     if counts.holm_survivors is not None:
-        sentence += (f"; {counts.holm_survivors} of them stay below p = {counts.alpha:g} after Holm's adjustment "
-                     f"for the {counts.tested} comparisons (`{adjusted_name}`)")
+        over = adjustment or f"Holm's adjustment for the {counts.tested} comparisons"
+        sentence += f"; {counts.holm_survivors} of them stay below p = {counts.alpha:g} after {over} (`{adjusted_name}`)"
     return sentence + "."

@@ -140,3 +140,15 @@ def test_a_report_of_several_chunks_is_named_after_their_study():
     assert report_name(chunks) == "families-budget (elmo-frozen + gpt-finetuned-10)"
     assert report_name([{"benchmark": "quick"}, {"benchmark": "frozen-heads"}]) == "quick + frozen-heads"
     assert report_name([{"benchmark": "quick"}, {"benchmark": "quick"}]) == "quick"
+
+
+def test_every_remark_on_adjusted_p_names_the_registered_family_not_the_rows_present():
+    from benchmarks.stats.multiplicity import chance_remark
+    from benchmarks.stats.preregistration import family_text
+
+    table, family = adjust_registered(results(), ("elmo-frozen-attn", "gpt-full-cls", "ulmfit-frozen-attn"))
+    rows = table[table["preregistered"]]
+    remark = chance_remark([0.01, 0.02], [0.05, 0.06], rows["p_adjusted"], adjustment=family_text(family))
+    assert "after Holm over the 3 pre-registered comparisons" in remark and "2 comparisons" not in remark
+    assert "2 of 2 CIs exclude 0" in remark and "2 of them stay below p = 0.05" in remark
+    assert "Holm's adjustment for the 2 comparisons" in chance_remark([0.01, 0.02], [0.05, 0.06], [0.01, 0.02])
