@@ -32,9 +32,14 @@ def test_the_model_files_import_torch_only():
     assert loaded_after("import pretrain.models\n" + "\n".join(f"import {name}" for name in model_modules())) == []
 
 
+def module_name(path: Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
 def sub_packages() -> list[str]:
     """Every package of the project, the four top-level ones and the folders inside them."""
-    return sorted(".".join(init.parent.relative_to(REPO).parts) for package in PACKAGES for init in (REPO / package).rglob("__init__.py"))
+    return sorted(module_name(init) for package in PACKAGES for init in (REPO / package).rglob("__init__.py"))
 
 
 def test_package_inits_import_nothing_heavy():
@@ -48,11 +53,6 @@ def test_every_package_says_what_it_holds_and_the_contributing_page_lists_it(pac
     assert ast.get_docstring(ast.parse(init.read_text())), f"{init}: a docstring saying what the package holds"
     assert f"`{package.replace('.', '/')}/`" in (REPO / "docs" / "contributing.md").read_text(), \
         f"docs/contributing.md's layout has no line for {package}"
-
-
-def module_name(path: Path) -> str:
-    parts = path.relative_to(REPO).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def module_level_imports(path: Path, modules: set[str]) -> set[str]:

@@ -7,6 +7,7 @@ wall seconds and the node it ran on."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,45 +59,37 @@ def cell_log(logs: Path, cell: Cell) -> Path:
     return logs / f"{cell.method}-seed{cell.seed}.log".replace(":", "")
 
 
-def reused_or_cleared(cell_hash: str, study: Study) -> str | None:
-    """The run of this cell that already finished under the parent, or None once the RUNNING
-    runs of its lost attempts are marked KILLED (the caller then runs it)."""
+def run_once(cell_hash: str, study: Study, run: Callable[[], str]) -> dict:
+    """The result of this cell's run that already finished under the parent, or else of ``run()``,
+    called once the RUNNING runs of the cell's lost attempts are marked KILLED."""
+    started = time.perf_counter()
     found = finished_child(ensure_experiment(study.experiment), cell_hash, study.parent)
-    if found is None:
-        end_lost_attempts(cell_hash, study.driver)
-    return found
+    if found is not None:
+        return result(found, started, reused=True)
+    end_lost_attempts(cell_hash, study.driver)
+    return result(run(), started)
 
 
 def run_cell(cell: Cell, cell_config: str, cell_hash: str, study: Study) -> dict:
     """One finetune cell under the parent run (single-threaded: ``cells.FINETUNE_THREADS``)."""
-    started = time.perf_counter()
-    found = reused_or_cleared(cell_hash, study)
-    if found is not None:
-        return result(found, started, reused=True)
-    run_id = finetune(cell, cell_config, study.experiment, study.parent, cell_hash, cell_log(study.logs, cell),
-                      study.name, tags=attempt_tags(study.driver))
-    return result(run_id, started)
+    return run_once(cell_hash, study, lambda: finetune(cell, cell_config, study.experiment, study.parent, cell_hash,
+                                                       cell_log(study.logs, cell), study.name,
+                                                       tags=attempt_tags(study.driver)))
 
 
 def run_baseline(cell: Cell, data: PairData, cell_hash: str, study: Study) -> dict:
     """One baseline (seconds) on the data the driver read and checked."""
-    started = time.perf_counter()
-    found = reused_or_cleared(cell_hash, study)
-    if found is not None:
-        return result(found, started, reused=True)
-    with intra_op_threads(1):
-        run_id = baseline(cell, data, study.experiment, study.parent, cell_hash, study.name,
-                          tags=attempt_tags(study.driver))
-    return result(run_id, started)
+    def run() -> str:
+        with intra_op_threads(1):
+            return baseline(cell, data, study.experiment, study.parent, cell_hash, study.name,
+                            tags=attempt_tags(study.driver))
+    return run_once(cell_hash, study, run)
 
 
 def run_probe(cell: Cell, data: PairData, cell_hash: str, study: Study) -> dict:
     """One linear probe of an encoder's (or its twin's) frozen features, on the data the driver read."""
-    started = time.perf_counter()
-    found = reused_or_cleared(cell_hash, study)
-    if found is not None:
-        return result(found, started, reused=True)
-    with intra_op_threads(FINETUNE_THREADS):
-        run_id = linear_probe(cell, data, study.experiment, study.parent, cell_hash, study.name,
-                              tags=attempt_tags(study.driver))
-    return result(run_id, started)
+    def run() -> str:
+        with intra_op_threads(FINETUNE_THREADS):
+            return linear_probe(cell, data, study.experiment, study.parent, cell_hash, study.name,
+                                tags=attempt_tags(study.driver))
+    return run_once(cell_hash, study, run)
