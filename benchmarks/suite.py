@@ -22,8 +22,6 @@ from pathlib import Path
 
 from mlflow.tracking import MlflowClient
 
-from benchmarks.tasks.attempts import end_driver_runs, new_driver_id
-from harness.protocol import settings_hash
 from benchmarks.engine.parent_run import abandon_parent, close_parent, open_parent
 from benchmarks.engine.ray_cluster import RETRIES, InlineEngine, RayEngine, paths_to_check
 from benchmarks.engine.suite_lease import one_suite
@@ -39,9 +37,11 @@ from benchmarks.report.results_table import build_results
 from benchmarks.results_files.folder import ResultSet
 from benchmarks.results_files.store_transfer import STUDY_ARTIFACT
 from benchmarks.stats.preregistration import adjust_registered
+from benchmarks.tasks.attempts import end_driver_runs, new_driver_id
 from benchmarks.tasks.entry_points import Study
 from harness.datasets.registry import anchors_of, load_pair_data
 from harness.errors import UserError
+from harness.protocol import settings_hash
 from harness.tracking.liveness import mark_dead_runs
 from harness.tracking.runs import REPO_ROOT, ensure_experiment, tracking_uri
 from harness.tracking.store import check_can_log, prepare_store

@@ -19,19 +19,19 @@ from typing import Callable
 
 from mlflow.tracking import MlflowClient
 
-from benchmarks.tasks.attempts import end_cancelled_runs
-from benchmarks.tasks.cells import Cell, finished_run
-from harness.protocol import settings_hash
 from benchmarks.engine.progress import Progress, time_split
 from benchmarks.plan.cells import plan
 from benchmarks.plan.encoders import Stage, describe_encoder, reused_stages, stage_hashes, stages_of
 from benchmarks.plan.matrix import Matrix, repo_path
 from benchmarks.results_files.folder import ResultSet
 from benchmarks.results_files.store_transfer import import_cell
+from benchmarks.tasks.attempts import end_cancelled_runs
+from benchmarks.tasks.cells import Cell, finished_run
 from benchmarks.tasks.entry_points import Study, cell_log, run_baseline, run_cell, run_probe, run_stage
 from benchmarks.tasks.resources import cell_resources, stage_resources
 from harness.datasets.types import PairData
 from harness.errors import UserError
+from harness.protocol import settings_hash
 from harness.tracking.runs import tracking_uri
 
 WAIT_SECONDS = 5.0  # how often the driver looks at the cluster's size while tasks run

@@ -17,11 +17,11 @@ from pathlib import Path
 
 from mlflow.tracking import MlflowClient
 
-from benchmarks.tasks.cells import file_digests, finished_run, portable_args
-from harness.protocol import settings_hash
 from benchmarks.plan.matrix import repo_path
+from benchmarks.tasks.cells import file_digests, finished_run, portable_args
 from harness.digests import DIGEST_PARAM
 from harness.errors import UserError
+from harness.protocol import settings_hash
 from harness.tracking.runs import REPO_ROOT, tracking_uri
 from pretrain.corpus.corpora import SENTENCES_FILE, SHARED_FOLDERS, default_corpora_dir, entries
 from pretrain.encoders.hf.encoder import folder_digest, is_hf_source, resolve_folder
