@@ -46,12 +46,17 @@ benchmark-reference: $(REFERENCE_STAMP)  ## MiniLM frozen and fine-tuned beside 
 pretrain: $(STAMP)  ## pretrain the default biLM (configs/pretrain/elmo.yaml), tracked in MLflow
 	$(PY) -m pretrain fit --config configs/pretrain/elmo.yaml $(ARGS)
 
+# pytest-xdist processes: one more than the cores, since the slow tests spend part of their time
+# waiting on the processes and servers they start; a file's tests share one process (its fixtures
+# run once), and files go out in the order tests/conftest.py gives them (the longest first)
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
+
 test: $(STAMP)  ## run the test suite (set MRPC_DIR to run the real-data tests)
-	$(PY) -m pytest -q $(ARGS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(ARGS)
 
 .PHONY: test-fast
 test-fast: $(STAMP)  ## every unit test, without the slow end-to-end ones (docs/contributing.md)
-	$(PY) -m pytest -q -m "not slow" $(ARGS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not slow" $(ARGS)
 
 .PHONY: goldens
 goldens: $(STAMP)  ## regenerate tests/golden/goldens.json after a numeric change (bump harness/protocol.py first)

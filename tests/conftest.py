@@ -119,6 +119,21 @@ def real_mrpc_dir() -> Path:
     return Path(configured).resolve()
 
 
+# The longest files, longest first (``pytest --durations=0``, summed by file). ``make test`` hands
+# files to its xdist workers in collection order: these first, then the other files with slow tests,
+# then the unit tests, so that no long file starts last and runs alone.
+LONGEST_FILES = ("benchmarks/test_suite.py", "benchmarks/test_cluster.py", "ui/test_server.py", "ui/test_browser.py",
+                 "downstream/test_cli.py", "downstream/test_families_cli.py", "pretrain/test_mid_epoch_resume.py",
+                 "test_failed_runs.py", "downstream/test_first_look.py", "harness/test_server.py")
+
+
+def pytest_collection_modifyitems(items):
+    """Order the files as :data:`LONGEST_FILES` says; a file's own tests keep their order."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    rank = {REPO_ROOT / "tests" / name: place for place, name in enumerate(LONGEST_FILES)}
+    items.sort(key=lambda item: (rank.get(item.path, len(rank)), item.path not in slow_files))
+
+
 @pytest.fixture(autouse=True, scope="session")
 def one_thread():
     """Tiny models gain nothing from threads, and spinning threads stall on a busy 2-core machine."""

@@ -14,6 +14,7 @@ from mlflow.tracking import MlflowClient
 
 from harness.cli.tracked_cli import run_cli
 from pretrain.cli import PretrainCLI
+from tests import preloaded
 
 REPO = Path(__file__).resolve().parents[1]
 PRETRAIN_SMOKE = REPO / "configs" / "pretrain" / "smoke.yaml"
@@ -72,7 +73,8 @@ def test_finetune_on_a_full_cache_disk_is_one_line_not_sigbus(tmp_path, mounts, 
     command = [sys.executable, "-m", "downstream", "fit", "--config", str(FINETUNE_SMOKE),
                f"--model.encoder={encoder_path}", f"--data.cache_dir={cache}", "--data.max_pairs=100",
                "--trainer.enable_progress_bar=false"]
-    process = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    process = subprocess.run(preloaded.as_preloaded(command, env), cwd=tmp_path, env=env, capture_output=True,
+                             text=True, timeout=300)
     assert process.returncode == 2, (process.returncode, process.stderr[-3000:])  # was 135: SIGBUS
     line = last_error(process.stderr)
     assert line.startswith(f"error: --data.cache_dir={cache}: needs ") and "free" in line, line

@@ -26,6 +26,7 @@ from ray._private import ray_constants
 from benchmarks.plan.cells import plan
 from benchmarks.plan.matrix import load_config
 from benchmarks.stats.gaps import METRICS
+from tests import preloaded
 
 REPO = Path(__file__).resolve().parents[2]
 QUICK = REPO / "configs" / "benchmarks" / "families-quick.yaml"
@@ -106,7 +107,8 @@ def planned_cells() -> int:
 
 def test_a_sqlite_store_with_two_nodes_is_refused_before_anything_runs(cluster, tmp_path, mrpc_dir):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    process = subprocess.run(suite_command(tmp_path), cwd=REPO, env=suite_env(uri, mrpc_dir, cluster["cluster"].address),
+    env = suite_env(uri, mrpc_dir, cluster["cluster"].address)
+    process = subprocess.run(preloaded.as_preloaded(suite_command(tmp_path), env), cwd=REPO, env=env,
                              capture_output=True, text=True, timeout=180)
     assert process.returncode == 2, process.stderr[-3000:]
     lines = process.stderr.strip().splitlines()
@@ -173,7 +175,8 @@ def study(cluster, server, tmp_path_factory, mrpc_dir):
     watcher = threading.Thread(target=remove_when_busy, args=(cluster, uri, stop, removed), daemon=True)
     watcher.start()
     try:
-        process = subprocess.run(suite_command(root), cwd=REPO, env=suite_env(uri, mrpc_dir, cluster["cluster"].address),
+        env = suite_env(uri, mrpc_dir, cluster["cluster"].address)
+        process = subprocess.run(preloaded.as_preloaded(suite_command(root), env), cwd=REPO, env=env,
                                  capture_output=True, text=True, timeout=900)
     finally:
         stop.set()
@@ -232,8 +235,8 @@ def test_the_study_resumed_on_a_local_instance_redoes_lost_cells_alike(study):
     for run in lost.values():
         client.delete_run(run.info.run_id)
     env = suite_env(study["uri"], study["mrpc_dir"], None)
-    process = subprocess.run(suite_command(study["root"], "--jobs", "2"), cwd=REPO, env=env, capture_output=True,
-                             text=True, timeout=600)
+    process = subprocess.run(preloaded.as_preloaded(suite_command(study["root"], "--jobs", "2"), env), cwd=REPO,
+                             env=env, capture_output=True, text=True, timeout=600)
     assert process.returncode == 0, process.stderr[-4000:]
     assert process.stdout.count("(reused)") == planned_cells() - 2
     assert "started a local Ray instance" in process.stdout and "pretraining encoder" not in process.stdout

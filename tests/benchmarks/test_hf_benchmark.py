@@ -4,7 +4,6 @@ planned cells are keyed on its model files' digest, not on where they lie."""
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -14,6 +13,7 @@ import yaml
 from benchmarks.plan.cells import plan
 from benchmarks.plan.matrix import parse_matrix
 from benchmarks.report.outputs import published_methods
+from tests import preloaded
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -45,9 +45,9 @@ def test_a_benchmark_of_a_published_encoder_runs_and_reports_it_apart(tiny_bert,
     path.write_text(yaml.safe_dump(config))
     env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}", "MRPC_DIR": str(mrpc_dir),
            "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, "-m", "benchmarks.suite", "--config", str(path), "--results-dir",
-                           str(tmp_path / "results"), "--jobs", "1",
-                           f"--finetune-args=--data.cache_dir={tmp_path / 'cache'}"],
+    done = subprocess.run(preloaded.command("benchmarks.suite", "--config", str(path), "--results-dir",
+                                            str(tmp_path / "results"), "--jobs", "1",
+                                            f"--finetune-args=--data.cache_dir={tmp_path / 'cache'}", env=env),
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     results = pd.read_csv(tmp_path / "results" / "results.csv")

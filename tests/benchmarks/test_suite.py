@@ -28,6 +28,7 @@ from benchmarks.plan.cells import expand_mixes, plan
 from benchmarks.plan.matrix import load_config, parse_matrix, with_budget
 from benchmarks.stats.gaps import METRICS
 from harness.errors import UserError
+from tests import preloaded
 from tests.helpers import all_runs
 
 REPO = Path(__file__).resolve().parents[2]
@@ -191,7 +192,8 @@ def run_suite(root: Path, mrpc_dir: Path, command: list[str] | None = None, time
     matrix takes minutes on a loaded 2-core machine)."""
     env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}", "MRPC_DIR": str(mrpc_dir),
            "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    return subprocess.run(command or suite_command(root), cwd=REPO, env=env, capture_output=True, text=True,
+    return subprocess.run(preloaded.as_preloaded(command or suite_command(root), env), cwd=REPO, env=env,
+                          capture_output=True, text=True,
                           timeout=timeout)
 
 
@@ -463,7 +465,7 @@ def test_ctrl_c_cancels_the_tasks_and_leaves_nothing_running(parent_run, interru
 
 def benchmarks_command(uri: str, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-m", "benchmarks", *args], cwd=REPO, env=env, capture_output=True,
+    return subprocess.run(preloaded.command("benchmarks", *args, env=env), cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=600)
 
 

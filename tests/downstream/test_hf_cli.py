@@ -6,11 +6,12 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
+
+from tests import preloaded
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = ["--data.max_pairs=200", "--trainer.max_epochs=1", "--trainer.enable_progress_bar=false",
@@ -28,8 +29,8 @@ def store(tmp_path_factory, mrpc_dir) -> dict:
 def finetune(store: dict, config: str, *flags: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "MLFLOW_TRACKING_URI": store["uri"], "MRPC_DIR": str(store["mrpc_dir"]),
            "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
-    return subprocess.run([sys.executable, "-m", "downstream", "fit", "--config", str(REPO / config),
-                           f"--data.cache_dir={store['directory'] / 'cache'}", *TINY, *flags],
+    return subprocess.run(preloaded.command("downstream", "fit", "--config", str(REPO / config),
+                                            f"--data.cache_dir={store['directory'] / 'cache'}", *TINY, *flags, env=env),
                           cwd=store["directory"], env=env, capture_output=True, text=True, timeout=600)
 
 

@@ -16,6 +16,7 @@ import requests
 
 from harness.cli.tracked_cli import run_cli
 from pretrain.cli import PretrainCLI
+from tests import preloaded
 
 REPO = Path(__file__).resolve().parents[2]
 SMOKE = REPO / "configs" / "pretrain" / "smoke.yaml"
@@ -77,8 +78,8 @@ def test_a_server_killed_mid_run_ends_the_run_in_one_line_keeping_its_checkpoint
     env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "MRPC_DIR": str(real_mrpc_dir), "OMP_NUM_THREADS": "1"}
     server, run = start_server(tmp_path, port), None
     try:
-        run = subprocess.Popen([sys.executable, "-m", "pretrain", "fit", "--config", str(SMOKE), *QUICK,
-                                "--trainer.max_epochs=1000"], cwd=tmp_path, env=env,
+        run = subprocess.Popen(preloaded.command("pretrain", "fit", "--config", str(SMOKE), *QUICK,
+                                                 "--trainer.max_epochs=1000", env=env), cwd=tmp_path, env=env,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 240
         while not list(tmp_path.glob("checkpoints/pretrain/*/last.ckpt")):

@@ -4,7 +4,6 @@ that reports a dead server quickly, and a fresh SQLite store that several runs c
 import os
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -13,6 +12,7 @@ from mlflow.tracking import MlflowClient
 
 from harness.errors import UserError
 from harness.tracking.store import check_uri, ensure_experiment, prepare_store, server_problem, sqlite_path
+from tests import preloaded
 
 REPO = Path(__file__).resolve().parents[2]
 SMOKE = REPO / "configs" / "pretrain" / "smoke.yaml"
@@ -95,8 +95,8 @@ def test_four_pretrain_runs_at_once_on_a_fresh_store_all_finish(tmp_path, real_m
     env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "MRPC_DIR": str(real_mrpc_dir), "OMP_NUM_THREADS": "1"}
     flags = ["--trainer.max_epochs=1", "--trainer.limit_train_batches=2", "--trainer.limit_val_batches=1",
              "--data.max_sentences=100", "--samples_every_n_steps=0", "--trainer.enable_progress_bar=false"]
-    processes = [subprocess.Popen([sys.executable, "-m", "pretrain", "fit", "--config", str(SMOKE), *flags,
-                                   f"--trainer.default_root_dir={tmp_path / str(number)}"],
+    processes = [subprocess.Popen(preloaded.command("pretrain", "fit", "--config", str(SMOKE), *flags,
+                                                    f"--trainer.default_root_dir={tmp_path / str(number)}", env=env),
                                   cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
                  for number in range(4)]
     errors = [process.communicate(timeout=300)[1] for process in processes]

@@ -3,7 +3,6 @@
 ``hf:<folder>`` gives the features (and GPT's joint pair input) of the checkpoint it came from."""
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ from pretrain.encoders.checkpoints import slim_checkpoint
 from pretrain.encoders.export import export
 from pretrain.lit_gpt import LitGPT
 from pretrain.tokenization.bpe import SubwordTokenizer
+from tests import preloaded
 
 REPO = Path(__file__).resolve().parents[2]
 TRAIN = ["the cat sat on the mat .", "a dog barked at the cat , loudly .", "shares fell 3 percent on monday .",
@@ -114,10 +114,10 @@ def test_a_wider_mlp_than_gpt1s_is_refused(tmp_path):
 @pytest.mark.slow
 def test_the_command_line(trained, tmp_path):
     out = tmp_path / "cli-hf"
-    done = subprocess.run([sys.executable, "-m", "pretrain", "export", "--encoder", str(trained), "--out", str(out)],
+    done = subprocess.run(preloaded.command("pretrain", "export", "--encoder", str(trained), "--out", str(out)),
                           cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "── export finished" in done.stdout and "max |Δ|" in done.stdout and (out / "model.safetensors").is_file()
-    again = subprocess.run([sys.executable, "-m", "pretrain", "export", "--encoder", str(trained), "--out", str(out)],
+    again = subprocess.run(preloaded.command("pretrain", "export", "--encoder", str(trained), "--out", str(out)),
                            cwd=REPO, capture_output=True, text=True, timeout=300)
     assert again.returncode == 2 and again.stderr.strip().count("\n") == 0 and "exists" in again.stderr

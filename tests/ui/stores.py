@@ -11,7 +11,7 @@ import textwrap
 from pathlib import Path
 
 from harness.server.tracking_server import free_port, stop_process_group, wait_healthy
-from tests import helpers
+from tests import helpers, preloaded
 from tests.helpers import RUN_ID
 
 __all__ = ["free_port", "Server", "pipeline", "link", "run_id_of", "cli_env", "start", "finish", "CONSOLE"]
@@ -31,7 +31,7 @@ def cli_env(uri: str, mrpc_dir: Path, ui: str | None = None) -> dict:
 
 
 def start(module: str, *args: str, env: dict, cwd: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", module, *args], cwd=cwd, env=env, stdout=subprocess.PIPE,
+    return subprocess.Popen(preloaded.command(module, *args, env=env), cwd=cwd, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
 
 

@@ -42,6 +42,7 @@ from harness.digests import DIGEST_PARAM, sha256_of
 from harness.server.postgres import postgres_bin
 from harness.server.tracking_server import stop_process_group, wait_healthy
 from pretrain.encoders.loading import ENCODER_CACHE
+from tests import preloaded
 from tests.ui.stores import CONSOLE, FINETUNE_SMOKE, PRETRAIN_FLAGS, PRETRAIN_SMOKE, cli_env, free_port, link, pipeline
 
 pytestmark = pytest.mark.slow
@@ -131,7 +132,7 @@ def through_server(team_server, mrpc_dir, tmp_path_factory) -> dict:
 
 def run_cli(team_server, who: str, mrpc_dir, cwd: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**cli_env(team_server["url"], mrpc_dir), **team_server[who]}
-    process = subprocess.run([sys.executable, "-m", *args], cwd=cwd, env=env, capture_output=True, text=True,
+    process = subprocess.run(preloaded.command(*args, env=env), cwd=cwd, env=env, capture_output=True, text=True,
                              timeout=300)
     team_server["printed"] += [process.stdout, process.stderr]
     return process
