@@ -49,7 +49,7 @@ pretrain: $(STAMP)  ## pretrain the default biLM (configs/pretrain/elmo.yaml), t
 # pytest-xdist processes: one more than the cores, since the slow tests spend part of their time
 # waiting on the processes and servers they start; a file's tests share one process (its fixtures
 # run once), and files go out in the order tests/conftest.py gives them (the longest first)
-TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$((n + 1)))
 
 test: $(STAMP)  ## run the test suite (set MRPC_DIR to run the real-data tests)
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(ARGS)
