@@ -99,6 +99,15 @@ class CellResult:
             return not self.encoder and not described
         return self.encoder.get("digest", "") == described.get("digest", "")
 
+    def reproduces(self, other: "CellResult") -> bool:
+        """Whether ``other`` is this cell run again from another copy of the same pretraining stage
+        (same encoder identity, so same settings and data) with the very same predictions: chunks
+        that each pretrained one recipe share cells such as the full-label linear probe, and a
+        checkpoint file's digest also covers the code version it was saved under."""
+        if not self.encoder or not other.encoder or self.encoder.get("identity") != other.encoder.get("identity"):
+            return False
+        return all(self.predictions[split].equals(other.predictions[split]) for split in SPLITS)
+
     def row(self) -> dict:
         """The cell's row of the per-run table (``benchmarks.report.cells_from_store.cell_row``)."""
         run = self.record["run"]
@@ -189,6 +198,7 @@ class ResultSet:
         self.notes: list[str] = []
         self.cells: dict[str, CellResult] = {}
         self.ordered: list[CellResult] = []
+        reproduced: dict[tuple[str, str], int] = {}
         for folder_index, folder in enumerate(folders):
             benchmark, cells = read_folder(Path(folder))
             expected = data_digest or (self.benchmarks[0]["data_digest"] if self.benchmarks else None)
@@ -206,11 +216,19 @@ class ResultSet:
                     raise UserError(f"cell {cell.cell_hash} ({cell.record['cell']['method']} seed "
                                     f"{cell.record['cell']['seed']}) has other numbers in {cell.path} than in "
                                     f"{known.path}")
-                elif not known.same_encoder(cell.encoder):
+                elif known.same_encoder(cell.encoder):
+                    continue
+                elif known.reproduces(cell):
+                    pair = (known.folder.name, cell.folder.name)
+                    reproduced[pair] = reproduced.get(pair, 0) + 1
+                else:
                     raise UserError(f"cell {cell.cell_hash} ({cell.record['cell']['method']}) names another "
                                     f"checkpoint in {cell.path} than in {known.path}")
         self.check_encoders()
         self.check_protocols()
+        self.notes += [f"{count} cell(s) of {first} ran again in {again} from its own copy of the same pretraining "
+                       f"stage (another checkpoint file) with the very same predictions; reported once, from {first}"
+                       for (first, again), count in reproduced.items()]
 
     def check_encoders(self) -> None:
         """A method and its twin compare one checkpoint: two under one method stop the merge. One

@@ -179,10 +179,23 @@ def test_a_conflict_between_folders_is_named_never_averaged(tmp_path):
     edit_record(first_cell(second), lambda record: record["metrics"].update(test_f1=0.7))
     with pytest.raises(UserError, match="has other numbers"):
         ResultSet([first, second])
-    third = make_folder(tmp_path / "c")
-    edit_record(first_cell(third), lambda record: record["encoder"].update(digest="f" * 64))
-    with pytest.raises(UserError, match="checkpoint"):
+    third = make_folder(tmp_path / "c", seeds=0)  # the same cell from another checkpoint, other predictions
+    write_cell(third, "elmo-scalar-pool-mlp", "pretrained", 0, [i % 10 != 1 for i in range(40)], 0,
+               control="random-scalar-pool-mlp", encoder={**ENCODER, "digest": "f" * 64})
+    with pytest.raises(UserError, match="names another checkpoint"):
         ResultSet([first, third])
+
+
+def test_a_cell_two_chunks_ran_from_copies_of_one_stage_is_reported_once_and_named(tmp_path):
+    """Two chunks that each pretrained the same stage share cells (the full-label probe); their
+    checkpoint files differ (saved under another code version) but the predictions are the same."""
+    first, second = make_folder(tmp_path / "a"), make_folder(tmp_path / "b")
+    for path in (second / CELLS_DIR).glob("*.json"):
+        edit_record(path, lambda record: record["encoder"].update(digest="f" * 64))
+    merged = ResultSet([first, second])
+    assert len(merged.ordered) == 6 and {cell.folder.name for cell in merged.ordered} == {"a"}
+    (note,) = merged.notes
+    assert note.startswith("6 cell(s) of a ran again in b") and "very same predictions" in note
 
 
 def test_two_checkpoints_under_one_method_stop_the_merge_and_under_one_name_are_named(tmp_path):
