@@ -1,26 +1,42 @@
-"""The study's progress on the console: a line per finished cell (as before) numbered by how many
-are done, and now and then one line for the whole study — stages and cells done, running, and an
-ETA from the cells finished so far."""
+"""The study's progress on the console: a line per finished cell numbered by how many are done,
+and now and then one line for the whole study — stages and cells done, running, and an ETA. The
+ETA prices each cell still to run by the mean time of the finished cells of its kind (a probe
+takes seconds, a head minutes), or by the scale-out cost table while none of its kind has
+finished."""
 
 from __future__ import annotations
 
 import time
+from statistics import fmean
+from typing import Callable
 
 
 class Progress:
-    """Counts of a study's stages and cells; ``cells_total`` grows as encoders are planned."""
+    """Counts of a study's stages and cells; ``cells_total`` grows as encoders are planned.
+    ``estimate``: a cell's expected seconds before any of its kind has run (None: the mean of all
+    finished cells stands in)."""
 
-    def __init__(self, stages_total: int, encoders_total: int):
+    def __init__(self, stages_total: int, encoders_total: int, estimate: Callable | None = None):
         self.stages_total, self.stages_done = stages_total, 0
         self.encoders_total, self.encoders_planned = encoders_total, 0
         self.cells_total, self.cells_done = 0, 0
-        self.cell_seconds: list[float] = []  # cells run here, not reused
+        self.estimate = estimate
+        self.pending: dict[tuple[str, int], tuple[str, float | None]] = {}  # (method, seed) → (kind, estimate)
+        self.seconds: dict[str, list[float]] = {}  # kind → seconds of the cells run here, not reused
         self.started = time.perf_counter()
         self.last_shown = 0
 
-    def planned(self, cells: int, encoder: bool = True) -> None:
-        self.cells_total += cells
+    def planned(self, cells: list, encoder: bool = True) -> None:
+        self.cells_total += len(cells)
         self.encoders_planned += int(encoder)
+        for cell in cells:
+            self.pending[(cell.method, cell.seed)] = (cost_kind(cell), self.estimate(cell) if self.estimate else None)
+
+    def finished(self, cell, seconds: float | None) -> None:
+        """``cell`` ended; ``seconds``: its run time (None when it was reused)."""
+        kind, _ = self.pending.pop((cell.method, cell.seed), (cost_kind(cell), None))
+        if seconds is not None:
+            self.seconds.setdefault(kind, []).append(seconds)
 
     def total_text(self) -> str:
         """``14``, or ``14+`` while encoders still pretrain (their cells are not planned yet)."""
@@ -33,10 +49,14 @@ class Progress:
                 f"dev acc {dev_acc:.3f}  test acc {test_acc:.3f}  ({status})")
 
     def eta_minutes(self, slots: int) -> float | None:
-        if not self.cell_seconds:
+        """Minutes for the planned cells still to run, ``slots`` at a time; None before a cell ran."""
+        if not self.seconds:
             return None
-        remaining = self.cells_total - self.cells_done
-        return remaining * (sum(self.cell_seconds) / len(self.cell_seconds)) / max(1, slots) / 60
+        means = {kind: fmean(seconds) for kind, seconds in self.seconds.items()}
+        overall = fmean(second for seconds in self.seconds.values() for second in seconds)
+        remaining = sum(means.get(kind, overall if estimate is None else estimate)
+                        for kind, estimate in self.pending.values())
+        return remaining / max(1, slots) / 60
 
     def study_line(self, running: int, slots: int) -> str:
         eta = self.eta_minutes(slots)
@@ -53,6 +73,13 @@ class Progress:
             self.last_shown = self.cells_done
             return True
         return False
+
+
+def cost_kind(cell) -> str:
+    """Cells that cost alike: a baseline, a probe, or a head's family, transfer, head and fraction."""
+    if cell.kind in ("baseline", "probe"):
+        return cell.kind
+    return f"{cell.family}/{cell.transfer}/{cell.head}@{cell.train_fraction:g}"
 
 
 def time_split(metrics: dict) -> str:

@@ -23,6 +23,7 @@ from benchmarks.engine.progress import Progress, time_split
 from benchmarks.plan.cells import plan
 from benchmarks.plan.encoders import Stage, describe_encoder, reused_stages, stage_hashes, stages_of
 from benchmarks.plan.matrix import Matrix, repo_path
+from benchmarks.plan.scaleout import cell_seconds_estimate
 from benchmarks.results_files.folder import ResultSet
 from benchmarks.results_files.store_transfer import import_cell
 from benchmarks.tasks.attempts import end_cancelled_runs
@@ -87,7 +88,7 @@ class StudyExecutor:
         self.show_pending = False  # print the study's line once the freed CPUs have new tasks
         self.progress = Progress(sum(len(stages_of(encoder)) for encoder in config.encoders
                                      if not given[encoder["name"]]),
-                                 len(self.names))
+                                 len(self.names), cell_seconds_estimate())
 
     # ── the graph ─────────────────────────────────────────────────────────────────────────────
 
@@ -95,7 +96,7 @@ class StudyExecutor:
         """Every encoder (described) and every cell's run id, in the order of the plan."""
         baselines = [Cell(name, "baseline", 0, record={"order": [len(self.names), index]})
                      for index, name in enumerate(self.config.baselines)]
-        self.progress.planned(len(baselines), encoder=False)
+        self.progress.planned(baselines, encoder=False)
         for encoder in self.config.encoders:
             self.start_encoder(encoder)
         for cell in baselines:
@@ -182,7 +183,7 @@ class StudyExecutor:
     def encoder_described(self, encoder: dict, described: dict) -> None:
         self.described[encoder["name"]] = described
         cells = self.planned_cells(described)
-        self.progress.planned(len(cells))
+        self.progress.planned(cells)
         for cell in cells:
             self.add_cell(cell)
 
@@ -225,8 +226,7 @@ class StudyExecutor:
         metrics = self.client.get_run(value["run_id"]).data.metrics
         if status is None:
             status = "reused" if value["reused"] else f"{value['seconds']:.0f} s{self.where(value)}{time_split(metrics)}"
-            if not value["reused"]:
-                self.progress.cell_seconds.append(value["seconds"])
+        self.progress.finished(cell, None if value["reused"] else value["seconds"])
         print(self.progress.cell_line(cell.method, cell.seed, metrics["dev_acc"], metrics["test_acc"], status),
               flush=True)
         if self.progress.due():

@@ -21,6 +21,7 @@ import heapq
 import json
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Callable
 
 from benchmarks.plan.cells import plan
 from benchmarks.plan.encoders import is_published
@@ -86,6 +87,24 @@ def study_plan(config: Matrix) -> list[Cell]:
     return plan(config, encoders, list(config.finetune_args))
 
 
+COSTS_FILE = REPO_ROOT / "benchmarks/scaleout-costs.json"
+
+
+def cell_seconds_estimate() -> Callable[[Cell], float | None] | None:
+    """A cell's seconds by the cost table (the study's ETA before a cell of its kind has run; None
+    for a fraction the table has no figure for); None without the table."""
+    if not COSTS_FILE.is_file():
+        return None
+    costs = Costs.read(COSTS_FILE)
+
+    def seconds(cell: Cell) -> float | None:
+        try:
+            return 60 * costs.cell(cell)
+        except KeyError:
+            return None
+    return seconds
+
+
 def critical_path(costs: Costs, cells: list[Cell]) -> float:
     """Minutes of the longest chain: an encoder's stages, then its longest cell."""
     longest = {}
@@ -134,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--config", type=Path, default=REPO_ROOT / "configs/benchmarks/families.yaml")
     parser.add_argument("--budget", action="store_true", help="the config's `budget:` subset")
-    parser.add_argument("--costs", type=Path, default=REPO_ROOT / "benchmarks/scaleout-costs.json")
+    parser.add_argument("--costs", type=Path, default=COSTS_FILE)
     parser.add_argument("--cpus", type=int, nargs="+", default=[2, 16, 64, 256])
     args = parser.parse_args(argv)
     try:

@@ -13,6 +13,8 @@ from benchmarks.engine.ray_cluster import paths_to_check
 from benchmarks.engine.task_graph import StudyExecutor, encoder_cells
 from benchmarks.plan.cells import plan
 from benchmarks.plan.matrix import parse_matrix
+from benchmarks.plan.scaleout import cell_seconds_estimate
+from benchmarks.tasks.cells import Cell
 from benchmarks.tasks.entry_points import Study
 from benchmarks.tasks.resources import cell_resources, stage_resources
 from harness.errors import UserError
@@ -58,14 +60,34 @@ def test_paths_every_node_must_read_come_from_flags_and_lists(tmp_path):
 
 
 def test_the_progress_lines_count_cells_as_they_end_and_say_when_more_are_coming():
+    heads = [Cell("elmo-scalar", "pretrained", seed, family="elmo", transfer="frozen", head="attn") for seed in range(4)]
     progress = Progress(stages_total=2, encoders_total=2)
-    progress.planned(4)
+    progress.planned(heads)
+    assert progress.eta_minutes(slots=2) is None  # nothing ran yet
     assert progress.cell_line("elmo-scalar", 0, 0.7, 0.71, "9 s") == (
         "  [  1/4+] elmo-scalar                        seed 0  dev acc 0.700  test acc 0.710  (9 s)")
-    progress.cell_seconds.append(60.0)
-    progress.planned(4)
+    progress.finished(heads[0], 60.0)
+    progress.planned([Cell("random-scalar", "random", seed, family="elmo", transfer="frozen", head="attn")
+                      for seed in range(4)])
     assert progress.eta_minutes(slots=2) == pytest.approx(7 * 60 / 2 / 60)
     assert "cells 1/8 · 2 running" in progress.study_line(running=2, slots=2)
+
+
+def test_the_eta_prices_each_cell_by_its_own_kind_not_by_the_quick_probes():
+    """Probes take seconds and heads minutes: 3 probes done in 5 s must not make 2 heads look quick;
+    a head before any head ran is priced by the cost table."""
+    probes = [Cell("elmo-linear-probe", "probe", seed) for seed in range(4)]
+    heads = [Cell("elmo-frozen-attn", "pretrained", seed, family="elmo", transfer="frozen", head="attn")
+             for seed in range(2)]
+    progress = Progress(stages_total=1, encoders_total=1, estimate=lambda cell: 300.0)
+    progress.planned(probes + heads)
+    for probe in probes[:3]:
+        progress.finished(probe, 5.0)
+    assert progress.eta_minutes(slots=1) == pytest.approx((5 + 300 + 300) / 60)
+    progress.finished(heads[0], 420.0)
+    assert progress.eta_minutes(slots=1) == pytest.approx((5 + 420) / 60)
+    progress.finished(probes[3], None)  # reused: no time of its own
+    assert progress.eta_minutes(slots=1) == pytest.approx(420 / 60)
 
 
 class FakeEngine:
@@ -177,3 +199,11 @@ def test_the_first_failing_task_stops_the_study_and_cancels_those_in_flight(tmp_
         run_study(tmp_path, engine)
     assert len(engine.cancelled) == 1  # ulmfit's first stage was still in flight
     assert not [name for event, name in engine.log if event == "start" and name.startswith("cell:")]
+
+
+def test_the_cost_table_prices_a_head_above_a_probe_and_no_fraction_it_lacks():
+    estimate = cell_seconds_estimate()
+    head = Cell("elmo-frozen-attn", "pretrained", 0, family="elmo", transfer="frozen", head="attn")
+    assert estimate(head) > estimate(Cell("elmo-linear-probe", "probe", 0)) > 0
+    assert estimate(Cell("elmo-frozen-attn@0.5", "pretrained", 0, family="elmo", transfer="frozen", head="attn",
+                         train_fraction=0.5)) is None
