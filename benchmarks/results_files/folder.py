@@ -36,6 +36,7 @@ BENCHMARK_FILE = "benchmark.json"
 CELLS_DIR = "cells"
 PREDICTIONS_SUFFIX = ".predictions.csv.gz"
 SPLITS = ("dev", "test")
+TWIN_PREFIX = "random-"  # a twin's method in a plan of one encoder (benchmarks.plan.cells.plan)
 TEXT_COLUMNS = ("sentence1", "sentence2")  # data, never written to a results folder
 PROBABILITY_DECIMALS = 6
 CELL_KEYS = ("format", "cell_hash", "protocol", "spec", "cell", "order", "metrics", "params", "tags", "run",
@@ -193,7 +194,7 @@ class ResultSet:
     numbers, mixed protocol versions in one comparison, two checkpoints under one encoder name, or
     folders of different data sets are each named in one line, never merged silently."""
 
-    def __init__(self, folders: list[Path], data_digest: str | None = None):
+    def __init__(self, folders: list[Path], data_digest: str | None = None, name_twins_by_encoder: bool = False):
         self.benchmarks: list[dict] = []
         self.notes: list[str] = []
         self.cells: dict[str, CellResult] = {}
@@ -224,11 +225,29 @@ class ResultSet:
                 else:
                     raise UserError(f"cell {cell.cell_hash} ({cell.record['cell']['method']}) names another "
                                     f"checkpoint in {cell.path} than in {known.path}")
+        if name_twins_by_encoder:
+            self.name_twins_by_encoder()
         self.check_encoders()
         self.check_protocols()
         self.notes += [f"{count} cell(s) of {first} ran again in {again} from its own copy of the same pretraining "
                        f"stage (another checkpoint file) with the very same predictions; reported once, from {first}"
                        for (first, again), count in reproduced.items()]
+
+    def name_twins_by_encoder(self) -> None:
+        """Folders of several encoders (a study's chunks, one family each) each name their twin
+        ``random-…``: name each as one plan over all the encoders would
+        (``benchmarks.plan.cells.plan``: ``random(<encoder>)-…``), so that the twins of two families
+        are never read as one method. Only the report's view changes; the files do not."""
+        if len({cell.record["cell"].get("encoder") for cell in self.ordered} - {"", None}) < 2:
+            return
+        for cell in self.ordered:
+            fields = cell.record["cell"]
+            is_twin = "random" in (fields["kind"], fields.get("probe_of"))
+            twin_keys = ["control", *(("method", "grid_of") if is_twin else ())]
+            renamed = {key: f"random({fields['encoder']})-{fields[key].removeprefix(TWIN_PREFIX)}"
+                       for key in twin_keys if str(fields.get(key) or "").startswith(TWIN_PREFIX)}
+            if renamed:
+                cell.record = {**cell.record, "cell": {**fields, **renamed}}
 
     def check_encoders(self) -> None:
         """A method and its twin compare one checkpoint: two under one method stop the merge. One

@@ -36,7 +36,7 @@ def build_report(folders: list[Path], out: Path, name: str | None = None, regist
     paths. The pre-registered family is the union of the folders' ``comparisons:`` and those of the
     ``registered`` matrix configs (a study's chunks not run yet count, with p = 1)."""
     declared = [load_config(Path(path)).source for path in registered]  # a bad config stops before any work
-    results_set = ResultSet(folders)
+    results_set = ResultSet(folders, name_twins_by_encoder=True)
     if not results_set.ordered:
         raise UserError(f"{', '.join(map(str, folders))}: no cells to report")
     runs, predictions = results_set.runs_and_predictions()

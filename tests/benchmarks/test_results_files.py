@@ -31,7 +31,8 @@ def predictions(correct: list[bool]) -> pd.DataFrame:
 
 
 def write_cell(folder: Path, method: str, kind: str, seed: int, correct: list[bool], order: int,
-               control: str = "", encoder: dict | None = ENCODER, protocol: str | None = None) -> Path:
+               control: str = "", encoder: dict | None = ENCODER, protocol: str | None = None,
+               encoder_name: str = "elmo") -> Path:
     frames = {"dev": predictions(correct[:10]), "test": predictions(correct)}
     spec = {"kind": kind, "seed": seed, "method": method, "encoder": encoder["identity"] if encoder else "",
             "data": DATA_DIGEST}
@@ -42,12 +43,12 @@ def write_cell(folder: Path, method: str, kind: str, seed: int, correct: list[bo
     accuracy = {split: float((frame["pred"] == frame["label"]).mean()) for split, frame in frames.items()}
     record = {"format": FORMAT, "cell_hash": cell_hash, "protocol": protocol, "commit": "abc", "spec": spec,
               "data_digest": DATA_DIGEST, "order": [0, order], "encoder": encoder,
-              "cell": {"method": method, "kind": kind, "seed": seed, "encoder": "elmo" if encoder else "",
+              "cell": {"method": method, "kind": kind, "seed": seed, "encoder": encoder_name if encoder else "",
                        "mix": "scalar", "head": "pool-mlp", "train_fraction": 1.0, "control": control,
                        "family": "elmo", "transfer": "", "probe_of": "", "grid_of": "", "learning_rate": None},
               "metrics": {"dev_acc": accuracy["dev"], "test_acc": accuracy["test"], "dev_f1": 0.5, "test_f1": 0.5},
               "params": {"encoder_layers": "3", "dev_pairs": "10", "test_pairs": str(len(correct))},
-              "tags": {"method": method}, "run": {"run_id": f"run-{method}-{seed}", "parent_run_id": "parent"},
+              "tags": {"method": method}, "run": {"run_id": f"run-{encoder_name}-{method}-{seed}", "parent_run_id": "parent"},
               "predictions": {"file": f"{cell_hash}{PREDICTIONS_SUFFIX}",
                               "sha256": hashlib.sha256(content).hexdigest(), "rows": {"dev": 10, "test": 40}}}
     path = folder / CELLS_DIR / f"{cell_hash}.json"
@@ -208,6 +209,29 @@ def test_two_checkpoints_under_one_method_stop_the_merge_and_under_one_name_are_
     write_cell(chunks, "elmo-gradual-attn", "pretrained", 0, [True] * 40, 9, encoder=other)
     (note,) = ResultSet([chunks]).notes
     assert note.startswith("encoder 'elmo' is 2 checkpoints") and "bbbbbbbbbbbb" in note
+
+
+def test_the_twins_of_two_encoders_from_their_own_chunks_stay_two_methods_in_the_report(tmp_path):
+    """Each chunk pretrains one encoder and names its twin ``random-…``; merged for the report, the
+    twins are named by their encoder, as one plan over both encoders names them, never pooled."""
+    elmo, gpt = make_folder(tmp_path / "elmo"), make_folder(tmp_path / "gpt", seeds=0)
+    other = {**ENCODER, "name": "gpt", "identity": "stage-2", "digest": "b" * 64, "family": "gpt"}
+    for seed in range(3):
+        write_cell(gpt, "gpt-scalar-pool-mlp", "pretrained", seed, [i % 5 != seed for i in range(40)], 2 * seed,
+                   control="random-scalar-pool-mlp", encoder=other, encoder_name="gpt")
+        write_cell(gpt, "random-scalar-pool-mlp", "random", seed, [i < 20 + seed for i in range(40)], 2 * seed + 1,
+                   encoder=other, encoder_name="gpt")
+    with pytest.raises(UserError, match="'random-scalar-pool-mlp' .* is two checkpoints"):
+        ResultSet([elmo, gpt])  # the files' own names: one twin method over two encoders
+    merged = ResultSet([elmo, gpt], name_twins_by_encoder=True)
+    assert {cell.record["cell"]["method"] for cell in merged.ordered} == {
+        "elmo-scalar-pool-mlp", "random(elmo)-scalar-pool-mlp", "gpt-scalar-pool-mlp", "random(gpt)-scalar-pool-mlp"}
+    assert read_folder(gpt)[1][1].record["cell"]["method"] == "random-scalar-pool-mlp"  # the files stay as written
+    assert main(["report", str(elmo), str(gpt), "--out", str(tmp_path / "report")]) == 0
+    results = pd.read_csv(tmp_path / "report" / "results.csv").set_index("method")
+    assert results.loc["gpt-scalar-pool-mlp", "gap_vs_random"] == pytest.approx(0.8 - 21 / 40)
+    assert results.loc["elmo-scalar-pool-mlp", "gap_vs_random"] == pytest.approx(0.9 - 27 / 40)
+    assert results.loc["random(gpt)-scalar-pool-mlp", "n_seeds"] == 3
 
 
 def test_mixed_protocol_versions_within_one_comparison_are_named(tmp_path):
