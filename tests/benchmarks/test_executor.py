@@ -60,7 +60,8 @@ def test_paths_every_node_must_read_come_from_flags_and_lists(tmp_path):
 
 
 def test_the_progress_lines_count_cells_as_they_end_and_say_when_more_are_coming():
-    heads = [Cell("elmo-scalar", "pretrained", seed, family="elmo", transfer="frozen", head="attn") for seed in range(4)]
+    heads = [Cell("elmo-scalar", "pretrained", seed, family="elmo", transfer="frozen", head="attn")
+             for seed in range(4)]
     progress = Progress(stages_total=2, encoders_total=2)
     progress.planned(heads)
     assert progress.eta_minutes(slots=2) is None  # nothing ran yet

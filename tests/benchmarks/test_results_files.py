@@ -48,7 +48,8 @@ def write_cell(folder: Path, method: str, kind: str, seed: int, correct: list[bo
                        "family": "elmo", "transfer": "", "probe_of": "", "grid_of": "", "learning_rate": None},
               "metrics": {"dev_acc": accuracy["dev"], "test_acc": accuracy["test"], "dev_f1": 0.5, "test_f1": 0.5},
               "params": {"encoder_layers": "3", "dev_pairs": "10", "test_pairs": str(len(correct))},
-              "tags": {"method": method}, "run": {"run_id": f"run-{encoder_name}-{method}-{seed}", "parent_run_id": "parent"},
+              "tags": {"method": method},
+              "run": {"run_id": f"run-{encoder_name}-{method}-{seed}", "parent_run_id": "parent"},
               "predictions": {"file": f"{cell_hash}{PREDICTIONS_SUFFIX}",
                               "sha256": hashlib.sha256(content).hexdigest(), "rows": {"dev": 10, "test": 40}}}
     path = folder / CELLS_DIR / f"{cell_hash}.json"
