@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import signal
 import socket
 import sys
@@ -118,8 +119,6 @@ def supervise(connection: socket.socket, expected: dict, added: dict) -> None:
     for fd in fds:
         os.close(fd)
     connection.sendall(f"pid {pid}\n".encode())
-    import select
-
     watched = os.pidfd_open(pid)
     ready, _, _ = select.select([watched, connection], [], [])
     if watched not in ready:  # the client went away (a test's timeout killed it)

@@ -91,6 +91,12 @@ def probe_fractions(matrix: Matrix) -> list[float]:
     return sorted({float(fraction) for fraction in fractions or [1.0]} | {1.0}, reverse=True)
 
 
+def twin_name(encoder: str | None = None) -> str:
+    """The random-init twin's arm in method names: ``random``, or ``random(<encoder>)`` where one
+    plan (or one report) holds several encoders."""
+    return f"random({encoder})" if encoder else "random"
+
+
 def probe_cells(matrix: Matrix, encoder: dict, random_name: str) -> list[Cell]:
     """The linear probes of an encoder's frozen features and, with ``random_control``, of its twin's
     at each seed (``benchmarks.tasks.linear_probe``), at each labelled fraction: checks, not methods (no
@@ -109,7 +115,7 @@ def plan(matrix: Matrix, encoders: list[dict], finetune_args: list[str]) -> list
     cells: list[Cell] = []
     several = len(encoders) > 1
     for encoder in encoders:
-        random_name = f"random({encoder['name']})" if several else "random"
+        random_name = twin_name(encoder["name"] if several else None)
         settings = transfer_settings(matrix, encoder) if matrix.transfers else mix_head_settings(matrix, encoder)
         check_layers(settings, encoder)
         if matrix.linear_probe:

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from benchmarks.plan.cells import twin_name
 from benchmarks.report.cells_from_store import cell_row
 from benchmarks.stats.pairing import ID_COLUMNS
 from harness.errors import UserError
@@ -36,7 +37,7 @@ BENCHMARK_FILE = "benchmark.json"
 CELLS_DIR = "cells"
 PREDICTIONS_SUFFIX = ".predictions.csv.gz"
 SPLITS = ("dev", "test")
-TWIN_PREFIX = "random-"  # a twin's method in a plan of one encoder (benchmarks.plan.cells.plan)
+TWIN_PREFIX = f"{twin_name()}-"  # a twin's method in a plan of one encoder
 TEXT_COLUMNS = ("sentence1", "sentence2")  # data, never written to a results folder
 PROBABILITY_DECIMALS = 6
 CELL_KEYS = ("format", "cell_hash", "protocol", "spec", "cell", "order", "metrics", "params", "tags", "run",
@@ -244,7 +245,7 @@ class ResultSet:
             fields = cell.record["cell"]
             is_twin = "random" in (fields["kind"], fields.get("probe_of"))
             twin_keys = ["control", *(("method", "grid_of") if is_twin else ())]
-            renamed = {key: f"random({fields['encoder']})-{fields[key].removeprefix(TWIN_PREFIX)}"
+            renamed = {key: f"{twin_name(fields['encoder'])}-{fields[key].removeprefix(TWIN_PREFIX)}"
                        for key in twin_keys if str(fields.get(key) or "").startswith(TWIN_PREFIX)}
             if renamed:
                 cell.record = {**cell.record, "cell": {**fields, **renamed}}
@@ -268,10 +269,11 @@ class ResultSet:
                                     f"{cell.encoder.get('digest', '')[:12]} in {cell.path}")
             by_name.setdefault(cell.record["cell"].get("encoder", ""), {}).setdefault(cell.encoder.get("digest", ""),
                                                                                       cell)
-        self.notes = [f"encoder '{name}' is {len(digests)} checkpoints of one recipe (pretrained apart, e.g. by "
-                      f"chunk): " + ", ".join(f"{digest[:12]} ({cell.folder.name})" for digest, cell in digests.items())
-                      + "; each method compares one of them with its twin"
-                      for name, digests in by_name.items() if len(digests) > 1]
+        self.notes += [f"encoder '{name}' is {len(digests)} checkpoints of one recipe (pretrained apart, e.g. by "
+                       f"chunk): "
+                       + ", ".join(f"{digest[:12]} ({cell.folder.name})" for digest, cell in digests.items())
+                       + "; each method compares one of them with its twin"
+                       for name, digests in by_name.items() if len(digests) > 1]
 
     def check_protocols(self) -> None:
         """A method, its seeds and its twin are compared: they must share one protocol version."""

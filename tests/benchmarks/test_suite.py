@@ -193,8 +193,7 @@ def run_suite(root: Path, mrpc_dir: Path, command: list[str] | None = None, time
     env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}", "MRPC_DIR": str(mrpc_dir),
            "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     return subprocess.run(preloaded.as_preloaded(command or suite_command(root), env), cwd=REPO, env=env,
-                          capture_output=True, text=True,
-                          timeout=timeout)
+                          capture_output=True, text=True, timeout=timeout)
 
 
 def benchmark_parents(uri: str) -> list:
