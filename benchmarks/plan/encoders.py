@@ -168,25 +168,65 @@ def describe_encoder(encoder: dict, run_id: str, identity: str | None = None) ->
     was pretrained here (else its checkpoint's sha256 stands for it).
 
     Returns:
-        name, run id, identity, checkpoint digest, family, layers (L), held-out perplexity, corpus
-        and its size, config.
+        name, run id, identity, checkpoint digest, family, layers (L), held-out perplexity, the
+        corpora and their size over all its stages (:func:`pretraining_figures`), config.
     """
     if is_published(encoder):
         return published_encoder(encoder)
+    client = MlflowClient(tracking_uri())
     try:
-        run = MlflowClient(tracking_uri()).get_run(run_id)
+        run = client.get_run(run_id)
     except Exception:  # noqa: BLE001 - an unknown id is the user's to fix
         raise UserError(f"encoder '{encoder['name']}': no run {run_id} in {tracking_uri()}") from None
     if run.data.tags.get("stage") != "pretrain":
         raise UserError(f"encoder '{encoder['name']}': run {run_id} is not a pretrain run")
-    params, metrics = run.data.params, run.data.metrics
+    params = run.data.params
     stages = pretrain_stages(encoder)
     digest = params.get(DIGEST_PARAM, "")
     return {"name": encoder["name"], "run_id": run_id, "identity": identity or f"checkpoint:{digest or run_id}",
             "digest": digest, "family": run.data.tags.get("family", FIRST_FORMAT_FAMILY),
             "num_layers": int(params["model.num_layers"]) + 1,
-            # the best checkpoint's perplexity (runs made before best_val_ppl: the last val_ppl logged)
-            "val_ppl": metrics.get("best_val_ppl", metrics.get("val_ppl")),
-            "train_tokens": int(params.get("train_tokens", 0)), "train_words": int(params.get("train_words", 0)),
-            "corpus": params.get("data.corpus", "mrpc"),
+            **pretraining_figures(stage_runs(client, run)),
             "config": stages[-1]["config"] if stages else params.get("config", "")}
+
+
+def stage_runs(client: MlflowClient, run) -> list:
+    """The pretraining runs that made the encoder of ``run``, first stage first: each later stage
+    names the run it continued (its ``init_run_id`` tag); a stage whose run this store lacks, or a
+    run met twice (a store edited by hand), ends the chain there."""
+    chain = [run]
+    while (previous := chain[0].data.tags.get("init_run_id")) and previous not in {
+            stage.info.run_id for stage in chain}:
+        try:
+            chain.insert(0, client.get_run(previous))
+        except Exception:  # noqa: BLE001 - a continued run from another store: describe what is here
+            break
+    return chain
+
+
+def pretraining_figures(runs: list) -> dict:
+    """What the encoder learned from, over all its stages (ULMFiT: general LM, then the task LM):
+    the corpora in order (``mrpc+reuters → mrpc``), tokens and whitespace words summed over the
+    stages (a text read in two stages counts twice), the last stage's held-out perplexity (its
+    best checkpoint's; runs made before ``best_val_ppl``: the last logged), and each stage's own."""
+    stages = [{"run_id": run.info.run_id, "corpus": run.data.params.get("data.corpus", "mrpc"),
+               "train_tokens": int(run.data.params.get("train_tokens", 0)),
+               "train_words": int(run.data.params.get("train_words", 0)),
+               "val_ppl": run.data.metrics.get("best_val_ppl", run.data.metrics.get("val_ppl"))} for run in runs]
+    return {"val_ppl": stages[-1]["val_ppl"], "train_tokens": sum(stage["train_tokens"] for stage in stages),
+            "train_words": sum(stage["train_words"] for stage in stages),
+            "corpus": " → ".join(stage["corpus"] for stage in stages), "stages": stages}
+
+
+def with_stages(described: dict | None, client: MlflowClient) -> dict | None:
+    """An encoder described before its stages were (its last stage's figures only), completed from
+    the store when its pretraining runs are there; any other description as it is."""
+    if not described or "stages" in described or described.get("published") or not described.get("run_id"):
+        return described
+    try:
+        run = client.get_run(described["run_id"])
+    except Exception:  # noqa: BLE001 - a run of another store: the record stays as written
+        return described
+    if run.data.tags.get("stage") != "pretrain":
+        return described
+    return {**described, **pretraining_figures(stage_runs(client, run))}

@@ -91,11 +91,12 @@ def adjusted_cell(row: pd.Series, registered_family: bool) -> str:
 def _context_sections(context: dict) -> list[str]:
     lines = []
     if context.get("encoders"):
-        lines += ["", "## Encoders", ""] + _table(["encoder", "pretrain run / source", "val ppl", "train tokens",
-                                                   "config"], [
+        lines += ["", "## Encoders", "", "Corpus, tokens and words over all pretraining stages (a later stage "
+                  "continues the one before it: `general → task`); the perplexity is the last stage's.", ""] + _table(
+            ["encoder", "pretrain run / source", "corpus", "val ppl", "train tokens", "train words", "config"], [
             [encoder.get("name", "—") + (" (reference)" if encoder.get("reference") else ""),
-             f"`{encoder.get('run_id', '—')}`", number(encoder.get("val_ppl"), ".1f"),
-             number(encoder.get("train_tokens"), ","),
+             f"`{encoder.get('run_id', '—')}`", encoder.get("corpus") or "—", number(encoder.get("val_ppl"), ".1f"),
+             number(encoder.get("train_tokens"), ","), number(encoder.get("train_words"), ","),
              _config(encoder.get("config"))]
             for encoder in context["encoders"]])
     if context.get("throughput"):

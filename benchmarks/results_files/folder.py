@@ -5,7 +5,8 @@ A folder::
 
     benchmark.json                       the benchmark: name, data set and its digest, settings
     cells/<cell_hash>.json               a cell: settings, hash, protocol version, commit, encoder
-                                         identity, metrics, params, steps and times
+                                         (identity, corpora over its stages), metrics, params,
+                                         steps and times
     cells/<cell_hash>.predictions.csv.gz its dev and test predictions (ids, label, probabilities
                                          to 6 decimals, prediction; no sentence: the data stays out)
 

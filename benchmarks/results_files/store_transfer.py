@@ -13,6 +13,7 @@ from pathlib import Path
 from mlflow.entities import Metric, Param
 from mlflow.tracking import MlflowClient
 
+from benchmarks.plan.encoders import with_stages
 from benchmarks.report.cells_from_store import read_predictions
 from benchmarks.results_files.folder import (BENCHMARK_FILE, CELLS_DIR, FORMAT, PREDICTIONS_SUFFIX, SPLITS, CellResult,
                                       ResultSet, predictions_bytes, write_json)
@@ -60,7 +61,8 @@ def cell_runs(client: MlflowClient, parent: str, study: dict) -> list:
 
 
 def cell_record(client: MlflowClient, run, study: dict, scratch: Path) -> tuple[dict, bytes]:
-    """A cell run as a results record and its predictions file's bytes."""
+    """A cell run as a results record and its predictions file's bytes (an encoder recorded with
+    its last stage's figures alone is completed from this store: :func:`with_stages`)."""
     tags = run.data.tags
     context = json.loads(tags[RECORD_TAG])
     frames = {}
@@ -74,8 +76,8 @@ def cell_record(client: MlflowClient, run, study: dict, scratch: Path) -> tuple[
     record = {"format": FORMAT, "cell_hash": tags["cell_hash"], "protocol": tags.get("protocol_version", ""),
               "commit": tags.get("git_commit", ""), "data_digest": study["data_digest"],
               "spec": context.get("spec"), "cell": context["cell"], "order": context.get("order", [0, 0]),
-              "encoder": context.get("encoder"), "metrics": dict(run.data.metrics), "params": dict(run.data.params),
-              "tags": kept_tags,
+              "encoder": with_stages(context.get("encoder"), client), "metrics": dict(run.data.metrics),
+              "params": dict(run.data.params), "tags": kept_tags,
               "run": {"run_id": tags.get("origin_run_id", run.info.run_id),
                       "parent_run_id": tags.get("origin_parent_run_id", tags.get("mlflow.parentRunId", "")),
                       "start_time": run.info.start_time, "end_time": run.info.end_time},

@@ -12,6 +12,7 @@ import pytest
 from mlflow.entities import ViewType
 from mlflow.tracking import MlflowClient
 
+from benchmarks.plan.encoders import describe_encoder
 from harness.cli.tracked_cli import run_cli
 from harness.errors import UserError
 from pretrain.cli import PretrainCLI
@@ -38,6 +39,8 @@ def store(tmp_path, monkeypatch, save_encoder, mrpc_dir) -> dict:
     for family in ("elmo", "ulmfit"):
         checkpoint, _ = save_encoder(family, tmp_path)
         run = client.create_run(experiment, tags={"stage": "pretrain", "family": family, "lm_stage": "general"})
+        client.log_param(run.info.run_id, "data.corpus", "mrpc+reuters")
+        client.log_param(run.info.run_id, "train_words", "1000")
         staged = tmp_path / "staged" / run.info.run_id
         staged.mkdir(parents=True)
         shutil.copy(checkpoint, staged / "encoder.ckpt")
@@ -100,3 +103,8 @@ def test_a_run_of_the_same_family_is_continued_under_its_resolved_id(store, caps
     (task,) = [run for run in all_runs(store["uri"]) if run.data.tags.get("lm_stage") == "task"]
     assert task.info.status == "FINISHED" and task.data.tags["init_run_id"] == store["ulmfit"]
     assert task.data.params["model.init_from"] == f"runs:/{store['ulmfit']}"  # never latest
+    described = describe_encoder({"name": "ulmfit", "pretrain": [{"config": "general.yaml"},
+                                                                 {"config": str(ULMFIT_TASK)}]}, task.info.run_id)
+    assert [stage["run_id"] for stage in described["stages"]] == [store["ulmfit"], task.info.run_id]
+    assert described["corpus"] == f"mrpc+reuters → {task.data.params['data.corpus']}"
+    assert described["train_words"] == 1000 + int(task.data.params["train_words"])
