@@ -262,7 +262,9 @@ def _markdown(results: pd.DataFrame, runs: pd.DataFrame, context: dict, figures:
     anchors = context["anchors"] if "anchors" in context else published_anchors(context.get("dataset"))
     if anchors:
         lines += ["", f"## Published anchors ({anchors.split}, for context; not produced by this run)", ""]
-        lines += _table(["system", "test acc", "test F1", "source"], [list(anchor) for anchor in anchors.rows])
+        lines += _table(["system", "test acc", "test F1", "source"], [
+            [system, number(accuracy, ".1f"), number(f1, ".1f"), source]
+            for system, accuracy, f1, source in anchors.rows])
         lines += ["", anchors.note] if anchors.note else []
     lines += mix_section(runs)
     lines += _context_sections(context)

@@ -15,7 +15,8 @@ class Anchors:
     """Published results on a data set's test split, shown beside a benchmark's for context."""
 
     split: str  # the split they are on, as the report titles it
-    rows: tuple[tuple[str, float, float, str], ...]  # (system, test accuracy %, test F1 %, source)
+    rows: tuple[tuple[str, float | None, float | None, str], ...]  # (system, test acc %, test F1 %, source);
+    # None where the paper gives no such figure
     note: str = ""  # a line under the table
 
 

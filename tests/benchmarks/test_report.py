@@ -246,6 +246,14 @@ def test_split_sizes_and_dataset_come_from_the_data(benchmark, tmp_path):
     assert "Published anchors" not in sick  # MRPC's anchors only beside MRPC
 
 
+def test_mrpcs_anchors_show_gpts_f1_and_a_dash_where_no_accuracy_was_published(benchmark, tmp_path):
+    runs, _, results = benchmark
+    write_outputs(tmp_path, results, runs, {"dataset": "MRPC"})
+    report = (tmp_path / "report.md").read_text()
+    assert "| OpenAI GPT (12 × 768), fine-tuned | — | 82.3 | Radford et al. 2018, GLUE test |" in report
+    assert "None" not in report.split("## Published anchors", 1)[1].split("##", 1)[0]
+
+
 def test_write_outputs_skips_learning_curve_without_fractions(tmp_path):
     cells = [cell for cell in CELLS if cell[4] == 1.0]
     runs, preds = make_benchmark(cells)
