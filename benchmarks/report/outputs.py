@@ -220,7 +220,7 @@ def _markdown(results: pd.DataFrame, runs: pd.DataFrame, context: dict, figures:
     lines = [title_line(context.get("name", "benchmark"), bool(context.get("smoke"))), "",
              f"- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}",
              f"- parent run: `{context.get('parent_run_id', '—')}`",
-             f"- wall time: {'—' if wall is None else f'{wall / 60:.1f} min ({wall:.0f} s)'}",
+             *([f"- wall time: {wall / 60:.1f} min ({wall:.0f} s)"] if wall is not None else []),  # folders keep none
              *([f"- built from results folders: {', '.join(f'`{source}`' for source in context['sources'])}"]
                if context.get("sources") else []),
              "", "## Results", "", "Accuracy and F1 in %, mean ± std (min–max) over seeds; "

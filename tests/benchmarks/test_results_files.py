@@ -93,7 +93,9 @@ def test_a_report_from_the_folder_alone_compares_the_method_with_its_twin(tmp_pa
     assert results.loc["elmo-scalar-pool-mlp", "test_acc_mean"] == pytest.approx(0.9)
     twin_accuracies = [(26 + seed) / 40 for seed in range(3)]
     assert results.loc["elmo-scalar-pool-mlp", "gap_vs_random"] == pytest.approx(0.9 - sum(twin_accuracies) / 3)
-    assert (tmp_path / "report" / "report.md").read_text().startswith("# Benchmark report: tiny")
+    report = (tmp_path / "report" / "report.md").read_text()
+    assert report.startswith("# Benchmark report: tiny")
+    assert "- built from results folders:" in report and "wall time" not in report  # a folder records none
 
 
 def test_folders_merge_by_cell_hash(tmp_path):
