@@ -102,6 +102,14 @@ class CellResult:
             return not self.encoder and not described
         return self.encoder.get("digest", "") == described.get("digest", "")
 
+    def replicates(self, other: "CellResult") -> bool:
+        """Whether ``other`` is this cell run again from another pretraining of the same stage (same
+        encoder identity, another checkpoint digest): CPU pretraining is not always bit-reproducible,
+        so its numbers may differ; one cell under one checkpoint with other numbers never is."""
+        if not self.encoder or not other.encoder or self.encoder.get("identity") != other.encoder.get("identity"):
+            return False
+        return self.encoder.get("digest", "") != other.encoder.get("digest", "")
+
     def reproduces(self, other: "CellResult") -> bool:
         """Whether ``other`` is this cell run again from another copy of the same pretraining stage
         (same encoder identity, so same settings and data) with the very same predictions: chunks
@@ -191,6 +199,29 @@ def read_folder(folder: Path) -> tuple[dict, list[CellResult]]:
     return benchmark, sorted(cells, key=lambda cell: cell.record["order"])
 
 
+def group_replications(replicated: list[tuple[CellResult, CellResult]]) -> list[list[tuple[CellResult, CellResult]]]:
+    """Cells run again from another pretraining, grouped by method and the two folders."""
+    groups: dict[tuple[str, str, str], list] = {}
+    for first, again in replicated:
+        key = (first.record["cell"]["method"], first.folder.name, again.folder.name)
+        groups.setdefault(key, []).append((first, again))
+    return list(groups.values())
+
+
+def replication_note(pairs: list[tuple[CellResult, CellResult]]) -> str:
+    """One line for a method's cells that another folder ran from another pretraining of the same stage."""
+    first, again = pairs[0]
+
+    def scores(index: int) -> str:
+        accuracies = {pair[index].record["metrics"].get("test_acc", float("nan")) for pair in pairs}
+        return ", ".join(f"{accuracy:.1%}" for accuracy in sorted(accuracies))
+    seeds = ", ".join(str(pair[0].record["cell"]["seed"]) for pair in pairs)
+    return (f"{first.record['cell']['method']} (seed {seeds}) ran again in {again.folder.name} from another "
+            f"pretraining of the same stage (checkpoint {again.encoder.get('digest', '')[:12]}, not "
+            f"{first.encoder.get('digest', '')[:12]}) and scored {scores(1)} test accuracy, not {scores(0)}; "
+            f"reported once, from {first.folder.name}: the spread of pretraining itself, which no CI here covers")
+
+
 class ResultSet:
     """Cells of one or more results folders, merged by cell hash: the same hash with other
     numbers, mixed protocol versions in one comparison, two checkpoints under one encoder name, or
@@ -202,6 +233,7 @@ class ResultSet:
         self.cells: dict[str, CellResult] = {}
         self.ordered: list[CellResult] = []
         reproduced: dict[tuple[str, str], int] = {}
+        replicated: list[tuple[CellResult, CellResult]] = []
         for folder_index, folder in enumerate(folders):
             benchmark, cells = read_folder(Path(folder))
             expected = data_digest or (self.benchmarks[0]["data_digest"] if self.benchmarks else None)
@@ -216,6 +248,9 @@ class ResultSet:
                     self.cells[cell.cell_hash] = cell
                     self.ordered.append(cell)
                 elif known.record["metrics"] != cell.record["metrics"]:
+                    if known.replicates(cell):
+                        replicated.append((known, cell))
+                        continue
                     raise UserError(f"cell {cell.cell_hash} ({cell.record['cell']['method']} seed "
                                     f"{cell.record['cell']['seed']}) has other numbers in {cell.path} than in "
                                     f"{known.path}")
@@ -234,6 +269,7 @@ class ResultSet:
         self.notes += [f"{count} cell(s) of {first} ran again in {again} from its own copy of the same pretraining "
                        f"stage (another checkpoint file) with the very same predictions; reported once, from {first}"
                        for (first, again), count in reproduced.items()]
+        self.notes += [replication_note(pairs) for pairs in group_replications(replicated)]
 
     def name_twins_by_encoder(self) -> None:
         """Folders of several encoders (a study's chunks, one family each) each name their twin

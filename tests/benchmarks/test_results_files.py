@@ -202,6 +202,21 @@ def test_a_cell_two_chunks_ran_from_copies_of_one_stage_is_reported_once_and_nam
     assert note.startswith("6 cell(s) of a ran again in b") and "very same predictions" in note
 
 
+def test_a_cell_two_chunks_ran_from_two_pretrainings_of_one_stage_is_reported_once_with_both_scores(tmp_path):
+    """CPU pretraining is not always bit-reproducible: two chunks' copies of one stage may differ, and
+    so may the cells they share. Reported once, from the first folder, the other score named."""
+    first, second = make_folder(tmp_path / "a"), make_folder(tmp_path / "b")
+    spoilt = first_cell(second)
+    edit_record(spoilt, lambda record: record["metrics"].update(test_f1=0.7))
+    with pytest.raises(UserError, match="has other numbers"):  # one checkpoint, other numbers: a conflict
+        ResultSet([first, second])
+    edit_record(spoilt, lambda record: record["encoder"].update(digest="f" * 64))
+    merged = ResultSet([first, second])
+    assert len(merged.ordered) == 6 and {cell.folder.name for cell in merged.ordered} == {"a"}
+    assert any("ran again in b from another pretraining of the same stage (checkpoint ffffffffffff" in note
+               for note in merged.notes)
+
+
 def test_two_checkpoints_under_one_method_stop_the_merge_and_under_one_name_are_named(tmp_path):
     folder = make_folder(tmp_path / "a", seeds=1)
     other = {**ENCODER, "digest": "b" * 64, "identity": "stage-2"}
