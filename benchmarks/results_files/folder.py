@@ -224,8 +224,9 @@ def replication_note(pairs: list[tuple[CellResult, CellResult]]) -> str:
 
 class ResultSet:
     """Cells of one or more results folders, merged by cell hash: the same hash with other
-    numbers under one checkpoint, mixed protocol versions in one comparison, two checkpoints under one encoder name, or
-    folders of different data sets are each named in one line, never merged silently."""
+    numbers under one checkpoint, mixed protocol versions in one comparison, two checkpoints under
+    one encoder name, or folders of different data sets are each named in one line, never merged
+    silently."""
 
     def __init__(self, folders: list[Path], data_digest: str | None = None, name_twins_by_encoder: bool = False):
         self.benchmarks: list[dict] = []
