@@ -102,22 +102,23 @@ class CellResult:
             return not self.encoder and not described
         return self.encoder.get("digest", "") == described.get("digest", "")
 
+    def same_stage(self, other: "CellResult") -> bool:
+        """Whether both cells used a pretrained encoder of one identity (same settings and data)."""
+        return bool(self.encoder and other.encoder) and self.encoder.get("identity") == other.encoder.get("identity")
+
     def replicates(self, other: "CellResult") -> bool:
-        """Whether ``other`` is this cell run again from another pretraining of the same stage (same
-        encoder identity, another checkpoint digest): CPU pretraining is not always bit-reproducible,
-        so its numbers may differ; one cell under one checkpoint with other numbers never is."""
-        if not self.encoder or not other.encoder or self.encoder.get("identity") != other.encoder.get("identity"):
-            return False
-        return self.encoder.get("digest", "") != other.encoder.get("digest", "")
+        """Whether ``other`` is this cell run again from another pretraining of the same stage (another
+        checkpoint digest): CPU pretraining is not always bit-reproducible, so its numbers may differ;
+        one cell under one checkpoint with other numbers never is."""
+        return self.same_stage(other) and not self.same_encoder(other.encoder)
 
     def reproduces(self, other: "CellResult") -> bool:
         """Whether ``other`` is this cell run again from another copy of the same pretraining stage
-        (same encoder identity, so same settings and data) with the very same predictions: chunks
-        that each pretrained one recipe share cells such as the full-label linear probe, and a
-        checkpoint file's digest also covers the code version it was saved under."""
-        if not self.encoder or not other.encoder or self.encoder.get("identity") != other.encoder.get("identity"):
-            return False
-        return all(self.predictions[split].equals(other.predictions[split]) for split in SPLITS)
+        with the very same predictions: chunks that each pretrained one recipe share cells such as
+        the full-label linear probe, and a checkpoint file's digest also covers the code version it
+        was saved under."""
+        return self.same_stage(other) and all(self.predictions[split].equals(other.predictions[split])
+                                              for split in SPLITS)
 
     def row(self) -> dict:
         """The cell's row of the per-run table (``benchmarks.report.cells_from_store.cell_row``)."""
@@ -199,15 +200,6 @@ def read_folder(folder: Path) -> tuple[dict, list[CellResult]]:
     return benchmark, sorted(cells, key=lambda cell: cell.record["order"])
 
 
-def group_replications(replicated: list[tuple[CellResult, CellResult]]) -> list[list[tuple[CellResult, CellResult]]]:
-    """Cells run again from another pretraining, grouped by method and the two folders."""
-    groups: dict[tuple[str, str, str], list] = {}
-    for first, again in replicated:
-        key = (first.record["cell"]["method"], first.folder.name, again.folder.name)
-        groups.setdefault(key, []).append((first, again))
-    return list(groups.values())
-
-
 def replication_note(pairs: list[tuple[CellResult, CellResult]]) -> str:
     """One line for a method's cells that another folder ran from another pretraining of the same stage."""
     first, again = pairs[0]
@@ -234,7 +226,7 @@ class ResultSet:
         self.cells: dict[str, CellResult] = {}
         self.ordered: list[CellResult] = []
         reproduced: dict[tuple[str, str], int] = {}
-        replicated: list[tuple[CellResult, CellResult]] = []
+        replicated: dict[tuple[str, str, str], list[tuple[CellResult, CellResult]]] = {}  # method, two folders
         for folder_index, folder in enumerate(folders):
             benchmark, cells = read_folder(Path(folder))
             expected = data_digest or (self.benchmarks[0]["data_digest"] if self.benchmarks else None)
@@ -250,7 +242,8 @@ class ResultSet:
                     self.ordered.append(cell)
                 elif known.record["metrics"] != cell.record["metrics"]:
                     if known.replicates(cell):
-                        replicated.append((known, cell))
+                        key = (cell.record["cell"]["method"], known.folder.name, cell.folder.name)
+                        replicated.setdefault(key, []).append((known, cell))
                         continue
                     raise UserError(f"cell {cell.cell_hash} ({cell.record['cell']['method']} seed "
                                     f"{cell.record['cell']['seed']}) has other numbers in {cell.path} than in "
@@ -270,7 +263,7 @@ class ResultSet:
         self.notes += [f"{count} cell(s) of {first} ran again in {again} from its own copy of the same pretraining "
                        f"stage (another checkpoint file) with the very same predictions; reported once, from {first}"
                        for (first, again), count in reproduced.items()]
-        self.notes += [replication_note(pairs) for pairs in group_replications(replicated)]
+        self.notes += [replication_note(pairs) for pairs in replicated.values()]
 
     def name_twins_by_encoder(self) -> None:
         """Folders of several encoders (a study's chunks, one family each) each name their twin
