@@ -202,11 +202,13 @@ def read_folder(folder: Path) -> tuple[dict, list[CellResult]]:
 
 def replication_note(pairs: list[tuple[CellResult, CellResult]]) -> str:
     """One line for a method's cells that another folder ran from another pretraining of the same stage."""
+    pairs = sorted(pairs, key=lambda pair: pair[0].record["cell"]["seed"])
     first, again = pairs[0]
 
     def scores(index: int) -> str:
-        accuracies = {pair[index].record["metrics"].get("test_acc", float("nan")) for pair in pairs}
-        return ", ".join(f"{accuracy:.1%}" for accuracy in sorted(accuracies))
+        """One score where every seed has it, else one per seed, in the order the seeds are named."""
+        accuracies = [pair[index].record["metrics"].get("test_acc", float("nan")) for pair in pairs]
+        return ", ".join(f"{accuracy:.1%}" for accuracy in (accuracies[:1] if len(set(accuracies)) == 1 else accuracies))
     seeds = ", ".join(str(pair[0].record["cell"]["seed"]) for pair in pairs)
     return (f"{first.record['cell']['method']} (seed {seeds}) ran again in {again.folder.name} from another "
             f"pretraining of the same stage (checkpoint {again.encoder.get('digest', '')[:12]}, not "

@@ -215,6 +215,11 @@ def test_a_cell_two_chunks_ran_from_two_pretrainings_of_one_stage_is_reported_on
     assert len(merged.ordered) == 6 and {cell.folder.name for cell in merged.ordered} == {"a"}
     assert any("ran again in b from another pretraining of the same stage (checkpoint ffffffffffff" in note
                for note in merged.notes)
+    for seed, right in ((2, 20), (0, 32)):  # two seeds scored apart: named per seed, in seed order
+        write_cell(second, "elmo-scalar-pool-mlp", "pretrained", seed, [i < right for i in range(40)], 2 * seed,
+                   control="random-scalar-pool-mlp", encoder={**ENCODER, "digest": "f" * 64})
+    (note,) = [note for note in ResultSet([first, second]).notes if note.startswith("elmo-scalar-pool-mlp")]
+    assert "(seed 0, 2)" in note and "scored 80.0%, 50.0% test accuracy, not 90.0%;" in note
 
 
 def test_two_checkpoints_under_one_method_stop_the_merge_and_under_one_name_are_named(tmp_path):
