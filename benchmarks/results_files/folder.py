@@ -208,7 +208,8 @@ def replication_note(pairs: list[tuple[CellResult, CellResult]]) -> str:
     def scores(index: int) -> str:
         """One score where every seed has it, else one per seed, in the order the seeds are named."""
         accuracies = [pair[index].record["metrics"].get("test_acc", float("nan")) for pair in pairs]
-        return ", ".join(f"{accuracy:.1%}" for accuracy in (accuracies[:1] if len(set(accuracies)) == 1 else accuracies))
+        shown = accuracies[:1] if len(set(accuracies)) == 1 else accuracies
+        return ", ".join(f"{accuracy:.1%}" for accuracy in shown)
     seeds = ", ".join(str(pair[0].record["cell"]["seed"]) for pair in pairs)
     return (f"{first.record['cell']['method']} (seed {seeds}) ran again in {again.folder.name} from another "
             f"pretraining of the same stage (checkpoint {again.encoder.get('digest', '')[:12]}, not "
