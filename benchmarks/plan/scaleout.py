@@ -4,13 +4,14 @@ longest chain of pretraining stages plus its longest cell), the CPU-hours, and t
 executor's own policy (stages first, then cells in plan order, a task as soon as its CPUs are free)
 simulated on 16, 64, 256 … CPUs. No task runs: it plans the config and schedules the costs.
 
-The costs file gives, per encoder, the minutes of each pretraining stage and the CPUs it uses, and
-per ``<family>/<transfer>/<head>`` the minutes of a cell at each labelled fraction (``default`` for
-those it does not name), the minutes of a linear probe (``probe``: on the frozen cells' cached
-features) and of a baseline; docs/cluster.md says where each figure comes from. A cell whose flags turn
-on ``--data.equal_steps`` trains a full cell's optimiser steps at any fraction the repeats reach
-(``downstream.equal_steps``), so it costs the ``1`` figure (scaled down only below what
-``--data.max_repeats`` passes make up), whatever its fraction's own figure says."""
+The costs file gives, per encoder, the minutes of each pretraining stage (or of one pass over its
+corpus, ``{"per_pass": minutes}``: the stage then costs its passes, capped by its ``max_time``) and
+the CPUs a stage uses; per ``<family>/<transfer>/<head>`` the minutes of a cell at each labelled
+fraction (``default`` for those it does not name), the minutes of a linear probe (``probe``: on the
+frozen cells' cached features) and of a baseline; docs/cluster.md says where each figure comes
+from. A cell whose flags turn on ``--data.equal_steps`` trains a full cell's optimiser steps at any
+fraction the repeats reach (``downstream.equal_steps``), so it costs the ``1`` figure (scaled down
+only below what ``--data.max_repeats`` passes make up), whatever its fraction's own figure says."""
 
 from __future__ import annotations
 
@@ -23,9 +24,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
+import yaml
+
 from benchmarks.plan.cells import plan
-from benchmarks.plan.encoders import is_published
-from benchmarks.plan.matrix import Matrix, load_config, with_budget
+from benchmarks.plan.encoders import is_published, pretrain_stages
+from benchmarks.plan.matrix import Matrix, load_config, repo_path, with_budget
 from benchmarks.tasks.cells import Cell
 from downstream.equal_steps import DEFAULT_MAX_REPEATS
 from harness.errors import UserError
@@ -34,7 +37,7 @@ from harness.tracking.runs import REPO_ROOT
 
 @dataclass
 class Costs:
-    stages: dict[str, list[float]]  # encoder → minutes of each stage
+    stages: dict[str, list[float | dict]]  # encoder → minutes of each stage, or {"per_pass": minutes}
     stage_cpus: int
     cells: dict[str, dict[str, float]]  # "<family>/<transfer>/<head>" → {fraction: minutes}
     default: dict[str, float]  # {fraction: minutes}
@@ -44,7 +47,9 @@ class Costs:
     @classmethod
     def read(cls, path: Path) -> "Costs":
         raw = json.loads(path.read_text())
-        return cls({name: [float(m) for m in minutes] for name, minutes in raw["stages"].items()},
+        stages = {name: [m if isinstance(m, dict) else float(m) for m in minutes]
+                  for name, minutes in raw["stages"].items()}
+        return cls(stages,
                    int(raw.get("stage_cpus", 2)), raw.get("cells", {}), raw["default"], float(raw.get("baseline", 0.5)),
                    float(raw.get("probe", cls.probe)))
 
@@ -61,9 +66,11 @@ class Costs:
             return self.minutes(table, 1.0) * min(1.0, repeats * cell.train_fraction)
         return self.minutes(table, cell.train_fraction)
 
-    def only(self, encoders: list[str]) -> "Costs":
-        """These costs with the stages of ``encoders`` alone (the file holds every study's)."""
-        return replace(self, stages={name: self.stages[name] for name in encoders})
+    def only(self, encoders: list[dict]) -> "Costs":
+        """These costs with the stages of ``encoders`` (a study's ``encoders:``) alone, in minutes
+        (the file holds every study's)."""
+        return replace(self, stages={encoder["name"]: study_stage_minutes(self.stages[encoder["name"]], encoder)
+                                     for encoder in encoders})
 
     def minutes(self, table: dict[str, float], fraction: float) -> float:
         """``table``'s minutes at ``fraction``, else the default's."""
@@ -71,6 +78,34 @@ class Costs:
 
 
 TRUE = ("true", "yes", "on", "1")
+LIGHTNING_MAX_EPOCHS = 1000  # the Trainer's own limit when neither max_epochs nor max_steps is set
+
+
+def study_stage_minutes(costs: list[float | dict], encoder: dict) -> list[float]:
+    """Minutes of each of ``encoder``'s stages: a fixed figure, or its per-pass figure times the
+    stage's passes (its ``--trainer.max_epochs``, else its config's), capped by its ``max_time``."""
+    if not any(isinstance(cost, dict) for cost in costs):
+        return list(costs)
+    stages = pretrain_stages(encoder)
+    if len(stages) != len(costs):
+        raise UserError(f"costs of encoder {encoder['name']!r}: {len(costs)} stage(s), its config has {len(stages)}")
+    return [per_pass_minutes(float(cost["per_pass"]), stage) if isinstance(cost, dict) else cost
+            for cost, stage in zip(costs, stages)]
+
+
+def per_pass_minutes(per_pass: float, stage: dict) -> float:
+    """``per_pass`` minutes times the stage's passes, capped by its ``max_time`` (``DD:HH:MM:SS``)."""
+    trainer = (yaml.safe_load(repo_path(stage["config"]).read_text()) or {}).get("trainer") or {}
+    args = list(stage.get("args", []))
+    passes = float(flag_value(args, "trainer.max_epochs", str(trainer.get("max_epochs") or LIGHTNING_MAX_EPOCHS)))
+    cap = flag_value(args, "trainer.max_time", str(trainer.get("max_time")))
+    if cap.lower() in ("none", "null", ""):
+        return per_pass * passes
+    try:
+        days, hours, minutes, seconds = (int(part) for part in cap.split(":"))
+    except ValueError:
+        raise UserError(f"{stage['config']}: max_time {cap!r} is not DD:HH:MM:SS") from None
+    return min(per_pass * passes, days * 1440 + hours * 60 + minutes + seconds / 60)
 
 
 def flag_value(args: list[str], name: str, default: str) -> str:
@@ -165,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         missing = [e["name"] for e in config.encoders if e["name"] not in costs.stages]
         if missing:
             raise UserError(f"--costs={args.costs}: no stage minutes for encoder(s) {missing}")
-        costs = costs.only([e["name"] for e in config.encoders])
+        costs = costs.only(config.encoders)
     except UserError as error:
         print(f"error: {error}")
         return 2

@@ -1,7 +1,7 @@
 """The scale-out simulation schedules a plan as the executor does (stages first, an encoder's
 cells once its last stage is done) and finds the critical path; worked out by hand on a tiny plan.
 Its cost model prices probes and equal-steps fractions as they run, and its file holds the
-figures measured on this machine."""
+figures measured on this machine, a pretraining stage by its passes where it is priced per pass."""
 
 import pytest
 
@@ -74,6 +74,31 @@ def test_the_costs_file_holds_the_measured_figures():
     for family in ("elmo", "ulmfit", "gpt", "hf"):
         pool_mlp, decomp = costs.cells[f"{family}/frozen/pool-mlp"]["1"], costs.cells[f"{family}/frozen/decomp"]["1"]
         assert 2.0 * pool_mlp <= decomp <= 2.2 * pool_mlp < costs.cells[f"{family}/frozen/attn"]["1"], family
+
+
+@pytest.mark.parametrize("args, minutes", [
+    ([], 30.0),  # the config's 3 passes (45 minutes) stop at its max_time
+    (["--trainer.max_epochs=1"], 15.0),
+    (["--trainer.max_epochs=3", "--trainer.max_time=null"], 45.0),  # no cap
+    (["--trainer.max_time=00:00:40:30"], 40.5),
+])
+def test_a_stage_priced_per_pass_costs_its_passes_capped_by_its_max_time(tmp_path, args, minutes):
+    config = tmp_path / "lm.yaml"
+    config.write_text('trainer:\n  max_epochs: 3\n  max_time: "00:00:30:00"\n')
+    costs = Costs(stages={"gpt-b": [{"per_pass": 15.0}], "elmo-a": [10.0]}, stage_cpus=2, cells={},
+                  default={"1": 2.0}, baseline=0.0)
+    encoders = [{"name": "gpt-b", "pretrain": {"config": str(config), "args": args}}, {"name": "elmo-a", "run": "x"}]
+    assert costs.only(encoders).stages == {"gpt-b": [pytest.approx(minutes)], "elmo-a": [10.0]}
+
+
+def test_the_budgets_one_pass_of_gpt_costs_its_measured_stage_not_the_full_studys():
+    """GPT on MRPC + Reuters: one pass took 15.5 minutes (families-budget/gpt-frozen, 2 idle cores);
+    the full study's config runs up to 3 passes, stopped at 58 minutes."""
+    costs = Costs.read(REPO_ROOT / "benchmarks" / "scaleout-costs.json")
+    gpt = {"name": "gpt-reuters", "pretrain": {"config": "configs/pretrain/gpt.yaml"}}
+    budget = {**gpt, "pretrain": {**gpt["pretrain"], "args": ["--trainer.max_epochs=1", "--trainer.max_time=null"]}}
+    assert costs.only([budget]).stages["gpt-reuters"] == [pytest.approx(15.5)]
+    assert costs.only([gpt]).stages["gpt-reuters"] == [pytest.approx(46.5)]
 
 
 def test_a_baseline_is_scheduled_once():

@@ -24,7 +24,7 @@ def test_a_chunk_is_self_contained_and_fits_its_session(path):
     assert set(config.baselines) == {"majority", "tfidf-lr"}
     assert all("pretrain" in encoder for encoder in config.encoders)  # pretrained here, not borrowed
     cells = study_plan(config)
-    minutes = simulate(COSTS.only([encoder["name"] for encoder in config.encoders]), cells, 2)
+    minutes = simulate(COSTS.only(config.encoders), cells, 2)
     assert minutes <= CHUNK_MINUTES, f"{path.stem}: {minutes:.0f} min on 2 CPUs"
     twins = {cell.method: cell.control for cell in cells if cell.kind == "pretrained"}
     assert config.comparisons and set(config.comparisons) == set(twins)  # every comparison registered, no other
