@@ -24,12 +24,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
-import yaml
-
 from benchmarks.plan.cells import plan
 from benchmarks.plan.encoders import is_published, pretrain_stages
 from benchmarks.plan.matrix import Matrix, load_config, repo_path, with_budget
 from benchmarks.tasks.cells import Cell
+from benchmarks.tasks.resources import trainer_setting
 from downstream.equal_steps import DEFAULT_MAX_REPEATS
 from harness.errors import UserError
 from harness.tracking.runs import REPO_ROOT
@@ -95,14 +94,13 @@ def study_stage_minutes(costs: list[float | dict], encoder: dict) -> list[float]
 
 def per_pass_minutes(per_pass: float, stage: dict) -> float:
     """``per_pass`` minutes times the stage's passes, capped by its ``max_time`` (``DD:HH:MM:SS``)."""
-    trainer = (yaml.safe_load(repo_path(stage["config"]).read_text()) or {}).get("trainer") or {}
-    args = list(stage.get("args", []))
-    passes = float(flag_value(args, "trainer.max_epochs", str(trainer.get("max_epochs") or LIGHTNING_MAX_EPOCHS)))
-    cap = flag_value(args, "trainer.max_time", str(trainer.get("max_time")))
-    if cap.lower() in ("none", "null", ""):
+    config, args = str(repo_path(stage["config"])), list(stage.get("args", []))
+    passes = float(trainer_setting(config, args, "max_epochs") or LIGHTNING_MAX_EPOCHS)
+    cap = trainer_setting(config, args, "max_time")
+    if cap is None:
         return per_pass * passes
     try:
-        days, hours, minutes, seconds = (int(part) for part in cap.split(":"))
+        days, hours, minutes, seconds = (int(part) for part in str(cap).split(":"))
     except ValueError:
         raise UserError(f"{stage['config']}: max_time {cap!r} is not DD:HH:MM:SS") from None
     return min(per_pass * passes, days * 1440 + hours * 60 + minutes + seconds / 60)
