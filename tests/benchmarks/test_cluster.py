@@ -7,6 +7,7 @@ SQLite store with two nodes is refused in one line before any run exists. Then t
 on a local Ray instance redoes two deleted cells with the same metrics."""
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -223,8 +224,27 @@ def test_no_cell_starts_before_its_encoder_and_encoders_pretrain_side_by_side(st
         ready[run.data.tags["family"]] = max(ready.get(run.data.tags["family"], 0), run.info.end_time)
     cells = [run for run in cells_of(study["runs"], study["parent"]) if run.data.tags["stage"] == "finetune"]
     assert cells and all(run.info.start_time >= ready[run.data.tags["suite_encoder"]] for run in cells)
-    spans = sorted((run.info.start_time, run.info.end_time) for run in pretrain)
-    assert any(later[0] < earlier[1] for earlier, later in zip(spans, spans[1:])), spans  # two at once
+    node = {(run.data.tags["family"], run.data.tags["lm_stage"]): run.data.tags["harness.node"] for run in pretrain}
+    together = stages_in_flight_together(study["process"].stdout)
+    assert any(node[first] != node[second] for first, second in together), (together, node)
+
+
+def stages_in_flight_together(stdout: str) -> list[tuple]:
+    """Pairs of stages (family, lm_stage) the suite had dispatched at once, read from its
+    "pretraining …" and "pretrained …" lines in order. Two such stages on different one-CPU nodes
+    ran side by side, a node each; their MLflow runs need not overlap, since a run starts only after its stage's
+    setup, which outlasts a tiny stage's training on a loaded machine."""
+    in_flight, pairs = [], []
+    for line in stdout.splitlines():
+        found = re.match(r"\s+pretrain(ing|ed) encoder '([^']+)' stage (\d+)", line)
+        if found:
+            stage = (found[2], "general" if found[3] == "1" else "task")  # a later stage continues
+            if found[1] == "ing":
+                pairs += [(other, stage) for other in in_flight]
+                in_flight.append(stage)
+            else:
+                in_flight.remove(stage)
+    return pairs
 
 
 def test_the_study_resumed_on_a_local_instance_redoes_lost_cells_alike(study):
