@@ -232,8 +232,8 @@ def test_no_cell_starts_before_its_encoder_and_encoders_pretrain_side_by_side(st
 def stages_in_flight_together(stdout: str) -> list[tuple]:
     """Pairs of stages (family, lm_stage) the suite had dispatched at once, read from its
     "pretraining …" and "pretrained …" lines in order. Two such stages on different one-CPU nodes
-    ran side by side, a node each; their MLflow runs need not overlap, since a run starts only after its stage's
-    setup, which outlasts a tiny stage's training on a loaded machine."""
+    ran side by side, a node each; their MLflow runs need not overlap, since a run starts only
+    after its stage's setup, which outlasts a tiny stage's training on a loaded machine."""
     in_flight, pairs = [], []
     for line in stdout.splitlines():
         found = re.match(r"\s+pretrain(ing|ed) encoder '([^']+)' stage (\d+)", line)
