@@ -32,3 +32,5 @@ class DataSet:
     anchors: Anchors | None = None
     plain_run_names: bool = False  # True: runs of it under its own name carry no "<name>-" prefix
     hash_param: str | None = None  # a second param name for its content hash (beside dataset_hash)
+    split_sizes: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # {content hash: {split: pairs}}
+    # of a release whose content is fixed: what bounds a results folder's predictions of it

@@ -29,6 +29,8 @@ EXPECTED = {
     "train": (TRAIN_FILE, 4076, 2753, "178c3d39a096a887a4afa2fdecc9089ad7d7f74c019a95ce8cdac2b4855ebf4a"),
     "test": (TEST_FILE, 1725, 1147, "0d1a876ed5b29dc9779ec212f0d7a1601caafbc5837cd1200e638f0b0a654562"),
 }
+DEV_PAIRS = 408  # the GLUE dev id pairs (resources/mrpc_dev_ids.tsv), taken out of the MSR train file
+CONTENT_HASH = combine_digests([EXPECTED["train"][3], EXPECTED["test"][3]])  # the release's, as load_mrpc computes it
 MAX_DOWNLOAD_BYTES = 50_000_000
 HINT_MRPC_DIR = f"set MRPC_DIR to a folder holding {TRAIN_FILE} and {TEST_FILE}"
 LABELS = ["0", "1"]  # class 1 = paraphrase, the positive class of F1
@@ -219,4 +221,6 @@ def load(spec: PairDataSpec) -> PairData:
 
 MRPC = DataSet(name="mrpc", load=load, default_name=lambda spec: "mrpc",
                split_titles={"dev": "GLUE dev", "test": "MSR test"}, class_titles=("not para.", "paraphrase"),
-               anchors=ANCHORS, plain_run_names=True, hash_param="mrpc_hash")
+               anchors=ANCHORS, plain_run_names=True, hash_param="mrpc_hash",
+               split_sizes={CONTENT_HASH: {"train": EXPECTED["train"][1] - DEV_PAIRS, "dev": DEV_PAIRS,
+                                           "test": EXPECTED["test"][1]}})

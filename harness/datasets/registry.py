@@ -117,6 +117,15 @@ def published_anchors(name: str | None) -> Anchors | None:
     return entry.anchors if entry else None
 
 
+def known_split_sizes(content_hash: str) -> dict[str, int] | None:
+    """``{split: pairs}`` of the data set whose content has digest ``content_hash``, where an entry
+    states them (a fixed release such as MRPC); None for any other data."""
+    for entry in DATASETS.values():
+        if content_hash in entry.split_sizes:
+            return dict(entry.split_sizes[content_hash])
+    return None
+
+
 def dataset_params(data: PairData) -> dict[str, str]:
     """The params naming a run's data set: ``dataset``, ``dataset_hash`` (and the entry's second name for
     it), and the pairs its splits share (``overlap_train_dev``, ``overlap_train_test``, ``overlap_dev_test``)."""
