@@ -6,7 +6,8 @@
   parent per folder (the UI shows them; a suite finds their cells by hash);
 - ``report <folder>... --out <folder> [--registered <config>...]``: ``results.csv``, ``report.md``
   and figures from the folders alone, no store, no training; ``--registered`` adds the
-  ``comparisons:`` of study configs whose folders are not in yet (a chunked study's family).
+  ``comparisons:`` of study configs whose folders are not in yet (a chunked study's family);
+- ``seal <folder>...``: a folder written before manifests, checked and given its ``manifest.json``.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     report.add_argument("--registered", type=Path, nargs="*", default=[], metavar="CONFIG",
                         help="matrix configs whose `comparisons:` join the pre-registered family (every chunk of a "
                              "study, run or not)")
+    seal = commands.add_parser("seal", help="check a results folder written before manifests and write its manifest")
+    seal.add_argument("folders", type=Path, nargs="+")
     return parser.parse_args(argv)
 
 
@@ -55,6 +58,11 @@ def main(argv: list[str] | None = None) -> int:
 
             for folder, (parent, cells) in zip(args.folders, import_folders(args.folders)):
                 print(f"imported {cells} cell(s) of {folder} under parent run {parent} in {tracking_uri()}")
+        elif args.command == "seal":
+            from benchmarks.results_files.seal import seal_folder  # noqa: PLC0415
+
+            for folder in args.folders:
+                print(f"sealed {folder}: {seal_folder(folder)} cell(s) checked, {folder / 'manifest.json'} written")
         else:
             from benchmarks.results_files.folder_report import build_report  # noqa: PLC0415
 

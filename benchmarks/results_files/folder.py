@@ -3,24 +3,24 @@ with every check before anything is used.
 
 A folder::
 
-    benchmark.json                       the benchmark: name, data set and its digest, settings
+    benchmark.json                       the benchmark: name, data set and its digest, labels, settings
+    manifest.json                        binds each cell hash to its predictions' sha256 and to digests
+                                         of its other fields, and digests benchmark.json's fields
     cells/<cell_hash>.json               a cell: settings, hash, protocol version, commit, encoder
                                          (identity, corpora over its stages), metrics, params,
                                          steps and times
     cells/<cell_hash>.predictions.csv.gz its dev and test predictions (ids, label, probabilities
                                          to 6 decimals, prediction; no sentence: the data stays out)
 
-A cell is trusted only when its file parses, its hash is that of its recorded settings under its
-protocol version, its predictions file is the one recorded (sha256) and its accuracies are those
-of its predictions. A folder from a newer protocol, a truncated or edited file, a missing
-predictions file: one line naming the file, and nothing is used.
+A cell is trusted only when every field that decides or labels a number is derived from its
+settings and predictions or matches the manifest (``benchmarks.results_files.cell_checks``), and
+the folder holds exactly the cells its manifest lists. A folder from a newer harness, a truncated,
+edited or mixed-up file, a missing predictions file: one line naming the file and the field, and
+nothing is used.
 """
 
 from __future__ import annotations
 
-import gzip
-import hashlib
-import io
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,49 +29,21 @@ import pandas as pd
 
 from benchmarks.plan.cells import twin_name
 from benchmarks.report.cells_from_store import cell_row
-from benchmarks.stats.pairing import ID_COLUMNS
+from benchmarks.results_files.cell_checks import check_cell
+from benchmarks.results_files.manifest import (BENCHMARK_FILE, CELLS_DIR, MANIFEST_FILE, check_benchmark,
+                                               check_listed, read_manifest)
+from benchmarks.results_files.predictions_file import PREDICTIONS_SUFFIX, SPLITS, predictions_bytes
+from benchmarks.results_files.record_shapes import BENCHMARK, FORMAT, read_record
 from harness.errors import UserError
-from harness.protocol import newer_concerns, settings_hash
 
-FORMAT = 1  # the folder layout's own version
-BENCHMARK_FILE = "benchmark.json"
-CELLS_DIR = "cells"
-PREDICTIONS_SUFFIX = ".predictions.csv.gz"
-SPLITS = ("dev", "test")
+__all__ = ["BENCHMARK_FILE", "CELLS_DIR", "FORMAT", "MANIFEST_FILE", "PREDICTIONS_SUFFIX", "SPLITS", "CellResult",
+           "ResultSet", "predictions_bytes", "read_folder", "write_json"]
+
 TWIN_PREFIX = f"{twin_name()}-"  # a twin's method in a plan of one encoder
-TEXT_COLUMNS = ("sentence1", "sentence2")  # data, never written to a results folder
-PROBABILITY_DECIMALS = 6
-CELL_KEYS = ("format", "cell_hash", "protocol", "spec", "cell", "order", "metrics", "params", "tags", "run",
-             "predictions", "data_digest")
 
 
 def write_json(path: Path, value: dict) -> None:
     path.write_text(json.dumps(value, indent=1, sort_keys=True, default=str) + "\n", encoding="utf-8")
-
-
-def predictions_bytes(frames: dict[str, pd.DataFrame]) -> bytes:
-    """Dev and test predictions as one gzipped CSV with a ``split`` column, the same bytes for the
-    same predictions (no timestamp in the gzip header)."""
-    parts = []
-    for split in SPLITS:
-        frame = frames[split].drop(columns=[column for column in TEXT_COLUMNS if column in frames[split]])
-        probabilities = [column for column in frame if column == "prob" or column.startswith("prob_")]
-        frame = frame.assign(**{column: frame[column].astype(float).round(PROBABILITY_DECIMALS)
-                                for column in probabilities})
-        parts.append(frame.assign(split=split)[["split", *frame.columns]])
-    text = pd.concat(parts, ignore_index=True).to_csv(index=False).encode("utf-8")
-    buffer = io.BytesIO()
-    with gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0) as handle:
-        handle.write(text)
-    return buffer.getvalue()
-
-
-def read_predictions_file(path: Path) -> dict[str, pd.DataFrame]:
-    """``{split: frame}`` of a predictions file (ids, labels and predictions as text)."""
-    with gzip.open(path, "rt", encoding="utf-8") as handle:
-        frame = pd.read_csv(handle, dtype={column: str for column in (*ID_COLUMNS, "label", "pred", "split")},
-                            keep_default_na=False)
-    return {split: frame[frame["split"] == split].drop(columns="split").reset_index(drop=True) for split in SPLITS}
 
 
 @dataclass
@@ -127,76 +99,38 @@ class CellResult:
                         self.record["params"])
 
 
-def load_json(path: Path) -> dict:
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(f"{path}: missing") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise UserError(f"{path}: unreadable, truncated or edited ({type(error).__name__}: "
-                        f"{str(error).splitlines()[0][:120]})") from None
-    if not isinstance(value, dict):
-        raise UserError(f"{path}: not a results file (a JSON object expected)")
-    return value
-
-
-def accuracy(frame: pd.DataFrame) -> float:
-    return float((frame["pred"] == frame["label"]).mean()) if len(frame) else float("nan")
-
-
-def check_cell(folder: Path, path: Path) -> CellResult:
-    """One cell file and its predictions, every check made (one line naming the file otherwise)."""
-    record = load_json(path)
-    missing = [key for key in CELL_KEYS if key not in record]
-    if missing:
-        raise UserError(f"{path}: not a cell record (no {', '.join(missing)})")
-    if record["format"] > FORMAT:
-        raise UserError(f"{path}: written by a newer harness (format {record['format']}); update this checkout")
-    try:
-        newer = newer_concerns(record["protocol"])
-    except ValueError:
-        raise UserError(f"{path}: protocol {record['protocol']!r} is not a protocol version") from None
-    if newer:
-        raise UserError(f"{path}: made under protocol {record['protocol']}, newer than this harness's in "
-                        f"{', '.join(newer)}; update this checkout to use it")
-    if settings_hash(record["spec"], record["protocol"]) != record["cell_hash"] or \
-            path.name != f"{record['cell_hash']}.json":
-        raise UserError(f"{path}: its settings do not give its cell hash {record['cell_hash']}: edited by hand?")
-    predictions_path = folder / CELLS_DIR / record["predictions"]["file"]
-    if not predictions_path.is_file():
-        raise UserError(f"{path}: its predictions file {predictions_path} is missing")
-    content = predictions_path.read_bytes()
-    if hashlib.sha256(content).hexdigest() != record["predictions"]["sha256"]:
-        raise UserError(f"{predictions_path}: not the predictions its cell recorded (sha256 differs): truncated "
-                        f"or edited")
-    try:
-        predictions = read_predictions_file(predictions_path)
-    except Exception as error:  # noqa: BLE001 - any unreadable file is one line
-        raise UserError(f"{predictions_path}: unreadable ({type(error).__name__})") from None
-    for split in SPLITS:
-        metric = record["metrics"].get(f"{split}_acc")
-        if metric is not None and abs(accuracy(predictions[split]) - metric) > 1e-9:
-            raise UserError(f"{path}: {split}_acc {metric:.4f} is not its predictions' "
-                            f"{accuracy(predictions[split]):.4f}: edited by hand?")
-    return CellResult(folder, path, record, predictions)
-
-
-def read_folder(folder: Path) -> tuple[dict, list[CellResult]]:
-    """A results folder's benchmark record and its cells in plan order, all checked."""
-    folder = Path(folder)
+def read_benchmark(folder: Path, sealed: bool = True) -> tuple[dict, dict | None]:
+    """The folder's benchmark record and its manifest (``sealed`` False: none, for sealing a
+    format-1 folder), the record checked against the manifest."""
     if not (folder / BENCHMARK_FILE).is_file():
         raise UserError(f"{folder}: not a results folder (no {BENCHMARK_FILE}; write one with "
                         f"`python -m benchmarks export`)")
-    benchmark = load_json(folder / BENCHMARK_FILE)
-    if benchmark.get("format", 0) > FORMAT:
-        raise UserError(f"{folder / BENCHMARK_FILE}: written by a newer harness (format {benchmark['format']})")
-    for key in ("benchmark", "data_digest", "dataset"):
-        if key not in benchmark:
-            raise UserError(f"{folder / BENCHMARK_FILE}: not a benchmark record (no {key})")
-    cells = [check_cell(folder, path) for path in sorted((folder / CELLS_DIR).glob("*.json"))]
-    for cell in cells:
-        if cell.record["data_digest"] != benchmark["data_digest"]:
-            raise UserError(f"{cell.path}: a cell of another data set than its folder's {benchmark['dataset']}")
+    benchmark = read_record(folder / BENCHMARK_FILE, BENCHMARK)
+    if benchmark["format"] > FORMAT:
+        raise UserError(f"{folder / BENCHMARK_FILE}: written by a newer harness (format {benchmark['format']}); "
+                        f"update this checkout")
+    if not sealed:
+        return benchmark, None
+    if benchmark["format"] < FORMAT:
+        raise UserError(f"{folder / BENCHMARK_FILE}: format {benchmark['format']}, written before folders had a "
+                        f"{MANIFEST_FILE}; check and seal it with `python -m benchmarks seal {folder}`")
+    manifest = read_manifest(folder)
+    check_benchmark(folder, benchmark, manifest)
+    return benchmark, manifest
+
+
+def read_folder(folder: Path, sealed: bool = True) -> tuple[dict, list[CellResult]]:
+    """A results folder's benchmark record and its cells in plan order, all checked (``sealed``
+    False: all but the manifest's checks, to seal a folder written before manifests)."""
+    folder = Path(folder)
+    benchmark, manifest = read_benchmark(folder, sealed)
+    cells_dir = folder / CELLS_DIR
+    if cells_dir.is_symlink():
+        raise UserError(f"{cells_dir}: a link; a results folder holds its cells itself")
+    cells = [CellResult(folder, path, *check_cell(folder, path, benchmark, manifest))
+             for path in sorted(cells_dir.glob("*.json"))]
+    if manifest is not None:
+        check_listed(folder, manifest, {cell.cell_hash for cell in cells})
     return benchmark, sorted(cells, key=lambda cell: cell.record["order"])
 
 

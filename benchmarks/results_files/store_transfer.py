@@ -17,6 +17,7 @@ from benchmarks.plan.encoders import with_stages
 from benchmarks.report.cells_from_store import read_predictions
 from benchmarks.results_files.folder import (BENCHMARK_FILE, CELLS_DIR, FORMAT, PREDICTIONS_SUFFIX, SPLITS, CellResult,
                                       ResultSet, predictions_bytes, write_json)
+from benchmarks.results_files.manifest import write_manifest
 from harness.errors import UserError
 from harness.tracking.liveness import HOST_TAG, PID_TAG, STARTED_TAG
 from harness.tracking.runs import ensure_experiment, tracking_uri
@@ -112,6 +113,7 @@ def export_benchmark(name: str, out: Path) -> tuple[int, int]:
                                       if key in study}, "parent_run_id": study.get("origin_parent_run_id", parent),
                  "cells": len(runs)}
     write_json(staging / BENCHMARK_FILE, benchmark)
+    write_manifest(staging)
     ResultSet([staging])  # what was written reads back, every check passed
     written = sum(path.stat().st_size for path in staging.rglob("*") if path.is_file())
     shutil.rmtree(out, ignore_errors=True)

@@ -9,10 +9,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from sklearn.metrics import accuracy_score, f1_score
 
 from benchmarks.__main__ import main
 from benchmarks.results_files.folder import (BENCHMARK_FILE, CELLS_DIR, FORMAT, PREDICTIONS_SUFFIX, ResultSet,
                                              predictions_bytes, read_folder, write_json)
+from benchmarks.results_files.manifest import write_manifest
 from harness.errors import UserError
 from harness.protocol import PROTOCOL_VERSIONS, protocol_version, settings_hash
 
@@ -35,23 +37,27 @@ def write_cell(folder: Path, method: str, kind: str, seed: int, correct: list[bo
                encoder_name: str = "elmo") -> Path:
     frames = {"dev": predictions(correct[:10]), "test": predictions(correct)}
     spec = {"kind": kind, "seed": seed, "method": method, "encoder": encoder["identity"] if encoder else "",
+            "mix": "scalar", "head": "pool-mlp", "train_fraction": 1.0, "args": [], "config": "", "config_text": "",
             "data": DATA_DIGEST}
     protocol = protocol or protocol_version()
     cell_hash = settings_hash(spec, protocol)
     content = predictions_bytes(frames)
     (folder / CELLS_DIR / f"{cell_hash}{PREDICTIONS_SUFFIX}").write_bytes(content)
-    accuracy = {split: float((frame["pred"] == frame["label"]).mean()) for split, frame in frames.items()}
+    metrics = {f"{split}_{name}": score(frame["label"], frame["pred"], **options) for split, frame in frames.items()
+               for name, score, options in (("acc", accuracy_score, {}), ("f1", f1_score, {"pos_label": "1"}))}
     record = {"format": FORMAT, "cell_hash": cell_hash, "protocol": protocol, "commit": "abc", "spec": spec,
               "data_digest": DATA_DIGEST, "order": [0, order], "encoder": encoder,
               "cell": {"method": method, "kind": kind, "seed": seed, "encoder": encoder_name if encoder else "",
-                       "mix": "scalar", "head": "pool-mlp", "train_fraction": 1.0, "control": control,
-                       "family": "elmo", "transfer": "", "probe_of": "", "grid_of": "", "learning_rate": None},
-              "metrics": {"dev_acc": accuracy["dev"], "test_acc": accuracy["test"], "dev_f1": 0.5, "test_f1": 0.5},
+                       "encoder_run": "pretrain-run", "mix": "scalar", "head": "pool-mlp", "train_fraction": 1.0,
+                       "control": control, "args": [], "config": "", "family": "elmo", "transfer": "",
+                       "encoder_identity": spec["encoder"], "probe_of": "", "grid_of": "", "learning_rate": None},
+              "metrics": metrics,
               "params": {"encoder_layers": "3", "dev_pairs": "10", "test_pairs": str(len(correct))},
               "tags": {"method": method},
               "run": {"run_id": f"run-{encoder_name}-{method}-{seed}", "parent_run_id": "parent"},
               "predictions": {"file": f"{cell_hash}{PREDICTIONS_SUFFIX}",
-                              "sha256": hashlib.sha256(content).hexdigest(), "rows": {"dev": 10, "test": 40}}}
+                              "sha256": hashlib.sha256(content).hexdigest(),
+                              "rows": {"dev": len(frames["dev"]), "test": len(frames["test"])}}}
     path = folder / CELLS_DIR / f"{cell_hash}.json"
     write_json(path, record)
     return path
@@ -68,6 +74,7 @@ def make_folder(folder: Path, seeds: int = 3, twin_right: int = 26) -> Path:
                    control="random-scalar-pool-mlp")
         write_cell(folder, "random-scalar-pool-mlp", "random", seed, [i < twin_right + seed for i in range(40)],
                    2 * seed + 1)
+    write_manifest(folder)
     return folder
 
 
@@ -147,7 +154,8 @@ def edit_predictions(folder):
 
 def future_protocol(folder):
     newer = protocol_version({**PROTOCOL_VERSIONS, "heads": PROTOCOL_VERSIONS["heads"] + 1})
-    path = write_cell(folder, "elmo-scalar-pool-mlp", "pretrained", 9, [True] * 40, 99, protocol=newer)
+    path = write_cell(folder, "elmo-scalar-pool-mlp", "pretrained", 9, [True] * 40, 99, control="random-scalar-pool-mlp",
+                      protocol=newer)
     return path.name, "newer than this harness's in heads"
 
 
@@ -180,12 +188,15 @@ def test_a_bad_folder_is_one_line_naming_the_file_and_nothing_is_imported(tmp_pa
 
 def test_a_conflict_between_folders_is_named_never_averaged(tmp_path):
     first, second = make_folder(tmp_path / "a"), make_folder(tmp_path / "b")
-    edit_record(first_cell(second), lambda record: record["metrics"].update(test_f1=0.7))
+    write_cell(second, "elmo-scalar-pool-mlp", "pretrained", 0, [i % 10 != 1 for i in range(40)], 0,
+               control="random-scalar-pool-mlp")  # the same cell, under the same checkpoint, other predictions
+    write_manifest(second)
     with pytest.raises(UserError, match="has other numbers"):
         ResultSet([first, second])
-    third = make_folder(tmp_path / "c", seeds=0)  # the same cell from another checkpoint, other predictions
-    write_cell(third, "elmo-scalar-pool-mlp", "pretrained", 0, [i % 10 != 1 for i in range(40)], 0,
+    third = make_folder(tmp_path / "c", seeds=0)  # the same cell from another checkpoint, other predictions, the same
+    write_cell(third, "elmo-scalar-pool-mlp", "pretrained", 0, [i % 10 != 2 for i in range(40)], 0,  # scores
                control="random-scalar-pool-mlp", encoder={**ENCODER, "digest": "f" * 64})
+    write_manifest(third)
     with pytest.raises(UserError, match="names another checkpoint"):
         ResultSet([first, third])
 
@@ -196,6 +207,7 @@ def test_a_cell_two_chunks_ran_from_copies_of_one_stage_is_reported_once_and_nam
     first, second = make_folder(tmp_path / "a"), make_folder(tmp_path / "b")
     for path in (second / CELLS_DIR).glob("*.json"):
         edit_record(path, lambda record: record["encoder"].update(digest="f" * 64))
+    write_manifest(second)
     merged = ResultSet([first, second])
     assert len(merged.ordered) == 6 and {cell.folder.name for cell in merged.ordered} == {"a"}
     (note,) = merged.notes
@@ -206,11 +218,14 @@ def test_a_cell_two_chunks_ran_from_two_pretrainings_of_one_stage_is_reported_on
     """CPU pretraining is not always bit-reproducible: two chunks' copies of one stage may differ, and
     so may the cells they share. Reported once, from the first folder, the other score named."""
     first, second = make_folder(tmp_path / "a"), make_folder(tmp_path / "b")
-    spoilt = first_cell(second)
-    edit_record(spoilt, lambda record: record["metrics"].update(test_f1=0.7))
+    other_predictions = [i % 10 != 1 for i in range(40)]
+    write_cell(second, "elmo-scalar-pool-mlp", "pretrained", 0, other_predictions, 0, control="random-scalar-pool-mlp")
+    write_manifest(second)
     with pytest.raises(UserError, match="has other numbers"):  # one checkpoint, other numbers: a conflict
         ResultSet([first, second])
-    edit_record(spoilt, lambda record: record["encoder"].update(digest="f" * 64))
+    write_cell(second, "elmo-scalar-pool-mlp", "pretrained", 0, other_predictions, 0, control="random-scalar-pool-mlp",
+               encoder={**ENCODER, "digest": "f" * 64})
+    write_manifest(second)
     merged = ResultSet([first, second])
     assert len(merged.ordered) == 6 and {cell.folder.name for cell in merged.ordered} == {"a"}
     assert any("ran again in b from another pretraining of the same stage (checkpoint ffffffffffff" in note
@@ -218,6 +233,7 @@ def test_a_cell_two_chunks_ran_from_two_pretrainings_of_one_stage_is_reported_on
     for seed, right in ((2, 20), (0, 32)):  # two seeds scored apart: named per seed, in seed order
         write_cell(second, "elmo-scalar-pool-mlp", "pretrained", seed, [i < right for i in range(40)], 2 * seed,
                    control="random-scalar-pool-mlp", encoder={**ENCODER, "digest": "f" * 64})
+    write_manifest(second)
     (note,) = [note for note in ResultSet([first, second]).notes if note.startswith("elmo-scalar-pool-mlp")]
     assert "(seed 0, 2)" in note and "scored 80.0%, 50.0% test accuracy, not 90.0%;" in note
 
@@ -225,11 +241,15 @@ def test_a_cell_two_chunks_ran_from_two_pretrainings_of_one_stage_is_reported_on
 def test_two_checkpoints_under_one_method_stop_the_merge_and_under_one_name_are_named(tmp_path):
     folder = make_folder(tmp_path / "a", seeds=1)
     other = {**ENCODER, "digest": "b" * 64, "identity": "stage-2"}
-    write_cell(folder, "elmo-scalar-pool-mlp", "pretrained", 5, [True] * 40, 9, encoder=other)
+    write_cell(folder, "elmo-scalar-pool-mlp", "pretrained", 5, [True] * 40, 9, control="random-scalar-pool-mlp",
+               encoder=other)
+    write_manifest(folder)
     with pytest.raises(UserError, match="encoder 'elmo'.* is two checkpoints"):
         ResultSet([folder])
     chunks = make_folder(tmp_path / "b", seeds=1)
-    write_cell(chunks, "elmo-gradual-attn", "pretrained", 0, [True] * 40, 9, encoder=other)
+    write_cell(chunks, "elmo-gradual-attn", "pretrained", 0, [True] * 40, 9, control="random-gradual-attn",
+               encoder=other)
+    write_manifest(chunks)
     (note,) = ResultSet([chunks]).notes
     assert note.startswith("encoder 'elmo' is 2 checkpoints") and "bbbbbbbbbbbb" in note
 
@@ -244,6 +264,7 @@ def test_the_twins_of_two_encoders_from_their_own_chunks_stay_two_methods_in_the
                    control="random-scalar-pool-mlp", encoder=other, encoder_name="gpt")
         write_cell(gpt, "random-scalar-pool-mlp", "random", seed, [i < 20 + seed for i in range(40)], 2 * seed + 1,
                    encoder=other, encoder_name="gpt")
+    write_manifest(gpt)
     with pytest.raises(UserError, match="'random-scalar-pool-mlp' .* is two checkpoints"):
         ResultSet([elmo, gpt])  # the files' own names: one twin method over two encoders
     merged = ResultSet([elmo, gpt], name_twins_by_encoder=True)
@@ -261,6 +282,7 @@ def test_mixed_protocol_versions_within_one_comparison_are_named(tmp_path):
     folder = make_folder(tmp_path / "a", seeds=1)
     older = protocol_version({**PROTOCOL_VERSIONS, "heads": 0})
     write_cell(folder, "random-scalar-pool-mlp", "random", 4, [True] * 40, 9, protocol=older)
+    write_manifest(folder)
     with pytest.raises(UserError, match="mixes protocol versions"):
         ResultSet([folder])
 
@@ -277,6 +299,7 @@ def test_the_report_adjusts_over_the_folders_and_the_declared_chunks_registered_
     benchmark = json.loads((folder / BENCHMARK_FILE).read_text())
     benchmark["settings"]["comparisons"] = ["elmo-scalar-pool-mlp"]
     write_json(folder / BENCHMARK_FILE, benchmark)
+    write_manifest(folder)
     chunk = tmp_path / "chunk.yaml"  # a chunk not run yet, registered before it runs
     chunk.write_text("encoders: [{name: gpt-reuters, run: 'runs:/abc'}]\ncomparisons: [gpt-reuters-full-cls]\n")
     assert main(["report", str(folder), "--out", str(tmp_path / "alone")]) == 0

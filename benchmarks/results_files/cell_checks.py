@@ -1,0 +1,141 @@
+"""One cell of a results folder, checked before it is used: a cell is evidence, not an assertion.
+
+Every field that decides or labels a number is derived or checked: the hash from the settings
+(``spec``) under the cell's protocol; the labels a report reads (method, kind, seed, fraction,
+mix, head, control, encoder) from the same settings; dev and test accuracy and F1 recomputed from
+the predictions, which must be the file beside the cell that its record and the folder's manifest
+name; the rest (the encoder block, other metrics, params) against the manifest's digests. A
+mismatch is one line naming the file and the field."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+from sklearn.metrics import accuracy_score, f1_score
+
+from benchmarks.plan.cells import grid_point, twin_name
+from benchmarks.results_files import manifest as folder_manifest
+from benchmarks.results_files.predictions_file import SPLITS, predictions_path, read_predictions_file
+from benchmarks.results_files.record_shapes import CELL, FORMAT, read_record
+from harness.errors import UserError
+from harness.protocol import newer_concerns, settings_hash
+
+SPEC_LABELS = ("method", "kind", "seed", "train_fraction", "mix", "head", "args", "config")  # cell field = spec's
+TOLERANCE = 1e-9
+
+
+def check_version(record: dict, path: Path) -> None:
+    if record["format"] > FORMAT:
+        raise UserError(f"{path}: written by a newer harness (format {record['format']}); update this checkout")
+    try:
+        newer = newer_concerns(record["protocol"])
+    except ValueError:
+        raise UserError(f"{path}: protocol {record['protocol'][:40]!r} is not a protocol version") from None
+    if newer:
+        raise UserError(f"{path}: made under protocol {record['protocol']}, newer than this harness's in "
+                        f"{', '.join(newer)}; update this checkout to use it")
+    if settings_hash(record["spec"], record["protocol"]) != record["cell_hash"] or \
+            path.name != f"{record['cell_hash']}.json":
+        raise UserError(f"{path}: its settings do not give its cell hash {record['cell_hash'][:40]}: edited by hand?")
+
+
+def twin_controls(cell: dict) -> set[str]:
+    """The names a pretrained cell's random twin may have: ``random-…`` or, in a plan of several
+    encoders, ``random(<encoder>)-…`` (``benchmarks.plan.cells.plan``)."""
+    rest = cell["method"].removeprefix(f"{cell['encoder']}-")
+    return {f"{twin_name()}-{rest}", f"{twin_name(cell['encoder'])}-{rest}"}
+
+
+def check_control(cell: dict, random_control: bool, path: Path) -> None:
+    """A pretrained cell's control is its own twin (where the benchmark ran twins); no other cell has one."""
+    if cell["kind"] == "pretrained" and not cell["method"].startswith(f"{cell['encoder']}-"):
+        raise UserError(f"{path}: cell.method {cell['method'][:80]!r} is not a method of its encoder "
+                        f"{cell['encoder'][:40]!r}: edited by hand?")
+    if cell["kind"] == "random" and not any(cell["method"].startswith(f"{twin}-")
+                                            for twin in (twin_name(), twin_name(cell["encoder"]))):
+        raise UserError(f"{path}: cell.method {cell['method'][:80]!r} of kind random is not a twin's: edited by hand?")
+    expected = twin_controls(cell) if cell["kind"] == "pretrained" and random_control else {""}
+    if cell["control"] not in expected:
+        raise UserError(f"{path}: cell.control {cell['control'][:80]!r} is not {' or '.join(map(repr, sorted(expected)))}"
+                        f" (a {cell['kind']} cell of method {cell['method'][:80]!r}): edited by hand?")
+
+
+def check_labels(record: dict, benchmark: dict, path: Path) -> None:
+    """The fields a report reads beside the settings are the settings' own."""
+    spec, cell, encoder = record["spec"], record["cell"], record["encoder"]
+    if not record["data_digest"] == spec["data"] == benchmark["data_digest"]:
+        raise UserError(f"{path}: data_digest: a cell of another data set than its settings' or its folder's "
+                        f"({benchmark['dataset'][:40]})")
+    pairs = [(f"cell.{key}", cell[key], spec[key]) for key in SPEC_LABELS]
+    pairs += [("cell.probe_of", cell["probe_of"], spec.get("probe_of", "")),
+              ("cell.encoder_identity", cell["encoder_identity"], spec["encoder"])]
+    if encoder is not None:
+        pairs += [("encoder.identity", encoder["identity"], spec["encoder"]), ("encoder.name", encoder["name"],
+                                                                               cell["encoder"])]
+    for field, found, expected in pairs:
+        if found != expected:
+            raise UserError(f"{path}: {field} {str(found)[:80]!r} is not {str(expected)[:80]!r}, what its settings "
+                            f"(its hash) and its folder say: edited by hand?")
+    if (cell["grid_of"] or cell["learning_rate"] is not None) and \
+            cell["method"] != grid_point(cell["grid_of"], float(cell["learning_rate"] or 0)):
+        raise UserError(f"{path}: cell.grid_of and cell.learning_rate do not give its method "
+                        f"{cell['method'][:80]!r}: edited by hand?")
+    random_control = (benchmark.get("settings") or {}).get("random_control", True) is not False
+    check_control(cell, random_control, path)
+
+
+def recomputed(frame: pd.DataFrame, split: str, labels: list[str], positive_label: str | None) -> dict[str, float]:
+    """``<split>_acc`` and ``<split>_f1`` as ``downstream.evaluation.split_metrics`` computes them:
+    binary F1 of the positive label for 2 labels, else macro F1."""
+    if not len(frame):
+        return {f"{split}_acc": math.nan, f"{split}_f1": math.nan}
+    truth, predicted = frame["label"].astype(str), frame["pred"].astype(str)
+    if len(labels) == 2:
+        f1 = f1_score(truth, predicted, average="binary", pos_label=positive_label or labels[-1], zero_division=0)
+    else:
+        f1 = f1_score(truth, predicted, average="macro", zero_division=0)
+    return {f"{split}_acc": float(accuracy_score(truth, predicted)), f"{split}_f1": float(f1)}
+
+
+def check_metrics(record: dict, predictions: dict[str, pd.DataFrame], benchmark: dict, path: Path) -> None:
+    """Accuracy and F1 of each split, the row counts and the data set's params are the predictions' own."""
+    for split in SPLITS:
+        rows = len(predictions[split])
+        if record["predictions"]["rows"][split] != rows:
+            raise UserError(f"{path}: predictions.rows.{split} {record['predictions']['rows'][split]} is not its "
+                            f"predictions' {rows}: edited by hand?")
+        if record["params"].get(f"{split}_pairs", str(rows)) != str(rows):
+            raise UserError(f"{path}: params.{split}_pairs {record['params'][f'{split}_pairs'][:20]!r} is not its "
+                            f"predictions' {rows}: edited by hand?")
+        for metric, value in recomputed(predictions[split], split, benchmark["labels"],
+                                        benchmark["positive_label"]).items():
+            found = record["metrics"].get(metric)
+            if found is None or not (math.isclose(found, value, rel_tol=0, abs_tol=TOLERANCE) or
+                                     math.isnan(found) and math.isnan(value)):
+                raise UserError(f"{path}: {metric} {found if found is None else f'{found:.4f}'} is not its "
+                                f"predictions' {value:.4f}: edited by hand?")
+    positive = record["params"].get("positive_label")
+    if positive is not None and benchmark["positive_label"] is not None and positive != benchmark["positive_label"]:
+        raise UserError(f"{path}: params.positive_label {positive[:20]!r} is not its folder's "
+                        f"{benchmark['positive_label'][:20]!r}: edited by hand?")
+
+
+def check_cell(folder: Path, path: Path, benchmark: dict, manifest: dict | None
+               ) -> tuple[dict, dict[str, pd.DataFrame]]:
+    """One cell file and its predictions, every check made (``manifest`` None: all but the
+    manifest's, for sealing a folder written before manifests); returns its record and predictions."""
+    record = read_record(path, CELL)
+    check_version(record, path)
+    check_labels(record, benchmark, path)
+    if manifest is not None:
+        folder_manifest.check_predictions(manifest, record, path)
+    predictions_file = predictions_path(folder / folder_manifest.CELLS_DIR, path, record["cell_hash"],
+                                        record["predictions"]["file"])
+    predictions = read_predictions_file(predictions_file, record["predictions"]["sha256"], benchmark["data_digest"],
+                                        benchmark["labels"])
+    check_metrics(record, predictions, benchmark, path)
+    if manifest is not None:
+        folder_manifest.check_fields(manifest, record, path)
+    return record, predictions
