@@ -9,6 +9,7 @@ mismatch is one line naming the file and the field."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -76,8 +77,8 @@ def check_labels(record: dict, benchmark: dict, path: Path) -> None:
                                                                                cell["encoder"])]
     for field, found, expected in pairs:
         if found != expected:
-            raise UserError(f"{path}: {field} {str(found)[:80]!r} is not {str(expected)[:80]!r}, what its settings "
-                            f"(its hash) and its folder say: edited by hand?")
+            raise UserError(f"{path}: {field} {json.dumps(found)[:80]} is not {json.dumps(expected)[:80]}, what its "
+                            f"settings (its hash) say: edited by hand?")
     if (cell["grid_of"] or cell["learning_rate"] is not None) and \
             cell["method"] != grid_point(cell["grid_of"], float(cell["learning_rate"] or 0)):
         raise UserError(f"{path}: cell.grid_of and cell.learning_rate do not give its method "

@@ -23,7 +23,7 @@ SPLITS = ("dev", "test")
 TEXT_COLUMNS = ("sentence1", "sentence2")  # data, never written to a results folder
 PROBABILITY_DECIMALS = 6
 DEFAULT_MAX_PAIRS = 100_000  # a split's pairs at most, for data whose sizes no registry entry states
-ROW_BYTES = 1024  # a row's split, ids, label and prediction, at most
+ROW_BYTES = 512  # a row's split, ids, label and prediction, at most
 PROBABILITY_BYTES = 32  # and each probability column's
 READ_BYTES = 1 << 20
 
