@@ -11,9 +11,13 @@ import time
 import tracemalloc
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
+from sklearn.metrics import accuracy_score, f1_score
 
 from benchmarks.__main__ import main
+from benchmarks.results_files.cell_checks import recomputed
 from benchmarks.results_files.folder import BENCHMARK_FILE, CELLS_DIR, MANIFEST_FILE, ResultSet, read_folder
 from harness.errors import UserError
 from tests.benchmarks.test_results_files import edit_record, make_folder
@@ -260,3 +264,16 @@ def test_sealing_checks_the_folder_first_and_writes_nothing_when_a_check_fails(t
     assert main(["seal", str(folder)]) == 2
     assert "cell.seed" in capsys.readouterr().err and not (folder / MANIFEST_FILE).exists()
     assert json.loads((folder / BENCHMARK_FILE).read_text())["format"] == 1
+
+
+@pytest.mark.parametrize("labels", [["0", "1"], ["a", "b", "c", "d"]], ids=["binary", "macro"])
+def test_the_recomputed_metrics_are_sklearns(labels):
+    """The checks count instead of calling sklearn (seconds over a folder); the numbers are the same."""
+    generator = np.random.default_rng(0)
+    for size in (1, 7, 400):
+        frame = pd.DataFrame({"label": generator.choice(labels, size), "pred": generator.choice(labels[:-1], size)})
+        binary = {"average": "binary", "pos_label": labels[-1]} if len(labels) == 2 else {"average": "macro"}
+        expected = {"test_acc": accuracy_score(frame["label"], frame["pred"]),
+                    "test_f1": f1_score(frame["label"], frame["pred"], zero_division=0, **binary)}
+        assert recomputed(frame, "test", labels, labels[-1] if len(labels) == 2 else None) == pytest.approx(expected,
+                                                                                                           abs=1e-12)
