@@ -83,7 +83,7 @@ def check_labels(record: dict, benchmark: dict, path: Path) -> None:
             cell["method"] != grid_point(cell["grid_of"], float(cell["learning_rate"] or 0)):
         raise UserError(f"{path}: cell.grid_of and cell.learning_rate do not give its method "
                         f"{cell['method'][:80]!r}: edited by hand?")
-    random_control = (benchmark.get("settings") or {}).get("random_control", True) is not False
+    random_control = (benchmark.get("settings") or {}).get("random_control", True)
     check_control(cell, random_control, path)
 
 

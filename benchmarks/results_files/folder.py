@@ -131,6 +131,9 @@ def read_folder(folder: Path, sealed: bool = True) -> tuple[dict, list[CellResul
              for path in sorted(cells_dir.glob("*.json"))]
     if manifest is not None:
         check_listed(folder, manifest, {cell.cell_hash for cell in cells})
+    if benchmark.get("cells", len(cells)) != len(cells):
+        raise UserError(f"{folder / BENCHMARK_FILE}: cells {benchmark['cells']}, but the folder holds {len(cells)}: "
+                        f"truncated?")
     return benchmark, sorted(cells, key=lambda cell: cell.record["order"])
 
 

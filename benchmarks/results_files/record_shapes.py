@@ -31,7 +31,8 @@ TEXT_FIELDS = Each(str)
 SPLIT_COUNTS = {"dev": int, "test": int}
 
 BENCHMARK = {"format": int, "benchmark": str, "dataset": str, "data_digest": str, "experiment?": str,
-             "labels": [str], "positive_label": (str, type(None)), "settings?": (dict, type(None)),
+             "labels": [str], "positive_label": (str, type(None)),
+             "settings?": ({"comparisons?": ([str], type(None)), "random_control?": bool}, type(None)),
              "parent_run_id?": str, "cells?": int}
 
 SPEC = {"kind": str, "seed": int, "method": str, "encoder": str, "mix": str, "head": str, "train_fraction": NUMBER,

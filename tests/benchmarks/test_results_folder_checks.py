@@ -146,6 +146,12 @@ def deep_nesting(folder):
     return "RecursionError"
 
 
+def text_comparisons(folder):
+    """A type a forger might also put in the manifest: still one line."""
+    edit_record(folder / BENCHMARK_FILE, lambda record: record["settings"].update(comparisons=5))
+    return "settings.comparisons is int, not a list or null"
+
+
 def manifest_lacks_a_field(folder):
     edit_manifest(folder, lambda manifest: manifest["benchmark"].pop("labels"))
     return "labels"
@@ -155,7 +161,7 @@ def manifest_lacks_a_field(folder):
                                    edit_settings, edit_positive_label, swap_predictions, drop_a_cell,
                                    escaping_name("../../x"), escaping_name("/etc/hostname"),
                                    escaping_name("../cells/x.predictions.csv.gz"), link_out, text_format, null_order,
-                                   list_for_object, text_seed, deep_nesting, manifest_lacks_a_field],
+                                   list_for_object, text_seed, deep_nesting, text_comparisons, manifest_lacks_a_field],
                          ids=lambda spoil: spoil.__name__)
 def test_an_edited_folder_is_one_line_naming_the_file_and_the_field_and_nothing_is_reported(tmp_path, spoil, capsys):
     folder = make_folder(tmp_path / "a")
