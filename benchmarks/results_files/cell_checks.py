@@ -20,10 +20,11 @@ from benchmarks.plan.cells import grid_point, twin_name
 from benchmarks.results_files import manifest as folder_manifest
 from benchmarks.results_files.predictions_file import SPLITS, predictions_path, read_predictions_file
 from benchmarks.results_files.record_shapes import CELL, FORMAT, read_record
+from benchmarks.tasks.cells import portable_args
 from harness.errors import UserError
 from harness.protocol import newer_concerns, settings_hash
 
-SPEC_LABELS = ("method", "kind", "seed", "train_fraction", "mix", "head", "args", "config")  # cell field = spec's
+SPEC_LABELS = ("method", "kind", "seed", "train_fraction", "mix", "head", "config")  # cell field = spec's
 TOLERANCE = 1e-9
 
 
@@ -70,7 +71,8 @@ def check_labels(record: dict, benchmark: dict, path: Path) -> None:
         raise UserError(f"{path}: data_digest: a cell of another data set than its settings' or its folder's "
                         f"({benchmark['dataset'][:40]})")
     pairs = [(f"cell.{key}", cell[key], spec[key]) for key in SPEC_LABELS]
-    pairs += [("cell.probe_of", cell["probe_of"], spec.get("probe_of", "")),
+    pairs += [("cell.args", portable_args(cell["args"]), spec["args"]),  # less where this machine's data lies
+              ("cell.probe_of", cell["probe_of"], spec.get("probe_of", "")),
               ("cell.encoder_identity", cell["encoder_identity"], spec["encoder"])]
     if encoder is not None:
         pairs += [("encoder.identity", encoder["identity"], spec["encoder"]), ("encoder.name", encoder["name"],

@@ -4,7 +4,7 @@ where an object belongs) is one line naming the file and the field, never a Type
 
 A shape is a type (``str``, ``int``: never a bool, ``NUMBER``: int or float), a tuple of shapes
 (any one of them), ``[shape]`` (a list of them), ``{key: shape}`` (an object with those keys; a
-key ending in ``?`` may be absent, others keys are allowed) or ``Each(shape)`` (an object whose
+key ending in ``?`` may be absent, other keys are allowed) or ``Each(shape)`` (an object whose
 every value has that shape)."""
 
 from __future__ import annotations

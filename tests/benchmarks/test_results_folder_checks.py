@@ -19,6 +19,7 @@ from sklearn.metrics import accuracy_score, f1_score
 from benchmarks.__main__ import main
 from benchmarks.results_files.cell_checks import recomputed
 from benchmarks.results_files.folder import BENCHMARK_FILE, CELLS_DIR, MANIFEST_FILE, ResultSet, read_folder
+from benchmarks.results_files.manifest import write_manifest
 from harness.errors import UserError
 from tests.benchmarks.test_results_files import edit_record, make_folder
 
@@ -190,6 +191,20 @@ def test_the_arms_of_a_committed_folder_swapped_no_longer_flip_its_gap(tmp_path,
     assert main(["report", str(folder), "--out", str(tmp_path / "report")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "cell.method" in err and "edited by hand" in err
+
+
+def test_a_cell_may_name_where_its_data_lay_beside_its_settings_but_no_other_flag(tmp_path):
+    """A cell's args keep the flags that locate data on the machine that ran it; its settings (its
+    hash) drop them (``benchmarks.tasks.cells.portable_args``)."""
+    folder = make_folder(tmp_path / "a")
+    path = cells_by_arm(folder)[("random", 0)]
+    edit_record(path, lambda record: record["cell"].update(args=["--data.mrpc_dir=/data/mrpc"]))
+    write_manifest(folder)
+    assert len(ResultSet([folder]).ordered) == 6
+    edit_record(path, lambda record: record["cell"].update(args=["--data.mrpc_dir=/data/mrpc", "--model.head=attn"]))
+    write_manifest(folder)
+    with pytest.raises(UserError, match=r"cell.args \["):
+        ResultSet([folder])
 
 
 def bomb(members: int) -> bytes:
