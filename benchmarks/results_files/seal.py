@@ -19,13 +19,16 @@ def seal_folder(folder: Path) -> int:
     if (folder / MANIFEST_FILE).exists() or (folder / MANIFEST_FILE).is_symlink():
         raise UserError(f"{folder / MANIFEST_FILE}: the folder is sealed already")
     benchmark, cells = read_folder(folder, sealed=False)
-    staged = folder / f".{BENCHMARK_FILE}.sealing"
-    write_json(staged, {**benchmark, "format": FORMAT})
+    staged = folder / f".{BENCHMARK_FILE}.partial"
     try:
-        write_manifest(folder)
-    except BaseException:
+        write_json(staged, {**benchmark, "format": FORMAT})
+        manifest = write_manifest(folder)  # digests leave out the format: the same before and after
+        try:
+            os.replace(staged, folder / BENCHMARK_FILE)
+        except BaseException:
+            manifest.unlink()  # sealed whole or not at all
+            raise
+    finally:
         staged.unlink(missing_ok=True)
-        raise
-    os.replace(staged, folder / BENCHMARK_FILE)
     ResultSet([folder])  # what was sealed reads back, every check passed
     return len(cells)
