@@ -130,8 +130,8 @@ def context_lines(results: dict[str, float], scores: dict[str, dict | str] | Non
     for name, title in BASELINE_TITLES.items():
         value = (scores or {}).get(name)
         if isinstance(value, dict):
-            note = BASELINE_NOTES[name] + (f"; on {scored_on}" if name == "majority" and test_pairs is not None
-                                           else "")
+            subset = name == "majority" and None not in (test_pairs, all_test_pairs) and test_pairs < all_test_pairs
+            note = BASELINE_NOTES[name] + (f"; these {test_pairs} of {all_test_pairs} test pairs" if subset else "")
             lines.append(f"  {'':<10} {value['test_acc']:.3f}     {value['test_f1']:.3f}     {title} ({note})")
         elif isinstance(value, str):
             lines.append(f"  {'':<10} {'–':<9} {'–':<9} {title}: {value}")

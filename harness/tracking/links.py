@@ -73,8 +73,8 @@ def serve_hint(base: str) -> str:
     there (and that a UI on another port makes later links follow it)."""
     if ui_answers(base):
         return f"(the UI at {base} serves them)"
-    return (f"(no UI answers at {base} now: start it with `{serve_command(base)}`; started on another "
-            f"port, `make ui PORT=…` prints its own links and later commands link there)")
+    return (f"(no UI answers at {base} now: start it with `{serve_command(base)}`; "
+            f"on another port, later links follow it)")
 
 
 def experiment_link(experiment_id: str, view: str | None = None, base: str | None = None) -> str:

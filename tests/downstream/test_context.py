@@ -111,7 +111,8 @@ def test_the_majority_line_names_the_subset_of_test_pairs_it_was_scored_on():
     subset = context.context_lines({"test_acc": 0.70, "test_f1": 0.8}, SCORES, None, False, "", "MSR test",
                                    "--model.encoder=random", test_pairs=1000, all_test_pairs=1725)
     majority = next(line for line in subset if "majority class" in line)
-    assert majority.endswith("(every pair: the most frequent train label; on MSR test: 1000 of its 1725 pairs)")
+    assert majority.endswith("majority class (every pair: the most frequent train label; these 1000 of 1725 test "
+                             "pairs)")
     assert "(MSR test: 1000 of its 1725 pairs, the same pairs in every row)" in subset[0]
     whole = context.context_lines({"test_acc": 0.70, "test_f1": 0.8}, SCORES, None, False, "", "MSR test",
                                   "--model.encoder=random", test_pairs=1725, all_test_pairs=1725)

@@ -81,6 +81,6 @@ def test_first_look_prints_the_gap_in_context(tmp_path, real_mrpc_dir, monkeypat
     assert client.get_run(transfer).data.tags["pretrain_run_id"] not in ("random", "")
     assert re.search(r"^  twin       \S+/runs/" + twin, out, re.MULTILINE) and "\n  compare    http" in out
     majority = next(line for line in out.splitlines() if "majority class" in line)
-    assert "MSR test: 1000 of its 1725 pairs" in majority  # not the 0.665 of the whole test set
+    assert "these 1000 of 1725 test pairs" in majority  # not the 0.665 of the whole test set
     assert not re.search(r"\bpoints\b", out)  # fractions throughout, as the metrics are
     assert len(out.splitlines()) <= 30  # one screen
