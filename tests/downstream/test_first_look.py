@@ -9,6 +9,7 @@ from mlflow.tracking import MlflowClient
 
 from downstream import first_look
 from harness.tracking import ui_address
+from tests.test_readme import README, summary_sample
 
 SUMMARY = """Seed set to 0
 `Trainer.fit` stopped: `max_epochs=4` reached.
@@ -84,3 +85,10 @@ def test_first_look_prints_the_gap_in_context(tmp_path, real_mrpc_dir, monkeypat
     assert "these 1000 of 1725 test pairs" in majority  # not the 0.665 of the whole test set
     assert not re.search(r"\bpoints\b", out)  # fractions throughout, as the metrics are
     assert len(out.splitlines()) <= 30  # one screen
+
+    def labels(lines):
+        return [line[2:13].strip() for line in lines if line[2:13].strip()]
+
+    real = (tmp_path / "logs" / "finetune.log").read_text().splitlines()
+    real = real[next(k for k, line in enumerate(real) if line.startswith(first_look.SUMMARY_START)):]
+    assert labels(summary_sample(README.read_text(encoding="utf-8"))[1:]) == labels(real[1:])  # the README's shape
