@@ -1,11 +1,14 @@
 """The README's first screen: what the project is, how to set it up, run it and test it, with a
 unit beside every figure; its sample summary is checked against a real run's in
-tests/downstream/test_first_look.py."""
+tests/downstream/test_first_look.py. ``results/README.md`` names every results folder and a
+command that reads it."""
 
 import re
 from pathlib import Path
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+REPO = Path(__file__).resolve().parents[1]
+README = REPO / "README.md"
+RESULTS = REPO / "results"
 FIRST_SCREEN = 40  # lines
 UNITS = ("minutes", "seconds", "hours", "pairs", "sentences", "tokens", "words", "points", "steps", "GiB", "MB")
 
@@ -39,3 +42,20 @@ def test_the_sample_summary_has_the_lines_of_a_summary_beside_its_twin():
               if line[2:13].strip()]
     assert labels == ["method", "train", "features", "dev", "test", "context", "gap", "mix", "run", "run page",
                       "runs", "compare"]
+
+
+def test_the_results_index_names_every_folder_and_a_command_that_reads_it():
+    index = (RESULTS / "README.md").read_text(encoding="utf-8")
+    rows = {row.split("|")[1].strip(" `"): row.split("|")[3] for row in index.splitlines()
+            if row.startswith("| `")}
+    folders = {path.parent.relative_to(RESULTS) for path in RESULTS.rglob("benchmark.json")}
+    for folder in folders:
+        named = [row for row in rows if (RESULTS / row.rstrip("/")) in (RESULTS / folder, (RESULTS / folder).parent)]
+        assert named, f"results/{folder} is not in results/README.md"
+        if (RESULTS / named[0].rstrip("/")) != RESULTS / folder:  # a study's chunks: named in its row
+            assert f"`{folder.name}`" in index, folder
+    targets = set(re.findall(r"^([a-z-]+):", (REPO / "Makefile").read_text(), re.MULTILINE))
+    for row, command in rows.items():
+        assert (RESULTS / row.rstrip("/")).is_dir(), row
+        made = re.findall(r"`make ([a-z-]+)", command)
+        assert made and set(made) <= targets, command
