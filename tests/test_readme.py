@@ -1,7 +1,8 @@
 """The README's first screen: what the project is, how to set it up, run it and test it, with a
 unit beside every figure; its sample summary is checked against a real run's in
 tests/downstream/test_first_look.py. ``results/README.md`` names every results folder and a
-command that reads it."""
+command that reads it. The user docs hold no lab notes (commits, what else the machine was doing,
+test counts): history goes to the git log and the study report's provenance."""
 
 import re
 from pathlib import Path
@@ -59,3 +60,12 @@ def test_the_results_index_names_every_folder_and_a_command_that_reads_it():
         assert (RESULTS / row.rstrip("/")).is_dir(), row
         made = re.findall(r"`make ([a-z-]+)", command)
         assert made and set(made) <= targets, command
+
+
+LAB_NOTES = re.compile(r"\([0-9a-f]{7,40}\)|\bcommit [0-9a-f]{7,40}\b|beside light work|^\| *\| *tests *\|", re.MULTILINE)
+
+
+def test_the_user_docs_hold_no_lab_notes():
+    pages = [README, RESULTS / "README.md", *sorted((REPO / "docs").glob("*.md"))]  # not the generated report
+    found = {page.name: LAB_NOTES.findall(page.read_text(encoding="utf-8")) for page in pages}
+    assert not {name: notes for name, notes in found.items() if notes}
