@@ -61,15 +61,16 @@ def config_problem(key: str, value: str | None) -> str | None:
 
 def group_problem(key: str, value: str | None, flags: frozenset[str], leaves: frozenset[str],
                   classes: dict[str, tuple[str, ...]], hints: dict[str, str]) -> str | None:
-    """``--model=<value>``, ``--data=<value>``: a group flag takes a config file, a mapping of its
-    flags or, where it is a subclass argument, a class (by name or dot path). A bare word that is
-    none of these gets the classes to choose from, or the ``hints`` of a group whose class is fixed."""
-    if value is None or key in leaves or not any(flag.startswith(f"{key}.") for flag in flags):
+    """``--model=<value>``, ``--data=<value>``: a top-level group flag takes a config file, a
+    mapping of its flags or, where it is a subclass argument, a class (by name or dot path). A bare
+    word that is none of these gets the classes to choose from, or the ``hints`` of a group whose
+    class is fixed. Nested groups (``--model.mix=scalar``: a value type's own words) are the parser's."""
+    if value is None or "." in key or key in leaves or not any(flag.startswith(f"{key}.") for flag in flags):
         return None
     text = value.strip()
     if not text or text[0] in "{[" or any(mark in text for mark in (":", "\n", ".", "/", "=")) \
-            or Path(text).expanduser().exists():
-        return None  # a mapping, a path or a dot path: the full parse decides
+            or text.lower() in ("null", "none", "~") or Path(text).expanduser().exists():
+        return None  # a mapping, a path, a dot path or no value: the full parse decides
     if key in classes:
         names = [path.rsplit(".", 1)[-1] for path in classes[key]]
         if text in names:

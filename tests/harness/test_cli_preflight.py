@@ -96,8 +96,12 @@ def test_a_class_a_group_flag_does_not_take_lists_the_choices_in_one_line(monkey
     assert finetune == ["--model=LitBERT: not a config file, and --model's class is fixed here; --model.encoder "
                         "picks the encoder: runs:/<id>, latest[:<family>], hf:<folder>, random, …"]
     for accepted in ("--model=LitGPT", "--model=pretrain.lit_gpt.LitGPT", "--model=configs/pretrain/gpt.yaml",
-                     "--model={class_path: pretrain.lit_gpt.LitGPT}", "--data=configs/pretrain/smoke.yaml"):
+                     "--model={class_path: pretrain.lit_gpt.LitGPT}", "--data=configs/pretrain/smoke.yaml",
+                     "--model=null"):
         assert pretrain_problems(["fit", accepted]) == [], accepted
+    for accepted in ("--model.mix=scalar", "--model.mix=average", "--trainer.strategy=ddp"):  # a value's own words
+        assert problems(["fit", accepted], FINETUNE_FLAGS, FINETUNE_LEAVES, classes=FINETUNE_CLASSES,
+                        hints=hints) == [], accepted
 
 
 @pytest.mark.parametrize("stage", ["downstream", "pretrain"])
