@@ -249,4 +249,6 @@ class FinetuneCLI(TrackedCLI):
             data.pair_data, data.pairs, None if data.hparams.cache_dir in (None, "none") else data.hparams.cache_dir)
         return context.context_lines(results, scores, self.twin, self.model.encoder.is_random, f1_kind, test_name,
                                      context.twin_flags(self.model.encoder),
-                                     collapsed=self.evaluation.frames["test"]["pred"].nunique() == 1)
+                                     collapsed=self.evaluation.frames["test"]["pred"].nunique() == 1,
+                                     test_pairs=len(data.pairs["test"]),
+                                     all_test_pairs=len(data.pair_data.split("test")))

@@ -227,3 +227,5 @@ LEAVES = frozenset({
     'verbose',
     'weights_only',
 })
+
+CLASSES = {}

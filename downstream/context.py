@@ -102,22 +102,37 @@ def twin_run(client, experiment_id: str, run_id: str, tags: dict[str, str]):
     return None
 
 
+def test_pairs_title(test_title: str, test_pairs: int | None, all_test_pairs: int | None) -> str:
+    """The test pairs every context row is scored on: ``MSR test, 1725 pairs``, or the subset a
+    ``--data.max_pairs`` run uses, ``MSR test: 1000 of its 1725 pairs``."""
+    if test_pairs is None:
+        return test_title
+    if all_test_pairs is not None and test_pairs < all_test_pairs:
+        return f"{test_title}: {test_pairs} of its {all_test_pairs} pairs"
+    return f"{test_title}, {test_pairs} pairs"
+
+
 def context_lines(results: dict[str, float], scores: dict[str, dict | str] | None, twin, is_random: bool,
-                  f1_kind: str, test_title: str, twin_flags: str, collapsed: bool = False) -> list[str]:
+                  f1_kind: str, test_title: str, twin_flags: str, collapsed: bool = False,
+                  test_pairs: int | None = None, all_test_pairs: int | None = None) -> list[str]:
     """The summary's ``context`` block: this run's test accuracy and F1 above the majority class,
-    TF-IDF + LR and the other arm (``twin``: an MLflow run or None), then the gap pretrained − random.
-    ``scores`` None: the baselines were not computed here (a benchmark's cell: its own baseline
-    cells hold them). ``twin_flags``: what to add to this command to run the missing arm;
-    ``collapsed``: this run predicted one label for every test pair (said beside its row)."""
+    TF-IDF + LR and the other arm (``twin``: an MLflow run or None), then the gap pretrained − random,
+    all as fractions, like the metrics. ``scores`` None: the baselines were not computed here (a
+    benchmark's cell: its own baseline cells hold them). ``twin_flags``: what to add to this command
+    to run the missing arm; ``collapsed``: this run predicted one label for every test pair (said
+    beside its row); ``test_pairs`` of ``all_test_pairs``: the test pairs scored, named in the header
+    and beside the majority class (whose rate is that subset's, not the published one)."""
     other = "pretrained counterpart" if is_random else "random twin"
-    lines = [f"  {'context':<10} test acc  F1{f1_kind:<8} ({test_title}, the same pairs in every row)",
+    scored_on = test_pairs_title(test_title, test_pairs, all_test_pairs)
+    lines = [f"  {'context':<10} test acc  F1{f1_kind:<8} ({scored_on}, the same pairs in every row)",
              f"  {'':<10} {results['test_acc']:.3f}     {results['test_f1']:.3f}     this run"
              + (" (one label for every pair: collapsed)" if collapsed else "")]
     for name, title in BASELINE_TITLES.items():
         value = (scores or {}).get(name)
         if isinstance(value, dict):
-            lines.append(f"  {'':<10} {value['test_acc']:.3f}     {value['test_f1']:.3f}     {title}"
-                         f" ({BASELINE_NOTES[name]})")
+            subset = name == "majority" and None not in (test_pairs, all_test_pairs) and test_pairs < all_test_pairs
+            note = BASELINE_NOTES[name] + (f"; these {test_pairs} of {all_test_pairs} test pairs" if subset else "")
+            lines.append(f"  {'':<10} {value['test_acc']:.3f}     {value['test_f1']:.3f}     {title} ({note})")
         elif isinstance(value, str):
             lines.append(f"  {'':<10} {'–':<9} {'–':<9} {title}: {value}")
     if twin is None:
@@ -128,8 +143,8 @@ def context_lines(results: dict[str, float], scores: dict[str, dict | str] | Non
     lines.append(f"  {'':<10} {metrics['test_acc']:.3f}     {metrics['test_f1']:.3f}     {other}"
                  f" (run {twin.info.run_id})")
     pretrained, random = (metrics, results) if is_random else (results, metrics)
-    gap = 100 * (pretrained["test_acc"] - random["test_acc"])
-    lines.append(f"  {'gap':<10} {gap:+.1f} points test acc (pretrained − random twin), 1 seed each:")
+    gap = pretrained["test_acc"] - random["test_acc"]
+    lines.append(f"  {'gap':<10} {gap:+.3f}    test acc (pretrained − random twin), 1 seed each:")
     lines.append(f"  {'':<10} `make benchmark` repeats seeds and tests such a gap")
     return lines
 

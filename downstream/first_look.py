@@ -1,12 +1,13 @@
 """``make first-look``: the whole pipeline at smoke size in a few minutes, on one screen.
 
 A tiny biLM pretrained on a few hundred MRPC sentences (``configs/pretrain/smoke.yaml``), then a
-frozen transfer of it to the first 1000 MRPC pairs of each split (``configs/downstream/smoke.yaml``
-with more pairs and epochs, so that the heads learn past the majority class; features standardised,
-the default for frozen transfers) and the same transfer from its random-init twin.
-The last run's summary puts the gap between the two beside the data set's majority class and
-TF-IDF + LR (``downstream.context``). Each step's console output goes to a log file; the screen
-gets one line per step and that summary.
+frozen transfer from its random-init twin to the first 1000 MRPC pairs of each split
+(``configs/downstream/smoke.yaml`` with more pairs and epochs, so that the heads learn past the
+majority class; features standardised, the default for frozen transfers), then the same transfer
+from the pretrained biLM. That last run's summary, the pretrained arm's, puts the gap to its twin
+beside the majority class and TF-IDF + LR on the same pairs (``downstream.context``). Each step's
+console output goes to a log file; the screen gets one line per step, that summary and the links
+to the runs and to the two arms side by side in the UI.
 
 The sizes test the pipeline, not transfer: the numbers say that every stage ran and where the
 results are, not whether pretraining helps.
@@ -23,6 +24,7 @@ from pathlib import Path
 
 from mlflow.tracking import MlflowClient
 
+from harness.tracking.links import metrics_compare_link, run_link, serve_lines
 from harness.tracking.runs import tracking_uri
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -83,6 +85,18 @@ def summary_block(log: Path) -> list[str]:
     return lines[start + 1:end]
 
 
+def link_lines(client: MlflowClient, pretrain, transfer, twin) -> list[str]:
+    """The tour's runs in the UI: the pretraining, both arms and the two side by side, then whether
+    the UI is up there or how to start it (:mod:`harness.tracking.links`)."""
+    experiment = transfer.info.experiment_id
+    compare = metrics_compare_link(client, experiment, [transfer.info.run_id, twin.info.run_id])
+    return [f"  {'pretrain':<10} {run_link(pretrain.info.experiment_id, pretrain.info.run_id)}",
+            f"  {'transfer':<10} {run_link(experiment, transfer.info.run_id)}",
+            f"  {'twin':<10} {run_link(experiment, twin.info.run_id)}",
+            f"  {'compare':<10} {compare}",
+            *serve_lines()]
+
+
 def main() -> int:
     token = uuid.uuid4().hex[:12]
     tags = [f"--tags={json.dumps({'first_look': token})}"]
@@ -91,18 +105,21 @@ def main() -> int:
     start = time.monotonic()
     run_step("1/3 pretrain (smoke biLM)", "pretrain", ["fit", "--config", PRETRAIN_CONFIG, *QUIET, *tags],
              LOG_FOLDER / "pretrain.log")
-    pretrained = tagged_run(token, "tags.stage = 'pretrain'").info.run_id
+    pretrain = tagged_run(token, "tags.stage = 'pretrain'")
+    pretrained = pretrain.info.run_id
     finetune = ["fit", "--config", FINETUNE_CONFIG, *TRANSFER, *QUIET, *tags]
-    run_step("2/3 frozen transfer", "downstream", [*finetune, f"--model.encoder=runs:/{pretrained}"],
-             LOG_FOLDER / "finetune.log")
-    twin_log = LOG_FOLDER / "finetune-twin.log"
-    run_step("3/3 its random-init twin", "downstream",
-             [*finetune, "--model.encoder=random", f"--model.random_like=runs:/{pretrained}"], twin_log)
+    run_step("2/3 random-init twin", "downstream",
+             [*finetune, "--model.encoder=random", f"--model.random_like=runs:/{pretrained}"],
+             LOG_FOLDER / "finetune-twin.log")
+    transfer_log = LOG_FOLDER / "finetune.log"
+    run_step("3/3 pretrained transfer", "downstream", [*finetune, f"--model.encoder=runs:/{pretrained}"],
+             transfer_log)
     twin = tagged_run(token, "tags.stage = 'finetune' and tags.pretrain_run_id = 'random'")
+    transfer = tagged_run(token, f"tags.stage = 'finetune' and tags.pretrain_run_id = '{pretrained}'")
     print(f"  {'total':<28}{time.monotonic() - start:4.0f} s\n")
-    print("\n".join(summary_block(twin_log)))
-    print(f"\n  runs       the twin's summary, with links to both runs: {shown(twin_log)}"
-          f"\n             (run {twin.info.run_id}; `make ui` serves them)")
+    print("\n".join(summary_block(transfer_log)))
+    print()
+    print("\n".join(link_lines(MlflowClient(tracking_uri()), pretrain, transfer, twin)))
     return 0
 
 

@@ -1,13 +1,15 @@
 """``python -m pretrain fit --config configs/pretrain/elmo.yaml``: pretrain a language model, tracked in
 MLflow; ``python -m pretrain export --encoder runs:/<id> --out <folder>``: a gpt-family run as a
-``transformers`` folder (``pretrain.encoders.export``). The command line is checked before the heavy imports."""
+``transformers`` folder (``pretrain.encoders.export``). The command line and the pair data set it
+names are checked before the heavy imports."""
 
 import harness.tracking.mlflow_defaults  # noqa: F401 - first: MLflow's settings precede its import
 
 import sys
 
+from harness.cli.data_check import data_hint, data_problem
 from harness.cli.preflight import preflight
-from pretrain.cli_flags import FLAGS, LEAVES
+from pretrain.cli_flags import CLASSES, FLAGS, LEAVES
 from pretrain.encoders.reference_hints import encoder_hint
 
 if __name__ == "__main__":
@@ -15,7 +17,12 @@ if __name__ == "__main__":
         from pretrain.encoders.export import main
 
         sys.exit(main(sys.argv[2:]))
-    preflight(sys.argv[1:], FLAGS, LEAVES, {"model.init_from": encoder_hint, "model.init_args.init_from": encoder_hint})
+    preflight(sys.argv[1:], FLAGS, LEAVES, {"model.init_from": encoder_hint, "model.init_args.init_from": encoder_hint},
+              CLASSES, {"data": data_hint()})
+    problem = data_problem(sys.argv[1:])
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        sys.exit(2)
     from harness.cli.tracked_cli import run_cli
     from pretrain.cli import PretrainCLI
 

@@ -186,7 +186,7 @@ class PretrainCLI(TrackedCLI):
             f"  val_ppl    {results.get('val_ppl', float('nan')):.2f}  ("
             + ", ".join(f"{key.removeprefix('val_ppl_')} {results[key]:.2f}" for key in
                         ("val_ppl_fwd", "val_ppl_bwd", "val_ppl_word") if key in results)
-            + f"; best epoch {int(results.get('best_epoch', 0))})",
+            + f"; best epoch {int(results.get('best_epoch', 0)) + 1})",  # stored 0-based, shown as the log counts
             f"  time       {results.get('train_seconds', 0):.0f} s",
             f"  run        {run_id}  (experiment '{self.experiment_name()}')",
             *([f"  continues  {self.model.init_source['source']}  (its vocabulary and architecture; lm_stage=task)"]

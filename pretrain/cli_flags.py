@@ -318,3 +318,11 @@ LEAVES = frozenset({
     'verbose',
     'weights_only',
 })
+
+CLASSES = {
+    'model': (
+        'pretrain.lit_awd_lstm.LitAWDLSTM',
+        'pretrain.lit_bilm.LitBiLM',
+        'pretrain.lit_gpt.LitGPT',
+    ),
+}

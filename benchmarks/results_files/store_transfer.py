@@ -17,6 +17,7 @@ from benchmarks.plan.encoders import with_stages
 from benchmarks.report.cells_from_store import read_predictions
 from benchmarks.results_files.folder import (BENCHMARK_FILE, CELLS_DIR, FORMAT, PREDICTIONS_SUFFIX, SPLITS, CellResult,
                                       ResultSet, predictions_bytes, write_json)
+from benchmarks.results_files.folder_readme import README_FILE, readme_text
 from benchmarks.results_files.manifest import write_manifest
 from harness.errors import UserError
 from harness.tracking.liveness import HOST_TAG, PID_TAG, STARTED_TAG
@@ -26,7 +27,7 @@ STUDY_ARTIFACT = "study.json"  # the parent's record of its benchmark (the suite
 RECORD_TAG = "result_record"  # a cell's settings and context (``benchmarks.tasks.cells.result_tags``)
 PROCESS_TAGS = (HOST_TAG, PID_TAG, STARTED_TAG, "harness.driver", "harness.node", "harness.ended")
 IMPORTED_TAG = "imported_from"
-ORIGIN_TAGS = ("origin_run_id", "origin_parent_run_id")  # an imported cell's run ids where it was computed
+ORIGIN_TAGS = ("origin_run_id", "origin_parent_run_id", "origin_host")  # where an imported cell was computed
 
 
 def newest_parent(client: MlflowClient, name: str) -> tuple[str, dict]:
@@ -81,7 +82,8 @@ def cell_record(client: MlflowClient, run, study: dict, scratch: Path) -> tuple[
               "params": dict(run.data.params), "tags": kept_tags,
               "run": {"run_id": tags.get("origin_run_id", run.info.run_id),
                       "parent_run_id": tags.get("origin_parent_run_id", tags.get("mlflow.parentRunId", "")),
-                      "start_time": run.info.start_time, "end_time": run.info.end_time},
+                      "start_time": run.info.start_time, "end_time": run.info.end_time,
+                      "host": tags.get("origin_host", tags.get(HOST_TAG, ""))},
               "predictions": {"file": f"{tags['cell_hash']}{PREDICTIONS_SUFFIX}",
                               "sha256": hashlib.sha256(content).hexdigest(),
                               "rows": {split: len(frames[split]) for split in SPLITS}}}
@@ -89,8 +91,9 @@ def cell_record(client: MlflowClient, run, study: dict, scratch: Path) -> tuple[
 
 
 def export_benchmark(name: str, out: Path) -> tuple[int, int]:
-    """Write benchmark ``name``'s finished cells (its newest parent's) to ``out``, replacing what a
-    former export left there; returns (cells, bytes written)."""
+    """Write benchmark ``name``'s finished cells (its newest parent's) to ``out`` with a README that
+    places them (``benchmarks.results_files.folder_readme``), replacing what a former export left
+    there; returns (cells, bytes written)."""
     client = MlflowClient(tracking_uri())
     parent, study = newest_parent(client, name)
     runs = cell_runs(client, parent, study)
@@ -102,18 +105,20 @@ def export_benchmark(name: str, out: Path) -> tuple[int, int]:
     staging = out.with_name(f".{out.name}.partial")
     shutil.rmtree(staging, ignore_errors=True)
     (staging / CELLS_DIR).mkdir(parents=True)
-    written = 0
+    records = []
     with tempfile.TemporaryDirectory() as scratch:
         for run in runs:
             record, content = cell_record(client, run, study, Path(scratch))
             (staging / CELLS_DIR / record["predictions"]["file"]).write_bytes(content)
             write_json(staging / CELLS_DIR / f"{record['cell_hash']}.json", record)
+            records.append(record)
     benchmark = {"format": FORMAT, **{key: study[key] for key in ("benchmark", "experiment", "dataset", "data_digest",
                                                                    "labels", "positive_label", "settings")
                                       if key in study}, "parent_run_id": study.get("origin_parent_run_id", parent),
                  "cells": len(runs)}
     write_json(staging / BENCHMARK_FILE, benchmark)
     write_manifest(staging)
+    (staging / README_FILE).write_text(readme_text(benchmark, records), encoding="utf-8")
     ResultSet([staging])  # what was written reads back, every check passed
     written = sum(path.stat().st_size for path in staging.rglob("*") if path.is_file())
     shutil.rmtree(out, ignore_errors=True)
@@ -128,6 +133,7 @@ def import_cell(cell: CellResult, experiment: str, parent: str, client: MlflowCl
     tags = {**record["tags"], "cell_hash": record["cell_hash"], "protocol_version": record["protocol"],
             "git_commit": record.get("commit", ""), "mlflow.parentRunId": parent, IMPORTED_TAG: str(cell.folder),
             "origin_run_id": record["run"]["run_id"], "origin_parent_run_id": record["run"].get("parent_run_id", ""),
+            "origin_host": record["run"].get("host", ""),
             RECORD_TAG: json.dumps({"cell": record["cell"], "order": record["order"],
                                     "encoder": record["encoder"], "spec": record["spec"]}, sort_keys=True)}
     run = client.create_run(ensure_experiment(experiment), start_time=record["run"].get("start_time"),

@@ -24,7 +24,7 @@ from pytorch_lightning.callbacks import ModelSummary
 from pytorch_lightning.callbacks.progress import ProgressBar
 from pytorch_lightning.utilities.model_summary.model_summary import _format_summary_table
 
-from harness.training.progress_lines import LineProgress, StopReason
+from harness.training.progress_lines import EpochBar, LineProgress, StopReason
 
 TIP_LOGGER = "pytorch_lightning.utilities.rank_zero"  # rank_zero_info's logger, which prints the tips
 DROPPED_PREFIXES = ("💡 Tip:", "`Trainer.fit` stopped:")  # the second: harness.training.progress_lines.StopReason says why
@@ -64,14 +64,14 @@ class ParameterSummary(ModelSummary):
 def console_callbacks(trainer_config: dict) -> tuple[list, dict]:
     """The callbacks that shape the console, and the trainer settings they replace: the summary
     above (in place of Lightning's), :class:`harness.training.progress_lines.StopReason`, and, when stdout
-    is not a terminal, :class:`harness.training.progress_lines.LineProgress` in place of a progress bar.
+    is not a terminal, :class:`harness.training.progress_lines.LineProgress` in place of a progress bar
+    (on a terminal, :class:`~harness.training.progress_lines.EpochBar`: epochs counted from 1).
     A summary or progress bar the config names itself is kept."""
     given = trainer_config.get("callbacks") or []
     callbacks, settings = [StopReason()], {}
     if trainer_config.get("enable_model_summary") is not False and not any(isinstance(c, ModelSummary) for c in given):
         callbacks.append(ParameterSummary())
         settings["enable_model_summary"] = False  # Lightning's own would print beside it
-    if (trainer_config.get("enable_progress_bar") is not False and not sys.stdout.isatty()
-            and not any(isinstance(c, ProgressBar) for c in given)):
-        callbacks.append(LineProgress())
+    if trainer_config.get("enable_progress_bar") is not False and not any(isinstance(c, ProgressBar) for c in given):
+        callbacks.append(EpochBar() if sys.stdout.isatty() else LineProgress())
     return callbacks, settings

@@ -1,5 +1,6 @@
-"""The flag names a stage's command line accepts, derived from its LightningCLI parser, for the
-check that answers a mistyped flag before the heavy imports (:mod:`harness.cli.preflight`).
+"""The flag names a stage's command line accepts and the classes its subclass arguments take
+(``--model=LitGPT``), derived from its LightningCLI parser, for the check that answers a mistyped
+flag before the heavy imports (:mod:`harness.cli.preflight`).
 
 The parser needs the stage's classes (torch, Lightning), so the names are derived once and kept
 beside the CLI as a generated module (``pretrain/cli_flags.py``, ``downstream/cli_flags.py``);
@@ -64,6 +65,28 @@ def subclass_arguments(action, package: str) -> set[str]:
     return names
 
 
+def subclass_choices(action, package: str) -> list[str]:
+    """The dot paths of the concrete classes (defined in ``package``) that a subclass argument
+    such as ``--model`` takes; none for an argument of one fixed class."""
+    hint = getattr(action, "_typehint", None)
+    bases = [cls for cls in (hint, *typing.get_args(hint)) if isinstance(cls, type)
+             and cls.__module__.startswith(f"{package}.")]
+    pending, found = list(bases), set()
+    while pending:
+        cls = pending.pop()
+        pending.extend(cls.__subclasses__())
+        if cls.__module__.startswith(f"{package}.") and cls not in bases and not inspect.isabstract(cls):
+            found.add(f"{cls.__module__}.{cls.__qualname__}")
+    return sorted(found)
+
+
+def class_choices(cli_class: type) -> dict[str, list[str]]:
+    """``{"model": [<dot path>, ...]}``: the classes each subclass argument of ``cli_class`` takes."""
+    package = cli_class.__module__.split(".")[0]
+    return {action.dest: choices for parser in parsers(parser_of(cli_class)) for action in parser._actions
+            if not action.dest.endswith("help") and (choices := subclass_choices(action, package))}
+
+
 def flag_names(cli_class: type) -> tuple[list[str], list[str]]:
     """Returns ``(names, leaves)``: every option the command line accepts (without the dashes),
     and those that take a value of their own (so ``--<leaf>.<anything>`` may be the value's own
@@ -86,13 +109,18 @@ def flag_names(cli_class: type) -> tuple[list[str], list[str]]:
 
 
 def module_text(cli_class: type) -> str:
-    """The generated module that records ``cli_class``'s flag names."""
+    """The generated module that records ``cli_class``'s flag names and the classes its subclass
+    arguments take."""
     names, leaves = flag_names(cli_class)
     spec = f"{cli_class.__module__}:{cli_class.__qualname__}"
-    listed = lambda values: "".join(f"    {value!r},\n" for value in values)  # noqa: E731
+    listed = lambda values, indent=4: "".join(f"{' ' * indent}{value!r},\n" for value in values)  # noqa: E731
+    classes = "".join(f"    {key!r}: (\n{listed(values, 8)}    ),\n"
+                      for key, values in sorted(class_choices(cli_class).items()))
+    classes = f"{{\n{classes}}}" if classes else "{}"
     return (f'"""The flags of ``{spec}``, for the check before the heavy imports (harness.cli.preflight).\n\n'
             f"Generated: python -m harness.cli.flag_names {spec} > {cli_class.__module__.split('.')[0]}/cli_flags.py\n"
-            f'"""\n\nFLAGS = frozenset({{\n{listed(names)}}})\n\nLEAVES = frozenset({{\n{listed(leaves)}}})\n')
+            f'"""\n\nFLAGS = frozenset({{\n{listed(names)}}})\n\nLEAVES = frozenset({{\n{listed(leaves)}}})\n'
+            f"\nCLASSES = {classes}\n")
 
 
 def main(argv: list[str]) -> int:

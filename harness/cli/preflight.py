@@ -1,5 +1,6 @@
 """Checks of a command line that need no heavy import: unknown flags (with a did-you-mean), a
-missing ``--config`` file and values a stage checks by name. A stage's entry point runs them
+missing ``--config`` file, a group flag given a class it does not take (``--model=LitBERT``: the
+choices, in one line) and values a stage checks by name. A stage's entry point runs them
 before it imports torch, Lightning or MLflow, so a typo answers in about a second; the full
 parser checks the rest afterwards. Nothing here may reject what the full parser accepts."""
 
@@ -13,9 +14,9 @@ from typing import Callable, Iterable
 ValueCheck = Callable[[str], "str | None"]
 
 
-def suggestion(given: str, choices: Iterable[str], prefix: str = "") -> str:
+def suggestion(given: str, choices: Iterable[str], prefix: str = "", cutoff: float = 0.6) -> str:
     """``; did you mean <prefix><choice>?`` for the closest choice, or ``""``."""
-    close = difflib.get_close_matches(given, list(choices), n=1, cutoff=0.6)
+    close = difflib.get_close_matches(given, list(choices), n=1, cutoff=cutoff)
     return f"; did you mean {prefix}{close[0]}?" if close else ""
 
 
@@ -58,9 +59,34 @@ def config_problem(key: str, value: str | None) -> str | None:
     return f"--{key}={value}: no such file" + (f"; did you mean {path.parent / close[0]}?" if close else "")
 
 
+def group_problem(key: str, value: str | None, flags: frozenset[str], leaves: frozenset[str],
+                  classes: dict[str, tuple[str, ...]], hints: dict[str, str]) -> str | None:
+    """``--model=<value>``, ``--data=<value>``: a top-level group flag takes a config file, a
+    mapping of its flags or, where it is a subclass argument, a class (by name or dot path). A bare
+    word that is none of these gets the classes to choose from, or the ``hints`` of a group whose
+    class is fixed. Nested groups (``--model.mix=scalar``: a value type's own words) are the parser's."""
+    if value is None or "." in key or key in leaves or not any(flag.startswith(f"{key}.") for flag in flags):
+        return None
+    text = value.strip()
+    if not text or text[0] in "{[" or any(mark in text for mark in (":", "\n", ".", "/", "=")) \
+            or text.lower() in ("null", "none", "~") or Path(text).expanduser().exists():
+        return None  # a mapping, a path, a dot path or no value: the full parse decides
+    if key in classes:
+        names = [path.rsplit(".", 1)[-1] for path in classes[key]]
+        if text in names:
+            return None
+        return (f"choose one of {', '.join(names)} (or its class path, or a config file)"
+                f"{suggestion(text, names, cutoff=0.75)}")  # LitGPTT, not LitBERT, is a typo of LitGPT
+    hint = hints.get(key)
+    return f"not a config file, and --{key}'s class is fixed here" + (f"; {hint}" if hint else "")
+
+
 def problems(argv: list[str], flags: frozenset[str], leaves: frozenset[str],
-             value_checks: dict[str, ValueCheck] | None = None) -> list[str]:
-    """One line per problem found on ``argv``, in command-line order."""
+             value_checks: dict[str, ValueCheck] | None = None, classes: dict[str, tuple[str, ...]] | None = None,
+             hints: dict[str, str] | None = None) -> list[str]:
+    """One line per problem found on ``argv``, in command-line order. ``classes``: the class paths
+    each subclass argument takes (the generated ``CLASSES``); ``hints``: what to say of a group
+    flag whose class is fixed (``--data=SST2``)."""
     found = []
     for key, value in options(argv):
         if key in ("h", "help") or key.endswith(".help"):
@@ -68,6 +94,9 @@ def problems(argv: list[str], flags: frozenset[str], leaves: frozenset[str],
         message = unknown_flag(key, flags, leaves)
         if message is None and key in ("c", "config"):
             message = config_problem(key, value)
+        if message is None:
+            message = group_problem(key, value, flags, leaves, classes or {}, hints or {})
+            message = f"--{key}={value}: {message}" if message else None
         check = (value_checks or {}).get(key)
         if message is None and check is not None and value is not None:
             message = check(value)
@@ -78,9 +107,10 @@ def problems(argv: list[str], flags: frozenset[str], leaves: frozenset[str],
 
 
 def preflight(argv: list[str], flags: frozenset[str], leaves: frozenset[str],
-              value_checks: dict[str, ValueCheck] | None = None) -> None:
+              value_checks: dict[str, ValueCheck] | None = None, classes: dict[str, tuple[str, ...]] | None = None,
+              hints: dict[str, str] | None = None) -> None:
     """Exit with status 2 and the first problem as one line (``error: …``) if ``argv`` has one."""
-    found = problems(argv, flags, leaves, value_checks)
+    found = problems(argv, flags, leaves, value_checks, classes, hints)
     if found:
         print(f"error: {found[0]}", file=sys.stderr)
         sys.exit(2)

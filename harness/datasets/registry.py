@@ -31,12 +31,16 @@ def register(entry: DataSet) -> DataSet:
     return entry
 
 
+def dataset_choices() -> str:
+    """The names ``--data.dataset`` takes, as a sentence says them: ``mrpc or tsv``."""
+    names = sorted(DATASETS)
+    return " or ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
+
+
 def dataset_entry(name: str) -> DataSet:
     """The entry ``--data.dataset=<name>`` names; an unknown name is a one-line UserError."""
     if name not in DATASETS:
-        names = sorted(DATASETS)
-        choices = " or ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
-        raise UserError(f"--data.dataset={name}: expected {choices}")
+        raise UserError(f"--data.dataset={name}: expected {dataset_choices()}")
     return DATASETS[name]
 
 

@@ -24,6 +24,7 @@ import harness.tracking.mlflow_defaults  # noqa: F401 - first: MLflow's settings
 
 import json
 import os
+import socket
 from urllib.parse import quote, urlencode, urlparse
 
 from mlflow.exceptions import MlflowException
@@ -55,6 +56,25 @@ def serve_command(base: str) -> str:
     host, port = parsed.hostname or DEFAULT_HOST, parsed.port or DEFAULT_PORT
     return "make ui" + (f" HOST={host}" if host != DEFAULT_HOST else "") + (f" PORT={port}" if port != DEFAULT_PORT
                                                                            else "")
+
+
+def ui_answers(base: str, timeout: float = 0.5) -> bool:
+    """Whether anything accepts a connection at ``base``'s host and port now (a UI started there)."""
+    parsed = urlparse(base)
+    try:
+        with socket.create_connection((parsed.hostname or DEFAULT_HOST, parsed.port or DEFAULT_PORT), timeout):
+            return True
+    except OSError:
+        return False
+
+
+def serve_hint(base: str) -> str:
+    """The line under a local store's links: whether the UI at ``base`` is up, else how to start it
+    there (and that a UI on another port makes later links follow it)."""
+    if ui_answers(base):
+        return f"(the UI at {base} serves them)"
+    return (f"(no UI answers at {base} now: start it with `{serve_command(base)}`; "
+            f"on another port, later links follow it)")
 
 
 def experiment_link(experiment_id: str, view: str | None = None, base: str | None = None) -> str:
@@ -99,9 +119,15 @@ def summary_lines(experiment_id: str, run_id: str, view: str | None = None,
     if compare and len(compare) > 1:
         link = metrics_compare_link(MlflowClient(tracking_uri()), experiment_id, compare)
         lines.append(f"  {'compare':<10} {link}  (with its {compare_label})")
-    if not tracking_uri().startswith(("http://", "https://")) and not os.environ.get("MLFLOW_UI_URL"):
-        lines.append(f"  {'':<10} (serve them with `{serve_command(ui_base())}`)")
-    return lines
+    return lines + serve_lines()
+
+
+def serve_lines() -> list[str]:
+    """Under a local store's links, whether its UI is up or how to start it (:func:`serve_hint`);
+    nothing for a tracking server or an explicit ``MLFLOW_UI_URL``."""
+    if tracking_uri().startswith(("http://", "https://")) or os.environ.get("MLFLOW_UI_URL"):
+        return []
+    return [f"  {'':<10} {serve_hint(ui_base())}"]
 
 
 def store_links(uri: str | None = None, base: str | None = None) -> list[str]:

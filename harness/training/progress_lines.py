@@ -2,7 +2,8 @@
 
 A progress bar redraws one line of a terminal; written to a file or a pipe it shows nothing until
 the end. :class:`LineProgress` is the progress bar there instead: one plain line per epoch, with
-the epoch's metrics, and a line every ``every_seconds`` during a long epoch. :class:`StopReason`
+the epoch's metrics, and a line every ``every_seconds`` during a long epoch; :class:`EpochBar` is
+the bar on a terminal. Both count epochs from 1. :class:`StopReason`
 ends every fit with one line saying why it stopped: the epoch or step limit, early stopping (on
 which metric, after how many checks without improvement), the time limit, or an interruption.
 """
@@ -14,7 +15,7 @@ import time
 from datetime import timedelta
 
 from pytorch_lightning.callbacks import Callback, EarlyStopping, Timer
-from pytorch_lightning.callbacks.progress import ProgressBar
+from pytorch_lightning.callbacks.progress import ProgressBar, TQDMProgressBar
 
 
 def metric_text(metrics: dict) -> str:
@@ -25,6 +26,22 @@ def metric_text(metrics: dict) -> str:
         if name != "v_num" and isinstance(value, (int, float)):
             shown.append(f"{name} {value:.4g}")
     return "  ".join(shown)
+
+
+def epoch_label(trainer, word: str = "epoch") -> str:
+    """``epoch 5/20``: the epoch counted from 1, as every line shown to people counts it (Lightning's
+    ``current_epoch`` and the stored values count from 0), out of ``max_epochs`` when set."""
+    limit = f"/{trainer.max_epochs}" if trainer.max_epochs not in (None, -1) else ""
+    return f"{word} {trainer.current_epoch + 1}{limit}"
+
+
+class EpochBar(TQDMProgressBar):
+    """Lightning's terminal progress bar with the epoch counted from 1 (``Epoch 5/20``), as the log
+    lines and the stop reason count it."""
+
+    def on_train_epoch_start(self, trainer, *args) -> None:
+        super().on_train_epoch_start(trainer, *args)
+        self.train_progress_bar.set_description(epoch_label(trainer, "Epoch"))
 
 
 class LineProgress(ProgressBar):
@@ -46,10 +63,6 @@ class LineProgress(ProgressBar):
     def is_enabled(self) -> bool:
         return self._enabled
 
-    def epoch_label(self, trainer) -> str:
-        limit = f"/{trainer.max_epochs}" if trainer.max_epochs not in (None, -1) else ""
-        return f"epoch {trainer.current_epoch + 1}{limit}"
-
     def print_line(self, text: str) -> None:
         if self._enabled and self.trainer.is_global_zero:
             print(text, flush=True)
@@ -64,12 +77,12 @@ class LineProgress(ProgressBar):
         if time.monotonic() - self.last_line < self.every_seconds or (known and batch_idx + 1 >= total):
             return  # the epoch's own line follows its last batch
         of = f"/{int(total)}" if known else ""
-        self.print_line(f"{self.epoch_label(trainer)}  batch {batch_idx + 1}{of}  "
+        self.print_line(f"{epoch_label(trainer)}  batch {batch_idx + 1}{of}  "
                         f"{metric_text(self.get_metrics(trainer, pl_module))}  "
                         f"({time.monotonic() - self.epoch_start:.0f} s)")
 
     def on_train_epoch_end(self, trainer, pl_module) -> None:
-        self.print_line(f"{self.epoch_label(trainer)}  step {trainer.global_step}  "
+        self.print_line(f"{epoch_label(trainer)}  step {trainer.global_step}  "
                         f"{metric_text(self.get_metrics(trainer, pl_module))}  "
                         f"({time.monotonic() - self.epoch_start:.0f} s)")
 

@@ -14,6 +14,7 @@ from sklearn.metrics import accuracy_score, f1_score
 from benchmarks.__main__ import main
 from benchmarks.results_files.folder import (BENCHMARK_FILE, CELLS_DIR, FORMAT, PREDICTIONS_SUFFIX, ResultSet,
                                              predictions_bytes, read_folder, write_json)
+from benchmarks.results_files.folder_readme import readme_text
 from benchmarks.results_files.manifest import write_manifest
 from harness.errors import UserError
 from harness.protocol import PROTOCOL_VERSIONS, protocol_version, settings_hash
@@ -85,6 +86,20 @@ def test_a_folder_reads_back_in_plan_order_without_any_sentence(tmp_path):
     assert [cell.record["cell"]["method"] for cell in cells[:2]] == ["elmo-scalar-pool-mlp", "random-scalar-pool-mlp"]
     assert "sentence1" not in cells[0].predictions["test"] and len(cells[0].predictions["test"]) == 40
     assert all(path.stat().st_size < 4000 for path in (folder / CELLS_DIR).iterdir())
+
+
+def test_the_folder_readme_names_the_benchmark_protocol_cells_dates_and_machine(tmp_path):
+    benchmark, cells = read_folder(make_folder(tmp_path / "tiny"))
+    records = [cell.record for cell in cells]
+    records[0]["run"].update(start_time=1796288265050, host="node-a")
+    records[-1]["run"].update(end_time=1796288526687, host="node-b")
+    text = readme_text(benchmark, records)
+    assert text.startswith("# tiny\n") and "`python -m benchmarks export --benchmark tiny --out <this folder>`" in text
+    for line in (f"- **protocol**: `{protocol_version()}` (6)", "- **cells**: 6, 2 methods × seeds 0, 1, 2",
+                 "- **dates**: 2026-12-03 08:57 UTC to 2026-12-03 09:02 UTC (the cells' runs)",
+                 "- **machine**: `node-a` (1), `node-b` (1); code `abc` (6)"):
+        assert line in text.splitlines(), line
+    assert "python -m benchmarks report <this folder> --out <report folder>" in text
 
 
 def test_the_same_predictions_are_the_same_bytes():

@@ -479,6 +479,8 @@ def exported(first, parent_run, tmp_path_factory):
 @pytest.mark.slow
 def test_a_report_from_the_exported_folder_alone_equals_the_suites(first, exported, tmp_path):
     assert len(list((exported / "cells").glob("*.json"))) == 14
+    readme = (exported / "README.md").read_text()
+    assert readme.startswith("# quick\n") and "- **cells**: 14, " in readme and "- **machine**: `" in readme
     process = benchmarks_command("sqlite:///" + str(tmp_path / "unused.db"), "report", str(exported),
                                  "--out", str(tmp_path / "report"))
     assert process.returncode == 0, process.stderr[-3000:]

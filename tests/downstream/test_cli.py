@@ -202,8 +202,8 @@ def test_random_control(store, smoke):
     named_run = MlflowClient(store["uri"]).get_run(named.group(1))
     assert named_run.data.params["model.encoder"] == counterpart.data.params["model.encoder"]
     assert named_run.data.metrics["test_acc"] == counterpart.data.metrics["test_acc"]
-    gap = 100 * (counterpart.data.metrics["test_acc"] - run.data.metrics["test_acc"])
-    assert f"  gap        {gap:+.1f} points test acc (pretrained − random twin)" in process.stdout
+    gap = counterpart.data.metrics["test_acc"] - run.data.metrics["test_acc"]
+    assert f"  gap        {gap:+.3f}    test acc (pretrained − random twin)" in process.stdout
     for name in METRICS:
         assert 0.0 <= run.data.metrics[name] <= 1.0, name
     recorded = run.data.params["model.encoder"]  # the logged form, given back to the flag: the same twin

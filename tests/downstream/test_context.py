@@ -95,15 +95,28 @@ class Twin:
 SCORES = {"majority": {"test_acc": 0.665, "test_f1": 0.799}, "tfidf-lr": {"test_acc": 0.732, "test_f1": 0.815}}
 
 
-@pytest.mark.parametrize("is_random, this, other, gap", [(False, 0.733, 0.701, "+3.2"), (True, 0.701, 0.733, "+3.2"),
-                                                         (False, 0.690, 0.701, "-1.1")])
+@pytest.mark.parametrize("is_random, this, other, gap", [(False, 0.733, 0.701, "+0.032"),
+                                                         (True, 0.701, 0.733, "+0.032"),
+                                                         (False, 0.690, 0.701, "-0.011")])
 def test_the_gap_is_pretrained_minus_random_whichever_arm_prints_it(is_random, this, other, gap):
     lines = context.context_lines({"test_acc": this, "test_f1": 0.8}, SCORES, Twin("t1", other, 0.79), is_random,
                                   "", "MSR test", "--model.encoder=random")
     text = "\n".join(lines)
     assert "0.665     0.799     majority class" in text and "0.732     0.815     TF-IDF + LR" in text
     assert ("pretrained counterpart (run t1)" if is_random else "random twin (run t1)") in text
-    assert f"  gap        {gap} points test acc (pretrained − random twin)" in text
+    assert f"  gap        {gap}    test acc (pretrained − random twin)" in text  # a fraction, as the rows
+
+
+def test_the_majority_line_names_the_subset_of_test_pairs_it_was_scored_on():
+    subset = context.context_lines({"test_acc": 0.70, "test_f1": 0.8}, SCORES, None, False, "", "MSR test",
+                                   "--model.encoder=random", test_pairs=1000, all_test_pairs=1725)
+    majority = next(line for line in subset if "majority class" in line)
+    assert majority.endswith("majority class (every pair: the most frequent train label; these 1000 of 1725 test "
+                             "pairs)")
+    assert "(MSR test: 1000 of its 1725 pairs, the same pairs in every row)" in subset[0]
+    whole = context.context_lines({"test_acc": 0.70, "test_f1": 0.8}, SCORES, None, False, "", "MSR test",
+                                  "--model.encoder=random", test_pairs=1725, all_test_pairs=1725)
+    assert "(MSR test, 1725 pairs, the same pairs in every row)" in whole[0]
 
 
 def test_without_a_twin_the_summary_says_how_to_run_it():

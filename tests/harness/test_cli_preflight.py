@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from downstream.cli_flags import FLAGS as FINETUNE_FLAGS, LEAVES as FINETUNE_LEAVES
+from downstream.__main__ import MODEL_HINT
+from downstream.cli_flags import CLASSES as FINETUNE_CLASSES, FLAGS as FINETUNE_FLAGS, LEAVES as FINETUNE_LEAVES
+from harness.cli.data_check import data_hint
 from harness.cli.preflight import problems
-from pretrain.cli_flags import FLAGS as PRETRAIN_FLAGS, LEAVES as PRETRAIN_LEAVES
+from pretrain.cli_flags import CLASSES as PRETRAIN_CLASSES, FLAGS as PRETRAIN_FLAGS, LEAVES as PRETRAIN_LEAVES
 from pretrain.encoders.reference_hints import encoder_hint
 
 REPO = Path(__file__).resolve().parents[2]
@@ -75,6 +77,31 @@ def test_the_pretrain_model_flags_of_every_family_pass():
     assert problems(argv, PRETRAIN_FLAGS, PRETRAIN_LEAVES) == []
     assert problems(["fit", "--model.hiden_size=8"], PRETRAIN_FLAGS, PRETRAIN_LEAVES) == [
         "--model.hiden_size: unknown flag; did you mean --model.hidden_size?"]
+
+
+def test_a_class_a_group_flag_does_not_take_lists_the_choices_in_one_line(monkeypatch):
+    monkeypatch.chdir(REPO)
+    hints = {"model": MODEL_HINT, "data": data_hint()}
+
+    def pretrain_problems(argv):
+        return problems(argv, PRETRAIN_FLAGS, PRETRAIN_LEAVES, classes=PRETRAIN_CLASSES, hints={"data": data_hint()})
+
+    assert pretrain_problems(["fit", "--model=LitBERT"]) == [
+        "--model=LitBERT: choose one of LitAWDLSTM, LitBiLM, LitGPT (or its class path, or a config file)"]
+    assert pretrain_problems(["fit", "--model", "LitGPTT"])[0].endswith("; did you mean LitGPT?")
+    assert pretrain_problems(["fit", "--data=SST2"]) == [
+        "--data=SST2: not a config file, and --data's class is fixed here; the data set is --data.dataset: mrpc or tsv"]
+    finetune = problems(["fit", "--model=LitBERT"], FINETUNE_FLAGS, FINETUNE_LEAVES, classes=FINETUNE_CLASSES,
+                        hints=hints)
+    assert finetune == ["--model=LitBERT: not a config file, and --model's class is fixed here; --model.encoder "
+                        "picks the encoder: runs:/<id>, latest[:<family>], hf:<folder>, random, …"]
+    for accepted in ("--model=LitGPT", "--model=pretrain.lit_gpt.LitGPT", "--model=configs/pretrain/gpt.yaml",
+                     "--model={class_path: pretrain.lit_gpt.LitGPT}", "--data=configs/pretrain/smoke.yaml",
+                     "--model=null"):
+        assert pretrain_problems(["fit", accepted]) == [], accepted
+    for accepted in ("--model.mix=scalar", "--model.mix=average", "--trainer.strategy=ddp"):  # a value's own words
+        assert problems(["fit", accepted], FINETUNE_FLAGS, FINETUNE_LEAVES, classes=FINETUNE_CLASSES,
+                        hints=hints) == [], accepted
 
 
 @pytest.mark.parametrize("stage", ["downstream", "pretrain"])

@@ -7,7 +7,7 @@ from pytorch_lightning.utilities._pytree import _tree_flatten
 from pytorch_lightning.utilities.rank_zero import rank_zero_info
 
 from harness.cli.console import ParameterSummary, console_callbacks, quiet_libraries
-from harness.training.progress_lines import LineProgress, StopReason
+from harness.training.progress_lines import EpochBar, LineProgress, StopReason
 
 
 class Lines(logging.Handler):
@@ -61,3 +61,4 @@ def test_plain_progress_only_off_a_terminal_and_never_against_the_config(monkeyp
     assert [type(callback) for callback in callbacks] == [StopReason] and settings == {}
     monkeypatch.setattr("sys.stdout.isatty", lambda: True)
     assert LineProgress not in [type(callback) for callback in console_callbacks({})[0]]
+    assert EpochBar in [type(callback) for callback in console_callbacks({})[0]]  # epochs from 1 there too

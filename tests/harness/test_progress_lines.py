@@ -3,10 +3,10 @@
 import pytest
 import torch
 from pytorch_lightning import Trainer
-from pytorch_lightning.callbacks import EarlyStopping
+from pytorch_lightning.callbacks import Callback, EarlyStopping
 from pytorch_lightning.demos.boring_classes import BoringModel
 
-from harness.training.progress_lines import LineProgress, StopReason
+from harness.training.progress_lines import EpochBar, LineProgress, StopReason
 
 
 class LoggingModel(BoringModel):
@@ -49,3 +49,16 @@ def test_the_step_limit(capsys):
 @pytest.mark.parametrize("limit", ["00:00:00:00"])
 def test_the_time_limit(capsys, limit):
     assert fit(capsys, max_time=limit, max_epochs=10)[-1] == "stopped: time limit 0:00:00 reached (--trainer.max_time)"
+
+
+def test_the_terminal_bar_counts_epochs_from_1_as_the_lines_do(capsys):
+    bar, shown = EpochBar(), []
+
+    class Watch(Callback):
+        def on_train_epoch_end(self, trainer, pl_module):
+            shown.append(bar.train_progress_bar.desc.rstrip(": "))
+
+    trainer = Trainer(callbacks=[bar, Watch()], logger=False, enable_checkpointing=False, enable_model_summary=False,
+                      limit_train_batches=2, limit_val_batches=1, max_epochs=2)
+    trainer.fit(LoggingModel())
+    assert shown == ["Epoch 1/2", "Epoch 2/2"]  # Lightning's own bar says Epoch 0, Epoch 1

@@ -2,6 +2,7 @@
 views (fast: a throw-away SQLite store, no browser; the browser test is tests/ui/test_browser.py)."""
 
 import json
+import socket
 from urllib.parse import parse_qs, unquote, urlparse
 
 import pandas as pd
@@ -9,7 +10,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from benchmarks.report.parent_view import report_sections, summary_metrics, twin_pairs
-from harness.tracking import ui, ui_address
+from harness.tracking import links, ui, ui_address
 from harness.tracking.links import compare_link, experiment_link, run_link, summary_lines, ui_base
 from harness.tracking.naming import encoder_label, finetune_run_name, metric_key, pretrain_run_name, twin_label
 from harness.tracking.params import comparable_params
@@ -56,6 +57,7 @@ def test_params_keep_what_a_user_compares():
 
 
 def test_links_have_the_ui_formats(monkeypatch):
+    monkeypatch.setattr(links, "ui_answers", lambda base: False)  # whatever this machine serves on 5000
     monkeypatch.delenv("MLFLOW_UI_URL", raising=False)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:////tmp/nowhere/mlflow.db")
     assert ui_base() == "http://127.0.0.1:5000"
@@ -68,7 +70,7 @@ def test_links_have_the_ui_formats(monkeypatch):
     assert path == "/compare-runs" and json.loads(unquote(values["runs"][0])) == ["a", "b"]
     assert json.loads(values["experiments"][0]) == ["3"]
     lines = summary_lines("3", "abc", "compare")
-    assert [line.split()[0] for line in lines] == ["run", "runs", "(serve"] and "`make ui`" in lines[-1]
+    assert [line.split()[0] for line in lines] == ["run", "runs", "(no"] and "`make ui`" in lines[-1]
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://team-host:5001/")
     assert ui_base() == "http://team-host:5001" and "make ui" not in "\n".join(summary_lines("3", "abc"))
     monkeypatch.setenv("MLFLOW_UI_URL", "https://mlflow.example.org/")
@@ -208,6 +210,20 @@ def test_links_follow_the_host_and_port_make_ui_serves_the_store_on(records, mon
     assert ui_base() == "http://[::1]:5062" and "`make ui HOST=::1 PORT=5062`" in summary_lines("1", "r")[-1]
     monkeypatch.setenv("MLFLOW_UI_URL", "https://mlflow.example.org")  # an explicit address wins
     assert ui_base() == "https://mlflow.example.org"
+
+
+def test_the_line_under_the_links_says_whether_a_ui_answers_where_they_point(records):
+    with socket.socket() as listener:  # a UI started with make ui PORT=<port>
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        ui_address.record_address(records, ui_address.link_address("127.0.0.1", port))
+        served = summary_lines("1", "r")
+    stopped = summary_lines("1", "r")
+    assert all(line.split()[-1].startswith(f"http://127.0.0.1:{port}/#/") for line in served[:2])
+    assert served[-1].strip() == f"(the UI at http://127.0.0.1:{port} serves them)"
+    assert stopped[-1].strip().startswith(f"(no UI answers at http://127.0.0.1:{port} now: start it with "
+                                          f"`make ui PORT={port}`;")
 
 
 def test_a_compare_link_opens_the_runs_metrics_in_the_chart_view(records):

@@ -57,6 +57,8 @@ def test_smoke_run_finishes_and_prints_a_summary(smoke_run):
     checkpoint = smoke_run["directory"] / "checkpoints" / "pretrain" / run.info.run_id / "encoder.ckpt"
     assert checkpoint.is_file()
     assert f"checkpoint {checkpoint}" in stdout
+    assert run.data.metrics["best_epoch"] == 0  # stored as Lightning counts, shown as the log lines count
+    assert "epoch 1/1  step" in stdout and "; best epoch 1)" in stdout
 
 
 @pytest.mark.slow
