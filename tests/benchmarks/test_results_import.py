@@ -167,3 +167,22 @@ def test_suite_reuse_never_picks_between_copies_that_disagree(tmp_path, store):
     assert finished_run("mrpc", same) is not None
     assert_one_line_error(lambda: finished_run("mrpc", twin), f"cell {twin}", "copies with other numbers",
                           "none is chosen")
+
+
+def test_a_suite_never_picks_between_the_store_and_a_results_folder(tmp_path, store):
+    """``--results`` holds one copy of a cell, the store another with other numbers: the suite stops."""
+    from types import SimpleNamespace
+
+    from benchmarks.engine.task_graph import StudyExecutor
+    from benchmarks.tasks.cells import Cell
+
+    folder, other = make_folder(tmp_path / "a", seeds=1), make_folder(tmp_path / "b", seeds=1, twin_right=20)
+    assert main(["import", str(other)]) == 0
+    results = ResultSet([folder])
+    twin = results.ordered[1]
+    executor = object.__new__(StudyExecutor)  # only what the reuse lookup needs
+    executor.results, executor.client = results, MlflowClient()
+    executor.study = SimpleNamespace(experiment="mrpc", parent="another-parent")
+    executor.cell_settings = lambda cell: ("", twin.cell_hash)
+    assert_one_line_error(lambda: executor.add_cell(Cell("random-scalar-pool-mlp", "random", 0)),
+                          "have other numbers", "none is chosen", str(twin.path))
