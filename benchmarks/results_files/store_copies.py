@@ -23,12 +23,13 @@ IMPORTED_TAG = "imported_from"  # a run that ``python -m benchmarks import`` wro
 SEARCH_LIMIT = 50_000
 
 
-def held_copies(client: MlflowClient, cell_hash: str) -> list:
-    """Every FINISHED run of any active experiment tagged with ``cell_hash``, oldest first."""
-    experiments = [experiment.experiment_id for experiment in client.search_experiments()]
-    if not experiments:
+def held_copies(client: MlflowClient, experiment: str, cell_hash: str) -> list:
+    """Every FINISHED run of ``experiment`` (where a suite looks for it) tagged with ``cell_hash``, oldest first."""
+    found = client.get_experiment_by_name(experiment)
+    if found is None or found.lifecycle_stage != "active":
         return []
-    return client.search_runs(experiments, f"tags.cell_hash = '{cell_hash}' and attributes.status = 'FINISHED'",
+    return client.search_runs([found.experiment_id], f"tags.cell_hash = '{cell_hash}' and "
+                                                     f"attributes.status = 'FINISHED'",
                               order_by=["attributes.start_time ASC"], max_results=SEARCH_LIMIT)
 
 
@@ -76,15 +77,16 @@ def origin(run) -> str:
 
 
 def find_duplicates(client: MlflowClient) -> list[Duplicate]:
-    """Every cell hash that more than one FINISHED run of the store carries."""
+    """Every cell hash that more than one FINISHED run of one experiment carries (a suite looks
+    for a cell in its own experiment)."""
     experiments = [experiment.experiment_id for experiment in client.search_experiments()]
     runs = client.search_runs(experiments, "attributes.status = 'FINISHED'", order_by=["attributes.start_time ASC"],
                               max_results=SEARCH_LIMIT) if experiments else []
-    by_hash: dict[str, list] = {}
+    by_hash: dict[tuple[str, str], list] = {}
     for run in runs:
         if run.data.tags.get("cell_hash"):
-            by_hash.setdefault(run.data.tags["cell_hash"], []).append(run)
-    return [Duplicate(cell_hash, copies) for cell_hash, copies in by_hash.items() if len(copies) > 1]
+            by_hash.setdefault((run.info.experiment_id, run.data.tags["cell_hash"]), []).append(run)
+    return [Duplicate(cell_hash, copies) for (_, cell_hash), copies in by_hash.items() if len(copies) > 1]
 
 
 def remove_duplicates(client: MlflowClient, duplicates: list[Duplicate]) -> tuple[list[str], list[Duplicate]]:

@@ -165,9 +165,10 @@ class ImportPlan:
 
 
 def plan_import(client: MlflowClient, folder: Path, result: ResultSet, planned: dict[str, CellResult]) -> ImportPlan:
-    """Check ``folder`` against the store and the folders planned before it (``planned``: cell
-    hash → cell): a cell held with the same numbers and predictions is linked, one held with other
-    numbers stops the import in one line naming both digests."""
+    """Check ``folder`` against its experiment in the store (where a suite looks for its cells) and
+    the folders planned before it (``planned``: cell hash → cell): a cell held with the same numbers
+    and predictions is linked, one held with other numbers stops the import in one line naming both
+    digests."""
     plan = ImportPlan(folder, result, target_experiment(result.benchmarks[0], folder))
     for cell in result.ordered:
         cell_tags(cell.record["tags"], cell.path)
@@ -183,7 +184,7 @@ def plan_import(client: MlflowClient, folder: Path, result: ResultSet, planned: 
             continue
         planned[cell.cell_hash] = cell
         held = None
-        for run in held_copies(client, cell.cell_hash):
+        for run in held_copies(client, plan.experiment, cell.cell_hash):
             digest = predictions_digest(client, run)
             if digest != cell.record["predictions"]["sha256"] or \
                     result_numbers(run.data.metrics) != result_numbers(cell.record["metrics"]):
