@@ -64,7 +64,8 @@ def main(argv: list[str] | None = None) -> int:
                 if parent is None:
                     print(f"nothing new in {folder}: its {held} cell(s) are in {tracking_uri()} already")
                 else:
-                    print(f"imported {cells} cell(s) of {folder} under parent run {parent} in {tracking_uri()}{already}")
+                    print(f"imported {cells} cell(s) of {folder} under parent run {parent} in "
+                          f"{tracking_uri()}{already}")
         elif args.command == "duplicates":
             from benchmarks.results_files.store_copies import report_duplicates  # noqa: PLC0415
 

@@ -185,14 +185,13 @@ def plan_import(client: MlflowClient, folder: Path, result: ResultSet, planned: 
         planned[cell.cell_hash] = cell
         held = None
         for run in held_copies(client, plan.experiment, cell.cell_hash):
-            digest = predictions_digest(client, run)
-            if digest != cell.record["predictions"]["sha256"] or \
-                    result_numbers(run.data.metrics) != result_numbers(cell.record["metrics"]):
+            digest, recorded = predictions_digest(client, run), cell.record["predictions"]["sha256"]
+            if digest != recorded or result_numbers(run.data.metrics) != result_numbers(cell.record["metrics"]):
                 fields = cell.record["cell"]
-                raise UserError(f"{cell.path}: cell {cell.cell_hash} ({fields.get('method')} seed {fields.get('seed')}) "
-                                f"is in the store already as run {run.info.run_id} with other numbers "
-                                f"(predictions sha256 {digest[:12]} there, {cell.record['predictions']['sha256'][:12]} "
-                                f"here); nothing imported: the store's copy stays")
+                raise UserError(f"{cell.path}: cell {cell.cell_hash} ({fields.get('method')} seed "
+                                f"{fields.get('seed')}) is in the store already as run {run.info.run_id} with other "
+                                f"numbers (predictions sha256 {digest[:12]} there, {recorded[:12]} here); nothing "
+                                f"imported: the store's copy stays")
             held = held or run.info.run_id
         if held:
             plan.held.append(held)

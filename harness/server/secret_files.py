@@ -2,8 +2,9 @@
 
 A secret file is created with mode 0600 in a folder of mode 0700 (``.cache/server/`` by default),
 by the user who starts the server; one that other users could read, or that another user owns,
-is refused in one line rather than used. The server's artifacts are kept the same way. Secrets never go on a command line (other local users
-see those in ``ps``), into a log or onto the console: the console names the file.
+is refused in one line rather than used (the server's artifacts are kept the same way:
+:func:`private_tree`). Secrets never go on a command line (other local users see those in
+``ps``), into a log or onto the console: the console names the file.
 """
 
 from __future__ import annotations

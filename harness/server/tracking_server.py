@@ -193,7 +193,8 @@ def check_loopback_only(host: str, extra: list[str]) -> None:
         name = argument.split("=")[0]
         if argument.startswith("-") and name not in NO_AUTH_OPTIONS:
             raise UserError(f"{name} with --no-auth: only {', '.join(NO_AUTH_OPTIONS)} may be passed to a server "
-                            f"without users (it must stay on 127.0.0.1); drop --no-auth (users and passwords) or {name}")
+                            f"without users (it must stay on 127.0.0.1); drop --no-auth (users and passwords) "
+                            f"or {name}")
     for variable in sorted(os.environ):
         if variable.startswith(NO_AUTH_VARIABLE_PREFIXES) and os.environ[variable]:
             raise UserError(f"{variable} is set: with --no-auth the web server takes no options from the "

@@ -27,7 +27,8 @@ def store(tmp_path, monkeypatch):
 
 
 def cell_runs(tmp_path) -> list:
-    return [run for run in all_runs(tmp_path) if run.data.tags.get("cell_hash") and run.info.lifecycle_stage == "active"]
+    return [run for run in all_runs(tmp_path)
+            if run.data.tags.get("cell_hash") and run.info.lifecycle_stage == "active"]
 
 
 def refused(capsys, *args: str) -> str:

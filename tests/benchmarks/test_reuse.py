@@ -42,7 +42,8 @@ def test_an_experiment_another_user_created_is_refused_in_one_line(monkeypatch, 
 
 def test_the_team_experiments_and_stores_without_users_need_no_question(monkeypatch):
     asked = answering(monkeypatch, 200, [])
-    assert reuse.untrusted(URI, "editor", "mrpc", "2") is None and reuse.untrusted(URI, "editor", "pretrain", "1") is None
+    assert reuse.untrusted(URI, "editor", "mrpc", "2") is None
+    assert reuse.untrusted(URI, "editor", "pretrain", "1") is None
     assert reuse.untrusted("sqlite:///mlflow.db", "", "own", "7") is None and asked == []
     answering(monkeypatch, 404)  # a server without MLflow's auth app (--no-auth): one user's store
     assert reuse.untrusted(URI, "editor", "own", "7") is None
