@@ -1,9 +1,12 @@
-"""``python -m benchmarks export|import|report``: results as files.
+"""``python -m benchmarks export|import|duplicates|report``: results as files.
 
 - ``export --benchmark <name> --out <folder>``: a benchmark's finished cells, from the tracking
   store in use, to a folder that diffs well in git;
 - ``import <folder>...``: such folders into the tracking store in use, as FINISHED runs under a
-  parent per folder (the UI shows them; a suite finds their cells by hash);
+  parent per folder (the UI shows them; a suite finds their cells by hash); a cell the store holds
+  already is linked, not copied, and one it holds with other numbers stops the import;
+- ``duplicates [--remove]``: the cells the store holds more than once, and whether their copies
+  agree; ``--remove`` deletes the redundant copies;
 - ``report <folder>... --out <folder> [--registered <config>...]``: ``results.csv``, ``report.md``
   and figures from the folders alone, no store, no training; ``--registered`` adds the
   ``comparisons:`` of study configs whose folders are not in yet (a chunked study's family);
@@ -29,6 +32,9 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     export.add_argument("--out", type=Path, required=True, help="the folder to write (replaced whole)")
     load = commands.add_parser("import", help="results folders into the tracking store in use")
     load.add_argument("folders", type=Path, nargs="+")
+    duplicates = commands.add_parser("duplicates", help="cells the tracking store holds more than once")
+    duplicates.add_argument("--remove", action="store_true",
+                            help="delete the redundant copies (of conflicting ones, all but the one computed here)")
     report = commands.add_parser("report", help="a report from results folders alone")
     report.add_argument("folders", type=Path, nargs="+")
     report.add_argument("--out", type=Path, required=True, help="where results.csv, report.md and figures go")
@@ -56,8 +62,17 @@ def main(argv: list[str] | None = None) -> int:
             from benchmarks.results_files.store_transfer import import_folders  # noqa: PLC0415
             from harness.tracking.runs import tracking_uri  # noqa: PLC0415
 
-            for folder, (parent, cells) in zip(args.folders, import_folders(args.folders)):
-                print(f"imported {cells} cell(s) of {folder} under parent run {parent} in {tracking_uri()}")
+            for folder, (parent, cells, held) in zip(args.folders, import_folders(args.folders)):
+                already = f"; {held} already in the store, linked" if held else ""
+                if parent is None:
+                    print(f"nothing new in {folder}: its {held} cell(s) are in {tracking_uri()} already")
+                else:
+                    print(f"imported {cells} cell(s) of {folder} under parent run {parent} in "
+                          f"{tracking_uri()}{already}")
+        elif args.command == "duplicates":
+            from benchmarks.results_files.store_copies import report_duplicates  # noqa: PLC0415
+
+            return report_duplicates(args.remove)
         elif args.command == "seal":
             from benchmarks.results_files.seal import seal_folder  # noqa: PLC0415
 

@@ -28,6 +28,7 @@ from benchmarks.results_files.folder import ResultSet
 from benchmarks.results_files.store_transfer import import_cell
 from benchmarks.tasks.attempts import end_cancelled_runs
 from benchmarks.tasks.cells import Cell, finished_run
+from benchmarks.tasks.reuse import result_numbers
 from benchmarks.tasks.entry_points import Study, cell_log, run_baseline, run_cell, run_probe, run_stage
 from benchmarks.tasks.resources import cell_resources, stage_resources
 from harness.datasets.types import PairData
@@ -204,7 +205,12 @@ class StudyExecutor:
             self.cell_done(cell, {"run_id": run_id, "reused": True}, f"from results {recorded.folder.name}")
             return
         if found is not None:
-            owner = self.client.get_run(found).data.tags.get("mlflow.parentRunId")
+            run = self.client.get_run(found)
+            if recorded is not None and result_numbers(recorded.record["metrics"]) != result_numbers(run.data.metrics):
+                raise UserError(f"cell {cell.method} seed {cell.seed} ({cell_hash}): run {found} of this store and "
+                                f"{recorded.path} have other numbers; not reused, none is chosen: delete the wrong "
+                                f"copy or leave its folder out")
+            owner = run.data.tags.get("mlflow.parentRunId")
             if owner != self.study.parent:
                 self.linked.append(found)
             self.cell_done(cell, {"run_id": found, "reused": True},

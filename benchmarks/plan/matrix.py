@@ -8,7 +8,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
 
 from benchmarks.tasks.cells import BASELINES
 from benchmarks.plan.matrix_values import (flag_of, fractions_of, known_keys, list_of, mapping_of, name_of, rates_of,
@@ -18,6 +17,7 @@ from harness.datasets.registry import dataset_name
 from harness.datasets.spec import PATH_KEYS, SPEC_KEYS
 from harness.errors import UserError
 from harness.tracking.runs import REPO_ROOT
+from harness.unique_keys import load_yaml
 
 KEYS = {"name", "experiment", "encoders", "finetune", "mixes", "heads", "seeds", "random_control", "baselines",
         "learning_curve", "mrpc_dir", "dataset", "transfers", "fractions", "budget", "linear_probe", "lr_grid",
@@ -87,10 +87,7 @@ def load_config(path: Path) -> Matrix:
     """Read and check a suite config; a mistake is one line naming the file and key."""
     if not path.is_file():
         raise UserError(f"--config={path}: no such file")
-    try:
-        config = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as error:
-        raise UserError(f"{path}: not valid YAML ({str(error).splitlines()[0]})") from None
+    config = load_yaml(path)  # a syntax error or a key given twice: one line naming the file
     if not isinstance(config, dict) or not config.get("encoders"):
         raise UserError(f"{path}: needs a mapping with at least `encoders`")
     return parse_matrix(config, str(path), path.stem)

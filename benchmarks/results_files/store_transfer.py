@@ -8,6 +8,7 @@ import hashlib
 import json
 import shutil
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlflow.entities import Metric, Param
@@ -16,9 +17,12 @@ from mlflow.tracking import MlflowClient
 from benchmarks.plan.encoders import with_stages
 from benchmarks.report.cells_from_store import read_predictions
 from benchmarks.results_files.folder import (BENCHMARK_FILE, CELLS_DIR, FORMAT, PREDICTIONS_SUFFIX, SPLITS, CellResult,
-                                      ResultSet, predictions_bytes, write_json)
+                                             ResultSet, predictions_bytes, write_json)
 from benchmarks.results_files.folder_readme import README_FILE, readme_text
+from benchmarks.results_files.import_rules import cell_tags, run_times, target_experiment
 from benchmarks.results_files.manifest import write_manifest
+from benchmarks.results_files.store_copies import IMPORTED_TAG, held_copies, predictions_digest
+from benchmarks.tasks.reuse import result_numbers
 from harness.errors import UserError
 from harness.tracking.liveness import HOST_TAG, PID_TAG, STARTED_TAG
 from harness.tracking.runs import ensure_experiment, tracking_uri
@@ -26,7 +30,6 @@ from harness.tracking.runs import ensure_experiment, tracking_uri
 STUDY_ARTIFACT = "study.json"  # the parent's record of its benchmark (the suite logs it)
 RECORD_TAG = "result_record"  # a cell's settings and context (``benchmarks.tasks.cells.result_tags``)
 PROCESS_TAGS = (HOST_TAG, PID_TAG, STARTED_TAG, "harness.driver", "harness.node", "harness.ended")
-IMPORTED_TAG = "imported_from"
 ORIGIN_TAGS = ("origin_run_id", "origin_parent_run_id", "origin_host")  # where an imported cell was computed
 
 
@@ -127,21 +130,24 @@ def export_benchmark(name: str, out: Path) -> tuple[int, int]:
 
 
 def import_cell(cell: CellResult, experiment: str, parent: str, client: MlflowClient | None = None) -> str:
-    """One checked cell as a FINISHED child run of ``parent``; returns its run id."""
+    """One checked cell as a FINISHED child run of ``parent`` with the harness's own cell tags only
+    (:mod:`benchmarks.results_files.import_rules`); returns its run id."""
     client = client or MlflowClient(tracking_uri())
     record = cell.record
-    tags = {**record["tags"], "cell_hash": record["cell_hash"], "protocol_version": record["protocol"],
-            "git_commit": record.get("commit", ""), "mlflow.parentRunId": parent, IMPORTED_TAG: str(cell.folder),
-            "origin_run_id": record["run"]["run_id"], "origin_parent_run_id": record["run"].get("parent_run_id", ""),
-            "origin_host": record["run"].get("host", ""),
+    start_time, end_time = run_times(record["run"], cell.path)
+    tags = {**cell_tags(record["tags"], cell.path), "cell_hash": record["cell_hash"],
+            "protocol_version": record["protocol"], "git_commit": str(record.get("commit", "")),
+            "mlflow.parentRunId": parent, IMPORTED_TAG: str(cell.folder),
+            "origin_run_id": str(record["run"]["run_id"]),
+            "origin_parent_run_id": str(record["run"].get("parent_run_id", "")),
+            "origin_host": str(record["run"].get("host", "")),
             RECORD_TAG: json.dumps({"cell": record["cell"], "order": record["order"],
                                     "encoder": record["encoder"], "spec": record["spec"]}, sort_keys=True)}
-    run = client.create_run(ensure_experiment(experiment), start_time=record["run"].get("start_time"),
+    run = client.create_run(ensure_experiment(experiment), start_time=start_time,
                             run_name=tags.get("mlflow.runName"), tags=tags)
     run_id = run.info.run_id
     try:
-        timestamp = record["run"].get("end_time") or 0
-        client.log_batch(run_id, metrics=[Metric(key, float(value), timestamp, 0)
+        client.log_batch(run_id, metrics=[Metric(key, float(value), end_time or 0, 0)
                                           for key, value in record["metrics"].items()],
                          params=[Param(key, str(value)) for key, value in record["params"].items()])
         for split in SPLITS:
@@ -149,33 +155,92 @@ def import_cell(cell: CellResult, experiment: str, parent: str, client: MlflowCl
     except BaseException:
         client.delete_run(run_id)
         raise
-    client.set_terminated(run_id, "FINISHED", end_time=record["run"].get("end_time"))
+    client.set_terminated(run_id, "FINISHED", end_time=end_time)
     return run_id
 
 
-def import_folders(folders: list[Path]) -> list[tuple[str, int]]:
-    """Each folder (all checked first) under a parent run of its own; returns (parent, cells) per folder."""
+@dataclass
+class ImportPlan:
+    """One folder's import, decided before anything is written: the cells to add and the runs
+    already holding the others (linked from its parent, never copied again)."""
+
+    folder: Path
+    result: ResultSet
+    experiment: str
+    new: list[CellResult] = field(default_factory=list)
+    held: list[str] = field(default_factory=list)
+    shared: list[str] = field(default_factory=list)  # cell hashes an earlier folder of the same import adds
+
+
+def plan_import(client: MlflowClient, folder: Path, result: ResultSet, planned: dict[str, CellResult]) -> ImportPlan:
+    """Check ``folder`` against its experiment in the store (where a suite looks for its cells) and
+    the folders planned before it (``planned``: cell hash → cell): a cell held with the same numbers
+    and predictions is linked, one held with other numbers stops the import in one line naming both
+    digests."""
+    plan = ImportPlan(folder, result, target_experiment(result.benchmarks[0], folder))
+    for cell in result.ordered:
+        cell_tags(cell.record["tags"], cell.path)
+        run_times(cell.record["run"], cell.path)
+        earlier = planned.get(cell.cell_hash)
+        if earlier is not None:
+            if earlier.record["predictions"]["sha256"] != cell.record["predictions"]["sha256"] or \
+                    result_numbers(earlier.record["metrics"]) != result_numbers(cell.record["metrics"]):
+                raise UserError(f"{cell.path}: cell {cell.cell_hash} has other numbers than in {earlier.path} "
+                                f"(predictions sha256 {cell.record['predictions']['sha256'][:12]}, not "
+                                f"{earlier.record['predictions']['sha256'][:12]}); nothing imported")
+            plan.shared.append(cell.cell_hash)
+            continue
+        planned[cell.cell_hash] = cell
+        held = None
+        for run in held_copies(client, plan.experiment, cell.cell_hash):
+            digest, recorded = predictions_digest(client, run), cell.record["predictions"]["sha256"]
+            if digest != recorded or result_numbers(run.data.metrics) != result_numbers(cell.record["metrics"]):
+                fields = cell.record["cell"]
+                raise UserError(f"{cell.path}: cell {cell.cell_hash} ({fields.get('method')} seed "
+                                f"{fields.get('seed')}) is in the store already as run {run.info.run_id} with other "
+                                f"numbers (predictions sha256 {digest[:12]} there, {recorded[:12]} here); nothing "
+                                f"imported: the store's copy stays")
+            held = held or run.info.run_id
+        if held:
+            plan.held.append(held)
+        else:
+            plan.new.append(cell)
+    return plan
+
+
+def import_folders(folders: list[Path]) -> list[tuple[str | None, int, int]]:
+    """Each folder (all checked first, against the store too) under a parent run of its own, with
+    only the cells the store does not hold yet; returns (parent or None, cells added, cells already
+    held) per folder. Importing a folder again adds nothing."""
     results = [ResultSet([folder]) for folder in folders]  # every check before anything is written
     client = MlflowClient(tracking_uri())
-    imported, created = [], []
-    for folder, result in zip(folders, results):
-        benchmark = result.benchmarks[0]
-        experiment = benchmark.get("experiment") or benchmark["dataset"]
-        parent = client.create_run(ensure_experiment(experiment), run_name=f"benchmark {benchmark['benchmark']}",
-                                   tags={"stage": "benchmark", "benchmark": benchmark["benchmark"],
-                                         "dataset": benchmark["dataset"], IMPORTED_TAG: str(folder)}).info.run_id
-        created.append(parent)
+    planned: dict[str, CellResult] = {}
+    plans = [plan_import(client, Path(folder), result, planned) for folder, result in zip(folders, results)]
+    imported, written = [], {}
+    for plan in plans:
+        plan.held += [written[cell_hash] for cell_hash in plan.shared if cell_hash in written]
+        if not plan.new:
+            imported.append((None, 0, len(plan.held)))
+            continue
+        benchmark = plan.result.benchmarks[0]
+        parent = client.create_run(ensure_experiment(plan.experiment), run_name=f"benchmark {benchmark['benchmark']}",
+                                   tags={"stage": "benchmark", "benchmark": str(benchmark["benchmark"]),
+                                         "dataset": str(benchmark["dataset"]), IMPORTED_TAG: str(plan.folder)}
+                                   ).info.run_id
+        created = [parent]
         try:
-            for cell in result.ordered:
-                created.append(import_cell(cell, experiment, parent, client))
+            for cell in plan.new:
+                created.append(import_cell(cell, plan.experiment, parent, client))
+                written[cell.cell_hash] = created[-1]
             study = {**{key: benchmark[key] for key in benchmark if key not in ("folder", "format", "cells",
                                                                                  "parent_run_id")},
-                     "origin_parent_run_id": benchmark.get("parent_run_id", "")}
+                     "origin_parent_run_id": benchmark.get("parent_run_id", ""),
+                     **({"linked": plan.held} if plan.held else {})}
             client.log_dict(parent, study, STUDY_ARTIFACT)
         except BaseException:
             for run_id in created:
                 client.delete_run(run_id)  # nothing imported half-way
             raise
         client.set_terminated(parent, "FINISHED")
-        imported.append((parent, len(result.ordered)))
+        imported.append((parent, len(plan.new), len(plan.held)))
     return imported

@@ -19,6 +19,7 @@ from mlflow.tracking import MlflowClient
 
 from benchmarks.tasks.baselines import majority_baseline, tfidf_lr_baseline
 from benchmarks.tasks.linear_probe import probe_probabilities
+from benchmarks.tasks.reuse import finished_run  # noqa: F401 - the suite's lookup, used here too
 from downstream import encoder_reuse
 from downstream.cli import FinetuneCLI
 from downstream.evaluation import predictions_frame, split_metrics
@@ -123,22 +124,6 @@ def file_digests(args: list[str]) -> dict[str, str]:
             if candidate.strip() and path.is_file():
                 digests[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
     return digests
-
-
-def finished_run(experiment: str, cell_hash: str, parent_run_id: str | None = None) -> str | None:
-    """The newest FINISHED run of ``experiment`` tagged with ``cell_hash``: among the children of
-    ``parent_run_id`` first (a resumed benchmark), else anywhere in the experiment (a cell another
-    benchmark already ran with the same settings, data and code: the caller links it)."""
-    client = MlflowClient(tracking_uri())
-    experiment_id = ensure_experiment(experiment)
-    query = f"tags.cell_hash = '{cell_hash}' and attributes.status = 'FINISHED'"
-    scopes = [f" and tags.mlflow.parentRunId = '{parent_run_id}'", ""] if parent_run_id else [""]
-    for scope in scopes:
-        runs = client.search_runs([experiment_id], query + scope, order_by=["attributes.start_time DESC"],
-                                  max_results=1)
-        if runs:
-            return runs[0].info.run_id
-    return None
 
 
 _frozen = False

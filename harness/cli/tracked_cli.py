@@ -28,6 +28,7 @@ from harness.tracking.run_config import MLflowConfig
 from harness.tracking.runs import fail_open_runs, keep_checkpoints_in, make_logger, server_lost
 from harness.tracking.store import auth_denial, check_can_log, prepare_store, tracking_uri
 from harness.training.resume import ResumeState
+from harness.unique_keys import install_jsonargparse_loader
 
 RESUMED_TAG = "harness.resumed_from"
 
@@ -51,6 +52,7 @@ class TrackedCLI(LightningCLI):
 
     def init_parser(self, **kwargs):
         # a bad flag: one line (run_cli); a flag in full, as the check before the imports wants (cli_preflight)
+        install_jsonargparse_loader()  # a key given twice in a config: one line, not the last value
         return super().init_parser(**{**kwargs, "exit_on_error": False, "allow_abbrev": False})
 
     def add_arguments_to_parser(self, parser) -> None:

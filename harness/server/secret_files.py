@@ -2,8 +2,9 @@
 
 A secret file is created with mode 0600 in a folder of mode 0700 (``.cache/server/`` by default),
 by the user who starts the server; one that other users could read, or that another user owns,
-is refused in one line rather than used. Secrets never go on a command line (other local users
-see those in ``ps``), into a log or onto the console: the console names the file.
+is refused in one line rather than used (the server's artifacts are kept the same way:
+:func:`private_tree`). Secrets never go on a command line (other local users see those in
+``ps``), into a log or onto the console: the console names the file.
 """
 
 from __future__ import annotations
@@ -28,6 +29,20 @@ def private_folder(folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     check_owner(folder)
     folder.chmod(0o700)
+    return folder
+
+
+def private_tree(folder: Path) -> Path:
+    """``folder`` (created if missing) and what it holds narrowed to the owner: folders 0700, files
+    0600 (symbolic links are left as they are; a path another user owns is one line)."""
+    private_folder(folder)
+    for root, folders, files in os.walk(folder):
+        for name in folders + files:
+            path = Path(root) / name
+            if path.is_symlink():
+                continue
+            check_owner(path)
+            path.chmod(0o700 if path.is_dir() else 0o600)
     return folder
 
 

@@ -12,7 +12,9 @@ a PostgreSQL backend store, with a proxied artifact root.
 - artifacts: stored under ``ARTIFACTS_DESTINATION`` (default ``.cache/mlflow-artifacts/``) and
   proxied (``mlflow-artifacts:/`` URIs) under the same permissions, so clients need no file access;
 - ``--no-auth`` (no users, anyone who reaches the port can do anything) is for 127.0.0.1 only: a
-  non-loopback host without auth is refused in one line.
+  non-loopback host, or any server option but a few that cannot widen who reaches it, is refused
+  in one line;
+- artifact files are 0600 in 0700 folders, those already there too.
 
 The console shows where the secrets are, never a secret. Ctrl-C (or SIGTERM) stops the MLflow
 server, then the cluster.
@@ -40,6 +42,7 @@ from mlflow.tracking import MlflowClient
 from harness.errors import UserError
 from harness.server.auth import ADMIN, AuthFiles, is_loopback
 from harness.server.postgres import DATA_DIR, SECRETS_DIR, LocalPostgres, free_port  # noqa: F401 - free_port re-exported
+from harness.server.secret_files import private_tree
 from harness.tracking.store import REPO_ROOT, ensure_experiment
 
 DEFAULT_PORT = 5001
@@ -58,6 +61,14 @@ class Team:
 
 OWN_FLAGS = ("--app-name", "--backend-store-uri", "--artifacts-destination", "--default-artifact-root",
              "--registry-store-uri", "--host", "--port")  # set by this module; ARGS may not override them
+# What ``--no-auth`` lets through to ``mlflow server``: options that cannot widen who reaches it
+# (a server option not named here, such as --gunicorn-opts='--bind 0.0.0.0:…', is refused).
+NO_AUTH_OPTIONS = ("--workers", "-w", "--static-prefix", "--allowed-hosts", "--x-frame-options",
+                   "--expose-prometheus")
+# The environment's ways to pass the web server options (refused with ``--no-auth`` for the same reason).
+NO_AUTH_VARIABLE_PREFIXES = ("MLFLOW_GUNICORN_OPTS", "MLFLOW_UVICORN_OPTS", "MLFLOW_WAITRESS_OPTS", "GUNICORN_",
+                             "UVICORN_")
+ARTIFACT_UMASK = 0o077  # the server's artifact files 0600, its folders 0700
 
 
 def without_password(uri: str) -> str:
@@ -74,15 +85,17 @@ def start_mlflow_server(backend_uri: str, artifacts: Path, host: str, port: int,
                         extra: list[str] | None = None, env: dict[str, str] | None = None) -> subprocess.Popen:
     """``mlflow server`` in its own process group (so one signal stops its workers too), the store URI
     in its environment (``MLFLOW_BACKEND_STORE_URI``), without MLflow's GenAI job runner (seven
-    consumer processes this harness never uses) unless ``MLFLOW_SERVER_ENABLE_JOB_EXECUTION`` says otherwise."""
-    artifacts.mkdir(parents=True, exist_ok=True)
+    consumer processes this harness never uses) unless ``MLFLOW_SERVER_ENABLE_JOB_EXECUTION`` says otherwise.
+    The artifacts are the starting user's alone: what is there is narrowed to 0600 files in 0700
+    folders, and the server writes new ones so (its umask)."""
+    private_tree(artifacts)
     command = [sys.executable, "-m", "mlflow", "server", "--artifacts-destination", str(artifacts),
                "--host", host, "--port", str(port), *(extra or [])]
     environment = {**os.environ, **(env or {}), "MLFLOW_BACKEND_STORE_URI": backend_uri,
                    "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": os.environ.get("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")}
     for name in ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD", "MLFLOW_ADMIN_PASSWORD"):
         environment.pop(name, None)  # a client's credentials are no business of the server's
-    return subprocess.Popen(command, start_new_session=True, env=environment, stdout=log,
+    return subprocess.Popen(command, start_new_session=True, env=environment, stdout=log, umask=ARTIFACT_UMASK,
                             stderr=subprocess.STDOUT if log else None)
 
 
@@ -165,10 +178,27 @@ def parse(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
         if flag.split("=")[0] in OWN_FLAGS:
             raise UserError(f"{flag.split('=')[0]}: set by make server itself; use its own flags (--host, --port, "
                             f"BACKEND_STORE_URI, ARTIFACTS_DESTINATION, --no-auth)")
-    if args.no_auth and not is_loopback(args.host):
-        raise UserError(f"--host {args.host} with --no-auth: anyone who reaches the port could read, change and "
-                        f"delete every run; drop --no-auth (users and passwords) or serve on 127.0.0.1")
+    if args.no_auth:
+        check_loopback_only(args.host, extra)
     return args, extra
+
+
+def check_loopback_only(host: str, extra: list[str]) -> None:
+    """``--no-auth`` serves 127.0.0.1 only, whatever else is passed: a non-loopback host, a server
+    option not in :data:`NO_AUTH_OPTIONS` or a web server's options in the environment is one line."""
+    if not is_loopback(host):
+        raise UserError(f"--host {host} with --no-auth: anyone who reaches the port could read, change and "
+                        f"delete every run; drop --no-auth (users and passwords) or serve on 127.0.0.1")
+    for argument in extra:
+        name = argument.split("=")[0]
+        if argument.startswith("-") and name not in NO_AUTH_OPTIONS:
+            raise UserError(f"{name} with --no-auth: only {', '.join(NO_AUTH_OPTIONS)} may be passed to a server "
+                            f"without users (it must stay on 127.0.0.1); drop --no-auth (users and passwords) "
+                            f"or {name}")
+    for variable in sorted(os.environ):
+        if variable.startswith(NO_AUTH_VARIABLE_PREFIXES) and os.environ[variable]:
+            raise UserError(f"{variable} is set: with --no-auth the web server takes no options from the "
+                            f"environment (it must stay on 127.0.0.1); unset it or drop --no-auth")
 
 
 def main(argv: list[str] | None = None, team: Team = Team()) -> int:

@@ -21,12 +21,17 @@ VARIABLE = "ENCODER_EXPERIMENTS"
 DEFAULT = ("pretrain",)
 
 
+def encoder_experiments() -> tuple[str, ...]:
+    """``pretrain`` and the experiments ``$ENCODER_EXPERIMENTS`` names."""
+    named = tuple(name.strip() for name in os.environ.get(VARIABLE, "").split(",") if name.strip())
+    return tuple(dict.fromkeys(DEFAULT + named))
+
+
 def trusted_names() -> tuple[str, ...] | None:
     """The trusted experiments' names; None: every experiment (a local store without the variable)."""
-    named = tuple(name.strip() for name in os.environ.get(VARIABLE, "").split(",") if name.strip())
-    if not named and scheme_of(tracking_uri()) not in SERVER_SCHEMES:
+    if not os.environ.get(VARIABLE, "").strip(" ,") and scheme_of(tracking_uri()) not in SERVER_SCHEMES:
         return None
-    return tuple(dict.fromkeys(DEFAULT + named))
+    return encoder_experiments()
 
 
 def trusted_experiment_ids(client: MlflowClient) -> list[str] | None:

@@ -271,6 +271,33 @@ def test_a_read_user_cannot_choose_anyone_elses_encoder(team_server):
         resolve("models:/reader-encoder/1")
 
 
+def test_a_cell_a_read_user_planted_is_never_reused(team_server):
+    """A READ user created the experiment an editor's own-data suite logs to and planted a FINISHED
+    run with the cell's hash (and the editor's name in ``mlflow.user``): the suite's lookup found it
+    as done. Now the server's grants decide: the editor's own experiment and the team's are reused,
+    the reader's is refused in one line."""
+    from benchmarks.tasks.reuse import finished_run
+    from harness.errors import UserError
+
+    def planted(client, experiment: str, cell_hash: str) -> str:
+        run = client.create_run(client.create_experiment(experiment) if client.get_experiment_by_name(experiment)
+                                is None else client.get_experiment_by_name(experiment).experiment_id,
+                                tags={"cell_hash": cell_hash, "mlflow.user": "editor", "stage": "finetune"})
+        client.set_terminated(run.info.run_id, "FINISHED")
+        return run.info.run_id
+
+    planted(as_user(team_server["reader"]), "own", "cell-planted")
+    as_user(team_server["editor"])
+    with pytest.raises(UserError) as refused:
+        finished_run("own", "cell-planted")
+    message = str(refused.value)
+    assert "\n" not in message and "experiment 'own'" in message and "never reused" in message
+    mine = planted(as_user(team_server["editor"]), "editor-own", "cell-mine")
+    assert finished_run("editor-own", "cell-mine") == mine
+    team = planted(as_user(team_server["editor"]), "mrpc", "cell-team")
+    assert finished_run("mrpc", "cell-team") == team
+
+
 def test_the_database_is_closed_to_other_local_users(team_server):
     secrets, log = team_server["secrets"], team_server["log"].read_text()
     port = int(re.search(r"postgresql://mlflow@127\.0\.0\.1:(\d+)/mlflow", log)[1])
