@@ -12,6 +12,7 @@ from mlflow.tracking import MlflowClient
 
 from benchmarks.__main__ import main
 from benchmarks.results_files.folder import CELLS_DIR, ResultSet
+from benchmarks.results_files.manifest import write_manifest
 from benchmarks.results_files.store_transfer import import_cell
 from benchmarks.tasks.reuse import finished_run
 from tests.benchmarks.test_results_files import edit_record, first_cell, make_folder
@@ -88,6 +89,7 @@ def test_only_the_harness_cell_tags_are_imported(tmp_path, store):
     for path in (folder / CELLS_DIR).glob("*.json"):
         edit_record(path, lambda record: record["tags"].update({"mlflow.user": "mallory", "mlflow.source.name": "x",
                                                                 "note": "planted", "stage": "finetune"}))
+    write_manifest(folder)  # a crafted folder: its manifest rewritten to match
     assert main(["import", str(folder)]) == 0
     for run in cell_runs(tmp_path):
         assert run.data.tags.get("mlflow.user") != "mallory" and "note" not in run.data.tags
@@ -97,6 +99,7 @@ def test_only_the_harness_cell_tags_are_imported(tmp_path, store):
 def test_a_cell_tagged_with_another_stage_is_refused(tmp_path, store, capsys):
     folder = make_folder(tmp_path / "a", seeds=1)
     edit_record(first_cell(folder), lambda record: record["tags"].update(stage="pretrain"))
+    write_manifest(folder)  # a crafted folder: its manifest rewritten to match
     assert "tag stage='pretrain' is not a cell's" in refused(capsys, "import", str(folder))
     assert all_runs(tmp_path) == []
 
@@ -108,6 +111,7 @@ def test_a_folder_may_not_target_an_experiment_encoders_come_from(tmp_path, stor
     folder = make_folder(tmp_path / "a", seeds=1)
     benchmark = folder / "benchmark.json"
     benchmark.write_text(json.dumps({**json.loads(benchmark.read_text()), "experiment": experiment}))
+    write_manifest(folder)  # a crafted folder: its manifest rewritten to match
     line = refused(capsys, "import", str(folder))
     assert f"targets experiment '{experiment}', where encoders are resolved from" in line
     assert all_runs(tmp_path) == []
@@ -117,6 +121,7 @@ def test_a_start_time_in_the_future_is_refused(tmp_path, store, capsys):
     folder = make_folder(tmp_path / "a", seeds=1)
     year_2100 = 4_102_444_800_000
     edit_record(first_cell(folder), lambda record: record["run"].update(start_time=year_2100))
+    write_manifest(folder)  # a crafted folder: its manifest rewritten to match
     line = refused(capsys, "import", str(folder))
     assert "run.start_time 4102444800000 lies in the future (2100-01-01)" in line
     assert all_runs(tmp_path) == []
