@@ -297,7 +297,8 @@ def print_table(rows: list[dict]) -> None:
     print(f"batch {BATCH_SIZE} pairs, scalar mix (GPT's cls: its own head); pairs/s at {rows[0]['precision']}, "
           f"fp32 = the same path in float32, naive (float32) = no cache, random batches padded to the data set's "
           f"longest; % peak = model FLOP/s over the matmul peak of the row's precision (float32 "
-          f"{min(fp32_peaks):.0f}–{max(fp32_peaks):.0f} GFLOP/s, bfloat16 {min(bf16_peaks):.0f}–{max(bf16_peaks):.0f}, "
+          f"{min(fp32_peaks):.0f}–{max(fp32_peaks):.0f} GFLOP/s, "
+          f"bfloat16 {min(bf16_peaks):.0f}–{max(bf16_peaks):.0f}, "
           f"this process); native bf16: {'yes' if cpu_bf16_supported() else 'no'}; threads {torch.get_num_threads()}; "
           f"load average {os.getloadavg()[0]:.1f}")
 

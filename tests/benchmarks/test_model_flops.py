@@ -59,7 +59,8 @@ def test_padding_adds_no_flops(name):
     assert step_flops(family, model, padded, LENGTHS) == step_flops(family, model, IDS, LENGTHS) > 0
 
 
-@pytest.mark.parametrize("name, softmax", [("elmo", 2 * 4 * 10 * 12), ("ulmfit", 2 * 4 * 10 * 6), ("gpt", 2 * 8 * 10 * 6)])
+@pytest.mark.parametrize("name, softmax", [("elmo", 2 * 4 * 10 * 12), ("ulmfit", 2 * 4 * 10 * 6),
+                                           ("gpt", 2 * 8 * 10 * 6)])
 def test_features_alone_leave_out_exactly_the_softmax(name, softmax):
     """``softmax=False``: the per-layer features a fine-tuned encoder computes, without the LM's output layer."""
     family = family_of(name)
@@ -80,8 +81,9 @@ def tiny_encoder(name):
 def test_a_fine_tuning_step_counts_both_sentences_features_or_both_orders_with_the_lm_softmax():
     elmo, gpt = tiny_encoder("elmo"), tiny_encoder("gpt")
     full = PairClassifier(elmo, head="pool-mlp", finetune="full")
-    expected = 3 * (ELMO.flops(elmo.model, IDS, LENGTHS, softmax=False) + ELMO.flops(elmo.model, IDS[:, :4], LENGTHS - 1,
-                                                                                    softmax=False))
+    features = [ELMO.flops(elmo.model, ids, lengths, softmax=False) for ids, lengths in ((IDS, LENGTHS),
+                                                                                         (IDS[:, :4], LENGTHS - 1))]
+    expected = 3 * sum(features)
     assert finetune_step_flops(full, TokenPair(IDS, LENGTHS, IDS[:, :4], LENGTHS - 1)) == expected
     joint = JointPair(IDS, LENGTHS, IDS, LENGTHS)
     with_lm = PairClassifier(gpt, head="cls", finetune="full", lm_weight=0.5)
