@@ -121,7 +121,9 @@ class ScalarMix(nn.Module):
             normalised = [masked_layer_norm(layer, mask) for layer in layers]  # L x (B, T, D)
             layers = torch.stack(normalised)  # (L, B, T, D)
         weights = self.weights().to(layers.dtype)  # (L,)
-        mixed = self.gamma_scale * torch.tensordot(weights, layers, dims=1)  # (L,) · (L, B, T, D) → (B, T, D)
+        with torch.autocast(layers.device.type, enabled=False):  # a weighted sum: autocast would copy the
+            # whole (L, B, T, D) input to bf16 for a product of L terms per value
+            mixed = self.gamma_scale * torch.tensordot(weights, layers, dims=1)  # (L,) · (L, B, T, D) → (B, T, D)
         return mixed * mask.unsqueeze(-1).to(mixed.dtype)  # (B, T, D), zero at padding
 
     def extra_repr(self) -> str:

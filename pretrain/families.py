@@ -38,7 +38,8 @@ class Family:
         tokenizer: the tokenizer kind it is built for (``word`` or ``subword``).
         lightning_module: the class path of its LightningModule, as a config's
             ``model: class_path:`` names it.
-        flops: ``flops(model, token_ids, lengths)`` → the useful forward FLOPs of a batch.
+        flops: ``flops(model, token_ids, lengths, softmax=True)`` → the useful forward FLOPs of a
+            batch (``softmax=False``: of its per-layer features alone, without the LM's output layer).
         tiny: a test-size config (``vocab_size`` comes from the tokenizer).
         joint_pair_input: whether the model reads a sentence pair as one joint sequence
             (``hidden_states``; ``next_token_nll`` for GPT's auxiliary LM loss; the model's
@@ -54,7 +55,7 @@ class Family:
     model: type[nn.Module]
     tokenizer: str
     lightning_module: str
-    flops: Callable[[nn.Module, Tensor, Tensor], float]
+    flops: Callable[..., float]  # (model, token_ids, lengths, softmax=True)
     config: type[ModelConfig] | None = None
     tiny: ModelConfig | None = None
     joint_pair_input: bool = False

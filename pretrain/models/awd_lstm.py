@@ -277,9 +277,9 @@ class AWDLSTM(nn.Module):
         return [vocabulary] + [list(lstm.parameters()) for lstm in self.lstms]
 
 
-def forward_flops(model: AWDLSTM, token_ids: Tensor, lengths: Tensor) -> float:
+def forward_flops(model: AWDLSTM, token_ids: Tensor, lengths: Tensor, softmax: bool = True) -> float:
     """Useful forward FLOPs on a batch (see ``pretrain.models.flops``): every LSTM on every real
-    token, the decoder for every next-token prediction."""
+    token, the decoder for every next-token prediction (``softmax``; without it, the features alone)."""
     per_token = sum(lstm_flops_per_token(layer.lstm) for layer in model.lstms)
-    predictions = predicted_targets(token_ids, lengths, 1).numel()
+    predictions = predicted_targets(token_ids, lengths, 1).numel() if softmax else 0
     return per_token * int(lengths.sum()) + 2 * model.embedding_size * model.vocab_size * predictions

@@ -228,9 +228,11 @@ def softmax_flops(model: BiLM, targets: Tensor) -> float:
     return flops
 
 
-def forward_flops(model: BiLM, token_ids: Tensor, lengths: Tensor) -> float:
+def forward_flops(model: BiLM, token_ids: Tensor, lengths: Tensor, softmax: bool = True) -> float:
     """Useful forward FLOPs on a batch (see ``pretrain.models.flops``): both LSTM stacks on every
-    real token, the shared softmax for both directions' predictions."""
+    real token, the shared softmax for both directions' predictions (``softmax``; without it, the
+    features alone)."""
     per_token = sum(lstm_flops_per_token(lstm) for stack in (model.forward_stack, model.backward_stack)
                     for lstm in stack.layers)
-    return per_token * int(lengths.sum()) + softmax_flops(model, predicted_targets(token_ids, lengths, 2))
+    predictions = softmax_flops(model, predicted_targets(token_ids, lengths, 2)) if softmax else 0
+    return per_token * int(lengths.sum()) + predictions

@@ -218,14 +218,14 @@ def initialize(module: nn.Module) -> None:
         nn.init.zeros_(module.bias)
 
 
-def forward_flops(model: TransformerLM, token_ids: Tensor, lengths: Tensor) -> float:
+def forward_flops(model: TransformerLM, token_ids: Tensor, lengths: Tensor, softmax: bool = True) -> float:
     """Useful forward FLOPs on a batch (see ``pretrain.models.flops``): every block's projections
     on every real token, attention over the causal (query, key) pairs of real tokens, the tied
-    softmax for every next-token prediction."""
+    softmax for every next-token prediction (``softmax``; without it, the features alone)."""
     hidden = model.hidden_size
     ffn = model.blocks[0].mlp[0].out_features
     projections = 2 * hidden * 3 * hidden + 2 * hidden * hidden + 2 * 2 * hidden * ffn  # per token, per block
     attended = int((lengths * (lengths + 1) // 2).sum())  # causal (query, key) pairs of real tokens
-    predictions = predicted_targets(token_ids, lengths, 1).numel()
+    predictions = predicted_targets(token_ids, lengths, 1).numel() if softmax else 0
     forward = model.num_layers * (projections * int(lengths.sum()) + 2 * 2 * hidden * attended)
     return forward + 2 * hidden * model.vocab_size * predictions

@@ -162,3 +162,19 @@ def test_inputs_with_zero_padding_skip_the_fill_and_give_the_same_mix_and_gradie
         results.append((out, module.layer_scalars.grad, module.gamma_scale.grad))
     for cleaned, skipped in zip(*results):
         torch.testing.assert_close(skipped, cleaned, rtol=0, atol=0)
+
+
+def test_under_bf16_autocast_float32_features_are_mixed_in_float32():
+    """The mix is a weighted sum, not a product worth bf16: autocast does not round (or copy) the
+    (L, B, T, D) features; the result is the float32 mix."""
+    torch.manual_seed(0)
+    mix = ScalarMix(3)
+    with torch.no_grad():
+        mix.layer_scalars.copy_(torch.tensor([0.3, -0.2, 0.1]))
+    layers = torch.randn(3, 2, 5, 4) * 10
+    mask = torch.ones(2, 5, dtype=torch.bool)
+    expected = mix(layers, mask)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        mixed = mix(layers, mask)
+    assert mixed.dtype == torch.float32
+    torch.testing.assert_close(mixed, expected)

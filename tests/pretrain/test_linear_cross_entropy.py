@@ -1,7 +1,8 @@
 """The fused output layer + loss equals autograd's ``cross_entropy(linear(...))``: values and every
 gradient, in one vocabulary block or many (the last one partial), with and without a bias, shared
 (tied) weights, repeated targets, scores far from zero, any upstream gradient; its backward runs
-once; under autocast the reference path runs; the biLM's loss and gradients are the reference ones."""
+once; under bf16 autocast it computes what autocast's path does, under other autocast dtypes
+that path runs; the biLM's loss and gradients are the reference ones."""
 
 import pytest
 import torch
@@ -105,16 +106,39 @@ def test_the_backward_runs_once():
         nll.backward()
 
 
-def test_autocast_and_empty_batches_take_autograds_path(monkeypatch):
+def test_half_autocast_and_empty_batches_take_autograds_path(monkeypatch):
     calls = []
     monkeypatch.setattr(module.LinearCrossEntropy, "apply", lambda *args: calls.append(args))
     hidden, weight, targets = torch.randn(3, 4), torch.randn(6, 4), torch.tensor([1, 2, 3])
-    with torch.autocast("cpu", dtype=torch.bfloat16):
+    with torch.autocast("cpu", dtype=torch.float16):
         under_autocast = linear_cross_entropy(hidden, weight, None, targets)
     empty = linear_cross_entropy(hidden[:0], weight, None, targets[:0])
     assert calls == [] and under_autocast.shape == (3,) and empty.shape == (0,)
     linear_cross_entropy(hidden, weight, None, targets)
     assert len(calls) == 1
+
+
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_bf16_autocast_runs_the_fused_node_as_autocast_computes_the_reference(with_bias):
+    """Under bf16 autocast the node's matmuls take bfloat16 and its scores are rounded to it, as
+    autocast's linear does; loss and gradients stay float32 and agree with autocast's path to
+    bfloat16 rounding (the loss much closer: the same rounded scores)."""
+    generator = torch.Generator().manual_seed(4)
+    hidden, weight = torch.randn(96, 32, generator=generator), 0.3 * torch.randn(300, 32, generator=generator)
+    bias = torch.randn(300, generator=generator) if with_bias else None
+    targets, upstream = torch.randint(0, 300, (96,), generator=generator), torch.full((96,), 1 / 96)
+    results = {}
+    for name, function in (("reference", reference), ("fused", linear_cross_entropy)):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            nll, gradients = values_and_gradients(function, hidden, weight, bias, targets, upstream)
+            graph = function(hidden.requires_grad_(), weight, bias, targets).grad_fn
+        results[name] = nll, gradients, type(graph).__name__
+    (expected, expected_gradients, _), (fused, fused_gradients, node) = results["reference"], results["fused"]
+    assert node == "LinearCrossEntropyBackward" and fused.dtype == torch.float32
+    torch.testing.assert_close(fused, expected, rtol=1e-3, atol=1e-3)
+    for got, want in zip(fused_gradients, expected_gradients):
+        assert got.dtype == torch.float32
+        assert (got - want).norm() <= 0.01 * want.norm()
 
 
 def test_the_bilm_loss_and_gradients_are_the_references(monkeypatch):

@@ -169,3 +169,20 @@ def test_overfits_a_tiny_batch():
     predicted = model.predict(ids, lengths)  # (B, T)
     for b, n in enumerate(lengths.tolist()):
         assert predicted[b, 1:n - 1].tolist() == ids[b, 2:n].tolist()  # after the first word
+
+
+def test_attention_equals_an_explicit_causal_softmax(generator):
+    """``scaled_dot_product_attention(is_causal=True)`` against attention written out: scores
+    q·k/√d with future keys at -inf, softmax, weighted values, heads merged, output projection."""
+    model = make_model()
+    attention = model.blocks[0].attention
+    hidden = torch.randn(2, 6, HIDDEN, dtype=torch.float64, generator=generator)  # (B, T, H)
+    head_size = HIDDEN // HEADS
+    query, key, value = attention.query_key_value(hidden).split(HIDDEN, dim=-1)  # (B, T, H) each
+    split = lambda x: x.view(2, 6, HEADS, head_size).transpose(1, 2)  # noqa: E731 - (B, heads, T, H / heads)
+    scores = split(query) @ split(key).transpose(-1, -2) / math.sqrt(head_size)  # (B, heads, T, T)
+    future = torch.ones(6, 6, dtype=torch.bool).triu(1)  # (T, T): key after query
+    weights = torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1)
+    merged = (weights @ split(value)).transpose(1, 2).reshape(2, 6, HIDDEN)  # (B, T, H)
+    with torch.no_grad():
+        torch.testing.assert_close(attention(hidden), attention.output(merged))

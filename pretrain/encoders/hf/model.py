@@ -128,9 +128,10 @@ def measure_directions(network: nn.Module, vocab_size: int) -> tuple[str, ...]:
     return FORWARD if moved <= 1e-6 else BIDIRECTIONAL
 
 
-def forward_flops(model: HFModel, token_ids: Tensor, lengths: Tensor) -> float:
+def forward_flops(model: HFModel, token_ids: Tensor, lengths: Tensor, softmax: bool = True) -> float:
     """About 2 FLOPs per weight outside the embeddings per real token (Kaplan et al. 2020's
-    approximation; attention's T² term left out)."""
+    approximation; attention's T² term left out); ``softmax`` is for the families' common
+    signature (a published encoder here has no LM head)."""
     embeddings = sum(p.numel() for p in model.network.get_input_embeddings().parameters())
     weights = sum(p.numel() for p in model.network.parameters()) - embeddings
     return 2.0 * weights * float(lengths.sum())

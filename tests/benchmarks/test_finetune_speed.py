@@ -1,0 +1,39 @@
+"""``make bench-finetune``'s rows: the harness path at the default precision beside the same path
+in float32 and the float32 naive baseline, each with its fraction of the matmul peak."""
+
+import json
+
+import pytest
+
+from benchmarks.speed import finetune_throughput
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_the_default_precision_is_bf16_where_the_cpu_has_it(monkeypatch, native):
+    monkeypatch.setattr(finetune_throughput, "cpu_bf16_supported", lambda: native)
+    assert finetune_throughput.default_precision() == ("bf16-mixed" if native else "32-true")
+
+
+@pytest.mark.slow
+def test_rows_carry_their_precision_the_float32_path_the_naive_baseline_and_peak_fractions(
+        monkeypatch, mrpc_dir, tmp_path):
+    monkeypatch.setenv("MRPC_DIR", str(mrpc_dir))
+    monkeypatch.setattr(finetune_throughput, "CROSS_HEADS", ("attn",))
+    monkeypatch.setattr(finetune_throughput, "BATCH_SIZE", 8)
+    output = tmp_path / "speed.json"
+    assert finetune_throughput.main(["--families", "elmo", "--batches", "2", "--json", str(output)]) == 0
+    rows = json.loads(output.read_text())
+    assert [(row["mode"], row["head"]) for row in rows] == [("frozen", "pool-mlp"), ("frozen", "attn"),
+                                                            ("full", "pool-mlp")]
+    for row in rows:
+        assert row["precision"] == finetune_throughput.default_precision()
+        assert row["pairs_per_s"] > 0 and row["fp32_pairs_per_s"] > 0 and row["model_gflop_per_pair"] > 0
+        assert 0 < row["peak_fraction"] and 0 < row["fp32_peak_fraction"]
+        assert row["bf16_matmul_peak_gflops_per_s"] > 0 and row["matmul_peak_gflops_per_s"] > 0
+    pool_mlp, attn, full = rows
+    for row in (pool_mlp, full):
+        assert row["over_naive"] == pytest.approx(row["pairs_per_s"] / row["naive_pairs_per_s"])
+        assert row["fp32_over_naive"] == pytest.approx(row["fp32_pairs_per_s"] / row["naive_pairs_per_s"])
+        assert 0 < row["naive_peak_fraction"]
+    assert attn["over_pool_mlp"] == pytest.approx(pool_mlp["pairs_per_s"] / attn["pairs_per_s"])
+    assert attn["model_gflop_per_pair"] > 10 * pool_mlp["model_gflop_per_pair"]  # its BiLSTM, beside pool-mlp's MLP
