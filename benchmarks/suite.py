@@ -26,7 +26,7 @@ from benchmarks.engine.parent_run import abandon_parent, close_parent, open_pare
 from benchmarks.engine.ray_cluster import RETRIES, InlineEngine, RayEngine, paths_to_check
 from benchmarks.engine.suite_lease import one_suite
 from benchmarks.engine.task_graph import StudyExecutor, StudyStopped
-from benchmarks.plan.encoders import given_run, pretrain_stages
+from benchmarks.plan.encoders import corpus_digests, given_run, pretrain_stages
 from benchmarks.plan.lr_selection import lr_grid_table, select_learning_rates
 from benchmarks.plan.matrix import Matrix, data_flags, dataset_spec, load_config, repo_path, with_budget
 from benchmarks.report.cells_from_store import drop_unpaired_controls, run_table
@@ -178,7 +178,8 @@ def run_study(args: argparse.Namespace, config: Matrix, started: float) -> int:
     client = MlflowClient(tracking_uri())
     study_record = {"benchmark": config.name, "experiment": config.experiment, "dataset": data.name,
                     "data_digest": data.content_hash, "labels": list(data.labels),
-                    "positive_label": data.positive_label, "settings": json.loads(json.dumps(config.source, default=str))}
+                    "positive_label": data.positive_label, "settings": json.loads(json.dumps(config.source, default=str)),
+                    "corpora": corpus_digests(config.encoders)}
     client.log_dict(parent, study_record, STUDY_ARTIFACT)  # what `python -m benchmarks export` writes out
     driver = new_driver_id()
     study = Study(config.name, config.experiment, parent, driver, directory / "logs", data.content_hash)

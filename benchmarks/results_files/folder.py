@@ -3,7 +3,8 @@ with every check before anything is used.
 
 A folder::
 
-    benchmark.json                       the benchmark: name, data set and its digest, settings
+    benchmark.json                       the benchmark: name, data set and its digest, settings,
+                                         the sha256 of each shared corpus its pretraining read
     cells/<cell_hash>.json               a cell: settings, hash, protocol version, commit, encoder
                                          (identity, corpora over its stages), metrics, params,
                                          steps and times

@@ -4,6 +4,7 @@ a local Ray instance the suite starts and stops — what the parent run and its 
 results table, resuming, re-running a lost cell in the suite's own process (``--jobs 1``: the
 same metrics), and Ctrl-C, which leaves nothing RUNNING."""
 
+import json
 import math
 import os
 import re
@@ -479,6 +480,7 @@ def exported(first, parent_run, tmp_path_factory):
 @pytest.mark.slow
 def test_a_report_from_the_exported_folder_alone_equals_the_suites(first, exported, tmp_path):
     assert len(list((exported / "cells").glob("*.json"))) == 14
+    assert json.loads((exported / "benchmark.json").read_text())["corpora"] == {}  # quick reads MRPC alone
     process = benchmarks_command("sqlite:///" + str(tmp_path / "unused.db"), "report", str(exported),
                                  "--out", str(tmp_path / "report"))
     assert process.returncode == 0, process.stderr[-3000:]
