@@ -189,7 +189,7 @@ def test_random_control(store, smoke):
     assert run.data.tags["stage"] == "finetune"
     assert run.data.tags["pretrain_run_id"] == "random"
     assert run.data.tags["seed"] == "0"
-    assert run.info.run_name.startswith("random·scalar·")
+    assert run.info.run_name.startswith("random-smoke·scalar·")  # the twin of a smoke pretraining's encoder
     assert run.data.tags["encoder"] == f"random-elmo-2x32-{store['pretrain_run_id'][:8]}"
     assert run.data.params["model.encoder"] == f"random:runs:/{store['pretrain_run_id']}@0"  # a valid flag value
     compare = re.search(r"^  compare +\S+viewStateShareKey=([\w-]+)", process.stdout, re.MULTILINE)  # twin ran first
