@@ -15,7 +15,6 @@ import argparse
 import json
 import os
 import shlex
-import signal
 import sys
 import time
 from pathlib import Path
@@ -26,7 +25,7 @@ from benchmarks.engine.parent_run import abandon_parent, close_parent, open_pare
 from benchmarks.engine.ray_cluster import RETRIES, InlineEngine, RayEngine, paths_to_check
 from benchmarks.engine.suite_lease import one_suite
 from benchmarks.engine.task_graph import StudyExecutor, StudyStopped
-from benchmarks.plan.encoders import given_run, pretrain_stages
+from benchmarks.plan.encoders import corpus_digests, given_run, pretrain_stages
 from benchmarks.plan.lr_selection import lr_grid_table, select_learning_rates
 from benchmarks.plan.matrix import Matrix, data_flags, dataset_spec, load_config, repo_path, with_budget
 from benchmarks.report.cells_from_store import drop_unpaired_controls, run_table
@@ -41,6 +40,7 @@ from benchmarks.tasks.attempts import end_driver_runs, new_driver_id
 from benchmarks.tasks.entry_points import Study
 from harness.datasets.registry import anchors_of, load_pair_data
 from harness.errors import UserError
+from harness.interruption import EXIT_CODES, interruption, sigterm_as_interrupt
 from harness.protocol import settings_hash
 from harness.tracking.liveness import mark_dead_runs
 from harness.tracking.runs import REPO_ROOT, ensure_experiment, tracking_uri
@@ -92,28 +92,13 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM (``kill``, a scheduler's stop): handled as Ctrl-C is — tasks cancelled, their runs
-    and the parent KILLED, Ray stopped."""
-
-
-SIGNALLED: list[int] = []  # SIGTERM seen: a library may re-raise the interruption as a plain KeyboardInterrupt
-
-
-def on_sigterm(signum, frame):
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one must not cut the cleanup short
-    SIGNALLED.append(signum)
-    raise Terminated()
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_arguments(argv)
     # One line per cell is the suite's progress; MLflow's per-download bars would drown it.
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
-    SIGNALLED.clear()
-    previous = signal.signal(signal.SIGTERM, on_sigterm)
     try:
-        return run_suite(args)
+        with sigterm_as_interrupt():  # handled as Ctrl-C is: tasks cancelled, their runs and the parent KILLED
+            return run_suite(args)
     except UserError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -121,12 +106,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 1
     except KeyboardInterrupt as stop:
-        terminated = isinstance(stop, Terminated) or bool(SIGNALLED)
-        print(f"error: interrupted ({'SIGTERM' if terminated else 'Ctrl-C'}): the tasks were cancelled and their "
-              f"runs marked KILLED; run the same command again to continue", file=sys.stderr)
-        return 143 if terminated else 130
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+        signal_name = interruption(stop)
+        print(f"error: interrupted ({signal_name}): the tasks were cancelled and their runs marked KILLED; "
+              f"run the same command again to continue", file=sys.stderr)
+        return EXIT_CODES[signal_name]
 
 
 def default_pretrain_cpus(jobs: int, config: Matrix, given: dict, engine) -> int:
@@ -178,7 +161,8 @@ def run_study(args: argparse.Namespace, config: Matrix, started: float) -> int:
     client = MlflowClient(tracking_uri())
     study_record = {"benchmark": config.name, "experiment": config.experiment, "dataset": data.name,
                     "data_digest": data.content_hash, "labels": list(data.labels),
-                    "positive_label": data.positive_label, "settings": json.loads(json.dumps(config.source, default=str))}
+                    "positive_label": data.positive_label, "settings": json.loads(json.dumps(config.source, default=str)),
+                    "corpora": corpus_digests(config.encoders)}
     client.log_dict(parent, study_record, STUDY_ARTIFACT)  # what `python -m benchmarks export` writes out
     driver = new_driver_id()
     study = Study(config.name, config.experiment, parent, driver, directory / "logs", data.content_hash)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 
 import torch
 from jsonargparse.typing import register_type
 from pytorch_lightning.callbacks import LearningRateMonitor
 from pytorch_lightning.cli import LightningCLI
+from pytorch_lightning.utilities import rank_zero_only
 
 from downstream import context, encoder_reuse
 from downstream.equal_steps import validate_every_pass
@@ -30,6 +32,7 @@ from harness.tracking.views import COMPARE_VIEW
 from harness.training.checkpoints import run_checkpoints
 from harness.training.worker_reuse import reusing
 from pretrain.encoders.protocol import Encoder
+from pretrain.encoders.provenance import SMOKE_TAG, EncoderOrigin, encoder_summary, origin_of
 from pretrain.encoders.references import EncoderReference, reference_of
 
 register_type(Mix, serializer=str, deserializer=Mix.parse)  # --model.mix=layer:2 → Mix, printed back as text
@@ -135,12 +138,13 @@ class FinetuneCLI(TrackedCLI):
         """``elmo·scalar·pool-mlp·s0``: the family (or ``random``), mode, mix, head, fraction and
         seed; a benchmark's cell (``--method``): ``<method>·s0``, unique within the benchmark and
         led by its encoder's name (``elmo-reuters-gradual-attn@0.1·s0``). Another data set's name
-        leads (``nli3-elmo·…``)."""
+        leads (``nli3-elmo·…``); a smoke encoder's runs say so (``elmo-smoke·…``, ``random-smoke·…``)."""
         model, seed = self.model, self.setting("seed_everything")
         if self.setting("method"):
             return run_name_prefix(self.datamodule.pair_data) + cell_run_name(self.setting("method"), seed)
+        kind = encoder_kind(model.encoder) + ("-smoke" if self.smoke_encoder() else "")
         return run_name_prefix(self.datamodule.pair_data) + finetune_run_name(
-            encoder_kind(model.encoder), model.hparams.finetune, None if model.mix is None else model.hparams.mix,
+            kind, model.hparams.finetune, None if model.mix is None else model.hparams.mix,
             model.hparams.head, self.setting("data.train_fraction"), seed)
 
     def encoder_tag(self) -> str:
@@ -168,13 +172,26 @@ class FinetuneCLI(TrackedCLI):
                 "mix": model.hparams.mix, "head": model.hparams.head,
                 "train_fraction": str(self.setting("data.train_fraction")),
                 "dataset": self.datamodule.pair_data.name, "encoder": self.encoder_tag()}
+        if self.smoke_encoder():
+            tags[SMOKE_TAG] = "true"
         if self.setting("parent_run_id"):
             tags["mlflow.parentRunId"] = self.setting("parent_run_id")
         return tags
 
     def check_before_run(self) -> None:
-        """Inputs too long for ``--data.max_tokens``, the encoder or the memory: refused before the run exists."""
+        """The encoder named in the first lines; inputs too long for ``--data.max_tokens``, the
+        encoder or the memory: refused before the run exists."""
+        if rank_zero_only.rank == 0:
+            print(f"encoder: {encoder_summary(self.model.encoder, self.encoder_origin)}", flush=True)
         self.datamodule.check_inputs(self.model.encoder, self.model.input_kind)
+
+    @functools.cached_property
+    def encoder_origin(self) -> EncoderOrigin | None:
+        """The pretrain run behind the encoder (the twin's: the run it copies), when this store has it."""
+        return origin_of(self.model.encoder.run_id)
+
+    def smoke_encoder(self) -> bool:
+        return bool(self.encoder_origin and self.encoder_origin.smoke)
 
     def instantiate_trainer(self, **kwargs):
         """With ``--data.equal_steps`` on a fraction: validate after every pass over the subset, with

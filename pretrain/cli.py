@@ -6,6 +6,7 @@ from datetime import timedelta
 from typing import Optional
 
 from pytorch_lightning.callbacks import LearningRateMonitor
+from pytorch_lightning.utilities import rank_zero_only
 
 from mlflow.exceptions import MlflowException
 
@@ -16,6 +17,7 @@ from pretrain.callbacks import ExportEncoder, LanguageModelSamples
 from pretrain.corpus.corpora import GROUPS, PAIR_TRAIN, SHARED_FOLDERS, entries, log_corpora
 from pretrain.corpus.datamodule import CorpusDataModule
 from pretrain.encoders.loading import init_checkpoint
+from pretrain.encoders.provenance import SMOKE_TAG, origin_of
 from pretrain.encoders.registry import ALIAS, model_name, register_encoder
 from pretrain.families import family_of, family_of_lightning_module, pretrained_families
 from pretrain.lit_lm import LitLanguageModel
@@ -50,6 +52,9 @@ class PretrainCLI(TrackedCLI):
         parser.link_arguments("model.init_args.init_from", "data.init_from")
         parser.add_argument("--samples_every_n_steps", type=int, default=500,
                             help="log target/forward/backward LM samples every N steps (0: never)")
+        parser.add_argument("--smoke", type=bool, default=False,
+                            help="a toy run that tests the pipeline, not an encoder to transfer: tagged smoke=true, "
+                                 "named …·smoke·s0; `latest` takes one only when no other finished run exists")
         parser.add_argument("--checkpoint_every_minutes", type=Optional[float], default=10.0,
                             help="also write last.ckpt during an epoch, after the first batch that ends this "
                                  "many minutes after the previous save (null: only at validations; 0: every batch); "
@@ -85,7 +90,7 @@ class PretrainCLI(TrackedCLI):
         if self.setting("data.extra_corpus"):
             corpus += "+extra"
         return pretrain_run_name(model.family, model.built_config, model.built_config.get("softmax"), corpus,
-                                 bool(model.init_source), self.setting("seed_everything"))
+                                 bool(model.init_source), self.setting("seed_everything"), bool(self.setting("smoke")))
 
     def resolved_model_params(self) -> dict:
         """The architecture that was built (a continued run's, with init_from) in place of the flags."""
@@ -97,6 +102,8 @@ class PretrainCLI(TrackedCLI):
                 "lm_stage": "task" if model.init_source else "general",
                 "seed": str(self.setting("seed_everything")), "dataset": self.datamodule.pair_data.name,
                 "transductive": str(self.setting("data.transductive")).lower()}
+        if self.setting("smoke"):
+            tags[SMOKE_TAG] = "true"
         if model.init_source:  # ULMFiT stage 2: the run it continues
             tags["init_from"] = model.init_source["source"]
             if model.init_source["run_id"]:
@@ -105,7 +112,11 @@ class PretrainCLI(TrackedCLI):
 
     def check_before_run(self) -> None:
         """Refuse, before the run exists, a batch of the longest training sequences that would
-        not fit in the memory of the device (see :mod:`pretrain.memory`)."""
+        not fit in the memory of the device (see :mod:`pretrain.memory`). A run that continues
+        another names it first."""
+        if self.model.init_source and rank_zero_only.rank == 0:
+            origin = origin_of(self.model.init_source["run_id"])
+            print(f"continues: {origin.describe() if origin else self.model.init_source['source']}", flush=True)
         data = self.datamodule
         longest = max(len(ids) for ids in data.train_ids)  # T of the longest batch, boundaries included
         batch_size = min(data.hparams.batch_size, len(data.train_ids))

@@ -60,7 +60,7 @@ def pretrained(store):
 def test_pretraining_reads_the_data_sets_train_sentences_and_logs_its_corpora(pretrained):
     assert pretrained.info.status == "FINISHED"
     assert pretrained.data.tags["dataset"] == "nli3"
-    assert pretrained.info.run_name == "elmo·2x32·full·nli3+extra·s0"
+    assert pretrained.info.run_name == "elmo·2x32·full·nli3+extra·smoke·s0"  # configs/pretrain/smoke.yaml
     params = pretrained.data.params
     assert params["dataset"] == "nli3" and int(params["corpus_sentences.extra"]) == 2
     assert int(params["corpus_sentences.nli3"]) + 2 == int(params["train_sentences"])
@@ -80,7 +80,7 @@ def test_finetune_run_goes_to_the_data_sets_experiment_with_three_classes(store,
     process, finetune_run = finetuned
     client = MlflowClient(store["uri"])
     assert client.get_experiment(finetune_run.info.experiment_id).name == "nli3"
-    assert finetune_run.info.run_name == "nli3-elmo·scalar·pool-mlp·s0"
+    assert finetune_run.info.run_name == "nli3-elmo-smoke·scalar·pool-mlp·s0"
     assert finetune_run.data.tags["dataset"] == "nli3"
     params, metrics = finetune_run.data.params, finetune_run.data.metrics
     assert (params["f1_average"], params["num_classes"], params["test_pairs"]) == ("macro", "3", "60")

@@ -10,10 +10,11 @@ from mlflow.tracking import MlflowClient
 from benchmarks.engine.suite_lease import check_parent_free
 from harness.datasets.types import PairData
 from harness.protocol import protocol_version
-from harness.tracking.liveness import mark_dead_runs, process_tags
+from harness.interruption import interruption
+from harness.tracking.liveness import ENDED_TAG, mark_dead_runs, process_tags
 from harness.tracking.naming import benchmark_run_name
 from harness.tracking.params import flatten
-from harness.tracking.runs import ensure_experiment, tracking_uri
+from harness.tracking.runs import ensure_experiment, interrupted_note, tracking_uri
 from harness.versioning import git_commit
 
 
@@ -29,6 +30,8 @@ def open_parent(config: dict, suite_hash: str, data: PairData) -> str:
         client.update_run(run_id, status="RUNNING")
         for key, value in process_tags().items():
             client.set_tag(run_id, key, value)
+        if ENDED_TAG in found[0].data.tags:  # how it ended before no longer holds
+            client.delete_tag(run_id, ENDED_TAG)
         return run_id
     tags = {"stage": "benchmark", "suite_hash": suite_hash, "benchmark": config["name"], "dataset": data.name,
             "protocol_version": protocol_version(), **process_tags()}
@@ -62,8 +65,12 @@ def close_parent(client: MlflowClient, parent: str) -> None:
 
 
 def abandon_parent(client: MlflowClient, parent: str, error: BaseException) -> None:
-    """KILLED after Ctrl-C, else FAILED (best effort: a store that went away is marked on the next start)."""
+    """KILLED after Ctrl-C or SIGTERM (tagged ``harness.ended`` with the signal), else FAILED (best
+    effort: a store that went away is marked on the next start)."""
+    signal_name = interruption(error)
     try:
-        client.set_terminated(parent, "KILLED" if isinstance(error, KeyboardInterrupt) else "FAILED")
+        if signal_name:
+            client.set_tag(parent, ENDED_TAG, interrupted_note(signal_name))
+        client.set_terminated(parent, "KILLED" if signal_name else "FAILED")
     except Exception:  # noqa: BLE001
         pass

@@ -45,14 +45,21 @@ class Stage:
         """The stage's flags; a later stage continues the previous stage's run."""
         return [*self.args, *([f"--model.init_from=runs:/{previous_run_id}"] if previous_run_id else [])]
 
-    def settings_hash(self, previous_hash: str | None, data_digest: str) -> str:
-        """The stage's identity: its settings and text, and the identity of the stage it continues."""
-        config_text = Path(self.config).read_text() if Path(self.config).is_file() else ""
+    def config_text(self) -> str:
+        return Path(self.config).read_text() if Path(self.config).is_file() else ""
+
+    def settings_hash(self, previous_hash: str | None, data_digest: str, corpora: dict[str, str] | None = None) -> str:
+        """The stage's identity: its settings and text, and the identity of the stage it continues.
+        ``corpora``: recorded digests of the shared corpora (a results folder's), read in place of
+        the corpus files, which a clone of the repository alone does not have."""
+        config_text = self.config_text()
         files = file_digests(self.args)
+        named = named_corpus_digests(self.args, config_text) if corpora is None else {
+            name: corpora[name] for name in shared_corpus_names(self.args, config_text) if name in corpora}
         return settings_hash({"config": portable_path(self.config), "args": portable_args(self.args),
                               "config_text": config_text, "data": data_digest, "previous": previous_hash,
                               "files": {Path(path).name: digest for path, digest in files.items()},
-                              "corpora": named_corpus_digests(self.args, config_text)})
+                              "corpora": named})
 
     def log_name(self) -> str:
         return f"pretrain-{self.encoder}-{self.number}.log"
@@ -98,24 +105,35 @@ def portable_path(path: str) -> str:
 _CORPUS_DIGESTS: dict[tuple[str, float, int], str] = {}
 
 
-def named_corpus_digests(args: list[str], config_text: str) -> dict[str, str]:
-    """sha256 of each shared corpus (``reuters``, ``brown``, ``sotu``) the stage's ``--data.corpus``
-    (else its config's ``corpus:``) names: the same name over other text is another stage."""
+def shared_corpus_names(args: list[str], config_text: str) -> list[str]:
+    """The shared corpora (``reuters``, ``brown``, ``sotu``) the stage's ``--data.corpus`` (else
+    its config's ``corpus:``) names, in order."""
     import yaml  # noqa: PLC0415 - only where a stage is hashed
 
     flags = [argument.partition("=")[2] for argument in args if argument.startswith("--data.corpus=")]
     corpus = yaml.safe_load(flags[-1]) if flags else ((yaml.safe_load(config_text) or {}).get("data") or {}).get(
         "corpus")
-    folders = [argument.partition("=")[2] for argument in args if argument.startswith("--data.corpora_dir=")]
-    root = Path(folders[-1]) if folders else default_corpora_dir()
-    digests = {}
     try:
         names = entries(corpus) if corpus else []
     except UserError:
-        return {}
-    for name in names:
-        path = root / SHARED_FOLDERS[name] / SENTENCES_FILE if name in SHARED_FOLDERS else None
-        if path is None or not path.is_file():
+        return []
+    return [name for name in names if name in SHARED_FOLDERS]
+
+
+def corpora_root(args: list[str]) -> Path:
+    """The folder of the shared corpora a stage reads: its ``--data.corpora_dir``, else the default."""
+    folders = [argument.partition("=")[2] for argument in args if argument.startswith("--data.corpora_dir=")]
+    return Path(folders[-1]) if folders else default_corpora_dir()
+
+
+def named_corpus_digests(args: list[str], config_text: str) -> dict[str, str]:
+    """sha256 of each shared corpus the stage names (:func:`shared_corpus_names`) that is there:
+    the same name over other text is another stage."""
+    root = corpora_root(args)
+    digests = {}
+    for name in shared_corpus_names(args, config_text):
+        path = root / SHARED_FOLDERS[name] / SENTENCES_FILE
+        if not path.is_file():
             continue
         status = path.stat()
         key = (str(path), status.st_mtime, status.st_size)
@@ -125,12 +143,22 @@ def named_corpus_digests(args: list[str], config_text: str) -> dict[str, str]:
     return digests
 
 
-def stage_hashes(stages: list[Stage], data_digest: str) -> list[str]:
-    """Each stage's identity, in order: a stage's hash holds the one before it."""
+def stage_hashes(stages: list[Stage], data_digest: str, corpora: dict[str, str] | None = None) -> list[str]:
+    """Each stage's identity, in order: a stage's hash holds the one before it (``corpora``:
+    recorded corpus digests, as :meth:`Stage.settings_hash` takes them)."""
     hashes: list[str] = []
     for stage in stages:
-        hashes.append(stage.settings_hash(hashes[-1] if hashes else None, data_digest))
+        hashes.append(stage.settings_hash(hashes[-1] if hashes else None, data_digest, corpora))
     return hashes
+
+
+def corpus_digests(encoders: list[dict]) -> dict[str, str]:
+    """sha256 of every shared corpus the encoders' pretraining stages read, by name: recorded with
+    a study so that its stage hashes recompute where the corpora are not."""
+    digests: dict[str, str] = {}
+    for stage in (stage for encoder in encoders for stage in stages_of(encoder)):
+        digests.update(named_corpus_digests(stage.args, stage.config_text()))
+    return dict(sorted(digests.items()))
 
 
 def reused_stages(stages: list[Stage], data_digest: str) -> tuple[int, str | None]:

@@ -3,7 +3,8 @@ with every check before anything is used.
 
 A folder::
 
-    benchmark.json                       the benchmark: name, data set and its digest, labels, settings
+    benchmark.json                       the benchmark: name, data set and its digest, labels, settings,
+                                         the sha256 of each shared corpus its pretraining read
     manifest.json                        binds each cell hash to its predictions' sha256 and to digests
                                          of its other fields, and digests benchmark.json's fields
     cells/<cell_hash>.json               a cell: settings, hash, protocol version, commit, encoder

@@ -116,7 +116,7 @@ def export_benchmark(name: str, out: Path) -> tuple[int, int]:
             write_json(staging / CELLS_DIR / f"{record['cell_hash']}.json", record)
             records.append(record)
     benchmark = {"format": FORMAT, **{key: study[key] for key in ("benchmark", "experiment", "dataset", "data_digest",
-                                                                   "labels", "positive_label", "settings")
+                                                                   "labels", "positive_label", "settings", "corpora")
                                       if key in study}, "parent_run_id": study.get("origin_parent_run_id", parent),
                  "cells": len(runs)}
     write_json(staging / BENCHMARK_FILE, benchmark)

@@ -142,7 +142,7 @@ def freeze_long_lived_objects() -> None:
 def run_quietly(cli_class, args: list[str], log_path: Path) -> int:
     """Run a CLI in this process with its console output in ``log_path``. A crash (its run is
     already marked FAILED by ``run_cli``) leaves its traceback in the log and returns 1; Ctrl-C
-    still stops the suite."""
+    (its run marked KILLED by ``run_cli``) still stops the suite."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     lightning_logs = [logging.getLogger(name) for name in ("pytorch_lightning", "lightning.pytorch", "lightning_fabric")]
     levels = [logger.level for logger in lightning_logs]
@@ -156,7 +156,7 @@ def run_quietly(cli_class, args: list[str], log_path: Path) -> int:
             # In a context of its own: jsonargparse keeps its parser (and through it the CLI, the
             # trainer, the data and the mapped features) in context variables until the next
             # parse, so the previous cell's features stayed resident beside the next one's.
-            return contextvars.copy_context().run(run_cli, cli_class, args)
+            return contextvars.copy_context().run(run_cli, cli_class, args, True)  # Ctrl-C stops the suite
         except Exception:  # noqa: BLE001 - the caller names the cell and its log in one line
             traceback.print_exc()
             return 1

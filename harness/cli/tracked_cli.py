@@ -23,9 +23,10 @@ from harness.cli.precision import check_precision
 from harness.cli.runtime import retain_freed_memory
 from harness.diskspace import disk_problem
 from harness.errors import UserError
+from harness.interruption import EXIT_CODES, interruption, sigterm_as_interrupt
 from harness.tracking.liveness import mark_dead_runs
 from harness.tracking.run_config import MLflowConfig
-from harness.tracking.runs import fail_open_runs, keep_checkpoints_in, make_logger, server_lost
+from harness.tracking.runs import fail_open_runs, keep_checkpoints_in, kill_open_runs, make_logger, server_lost
 from harness.tracking.store import auth_denial, check_can_log, prepare_store, tracking_uri
 from harness.training.resume import ResumeState
 from harness.unique_keys import install_jsonargparse_loader
@@ -196,15 +197,18 @@ class TrackedCLI(LightningCLI):
         return self.checkpoint_root() / (run_id or "rank-placeholder")
 
 
-def run_cli(cli_class: type[TrackedCLI], args: list[str] | None = None) -> int:
+def run_cli(cli_class: type[TrackedCLI], args: list[str] | None = None, reraise_interrupt: bool = False) -> int:
     """Run a CLI. Returns the exit status: 2 after a :class:`UserError`, a request the tracking
     server refused (401/403) or a full, read-only or unwritable disk (one line), 1 when the
-    tracking server went away during the run (one line); any other failure marks the run FAILED
-    (KILLED for Ctrl-C) and raises."""
+    tracking server went away during the run (one line), 130 after Ctrl-C and 143 after SIGTERM
+    (the runs KILLED, one line saying how to continue them; ``reraise_interrupt``: the
+    interruption is raised again instead, for a caller that runs CLIs in its own process); any
+    other failure marks the run FAILED and raises."""
     retain_freed_memory()
     quiet_libraries()
     try:
-        cli_class(args=args)
+        with sigterm_as_interrupt(only_if_unhandled=True):
+            cli_class(args=args)
     except (UserError, ArgumentError) as error:
         fail_open_runs()
         message = flag_error(str(error), args if args is not None else sys.argv[1:]) \
@@ -221,7 +225,13 @@ def run_cli(cli_class: type[TrackedCLI], args: list[str] | None = None) -> int:
         if lost:
             print(f"error: {lost}", file=sys.stderr)
             return 1
-        fail_open_runs("KILLED" if isinstance(error, KeyboardInterrupt) else "FAILED")
+        signal_name = interruption(error)
+        if signal_name:
+            print(f"error: interrupted ({signal_name}): {kill_open_runs(signal_name)}", file=sys.stderr)
+            if reraise_interrupt:
+                raise (error if isinstance(error, KeyboardInterrupt) else KeyboardInterrupt()) from None
+            return EXIT_CODES[signal_name]
+        fail_open_runs()
         disk = disk_problem(error)
         if disk:
             print(f"error: {disk}; free space there or point the run elsewhere (--trainer.default_root_dir, "

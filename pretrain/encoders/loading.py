@@ -25,6 +25,7 @@ from harness.tracking.runs import REPO_ROOT, tracking_uri
 from pretrain.encoders.checkpoints import build_tokenizer, code_version, read_checkpoint
 from pretrain.encoders.hf.encoder import FAMILY as HF_FAMILY, HFEncoder, hf_encoder_from_record, load_hf_encoder
 from pretrain.encoders.protocol import Encoder
+from pretrain.encoders.provenance import is_smoke
 from pretrain.encoders.references import EncoderReference, Source, reference_of_record
 from pretrain.encoders.registry import run_of_model
 from pretrain.encoders.trusted import check_trusted, note_untrusted, trusted_experiment_ids, trusted_names
@@ -42,13 +43,15 @@ def latest_pretrain_run(family: str | None = None, lm_stage: str | None = None) 
     """The newest FINISHED ``stage=pretrain`` run (of ``family`` and ``lm_stage`` — ``general`` or
     ``task`` — if given) that a benchmark did not make for itself (those carry a ``benchmark`` tag:
     a quick benchmark's toy encoder must not become everyone's default), in the trusted experiments
-    only (:mod:`pretrain.encoders.trusted`). Pages through the store."""
+    only (:mod:`pretrain.encoders.trusted`), and not a smoke run (``smoke=true``) while any other
+    qualifies: when only smoke runs do, the newest of them, with a note saying so. Pages through
+    the store."""
     client = MlflowClient(tracking_uri())
     experiments = trusted_experiment_ids(client)
     if experiments is None:
         experiments = [e.experiment_id for e in client.search_experiments()]
     query = "tags.stage = 'pretrain' and attributes.status = 'FINISHED'"
-    token = None
+    token, smoke = None, None
     while experiments:
         page = client.search_runs(experiments, query, order_by=["attributes.start_time DESC"],
                                   max_results=SEARCH_PAGE, page_token=token)
@@ -57,11 +60,18 @@ def latest_pretrain_run(family: str | None = None, lm_stage: str | None = None) 
             if ("benchmark" in tags or (family and tags.get("family", FIRST_FORMAT_FAMILY) != family)
                     or (lm_stage and tags.get("lm_stage", "general") != lm_stage)):
                 continue
-            return run.info.run_id
+            if not is_smoke(run):
+                return run.info.run_id
+            smoke = smoke or run.info.run_id
         token = page.token
         if not token:
             break
     which = " ".join(filter(None, [family, lm_stage]))
+    if smoke:
+        print(f"note: latest: only smoke {which + ' ' if which else ''}pretrain runs are finished in "
+              f"{tracking_uri()}; using the newest, {smoke} (a toy that tests the pipeline: `make pretrain` "
+              f"makes a real encoder)")
+        return smoke
     names = trusted_names()
     inside = f" (experiments {', '.join(names)}; ENCODER_EXPERIMENTS adds more)" if names else ""
     raise UserError(f"no finished {which + ' ' if which else ''}pretrain run in {tracking_uri()}{inside}; "

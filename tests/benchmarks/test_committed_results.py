@@ -1,15 +1,19 @@
 """The committed study results (``results/``) are still the cells today's code would plan: every
 cell file's hash recomputes from its settings under its protocol, and each chunk's encoder
 identity is its config's pretraining-stage hash. A refactor that moved either would silently split
-the study into cells a re-run no longer finds; a protocol bump is the deliberate way to move them."""
+the study into cells a re-run no longer finds; a protocol bump is the deliberate way to move them.
+The stage hashes recompute from the corpus digests each folder records, so a clone of the
+repository alone checks them; the digests themselves are checked against the corpora where those
+are (``CORPORA_DIR``, else ``../shared/data`` beside the repository)."""
 
 import json
 from pathlib import Path
 
 import pytest
 
-from benchmarks.plan.encoders import stage_hashes, stages_of
+from benchmarks.plan.encoders import corpus_digests, shared_corpus_names, stage_hashes, stages_of
 from harness.protocol import protocol_version, settings_hash
+from pretrain.corpus.corpora import SENTENCES_FILE, SHARED_FOLDERS, default_corpora_dir
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
 FOLDERS = sorted(path.parent for path in RESULTS.glob("*/*/benchmark.json")) + \
@@ -32,13 +36,40 @@ def test_a_committed_cell_hash_recomputes_from_its_settings(folder):
     assert moved == [], f"{folder}: {len(moved)} of {len(cells)} cell hashes moved without a protocol bump"
 
 
-@pytest.mark.parametrize("folder", [folder for folder in FOLDERS if folder.parent.name == "families-budget"],
-                         ids=lambda folder: folder.name)
+CHUNKS = [folder for folder in FOLDERS if folder.parent.name == "families-budget"]
+
+
+def pretrained_encoders(benchmark: dict) -> list[dict]:
+    return [encoder for encoder in benchmark["settings"]["encoders"] if "pretrain" in encoder]
+
+
+@pytest.mark.parametrize("folder", CHUNKS, ids=lambda folder: folder.name)
 def test_a_chunk_encoder_identity_is_its_pretraining_stage_hash(folder):
     benchmark = json.loads((folder / "benchmark.json").read_text())
-    pretrained = [encoder for encoder in benchmark["settings"]["encoders"] if "pretrain" in encoder]
+    pretrained = pretrained_encoders(benchmark)
     identities = {cell["encoder"]["name"]: cell["encoder"]["identity"] for cell in current_cells(folder)
                   if cell["encoder"] and cell["encoder"].get("identity")}
     assert pretrained and identities
     for encoder in pretrained:
-        assert stage_hashes(stages_of(encoder), benchmark["data_digest"])[-1] == identities[encoder["name"]]
+        hashes = stage_hashes(stages_of(encoder), benchmark["data_digest"], benchmark["corpora"])
+        assert hashes[-1] == identities[encoder["name"]]
+
+
+@pytest.mark.parametrize("folder", FOLDERS, ids=lambda folder: str(folder.relative_to(RESULTS)))
+def test_a_folder_records_the_digest_of_every_shared_corpus_its_stages_read(folder):
+    benchmark = json.loads((folder / "benchmark.json").read_text())
+    read = {name for encoder in pretrained_encoders(benchmark) for stage in stages_of(encoder)
+            for name in shared_corpus_names(stage.args, stage.config_text())}
+    assert set(benchmark["corpora"]) == read
+    assert all(len(digest) == 64 for digest in benchmark["corpora"].values())
+
+
+@pytest.mark.parametrize("folder", FOLDERS, ids=lambda folder: str(folder.relative_to(RESULTS)))
+def test_a_folder_corpus_digests_are_those_of_the_corpora(folder):
+    benchmark = json.loads((folder / "benchmark.json").read_text())
+    missing = [name for name in benchmark["corpora"]
+               if not (default_corpora_dir() / SHARED_FOLDERS[name] / SENTENCES_FILE).is_file()]
+    if missing:
+        pytest.skip(f"set CORPORA_DIR to the folder holding {SHARED_FOLDERS[missing[0]]}/{SENTENCES_FILE} "
+                    f"to check the recorded corpus digests")
+    assert corpus_digests(pretrained_encoders(benchmark)) == benchmark["corpora"]

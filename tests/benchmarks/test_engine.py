@@ -54,7 +54,7 @@ def test_the_suites_sigterm_handler_survives_rays_start(monkeypatch):
     import signal
     import time
 
-    from benchmarks.suite import Terminated, on_sigterm
+    from harness.interruption import Terminated, on_sigterm
 
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     previous = signal.signal(signal.SIGTERM, on_sigterm)

@@ -91,6 +91,27 @@ def test_a_stage_hash_holds_named_corpora_content_and_the_stage_before(tmp_path,
     assert stage_hashes(stages[1:], "data")[0] != second[1]  # a stage continues the one before it
 
 
+
+def test_a_stage_hash_recomputes_from_recorded_corpus_digests_without_the_corpora(tmp_path, monkeypatch):
+    from benchmarks.plan.encoders import Stage, corpus_digests, stage_hashes
+
+    folder = tmp_path / "corpora" / "reuters21578"
+    folder.mkdir(parents=True)
+    (folder / "sentences.txt").write_text("shares fell .\n")
+    monkeypatch.setenv("CORPORA_DIR", str(tmp_path / "corpora"))
+    encoder = {"name": "lm", "pretrain": [
+        {"config": "configs/pretrain/ulmfit.yaml", "args": ["--data.corpus=mrpc+reuters"]},
+        {"config": "configs/pretrain/ulmfit-task.yaml"}]}
+    stages = [Stage("lm", 1, "configs/pretrain/ulmfit.yaml", ["--data.corpus=mrpc+reuters"]),
+              Stage("lm", 2, "configs/pretrain/ulmfit-task.yaml")]
+    recorded = corpus_digests([encoder])
+    with_corpora = stage_hashes(stages, "data")
+    monkeypatch.setenv("CORPORA_DIR", str(tmp_path / "elsewhere"))  # a clone without the corpora
+    assert list(recorded) == ["reuters"]
+    assert stage_hashes(stages, "data") != with_corpora
+    assert stage_hashes(stages, "data", recorded) == with_corpora
+    assert stage_hashes(stages, "data", {"reuters": "0" * 64}) != with_corpora
+
 @pytest.mark.slow
 def test_a_benchmark_reuses_its_own_child_before_another_benchmarks(store):
     experiment_id = ensure_experiment("mrpc")

@@ -4,6 +4,7 @@ a local Ray instance the suite starts and stops — what the parent run and its 
 results table, resuming, re-running a lost cell in the suite's own process (``--jobs 1``: the
 same metrics), and Ctrl-C, which leaves nothing RUNNING."""
 
+import json
 import math
 import os
 import re
@@ -451,10 +452,12 @@ def test_ctrl_c_cancels_the_tasks_and_leaves_nothing_running(parent_run, interru
     runs = all_runs(interrupted["uri"])
     assert not [run.data.tags.get("method", run.data.tags.get("stage")) for run in runs if run.info.status == "RUNNING"]
     (parent,) = [run for run in benchmark_parents(interrupted["uri"]) if run.info.run_id != parent_run.info.run_id]
-    assert parent.info.status == "KILLED"
+    assert parent.info.status == "KILLED" and parent.data.tags["harness.ended"].startswith("interrupted (Ctrl-C)")
     cells = children(interrupted["uri"], parent.info.run_id)
     statuses = {run.info.status for run in cells}
     assert "FINISHED" in statuses and "KILLED" in statuses, statuses  # one done, the one running cancelled
+    assert all(run.data.tags.get("harness.ended") for run in cells if run.info.status == "KILLED")
+    assert not [run for run in cells if run.info.status == "FINISHED" and "harness.ended" in run.data.tags]
     assert len(cells) < len(QUICK_METHODS)  # the rest never started
     assert ray_processes(interrupted["stdout"]) == []  # the local instance went down with the suite
 
@@ -481,6 +484,7 @@ def test_a_report_from_the_exported_folder_alone_equals_the_suites(first, export
     assert len(list((exported / "cells").glob("*.json"))) == 14
     readme = (exported / "README.md").read_text()
     assert readme.startswith("# quick\n") and "- **cells**: 14, " in readme and "- **machine**: `" in readme
+    assert json.loads((exported / "benchmark.json").read_text())["corpora"] == {}  # quick reads MRPC alone
     process = benchmarks_command("sqlite:///" + str(tmp_path / "unused.db"), "report", str(exported),
                                  "--out", str(tmp_path / "report"))
     assert process.returncode == 0, process.stderr[-3000:]
@@ -522,7 +526,7 @@ def test_sigterm_is_handled_like_ctrl_c(parent_run, terminated):
     runs = all_runs(terminated["uri"])
     assert not [run.data.tags.get("method", run.data.tags.get("stage")) for run in runs if run.info.status == "RUNNING"]
     (parent,) = [run for run in benchmark_parents(terminated["uri"]) if run.info.run_id != parent_run.info.run_id]
-    assert parent.info.status == "KILLED"
+    assert parent.info.status == "KILLED" and parent.data.tags["harness.ended"].startswith("interrupted (SIGTERM)")
     statuses = {run.info.status for run in children(terminated["uri"], parent.info.run_id)}
     assert "FAILED" not in statuses and "KILLED" in statuses, statuses
     assert ray_processes(terminated["stdout"]) == []

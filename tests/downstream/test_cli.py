@@ -95,7 +95,7 @@ def test_smoke_run_tags_metrics_and_params(store, smoke):
     assert tags["pretrain_run_id"] == store["pretrain_run_id"]
     assert tags["seed"] == "0"
     assert tags["mix"] == "scalar" and tags["head"] == "pool-mlp"
-    assert run.info.run_name == "elmo·scalar·pool-mlp·s0"
+    assert run.info.run_name == "elmo-smoke·scalar·pool-mlp·s0"  # a smoke pretraining's encoder
     assert tags["encoder"] == f"elmo-2x32-{store['pretrain_run_id'][:8]}"  # family, size, short run id
     assert params["model.encoder"] == f"runs:/{store['pretrain_run_id']}"  # resolved, whatever the flag said
     assert params["model.standardize"] == "True"  # frozen: on by default, logged as applied (never "auto")
@@ -189,7 +189,7 @@ def test_random_control(store, smoke):
     assert run.data.tags["stage"] == "finetune"
     assert run.data.tags["pretrain_run_id"] == "random"
     assert run.data.tags["seed"] == "0"
-    assert run.info.run_name.startswith("random·scalar·")
+    assert run.info.run_name.startswith("random-smoke·scalar·")  # the twin of a smoke pretraining's encoder
     assert run.data.tags["encoder"] == f"random-elmo-2x32-{store['pretrain_run_id'][:8]}"
     assert run.data.params["model.encoder"] == f"random:runs:/{store['pretrain_run_id']}@0"  # a valid flag value
     compare = re.search(r"^  compare +\S+viewStateShareKey=([\w-]+)", process.stdout, re.MULTILINE)  # twin ran first

@@ -136,7 +136,8 @@ SHARED = default_corpora_dir()
 HAS_SHARED = all((SHARED / folder / "sentences.txt").is_file() for folder in ("reuters21578", "brown", "sotu"))
 
 
-@pytest.mark.skipif(not HAS_SHARED, reason="the shared corpora folder is not there")
+@pytest.mark.skipif(not HAS_SHARED, reason="set CORPORA_DIR to the folder holding reuters21578/, brown/ and "
+                                               f"sotu/ (not found in {SHARED})")
 def test_all_shared_reads_every_shared_corpus(pair_files):
     module = CorpusDataModule(**tsv_flags(pair_files), corpus="all-shared", max_sentences=3000)
     assert [corpus.name for corpus in module.corpora] == ["nli3", "reuters", "brown", "sotu"]

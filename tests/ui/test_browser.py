@@ -93,7 +93,7 @@ def test_the_benchmark_view_shows_each_methods_results_without_expanding(store, 
 
 def test_a_finetune_run_page_lists_its_figures_and_predictions(store, chromium):
     run_page = link(store["finetune-latest"], "run page")
-    open_and_wait(chromium, run_page, "elmo·scalar·pool-mlp·s0", "test_acc")
+    open_and_wait(chromium, run_page, "elmo-smoke·scalar·pool-mlp·s0", "test_acc")
     artifacts = run_page.replace("?", "/artifacts?")
     open_and_wait(chromium, artifacts, "figures", "predictions", "images")
     for folder, files in (("predictions", ("test.csv", "test.json", "dev.csv")),
