@@ -20,6 +20,7 @@ from benchmarks.report.probe_checks import probe_methods, probe_remarks, probe_s
 from benchmarks.report.remarks import mde, number, points, remarks
 from benchmarks.report.results_table import COLLAPSED_COLUMN, STEPS_COLUMN
 from benchmarks.report.study_table import study_figures, study_remarks, study_rows, study_tables
+from benchmarks.stats.controls import CONTROL_OK_COLUMN, RULE_TEXT, control_failed
 from benchmarks.stats.gaps import METRICS, NO_SEED_REPLICATION, PVALUE_COLUMN
 from benchmarks.stats.preregistration import PREREGISTERED_COLUMN, family_text, missing_note
 from harness.datasets.registry import published_anchors
@@ -72,6 +73,13 @@ def gap_cell(row: pd.Series, columns: tuple[str, str, str] = TWIN_GAP, alone: st
     if pd.isna(low):
         return f"{points(gap)} {alone}"
     return f"{points(gap)} ({points(low)}, {points(high)})"
+
+
+def control_cell(value) -> str:
+    """The ``control`` column: "ok", "✗ failed" (the pre-registered rule), or — without a twin comparison."""
+    if value is None or (not isinstance(value, str) and pd.isna(value)):
+        return "—"
+    return "✗ failed" if control_failed(value) else "ok"
 
 
 def _config(config) -> str:
@@ -169,7 +177,8 @@ HOW_TO_READ = [
     "excludes 0 by chance alone; the remarks count them.",
     "- **Against TF-IDF + LR.** `gap_vs_tfidf` (results.csv, with its CI and `p_vs_tfidf`) is the same crossed test "
     "of each method's seeds × items against `tfidf-lr`'s one deterministic prediction per item (its correctness is "
-    "an item property; the seed part is the method's luck alone). Baselines get no gap to a twin.",
+    "an item property; the seed part is the method's luck alone); below 100% of the labels, against TF-IDF + LR at "
+    "the same labels (next point). Baselines get no gap to a twin.",
     "- **MDE.** The smallest true gap this design (its seed pairs and test items, with the variance components it "
     "measured) detects 4 times out of 5 at α = 0.05 (two-sided).",
     "- **Why not the median of per-seed p-values** (this column's former meaning): a median of p-values is not a "
@@ -178,6 +187,14 @@ HOW_TO_READ = [
     "accuracy std over seeds ≈ 2.7 points) it rejected a true null about 47% of the time at 0.05, an items-only "
     "test on seed-averaged items 51%, this test 5%; without seed luck the median was far too cautious (< 1%).",
     "- `collapsed`: runs whose test predictions are all one class.",
+    f"- **A control that fails does not count** (`control`; `control_ok` and `control_reason` in results.csv): "
+    f"pre-registered, {RULE_TEXT}. A gap over a twin that learned nothing measures the recipe's failure on the twin, "
+    "not pretraining: such a comparison is shown and named, never counted among the gaps that hold, and the "
+    "study's headline counts only comparisons whose arms both learned. Holm's adjustment still goes over every "
+    "registered comparison.",
+    "- **TF-IDF + LR at the same labels.** Below 100% of the labels a method is compared with `tfidf-lr@<fraction>`: "
+    "TF-IDF + LR (and `majority@<fraction>`) fitted on exactly the labelled subset each seed's cells train on, "
+    "paired by seed like a twin (`tfidf_reference` in results.csv names the row used).",
     "- Per-run numbers are in `runs.csv`; this table is `results.csv` (gaps there as fractions).",
 ]
 
@@ -217,6 +234,7 @@ def _markdown(results: pd.DataFrame, runs: pd.DataFrame, context: dict, figures:
     against_tfidf = "gap_vs_tfidf" in results and results["gap_vs_tfidf"].notna().any()  # not without tfidf-lr
     stepped = STEPS_COLUMN in results and results[STEPS_COLUMN].notna().any()  # cells that logged train_steps
     gridded = CHOSEN_COLUMN in results and results[CHOSEN_COLUMN].notna().any()  # rates chosen from lr_grid
+    checked = CONTROL_OK_COLUMN in results and results[CONTROL_OK_COLUMN].notna().any()  # twin comparisons
     lines = [title_line(context.get("name", "benchmark"), bool(context.get("smoke"))), "",
              f"- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}",
              f"- parent run: `{context.get('parent_run_id', '—')}`",
@@ -229,20 +247,25 @@ def _markdown(results: pd.DataFrame, runs: pd.DataFrame, context: dict, figures:
              + ((f"; `p_adjusted`: {family_text(family)} (every other gap is exploratory: its CI and raw `p`, "
                  "no adjustment)" if family else "; `p_adjusted`: Holm's adjustment of `p` over the report's twin "
                  "comparisons") if adjusted else "")
-             + ("; gap vs TF-IDF: each method against `tfidf-lr`, in points, with its 95% CI" if against_tfidf
-                else "")
+             + ("; control: whether both arms learned (a failed one is shown, never counted; see How to read)"
+                if checked else "")
+             + ("; gap vs TF-IDF: each method against TF-IDF + LR at its own labelled fraction (`tfidf-lr@<fraction>`, "
+                "fitted on each seed's labelled subset, where it ran; else `tfidf-lr` on the whole train split), in "
+                "points, with its 95% CI" if against_tfidf else "")
              + ("; steps: the optimiser steps of a run's fit, mean over seeds (with `--data.equal_steps` a "
                 "fraction trains about the full training set's number)" if stepped else "") + ".", ""]
     published = published_methods(runs, context)
     rows = [[f"`{row['method']}`", int(row["n_seeds"]), *[_percent(row, metric) for metric in METRICS],
-             gap_cell(row), number(row.get(PVALUE_COLUMN), ".3g"),
+             gap_cell(row), *([control_cell(row.get(CONTROL_OK_COLUMN))] if checked else []),
+             number(row.get(PVALUE_COLUMN), ".3g"),
              *([adjusted_cell(row, family is not None)] if adjusted else []), mde(row.get("mde_vs_random", np.nan)),
              *([gap_cell(row, TFIDF_GAP)] if against_tfidf else []),
              *([number(row.get(STEPS_COLUMN), ".0f")] if stepped else []),
              *([number(row.get(CHOSEN_COLUMN), "g")] if gridded else []),
              f"⚠ {int(row[COLLAPSED_COLUMN])}/{int(row['n_seeds'])}" if row.get(COLLAPSED_COLUMN, 0) > 0 else "no"]
             for _, row in results.iterrows()]
-    header = ["method", "seeds", "dev acc", "dev F1", "test acc", "test F1", "gap vs random (95% CI)", "p",
+    header = ["method", "seeds", "dev acc", "dev F1", "test acc", "test F1", "gap vs random (95% CI)",
+              *(["control"] if checked else []), "p",
               *(["p_adjusted"] if adjusted else []), "MDE", *(["gap vs TF-IDF (95% CI)"] if against_tfidf else []),
               *(["steps"] if stepped else []), *(["lr"] if gridded else []), "collapsed"]
     probes = set(probe_methods(runs))  # shown apart, as checks
