@@ -148,3 +148,20 @@ def test_make_study_report_takes_the_study_as_a_variable():
     assert missing.returncode != 0
     assert missing.stderr.splitlines()[0] == ("error: STUDY=no-such-study: no results/no-such-study/*/benchmark.json; "
                                               "name a study with committed chunks (ls results/)")
+
+
+def test_the_learning_curve_draws_the_fraction_baselines_as_lines_not_a_curve(tmp_path, monkeypatch):
+    from benchmarks.report import figures
+
+    drawn = []
+    monkeypatch.setattr(figures, "_errorbar", lambda axes, group, x, label: drawn.append(label))
+    runs = pd.DataFrame([{"method": method, "seed": seed, "kind": kind, "encoder": encoder, "mix": "scalar" if encoder
+                          else "", "head": "attn" if encoder else "", "train_fraction": fraction, "test_acc": 0.7}
+                         for method, kind, encoder, fraction in (("e-attn", "pretrained", "e", 1.0),
+                                                                 ("e-attn@0.1", "pretrained", "e", 0.1),
+                                                                 ("majority", "baseline", "", 1.0),
+                                                                 ("majority@0.1", "baseline", "", 0.1),
+                                                                 ("tfidf-lr@0.1", "baseline", "", 0.1))
+                         for seed in (0, 1)])
+    assert figures._learning_curve(runs, tmp_path / "curve.png") is not None
+    assert drawn == ["e-attn"]
