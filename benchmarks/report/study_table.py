@@ -87,7 +87,9 @@ def failed_control(row: pd.Series) -> bool:
 
 def _learned(row: pd.Series) -> str:
     """"; both arms learned" for a row that passed the control rule; nothing where it was not checked."""
-    return "; both arms learned" if row.get("control_ok") is True else ""
+    value = row.get("control_ok")
+    checked = value is not None and not pd.isna(value)
+    return "; both arms learned" if checked and not control_failed(value) else ""
 
 
 def _failed_mask(rows: pd.DataFrame) -> pd.Series:

@@ -121,3 +121,9 @@ def test_with_every_significant_gap_failed_nothing_holds_and_the_headline_says_w
     assert answer.startswith("The study: no pre-registered gap over the twin holds (p_adjusted < 0.05) whose arms "
                              "both learned")
     assert "`ulmfit-gradual` +4.6" in answer
+
+
+def test_a_gap_that_holds_says_both_arms_learned_only_where_the_rule_was_checked():
+    rows = study(("ulmfit-gradual", 4.6, 2.6, 6.6, 0.0003, True))
+    assert "; both arms learned) among" in study_remarks(rows)[0]
+    assert "both arms learned" not in study_remarks(rows.drop(columns=["control_ok", "control_reason"]))[0]
