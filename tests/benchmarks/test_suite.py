@@ -41,7 +41,7 @@ QUICK_METHODS = [
     "elmo-average-pool-mlp", "random-average-pool-mlp", "elmo-scalar-pool-mlp", "random-scalar-pool-mlp",
     "elmo-top-pool-mlp", "random-top-pool-mlp", "elmo-layer:0-pool-mlp", "random-layer:0-pool-mlp",
     "elmo-layer:1-pool-mlp", "random-layer:1-pool-mlp", "elmo-scalar-pool-mlp@0.1", "random-scalar-pool-mlp@0.1",
-    "majority", "tfidf-lr",
+    "majority", "tfidf-lr", "majority@0.1", "tfidf-lr@0.1",  # the baselines at 0.1: on the curve seed's subset
 ]
 
 
@@ -87,7 +87,7 @@ def test_plan_pairs_every_pretrained_cell_with_its_random_control():
 
 def test_plan_learning_curve_adds_fractions_below_one_only():
     cells = plan(suite_config(mixes=["scalar"]), [ENCODER], [])
-    curve = [cell for cell in cells if cell.train_fraction < 1]
+    curve = [cell for cell in cells if cell.train_fraction < 1 and cell.kind != "baseline"]
     assert [(cell.method, cell.train_fraction, cell.seed) for cell in curve] == [
         ("elmo-scalar-pool-mlp@0.1", 0.1, 0), ("random-scalar-pool-mlp@0.1", 0.1, 0)]
     assert all(cell.mix == "scalar" and cell.head == "pool-mlp" for cell in curve)
@@ -100,11 +100,12 @@ def test_plan_learning_curve_adds_fractions_below_one_only():
 
 def test_plan_appends_baselines_with_no_twin():
     cells = plan(suite_config(), [ENCODER], ["--x"])
-    baselines = cells[-2:]
-    assert [(cell.method, cell.kind, cell.seed) for cell in baselines] == [
-        ("majority", "baseline", 0), ("tfidf-lr", "baseline", 0)]
+    baselines = cells[-4:]  # whole train split once, then the curve's 0.1 on its seed's subset
+    assert [(cell.method, cell.kind, cell.seed, cell.train_fraction) for cell in baselines] == [
+        ("majority", "baseline", 0, 1.0), ("tfidf-lr", "baseline", 0, 1.0),
+        ("majority@0.1", "baseline", 0, 0.1), ("tfidf-lr@0.1", "baseline", 0, 0.1)]
     assert all(cell.control == "" for cell in baselines)  # a baseline is compared with nothing
-    assert all(cell.kind != "baseline" for cell in cells[:-2])
+    assert all(cell.kind != "baseline" for cell in cells[:-4])
 
 
 def test_plan_without_control_or_baselines_and_with_several_encoders():
