@@ -30,6 +30,10 @@ from benchmarks.stats.gaps import Gap, crossed_gap, t_interval
 from benchmarks.stats.pairing import paired_correctness
 
 RECIPE, CHECKPOINTS = "runs x items", "seeds within runs x items"
+N_PRETRAININGS_COLUMN = "n_pretrainings"  # results.csv: pretraining runs among a pretrained method's cells
+# results.csv, for a method pretrained more than once: the "these checkpoints" reading beside the
+# headline "this recipe" one (gap_vs_random and its CI), and the SD of the gap between runs
+CHECKPOINTS_COLUMNS = ("checkpoints_ci_low", "checkpoints_ci_high", "checkpoints_p", "between_run_sd")
 NO_RUN_REPLICATION, NO_SEED_REPLICATION = "no run replication", "no seed replication within runs"
 
 

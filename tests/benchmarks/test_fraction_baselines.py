@@ -165,3 +165,16 @@ def test_the_learning_curve_draws_the_fraction_baselines_as_lines_not_a_curve(tm
                          for seed in (0, 1)])
     assert figures._learning_curve(runs, tmp_path / "curve.png") is not None
     assert drawn == ["e-attn"]
+
+
+def test_cells_on_other_test_items_than_the_fraction_baseline_get_no_gap_to_it():
+    labels = (np.arange(400) % 3 != 0).astype(int)
+    capped = correct_on(0.75, labels[:100], 1)  # a smoke run capped by --data.max_pairs
+    rows = [{"run_id": f"m@0.1/{seed}", "method": "m@0.1", "seed": seed, "kind": "pretrained", "train_fraction": 0.1,
+             "control": ""} for seed in (0, 1)]
+    rows += [{"run_id": f"tfidf-lr@0.1/{seed}", "method": "tfidf-lr@0.1", "seed": seed, "kind": "baseline",
+              "train_fraction": 0.1, "control": ""} for seed in (0, 1)]
+    predictions = {**{f"m@0.1/{seed}": capped for seed in (0, 1)},
+                   **{f"tfidf-lr@0.1/{seed}": correct_on(0.7, labels, seed) for seed in (0, 1)}}
+    results = build_results(pd.DataFrame(rows).assign(test_acc=0.7), predictions).set_index("method")
+    assert pd.isna(results.loc["m@0.1", "gap_vs_tfidf"]) and pd.isna(results.loc["m@0.1", "tfidf_reference"])

@@ -110,3 +110,31 @@ def test_compare_over_pretrainings_pairs_each_twin_cell_with_the_run_of_its_seed
     with pytest.raises(ValueError, match="seed 1 under pretraining runs"):
         compare_over_pretrainings({**method, (2, 1): frame(correct[1])}, {0: frame(twin[0])})
     assert compare_over_pretrainings(method, {9: frame(twin[0])}) is None
+
+
+def test_the_results_table_reads_a_method_pretrained_several_times_over_its_runs():
+    from benchmarks.report.results_table import build_results
+
+    rng = np.random.default_rng(5)
+    rows, predictions = [], {}
+
+    def add(method, kind, seed, correct, encoder_run, control=""):
+        run_id = f"{method}/{seed}"
+        predictions[run_id] = frame(correct)
+        rows.append({"run_id": run_id, "method": method, "seed": seed, "kind": kind, "control": control,
+                     "encoder_run": encoder_run, "test_acc": correct.mean()})
+
+    for seed in range(6):
+        add("m", "pretrained", seed, rng.random(300) < 0.75, f"pretrain-{seed // 2}", control="twin")
+        add("twin", "random", seed, rng.random(300) < 0.6, f"pretrain-{seed // 2}")
+        add("once", "pretrained", seed, rng.random(300) < 0.75, "pretrain-0", control="twin")
+    results = build_results(pd.DataFrame(rows), predictions).set_index("method")
+    method = {(seed // 2, seed): predictions[f"m/{seed}"] for seed in range(6)}
+    expected = compare_over_pretrainings(method, {seed: predictions[f"twin/{seed}"] for seed in range(6)})
+    assert results.loc["m", "n_pretrainings"] == 3 and results.loc["once", "n_pretrainings"] == 1
+    assert pd.isna(results.loc["twin", "n_pretrainings"])
+    assert results.loc["m", "gap_test"] == RECIPE and results.loc["m", "paired_seeds"] == 3  # runs
+    assert results.loc["m", "p_value_vs_random"] == pytest.approx(expected.recipe.p_value)
+    assert results.loc["m", "checkpoints_p"] == pytest.approx(expected.checkpoints.p_value)
+    assert results.loc["m", "between_run_sd"] == pytest.approx(np.sqrt(expected.between_run_variance))
+    assert results.loc["once", "gap_test"] == "seeds x items" and pd.isna(results.loc["once", "checkpoints_p"])

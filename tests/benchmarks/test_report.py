@@ -85,7 +85,7 @@ def test_build_results_columns_and_method_order(benchmark):
     statistics = ("mean", "std", "min", "max")
     expected = ["method", "n_seeds"] + [f"{metric}_{stat}" for metric in METRICS for stat in statistics]
     assert list(results.columns) == expected + [PVALUE_COLUMN, "collapsed_runs", *GAP_COLUMNS, *NEW_COLUMNS,
-                                                *CONTROL_COLUMNS, TFIDF_REFERENCE_COLUMN]
+                                                *CONTROL_COLUMNS, TFIDF_REFERENCE_COLUMN, "n_pretrainings"]
     assert list(results["method"]) == list(dict.fromkeys(runs["method"]))
 
 
