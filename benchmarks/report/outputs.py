@@ -151,9 +151,12 @@ HOW_TO_READ = [
     "(initialisation and data order: *seed luck* moves a run's accuracy by itself) and the test items (drawn from "
     "all the pairs the data set could have held). Treating the items as fixed, or the seeds as fixed, is the "
     "“language-as-fixed-effect fallacy” (Clark 1973).",
-    "- **What does not.** Each encoder is pretrained once: the gap is that one pretrained encoder's against twins "
+    "- **What does not.** Where an encoder is pretrained once, the gap is that one pretrained encoder's against twins "
     "drawn afresh at every seed. Pretraining again with the same settings (another seed, other hardware) gives "
-    "other weights, a sample of the family that this CI does not cover.",
+    "other weights, a sample of the family that this CI does not cover. Where a method's cells come from several "
+    "pretraining runs (`n_pretrainings` in results.csv, each run with seeds of its own), its gap is read over them "
+    "(“this recipe”: runs, seeds within runs and items random; the degrees of freedom come from the runs), "
+    "and “these checkpoints” (runs fixed, comparable with a study that pretrained once) is given beside it.",
     "- **The test.** The seed pairs × items table of d is split, as a two-way crossed random-effects design, into "
     "a seed part, an item part and a residual (mean squares MS). `gap vs random` = mean d (method minus twin, in "
     "accuracy points); its variance is (max(MS_seed, MS_res) + max(MS_item, MS_res) − MS_res) / (seeds × items): "

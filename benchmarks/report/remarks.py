@@ -14,6 +14,7 @@ from benchmarks.report.run_table import (SETTING, controls, curve_methods, full_
                                   text_column)
 from benchmarks.stats.controls import CONTROL_OK_COLUMN, CONTROL_REASON_COLUMN, RULE_TEXT, control_failed
 from benchmarks.stats.gaps import NO_SEED_REPLICATION, PVALUE_COLUMN
+from benchmarks.stats.pretraining_runs import CHECKPOINTS_COLUMNS, N_PRETRAININGS_COLUMN
 
 ALPHA = 0.05  # the level of every CI (95%) and of Holm's adjustment
 
@@ -126,6 +127,7 @@ def remarks(results: pd.DataFrame, runs: pd.DataFrame, published: set[str] = fro
     if many:
         remarks.append(f"Gaps to the random twin: {many}")
     remarks += _control_rule_remark(table)
+    remarks += _pretraining_remarks(table)
     if COLLAPSED_COLUMN in table and table[COLLAPSED_COLUMN].sum() > 0:
         flagged = [f"`{method}` ({int(row[COLLAPSED_COLUMN])}/{int(row['n_seeds'])})"
                    for method, row in table.iterrows() if row[COLLAPSED_COLUMN] > 0]
@@ -156,6 +158,19 @@ def _control_rule_remark(table: pd.DataFrame) -> list[str]:
     named = ", ".join(f"`{method}`" for method in failed.index)
     return [f"Control rule (pre-registered: {RULE_TEXT}): {len(failed)} of {len(checked)} twin comparisons failed it"
             + (f" ({named}): their gaps are shown, never counted among the gaps that hold." if len(failed) else ".")]
+
+
+def _pretraining_remarks(table: pd.DataFrame) -> list[str]:
+    """Per method pretrained more than once: both readings of its gap and the spread between runs."""
+    if N_PRETRAININGS_COLUMN not in table or CHECKPOINTS_COLUMNS[0] not in table:
+        return []
+    several = table[table[N_PRETRAININGS_COLUMN] > 1]
+    return [f"`{method}` over {int(row[N_PRETRAININGS_COLUMN])} pretraining runs: this recipe (runs random, the "
+            f"headline) {points(row['gap_vs_random'])} points (95% CI {points(row['gap_ci_low'])} to "
+            f"{points(row['gap_ci_high'])}, p = {row[PVALUE_COLUMN]:.3g}); these checkpoints (runs fixed) CI "
+            f"{points(row['checkpoints_ci_low'])} to {points(row['checkpoints_ci_high'])}, p = "
+            f"{row['checkpoints_p']:.3g}; the gap's SD between pretraining runs {100 * row['between_run_sd']:.1f} "
+            "points." for method, row in several.iterrows() if pd.notna(row.get("checkpoints_p", np.nan))]
 
 
 def _tfidf_gap(method: str, row: pd.Series) -> str:

@@ -138,3 +138,20 @@ def test_the_results_table_reads_a_method_pretrained_several_times_over_its_runs
     assert results.loc["m", "checkpoints_p"] == pytest.approx(expected.checkpoints.p_value)
     assert results.loc["m", "between_run_sd"] == pytest.approx(np.sqrt(expected.between_run_variance))
     assert results.loc["once", "gap_test"] == "seeds x items" and pd.isna(results.loc["once", "checkpoints_p"])
+
+
+def test_the_report_gives_both_readings_of_a_method_pretrained_several_times():
+    from benchmarks.report.remarks import remarks
+
+    runs = pd.DataFrame({"method": ["m", "twin"], "kind": ["pretrained", "random"], "control": ["twin", ""],
+                         "seed": [0, 0]})
+    table = pd.DataFrame({"method": ["m", "twin"], "n_seeds": [6, 6], "test_acc_mean": [0.75, 0.7],
+                          "gap_vs_random": [0.05, np.nan], "gap_ci_low": [0.01, np.nan], "gap_ci_high": [0.09, np.nan],
+                          "p_value_vs_random": [0.03, np.nan], "mde_vs_random": [0.04, np.nan],
+                          "paired_seeds": [3, 0], "paired_items": [300, 0], "n_pretrainings": [3, np.nan],
+                          "checkpoints_ci_low": [0.03, np.nan], "checkpoints_ci_high": [0.07, np.nan],
+                          "checkpoints_p": [0.001, np.nan], "between_run_sd": [0.012, np.nan]})
+    (line,) = [remark for remark in remarks(table, runs) if "pretraining runs" in remark]
+    assert line == ("`m` over 3 pretraining runs: this recipe (runs random, the headline) +5.0 points (95% CI +1.0 to "
+                    "+9.0, p = 0.03); these checkpoints (runs fixed) CI +3.0 to +7.0, p = 0.001; the gap's SD between "
+                    "pretraining runs 1.2 points.")
