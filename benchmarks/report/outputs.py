@@ -14,13 +14,14 @@ import pandas as pd
 import yaml
 
 from benchmarks.plan.lr_selection import CHOSEN_COLUMN, lr_grid_section
+from benchmarks.report.control_rule import control_cell
 from benchmarks.report.figures import write_figures
 from benchmarks.report.mix_weights import mix_section
 from benchmarks.report.probe_checks import probe_methods, probe_remarks, probe_section
 from benchmarks.report.remarks import mde, number, points, remarks
 from benchmarks.report.results_table import COLLAPSED_COLUMN, STEPS_COLUMN
 from benchmarks.report.study_table import study_figures, study_remarks, study_rows, study_tables
-from benchmarks.stats.controls import CONTROL_OK_COLUMN, RULE_TEXT, control_failed
+from benchmarks.stats.controls import CONTROL_OK_COLUMN, RULE_TEXT
 from benchmarks.stats.gaps import METRICS, NO_SEED_REPLICATION, PVALUE_COLUMN
 from benchmarks.stats.preregistration import PREREGISTERED_COLUMN, family_text, missing_note
 from harness.datasets.registry import published_anchors
@@ -73,13 +74,6 @@ def gap_cell(row: pd.Series, columns: tuple[str, str, str] = TWIN_GAP, alone: st
     if pd.isna(low):
         return f"{points(gap)} {alone}"
     return f"{points(gap)} ({points(low)}, {points(high)})"
-
-
-def control_cell(value) -> str:
-    """The ``control`` column: "ok", "✗ failed" (the pre-registered rule), or — without a twin comparison."""
-    if value is None or (not isinstance(value, str) and pd.isna(value)):
-        return "—"
-    return "✗ failed" if control_failed(value) else "ok"
 
 
 def _config(config) -> str:

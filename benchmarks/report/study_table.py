@@ -20,7 +20,7 @@ from matplotlib.figure import Figure
 from benchmarks.plan.lr_selection import CHOSEN_COLUMN
 from benchmarks.report.results_table import COLLAPSED_COLUMN
 from benchmarks.report.run_table import controls, text_column, train_fractions
-from benchmarks.stats.controls import CONTROL_OK_COLUMN, CONTROL_REASON_COLUMN, RULE_TEXT, control_failed
+from benchmarks.report.control_rule import control_fields, failed_control, failed_mask, failed_note, learned_text
 from benchmarks.stats.preregistration import PREREGISTERED_COLUMN, Family, family_text
 
 ALPHA = 0.05  # a gap holds below this Holm-adjusted p
@@ -56,7 +56,7 @@ def study_rows(results: pd.DataFrame, runs: pd.DataFrame, encoders: list[dict]) 
                      "registered": bool(result.get(PREREGISTERED_COLUMN, False)),
                      "recipe": recipe_of(getattr(cell, "finetune", None), result.get(CHOSEN_COLUMN, np.nan)),
                      "collapsed": _collapsed(table, cell.method), "twin": twin,
-                     "twin_collapsed": _collapsed(table, twin), **_control(result)})
+                     "twin_collapsed": _collapsed(table, twin), **control_fields(result)})
     return pd.DataFrame(rows)
 
 
@@ -70,33 +70,6 @@ def recipe_of(finetune, chosen_rate) -> str:
     if pd.isna(finetune) or finetune in ("", "frozen"):
         return ""
     return "each arm's rate from a grid, on dev" if pd.notna(chosen_rate) else PRETRAINED_RECIPE
-
-
-def _control(result: pd.Series) -> dict:
-    """``control_ok`` (True, False, or None without a twin comparison) and its reason."""
-    ok = result.get(CONTROL_OK_COLUMN, None)
-    ok = None if ok is None or pd.isna(ok) else not control_failed(ok)
-    reason = result.get(CONTROL_REASON_COLUMN, "")
-    return {"control_ok": ok, "control_reason": reason if isinstance(reason, str) else ""}
-
-
-def failed_control(row: pd.Series) -> bool:
-    """Whether the row's comparison failed the pre-registered control rule (a twin or arm that did not learn)."""
-    return control_failed(row.get("control_ok"))
-
-
-def _learned(row: pd.Series) -> str:
-    """"; both arms learned" for a row that passed the control rule; nothing where it was not checked."""
-    value = row.get("control_ok")
-    checked = value is not None and not pd.isna(value)
-    return "; both arms learned" if checked and not control_failed(value) else ""
-
-
-def _failed_mask(rows: pd.DataFrame) -> pd.Series:
-    """Per row, whether its comparison failed the control rule (all False without a ``control_ok`` column)."""
-    if "control_ok" not in rows:
-        return pd.Series(False, index=rows.index)
-    return rows["control_ok"].map(control_failed).astype(bool)
 
 
 def _collapsed(table: pd.DataFrame, method: str) -> str:
@@ -150,11 +123,7 @@ def study_tables(rows: pd.DataFrame, family: Family | None = None) -> list[str]:
         lines += [f"Fine-tuned rows ({', '.join(sorted(set(shared['transfer'])))}) are measured {PRETRAINED_RECIPE}: "
                   "the twin trains with the rates and schedule tuned for pretrained weights, so a gap there may be "
                   "the recipe's, not pretraining's alone." + _collapse_text(rows), ""]
-    failed = rows[_failed_mask(rows)]
-    if len(failed):
-        lines += [f"✗ control failed — the pre-registered rule ({RULE_TEXT}): such a gap is shown, never counted "
-                  "among the gaps that hold. " + "; ".join(f"`{row['method']}`: {row['control_reason']}"
-                                                           for _, row in failed.iterrows()) + ".", ""]
+    lines += failed_note(rows)
     best = rows.sort_values("test_acc", ascending=False).head(3)
     lines += ["Best absolute test scores (mean over seeds): " + "; ".join(
         f"`{row['method']}` {row['test_acc']:.1f} acc / {row['test_f1']:.1f} F1" for _, row in best.iterrows())
@@ -187,13 +156,13 @@ def _holds(tested: pd.DataFrame, side: str) -> pd.DataFrame:
     """The significant comparisons (``_significant``) whose control passed the pre-registered rule:
     a gap over a twin that did not learn is shown, never counted."""
     significant = _significant(tested, side)
-    return significant[~_failed_mask(significant)]
+    return significant[~failed_mask(significant)]
 
 
 def _failed_text(tested: pd.DataFrame, side: str = "above") -> str:
     """The significant gaps left out because their control failed, named with the reason, or ""."""
     failed = _significant(tested, side)
-    failed = failed[_failed_mask(failed)]
+    failed = failed[failed_mask(failed)]
     if not len(failed):
         return ""
     return (" Not counted, control failed: "
@@ -229,7 +198,7 @@ def study_remarks(rows: pd.DataFrame, comparisons: int | None = None, family: Fa
             top = winning.iloc[0]
             which = _which(winning)
             remarks.append(f"{name}: pretraining pays most with `{top['method']}`: {_gap_text(top)} over its twin"
-                           f"{_conditions(top)} — {which} ({rule}{_learned(top)}) among the family's "
+                           f"{_conditions(top)} — {which} ({rule}{learned_text(top)}) among the family's "
                            f"{len(tested)} {among} comparisons.{failed}")
         elif failed:
             remarks.append(f"{name}: no gap over the twin holds among the comparisons whose arms both learned "
