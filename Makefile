@@ -119,9 +119,18 @@ report: OUT ?= benchmarks/results/report
 report: $(STAMP)  ## a report from results folders alone (RESULTS="results/families-budget/*" OUT=<folder>), no store, no training
 	$(PY) -m benchmarks report $(RESULTS) --out $(OUT)
 
-study-report: $(STAMP)  ## the transfer study's report from its committed chunks alone (results/families-budget/ → docs/study-report/)
-	$(PY) -m benchmarks report $(wildcard results/families-budget/*) --out docs/study-report \
-		--name "transfer study (families-budget)" --registered $(wildcard configs/benchmarks/families-budget/*.yaml)
+# The study `make study-report` builds: its chunks' folders in results/$(STUDY)/, its chunk configs (the
+# registered comparisons, run or not) in configs/benchmarks/$(STUDY)/. The default stays v2
+# (families-budget → docs/study-report/) until v3's chunks are committed in results/families-v3/; then
+# v3 becomes the default and v2's report is rebuilt beside its folders:
+# make study-report STUDY=families-budget OUT=results/families-budget/report
+STUDY ?= families-budget
+study-report: OUT ?= docs/study-report
+study-report: STUDY_FOLDERS = $(patsubst %/benchmark.json,%,$(wildcard results/$(STUDY)/*/benchmark.json))
+study-report: $(STAMP)  ## a transfer study's report from its committed chunks alone (STUDY=families-budget: results/families-budget/ → docs/study-report/; OUT=<folder>)
+	@test -n "$(STUDY_FOLDERS)" || { echo "error: STUDY=$(STUDY): no results/$(STUDY)/*/benchmark.json; name a study with committed chunks (ls results/)" >&2; exit 2; }
+	$(PY) -m benchmarks report $(STUDY_FOLDERS) --out $(OUT) \
+		--name "transfer study ($(STUDY))" --registered $(wildcard configs/benchmarks/$(STUDY)/*.yaml)
 
 benchmark-corpus: $(STAMP)  ## does more pretraining text transfer? MRPC vs MRPC + Reuters-21578
 	$(PY) -m benchmarks.suite --config configs/benchmarks/corpus.yaml $(ARGS)

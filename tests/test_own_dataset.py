@@ -21,7 +21,8 @@ PRETRAIN_SMOKE = REPO / "configs" / "pretrain" / "smoke.yaml"
 FINETUNE_SMOKE = REPO / "configs" / "downstream" / "smoke.yaml"
 PREDICTION_COLUMNS = ["id", "label", *(f"prob_{label}" for label in LABELS), "pred", "sentence1", "sentence2"]
 SUITE_METHODS = ["elmo-scalar-pool-mlp", "random-scalar-pool-mlp", "elmo-top-pool-mlp", "random-top-pool-mlp",
-                 "elmo-scalar-pool-mlp@0.5", "random-scalar-pool-mlp@0.5", "majority", "tfidf-lr"]
+                 "elmo-scalar-pool-mlp@0.5", "random-scalar-pool-mlp@0.5", "majority", "tfidf-lr", "majority@0.5",
+                 "tfidf-lr@0.5"]
 
 pytestmark = pytest.mark.slow
 

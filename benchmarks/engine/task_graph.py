@@ -20,7 +20,7 @@ from typing import Callable
 from mlflow.tracking import MlflowClient
 
 from benchmarks.engine.progress import Progress, time_split
-from benchmarks.plan.cells import plan
+from benchmarks.plan.cells import baseline_cells, plan
 from benchmarks.plan.encoders import Stage, describe_encoder, reused_stages, stage_hashes, stages_of
 from benchmarks.plan.matrix import Matrix, repo_path
 from benchmarks.plan.scaleout import cell_seconds_estimate
@@ -95,8 +95,8 @@ class StudyExecutor:
 
     def run(self) -> tuple[list[dict], list[tuple[Cell, str]]]:
         """Every encoder (described) and every cell's run id, in the order of the plan."""
-        baselines = [Cell(name, "baseline", 0, record={"order": [len(self.names), index]})
-                     for index, name in enumerate(self.config.baselines)]
+        baselines = [replace(cell, record={"order": [len(self.names), index]})
+                     for index, cell in enumerate(baseline_cells(self.config))]
         self.progress.planned(baselines, encoder=False)
         for encoder in self.config.encoders:
             self.start_encoder(encoder)

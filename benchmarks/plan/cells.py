@@ -16,6 +16,7 @@ mix, head, fraction and seed; and each cell is identified by everything that def
 from __future__ import annotations
 
 from benchmarks.plan.matrix import LAYERS, Matrix
+from benchmarks.plan.matrix_values import fraction_suffix
 from benchmarks.tasks.cells import Cell
 from benchmarks.tasks.linear_probe import PROBE_SUFFIX
 from downstream.values import Mix
@@ -33,10 +34,6 @@ def expand_mixes(mixes: list[str], num_layers: int) -> list[str]:
 def grid_point(method: str, rate: float) -> str:
     """The method of one learning rate of a grid: ``<method>~lr<rate>``."""
     return f"{method}~lr{rate:g}"
-
-
-def fraction_suffix(fraction: float) -> str:
-    return f"@{fraction:g}" if fraction < 1 else ""
 
 
 def mix_head_settings(matrix: Matrix, encoder: dict) -> list[dict]:
@@ -91,6 +88,27 @@ def probe_fractions(matrix: Matrix) -> list[float]:
     return sorted({float(fraction) for fraction in fractions or [1.0]} | {1.0}, reverse=True)
 
 
+def baseline_cells(matrix: Matrix) -> list[Cell]:
+    """The matrix's baselines: each once on the whole train split (deterministic: seed 0), and at each
+    smaller labelled fraction once per seed, fitted on the very subset that seed's cells train on
+    (``<baseline>@<fraction>``), so that a 10% arm is compared with TF-IDF + LR at 10% of the labels."""
+    return [Cell(name, "baseline", 0) for name in matrix.baselines] + [
+        Cell(f"{name}{fraction_suffix(fraction)}", "baseline", seed, train_fraction=fraction)
+        for fraction in probe_fractions(matrix) if fraction < 1
+        for seed in fraction_seeds(matrix, fraction) for name in matrix.baselines]
+
+
+def fraction_seeds(matrix: Matrix, fraction: float) -> list[int]:
+    """The seeds of the cells trained on ``fraction`` of the labels (a transfer or the learning curve
+    may name their own), in order."""
+    if matrix.transfers:
+        groups = [transfer.seeds for transfers in matrix.transfers.values() for transfer in transfers
+                  if fraction in transfer.fractions]
+    else:
+        groups = [matrix.learning_curve.seeds] if matrix.learning_curve else []
+    return list(dict.fromkeys(seed for seeds in groups for seed in seeds))
+
+
 def twin_name(encoder: str | None = None) -> str:
     """The random-init twin's arm in method names: ``random``, or ``random(<encoder>)`` where one
     plan (or one report) holds several encoders."""
@@ -136,5 +154,5 @@ def plan(matrix: Matrix, encoders: list[dict], finetune_args: list[str]) -> list
                                           transfer=setting["transfer"], family=encoder.get("family", ""),
                                           encoder_identity=encoder.get("identity", ""),
                                           grid_of="" if rate is None else dict(arms)[kind], learning_rate=rate))
-    cells += [Cell(name, "baseline", 0) for name in matrix.baselines]  # checks: no twin, no gap
+    cells += baseline_cells(matrix)  # checks: no twin, no gap
     return cells

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
-from benchmarks.tasks.cells import BASELINES
+from benchmarks.tasks.baselines import BASELINES
 from benchmarks.plan.matrix_values import (flag_of, fractions_of, known_keys, list_of, mapping_of, name_of, rates_of,
                                       seeds_of, text_of)
 from downstream.values import Mix, parse_head

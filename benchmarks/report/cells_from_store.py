@@ -25,7 +25,8 @@ def cell_row(cell: dict, run_id: str, parent_run_id: str, metrics: dict, params:
     steps and times, and the parent it belongs to."""
     row = {"run_id": run_id, "parent_run_id": parent_run_id,
            **{key: cell.get(key) for key in ("method", "seed", "encoder", "family", "transfer", "kind", "mix", "head",
-                                            "train_fraction", "control", "probe_of", "grid_of", "learning_rate")},
+                                            "train_fraction", "control", "probe_of", "grid_of", "learning_rate",
+                                            "encoder_run")},  # encoder_run: the pretraining run (or source)
            **{m: metrics.get(m) for m in METRICS}, "encoder_layers": params.get("encoder_layers"),
            "finetune": params.get("model.finetune"),  # frozen, or how the encoder was fine-tuned
            **{f"{split}_pairs": params.get(f"{split}_pairs") for split in ("dev", "test")}}

@@ -21,6 +21,7 @@ from benchmarks.report.run_table import (SETTING, controls, encoder_layers, full
 
 def _learning_curve(runs: pd.DataFrame, path: Path, data_name: str = "MRPC") -> Path | None:
     table = settings(runs).assign(test_acc=runs["test_acc"].astype(float) * 100)
+    table = table[table["kind"] != "baseline"]  # baselines are the horizontal lines, never a curve
     if not (table["fraction"] < 1).any():
         return None
     curve_keys = set(map(tuple, table.loc[table["fraction"] < 1, SETTING].values))

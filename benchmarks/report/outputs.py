@@ -14,12 +14,14 @@ import pandas as pd
 import yaml
 
 from benchmarks.plan.lr_selection import CHOSEN_COLUMN, lr_grid_section
+from benchmarks.report.control_rule import control_cell
 from benchmarks.report.figures import write_figures
 from benchmarks.report.mix_weights import mix_section
 from benchmarks.report.probe_checks import probe_methods, probe_remarks, probe_section
 from benchmarks.report.remarks import mde, number, points, remarks
 from benchmarks.report.results_table import COLLAPSED_COLUMN, STEPS_COLUMN
 from benchmarks.report.study_table import study_figures, study_remarks, study_rows, study_tables
+from benchmarks.stats.controls import CONTROL_OK_COLUMN, RULE_TEXT
 from benchmarks.stats.gaps import METRICS, NO_SEED_REPLICATION, PVALUE_COLUMN
 from benchmarks.stats.preregistration import PREREGISTERED_COLUMN, family_text, missing_note
 from harness.datasets.registry import published_anchors
@@ -143,9 +145,12 @@ HOW_TO_READ = [
     "(initialisation and data order: *seed luck* moves a run's accuracy by itself) and the test items (drawn from "
     "all the pairs the data set could have held). Treating the items as fixed, or the seeds as fixed, is the "
     "“language-as-fixed-effect fallacy” (Clark 1973).",
-    "- **What does not.** Each encoder is pretrained once: the gap is that one pretrained encoder's against twins "
+    "- **What does not.** Where an encoder is pretrained once, the gap is that one pretrained encoder's against twins "
     "drawn afresh at every seed. Pretraining again with the same settings (another seed, other hardware) gives "
-    "other weights, a sample of the family that this CI does not cover.",
+    "other weights, a sample of the family that this CI does not cover. Where a method's cells come from several "
+    "pretraining runs (`n_pretrainings` in results.csv, each run with seeds of its own), its gap is read over them "
+    "(“this recipe”: runs, seeds within runs and items random; the degrees of freedom come from the runs), "
+    "and “these checkpoints” (runs fixed, comparable with a study that pretrained once) is given beside it.",
     "- **The test.** The seed pairs × items table of d is split, as a two-way crossed random-effects design, into "
     "a seed part, an item part and a residual (mean squares MS). `gap vs random` = mean d (method minus twin, in "
     "accuracy points); its variance is (max(MS_seed, MS_res) + max(MS_item, MS_res) − MS_res) / (seeds × items): "
@@ -169,7 +174,8 @@ HOW_TO_READ = [
     "excludes 0 by chance alone; the remarks count them.",
     "- **Against TF-IDF + LR.** `gap_vs_tfidf` (results.csv, with its CI and `p_vs_tfidf`) is the same crossed test "
     "of each method's seeds × items against `tfidf-lr`'s one deterministic prediction per item (its correctness is "
-    "an item property; the seed part is the method's luck alone). Baselines get no gap to a twin.",
+    "an item property; the seed part is the method's luck alone); below 100% of the labels, against TF-IDF + LR at "
+    "the same labels (next point). Baselines get no gap to a twin.",
     "- **MDE.** The smallest true gap this design (its seed pairs and test items, with the variance components it "
     "measured) detects 4 times out of 5 at α = 0.05 (two-sided).",
     "- **Why not the median of per-seed p-values** (this column's former meaning): a median of p-values is not a "
@@ -178,6 +184,14 @@ HOW_TO_READ = [
     "accuracy std over seeds ≈ 2.7 points) it rejected a true null about 47% of the time at 0.05, an items-only "
     "test on seed-averaged items 51%, this test 5%; without seed luck the median was far too cautious (< 1%).",
     "- `collapsed`: runs whose test predictions are all one class.",
+    f"- **A control that fails does not count** (`control`; `control_ok` and `control_reason` in results.csv): "
+    f"pre-registered, {RULE_TEXT}. A gap over a twin that learned nothing measures the recipe's failure on the twin, "
+    "not pretraining: such a comparison is shown and named, never counted among the gaps that hold, and the "
+    "study's headline counts only comparisons whose arms both learned. Holm's adjustment still goes over every "
+    "registered comparison.",
+    "- **TF-IDF + LR at the same labels.** Below 100% of the labels a method is compared with `tfidf-lr@<fraction>`: "
+    "TF-IDF + LR (and `majority@<fraction>`) fitted on exactly the labelled subset each seed's cells train on, "
+    "paired by seed like a twin (`tfidf_reference` in results.csv names the row used).",
     "- Per-run numbers are in `runs.csv`; this table is `results.csv` (gaps there as fractions).",
 ]
 
@@ -217,6 +231,7 @@ def _markdown(results: pd.DataFrame, runs: pd.DataFrame, context: dict, figures:
     against_tfidf = "gap_vs_tfidf" in results and results["gap_vs_tfidf"].notna().any()  # not without tfidf-lr
     stepped = STEPS_COLUMN in results and results[STEPS_COLUMN].notna().any()  # cells that logged train_steps
     gridded = CHOSEN_COLUMN in results and results[CHOSEN_COLUMN].notna().any()  # rates chosen from lr_grid
+    checked = CONTROL_OK_COLUMN in results and results[CONTROL_OK_COLUMN].notna().any()  # twin comparisons
     lines = [title_line(context.get("name", "benchmark"), bool(context.get("smoke"))), "",
              f"- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}",
              f"- parent run: `{context.get('parent_run_id', '—')}`",
@@ -229,20 +244,25 @@ def _markdown(results: pd.DataFrame, runs: pd.DataFrame, context: dict, figures:
              + ((f"; `p_adjusted`: {family_text(family)} (every other gap is exploratory: its CI and raw `p`, "
                  "no adjustment)" if family else "; `p_adjusted`: Holm's adjustment of `p` over the report's twin "
                  "comparisons") if adjusted else "")
-             + ("; gap vs TF-IDF: each method against `tfidf-lr`, in points, with its 95% CI" if against_tfidf
-                else "")
+             + ("; control: whether both arms learned (a failed one is shown, never counted; see How to read)"
+                if checked else "")
+             + ("; gap vs TF-IDF: each method against TF-IDF + LR at its own labelled fraction (`tfidf-lr@<fraction>`, "
+                "fitted on each seed's labelled subset, where it ran; else `tfidf-lr` on the whole train split), in "
+                "points, with its 95% CI" if against_tfidf else "")
              + ("; steps: the optimiser steps of a run's fit, mean over seeds (with `--data.equal_steps` a "
                 "fraction trains about the full training set's number)" if stepped else "") + ".", ""]
     published = published_methods(runs, context)
     rows = [[f"`{row['method']}`", int(row["n_seeds"]), *[_percent(row, metric) for metric in METRICS],
-             gap_cell(row), number(row.get(PVALUE_COLUMN), ".3g"),
+             gap_cell(row), *([control_cell(row.get(CONTROL_OK_COLUMN))] if checked else []),
+             number(row.get(PVALUE_COLUMN), ".3g"),
              *([adjusted_cell(row, family is not None)] if adjusted else []), mde(row.get("mde_vs_random", np.nan)),
              *([gap_cell(row, TFIDF_GAP)] if against_tfidf else []),
              *([number(row.get(STEPS_COLUMN), ".0f")] if stepped else []),
              *([number(row.get(CHOSEN_COLUMN), "g")] if gridded else []),
              f"⚠ {int(row[COLLAPSED_COLUMN])}/{int(row['n_seeds'])}" if row.get(COLLAPSED_COLUMN, 0) > 0 else "no"]
             for _, row in results.iterrows()]
-    header = ["method", "seeds", "dev acc", "dev F1", "test acc", "test F1", "gap vs random (95% CI)", "p",
+    header = ["method", "seeds", "dev acc", "dev F1", "test acc", "test F1", "gap vs random (95% CI)",
+              *(["control"] if checked else []), "p",
               *(["p_adjusted"] if adjusted else []), "MDE", *(["gap vs TF-IDF (95% CI)"] if against_tfidf else []),
               *(["steps"] if stepped else []), *(["lr"] if gridded else []), "collapsed"]
     probes = set(probe_methods(runs))  # shown apart, as checks

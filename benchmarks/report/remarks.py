@@ -12,7 +12,9 @@ from benchmarks.stats.multiplicity import chance_remark
 from benchmarks.stats.preregistration import PREREGISTERED_COLUMN, Family, family_text
 from benchmarks.report.run_table import (SETTING, controls, curve_methods, full_fraction_method, setting_label, settings,
                                   text_column)
+from benchmarks.stats.controls import CONTROL_OK_COLUMN, CONTROL_REASON_COLUMN, RULE_TEXT, control_failed
 from benchmarks.stats.gaps import NO_SEED_REPLICATION, PVALUE_COLUMN
+from benchmarks.stats.pretraining_runs import CHECKPOINTS_COLUMNS, N_PRETRAININGS_COLUMN
 
 ALPHA = 0.05  # the level of every CI (95%) and of Holm's adjustment
 
@@ -57,6 +59,12 @@ def _control_remark(method: str, control: str, row: pd.Series, accuracy: pd.Seri
                 f"{int(row['paired_items'])} test items of one seed pair: no seed replication, so no CI or p "
                 "(seed luck alone moves a run's accuracy); run more seeds before concluding.")
     adjusted = row.get("p_adjusted", np.nan)
+    if control_failed(row.get(CONTROL_OK_COLUMN)):
+        return (f"`{method}` against its random twin `{control}`: **control failed** ({row[CONTROL_REASON_COLUMN]}), "
+                f"so its gap, {points(row['gap_vs_random'])} points (95% CI {points(row['gap_ci_low'])} to "
+                f"{points(row['gap_ci_high'])}, p = {row[PVALUE_COLUMN]:.3g}"
+                + (f", Holm-adjusted {adjusted:.3g}" if pd.notna(adjusted) else "")
+                + "), measures an arm that did not learn, not pretraining: shown, not counted.")
     numbers = (f"{accuracy[method]:.1f}% vs {accuracy[control]:.1f}% mean test accuracy; paired gap "
                f"{points(row['gap_vs_random'])} points, 95% CI {points(row['gap_ci_low'])} to "
                f"{points(row['gap_ci_high'])}, p = {row[PVALUE_COLUMN]:.3g}"
@@ -118,6 +126,8 @@ def remarks(results: pd.DataFrame, runs: pd.DataFrame, published: set[str] = fro
                         adjustment=None if family is None else family_text(family))
     if many:
         remarks.append(f"Gaps to the random twin: {many}")
+    remarks += _control_rule_remark(table)
+    remarks += _pretraining_remarks(table)
     if COLLAPSED_COLUMN in table and table[COLLAPSED_COLUMN].sum() > 0:
         flagged = [f"`{method}` ({int(row[COLLAPSED_COLUMN])}/{int(row['n_seeds'])})"
                    for method, row in table.iterrows() if row[COLLAPSED_COLUMN] > 0]
@@ -135,6 +145,32 @@ def remarks(results: pd.DataFrame, runs: pd.DataFrame, published: set[str] = fro
                        "that includes 0; `benchmarks.stats.gaps.minimum_detectable_effect` gives the MDE of a planned "
                        "number of seeds and test items.")
     return remarks + _curve_remarks(runs, table, accuracy)
+
+
+def _control_rule_remark(table: pd.DataFrame) -> list[str]:
+    """How many twin comparisons failed the pre-registered control rule, named; [] without any check."""
+    if CONTROL_OK_COLUMN not in table:
+        return []
+    checked = table[table[CONTROL_OK_COLUMN].notna()]
+    failed = checked[checked[CONTROL_OK_COLUMN].map(control_failed)]
+    if not len(checked):
+        return []
+    named = ", ".join(f"`{method}`" for method in failed.index)
+    return [f"Control rule (pre-registered: {RULE_TEXT}): {len(failed)} of {len(checked)} twin comparisons failed it"
+            + (f" ({named}): their gaps are shown, never counted among the gaps that hold." if len(failed) else ".")]
+
+
+def _pretraining_remarks(table: pd.DataFrame) -> list[str]:
+    """Per method pretrained more than once: both readings of its gap and the spread between runs."""
+    if N_PRETRAININGS_COLUMN not in table or CHECKPOINTS_COLUMNS[0] not in table:
+        return []
+    several = table[table[N_PRETRAININGS_COLUMN] > 1]
+    return [f"`{method}` over {int(row[N_PRETRAININGS_COLUMN])} pretraining runs: this recipe (runs random, the "
+            f"headline) {points(row['gap_vs_random'])} points (95% CI {points(row['gap_ci_low'])} to "
+            f"{points(row['gap_ci_high'])}, p = {row[PVALUE_COLUMN]:.3g}); these checkpoints (runs fixed) CI "
+            f"{points(row['checkpoints_ci_low'])} to {points(row['checkpoints_ci_high'])}, p = "
+            f"{row['checkpoints_p']:.3g}; the gap's SD between pretraining runs {100 * row['between_run_sd']:.1f} "
+            "points." for method, row in several.iterrows() if pd.notna(row.get("checkpoints_p", np.nan))]
 
 
 def _tfidf_gap(method: str, row: pd.Series) -> str:
@@ -158,9 +194,12 @@ def _tfidf_remarks(table: pd.DataFrame, accuracy: pd.Series) -> list[str]:
     alone = compared[low.isna()]
     if len(alone):
         pieces.append(f"{NO_SEED_REPLICATION}, so no test: " + ", ".join(f"`{method}`" for method in alone.index))
-    line = (f"Against TF-IDF + LR (`{TFIDF_BASELINE}`, {number(accuracy[TFIDF_BASELINE], '.1f')}%; each method's "
-            "seeds × test "
-            "items against its predictions, gap in points with its 95% CI) — " + "; ".join(pieces) + ".")
+    at_fractions = [method for method in table.index if method.startswith(f"{TFIDF_BASELINE}@")]
+    fitted = "".join(f", `{method}` {number(accuracy[method], '.1f')}% (mean over the seeds' labelled subsets)"
+                     for method in at_fractions)
+    line = (f"Against TF-IDF + LR (`{TFIDF_BASELINE}`, {number(accuracy[TFIDF_BASELINE], '.1f')}%{fitted}; each "
+            "method's seeds × test items against the one at its own labelled fraction, gap in points with its 95% "
+            "CI) — " + "; ".join(pieces) + ".")
     if low.notna().any() and not (low > 0).any():
         line += " No method is measurably above TF-IDF + LR (a CI that includes 0 is not evidence of no gap)."
     many = chance_remark(low, high, compared.get("p_vs_tfidf_adjusted"), what="CIs against TF-IDF",

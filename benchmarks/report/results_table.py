@@ -3,16 +3,61 @@ random-init twin and the TF-IDF baseline (the gap tests of ``benchmarks.stats.ga
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from benchmarks.plan.lr_selection import CHOSEN_COLUMN
-from benchmarks.report.run_table import controls, text_column
-from benchmarks.stats.gaps import PVALUE_COLUMN, compare_with_baseline, compare_with_twin, is_collapsed, results_table
+from benchmarks.plan.matrix_values import fraction_suffix
+from benchmarks.report.run_table import controls, text_column, train_fractions
+from benchmarks.stats.controls import CONTROL_OK_COLUMN, CONTROL_REASON_COLUMN, control_check
+from benchmarks.stats.gaps import (PVALUE_COLUMN, Gap, compare_with_baseline, compare_with_twin, is_collapsed,
+                                   results_table)
+from benchmarks.stats.pairing import same_items
+from benchmarks.stats.pretraining_runs import (CHECKPOINTS_COLUMNS, N_PRETRAININGS_COLUMN, PretrainingGaps,
+                                               compare_over_pretrainings)
 
 COLLAPSED_COLUMN = "collapsed_runs"
 STEPS_COLUMN = "train_steps_mean"  # mean optimiser steps of a method's runs (NaN for baselines)
 CHECK_KINDS = ("baseline", "probe")  # systems fitted beside the methods, with no twin or TF-IDF gap
 TFIDF_BASELINE = "tfidf-lr"  # every learned method is also tested against it (``gap_vs_tfidf``)
+TFIDF_REFERENCE_COLUMN = "tfidf_reference"  # which TF-IDF row a method's ``gap_vs_tfidf`` is against
+
+
+def tfidf_gap(method_runs: dict, fraction: float, by_seed: dict) -> tuple[Gap | None, str]:
+    """A method's gap to TF-IDF + LR and the baseline row it is against: at a fraction below 1, the
+    ``tfidf-lr@<fraction>`` fitted on each seed's own labelled subset, paired by seed like a twin;
+    else (or where that row did not run) the one deterministic ``tfidf-lr`` on the whole train split."""
+    at_fraction = f"{TFIDF_BASELINE}{fraction_suffix(fraction)}"
+    if at_fraction != TFIDF_BASELINE and at_fraction in by_seed and same_items(
+            next(iter(method_runs.values())), next(iter(by_seed[at_fraction].values()))):  # not on capped cells
+        gap = compare_with_twin(method_runs, by_seed[at_fraction], at_fraction)
+        if gap is not None:
+            return gap, at_fraction
+    if TFIDF_BASELINE not in by_seed:
+        return None, ""
+    full = by_seed[TFIDF_BASELINE][min(by_seed[TFIDF_BASELINE])]  # deterministic: one run is all of it
+    gap = compare_with_baseline(method_runs, full, TFIDF_BASELINE)
+    return gap, TFIDF_BASELINE if gap is not None else ""
+
+
+def pretraining_runs(runs: pd.DataFrame) -> dict[str, dict]:
+    """``{method: {seed: pretraining run}}`` of the pretrained methods, from ``encoder_run``."""
+    pretrained = runs[(text_column(runs, "kind") == "pretrained") & (text_column(runs, "encoder_run") != "")]
+    return {method: dict(zip(group["seed"], group["encoder_run"])) for method, group in pretrained.groupby("method")}
+
+
+def twin_gap(method: str, method_runs: dict, twin_runs: dict, run_of: dict) -> tuple[Gap | None, PretrainingGaps | None]:
+    """A method's gap over its twin: over its pretraining runs ("this recipe", with "these checkpoints"
+    beside it) where its cells come from several, else the crossed seeds × items test."""
+    if len(set(run_of.get(seed) for seed in method_runs)) > 1:
+        try:
+            nested = compare_over_pretrainings({(run_of.get(seed), seed): frame for seed, frame in method_runs.items()},
+                                               twin_runs, method)
+        except ValueError as error:  # an unbalanced design: the conditional reading alone
+            print(f"  note: {error}; its gap is the crossed test over every seed, conditional on its runs")
+            return compare_with_twin(method_runs, twin_runs, method), None
+        return (None, None) if nested is None else (nested.recipe, nested)
+    return compare_with_twin(method_runs, twin_runs, method), None
 
 
 def build_results(runs: pd.DataFrame, test_predictions: dict[str, pd.DataFrame]) -> pd.DataFrame:
@@ -20,38 +65,60 @@ def build_results(runs: pd.DataFrame, test_predictions: dict[str, pd.DataFrame])
 
     A method with a ``control`` is compared with that random-init twin: runs paired by seed value
     (seeds both have, with predictions), items by their id columns, the accuracy gap tested across
-    seeds and items (``stats.compare_with_twin``). Every method but the baselines is also compared
-    with the deterministic ``tfidf-lr`` baseline (``stats.compare_with_baseline``); baselines get
-    no gap to a twin.
+    seeds and items (``stats.compare_with_twin``), and its control is checked against the
+    pre-registered rule (``stats.controls``: both arms learned). Every method but the baselines is
+    also compared with TF-IDF + LR at its own labelled fraction (``tfidf_gap``); baselines get no
+    gap to a twin.
 
     Returns:
         DataFrame, one row per method (first-appearance order): ``method, n_seeds,
         {dev,test}_{acc,f1}_{mean,std,min,max}, p_value_vs_random, collapsed_runs, gap_vs_random,
         gap_ci_low, gap_ci_high, mde_vs_random, paired_seeds, paired_items, gap_test, p_adjusted,
-        gap_vs_tfidf, gap_vs_tfidf_ci_low, gap_vs_tfidf_ci_high, p_vs_tfidf``, and ``train_steps_mean``
+        gap_vs_tfidf, gap_vs_tfidf_ci_low, gap_vs_tfidf_ci_high, p_vs_tfidf, control_ok, control_reason,
+        tfidf_reference, n_pretrainings`` (``control_ok`` empty for a method without a twin gap); for a
+        method whose cells come from several pretraining runs its gap is "this recipe" (over runs,
+        ``stats.pretraining_runs``) with ``checkpoints_ci_low, checkpoints_ci_high, checkpoints_p,
+        between_run_sd`` beside it; and ``train_steps_mean``
         (the mean optimiser steps of its runs) where the runs logged ``train_steps``.
     """
     predicted = runs[runs["run_id"].isin(list(test_predictions))]
     by_seed = {method: {seed: test_predictions[run_id] for seed, run_id in zip(group["seed"], group["run_id"])}
                for method, group in predicted.groupby("method")}
     baselines = set(runs.loc[text_column(runs, "kind").isin(CHECK_KINDS), "method"])  # no gaps: checks
-    gaps, baseline_gaps = {}, {}
+    gaps, baseline_gaps, nested = {}, {}, {}
+    run_of = pretraining_runs(predicted)
     for method, control in controls(runs).items():
         if control != method and method in by_seed and control in by_seed and method not in baselines:
-            gap = compare_with_twin(by_seed[method], by_seed[control], method)
+            gap, over_runs = twin_gap(method, by_seed[method], by_seed[control], run_of.get(method, {}))
             if gap is not None:
                 gaps[method] = gap
-    if TFIDF_BASELINE in by_seed:
-        tfidf = by_seed[TFIDF_BASELINE][min(by_seed[TFIDF_BASELINE])]  # deterministic: one run is all of it
-        for method in sorted(set(by_seed) - baselines):
-            gap = compare_with_baseline(by_seed[method], tfidf, method)
-            if gap is not None:
-                baseline_gaps[method] = gap
+            if over_runs is not None:
+                nested[method] = over_runs
+    fraction_of = train_fractions(runs).groupby(runs["method"]).first()
+    references = {}
+    for method in sorted(set(by_seed) - baselines):
+        gap, references[method] = tfidf_gap(by_seed[method], fraction_of[method], by_seed)
+        if gap is not None:
+            baseline_gaps[method] = gap
     table = results_table(runs, gaps, baseline_gaps)
     collapsed = predicted.assign(collapsed=[is_collapsed(test_predictions[run]) for run in predicted["run_id"]])
     counts = collapsed.groupby("method")["collapsed"].sum()
     table.insert(table.columns.get_loc(PVALUE_COLUMN) + 1, COLLAPSED_COLUMN,  # the old columns keep their places
                  [int(counts.get(method, 0)) for method in table["method"]])
+    checked = {method: control_check(method, by_seed[method], control, by_seed[control])
+               for method, control in controls(runs).items() if method in gaps}
+    table[CONTROL_OK_COLUMN] = pd.Series([checked[method][0] if method in checked else np.nan  # True/False/NaN
+                                          for method in table["method"]], index=table.index, dtype=object)
+    table[CONTROL_REASON_COLUMN] = [checked[method][1] if checked.get(method, (True,))[0] is False else np.nan
+                                    for method in table["method"]]  # NaN: held, or no comparison
+    table[TFIDF_REFERENCE_COLUMN] = [references.get(method) or np.nan for method in table["method"]]
+    table[N_PRETRAININGS_COLUMN] = [len(set(run_of[method].values())) if method in run_of else np.nan
+                                    for method in table["method"]]
+    if nested:  # methods pretrained several times: the conditional reading beside the headline one
+        readings = {method: (gaps.checkpoints.ci_low, gaps.checkpoints.ci_high, gaps.checkpoints.p_value,
+                             float(np.sqrt(gaps.between_run_variance))) for method, gaps in nested.items()}
+        for index, column in enumerate(CHECKPOINTS_COLUMNS):
+            table[column] = [readings[method][index] if method in readings else np.nan for method in table["method"]]
     if CHOSEN_COLUMN in runs and pd.to_numeric(runs[CHOSEN_COLUMN], errors="coerce").notna().any():
         rates = pd.to_numeric(runs[CHOSEN_COLUMN], errors="coerce").groupby(runs["method"]).first()
         table[CHOSEN_COLUMN] = [rates.get(method, float("nan")) for method in table["method"]]  # lr_grid's pick

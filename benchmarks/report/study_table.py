@@ -20,6 +20,7 @@ from matplotlib.figure import Figure
 from benchmarks.plan.lr_selection import CHOSEN_COLUMN
 from benchmarks.report.results_table import COLLAPSED_COLUMN
 from benchmarks.report.run_table import controls, text_column, train_fractions
+from benchmarks.report.control_rule import control_fields, failed_control, failed_mask, failed_note, learned_text
 from benchmarks.stats.preregistration import PREREGISTERED_COLUMN, Family, family_text
 
 ALPHA = 0.05  # a gap holds below this Holm-adjusted p
@@ -55,7 +56,7 @@ def study_rows(results: pd.DataFrame, runs: pd.DataFrame, encoders: list[dict]) 
                      "registered": bool(result.get(PREREGISTERED_COLUMN, False)),
                      "recipe": recipe_of(getattr(cell, "finetune", None), result.get(CHOSEN_COLUMN, np.nan)),
                      "collapsed": _collapsed(table, cell.method), "twin": twin,
-                     "twin_collapsed": _collapsed(table, twin)})
+                     "twin_collapsed": _collapsed(table, twin), **control_fields(result)})
     return pd.DataFrame(rows)
 
 
@@ -93,7 +94,8 @@ def _gap_text(row: pd.Series) -> str:
     if pd.isna(row["low"]):
         return f"{row['gap']:+.1f} (no seed replication)"
     holm = f" p_adj={row['p_adjusted']:.2g}" if pd.notna(row.get("p_adjusted", np.nan)) else ""
-    return f"{row['gap']:+.1f} ({row['low']:+.1f}, {row['high']:+.1f}) p={row['p']:.2g}{holm}"
+    failed = " ✗ control failed" if failed_control(row) else ""
+    return f"{row['gap']:+.1f} ({row['low']:+.1f}, {row['high']:+.1f}) p={row['p']:.2g}{holm}{failed}"
 
 
 def study_tables(rows: pd.DataFrame, family: Family | None = None) -> list[str]:
@@ -121,6 +123,7 @@ def study_tables(rows: pd.DataFrame, family: Family | None = None) -> list[str]:
         lines += [f"Fine-tuned rows ({', '.join(sorted(set(shared['transfer'])))}) are measured {PRETRAINED_RECIPE}: "
                   "the twin trains with the rates and schedule tuned for pretrained weights, so a gap there may be "
                   "the recipe's, not pretraining's alone." + _collapse_text(rows), ""]
+    lines += failed_note(rows)
     best = rows.sort_values("test_acc", ascending=False).head(3)
     lines += ["Best absolute test scores (mean over seeds): " + "; ".join(
         f"`{row['method']}` {row['test_acc']:.1f} acc / {row['test_f1']:.1f} F1" for _, row in best.iterrows())
@@ -140,13 +143,31 @@ def _which(winning: pd.DataFrame) -> str:
     return "the only gap that holds" if len(winning) == 1 else f"the largest of the {len(winning)} gaps that hold"
 
 
-def _holds(tested: pd.DataFrame, side: str) -> pd.DataFrame:
-    """The comparisons whose gap is on ``side`` ("above" or "below" 0) and holds: Holm-adjusted p <
-    0.05 where the rows carry ``p_adjusted``, else a CI that excludes 0."""
+def _significant(tested: pd.DataFrame, side: str) -> pd.DataFrame:
+    """The comparisons whose gap is on ``side`` ("above" or "below" 0) and significant: Holm-adjusted
+    p < 0.05 where the rows carry ``p_adjusted``, else a CI that excludes 0."""
     signed = tested["low"] > 0 if side == "above" else tested["high"] < 0
     if "p_adjusted" in tested:
         signed &= tested["p_adjusted"] < ALPHA
     return tested[signed]
+
+
+def _holds(tested: pd.DataFrame, side: str) -> pd.DataFrame:
+    """The significant comparisons (``_significant``) whose control passed the pre-registered rule:
+    a gap over a twin that did not learn is shown, never counted."""
+    significant = _significant(tested, side)
+    return significant[~failed_mask(significant)]
+
+
+def _failed_text(tested: pd.DataFrame, side: str = "above") -> str:
+    """The significant gaps left out because their control failed, named with the reason, or ""."""
+    failed = _significant(tested, side)
+    failed = failed[failed_mask(failed)]
+    if not len(failed):
+        return ""
+    return (" Not counted, control failed: "
+            + "; ".join(f"`{row['method']}` {_gap_text(row).replace(' ✗ control failed', '')} "
+                        f"({row['control_reason']})" for _, row in failed.iterrows()) + ".")
 
 
 def study_remarks(rows: pd.DataFrame, comparisons: int | None = None, family: Family | None = None) -> list[str]:
@@ -172,12 +193,16 @@ def study_remarks(rows: pd.DataFrame, comparisons: int | None = None, family: Fa
         losing = _holds(tested, "below")
         above = int((tested["low"] > 0).sum())
         among = "registered" if family is not None else "tested"
+        failed = _failed_text(tested)
         if len(winning):
             top = winning.iloc[0]
             which = _which(winning)
             remarks.append(f"{name}: pretraining pays most with `{top['method']}`: {_gap_text(top)} over its twin"
-                           f"{_conditions(top)} — {which} ({rule}) among the family's {len(tested)} {among} "
-                           "comparisons.")
+                           f"{_conditions(top)} — {which} ({rule}{learned_text(top)}) among the family's "
+                           f"{len(tested)} {among} comparisons.{failed}")
+        elif failed:
+            remarks.append(f"{name}: no gap over the twin holds among the comparisons whose arms both learned "
+                           f"({rule}; {len(tested)} {among}).{failed}")
         elif len(tested):
             before = (f"; {above} had a CI above 0 before Holm's adjustment" if adjusted and above else "")
             remarks.append(f"{name}: no gap over the twin holds ({rule}; {len(tested)} {among}{before}; median MDE "
@@ -186,6 +211,10 @@ def study_remarks(rows: pd.DataFrame, comparisons: int | None = None, family: Fa
             behind = f"CI below 0, {holm}" if adjusted else "CI below 0, not adjusted for the number of comparisons"
             remarks.append(f"{name}: the random twin is ahead ({behind}) for "
                            + ", ".join(f"`{row['method']}`{_conditions(row)}" for _, row in losing.iterrows()) + ".")
+        failed_below = _failed_text(tested, "below")
+        if failed_below:
+            remarks.append(f"{name}: a twin ahead of a pretrained arm that did not learn is no finding either."
+                           f"{failed_below}")
     if family is not None:
         remarks += _study_answer(rows, family)
     return remarks
@@ -201,17 +230,23 @@ def _exploratory_remark(name: str, tested: pd.DataFrame) -> list[str]:
 
 
 def _study_answer(rows: pd.DataFrame, family: Family) -> list[str]:
-    """The study's one-line answer: the largest registered gap that holds, selected among how many."""
+    """The study's one-line answer: the largest registered gap that holds among the comparisons whose
+    arms both learned, selected among how many, and the registered comparisons whose control failed."""
     registered = rows[rows["registered"] & rows["low"].notna()] if len(rows) else rows
     winning = _holds(registered, "above").sort_values("gap", ascending=False)
+    failed = [row["method"] for _, row in registered.iterrows() if failed_control(row)]
     scope = (f"the {family.size} pre-registered comparisons"
              + (f", {len(family.missing)} of them not yet run" if family.missing else ""))
+    if failed:
+        scope += f"; {len(failed)} of them failed the control rule and are not counted"
+    counted = "" if not failed else " whose arms both learned"
     if not len(winning):
-        return [f"The study: no pre-registered gap over the twin holds (p_adjusted < {ALPHA:g}) among {scope}."]
+        return [f"The study: no pre-registered gap over the twin holds (p_adjusted < {ALPHA:g}){counted} among "
+                f"{scope}.{_failed_text(registered)}"]
     top = winning.iloc[0]
     which = _which(winning)
     return [f"The study: pretraining pays most with `{top['method']}` ({top['family']}, {top['fraction']:.0%} of the "
-            f"labels): {_gap_text(top)}{_conditions(top)} — {which} among {scope}."]
+            f"labels): {_gap_text(top)}{_conditions(top)} — {which}{counted} among {scope}.{_failed_text(registered)}"]
 
 
 def _lines(axes, rows: pd.DataFrame, x: str, keys: list[str]) -> None:

@@ -12,6 +12,7 @@ import pandas as pd
 from benchmarks.plan.lr_selection import lr_grid_table, select_learning_rates
 from benchmarks.plan.matrix import load_config
 from benchmarks.report.cells_from_store import drop_unpaired_controls
+from benchmarks.report.fraction_baselines import with_fraction_baselines
 from benchmarks.report.outputs import write_outputs
 from benchmarks.report.results_table import build_results
 from benchmarks.results_files.folder import ResultSet
@@ -33,13 +34,15 @@ def report_name(benchmarks: list[dict]) -> str:
 def build_report(folders: list[Path], out: Path, name: str | None = None, registered: list[Path] = ()
                  ) -> tuple[pd.DataFrame, list[Path]]:
     """Write the report of the cells in ``folders`` to ``out``; returns the results table and the written
-    paths. The pre-registered family is the union of the folders' ``comparisons:`` and those of the
+    paths. Baselines at a smaller fraction that the folders lack are fitted from the data set
+    (``benchmarks.report.fraction_baselines``). The pre-registered family is the union of the folders' ``comparisons:`` and those of the
     ``registered`` matrix configs (a study's chunks not run yet count, with p = 1)."""
     declared = [load_config(Path(path)).source for path in registered]  # a bad config stops before any work
     results_set = ResultSet(folders, name_twins_by_encoder=True)
     if not results_set.ordered:
         raise UserError(f"{', '.join(map(str, folders))}: no cells to report")
     runs, predictions = results_set.runs_and_predictions()
+    runs, predictions, fitted = with_fraction_baselines(runs, predictions, results_set.benchmarks)
     grid = lr_grid_table(runs)
     runs = drop_unpaired_controls(select_learning_rates(runs), predictions)
     family_names = registered_comparisons([benchmark.get("settings") for benchmark in results_set.benchmarks] + declared)
@@ -55,5 +58,7 @@ def build_report(folders: list[Path], out: Path, name: str | None = None, regist
                "sources": [benchmark["folder"] for benchmark in results_set.benchmarks]}
     for note in results_set.notes:
         print(f"  note: {note}")
-    context["notes"] = results_set.notes
+    for note in fitted:
+        print(f"  note: {note}")
+    context["notes"] = results_set.notes + fitted
     return results, write_outputs(Path(out), results, runs, context)

@@ -75,6 +75,18 @@ def _degrees_of_freedom(variance, ms_seed, ms_item, ms_residual, seeds: int, ite
         return np.where(share > 0, variance / np.where(share > 0, share, 1.0), seeds - 1.0)
 
 
+def t_interval(gap, variance, df, cells: int, confidence: float = 0.95):
+    """``(standard error, two-sided p, CI low, CI high)`` of a mean gap over ``cells`` differences
+    whose ``variance`` is ``cells × Var(mean)``, on a t distribution with ``df``. The CI is clipped to
+    [-1, 1], the range of a difference of two accuracies."""
+    # Floor: the gap moves in steps of 1 / cells (one item of one run); its standard error is taken to
+    # be at least that resolution, so identical runs do not give an infinite t.
+    error = np.sqrt(np.maximum(variance / cells, 1.0 / cells**2))
+    p_value = 2 * stats.t.sf(np.abs(gap / error), df)
+    half_width = stats.t.ppf(0.5 + confidence / 2, df) * error
+    return error, p_value, np.maximum(gap - half_width, -1.0), np.minimum(gap + half_width, 1.0)
+
+
 def crossed_gap(differences, confidence: float = 0.95) -> Gap:
     """The mean of ``differences`` with a CI and two-sided p, seeds and items both random.
 
@@ -108,12 +120,7 @@ def crossed_gap(differences, confidence: float = 0.95) -> Gap:
     seed_excess, item_excess = np.maximum(ms_seed - ms_residual, 0.0), np.maximum(ms_item - ms_residual, 0.0)
     variance = seed_excess + item_excess + ms_residual  # S N Var(mean d)
     df = _degrees_of_freedom(variance, ms_seed, ms_item, ms_residual, seeds, items)
-    # Floor: the gap moves in steps of 1 / (S N) (one item of one seed pair); its standard error is
-    # taken to be at least that resolution, so identical runs do not give an infinite t.
-    error = np.sqrt(np.maximum(variance / (seeds * items), 1.0 / (seeds * items) ** 2))
-    p_value = 2 * stats.t.sf(np.abs(gap / error), df)
-    half_width = stats.t.ppf(0.5 + confidence / 2, df) * error
-    low, high = np.maximum(gap - half_width, -1.0), np.minimum(gap + half_width, 1.0)  # a gap of accuracies
+    error, p_value, low, high = t_interval(gap, variance, df, seeds * items, confidence)
     components = (seed_excess / items, item_excess / seeds, ms_residual)
     return Gap(as_out(gap), as_out(low), as_out(high), as_out(p_value), as_out(error), as_out(df),
                *(as_out(component) for component in components), seeds, items, CROSSED)

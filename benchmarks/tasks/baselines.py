@@ -1,6 +1,37 @@
 """The baselines a benchmark runs as ``stage=baseline`` cells: the systems themselves live in
 :mod:`downstream.baselines`, where every finetune summary computes them too (layering: downstream
-never imports benchmarks); this module names them for the benchmark's own modules."""
+never imports benchmarks); this module names them for the benchmark's own modules and fits one on
+the labelled subset of a fraction and seed, the very pairs a finetune cell of that fraction and
+seed trains on (``downstream.pair_datamodule.subsample``)."""
+
+from __future__ import annotations
+
+import numpy as np
 
 from downstream.baselines import (class_probabilities, cross_validated_logistic, majority_baseline,  # noqa: F401
                                   tfidf_lr_baseline)
+from downstream.pair_datamodule import subsample
+from harness.datasets.types import PairData
+
+# name → fit(train, evaluation_sets, num_classes, seed) returning {split: (N, C) probabilities}
+BASELINES = {
+    "majority": lambda train, evaluation_sets, num_classes, seed: majority_baseline(train, evaluation_sets,
+                                                                                     num_classes),
+    "tfidf-lr": tfidf_lr_baseline,
+}
+
+
+def baseline_name(method: str) -> str:
+    """The baseline a method name runs: ``tfidf-lr@0.1`` → ``tfidf-lr``."""
+    return method.partition("@")[0]
+
+
+def fit_baseline(method: str, data: PairData, fraction: float = 1.0, seed: int = 0) -> dict[str, np.ndarray]:
+    """Fit ``method``'s baseline on ``data``'s train split, or on the seeded, stratified ``fraction``
+    of it that cells of that fraction and seed train on; deterministic given the seed.
+
+    Returns:
+        ``{"dev": (N, C), "test": (N, C)}`` class probabilities in class-id order.
+    """
+    train = subsample(data.train, fraction, seed) if fraction < 1 else data.train
+    return BASELINES[baseline_name(method)](train, {"dev": data.dev, "test": data.test}, data.num_classes, seed)

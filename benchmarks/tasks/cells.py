@@ -17,7 +17,7 @@ from pathlib import Path
 
 from mlflow.tracking import MlflowClient
 
-from benchmarks.tasks.baselines import majority_baseline, tfidf_lr_baseline
+from benchmarks.tasks.baselines import fit_baseline
 from benchmarks.tasks.linear_probe import probe_probabilities
 from benchmarks.tasks.reuse import finished_run  # noqa: F401 - the suite's lookup, used here too
 from downstream import encoder_reuse
@@ -43,13 +43,6 @@ from harness.versioning import git_commit
 # Finetune cells run single-threaded: their operations are small, and on this shared 2-core
 # machine a 2-thread cell took 2–5× the wall time of a 1-thread one (README, Speed).
 FINETUNE_THREADS = 1
-
-# name → fit(train, evaluation_sets, num_classes, seed) returning {split: (N, C) probabilities}
-BASELINES = {
-    "majority": lambda train, evaluation_sets, num_classes, seed: majority_baseline(train, evaluation_sets,
-                                                                                     num_classes),
-    "tfidf-lr": tfidf_lr_baseline,
-}
 
 
 @dataclass
@@ -210,10 +203,10 @@ def finetune(cell: Cell, config: str, experiment: str, parent_run_id: str, cell_
 
 def baseline(cell: Cell, data: PairData, experiment: str, parent_run_id: str, cell_hash: str,
              benchmark: str = "", tags: dict[str, str] | None = None) -> str:
-    """Fit a baseline on the data set's train split, log a ``stage=baseline`` child run with the
-    finetune metric names and prediction files; returns the run id."""
-    evaluation = {"dev": data.dev, "test": data.test}
-    probabilities = BASELINES[cell.method](data.train, evaluation, data.num_classes, cell.seed)
+    """Fit a baseline on the data set's train split (or the cell's fraction of it, the subset of its
+    seed), log a ``stage=baseline`` child run with the finetune metric names and prediction files;
+    returns the run id."""
+    probabilities = fit_baseline(cell.method, data, cell.train_fraction, cell.seed)
     tags = {"kind": "baseline", "pretrain_run_id": "none", "encoder": "none", **(tags or {})}
     return log_check_run(cell, data, probabilities, experiment, parent_run_id, cell_hash, benchmark, tags)
 

@@ -31,7 +31,10 @@ def expected_cells(config: Matrix) -> int:
             total += 2 * len(transfer.heads) * len(transfer.fractions) * len(transfer.seeds)
         fractions = {1.0, *map(float, config.fractions)}  # each labelled fraction's subset, and the whole split
         total += 2 * len(config.seeds) * len(fractions) if config.linear_probe else 0  # it and its twin, per seed
-    return total + len(config.baselines)
+    seeds_below_full = sum(len({seed for transfers in config.transfers.values() for transfer in transfers
+                                if fraction in transfer.fractions for seed in transfer.seeds})
+                           for fraction in map(float, config.fractions) if fraction < 1)
+    return total + len(config.baselines) * (1 + seeds_below_full)  # once whole, once per seed at each fraction
 
 
 @pytest.mark.parametrize("budget", [False, True])

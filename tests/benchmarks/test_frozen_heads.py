@@ -47,11 +47,12 @@ def test_probes_per_arm_and_seed_and_the_baselines_are_planned():
     probes = Counter(cell.probe_of for cell in cells if cell.kind == "probe")
     assert probes == {"pretrained": 10, "random": 10}  # at 100% and on each seed's 10% subset
     assert {cell.train_fraction for cell in cells if cell.kind == "probe"} == {1.0, 0.1}
-    assert [cell.method for cell in cells if cell.kind == "baseline"] == ["majority", "tfidf-lr"]
-    assert len(cells) == 2 * 5 * 2 * len(HEADS) + 20 + 2
+    assert [cell.method for cell in cells if cell.kind == "baseline"] == ["majority", "tfidf-lr"] + \
+        ["majority@0.1", "tfidf-lr@0.1"] * 5  # and on each seed's 10% subset
+    assert len(cells) == 2 * 5 * 2 * len(HEADS) + 20 + 2 + 10
     assert [cell.head for cell in cells if cell.kind == "pretrained"][-1] == "attn"  # the costliest last
 
 
 def test_the_scaleout_model_prices_the_measurement(capsys):
     assert scaleout(["--config", str(CONFIG), "--cpus", "2"]) == 0
-    assert "frozen-heads: 122 cells" in capsys.readouterr().out
+    assert "frozen-heads: 132 cells" in capsys.readouterr().out

@@ -6,7 +6,8 @@ import pandas as pd
 import pytest
 
 from benchmarks.report.outputs import write_outputs
-from benchmarks.report.results_table import build_results
+from benchmarks.report.results_table import TFIDF_REFERENCE_COLUMN, build_results
+from benchmarks.stats.controls import CONTROL_COLUMNS
 from benchmarks.stats.gaps import METRICS, NEW_COLUMNS, NO_SEED_REPLICATION, PVALUE_COLUMN
 from benchmarks.stats.multiplicity import holm
 
@@ -83,7 +84,8 @@ def test_build_results_columns_and_method_order(benchmark):
     runs, _, results = benchmark
     statistics = ("mean", "std", "min", "max")
     expected = ["method", "n_seeds"] + [f"{metric}_{stat}" for metric in METRICS for stat in statistics]
-    assert list(results.columns) == expected + [PVALUE_COLUMN, "collapsed_runs", *GAP_COLUMNS, *NEW_COLUMNS]
+    assert list(results.columns) == expected + [PVALUE_COLUMN, "collapsed_runs", *GAP_COLUMNS, *NEW_COLUMNS,
+                                                *CONTROL_COLUMNS, TFIDF_REFERENCE_COLUMN, "n_pretrainings"]
     assert list(results["method"]) == list(dict.fromkeys(runs["method"]))
 
 
@@ -442,7 +444,8 @@ def test_the_table_shows_p_adjusted_and_the_gap_vs_tfidf(benchmark, tmp_path):
 
 def test_an_older_table_renders_without_the_new_columns(benchmark, tmp_path):
     runs, _, results = benchmark
-    write_outputs(tmp_path, results.drop(columns=NEW_COLUMNS), runs, CONTEXT)
+    write_outputs(tmp_path, results.drop(columns=[*NEW_COLUMNS, *CONTROL_COLUMNS, TFIDF_REFERENCE_COLUMN]), runs,
+                  CONTEXT)
     report = (tmp_path / "report.md").read_text()
     header = next(line for line in report.splitlines() if line.startswith("| method |"))
     assert header == ("| method | seeds | dev acc | dev F1 | test acc | test F1 | gap vs random (95% CI) | p | MDE | "

@@ -42,7 +42,7 @@ QUICK_METHODS = [
     "elmo-average-pool-mlp", "random-average-pool-mlp", "elmo-scalar-pool-mlp", "random-scalar-pool-mlp",
     "elmo-top-pool-mlp", "random-top-pool-mlp", "elmo-layer:0-pool-mlp", "random-layer:0-pool-mlp",
     "elmo-layer:1-pool-mlp", "random-layer:1-pool-mlp", "elmo-scalar-pool-mlp@0.1", "random-scalar-pool-mlp@0.1",
-    "majority", "tfidf-lr",
+    "majority", "tfidf-lr", "majority@0.1", "tfidf-lr@0.1",  # the baselines at 0.1: on the curve seed's subset
 ]
 
 
@@ -88,7 +88,7 @@ def test_plan_pairs_every_pretrained_cell_with_its_random_control():
 
 def test_plan_learning_curve_adds_fractions_below_one_only():
     cells = plan(suite_config(mixes=["scalar"]), [ENCODER], [])
-    curve = [cell for cell in cells if cell.train_fraction < 1]
+    curve = [cell for cell in cells if cell.train_fraction < 1 and cell.kind != "baseline"]
     assert [(cell.method, cell.train_fraction, cell.seed) for cell in curve] == [
         ("elmo-scalar-pool-mlp@0.1", 0.1, 0), ("random-scalar-pool-mlp@0.1", 0.1, 0)]
     assert all(cell.mix == "scalar" and cell.head == "pool-mlp" for cell in curve)
@@ -101,11 +101,12 @@ def test_plan_learning_curve_adds_fractions_below_one_only():
 
 def test_plan_appends_baselines_with_no_twin():
     cells = plan(suite_config(), [ENCODER], ["--x"])
-    baselines = cells[-2:]
-    assert [(cell.method, cell.kind, cell.seed) for cell in baselines] == [
-        ("majority", "baseline", 0), ("tfidf-lr", "baseline", 0)]
+    baselines = cells[-4:]  # whole train split once, then the curve's 0.1 on its seed's subset
+    assert [(cell.method, cell.kind, cell.seed, cell.train_fraction) for cell in baselines] == [
+        ("majority", "baseline", 0, 1.0), ("tfidf-lr", "baseline", 0, 1.0),
+        ("majority@0.1", "baseline", 0, 0.1), ("tfidf-lr@0.1", "baseline", 0, 0.1)]
     assert all(cell.control == "" for cell in baselines)  # a baseline is compared with nothing
-    assert all(cell.kind != "baseline" for cell in cells[:-2])
+    assert all(cell.kind != "baseline" for cell in cells[:-4])
 
 
 def test_plan_without_control_or_baselines_and_with_several_encoders():
@@ -206,12 +207,12 @@ def children(uri: str, parent: str) -> list:
 
 
 def cell_lines(stdout: str) -> list[str]:
-    return [line for line in stdout.splitlines() if line.lstrip().startswith("[") and "/14]" in line]
+    return [line for line in stdout.splitlines() if line.lstrip().startswith("[") and f"/{len(QUICK_METHODS)}]" in line]
 
 
 @pytest.fixture(scope="module")
 def first(tmp_path_factory, real_mrpc_dir):
-    """One quick benchmark from scratch: pretraining, 12 finetune cells, 2 baselines."""
+    """One quick benchmark from scratch: pretraining, 12 finetune cells, 4 baselines (2 at 0.1 of the labels)."""
     root = tmp_path_factory.mktemp("suite")
     process = run_suite(root, real_mrpc_dir)
     uri = f"sqlite:///{root / 'mlflow.db'}"
@@ -248,7 +249,7 @@ def test_suite_finishes_with_a_parent_run_holding_the_outputs(first, parent_run,
     assert report.startswith("# Benchmark report: quick") and parent in report
     stdout = first["process"].stdout
     assert f"parent run {parent}" in stdout and "reused" not in stdout and "2 at a time" in stdout
-    assert len(cell_lines(stdout)) == 14
+    assert len(cell_lines(stdout)) == len(QUICK_METHODS)
     assert "ran on     a local Ray instance" in stdout and "2 CPUs" in stdout
     assert len(re.findall(r"started a local Ray instance \(gcs ", stdout)) == 1
     (stage_log,) = (results_dir / "logs").glob("pretrain-*.log")  # plain progress lines, then why it stopped
@@ -279,7 +280,8 @@ def test_every_cell_is_a_tagged_child_of_the_parent(first, parent_run):
         tags = run.data.tags
         assert run.info.status == "FINISHED"
         assert tags["seed"] == "0" and tags["cell_hash"]
-        assert tags["stage"] == ("baseline" if tags["method"] in ("majority", "tfidf-lr") else "finetune")
+        assert tags["stage"] == ("baseline" if tags["method"].partition("@")[0] in ("majority", "tfidf-lr")
+                                 else "finetune")
         for metric in ("dev_acc", "dev_f1", "test_acc", "test_f1"):
             assert 0 <= run.data.metrics[metric] <= 1, (tags["method"], metric)
     pretrain_runs = [run for run in first["runs"] if run.data.tags.get("stage") == "pretrain"]
@@ -299,7 +301,8 @@ def test_results_table_follows_the_contract(first, parent_run):
                                                         "gap_ci_high", "mde_vs_random", "paired_seeds",
                                                         "paired_items", "gap_test", "p_adjusted", "gap_vs_tfidf",
                                                         "gap_vs_tfidf_ci_low", "gap_vs_tfidf_ci_high", "p_vs_tfidf",
-                                                        "p_vs_tfidf_adjusted", "train_steps_mean"]
+                                                        "p_vs_tfidf_adjusted", "control_ok", "control_reason",
+                                                        "tfidf_reference", "n_pretrainings", "train_steps_mean"]
     assert results["method"].tolist() == QUICK_METHODS
     assert (results["n_seeds"] == 1).all()
     statistics = results[CONTRACT_COLUMNS[2:-1]]
@@ -324,7 +327,7 @@ def test_rerun_reuses_every_cell_and_the_parent(first, parent_run, second):
     process = second["process"]
     assert process.returncode == 0, process.stderr[-5000:]
     lines = cell_lines(process.stdout)
-    assert len(lines) == 14 and all(line.endswith("(reused)") for line in lines), "\n".join(lines)
+    assert len(lines) == len(QUICK_METHODS) and all(line.endswith("(reused)") for line in lines), "\n".join(lines)
     assert "pretraining encoder" not in process.stdout
     assert sorted(run.info.run_id for run in second["runs"]) == sorted(run.info.run_id for run in first["runs"])
     (parent,) = benchmark_parents(first["uri"])
@@ -364,7 +367,7 @@ def test_rerun_after_a_kill_redoes_only_the_lost_cells(first, parent_run, killed
                for run in killed["new"])
     lines = cell_lines(process.stdout)
     redone = [line for line in lines if not line.endswith("(reused)")]
-    assert len(lines) == 14 and len(redone) == 3, "\n".join(lines)
+    assert len(lines) == len(QUICK_METHODS) and len(redone) == 3, "\n".join(lines)
     for method in lost:
         assert any(f"{method} " in line for line in redone), method
     client = MlflowClient(first["uri"])
@@ -481,9 +484,10 @@ def exported(first, parent_run, tmp_path_factory):
 
 @pytest.mark.slow
 def test_a_report_from_the_exported_folder_alone_equals_the_suites(first, exported, tmp_path):
-    assert len(list((exported / "cells").glob("*.json"))) == 14
+    assert len(list((exported / "cells").glob("*.json"))) == len(QUICK_METHODS)
     readme = (exported / "README.md").read_text()
-    assert readme.startswith("# quick\n") and "- **cells**: 14, " in readme and "- **machine**: `" in readme
+    assert readme.startswith("# quick\n") and f"- **cells**: {len(QUICK_METHODS)}, " in readme
+    assert "- **machine**: `" in readme
     assert json.loads((exported / "benchmark.json").read_text())["corpora"] == {}  # quick reads MRPC alone
     process = benchmarks_command("sqlite:///" + str(tmp_path / "unused.db"), "report", str(exported),
                                  "--out", str(tmp_path / "report"))
@@ -498,7 +502,7 @@ def test_an_imported_folder_exports_back_to_the_same_files(exported, tmp_path):
     imported = benchmarks_command(uri, "import", str(exported))
     assert imported.returncode == 0, imported.stderr[-3000:]
     runs = all_runs(uri)
-    assert len([run for run in runs if run.data.tags.get("cell_hash")]) == 14
+    assert len([run for run in runs if run.data.tags.get("cell_hash")]) == len(QUICK_METHODS)
     assert all(run.info.status == "FINISHED" for run in runs)
     again = benchmarks_command(uri, "export", "--benchmark", "quick", "--out", str(tmp_path / "again"))
     assert again.returncode == 0, again.stderr[-3000:]
@@ -513,7 +517,7 @@ def test_a_suite_on_a_fresh_store_goes_on_from_the_folder_without_training(first
     process = run_suite(tmp_path, first["mrpc_dir"], command)
     assert process.returncode == 0, process.stderr[-3000:]
     assert "every cell is in the results folders; not pretrained again" in process.stdout
-    assert len([line for line in cell_lines(process.stdout) if "(from results quick)" in line]) == 14
+    assert len([line for line in cell_lines(process.stdout) if "(from results quick)" in line]) == len(QUICK_METHODS)
     assert (tmp_path / "results" / "results.csv").read_text() == first["results"]
     assert not [run for run in all_runs(f"sqlite:///{tmp_path / 'mlflow.db'}")
                 if run.data.tags.get("stage") == "pretrain"]
