@@ -19,7 +19,7 @@ from harness.training.checkpoints import (ResumePoint, check_checkpoint_room, lo
                                           with_atomic_checkpoints)
 from harness.cli.console import console_callbacks, quiet_libraries
 from harness.cli.flag_errors import flag_error
-from harness.cli.precision import check_precision
+from harness.cli.precision import check_precision, default_precision
 from harness.cli.runtime import retain_freed_memory
 from harness.diskspace import disk_problem
 from harness.errors import UserError
@@ -103,6 +103,16 @@ class TrackedCLI(LightningCLI):
                 raise UserError(f"--trainer.{flag}=0: nothing would be trained, yet the run would count as "
                                 f"finished; use at least 1 (or -1 for no limit)")
         check_precision(self.setting("trainer.precision"), self.setting("trainer.accelerator"))
+        self.resolve_precision()
+
+    def resolve_precision(self) -> None:
+        """Without ``--trainer.precision``: this hardware's default (``harness.cli.precision``),
+        written into the config, so the Trainer runs it and the run's params record it."""
+        if self.setting("trainer.precision") is not None:
+            return
+        trainer = self.config.get(str(self.subcommand), self.config).get("trainer")
+        if trainer is not None:
+            trainer["precision"] = default_precision(self.setting("trainer.accelerator"))
 
     def check_before_run(self) -> None:
         """Stage checks that need the instantiated model and data, before the run is created."""
