@@ -6,8 +6,9 @@ simulated on 16, 64, 256 … CPUs. No task runs: it plans the config and schedul
 
 The costs file gives, per encoder, the minutes of each pretraining stage (or of one pass over its
 corpus, ``{"per_pass": minutes}``: the stage then costs its passes, capped by its ``max_time``) and
-the CPUs a stage uses; per ``<family>/<transfer>/<head>`` the minutes of a cell at each labelled
-fraction (``default`` for those it does not name), the minutes of a linear probe (``probe``: on the
+the CPUs a stage uses; per ``<family>/<transfer>/<head>`` (or ``<encoder>/<transfer>/<head>``,
+for one encoder whose cells cost otherwise, e.g. the calibration's tiny GPT) the minutes of a cell
+at each labelled fraction (``default`` for those it does not name), the minutes of a linear probe (``probe``: on the
 frozen cells' cached features) and of a baseline; docs/cluster.md says where each figure comes
 from. A cell whose flags turn on ``--data.equal_steps`` trains a full cell's optimiser steps at any
 fraction the repeats reach (``downstream.equal_steps``), so it costs the ``1`` figure (scaled down
@@ -59,7 +60,8 @@ class Costs:
             return self.baseline
         if cell.kind == "probe":
             return self.probe
-        table = self.cells.get(f"{cell.family}/{cell.transfer}/{cell.head}", self.default)
+        table = self.cells.get(f"{cell.encoder}/{cell.transfer}/{cell.head}") or \
+            self.cells.get(f"{cell.family}/{cell.transfer}/{cell.head}", self.default)
         if cell.train_fraction < 1 and flag_value(cell.args, "data.equal_steps", "false").lower() in TRUE:
             repeats = int(flag_value(cell.args, "data.max_repeats", str(DEFAULT_MAX_REPEATS)))
             return self.minutes(table, 1.0) * min(1.0, repeats * cell.train_fraction)
