@@ -34,7 +34,10 @@ class Tolerance:
 GOLDEN_FILE = Path(__file__).with_name("goldens.json")
 BF16_GOLDEN_FILE = Path(__file__).with_name("goldens-bf16.json")
 FLOAT32 = Tolerance(probability=1e-4, perplexity=1e-4)
-BF16 = Tolerance(probability=BF16_PROBABILITY, perplexity=BF16_PERPLEXITY)
+# bf16: measured on an AMX CPU against the same cells with oneDNN held to AVX512-BF16 (no tiles) and
+# torch's kernels to AVX2, the largest moves were 6.5e-5 in a probability and 1.2e-7 in perplexity;
+# a learning rate 1.2× the config's moved a probability by 7.5e-3 to 3.3e-2. 1e-3 sits between.
+BF16 = Tolerance(probability=1e-3, perplexity=1e-3)
 GOLDENS = {"32-true": (GOLDEN_FILE, FLOAT32), "bf16-mixed": (BF16_GOLDEN_FILE, BF16)}  # precision → file, tolerance
 PROBABILITY_TOLERANCE = FLOAT32.probability
 PERPLEXITY_TOLERANCE = FLOAT32.perplexity
