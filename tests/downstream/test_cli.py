@@ -118,6 +118,7 @@ def test_smoke_run_logs_where_its_time_went(smoke):
     fit, evaluation, total = metrics["time_fit_s"], metrics["time_eval_s"], metrics["time_total_s"]
     assert fit > 0 and evaluation > 0
     assert total > fit + evaluation + 0.5  # from the process's start: its imports and start-up count
+    assert metrics["time_cpu_s"] > 0.5  # the CPU the process spent over the same span: the imports alone
     lifetime = (run.info.end_time - run.info.start_time) / 1000  # the run exists after the CLI has parsed
     assert lifetime - 1.0 < total
 
