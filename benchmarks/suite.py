@@ -192,7 +192,8 @@ def run_study(args: argparse.Namespace, config: Matrix, started: float) -> int:
     pretrain_threads = args.pretrain_cpus or default_pretrain_cpus(args.jobs, config, given, engine)
     study_record = {"benchmark": config.name, "experiment": config.experiment, "dataset": data.name,
                     "data_digest": data.content_hash, "labels": list(data.labels),
-                    "positive_label": data.positive_label, "settings": json.loads(json.dumps(config.source, default=str)),
+                    "positive_label": data.positive_label,
+                    "settings": json.loads(json.dumps(config.source, default=str)),
                     "machine": machine_record(args.jobs, engine, pretrain_threads, finetune_args)}
     client.log_dict(parent, study_record, STUDY_ARTIFACT)  # what `python -m benchmarks export` writes out
     driver = new_driver_id()

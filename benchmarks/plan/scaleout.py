@@ -245,7 +245,8 @@ def main(argv: list[str] | None = None) -> int:
     print("| CPUs | simulated wall time | bound max(critical path, CPU-hours / CPUs) |")
     print("|---:|---:|---:|")
     for count in args.cpus:
-        print(f"| {count} | {simulate(costs, cells, count, suite_config) / 60:.2f} h | {max(path, work / count) / 60:.2f} h |")
+        simulated = simulate(costs, cells, count, suite_config)
+        print(f"| {count} | {simulated / 60:.2f} h | {max(path, work / count) / 60:.2f} h |")
     return 0
 
 
