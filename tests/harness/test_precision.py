@@ -24,7 +24,7 @@ from mlflow.tracking import MlflowClient
 import harness.cli.precision as precision
 from downstream.features import FeatureStore
 from downstream.lit_pair import LitPairClassifier
-from harness.cli.tracked_cli import run_cli
+from harness.cli.tracked_cli import TrackedCLI, run_cli
 from harness.errors import UserError
 from harness.training.batching import pad_batch
 from pretrain.cli import PretrainCLI
@@ -271,3 +271,20 @@ def test_a_run_without_a_precision_runs_and_records_the_hardwares_default(monkey
     runs = client.search_runs(experiments, order_by=["attributes.start_time ASC"])
     assert [run.data.params.get("trainer.precision") for run in runs] == \
         ["bf16-mixed" if native else "32-true", "32-true"]
+
+
+@pytest.mark.parametrize("recorded, expected", [
+    (None, "bf16-mixed"),  # a new run: this machine's default
+    ({"trainer.precision": "32-true"}, "32-true"),  # resumed: the precision it recorded
+    ({"trainer.precision": "bf16-mixed"}, "bf16-mixed"),
+    ({}, "32-true"),  # resumed, made before the precision was recorded: Lightning's float32
+])
+def test_a_resumed_run_keeps_the_precision_it_ran_in(monkeypatch, recorded, expected):
+    monkeypatch.setattr(precision, "cpu_bf16_supported", lambda: True)
+    cli = TrackedCLI.__new__(TrackedCLI)  # the settings alone, no parser
+    cli.subcommand, cli.config = "fit", {"fit": {"trainer": {"precision": None, "accelerator": "cpu"}}}
+    cli.resolve_precision(recorded)
+    assert cli.setting("trainer.precision") == expected
+    cli.config["fit"]["trainer"]["precision"] = "32-true"  # named by a flag: kept
+    cli.resolve_precision(recorded)
+    assert cli.setting("trainer.precision") == "32-true"
