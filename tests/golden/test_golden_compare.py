@@ -53,9 +53,9 @@ def test_golden_file_of_another_protocol_version_asks_to_regenerate(tmp_path):
 
 
 def test_golden_bf16_tolerance_passes_kernel_noise_and_catches_a_changed_rate():
-    """Numbers another bf16 kernel gives (|Δp| up to 6.5e-5 measured) pass the bf16 tolerance, not
-    the float32 one's; a probability moved as a 1.2× learning rate moves it (7.5e-3) fails."""
-    kernel = changed(CELL, dev_prob=[p + 7e-5 for p in CELL["dev_prob"]])
+    """bf16 kernel noise (6.5e-5 measured; 5e-4 here, beyond the float32 tolerance) passes the bf16
+    tolerance; a probability moved as a 1.2× learning rate moves it (7.5e-3 at least) fails it."""
+    kernel = changed(CELL, dev_prob=[p + 5e-4 for p in CELL["dev_prob"]])
     assert problems("gpt-full", CELL, kernel, BF16) == [] and problems("gpt-full", CELL, kernel) != []
     rate = changed(CELL, dev_prob=[0.9, 0.2, 0.7 + 7.5e-3, 0.1])
     (line,) = problems("gpt-full", CELL, rate, BF16)
