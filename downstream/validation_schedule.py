@@ -3,8 +3,8 @@ an epoch, evenly spaced in optimiser steps (Lightning's ``val_check_interval``),
 labelled fraction. Under ``--data.equal_steps`` an epoch of a 10% run takes the optimiser steps of
 a 100% epoch (``downstream.equal_steps``), so both validate at the same steps and cost the same;
 early stopping's patience counts validations, as Lightning's ``EarlyStopping`` does when it checks
-after each one. Two a epoch, not one: a 10% run's epoch makes ten passes over its few pairs, and a
-first look at dev only after all ten came when a frozen ``attn`` head had memorised them (issue 25)."""
+after each one. Twice an epoch, not once: a 10% run's epoch makes ten passes over its few pairs,
+and a first look at dev only after all ten can come when a frozen ``attn`` head has memorised them."""
 
 from __future__ import annotations
 
