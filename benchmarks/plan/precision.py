@@ -12,13 +12,15 @@ from harness.cli.precision import default_precision
 FLAG = "--trainer.precision="
 
 
-def with_precision(config: str, args: list[str]) -> list[str]:
-    """``args`` with ``--trainer.precision=<default>`` appended where neither the ``config`` file nor
-    ``args`` name a precision; else ``args`` unchanged."""
+def with_precision(config: str, args: list[str], precision: str | None = None) -> list[str]:
+    """``args`` with ``--trainer.precision=<precision>`` appended (None: this machine's default for
+    the stage's accelerator) where neither the ``config`` file nor ``args`` name one; else ``args``
+    unchanged."""
     if trainer_setting(config, args, "precision") is not None:
         return list(args)
-    accelerator = trainer_setting(config, args, "accelerator", "auto")
-    return [*args, f"{FLAG}{default_precision(accelerator)}"]
+    if precision is None:
+        precision = default_precision(trainer_setting(config, args, "accelerator", "auto"))
+    return [*args, f"{FLAG}{precision}"]
 
 
 def named_precision(args: list[str]) -> str | None:
