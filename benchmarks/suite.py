@@ -28,6 +28,7 @@ from benchmarks.engine.task_graph import StudyExecutor, StudyStopped
 from benchmarks.plan.encoders import corpus_digests, given_run, pretrain_stages
 from benchmarks.plan.lr_selection import lr_grid_table, select_learning_rates
 from benchmarks.plan.matrix import Matrix, data_flags, dataset_spec, load_config, repo_path, with_budget
+from benchmarks.plan.precision import named_precision, with_precision
 from benchmarks.report.cells_from_store import drop_unpaired_controls, run_table
 from benchmarks.report.console_summary import print_summary
 from benchmarks.report.outputs import write_outputs
@@ -37,10 +38,12 @@ from benchmarks.results_files.folder import ResultSet
 from benchmarks.results_files.store_transfer import STUDY_ARTIFACT
 from benchmarks.stats.preregistration import adjust_registered
 from benchmarks.tasks.attempts import end_driver_runs, new_driver_id
+from benchmarks.tasks.cells import FINETUNE_THREADS
 from benchmarks.tasks.entry_points import Study
 from harness.datasets.registry import anchors_of, load_pair_data
 from harness.errors import UserError
 from harness.interruption import EXIT_CODES, interruption, sigterm_as_interrupt
+from harness.machine import cpu_model, usable_cpus
 from harness.protocol import settings_hash
 from harness.tracking.liveness import mark_dead_runs
 from harness.tracking.runs import REPO_ROOT, ensure_experiment, tracking_uri
@@ -122,6 +125,15 @@ def default_pretrain_cpus(jobs: int, config: Matrix, given: dict, engine) -> int
     return max(1, jobs // max(1, min(jobs, pretrained_here)))
 
 
+def machine_record(jobs: int, engine, pretrain_threads: int, finetune_args: list[str]) -> dict:
+    """What the study's times were measured on: the CPU model, the tasks at once (a cluster's
+    address instead), the threads of a cell and of a pretraining stage, and the precision."""
+    address = getattr(engine, "address", None)
+    return {"cpu_model": cpu_model(), "cpus": usable_cpus(), "jobs": None if address else jobs,
+            "cluster": bool(address), "finetune_threads": FINETUNE_THREADS, "pretrain_threads": pretrain_threads,
+            "precision": named_precision(finetune_args)}
+
+
 def run_suite(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     config = load_config(args.config)
@@ -143,10 +155,11 @@ def run_study(args: argparse.Namespace, config: Matrix, started: float) -> int:
         if "pretrain" in encoder:
             stages = pretrain_stages(encoder)
             for stage in stages:
-                stage["args"] = [*flags, *stage.get("args", []), *shlex.split(args.pretrain_args)]
+                stage["args"] = with_precision(str(repo_path(stage["config"])),
+                                               [*flags, *stage.get("args", []), *shlex.split(args.pretrain_args)])
             encoder["pretrain"] = stages
-    finetune_args = [*flags, *config.finetune_args, *shlex.split(args.finetune_args)]
     finetune_config = str(repo_path(config.finetune_config))
+    finetune_args = with_precision(finetune_config, [*flags, *config.finetune_args, *shlex.split(args.finetune_args)])
     engine = InlineEngine() if args.jobs == 1 and not os.environ.get("RAY_ADDRESS") else RayEngine(args.jobs,
                                                                                                   args.retries)
     if isinstance(engine, RayEngine) and engine.address:  # a cluster is checked before any run is created
@@ -159,22 +172,25 @@ def run_study(args: argparse.Namespace, config: Matrix, started: float) -> int:
         ensure_experiment(experiment)
     parent = open_parent(config.source, suite_hash, data)
     client = MlflowClient(tracking_uri())
+    pretrain_threads = args.pretrain_cpus or default_pretrain_cpus(args.jobs, config, given, engine)
     study_record = {"benchmark": config.name, "experiment": config.experiment, "dataset": data.name,
                     "data_digest": data.content_hash, "labels": list(data.labels),
-                    "positive_label": data.positive_label, "settings": json.loads(json.dumps(config.source, default=str)),
-                    "corpora": corpus_digests(config.encoders)}
+                    "positive_label": data.positive_label,
+                    "settings": json.loads(json.dumps(config.source, default=str)),
+                    "corpora": corpus_digests(config.encoders),
+                    "machine": machine_record(args.jobs, engine, pretrain_threads, finetune_args)}
     client.log_dict(parent, study_record, STUDY_ARTIFACT)  # what `python -m benchmarks export` writes out
     driver = new_driver_id()
     study = Study(config.name, config.experiment, parent, driver, directory / "logs", data.content_hash)
-    pretrain_threads = args.pretrain_cpus or default_pretrain_cpus(args.jobs, config, given, engine)
     print(f"benchmark '{config.name}' on {data.name}: parent run {parent}, "
           f"{'cluster ' + engine.address if getattr(engine, 'address', None) else f'{args.jobs} at a time'}")
     try:
         executor = StudyExecutor(engine, study, config, data, finetune_config, finetune_args, pretrain_threads,
                                  given, results)
         encoders, done = executor.run()
-        if executor.linked:
-            client.log_dict(parent, {**study_record, "linked": executor.linked}, STUDY_ARTIFACT)
+        study_record = {**study_record, "wall_seconds": round(time.perf_counter() - started, 1),
+                        **({"linked": executor.linked} if executor.linked else {})}
+        client.log_dict(parent, study_record, STUDY_ARTIFACT)  # the suite's time to its last cell, for costs
         engine_text = engine.describe()
         runs, predictions = run_table(done)
         grid = lr_grid_table(runs)  # each arm's learning-rate grid, chosen on dev (lr_grid: in the matrix)

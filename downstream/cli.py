@@ -12,11 +12,11 @@ from pytorch_lightning.cli import LightningCLI
 from pytorch_lightning.utilities import rank_zero_only
 
 from downstream import context, encoder_reuse
-from downstream.equal_steps import validate_every_pass
 from downstream.evaluation import EvaluateBest
 from downstream.lit_pair import LitPairClassifier
 from downstream.pair_datamodule import PairDataModule
 from downstream.records import LogDatasets, LogPredictionViews
+from downstream.validation_schedule import validation_schedule
 from downstream.values import Mix
 from harness.cli.tracked_cli import TrackedCLI
 from harness.datasets.registry import dataset_name, run_name_prefix, split_title
@@ -194,10 +194,10 @@ class FinetuneCLI(TrackedCLI):
         return bool(self.encoder_origin and self.encoder_origin.smoke)
 
     def instantiate_trainer(self, **kwargs):
-        """With ``--data.equal_steps`` on a fraction: validate after every pass over the subset, with
-        the early-stopping patience scaled to match (``downstream.equal_steps``)."""
-        callbacks = self._get(self.config_init, "trainer").get("callbacks") or []
-        kwargs.update(validate_every_pass(callbacks, self.datamodule.passes_per_epoch()))
+        """Dev scored ``--data.validations_per_epoch`` times an epoch at every fraction
+        (``downstream.validation_schedule``), unless ``--trainer.val_check_interval`` says otherwise."""
+        if self.setting("trainer.val_check_interval") is None:
+            kwargs.update(validation_schedule(self.datamodule.hparams.validations_per_epoch))
         return super().instantiate_trainer(**kwargs)
 
     def stage_callbacks(self, run_id: str) -> list:

@@ -3,11 +3,8 @@
 repeating the subset, so a 10% run takes the optimiser steps of a 100% run instead of a tenth of
 them. Epochs, gradual unfreezing and the slanted triangular schedule's length are unchanged.
 
-Validation comes after every pass over the subset (``passes`` a repeated epoch holds), not once an
-epoch, and early stopping's patience is scaled by the same factor (the same number of full-size
-epochs): the best dev checkpoint is chosen pass by pass. Checked once an epoch, a 10% cell's first
-look at dev came after ten passes over its 367 pairs, when the frozen `attn` head had memorised
-them (train accuracy 0.8–0.95, dev below the majority rate, all-MiniLM-L6-v2 included: issue 25).
+Dev is validated on the schedule every run shares (``downstream.validation_schedule``): the same
+number of times an epoch, so at the same optimiser steps as a 100% run, whatever the fraction.
 
 The epoch's pairs are the subset repeated ``ceil(full / subset)`` times (at most ``max_repeats``),
 each repeat a seeded permutation, trimmed to the full split's size; the data loader shuffles the
@@ -20,7 +17,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from pytorch_lightning.callbacks import EarlyStopping
 
 DEFAULT_MAX_REPEATS = 10  # a 10% subset reaches the full set's steps; a 5% one half of them
 
@@ -44,20 +40,3 @@ def repeated_indices(subset: int, size: int, seed: int) -> list[int]:
     repeats = math.ceil(size / subset)
     order = np.concatenate([generator.permutation(subset) for _ in range(repeats)])[:size]
     return order.tolist()
-
-
-def passes(epoch_pairs: int, subset: int) -> int:
-    """Passes over the ``subset`` one epoch of ``epoch_pairs`` makes, rounded (1 without repeats)."""
-    return max(1, round(epoch_pairs / subset)) if subset else 1
-
-
-def validate_every_pass(callbacks: list, count: int) -> dict:
-    """Trainer settings that validate ``count`` times an epoch, once a pass; scales the patience of
-    every ``EarlyStopping`` among ``callbacks`` by ``count`` (in place), so that it still waits the
-    same number of full-size epochs. Returns the Trainer keyword arguments ({} for one pass)."""
-    if count <= 1:
-        return {}
-    for callback in callbacks:
-        if isinstance(callback, EarlyStopping):
-            callback.patience *= count
-    return {"val_check_interval": 1.0 / count}

@@ -23,10 +23,11 @@ import torch
 from sklearn.model_selection import train_test_split
 from torch.utils.data import DataLoader, RandomSampler, SequentialSampler
 
-from downstream.equal_steps import DEFAULT_MAX_REPEATS, epoch_size, passes, repeated_indices
+from downstream.equal_steps import DEFAULT_MAX_REPEATS, epoch_size, repeated_indices
 from downstream.features import FeatureStore
 from downstream.input_limits import DEFAULT_MAX_TOKENS, check_frozen_memory, longest_input
 from downstream.joint_segments import SegmentBatches, segment_pair
+from downstream.validation_schedule import DEFAULT_VALIDATIONS_PER_EPOCH
 from harness.datasets.registry import dataset_params, load_pair_data
 from harness.datasets.spec import PairDataSpec
 from harness.datasets.types import SPLITS, Pair
@@ -131,6 +132,9 @@ class PairDataModule(pl.LightningDataModule):
             to the whole train split's size (``downstream.equal_steps``), so a fraction trains the
             full set's number of optimiser steps; the same for a pretrained cell and its twin.
         max_repeats: with ``equal_steps``, at most this many passes over the subset per epoch.
+        validations_per_epoch: dev is scored this many times an epoch, evenly spaced in optimiser
+            steps, at every fraction (``downstream.validation_schedule``); early stopping's
+            patience counts these validations.
         max_pairs: cap every split at its first N pairs (smoke tests).
         cache_dir: on-disk feature cache (``none``: keep features in memory).
         max_tokens: the longest sentence (GPT's joint input: pair sequence) in tokens; a longer one
@@ -149,6 +153,7 @@ class PairDataModule(pl.LightningDataModule):
         subsample_seed: int | None = None,
         equal_steps: bool = False,
         max_repeats: int = DEFAULT_MAX_REPEATS,
+        validations_per_epoch: int = DEFAULT_VALIDATIONS_PER_EPOCH,
         max_pairs: int | None = None,
         cache_dir: str = DEFAULT_CACHE_DIR,
         num_workers: int = 0,
@@ -160,6 +165,8 @@ class PairDataModule(pl.LightningDataModule):
             raise UserError(f"--data.eval_batch_size={eval_batch_size}: must be at least 1")
         if max_repeats < 1:
             raise UserError(f"--data.max_repeats={max_repeats}: must be at least 1")
+        if validations_per_epoch < 1:
+            raise UserError(f"--data.validations_per_epoch={validations_per_epoch}: must be at least 1")
         self.save_hyperparameters(logger=False)
         self.pair_data = load_pair_data(PairDataSpec(**pair_data))
         self.pairs = {split: self.pair_data.split(split) for split in SPLITS}
@@ -245,12 +252,6 @@ class PairDataModule(pl.LightningDataModule):
             for name, pairs in self.pairs.items()
         }
 
-    def passes_per_epoch(self) -> int:
-        """Passes over the training subset an epoch makes (``equal_steps``; else 1)."""
-        if self.epoch_order is None:
-            return 1
-        return passes(len(self.epoch_order), len(self.pairs["train"]))
-
     def train_rows(self) -> list[int]:
         """The feature store's rows of the training pairs' sentences (of the ``train_fraction``
         subset: what a run may take statistics from), each once."""
@@ -297,5 +298,5 @@ class PairDataModule(pl.LightningDataModule):
         described = {**dataset_params(data), "labels": json.dumps(data.labels), "num_classes": data.num_classes,
                      "f1_average": data.f1_average, "positive_label": data.positive_label}
         epoch = len(self.epoch_order) if self.epoch_order is not None else len(self.pairs["train"])
-        return {**counts, "train_epoch_pairs": epoch, "validations_per_epoch": self.passes_per_epoch(), **positives, **by_label, **described,
+        return {**counts, "train_epoch_pairs": epoch, **positives, **by_label, **described,
                 "feature_cache": self.store.key if self.store else None}

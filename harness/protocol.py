@@ -20,9 +20,11 @@ import json
 # One integer per concern; bump the one whose numbers a change moves.
 PROTOCOL_VERSIONS = {
     "data": 1,  # readers, splits, fractions, tokenizers, vocabularies, corpus filtering
-    "encoders": 1,  # families' models, pretraining loop and defaults, published-encoder loading
-    "heads": 2,  # features, standardisation, mixes, pair heads, fine-tuning, optimisers, schedules
+    "encoders": 2,  # families' models, pretraining loop and defaults, published-encoder loading
+    # encoders 2: pretraining runs bf16-mixed by default where bf16 is native
+    "heads": 3,  # features, standardisation, mixes, pair heads, fine-tuning, optimisers, schedules
     # heads 2: frozen transfers standardise by default (--model.standardize=auto)
+    # heads 3: bf16-mixed by default where native; dev validated twice an epoch at every fraction
     "evaluation": 1,  # metrics, predictions, baselines, linear probes
 }
 

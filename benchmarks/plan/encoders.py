@@ -48,10 +48,12 @@ class Stage:
     def config_text(self) -> str:
         return Path(self.config).read_text() if Path(self.config).is_file() else ""
 
-    def settings_hash(self, previous_hash: str | None, data_digest: str, corpora: dict[str, str] | None = None) -> str:
+    def settings_hash(self, previous_hash: str | None, data_digest: str, corpora: dict[str, str] | None = None,
+                      version: str | None = None) -> str:
         """The stage's identity: its settings and text, and the identity of the stage it continues.
         ``corpora``: recorded digests of the shared corpora (a results folder's), read in place of
-        the corpus files, which a clone of the repository alone does not have."""
+        the corpus files, which a clone of the repository alone does not have; ``version``: the
+        protocol version to hash under (this code's when None), as a results file records it."""
         config_text = self.config_text()
         files = file_digests(self.args)
         named = named_corpus_digests(self.args, config_text) if corpora is None else {
@@ -59,7 +61,7 @@ class Stage:
         return settings_hash({"config": portable_path(self.config), "args": portable_args(self.args),
                               "config_text": config_text, "data": data_digest, "previous": previous_hash,
                               "files": {Path(path).name: digest for path, digest in files.items()},
-                              "corpora": named})
+                              "corpora": named}, version)
 
     def log_name(self) -> str:
         return f"pretrain-{self.encoder}-{self.number}.log"
@@ -143,12 +145,13 @@ def named_corpus_digests(args: list[str], config_text: str) -> dict[str, str]:
     return digests
 
 
-def stage_hashes(stages: list[Stage], data_digest: str, corpora: dict[str, str] | None = None) -> list[str]:
-    """Each stage's identity, in order: a stage's hash holds the one before it (``corpora``:
-    recorded corpus digests, as :meth:`Stage.settings_hash` takes them)."""
+def stage_hashes(stages: list[Stage], data_digest: str, corpora: dict[str, str] | None = None,
+                 version: str | None = None) -> list[str]:
+    """Each stage's identity, in order: a stage's hash holds the one before it (``corpora`` and
+    ``version`` as :meth:`Stage.settings_hash` takes them)."""
     hashes: list[str] = []
     for stage in stages:
-        hashes.append(stage.settings_hash(hashes[-1] if hashes else None, data_digest, corpora))
+        hashes.append(stage.settings_hash(hashes[-1] if hashes else None, data_digest, corpora, version))
     return hashes
 
 

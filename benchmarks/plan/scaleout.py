@@ -6,10 +6,13 @@ simulated on 16, 64, 256 … CPUs. No task runs: it plans the config and schedul
 
 The costs file gives, per encoder, the minutes of each pretraining stage (or of one pass over its
 corpus, ``{"per_pass": minutes}``: the stage then costs its passes, capped by its ``max_time``) and
-the CPUs a stage uses; per ``<family>/<transfer>/<head>`` the minutes of a cell at each labelled
-fraction (``default`` for those it does not name), the minutes of a linear probe (``probe``: on the
-frozen cells' cached features) and of a baseline; docs/cluster.md says where each figure comes
-from. A cell whose flags turn on ``--data.equal_steps`` trains a full cell's optimiser steps at any
+the CPUs a stage uses; per ``<family>/<transfer>/<head>`` (or ``<encoder>/<transfer>/<head>``,
+for one encoder whose cells cost otherwise, e.g. the calibration's tiny GPT) the minutes of a cell
+at each labelled fraction (``default`` for those it does not name), the minutes of a linear probe (``probe``: on the
+frozen cells' cached features) and of a baseline; per encoder (``features``) the minutes of
+computing one arm's frozen features, paid by the first cell in plan order that reads them (a
+probe or a frozen cell; each twin seed is an arm of its own); docs/cluster.md says where each
+figure comes from. A cell whose flags turn on ``--data.equal_steps`` trains a full cell's optimiser steps at any
 fraction the repeats reach (``downstream.equal_steps``), so it costs the ``1`` figure (scaled down
 only below what ``--data.max_repeats`` passes make up), whatever its fraction's own figure says."""
 
@@ -20,13 +23,15 @@ import harness.tracking.mlflow_defaults  # noqa: F401 - first: MLflow's settings
 import argparse
 import heapq
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
+import yaml
+
 from benchmarks.plan.cells import plan
 from benchmarks.plan.encoders import is_published, pretrain_stages
-from benchmarks.plan.matrix import Matrix, load_config, repo_path, with_budget
+from benchmarks.plan.matrix import FINETUNE_CONFIG, Matrix, load_config, repo_path, with_budget
 from benchmarks.tasks.cells import Cell
 from benchmarks.tasks.resources import trainer_setting
 from downstream.equal_steps import DEFAULT_MAX_REPEATS
@@ -42,6 +47,7 @@ class Costs:
     default: dict[str, float]  # {fraction: minutes}
     baseline: float
     probe: float = 0.8  # a linear probe of one encoder (or twin) on its cached features
+    features: dict[str, float] = field(default_factory=dict)  # encoder → minutes of one arm's frozen features
 
     @classmethod
     def read(cls, path: Path) -> "Costs":
@@ -50,7 +56,7 @@ class Costs:
                   for name, minutes in raw["stages"].items()}
         return cls(stages,
                    int(raw.get("stage_cpus", 2)), raw.get("cells", {}), raw["default"], float(raw.get("baseline", 0.5)),
-                   float(raw.get("probe", cls.probe)))
+                   float(raw.get("probe", cls.probe)), {name: float(m) for name, m in raw.get("features", {}).items()})
 
     def cell(self, cell: Cell) -> float:
         """Minutes of ``cell``: its table's figure at its fraction; under equal steps, the full
@@ -59,11 +65,25 @@ class Costs:
             return self.baseline
         if cell.kind == "probe":
             return self.probe
-        table = self.cells.get(f"{cell.family}/{cell.transfer}/{cell.head}", self.default)
+        table = self.cells.get(f"{cell.encoder}/{cell.transfer}/{cell.head}") or \
+            self.cells.get(f"{cell.family}/{cell.transfer}/{cell.head}", self.default)
         if cell.train_fraction < 1 and flag_value(cell.args, "data.equal_steps", "false").lower() in TRUE:
             repeats = int(flag_value(cell.args, "data.max_repeats", str(DEFAULT_MAX_REPEATS)))
             return self.minutes(table, 1.0) * min(1.0, repeats * cell.train_fraction)
         return self.minutes(table, cell.train_fraction)
+
+    def planned(self, cells: list[Cell], suite_config: str = FINETUNE_CONFIG) -> dict[int, float]:
+        """Minutes of each of ``cells`` (in plan order; by ``id``): :meth:`cell`, plus the
+        ``features`` figure of its encoder for the first cell that reads an arm's frozen features."""
+        minutes, computed = {}, set()
+        for cell in cells:
+            minutes[id(cell)] = self.cell(cell)
+            if cell.encoder in self.features and reads_frozen_features(cell, suite_config):
+                arm = (cell.encoder, cell.seed) if "random" in (cell.kind, cell.probe_of) else (cell.encoder,)
+                if arm not in computed:
+                    computed.add(arm)
+                    minutes[id(cell)] += self.features[cell.encoder]
+        return minutes
 
     def only(self, encoders: list[dict]) -> "Costs":
         """These costs with the stages of ``encoders`` (a study's ``encoders:``) alone, in minutes
@@ -77,6 +97,18 @@ class Costs:
 
 
 TRUE = ("true", "yes", "on", "1")
+
+
+def reads_frozen_features(cell: Cell, suite_config: str = FINETUNE_CONFIG) -> bool:
+    """Whether ``cell`` trains on cached frozen features: a probe, or a cell whose
+    ``--model.finetune`` (its flags, else its config's, else the suite's) is ``frozen``."""
+    if cell.kind == "probe":
+        return True
+    if cell.kind not in ("pretrained", "random"):
+        return False
+    path = repo_path(cell.config or suite_config)
+    model = ((yaml.safe_load(path.read_text()) or {}).get("model") or {}) if path.is_file() else {}
+    return flag_value(cell.args, "model.finetune", str(model.get("finetune", "frozen"))) == "frozen"
 LIGHTNING_MAX_EPOCHS = 1000  # the Trainer's own limit when neither max_epochs nor max_steps is set
 
 
@@ -138,17 +170,18 @@ def cell_seconds_estimate() -> Callable[[Cell], float | None] | None:
     return seconds
 
 
-def critical_path(costs: Costs, cells: list[Cell]) -> float:
+def critical_path(costs: Costs, cells: list[Cell], suite_config: str = FINETUNE_CONFIG) -> float:
     """Minutes of the longest chain: an encoder's stages, then its longest cell."""
-    longest = {}
+    longest, minutes = {}, costs.planned(cells, suite_config)
     for cell in cells:
-        longest[cell.encoder] = max(longest.get(cell.encoder, 0.0), costs.cell(cell))
+        longest[cell.encoder] = max(longest.get(cell.encoder, 0.0), minutes[id(cell)])
     return max(sum(costs.stages.get(name, [])) + longest.get(name, 0.0) for name in {*costs.stages, *longest})
 
 
-def simulate(costs: Costs, cells: list[Cell], cpus: int) -> float:
+def simulate(costs: Costs, cells: list[Cell], cpus: int, suite_config: str = FINETUNE_CONFIG) -> float:
     """Wall minutes on ``cpus`` CPUs under the executor's policy (stages first, then cells in plan
     order, each dispatched when its encoder is ready and its CPUs are free)."""
+    minutes = costs.planned(cells, suite_config)
     by_encoder: dict[str, list[Cell]] = {}
     for cell in cells:
         if cell.kind != "baseline":  # queued first, below, once
@@ -166,7 +199,7 @@ def simulate(costs: Costs, cells: list[Cell], cpus: int) -> float:
             free, order = free - stage_cpus, order + 1
         while cell_queue and not (stage_queue and free < stage_cpus) and free >= 1:
             cell = cell_queue.pop(0)
-            heapq.heappush(running, (now + costs.cell(cell), order, "cell", cell))
+            heapq.heappush(running, (now + minutes[id(cell)], order, "cell", cell))
             free, order = free - 1, order + 1
         end, _, kind, payload = heapq.heappop(running)
         now = end
@@ -203,15 +236,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {error}")
         return 2
     cells = study_plan(config)
-    work = sum(costs.cell(cell) for cell in cells) + sum(sum(m) * costs.stage_cpus for m in costs.stages.values()
-                                                         if m)
-    path = critical_path(costs, cells)
+    suite_config = config.finetune_config
+    work = sum(costs.planned(cells, suite_config).values()) + sum(sum(m) * costs.stage_cpus
+                                                                 for m in costs.stages.values() if m)
+    path = critical_path(costs, cells, suite_config)
     print(f"{config.name}: {len(cells)} cells, {len(config.encoders)} encoders, "
           f"{work / 60:.1f} CPU-hours, critical path {path / 60:.2f} h")
     print("| CPUs | simulated wall time | bound max(critical path, CPU-hours / CPUs) |")
     print("|---:|---:|---:|")
     for count in args.cpus:
-        print(f"| {count} | {simulate(costs, cells, count) / 60:.2f} h | {max(path, work / count) / 60:.2f} h |")
+        simulated = simulate(costs, cells, count, suite_config)
+        print(f"| {count} | {simulated / 60:.2f} h | {max(path, work / count) / 60:.2f} h |")
     return 0
 
 

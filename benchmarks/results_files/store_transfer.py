@@ -23,6 +23,7 @@ from benchmarks.results_files.import_rules import cell_tags, run_times, target_e
 from benchmarks.results_files.manifest import write_manifest
 from benchmarks.results_files.store_copies import IMPORTED_TAG, held_copies, predictions_digest
 from benchmarks.tasks.reuse import result_numbers
+from harness.cli.precision import FLOAT32
 from harness.errors import UserError
 from harness.tracking.liveness import HOST_TAG, PID_TAG, STARTED_TAG
 from harness.tracking.runs import ensure_experiment, tracking_uri
@@ -65,6 +66,15 @@ def cell_runs(client: MlflowClient, parent: str, study: dict) -> list:
     return list(newest.values())
 
 
+def ran_precision(params: dict) -> str | None:
+    """The precision a cell's run trained in: its ``trainer.precision`` param; a finetune run of a
+    harness before the precision was always recorded ran Lightning's default, float32; None for a
+    baseline or probe, which trains no network under Lightning."""
+    if "trainer.precision" in params:
+        return params["trainer.precision"]
+    return FLOAT32 if "train_epoch_pairs" in params else None
+
+
 def cell_record(client: MlflowClient, run, study: dict, scratch: Path) -> tuple[dict, bytes]:
     """A cell run as a results record and its predictions file's bytes (an encoder recorded with
     its last stage's figures alone is completed from this store: :func:`with_stages`)."""
@@ -81,7 +91,8 @@ def cell_record(client: MlflowClient, run, study: dict, scratch: Path) -> tuple[
     record = {"format": FORMAT, "cell_hash": tags["cell_hash"], "protocol": tags.get("protocol_version", ""),
               "commit": tags.get("git_commit", ""), "data_digest": study["data_digest"],
               "spec": context.get("spec"), "cell": context["cell"], "order": context.get("order", [0, 0]),
-              "encoder": with_stages(context.get("encoder"), client), "metrics": dict(run.data.metrics),
+              "encoder": with_stages(context.get("encoder"), client), "precision": ran_precision(run.data.params),
+              "metrics": dict(run.data.metrics),
               "params": dict(run.data.params), "tags": kept_tags,
               "run": {"run_id": tags.get("origin_run_id", run.info.run_id),
                       "parent_run_id": tags.get("origin_parent_run_id", tags.get("mlflow.parentRunId", "")),
@@ -116,7 +127,8 @@ def export_benchmark(name: str, out: Path) -> tuple[int, int]:
             write_json(staging / CELLS_DIR / f"{record['cell_hash']}.json", record)
             records.append(record)
     benchmark = {"format": FORMAT, **{key: study[key] for key in ("benchmark", "experiment", "dataset", "data_digest",
-                                                                   "labels", "positive_label", "settings", "corpora")
+                                                                   "labels", "positive_label", "settings", "corpora",
+                                                                   "machine", "wall_seconds")
                                       if key in study}, "parent_run_id": study.get("origin_parent_run_id", parent),
                  "cells": len(runs)}
     write_json(staging / BENCHMARK_FILE, benchmark)

@@ -1,4 +1,6 @@
-"""Whether a bf16 precision request can be honoured, checked before any run starts.
+"""The precision a run computes in: bf16-mixed by default where the hardware has native bf16,
+float32 elsewhere, and whether an explicit bf16 request can be honoured, checked before any run
+starts.
 
 bf16 reaches the models only through Lightning's precision flag (``--trainer.precision=bf16-mixed``:
 autocast runs the matmuls, LSTMs and attention in bfloat16 and keeps weights, optimiser state,
@@ -12,7 +14,9 @@ hardware the run will use, so that a config never silently falls back or crawls:
 - CUDA: ``torch.cuda.is_bf16_supported(including_emulation=False)`` (Ampere and later).
 - Other accelerators (MPS, XLA, …) are left to Lightning.
 
-Float32 and float16 requests are not checked here.
+Float32 and float16 requests are not checked here. Without ``--trainer.precision``
+(:func:`default_precision`) a run takes bf16-mixed on a CPU or GPU with native bf16 and 32-true
+elsewhere, so one config runs at each machine's fast precision, and the run records which.
 
 :func:`clip_gradients` lets gradient clipping run with the fused AdamW under bf16-mixed, which
 Lightning's mixed-precision plugin refuses (see there).
@@ -30,6 +34,8 @@ from pytorch_lightning.utilities import GradClipAlgorithmType
 from harness.errors import UserError
 
 BF16_PRECISIONS = ("bf16", "bf16-mixed", "bf16-true")
+BF16_DEFAULT = "bf16-mixed"
+FLOAT32 = "32-true"
 CPU_INFO = Path("/proc/cpuinfo")
 
 
@@ -68,6 +74,13 @@ def bf16_supported(device: str) -> bool:
     if device == "cuda":
         return cuda_bf16_supported()
     return True
+
+
+def default_precision(accelerator) -> str:
+    """The precision of a run that names none: ``bf16-mixed`` on a CPU or CUDA device with native
+    bf16 (:func:`bf16_supported`), ``32-true`` on any other hardware."""
+    device = device_type(accelerator)
+    return BF16_DEFAULT if device in ("cpu", "cuda") and bf16_supported(device) else FLOAT32
 
 
 def check_precision(precision, accelerator) -> None:

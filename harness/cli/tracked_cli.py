@@ -19,7 +19,7 @@ from harness.training.checkpoints import (ResumePoint, check_checkpoint_room, lo
                                           with_atomic_checkpoints)
 from harness.cli.console import console_callbacks, quiet_libraries
 from harness.cli.flag_errors import flag_error
-from harness.cli.precision import check_precision
+from harness.cli.precision import FLOAT32, check_precision, default_precision
 from harness.cli.runtime import retain_freed_memory
 from harness.diskspace import disk_problem
 from harness.errors import UserError
@@ -107,6 +107,21 @@ class TrackedCLI(LightningCLI):
                                 f"finished; use at least 1 (or -1 for no limit)")
         check_precision(self.setting("trainer.precision"), self.setting("trainer.accelerator"))
 
+    def resolve_precision(self, resumed_params: dict[str, str] | None = None) -> None:
+        """Without ``--trainer.precision``: the precision of the run being resumed (its param; a run
+        that recorded none ran Lightning's float32), else this hardware's default
+        (``harness.cli.precision``), written into the config, so the Trainer runs it and the run's
+        params record it."""
+        if self.setting("trainer.precision") is not None:
+            return
+        trainer = self.config.get(str(self.subcommand), self.config).get("trainer")
+        if trainer is None:
+            return
+        if resumed_params is not None:
+            trainer["precision"] = resumed_params.get("trainer.precision", FLOAT32)
+        else:
+            trainer["precision"] = default_precision(self.setting("trainer.accelerator"))
+
     def check_before_run(self) -> None:
         """Stage checks that need the instantiated model and data, before the run is created."""
 
@@ -152,6 +167,7 @@ class TrackedCLI(LightningCLI):
             mark_dead_runs(client)
         ckpt_path = self.setting("ckpt_path") if self.subcommand == "fit" else None
         if not ckpt_path:
+            self.resolve_precision()
             return
         self.resume_point = resume_point(str(ckpt_path), self.checkpoint_root())
         run_id = self.resume_point.run_id
@@ -165,6 +181,7 @@ class TrackedCLI(LightningCLI):
                             f"not a {self.stage} run")
         check_can_log(uri, client.get_experiment(run.info.experiment_id).name)
         self.config[self.subcommand]["ckpt_path"] = str(self.resume_point.path)
+        self.resolve_precision(run.data.params)
 
     def instantiate_trainer(self, **kwargs):
         self.check_before_run()

@@ -7,6 +7,9 @@
   and validation epoch, the sanity check and the checkpoints written on the way);
 - ``time_eval_s``: from there to the end of the run: the best checkpoint evaluated on dev and
   test, the predictions files, tables and figures.
+- ``time_cpu_s``: the CPU seconds (user and system, every thread) the process spent over the same
+  span as ``time_total_s``: on a machine shared with other work a run's wall time stretches with
+  the load, its CPU time far less, so a cost model is checked against it.
 
 ``time_total_s − time_fit_s`` is the run's overhead: start-up, encoder and data loading, the
 feature store, the run's creation, evaluation and outputs.
@@ -22,6 +25,7 @@ import pytorch_lightning as pl
 
 _PROCESS_START = time.monotonic() - max(0.0, time.time() - psutil.Process().create_time())
 _cell_start: float | None = None
+_cell_cpu_start = 0.0  # time.process_time() at the cell's start (0: the process's)
 
 
 def run_started() -> float:
@@ -32,16 +36,17 @@ def run_started() -> float:
 @contextmanager
 def cell_clock():
     """Runs started inside the block count their ``time_total_s`` from the block's start."""
-    global _cell_start
-    previous, _cell_start = _cell_start, time.monotonic()
+    global _cell_start, _cell_cpu_start
+    previous = _cell_start, _cell_cpu_start
+    _cell_start, _cell_cpu_start = time.monotonic(), time.process_time()
     try:
         yield
     finally:
-        _cell_start = previous
+        _cell_start, _cell_cpu_start = previous
 
 
 class RunTimes(pl.Callback):
-    """Logs ``time_fit_s``, ``time_eval_s`` and ``time_total_s`` (rank 0) at the end of fit. Put it
+    """Logs ``time_fit_s``, ``time_eval_s``, ``time_total_s`` and ``time_cpu_s`` (rank 0) at the end of fit. Put it
     after every callback whose work it should count as evaluation (their ``on_fit_end`` runs first)."""
 
     def __init__(self):
@@ -61,6 +66,6 @@ class RunTimes(pl.Callback):
         now = time.monotonic()
         fit_ended = self.fit_ended or now
         self.times = {"time_fit_s": fit_ended - self.fit_started, "time_eval_s": now - fit_ended,
-                      "time_total_s": now - run_started()}
+                      "time_total_s": now - run_started(), "time_cpu_s": time.process_time() - _cell_cpu_start}
         if trainer.logger is not None:
             trainer.logger.log_metrics(self.times, step=trainer.global_step + 1)

@@ -7,12 +7,14 @@ repository alone checks them; the digests themselves are checked against the cor
 are (``CORPORA_DIR``, else ``../shared/data`` beside the repository)."""
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from benchmarks.plan.encoders import corpus_digests, shared_corpus_names, stage_hashes, stages_of
-from harness.protocol import protocol_version, settings_hash
+from benchmarks.plan.precision import with_precision
+from harness.protocol import settings_hash
 from pretrain.corpus.corpora import SENTENCES_FILE, SHARED_FOLDERS, default_corpora_dir
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
@@ -22,10 +24,6 @@ FOLDERS = sorted(path.parent for path in RESULTS.glob("*/*/benchmark.json")) + \
 
 def cells_of(folder: Path) -> list[dict]:
     return [json.loads(path.read_text()) for path in sorted((folder / "cells").glob("*.json"))]
-
-
-def current_cells(folder: Path) -> list[dict]:
-    return [cell for cell in cells_of(folder) if cell["protocol"] == protocol_version()]
 
 
 @pytest.mark.parametrize("folder", FOLDERS, ids=lambda folder: str(folder.relative_to(RESULTS)))
@@ -43,16 +41,25 @@ def pretrained_encoders(benchmark: dict) -> list[dict]:
     return [encoder for encoder in benchmark["settings"]["encoders"] if "pretrain" in encoder]
 
 
-@pytest.mark.parametrize("folder", CHUNKS, ids=lambda folder: folder.name)
+@pytest.mark.parametrize("folder", CHUNKS + [folder for folder in FOLDERS if folder.name == "calibration"],
+                         ids=lambda folder: folder.name)
 def test_a_chunk_encoder_identity_is_its_pretraining_stage_hash(folder):
+    """Its stages as the suite ran them, under each cell's own protocol version, with the precision
+    the folder's machine record names pinned into their flags (``benchmarks.plan.precision``)."""
     benchmark = json.loads((folder / "benchmark.json").read_text())
     pretrained = pretrained_encoders(benchmark)
-    identities = {cell["encoder"]["name"]: cell["encoder"]["identity"] for cell in current_cells(folder)
-                  if cell["encoder"] and cell["encoder"].get("identity")}
+    identities: dict[str, dict[str, str]] = {}
+    for cell in cells_of(folder):
+        if cell["encoder"] and cell["encoder"].get("identity"):
+            identities.setdefault(cell["encoder"]["name"], {})[cell["protocol"]] = cell["encoder"]["identity"]
     assert pretrained and identities
+    precision = (benchmark.get("machine") or {}).get("precision")
     for encoder in pretrained:
-        hashes = stage_hashes(stages_of(encoder), benchmark["data_digest"], benchmark["corpora"])
-        assert hashes[-1] == identities[encoder["name"]]
+        stages = stages_of(encoder)
+        if precision:
+            stages = [replace(stage, args=with_precision(stage.config, stage.args, precision)) for stage in stages]
+        for protocol, identity in identities[encoder["name"]].items():
+            assert stage_hashes(stages, benchmark["data_digest"], benchmark["corpora"], protocol)[-1] == identity
 
 
 @pytest.mark.parametrize("folder", FOLDERS, ids=lambda folder: str(folder.relative_to(RESULTS)))

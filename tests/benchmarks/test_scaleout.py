@@ -1,12 +1,14 @@
 """The scale-out simulation schedules a plan as the executor does (stages first, an encoder's
 cells once its last stage is done) and finds the critical path; worked out by hand on a tiny plan.
 Its cost model prices probes and equal-steps fractions as they run, and its file holds the
-figures measured on this machine, a pretraining stage by its passes where it is priced per pass."""
+figures measured on this machine, a pretraining stage by its passes where it is priced per pass;
+the calibration folder's cells, measured with the machine they ran on, hold its estimates."""
 
 import pytest
 
 from benchmarks.plan.matrix import parse_matrix
 from benchmarks.plan.scaleout import Costs, critical_path, main, simulate, study_plan
+from benchmarks.results_files.folder import read_folder
 from benchmarks.tasks.cells import Cell
 from harness.tracking.runs import REPO_ROOT
 
@@ -76,6 +78,18 @@ def test_the_costs_file_holds_the_measured_figures():
         assert 2.0 * pool_mlp <= decomp <= 2.2 * pool_mlp < costs.cells[f"{family}/frozen/attn"]["1"], family
 
 
+def test_the_first_cell_to_read_an_arms_frozen_features_pays_for_them():
+    """Each arm's features once (a twin's per seed), by the first frozen cell or probe to read
+    them; a fine-tuned cell reads none."""
+    costs = Costs(stages={}, stage_cpus=1, cells={}, default={"1": 1.0, "0.1": 1.0}, baseline=0.0, probe=0.5,
+                  features={"minilm": 2.0})
+    frozen = [cell(kind, fraction) for kind in ("pretrained", "random") for fraction in (1.0, 0.1)]
+    tuned = cell(args=("--model.finetune=full",))
+    probe = cell("probe")
+    planned = costs.planned([tuned, probe, *frozen])
+    assert [planned[id(c)] for c in (tuned, probe, *frozen)] == [1.0, 2.5, 1.0, 1.0, 3.0, 1.0]
+
+
 @pytest.mark.parametrize("args, minutes", [
     ([], 30.0),  # the config's 3 passes (45 minutes) stop at its max_time
     (["--trainer.max_epochs=1"], 15.0),
@@ -118,3 +132,33 @@ def test_only_the_configs_encoders_are_pretrained(tmp_path, capsys):
     assert main(["--config", str(config), "--costs", str(costs), "--cpus", "1"]) == 0
     output = capsys.readouterr().out
     assert "2 cells, 1 encoders, 0.1 CPU-hours" in output and "| 1 | 0.10 h |" in output
+
+
+CALIBRATION = REPO_ROOT / "results" / "calibration"
+
+
+def test_the_calibration_folder_records_what_its_times_were_measured_on():
+    benchmark, cells = read_folder(CALIBRATION)
+    machine = benchmark["machine"]
+    assert machine["cpu_model"] and machine["finetune_threads"] == 1 and machine["jobs"] == 1
+    assert machine["precision"] in ("bf16-mixed", "32-true") and benchmark["wall_seconds"] > 0
+    assert cells and all(cell.record["precision"] == machine["precision"] for cell in cells)
+
+
+def test_the_cost_model_holds_every_calibration_cell_within_a_quarter_of_its_recorded_time():
+    """The costs file's figures for the calibration's tiny GPT against the cells it ran (one at a
+    time, after bf16 by default and one validation schedule): each cell's recorded CPU minutes
+    (``time_cpu_s``: a single-threaded cell's minutes of one core, which the load of a shared
+    machine stretches far less than its wall time) within ±25% of the model's estimate — the 10% cells with equal steps priced
+    at the 100% figure, the random-init twins at their pretrained arm's, the first frozen cell of
+    each arm with its features."""
+    costs = Costs.read(REPO_ROOT / "benchmarks" / "scaleout-costs.json")
+    _, cells = read_folder(CALIBRATION)
+    fractions = {cell.record["cell"]["train_fraction"] for cell in cells}
+    assert fractions == {1.0, 0.1} and {cell.record["cell"]["kind"] for cell in cells} == {"pretrained", "random"}
+    planned = [Cell(**result.record["cell"]) for result in cells]  # plan order: who computes the features
+    estimates = costs.planned(planned, "configs/downstream/mrpc.yaml")
+    for cell, result in zip(planned, cells):
+        recorded = result.record["metrics"]["time_cpu_s"] / 60
+        estimate = estimates[id(cell)]
+        assert abs(estimate - recorded) <= 0.25 * recorded, (cell.method, estimate, recorded)

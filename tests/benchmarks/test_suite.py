@@ -28,7 +28,9 @@ from mlflow.tracking import MlflowClient
 from benchmarks.plan.cells import expand_mixes, plan
 from benchmarks.plan.matrix import load_config, parse_matrix, with_budget
 from benchmarks.stats.gaps import METRICS
+from harness.cli.precision import default_precision
 from harness.errors import UserError
+from harness.machine import cpu_model, usable_cpus
 from tests import preloaded
 from tests.helpers import all_runs
 
@@ -494,6 +496,24 @@ def test_a_report_from_the_exported_folder_alone_equals_the_suites(first, export
     assert process.returncode == 0, process.stderr[-3000:]
     assert (tmp_path / "report" / "results.csv").read_text() == first["results"]
     assert not (tmp_path / "unused.db").exists()  # no store was opened
+
+
+@pytest.mark.slow
+def test_the_exported_folder_records_the_machine_the_wall_time_and_each_cells_precision(exported):
+    """What a cost read from the folder holds for: the CPU model, threads, tasks at once and
+    precision of the suite, its wall time; each cell the precision it trained in, which its flags
+    (and so its hash) name."""
+    benchmark = json.loads((exported / "benchmark.json").read_text())
+    precision = default_precision("cpu")
+    assert benchmark["machine"] == {"cpu_model": cpu_model(), "cpus": usable_cpus(), "jobs": 2, "cluster": False,
+                                    "finetune_threads": 1, "pretrain_threads": benchmark["machine"]["pretrain_threads"],
+                                    "precision": precision}
+    assert benchmark["machine"]["pretrain_threads"] >= 1 and benchmark["wall_seconds"] > 0
+    cells = [json.loads(path.read_text()) for path in (exported / "cells").glob("*.json")]
+    trained = [cell for cell in cells if cell["cell"]["kind"] in ("pretrained", "random")]
+    assert trained and all(cell["precision"] == precision for cell in trained)
+    assert all(f"--trainer.precision={precision}" in cell["spec"]["args"] for cell in trained)
+    assert all(cell["precision"] is None for cell in cells if cell["cell"]["kind"] == "baseline")
 
 
 @pytest.mark.slow

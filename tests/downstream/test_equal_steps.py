@@ -1,6 +1,7 @@
 """Equal optimisation across label fractions (``--data.equal_steps``): the repeated subset is the
 stratified seeded subset, each epoch has the full split's size, pretrained and twin see the same
-pairs, and a fit logs the optimiser steps it took."""
+pairs, a fit logs the optimiser steps it took, and a fraction validates dev as often as the full
+set (``downstream.validation_schedule``)."""
 
 from collections import Counter
 from pathlib import Path
@@ -11,10 +12,10 @@ import torch
 from pytorch_lightning.loggers import Logger
 
 from downstream.cli import pair_classifier
-from downstream.equal_steps import epoch_size, passes, repeated_indices, validate_every_pass
-from pytorch_lightning.callbacks import EarlyStopping
+from downstream.equal_steps import epoch_size, repeated_indices
 from downstream.evaluation import EvaluateBest
 from downstream.pair_datamodule import PairDataModule
+from downstream.validation_schedule import DEFAULT_VALIDATIONS_PER_EPOCH, validation_schedule
 from harness.datasets.mrpc import load_mrpc
 from harness.errors import UserError
 from tests.helpers import mrpc_train_sentences, save_tiny_bilm
@@ -31,12 +32,12 @@ def test_epoch_size_is_the_full_split_up_to_max_repeats():
         epoch_size(100, 10, max_repeats=0)
 
 
-def test_a_repeated_epoch_validates_once_a_pass_with_the_patience_scaled():
-    assert passes(3668, 367) == 10 and passes(100, 30) == 3 and passes(100, 100) == 1
-    stopping, other = EarlyStopping(monitor="dev_acc", mode="max", patience=5), object()
-    assert validate_every_pass([stopping, other], 10) == {"val_check_interval": 0.1}
-    assert stopping.patience == 50  # the same 5 full-size epochs, counted in passes
-    assert validate_every_pass([stopping], 1) == {} and stopping.patience == 50
+def test_the_validation_schedule_is_a_count_an_epoch_whatever_the_fraction():
+    assert DEFAULT_VALIDATIONS_PER_EPOCH == 2
+    assert validation_schedule(1) == {} and validation_schedule(2) == {"val_check_interval": 0.5}
+    assert validation_schedule(4) == {"val_check_interval": 0.25}
+    with pytest.raises(ValueError, match="validations_per_epoch=0"):
+        validation_schedule(0)
 
 
 def test_repeated_indices_are_seeded_permutations_trimmed():
@@ -72,6 +73,9 @@ def test_the_repeated_subset_is_the_stratified_seeded_subset(real_mrpc_dir):
 def test_bad_max_repeats_is_one_line(real_mrpc_dir):
     with pytest.raises(UserError, match=r"--data.max_repeats=0") as raised:
         data_module(real_mrpc_dir, equal_steps=True, max_repeats=0)
+    assert "\n" not in str(raised.value)
+    with pytest.raises(UserError, match=r"--data.validations_per_epoch=0") as raised:
+        data_module(real_mrpc_dir, validations_per_epoch=0)
     assert "\n" not in str(raised.value)
 
 
@@ -124,3 +128,37 @@ def test_a_fit_logs_its_optimiser_steps(checkpoint, real_mrpc_dir, tmp_path, enc
     trainer.fit(model, datamodule=data)
     assert trainer.global_step == steps  # 16 pairs in batches of 16: 1 step an epoch, 4 with equal steps
     assert logger.metrics["train_steps"] == steps and logger.metrics["train_epochs"] == 2
+
+
+class Validations(pl.Callback):
+    """The optimiser step of every dev validation a fit ran (the sanity check aside)."""
+
+    def __init__(self):
+        self.steps: list[int] = []
+
+    def on_validation_end(self, trainer, pl_module):
+        if not trainer.sanity_checking:
+            self.steps.append(trainer.global_step)
+
+
+@pytest.mark.parametrize("validations_per_epoch", [1, 2])
+def test_a_fraction_under_equal_steps_validates_at_the_full_sets_steps(checkpoint, real_mrpc_dir, tmp_path,
+                                                                       validations_per_epoch):
+    """A quarter of the pairs, repeated to the full set's 4 steps an epoch, is validated at the very
+    optimiser steps of the full set: the same number of validations, at the same cost."""
+    steps = {}
+    for fraction in (1.0, 0.25):
+        pl.seed_everything(0, verbose=False)
+        model = pair_classifier(encoder=str(checkpoint), head="pool-mlp", hidden_size=8, learning_rate=1e-2)
+        data = PairDataModule(mrpc_dir=str(real_mrpc_dir), batch_size=16, max_pairs=MAX_PAIRS, cache_dir="none",
+                              subsample_seed=0, train_fraction=fraction, equal_steps=True,
+                              validations_per_epoch=validations_per_epoch)
+        data.attach(model.encoder)
+        validations = Validations()
+        trainer = pl.Trainer(max_epochs=2, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                             enable_model_summary=False, accelerator="cpu", devices=1, default_root_dir=tmp_path,
+                             callbacks=[validations], **validation_schedule(data.hparams.validations_per_epoch))
+        trainer.fit(model, datamodule=data)
+        steps[fraction] = validations.steps
+    expected = [2, 4, 6, 8] if validations_per_epoch == 2 else [4, 8]
+    assert steps[1.0] == steps[0.25] == expected

@@ -7,7 +7,9 @@ pretraining run's ``best_val_ppl``, a cell's dev/test accuracy and F1 and its de
 probabilities, in the form ``tests/golden/goldens.json`` pins.
 
 Determinism: every run is seeded by its config (``seed_everything: 0``), trained on the CPU with
-``--trainer.deterministic=true``, one torch thread unless told otherwise.
+``--trainer.deterministic=true``, one torch thread unless told otherwise, in the precision it is
+given: float32 (``32-true``, named explicitly, never the machine's default) for the goldens every
+CPU reproduces, ``bf16-mixed`` for the bf16 goldens, which need a CPU with native bf16.
 """
 
 from __future__ import annotations
@@ -77,17 +79,21 @@ def _probabilities(client: MlflowClient, run_id: str, split: str, folder: Path) 
     return [round(float(p), 7) for p in pandas.read_csv(path)["prob"]]
 
 
-def _run(cli: type, name: str, config: str, flags: list[str], references: dict[str, str], root: Path) -> None:
+def _run(cli: type, name: str, config: str, flags: list[str], references: dict[str, str], root: Path,
+         precision: str) -> None:
     arguments = ["fit", "--config", str(CONFIGS / config), *(flag.format(**references) for flag in flags),
+                 f"--trainer.precision={precision}",
                  f"--trainer.default_root_dir={root}", f"--tags={json.dumps({'golden': name})}"]
     code = run_cli(cli, arguments)
     if code != 0:
         raise RuntimeError(f"golden {name}: the CLI exited {code} ({' '.join(arguments)})")
 
 
-def compute_goldens(workdir: Path, threads: int = 1, only: Callable[[str], bool] = lambda name: True) -> dict:
+def compute_goldens(workdir: Path, threads: int = 1, only: Callable[[str], bool] = lambda name: True,
+                    precision: str = "32-true", cell_flags: tuple[str, ...] = ()) -> dict:
     """Run every golden cell (those ``only`` accepts, with the pretraining runs they need) in
-    ``workdir`` with ``threads`` torch threads. Returns ``{name: {metric: value, ...,
+    ``workdir`` with ``threads`` torch threads under ``precision``, the cells (not the pretraining)
+    with ``cell_flags`` last (a test's deliberate change). Returns ``{name: {metric: value, ...,
     "dev_prob": [...], "test_prob": [...]}}``."""
     from tests.conftest import write_synthetic_mrpc
     from tests.hf_fixtures import make_tiny_bert, train_sentences
@@ -114,7 +120,8 @@ def compute_goldens(workdir: Path, threads: int = 1, only: Callable[[str], bool]
                 family = name.split("-")[0]
                 if not (only(f"{name}-pretrain") or family in wanted):
                     continue
-                _run(PretrainCLI, f"{name}-pretrain", config, [*PRETRAIN, *data, *flags], references, workdir)
+                _run(PretrainCLI, f"{name}-pretrain", config, [*PRETRAIN, *data, *flags], references, workdir,
+                     precision)
                 run = _tagged_run(client, f"{name}-pretrain")
                 references[name] = f"runs:/{run.info.run_id}"
                 if only(f"{name}-pretrain"):
@@ -124,8 +131,9 @@ def compute_goldens(workdir: Path, threads: int = 1, only: Callable[[str], bool]
                     name = f"{family}-{transfer}"
                     if not only(name):
                         continue
-                    _run(FinetuneCLI, name, config, [*FINETUNE, *data, f"--model.encoder={encoder}", *flags,
-                                                     f"--data.cache_dir={workdir / 'features'}"], references, workdir)
+                    cell = [*FINETUNE, *data, f"--model.encoder={encoder}", *flags,
+                            f"--data.cache_dir={workdir / 'features'}", *cell_flags]
+                    _run(FinetuneCLI, name, config, cell, references, workdir, precision)
                     run = _tagged_run(client, name)
                     results[name] = {key: run.data.metrics[key] for key in ("dev_acc", "dev_f1", "test_acc", "test_f1")}
                     for split in ("dev", "test"):

@@ -5,8 +5,8 @@ metric, a count of items), its one-line hint, and the goldens' protocol version.
 import pytest
 
 from harness.protocol import PROTOCOL_VERSIONS, protocol_version
-from tests.golden.compare import (HINT, PROBABILITY_TOLERANCE, problems, read_goldens, version_problem,
-                                  write_goldens)
+from tests.golden.compare import (BF16, BF16_GOLDEN_FILE, HINT, PROBABILITY_TOLERANCE, problems, read_goldens,
+                                  version_problem, write_goldens)
 
 CELL = {"dev_acc": 0.75, "dev_f1": 0.8, "test_acc": 0.5, "test_f1": 0.6,
         "dev_prob": [0.9, 0.2, 0.7, 0.1], "test_prob": [0.8, 0.3, 0.6, 0.4]}
@@ -52,7 +52,20 @@ def test_golden_file_of_another_protocol_version_asks_to_regenerate(tmp_path):
     assert message and "regenerate" in message and "make goldens" in message and "\n" not in message
 
 
-def test_golden_pinned_file_is_of_this_protocol_version():
-    problem = version_problem(read_goldens())
+def test_golden_bf16_tolerance_passes_kernel_noise_and_catches_a_changed_rate():
+    """bf16 kernel noise (6.5e-5 measured; 5e-4 here, beyond the float32 tolerance) passes the bf16
+    tolerance; a probability moved as a 1.2× learning rate moves it (7.5e-3 at least) fails it."""
+    kernel = changed(CELL, dev_prob=[p + 5e-4 for p in CELL["dev_prob"]])
+    assert problems("gpt-full", CELL, kernel, BF16) == [] and problems("gpt-full", CELL, kernel) != []
+    rate = changed(CELL, dev_prob=[0.9, 0.2, 0.7 + 7.5e-3, 0.1])
+    (line,) = problems("gpt-full", CELL, rate, BF16)
+    assert "max |Δp| 0.0075 > 0.001 at dev item 2" in line
+    assert problems("elmo-pretrain", {"best_val_ppl": 60.0}, {"best_val_ppl": 60.0 * (1 + 1e-6)}, BF16) == []
+
+
+@pytest.mark.parametrize("path", [None, BF16_GOLDEN_FILE])
+def test_golden_pinned_file_is_of_this_protocol_version(path):
+    goldens = read_goldens(path) if path else read_goldens()
+    problem = version_problem(goldens, path) if path else version_problem(goldens)
     if problem:
         pytest.fail(problem, pytrace=False)

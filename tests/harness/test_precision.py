@@ -24,7 +24,7 @@ from mlflow.tracking import MlflowClient
 import harness.cli.precision as precision
 from downstream.features import FeatureStore
 from downstream.lit_pair import LitPairClassifier
-from harness.cli.tracked_cli import run_cli
+from harness.cli.tracked_cli import TrackedCLI, run_cli
 from harness.errors import UserError
 from harness.training.batching import pad_batch
 from pretrain.cli import PretrainCLI
@@ -235,3 +235,56 @@ def test_the_cli_refuses_unsupported_bf16_before_a_run_exists(monkeypatch, capsy
     client = MlflowClient(uri)
     experiments = [e.experiment_id for e in client.search_experiments(view_type=ViewType.ALL)]
     assert not experiments or client.search_runs(experiments, run_view_type=ViewType.ALL) == []
+
+
+# ── the default ───────────────────────────────────────────────────────────────────────────────
+
+def test_the_default_is_bf16_mixed_where_native_and_float32_elsewhere(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(precision, "cpu_bf16_supported", lambda: True)
+    assert precision.default_precision("cpu") == precision.default_precision("auto") == "bf16-mixed"
+    assert precision.default_precision("mps") == "32-true"  # other accelerators: never guessed
+    monkeypatch.setattr(precision, "cpu_bf16_supported", lambda: False)
+    assert precision.default_precision("cpu") == "32-true"
+    monkeypatch.setattr(precision, "cuda_bf16_supported", lambda: True)
+    assert precision.default_precision("gpu") == "bf16-mixed" and precision.default_precision("cpu") == "32-true"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("native", [True, False])
+def test_a_run_without_a_precision_runs_and_records_the_hardwares_default(monkeypatch, tmp_path, mrpc_dir, native):
+    """No ``--trainer.precision``: bf16-mixed where bf16 is native, else 32-true, in the Trainer and
+    in the run's params; an explicit flag is kept as given."""
+    monkeypatch.setattr(precision, "cpu_bf16_supported", lambda: native)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv("MRPC_DIR", str(mrpc_dir))
+    monkeypatch.chdir(tmp_path)
+    smoke = Path(__file__).resolve().parents[2] / "configs" / "pretrain" / "smoke.yaml"
+    quick = ["fit", "--config", str(smoke), "--data.max_sentences=50", "--trainer.max_epochs=1",
+             "--trainer.limit_train_batches=1", "--trainer.limit_val_batches=1", "--trainer.accelerator=cpu",
+             "--trainer.enable_progress_bar=false", "--samples_every_n_steps=0"]
+    assert run_cli(PretrainCLI, quick) == 0
+    assert run_cli(PretrainCLI, [*quick, "--trainer.precision=32-true"]) == 0
+    client = MlflowClient(uri)
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    runs = client.search_runs(experiments, order_by=["attributes.start_time ASC"])
+    assert [run.data.params.get("trainer.precision") for run in runs] == \
+        ["bf16-mixed" if native else "32-true", "32-true"]
+
+
+@pytest.mark.parametrize("recorded, expected", [
+    (None, "bf16-mixed"),  # a new run: this machine's default
+    ({"trainer.precision": "32-true"}, "32-true"),  # resumed: the precision it recorded
+    ({"trainer.precision": "bf16-mixed"}, "bf16-mixed"),
+    ({}, "32-true"),  # resumed, made before the precision was recorded: Lightning's float32
+])
+def test_a_resumed_run_keeps_the_precision_it_ran_in(monkeypatch, recorded, expected):
+    monkeypatch.setattr(precision, "cpu_bf16_supported", lambda: True)
+    cli = TrackedCLI.__new__(TrackedCLI)  # the settings alone, no parser
+    cli.subcommand, cli.config = "fit", {"fit": {"trainer": {"precision": None, "accelerator": "cpu"}}}
+    cli.resolve_precision(recorded)
+    assert cli.setting("trainer.precision") == expected
+    cli.config["fit"]["trainer"]["precision"] = "32-true"  # named by a flag: kept
+    cli.resolve_precision(recorded)
+    assert cli.setting("trainer.precision") == "32-true"
