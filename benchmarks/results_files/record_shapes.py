@@ -33,7 +33,9 @@ SPLIT_COUNTS = {"dev": int, "test": int}
 BENCHMARK = {"format": int, "benchmark": str, "dataset": str, "data_digest": str, "experiment?": str,
              "labels": [str], "positive_label": (str, type(None)),
              "settings?": ({"comparisons?": ([str], type(None)), "random_control?": bool}, type(None)),
-             "parent_run_id?": str, "cells?": int}
+             "parent_run_id?": str, "cells?": int, "corpora?": Each(str), "wall_seconds?": (*NUMBER, type(None)),
+             "machine?": {"cpu_model": str, "cpus": int, "jobs": (int, type(None)), "cluster": bool,
+                          "finetune_threads": int, "pretrain_threads": int, "precision": (str, type(None))}}
 
 SPEC = {"kind": str, "seed": int, "method": str, "encoder": str, "mix": str, "head": str, "train_fraction": NUMBER,
         "args": [str], "config": str, "config_text?": str, "data": str, "probe_of?": str}
@@ -45,9 +47,9 @@ CELL_FIELDS = {"method": str, "kind": str, "seed": int, "encoder": str, "encoder
 CELL = {"format": int, "cell_hash": str, "protocol": str, "commit": str, "data_digest": str, "spec": SPEC,
         "cell": CELL_FIELDS, "order": [int], "metrics": Each(NUMBER), "params": TEXT_FIELDS, "tags": TEXT_FIELDS,
         "run": {"run_id": str, "parent_run_id": str, "start_time?": (int, type(None)),
-                "end_time?": (int, type(None))},
+                "end_time?": (int, type(None)), "host?": str},
         "predictions": {"file": str, "sha256": str, "rows": SPLIT_COUNTS},
-        "encoder": ({"identity": str, "digest": str, "name": str}, type(None))}
+        "encoder": ({"identity": str, "digest": str, "name": str}, type(None)), "precision?": (str, type(None))}
 
 MANIFEST = {"format": int, "benchmark": TEXT_FIELDS, "cells": Each(TEXT_FIELDS)}
 

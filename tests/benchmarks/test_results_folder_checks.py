@@ -140,6 +140,11 @@ def text_seed(folder):
     return "spec.seed is str, not an integer"
 
 
+def number_precision(folder):
+    edit_record(cells_by_arm(folder)[("random", 0)], lambda record: record.update(precision=16))
+    return "precision is int, not text or null"
+
+
 def deep_nesting(folder):
     path = cells_by_arm(folder)[("random", 0)]
     text = path.read_text()
@@ -162,7 +167,7 @@ def manifest_lacks_a_field(folder):
                                    edit_settings, edit_positive_label, swap_predictions, drop_a_cell,
                                    escaping_name("../../x"), escaping_name("/etc/hostname"),
                                    escaping_name("../cells/x.predictions.csv.gz"), link_out, text_format, null_order,
-                                   list_for_object, text_seed, deep_nesting, text_comparisons, manifest_lacks_a_field],
+                                   list_for_object, text_seed, number_precision, deep_nesting, text_comparisons, manifest_lacks_a_field],
                          ids=lambda spoil: spoil.__name__)
 def test_an_edited_folder_is_one_line_naming_the_file_and_the_field_and_nothing_is_reported(tmp_path, spoil, capsys):
     folder = make_folder(tmp_path / "a")

@@ -129,7 +129,7 @@ def test_a_start_time_in_the_future_is_refused(tmp_path, store, capsys):
 
 def import_again(folder, tmp_path, experiment: str = "mrpc") -> list[str]:
     """The cells of ``folder`` written again, the way an import on today's main duplicated them."""
-    client = MlflowClient()
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
     parent = client.create_run(client.get_experiment_by_name(experiment).experiment_id,
                                tags={"imported_from": str(folder)}).info.run_id
     return [import_cell(cell, experiment, parent) for cell in ResultSet([folder]).ordered]
@@ -151,7 +151,7 @@ def test_duplicates_are_named_and_removed_by_one_command(tmp_path, store, capsys
 def test_conflicting_duplicates_keep_the_copy_computed_here(tmp_path, store, capsys):
     folder, other = make_folder(tmp_path / "a", seeds=1), make_folder(tmp_path / "b", seeds=1, twin_right=20)
     assert main(["import", str(folder)]) == 0
-    client = MlflowClient()
+    client = MlflowClient(store)
     for run in cell_runs(tmp_path):
         client.delete_tag(run.info.run_id, "imported_from")  # as if computed in this store
     planted = import_again(other, tmp_path)
@@ -187,7 +187,7 @@ def test_a_suite_never_picks_between_the_store_and_a_results_folder(tmp_path, st
     results = ResultSet([folder])
     twin = results.ordered[1]
     executor = object.__new__(StudyExecutor)  # only what the reuse lookup needs
-    executor.results, executor.client = results, MlflowClient()
+    executor.results, executor.client = results, MlflowClient(store)
     executor.study = SimpleNamespace(experiment="mrpc", parent="another-parent")
     executor.cell_settings = lambda cell: ("", twin.cell_hash)
     assert_one_line_error(lambda: executor.add_cell(Cell("random-scalar-pool-mlp", "random", 0)),

@@ -28,6 +28,7 @@ from mlflow.tracking import MlflowClient
 from benchmarks.plan.cells import expand_mixes, plan
 from benchmarks.plan.matrix import load_config, parse_matrix, with_budget
 from benchmarks.stats.gaps import METRICS
+from benchmarks.suite import default_jobs
 from harness.cli.precision import default_precision
 from harness.errors import UserError
 from harness.machine import cpu_model, usable_cpus
@@ -505,7 +506,8 @@ def test_the_exported_folder_records_the_machine_the_wall_time_and_each_cells_pr
     (and so its hash) name."""
     benchmark = json.loads((exported / "benchmark.json").read_text())
     precision = default_precision("cpu")
-    assert benchmark["machine"] == {"cpu_model": cpu_model(), "cpus": usable_cpus(), "jobs": 2, "cluster": False,
+    assert benchmark["machine"] == {"cpu_model": cpu_model(), "cpus": usable_cpus(), "jobs": default_jobs(),
+                                    "cluster": False,
                                     "finetune_threads": 1, "pretrain_threads": benchmark["machine"]["pretrain_threads"],
                                     "precision": precision}
     assert benchmark["machine"]["pretrain_threads"] >= 1 and benchmark["wall_seconds"] > 0
