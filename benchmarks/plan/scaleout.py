@@ -31,7 +31,7 @@ import yaml
 
 from benchmarks.plan.cells import plan
 from benchmarks.plan.encoders import is_published, pretrain_stages
-from benchmarks.plan.matrix import FINETUNE_CONFIG, Matrix, load_config, repo_path, with_budget
+from benchmarks.plan.matrix import FINETUNE_CONFIG, Matrix, load_config, method_encoder, repo_path, with_budget
 from benchmarks.tasks.cells import Cell
 from benchmarks.tasks.resources import trainer_setting
 from downstream.equal_steps import DEFAULT_MAX_REPEATS
@@ -87,8 +87,8 @@ class Costs:
 
     def only(self, encoders: list[dict]) -> "Costs":
         """These costs with the stages of ``encoders`` (a study's ``encoders:``) alone, in minutes
-        (the file holds every study's)."""
-        return replace(self, stages={encoder["name"]: study_stage_minutes(self.stages[encoder["name"]], encoder)
+        (the file holds every study's; a pretraining run costs what its entry's encoder costs)."""
+        return replace(self, stages={encoder["name"]: study_stage_minutes(self.stages[method_encoder(encoder)], encoder)
                                      for encoder in encoders})
 
     def minutes(self, table: dict[str, float], fraction: float) -> float:
@@ -228,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.costs.is_file():
             raise UserError(f"--costs={args.costs}: no such file")
         costs = Costs.read(args.costs)
-        missing = [e["name"] for e in config.encoders if e["name"] not in costs.stages]
+        missing = sorted({method_encoder(e) for e in config.encoders if method_encoder(e) not in costs.stages})
         if missing:
             raise UserError(f"--costs={args.costs}: no stage minutes for encoder(s) {missing}")
         costs = costs.only(config.encoders)
