@@ -124,7 +124,8 @@ def fraction_seeds(matrix: Matrix, fraction: float) -> list[int]:
                   if fraction in transfer.fractions]
     else:
         groups = [matrix.learning_curve.seeds] if matrix.learning_curve else []
-    return list(dict.fromkeys(seed for seeds in groups for entry in matrix.encoders for seed in run_seeds(entry, seeds)))
+    entries = matrix.encoders or ({},)  # each pretraining run takes seeds of its own
+    return list(dict.fromkeys(seed for seeds in groups for entry in entries for seed in run_seeds(entry, seeds)))
 
 
 def twin_name(encoder: str | None = None) -> str:
