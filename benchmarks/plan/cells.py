@@ -11,7 +11,8 @@ Two shapes of matrix:
 
 An encoder entry with ``pretraining_runs`` stands for one encoder per run (``<name>+run<r>``): run
 r's cells take the seeds ``r S .. r S + S - 1`` of the setting's S seeds (distinct across runs), all
-runs' cells form one method named after the entry, and the twin has no run level: its cell at seed
+runs' cells form one method named after the entry (their ``encoder``; ``encoder_run`` tells the runs
+apart, as the report's pretraining-runs statistics read them), and the twin has no run level: its cell at seed
 k, one method over all runs, pairs with the pretrained cell of seed k (and copies run r's architecture).
 
 Either way, a twin differs from its pretrained cell only in the encoder's weights: same config,
@@ -139,7 +140,7 @@ def probe_cells(matrix: Matrix, encoder: dict, random_name: str, name: str = "")
     at each seed (``benchmarks.tasks.linear_probe``), at each labelled fraction: checks, not methods (no
     twin, no gap)."""
     arms = [("pretrained", name or encoder["name"])] + ([("random", random_name)] if matrix.random_control else [])
-    return [Cell(f"{name}-{PROBE_SUFFIX}{fraction_suffix(fraction)}", "probe", seed, encoder["name"],
+    return [Cell(f"{name}-{PROBE_SUFFIX}{fraction_suffix(fraction)}", "probe", seed, arms[0][1],
                  encoder["run_id"], train_fraction=fraction, family=encoder.get("family", ""),
                  encoder_identity=encoder.get("identity", ""), probe_of=probe_of)
             for fraction in probe_fractions(matrix) for seed in run_seeds(matrix_entry(matrix, encoder), matrix.seeds)
@@ -170,7 +171,7 @@ def plan(matrix: Matrix, encoders: list[dict], finetune_args: list[str]) -> list
                 rate_args = [] if rate is None else [f"--model.learning_rate={rate:g}"]
                 for seed in run_seeds(entry, setting["seeds"]):
                     for kind, method in kinds:
-                        cells.append(Cell(method, kind, seed, encoder["name"], encoder["run_id"], setting["mix"],
+                        cells.append(Cell(method, kind, seed, name, encoder["run_id"], setting["mix"],
                                           setting["head"], setting["fraction"],
                                           kinds[-1][1] if kind == "pretrained" and len(kinds) > 1 else "",
                                           [*finetune_args, *setting["args"], *rate_args], config=setting["config"],

@@ -79,7 +79,7 @@ class Costs:
         for cell in cells:
             minutes[id(cell)] = self.cell(cell)
             if cell.encoder in self.features and reads_frozen_features(cell, suite_config):
-                arm = (cell.encoder, cell.seed) if "random" in (cell.kind, cell.probe_of) else (cell.encoder,)
+                arm = (cell.encoder_run, cell.seed) if "random" in (cell.kind, cell.probe_of) else (cell.encoder_run,)
                 if arm not in computed:
                     computed.add(arm)
                     minutes[id(cell)] += self.features[cell.encoder]
@@ -174,7 +174,7 @@ def critical_path(costs: Costs, cells: list[Cell], suite_config: str = FINETUNE_
     """Minutes of the longest chain: an encoder's stages, then its longest cell."""
     longest, minutes = {}, costs.planned(cells, suite_config)
     for cell in cells:
-        longest[cell.encoder] = max(longest.get(cell.encoder, 0.0), minutes[id(cell)])
+        longest[cell.encoder_run] = max(longest.get(cell.encoder_run, 0.0), minutes[id(cell)])
     return max(sum(costs.stages.get(name, [])) + longest.get(name, 0.0) for name in {*costs.stages, *longest})
 
 
@@ -185,7 +185,7 @@ def simulate(costs: Costs, cells: list[Cell], cpus: int, suite_config: str = FIN
     by_encoder: dict[str, list[Cell]] = {}
     for cell in cells:
         if cell.kind != "baseline":  # queued first, below, once
-            by_encoder.setdefault(cell.encoder, []).append(cell)
+            by_encoder.setdefault(cell.encoder_run, []).append(cell)  # the plan's run id: its encoder's name
     stage_queue = [(name, 0) for name in costs.stages if costs.stages[name]]
     cell_queue = [cell for cell in cells if cell.kind == "baseline"]
     cell_queue += [cell for name, group in by_encoder.items() if not costs.stages.get(name) for cell in group]

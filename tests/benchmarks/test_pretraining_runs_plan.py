@@ -4,10 +4,11 @@ level on the same seeds, its cell k paired with the pretrained cell of seed k.""
 
 import pytest
 
+from benchmarks.engine.task_graph import encoder_cells
 from benchmarks.plan.cells import plan
 from benchmarks.plan.encoders import stage_hashes, stages_of
 from benchmarks.plan.matrix import parse_matrix
-from benchmarks.plan.scaleout import Costs, study_plan
+from benchmarks.plan.scaleout import Costs, simulate, study_plan
 from harness.errors import UserError
 
 STAGE = {"config": "configs/pretrain/gpt.yaml", "args": ["--trainer.max_epochs=1"]}
@@ -39,6 +40,7 @@ def test_the_runs_cells_form_one_method_and_the_twin_pairs_by_seed():
     pretrained = [cell for cell in cells if cell.kind == "pretrained"]
     twins = [cell for cell in cells if cell.kind == "random"]
     assert {cell.method for cell in pretrained} == {"gpt-reuters-full-cls"}
+    assert {cell.encoder for cell in cells if cell.encoder} == {"gpt-reuters"}  # the method's encoder
     assert {(cell.seed, cell.encoder_run) for cell in pretrained} == {
         (seed, f"id-gpt-reuters+run{seed // 2}") for seed in range(6)}
     assert {cell.control for cell in pretrained} == {"random-full-cls"}
@@ -61,7 +63,18 @@ def test_scaleout_prices_each_run_as_its_entry():
     config = matrix()
     costs = Costs({"gpt-reuters": [15.5]}, 2, {}, {"1": 1.0, "0.1": 0.5}, 0.1).only(config.encoders)
     assert costs.stages == {f"gpt-reuters+run{r}": [15.5] for r in range(3)}
-    assert len({cell.encoder for cell in study_plan(config) if cell.kind == "pretrained"}) == 3
+    cells = study_plan(config)
+    assert {cell.encoder_run for cell in cells if cell.kind == "pretrained"} == set(costs.stages)
+    assert simulate(costs, cells, 2) >= 3 * 15.5  # each run's stage is priced and waited for
+
+
+def test_the_executor_plans_each_runs_own_cells():
+    config = matrix()
+    second = {**described(config)[1]}
+    cells = encoder_cells(config, second, [entry["name"] for entry in config.encoders], [])
+    assert {cell.encoder_run for cell in cells} == {second["run_id"]}
+    assert sorted({cell.seed for cell in cells}) == [2, 3]
+    assert {cell.kind for cell in cells} == {"pretrained", "random", "probe"}
 
 
 @pytest.mark.parametrize("entry, message", [
