@@ -183,9 +183,20 @@ def pretraining_runs_of(encoder: dict, where: str) -> list[dict]:
     runs = seeds_of(encoder["pretraining_runs"], where, key)
     stages = encoder["pretrain"] if isinstance(encoder["pretrain"], list) else [encoder["pretrain"]]
     entry = {name: value for name, value in encoder.items() if name != "pretraining_runs"}
-    return [{**entry, "name": f"{encoder['name']}+run{run}", RUN_OF: encoder["name"], RUN_INDEX: run,
+    return [{**entry, "name": run_name(encoder["name"], run), RUN_OF: encoder["name"], RUN_INDEX: run,
              "pretrain": [{**stage, "args": [*stage.get("args", []), f"--seed_everything={run}"]} for stage in stages]}
             for run in runs]
+
+
+def run_name(name: str, run: int) -> str:
+    """The encoder of pretraining run ``run`` of the entry ``name``: ``<name>+run<r>``."""
+    return f"{name}+run{run}"
+
+
+def is_run_of(encoder_name: str, name: str) -> bool:
+    """Whether ``encoder_name`` is one pretraining run of the entry ``name`` (:func:`run_name`)."""
+    run = encoder_name.removeprefix(f"{name}+run")
+    return run != encoder_name and run.isdigit()
 
 
 def method_encoder(encoder: dict) -> str:
