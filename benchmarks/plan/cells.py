@@ -21,7 +21,8 @@ mix, head, fraction and seed; and each cell is identified by everything that def
 
 from __future__ import annotations
 
-from benchmarks.plan.matrix import LAYERS, RUN_INDEX, Matrix, method_encoder
+from benchmarks.plan.matrix import LAYERS, Matrix
+from benchmarks.plan.pretraining_runs import RUN_INDEX, method_encoder
 from benchmarks.plan.matrix_values import fraction_suffix
 from benchmarks.tasks.cells import Cell
 from benchmarks.tasks.linear_probe import PROBE_SUFFIX
@@ -135,11 +136,12 @@ def twin_name(encoder: str | None = None) -> str:
     return f"random({encoder})" if encoder else "random"
 
 
-def probe_cells(matrix: Matrix, encoder: dict, random_name: str, name: str = "") -> list[Cell]:
+def probe_cells(matrix: Matrix, encoder: dict, random_name: str, encoder_name: str = "") -> list[Cell]:
     """The linear probes of an encoder's frozen features and, with ``random_control``, of its twin's
     at each seed (``benchmarks.tasks.linear_probe``), at each labelled fraction: checks, not methods (no
-    twin, no gap)."""
-    arms = [("pretrained", name or encoder["name"])] + ([("random", random_name)] if matrix.random_control else [])
+    twin, no gap); ``encoder_name``: the method's encoder (a pretraining run's entry)."""
+    arms = [("pretrained", encoder_name or encoder["name"])] + (
+        [("random", random_name)] if matrix.random_control else [])
     return [Cell(f"{name}-{PROBE_SUFFIX}{fraction_suffix(fraction)}", "probe", seed, arms[0][1],
                  encoder["run_id"], train_fraction=fraction, family=encoder.get("family", ""),
                  encoder_identity=encoder.get("identity", ""), probe_of=probe_of)

@@ -12,6 +12,7 @@ from pathlib import Path
 from benchmarks.tasks.baselines import BASELINES
 from benchmarks.plan.matrix_values import (flag_of, fractions_of, known_keys, list_of, mapping_of, name_of, rates_of,
                                       seeds_of, text_of)
+from benchmarks.plan.pretraining_runs import method_encoder, pretraining_runs_of
 from downstream.values import Mix, parse_head
 from harness.datasets.registry import dataset_name
 from harness.datasets.spec import PATH_KEYS, SPEC_KEYS
@@ -29,7 +30,6 @@ FINETUNE_KEYS = {"config", "args"}
 DATASET_KEYS = set(SPEC_KEYS)  # a `dataset:` section holds the --data.* flags of the pair data set
 LAYERS = "layers"  # in `mixes:`, each single layer below the top
 FINETUNE_CONFIG = "configs/downstream/mrpc.yaml"
-RUN_OF, RUN_INDEX = "runs_of", "pretraining_run"  # keys of one pretraining run's encoder (``pretraining_runs``)
 SEEDS = 5
 MIX, HEAD = "scalar", "pool-mlp"
 
@@ -168,41 +168,6 @@ def encoders_of(value, where: str) -> tuple[dict, ...]:
         raise UserError(f"{where}: encoder names must differ; {sorted({n for n in names if names.count(n) > 1})} "
                         f"repeat")
     return tuple(expanded)
-
-
-def pretraining_runs_of(encoder: dict, where: str) -> list[dict]:
-    """An encoder entry as the encoders it stands for: itself, or with ``pretraining_runs: N`` (runs
-    0..N-1) or ``[r, ...]`` (those runs: a chunk of a study may hold some of them) one encoder per run
-    ``<name>+run<r>``, each pretraining with ``--seed_everything=<r>`` added to every stage (its own
-    stage hashes), whose cells form the one method ``<name>-…`` (``RUN_OF`` names it)."""
-    if "pretraining_runs" not in encoder:
-        return [encoder]
-    key = f"encoders.{encoder['name']}.pretraining_runs"
-    if "pretrain" not in encoder or "run" in encoder:
-        raise UserError(f"{where}: `{key}` needs `pretrain` (and no `run`): each run is pretrained here")
-    runs = seeds_of(encoder["pretraining_runs"], where, key)
-    stages = encoder["pretrain"] if isinstance(encoder["pretrain"], list) else [encoder["pretrain"]]
-    entry = {name: value for name, value in encoder.items() if name != "pretraining_runs"}
-    return [{**entry, "name": run_name(encoder["name"], run), RUN_OF: encoder["name"], RUN_INDEX: run,
-             "pretrain": [{**stage, "args": [*stage.get("args", []), f"--seed_everything={run}"]} for stage in stages]}
-            for run in runs]
-
-
-def run_name(name: str, run: int) -> str:
-    """The encoder of pretraining run ``run`` of the entry ``name``: ``<name>+run<r>``."""
-    return f"{name}+run{run}"
-
-
-def is_run_of(encoder_name: str, name: str) -> bool:
-    """Whether ``encoder_name`` is one pretraining run of the entry ``name`` (:func:`run_name`)."""
-    run = encoder_name.removeprefix(f"{name}+run")
-    return run != encoder_name and run.isdigit()
-
-
-def method_encoder(encoder: dict) -> str:
-    """The encoder name an encoder's methods carry: its own, or for one pretraining run of several
-    the entry's (``<name>``, not ``<name>+run<r>``)."""
-    return encoder.get(RUN_OF, encoder["name"])
 
 
 def curve_of(curve, where: str, seeds: tuple[int, ...]) -> Curve | None:

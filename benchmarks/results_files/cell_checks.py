@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from benchmarks.plan.cells import grid_point, twin_name
-from benchmarks.plan.matrix import is_run_of
+from benchmarks.plan.pretraining_runs import is_run_of
 from benchmarks.results_files import manifest as folder_manifest
 from benchmarks.results_files.predictions_file import SPLITS, predictions_path, read_predictions_file
 from benchmarks.results_files.record_shapes import CELL, FORMAT, read_record

@@ -29,7 +29,7 @@ from pathlib import Path
 import pandas as pd
 
 from benchmarks.plan.cells import twin_name
-from benchmarks.plan.matrix import is_run_of
+from benchmarks.plan.pretraining_runs import is_run_of
 from benchmarks.report.cells_from_store import cell_row
 from benchmarks.results_files.cell_checks import check_cell
 from benchmarks.results_files.manifest import (BENCHMARK_FILE, CELLS_DIR, MANIFEST_FILE, check_benchmark,

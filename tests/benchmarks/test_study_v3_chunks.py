@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.plan.matrix import RUN_INDEX, load_config
+from benchmarks.plan.matrix import load_config
+from benchmarks.plan.pretraining_runs import RUN_INDEX
 from benchmarks.plan.scaleout import Costs, simulate, study_plan
 
 REPO = Path(__file__).resolve().parents[2]
