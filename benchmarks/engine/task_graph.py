@@ -20,9 +20,10 @@ from typing import Callable
 from mlflow.tracking import MlflowClient
 
 from benchmarks.engine.progress import Progress, time_split
-from benchmarks.plan.cells import baseline_cells, plan
+from benchmarks.plan.cells import baseline_cells, matrix_entry, plan
 from benchmarks.plan.encoders import Stage, describe_encoder, reused_stages, stage_hashes, stages_of
 from benchmarks.plan.matrix import Matrix, repo_path
+from benchmarks.plan.pretraining_runs import method_encoder
 from benchmarks.plan.scaleout import cell_seconds_estimate
 from benchmarks.results_files.folder import ResultSet
 from benchmarks.results_files.store_transfer import import_cell
@@ -62,10 +63,11 @@ class Task:
 def encoder_cells(matrix: Matrix, encoder: dict, names: list[str], finetune_args: list[str]) -> list[Cell]:
     """The cells of one encoder as the whole plan names them (``random(<name>)`` when there are
     several encoders), before the other encoders are known: they stand in with no cells."""
-    stand_ins = [encoder if name == encoder["name"] else {"name": name, "run_id": "", "family": "", "num_layers": 1}
-                 for name in names]
+    stand_ins = [encoder if name == encoder["name"] else {"name": name, "run_id": f"stand-in:{name}", "family": "",
+                                                          "num_layers": 1} for name in names]
+    method_name = method_encoder(matrix_entry(matrix, encoder))  # a pretraining run's cells: its entry's name
     return [cell for cell in plan(replace(matrix, baselines=()), stand_ins, finetune_args)
-            if cell.encoder == encoder["name"]]
+            if cell.encoder == method_name and cell.encoder_run == encoder["run_id"]]
 
 
 class StudyExecutor:

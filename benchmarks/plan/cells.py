@@ -9,6 +9,12 @@ Two shapes of matrix:
   its own finetune config, at every labelled fraction. The family comes from the encoder's
   pretrain run (tag ``family``).
 
+An encoder entry with ``pretraining_runs`` stands for one encoder per run (``<name>+run<r>``): run
+r's cells take the seeds ``r S .. r S + S - 1`` of the setting's S seeds (distinct across runs), all
+runs' cells form one method named after the entry (their ``encoder``; ``encoder_run`` tells the runs
+apart, as the report's pretraining-runs statistics read them), and the twin has no run level: its cell at seed
+k, one method over all runs, pairs with the pretrained cell of seed k (and copies run r's architecture).
+
 Either way, a twin differs from its pretrained cell only in the encoder's weights: same config,
 mix, head, fraction and seed; and each cell is identified by everything that defines its result.
 """
@@ -16,6 +22,7 @@ mix, head, fraction and seed; and each cell is identified by everything that def
 from __future__ import annotations
 
 from benchmarks.plan.matrix import LAYERS, Matrix
+from benchmarks.plan.pretraining_runs import RUN_INDEX, method_encoder
 from benchmarks.plan.matrix_values import fraction_suffix
 from benchmarks.tasks.cells import Cell
 from benchmarks.tasks.linear_probe import PROBE_SUFFIX
@@ -48,6 +55,19 @@ def mix_head_settings(matrix: Matrix, encoder: dict) -> list[dict]:
                       "seeds": list(curve.seeds), "config": "", "args": [], "lr_grid": grid}
                      for fraction in curve.fractions if fraction < 1.0]
     return settings
+
+
+def run_seeds(entry: dict, seeds) -> list[int]:
+    """The seeds of one encoder's cells: ``seeds``, or for pretraining run r with S seeds a run,
+    ``r S + seed`` for each (run r of ``pretraining_runs`` uses seeds 2r and 2r+1 when S = 2)."""
+    if RUN_INDEX not in entry:
+        return list(seeds)
+    return [entry[RUN_INDEX] * len(seeds) + seed for seed in seeds]
+
+
+def matrix_entry(matrix: Matrix, encoder: dict) -> dict:
+    """The matrix's entry of a described encoder (found by name; the encoder itself if none)."""
+    return next((entry for entry in matrix.encoders if entry["name"] == encoder["name"]), encoder)
 
 
 def transfer_settings(matrix: Matrix, encoder: dict) -> list[dict]:
@@ -106,7 +126,8 @@ def fraction_seeds(matrix: Matrix, fraction: float) -> list[int]:
                   if fraction in transfer.fractions]
     else:
         groups = [matrix.learning_curve.seeds] if matrix.learning_curve else []
-    return list(dict.fromkeys(seed for seeds in groups for seed in seeds))
+    entries = matrix.encoders or ({},)  # each pretraining run takes seeds of its own
+    return list(dict.fromkeys(seed for seeds in groups for entry in entries for seed in run_seeds(entry, seeds)))
 
 
 def twin_name(encoder: str | None = None) -> str:
@@ -115,15 +136,17 @@ def twin_name(encoder: str | None = None) -> str:
     return f"random({encoder})" if encoder else "random"
 
 
-def probe_cells(matrix: Matrix, encoder: dict, random_name: str) -> list[Cell]:
+def probe_cells(matrix: Matrix, encoder: dict, random_name: str, encoder_name: str = "") -> list[Cell]:
     """The linear probes of an encoder's frozen features and, with ``random_control``, of its twin's
     at each seed (``benchmarks.tasks.linear_probe``), at each labelled fraction: checks, not methods (no
-    twin, no gap)."""
-    arms = [("pretrained", encoder["name"])] + ([("random", random_name)] if matrix.random_control else [])
-    return [Cell(f"{name}-{PROBE_SUFFIX}{fraction_suffix(fraction)}", "probe", seed, encoder["name"],
+    twin, no gap); ``encoder_name``: the method's encoder (a pretraining run's entry)."""
+    arms = [("pretrained", encoder_name or encoder["name"])] + (
+        [("random", random_name)] if matrix.random_control else [])
+    return [Cell(f"{name}-{PROBE_SUFFIX}{fraction_suffix(fraction)}", "probe", seed, arms[0][1],
                  encoder["run_id"], train_fraction=fraction, family=encoder.get("family", ""),
                  encoder_identity=encoder.get("identity", ""), probe_of=probe_of)
-            for fraction in probe_fractions(matrix) for seed in matrix.seeds for probe_of, name in arms]
+            for fraction in probe_fractions(matrix) for seed in run_seeds(matrix_entry(matrix, encoder), matrix.seeds)
+            for probe_of, name in arms]
 
 
 def plan(matrix: Matrix, encoders: list[dict], finetune_args: list[str]) -> list[Cell]:
@@ -131,23 +154,26 @@ def plan(matrix: Matrix, encoders: list[dict], finetune_args: list[str]) -> list
     probes (``linear_probe: true``: seconds each, so they come first) before its cells, then the
     baselines."""
     cells: list[Cell] = []
-    several = len(encoders) > 1
-    for encoder in encoders:
-        random_name = twin_name(encoder["name"] if several else None)
-        settings = transfer_settings(matrix, encoder) if matrix.transfers else mix_head_settings(matrix, encoder)
+    entries = [matrix_entry(matrix, encoder) for encoder in encoders]
+    several = len({method_encoder(entry) for entry in entries}) > 1
+    for encoder, entry in zip(encoders, entries):
+        name = method_encoder(entry)
+        random_name = twin_name(name if several else None)
+        settings = transfer_settings(matrix, {**encoder, "name": name}) if matrix.transfers else \
+            mix_head_settings(matrix, encoder)
         check_layers(settings, encoder)
         if matrix.linear_probe:
-            cells += probe_cells(matrix, encoder, random_name)
+            cells += probe_cells(matrix, encoder, random_name, name)
         for setting in settings:
-            arms = [("pretrained", method_name(encoder["name"], setting))]
+            arms = [("pretrained", method_name(name, setting))]
             if matrix.random_control:
                 arms.append(("random", method_name(random_name, setting)))
             for rate in setting.get("lr_grid") or [None]:  # each grid point: cells of their own, per arm
                 kinds = [(kind, method if rate is None else grid_point(method, rate)) for kind, method in arms]
                 rate_args = [] if rate is None else [f"--model.learning_rate={rate:g}"]
-                for seed in setting["seeds"]:
+                for seed in run_seeds(entry, setting["seeds"]):
                     for kind, method in kinds:
-                        cells.append(Cell(method, kind, seed, encoder["name"], encoder["run_id"], setting["mix"],
+                        cells.append(Cell(method, kind, seed, name, encoder["run_id"], setting["mix"],
                                           setting["head"], setting["fraction"],
                                           kinds[-1][1] if kind == "pretrained" and len(kinds) > 1 else "",
                                           [*finetune_args, *setting["args"], *rate_args], config=setting["config"],

@@ -12,6 +12,7 @@ from pathlib import Path
 from benchmarks.tasks.baselines import BASELINES
 from benchmarks.plan.matrix_values import (flag_of, fractions_of, known_keys, list_of, mapping_of, name_of, rates_of,
                                       seeds_of, text_of)
+from benchmarks.plan.pretraining_runs import method_encoder, pretraining_runs_of
 from downstream.values import Mix, parse_head
 from harness.datasets.registry import dataset_name
 from harness.datasets.spec import PATH_KEYS, SPEC_KEYS
@@ -24,7 +25,7 @@ KEYS = {"name", "experiment", "encoders", "finetune", "mixes", "heads", "seeds",
         "smoke", "comparisons"}
 TRANSFER_KEYS = {"name", "config", "args", "mix", "heads", "fractions", "seeds", "lr_grid", "encoders"}
 CURVE_KEYS = {"fractions", "mix", "head", "seeds"}
-ENCODER_KEYS = {"name", "run", "pretrain"}
+ENCODER_KEYS = {"name", "run", "pretrain", "pretraining_runs"}
 FINETUNE_KEYS = {"config", "args"}
 DATASET_KEYS = set(SPEC_KEYS)  # a `dataset:` section holds the --data.* flags of the pair data set
 LAYERS = "layers"  # in `mixes:`, each single layer below the top
@@ -108,6 +109,7 @@ def parse_matrix(mapping: dict, where: str = "matrix", stem: str = "benchmark") 
     source = dict(mapping)
     source.setdefault("name", stem)
     encoders = encoders_of(source.get("encoders", []), where)
+    encoder_names = list(dict.fromkeys(method_encoder(encoder) for encoder in encoders))
     seeds = seeds_of(source.get("seeds", SEEDS), where, "seeds")
     lr_grid = rates_of(source.get("lr_grid", []), where, "lr_grid")
     fractions = fractions_of(source.get("fractions", [1.0]), where, "fractions")
@@ -135,12 +137,11 @@ def parse_matrix(mapping: dict, where: str = "matrix", stem: str = "benchmark") 
         seeds=seeds, random_control=flag_of(source.get("random_control", True), where, "random_control",
                                             "a random-init twin beside every cell"),
         baselines=baselines, learning_curve=curve_of(source.get("learning_curve"), where, seeds), fractions=fractions,
-        transfers=transfers_of(source.get("transfers"), where, [encoder["name"] for encoder in encoders], seeds,
-                               fractions, lr_grid),
+        transfers=transfers_of(source.get("transfers"), where, encoder_names, seeds, fractions, lr_grid),
         linear_probe=flag_of(source.get("linear_probe", False), where, "linear_probe",
                              "a probe per encoder and per twin"),
         lr_grid=lr_grid, dataset=dataset, mrpc_dir=source.get("mrpc_dir"), budget=budget,
-        comparisons=comparisons_of(source.get("comparisons", []), where, [encoder["name"] for encoder in encoders]),
+        comparisons=comparisons_of(source.get("comparisons", []), where, encoder_names),
         source=source)
     check_values(matrix, where)
     return matrix
@@ -161,11 +162,12 @@ def encoders_of(value, where: str) -> tuple[dict, ...]:
                    (stages if isinstance(stages, list) else [stages])):
             raise UserError(f"{where}: encoder '{encoder['name']}': `pretrain` needs `config` (or a list of stages "
                             f"with `config` each)")
-    names = [encoder["name"] for encoder in value]
+    expanded = [run for encoder in value for run in pretraining_runs_of(encoder, where)]
+    names = [encoder["name"] for encoder in expanded]
     if len(set(names)) < len(names):
         raise UserError(f"{where}: encoder names must differ; {sorted({n for n in names if names.count(n) > 1})} "
                         f"repeat")
-    return tuple(value)
+    return tuple(expanded)
 
 
 def curve_of(curve, where: str, seeds: tuple[int, ...]) -> Curve | None:

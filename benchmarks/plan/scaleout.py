@@ -32,6 +32,7 @@ import yaml
 from benchmarks.plan.cells import plan
 from benchmarks.plan.encoders import is_published, pretrain_stages
 from benchmarks.plan.matrix import FINETUNE_CONFIG, Matrix, load_config, repo_path, with_budget
+from benchmarks.plan.pretraining_runs import method_encoder
 from benchmarks.tasks.cells import Cell
 from benchmarks.tasks.resources import trainer_setting
 from downstream.equal_steps import DEFAULT_MAX_REPEATS
@@ -79,7 +80,7 @@ class Costs:
         for cell in cells:
             minutes[id(cell)] = self.cell(cell)
             if cell.encoder in self.features and reads_frozen_features(cell, suite_config):
-                arm = (cell.encoder, cell.seed) if "random" in (cell.kind, cell.probe_of) else (cell.encoder,)
+                arm = (cell.encoder_run, cell.seed) if "random" in (cell.kind, cell.probe_of) else (cell.encoder_run,)
                 if arm not in computed:
                     computed.add(arm)
                     minutes[id(cell)] += self.features[cell.encoder]
@@ -87,8 +88,8 @@ class Costs:
 
     def only(self, encoders: list[dict]) -> "Costs":
         """These costs with the stages of ``encoders`` (a study's ``encoders:``) alone, in minutes
-        (the file holds every study's)."""
-        return replace(self, stages={encoder["name"]: study_stage_minutes(self.stages[encoder["name"]], encoder)
+        (the file holds every study's; a pretraining run costs what its entry's encoder costs)."""
+        return replace(self, stages={encoder["name"]: study_stage_minutes(self.stages[method_encoder(encoder)], encoder)
                                      for encoder in encoders})
 
     def minutes(self, table: dict[str, float], fraction: float) -> float:
@@ -174,7 +175,7 @@ def critical_path(costs: Costs, cells: list[Cell], suite_config: str = FINETUNE_
     """Minutes of the longest chain: an encoder's stages, then its longest cell."""
     longest, minutes = {}, costs.planned(cells, suite_config)
     for cell in cells:
-        longest[cell.encoder] = max(longest.get(cell.encoder, 0.0), minutes[id(cell)])
+        longest[cell.encoder_run] = max(longest.get(cell.encoder_run, 0.0), minutes[id(cell)])
     return max(sum(costs.stages.get(name, [])) + longest.get(name, 0.0) for name in {*costs.stages, *longest})
 
 
@@ -185,7 +186,7 @@ def simulate(costs: Costs, cells: list[Cell], cpus: int, suite_config: str = FIN
     by_encoder: dict[str, list[Cell]] = {}
     for cell in cells:
         if cell.kind != "baseline":  # queued first, below, once
-            by_encoder.setdefault(cell.encoder, []).append(cell)
+            by_encoder.setdefault(cell.encoder_run, []).append(cell)  # the plan's run id: its encoder's name
     stage_queue = [(name, 0) for name in costs.stages if costs.stages[name]]
     cell_queue = [cell for cell in cells if cell.kind == "baseline"]
     cell_queue += [cell for name, group in by_encoder.items() if not costs.stages.get(name) for cell in group]
@@ -228,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.costs.is_file():
             raise UserError(f"--costs={args.costs}: no such file")
         costs = Costs.read(args.costs)
-        missing = [e["name"] for e in config.encoders if e["name"] not in costs.stages]
+        missing = sorted({method_encoder(e) for e in config.encoders if method_encoder(e) not in costs.stages})
         if missing:
             raise UserError(f"--costs={args.costs}: no stage minutes for encoder(s) {missing}")
         costs = costs.only(config.encoders)

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from benchmarks.plan.cells import grid_point, twin_name
+from benchmarks.plan.pretraining_runs import is_run_of
 from benchmarks.results_files import manifest as folder_manifest
 from benchmarks.results_files.predictions_file import SPLITS, predictions_path, read_predictions_file
 from benchmarks.results_files.record_shapes import CELL, FORMAT, read_record
@@ -75,8 +76,9 @@ def check_labels(record: dict, benchmark: dict, path: Path) -> None:
               ("cell.probe_of", cell["probe_of"], spec.get("probe_of", "")),
               ("cell.encoder_identity", cell["encoder_identity"], spec["encoder"])]
     if encoder is not None:
-        pairs += [("encoder.identity", encoder["identity"], spec["encoder"]), ("encoder.name", encoder["name"],
-                                                                               cell["encoder"])]
+        run = encoder["name"] if is_run_of(encoder["name"], cell["encoder"]) else ""  # one pretraining run of several
+        pairs += [("encoder.identity", encoder["identity"], spec["encoder"]),
+                  ("encoder.name", encoder["name"], run or cell["encoder"])]
     for field, found, expected in pairs:
         if found != expected:
             raise UserError(f"{path}: {field} {json.dumps(found)[:80]} is not {json.dumps(expected)[:80]}, what its "

@@ -29,6 +29,7 @@ from pathlib import Path
 import pandas as pd
 
 from benchmarks.plan.cells import twin_name
+from benchmarks.plan.pretraining_runs import is_run_of
 from benchmarks.report.cells_from_store import cell_row
 from benchmarks.results_files.cell_checks import check_cell
 from benchmarks.results_files.manifest import (BENCHMARK_FILE, CELLS_DIR, MANIFEST_FILE, check_benchmark,
@@ -155,6 +156,13 @@ def replication_note(pairs: list[tuple[CellResult, CellResult]]) -> str:
             f"reported once, from {first.folder.name}: the spread of pretraining itself, which no CI here covers")
 
 
+def pretraining_run(cell: "CellResult") -> str:
+    """The pretraining run a cell's encoder is, where its method is read over several
+    (``pretraining_runs``: the record's encoder ``<entry>+run<r>``, the cell's ``<entry>``); else ""."""
+    name = cell.encoder.get("name", "") if cell.encoder else ""
+    return name if is_run_of(name, cell.record["cell"].get("encoder", "")) else ""
+
+
 class ResultSet:
     """Cells of one or more results folders, merged by cell hash: the same hash with other
     numbers under one checkpoint, mixed protocol versions in one comparison, two checkpoints under
@@ -226,21 +234,22 @@ class ResultSet:
         """A method and its twin compare one checkpoint: two under one method stop the merge. One
         encoder name over several checkpoints in different methods (chunks that each pretrained
         the same recipe) is named in ``notes`` and in the report, never averaged."""
-        by_method: dict[str, CellResult] = {}
+        by_method: dict[tuple[str, str], CellResult] = {}
         by_name: dict[str, dict[str, CellResult]] = {}
         for cell in self.ordered:
             if not cell.encoder:
                 continue
             method, control = cell.record["cell"]["method"], cell.record["cell"].get("control") or ""
+            run = pretraining_run(cell)
             for key in filter(None, (method, control)):
-                first = by_method.setdefault(key, cell)
+                first = by_method.setdefault((key, run), cell)  # each pretraining run one checkpoint
                 if first.encoder.get("digest") != cell.encoder.get("digest"):
                     name = cell.record["cell"].get("encoder")
                     raise UserError(f"'{key}' (encoder '{name}') is two checkpoints: "
                                     f"{first.encoder.get('digest', '')[:12]} in {first.path} and "
                                     f"{cell.encoder.get('digest', '')[:12]} in {cell.path}")
-            by_name.setdefault(cell.record["cell"].get("encoder", ""), {}).setdefault(cell.encoder.get("digest", ""),
-                                                                                      cell)
+            by_name.setdefault(run or cell.record["cell"].get("encoder", ""), {}).setdefault(
+                cell.encoder.get("digest", ""), cell)
         self.notes += [f"encoder '{name}' is {len(digests)} checkpoints of one recipe (pretrained apart, e.g. by "
                        f"chunk): "
                        + ", ".join(f"{digest[:12]} ({cell.folder.name})" for digest, cell in digests.items())

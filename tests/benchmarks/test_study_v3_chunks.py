@@ -1,0 +1,55 @@
+"""Study v3's chunks (configs/benchmarks/families-v3/): each fits a 2-core machine for 150 minutes
+by the scale-out model and holds some of 5 pretraining runs of one family's recipe, 2 head seeds a
+run (run r: 2r and 2r+1), the twin on the same seeds, probes and baselines; together they hold every
+run of every registered comparison once, and the 12 comparisons are planned over all 5 runs."""
+
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from benchmarks.plan.matrix import load_config
+from benchmarks.plan.pretraining_runs import RUN_INDEX
+from benchmarks.plan.scaleout import Costs, simulate, study_plan
+
+REPO = Path(__file__).resolve().parents[2]
+CHUNKS = sorted((REPO / "configs" / "benchmarks" / "families-v3").glob("*.yaml"))
+COSTS = Costs.read(REPO / "benchmarks" / "scaleout-costs.json")
+CHUNK_MINUTES, RUNS, SEEDS_PER_RUN = 150, 5, 2
+
+
+@pytest.mark.parametrize("path", CHUNKS, ids=[path.stem for path in CHUNKS])
+def test_a_v3_chunk_pairs_each_run_with_its_twin_and_fits_its_session(path):
+    config = load_config(path)
+    assert config.name == f"families-v3-{path.stem}"  # its export folder: results/families-v3/<stem>
+    assert len(config.seeds) == SEEDS_PER_RUN and config.random_control and config.linear_probe
+    assert set(config.baselines) == {"majority", "tfidf-lr"}
+    assert all(RUN_INDEX in encoder for encoder in config.encoders)  # every encoder is one pretraining run
+    cells = study_plan(config)
+    minutes = simulate(COSTS.only(config.encoders), cells, 2)
+    assert minutes <= CHUNK_MINUTES, f"{path.stem}: {minutes:.0f} min on 2 CPUs"
+    pretrained = [cell for cell in cells if cell.kind == "pretrained"]
+    assert config.comparisons and set(config.comparisons) == {cell.method for cell in pretrained}
+    runs = {encoder["name"]: encoder[RUN_INDEX] for encoder in config.encoders}
+    for method in config.comparisons:
+        mine = [cell for cell in pretrained if cell.method == method]
+        twin = {cell.seed for cell in cells if cell.kind == "random" and cell.method == mine[0].control}
+        assert sorted((runs[cell.encoder_run], cell.seed) for cell in mine) == [
+            (run, SEEDS_PER_RUN * run + seed) for run in sorted(runs.values()) for seed in range(SEEDS_PER_RUN)]
+        assert twin == {cell.seed for cell in mine}  # the twin on the same seeds, no run level
+
+
+def test_the_v3_chunks_hold_every_run_of_the_twelve_comparisons_once():
+    held = defaultdict(list)
+    for path in CHUNKS:
+        config = load_config(path)
+        runs = {encoder["name"]: encoder[RUN_INDEX] for encoder in config.encoders}
+        for cell in study_plan(config):
+            if cell.kind == "pretrained":
+                held[cell.method].append((runs[cell.encoder_run], cell.seed))
+    assert len(held) == 12
+    for method, cells in held.items():
+        assert sorted(cells) == [(seed // SEEDS_PER_RUN, seed) for seed in range(RUNS * SEEDS_PER_RUN)], method
+    families = {(method.split("-")[0], "-frozen-" in method, "@0.1" in method) for method in held}
+    assert families == {(family, frozen, small) for family in ("elmo", "ulmfit", "gpt")
+                        for frozen in (True, False) for small in (True, False)}
