@@ -55,7 +55,7 @@ __all__ = ["main", "print_summary", "drop_unpaired_controls"]  # the last two: i
 def default_jobs() -> int:
     """One task per core this process may use (a finetune cell is single-threaded), at most 4:
     every worker holds its own interpreter, model and mapped features (~0.5–1 GB on MRPC)."""
-    return max(1, min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
+    return max(1, min(4, usable_cpus()))
 
 
 def positive_int(text: str) -> int:
