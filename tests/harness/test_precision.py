@@ -219,14 +219,23 @@ def test_cpu_detection_agrees_with_the_kernels_cpu_flags():
     assert precision.cpu_bf16_supported() == ("avx512_bf16" in flags or "amx_bf16" in flags)
 
 
-@pytest.mark.slow
-def test_the_cli_refuses_unsupported_bf16_before_a_run_exists(monkeypatch, capsys, tmp_path, mrpc_dir):
-    monkeypatch.setattr(precision, "cpu_bf16_supported", lambda: False)
+SMOKE_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "pretrain" / "smoke.yaml"
+
+
+def smoke_store(monkeypatch, tmp_path, mrpc_dir) -> tuple[str, Path]:
+    """A fresh store in ``tmp_path`` (the working folder) and MRPC for a smoke pretraining; returns
+    the store's URI and the smoke config."""
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.setenv("MRPC_DIR", str(mrpc_dir))
     monkeypatch.chdir(tmp_path)
-    smoke = Path(__file__).resolve().parents[2] / "configs" / "pretrain" / "smoke.yaml"
+    return uri, SMOKE_CONFIG
+
+
+@pytest.mark.slow
+def test_the_cli_refuses_unsupported_bf16_before_a_run_exists(monkeypatch, capsys, tmp_path, mrpc_dir):
+    monkeypatch.setattr(precision, "cpu_bf16_supported", lambda: False)
+    uri, smoke = smoke_store(monkeypatch, tmp_path, mrpc_dir)
     code = run_cli(PretrainCLI, ["fit", "--config", str(smoke), "--data.max_sentences=50",
                                  "--trainer.accelerator=cpu", "--trainer.precision=bf16-mixed"])
     lines = capsys.readouterr().err.strip().splitlines()
@@ -256,11 +265,7 @@ def test_a_run_without_a_precision_runs_and_records_the_hardwares_default(monkey
     """No ``--trainer.precision``: bf16-mixed where bf16 is native, else 32-true, in the Trainer and
     in the run's params; an explicit flag is kept as given."""
     monkeypatch.setattr(precision, "cpu_bf16_supported", lambda: native)
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    monkeypatch.setenv("MRPC_DIR", str(mrpc_dir))
-    monkeypatch.chdir(tmp_path)
-    smoke = Path(__file__).resolve().parents[2] / "configs" / "pretrain" / "smoke.yaml"
+    uri, smoke = smoke_store(monkeypatch, tmp_path, mrpc_dir)
     quick = ["fit", "--config", str(smoke), "--data.max_sentences=50", "--trainer.max_epochs=1",
              "--trainer.limit_train_batches=1", "--trainer.limit_val_batches=1", "--trainer.accelerator=cpu",
              "--trainer.enable_progress_bar=false", "--samples_every_n_steps=0"]
