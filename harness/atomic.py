@@ -1,4 +1,5 @@
 """Files written whole or not at all: write beside the target, flush to disk, rename into place.
+Torch is imported only by :func:`atomic_torch_save`.
 
 The temporary file lies in the target's own folder, so the final ``os.replace`` is a rename within
 one filesystem (atomic), never a copy across filesystems that a full disk can cut short. Any
@@ -11,8 +12,6 @@ import io
 import os
 from collections.abc import Callable
 from pathlib import Path
-
-import torch
 
 TEMPORARY_MARK = ".tmp-"  # in the names of files being written: ``.<name>.tmp-<pid>``
 
@@ -46,6 +45,8 @@ def atomic_torch_save(obj, path: str | os.PathLike) -> Path:
 
     Serialised in memory first (as Lightning's own save does): torch's file writer reports a full
     disk as a ``RuntimeError`` of its zip container, a plain write as the ``OSError`` it is."""
+    import torch  # noqa: PLC0415 - the rest of this module serves torch-free writers too
+
     buffer = io.BytesIO()
     torch.save(obj, buffer)
 

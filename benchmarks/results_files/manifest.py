@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 
 from benchmarks.results_files.record_shapes import BENCHMARK, CELL, FORMAT, MANIFEST, read_record
+from harness.atomic import atomic_write
 from harness.errors import UserError
 
 MANIFEST_FILE = "manifest.json"
@@ -51,13 +51,8 @@ def write_manifest(folder: Path) -> Path:
         record = read_record(path, CELL)
         cells[record["cell_hash"]] = cell_digests(record)
     manifest = {"format": FORMAT, "benchmark": benchmark_digests(benchmark), "cells": cells}
-    path, staged = folder / MANIFEST_FILE, folder / f".{MANIFEST_FILE}.partial"
-    try:
-        staged.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-        os.replace(staged, path)  # whole or not at all
-    finally:
-        staged.unlink(missing_ok=True)
-    return path
+    text = json.dumps(manifest, indent=1, sort_keys=True) + "\n"
+    return atomic_write(folder / MANIFEST_FILE, lambda staged: staged.write_text(text, encoding="utf-8"))
 
 
 def read_manifest(folder: Path) -> dict:
