@@ -88,8 +88,9 @@ def pretrain_in(tmp_path, monkeypatch, mrpc_dir):
     monkeypatch.setenv("MRPC_DIR", str(mrpc_dir))
     monkeypatch.chdir(tmp_path)
 
-    def pretrain(root: Path, capsys) -> tuple[int, str]:
-        code = run_cli(PretrainCLI, ["fit", "--config", str(PRETRAIN_SMOKE), *QUICK, f"--trainer.default_root_dir={root}"])
+    def pretrain(root: Path, capsys, *extra: str) -> tuple[int, str]:
+        code = run_cli(PretrainCLI, ["fit", "--config", str(PRETRAIN_SMOKE), *QUICK, *extra,
+                                     f"--trainer.default_root_dir={root}"])
         return code, last_error(capsys.readouterr().err)
 
     return pretrain
@@ -109,7 +110,8 @@ def test_pretraining_that_fills_the_disk_fails_its_run_and_leaves_no_partial_che
     full tmpfs: the write fails as a whole, in one line, and the run is FAILED."""
     root = mounts(tmp_path / "full", "size=512k")
     monkeypatch.setattr("harness.diskspace.free_bytes", lambda path: 2**40)
-    code, line = pretrain_in(root, capsys)
+    # a checkpoint of several MB, over the 512 KB disk whatever the vocabulary (synthetic MRPC's is small)
+    code, line = pretrain_in(root, capsys, "--model.hidden_size=256")
     assert code == 2 and line.startswith("error: --trainer.default_root_dir: cannot write checkpoint "), line
     assert "no space left" in line
     runs = all_runs(f"sqlite:///{tmp_path / 'mlflow.db'}")
