@@ -29,6 +29,7 @@ from benchmarks.plan.encoders import corpus_digests, given_run, pretrain_stages
 from benchmarks.plan.lr_selection import lr_grid_table, select_learning_rates
 from benchmarks.plan.matrix import Matrix, data_flags, dataset_spec, load_config, repo_path, with_budget
 from benchmarks.plan.precision import named_precision, with_precision
+from benchmarks.plan.recipe_picks import recipe_table, with_picks
 from benchmarks.report.cells_from_store import drop_unpaired_controls, run_table
 from benchmarks.report.console_summary import print_summary
 from benchmarks.report.outputs import write_outputs
@@ -149,6 +150,7 @@ def run_study(args: argparse.Namespace, config: Matrix, started: float) -> int:
     mark_dead_runs(MlflowClient(tracking_uri()))
     spec = dataset_spec(config)
     data = load_pair_data(**spec)  # read and checked once, before any task runs
+    config = with_picks(config, str(args.config), data.content_hash)  # each arm's recipe_from pick, before any run
     results = ResultSet(args.results, data.content_hash) if args.results else None  # checked before any run
     flags = data_flags(spec)
     for encoder in config.encoders:
@@ -201,7 +203,7 @@ def run_study(args: argparse.Namespace, config: Matrix, started: float) -> int:
         context = {"name": config.name, "parent_run_id": parent, "wall_seconds": wall, "settings": config.source,
                    "smoke": bool(config.source.get("smoke")),
                    "encoders": encoders, "dataset": data.name, "anchors": anchors_of(data),
-                   "labels": list(data.labels), "positive_label": data.positive_label, "lr_grid": grid, "family": family,
+                   "labels": list(data.labels), "positive_label": data.positive_label, "lr_grid": grid, "recipes": recipe_table([config]), "family": family,
                    "throughput": json.loads(throughput_file.read_text()) if throughput_file.is_file() else None}
         written = write_outputs(directory, results, runs, context)
         for path in written:

@@ -182,6 +182,19 @@ class DenseHead(PairHead):
         return self.classifier(pair_features(u, v))  # (B, 4D) -> (B, C)
 
 
+class LinearHead(PairHead):
+    """The linear probe's form as a head: masked mean vector per sentence, [u; v; |u-v|; u*v],
+    dropout, one linear layer (no hidden layer; ``hidden_size`` unused)."""
+
+    def __init__(self, input_dim: int, hidden_size: int = 256, dropout: float = 0.2, num_classes: int = 2) -> None:
+        super().__init__()
+        self.classifier = nn.Sequential(nn.Dropout(dropout), nn.Linear(4 * input_dim, num_classes))
+
+    def forward(self, a: Tensor, mask_a: Tensor, b: Tensor, mask_b: Tensor) -> Tensor:
+        u, v = masked_mean(a, mask_a), masked_mean(b, mask_b)  # (B, D) each
+        return self.classifier(pair_features(u, v))  # (B, 4D) -> (B, C)
+
+
 def attend(scores: Tensor, keys: Tensor, key_mask: Tensor) -> Tensor:
     """Softmax of (B, Tq, Tk) ``scores`` over the real keys, applied to (B, Tk, H) ``keys``
     (padding zero); a row without real keys gives zeros. Returns (B, Tq, H)."""
@@ -325,6 +338,7 @@ HEADS: dict[str, type[PairHead]] = {
     "pool-mlp": PoolMLPHead,
     "bilstm": BiLSTMHead,
     "dense": DenseHead,
+    "linear": LinearHead,
     "attn": AttentionHead,
     "decomp": DecomposableAttentionHead,
     "concat-pool": ConcatPoolHead,

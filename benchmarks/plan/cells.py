@@ -80,7 +80,7 @@ def transfer_settings(matrix: Matrix, encoder: dict) -> list[dict]:
             continue
         settings += [{"transfer": transfer.name, "mix": transfer.mix, "head": head, "fraction": fraction,
                       "seeds": list(transfer.seeds), "config": transfer.config, "args": list(transfer.args),
-                      "lr_grid": list(transfer.lr_grid)}
+                      "lr_grid": list(transfer.lr_grid), "recipe_from": transfer.recipe_from, "picks": transfer.picks}
                      for head in transfer.heads for fraction in transfer.fractions]
     return settings
 
@@ -149,6 +149,20 @@ def probe_cells(matrix: Matrix, encoder: dict, random_name: str, encoder_name: s
             for probe_of, name in arms]
 
 
+def arm_recipe(setting: dict, kind: str, encoder: str, rate: float | None) -> tuple[str, float | None]:
+    """An arm's head and learning rate: the setting's head at a grid point's ``rate``, or the arm's
+    pick from its ``recipe_from`` folder once read (``benchmarks.plan.recipe_picks``; unread, as
+    for an estimate, the setting's head and no rate)."""
+    picks = setting.get("picks")
+    if rate is not None or not setting.get("recipe_from") or picks is None:
+        return setting["head"], rate
+    pick = picks.get((kind, encoder, setting["fraction"], setting["head"]))
+    if pick is None:
+        raise UserError(f"recipe_from {setting['recipe_from']}: no pick for the {kind} arm of encoder '{encoder}' "
+                        f"(transfer {setting['transfer']}, head {setting['head']}, fraction {setting['fraction']:g})")
+    return pick.head, pick.learning_rate
+
+
 def plan(matrix: Matrix, encoders: list[dict], finetune_args: list[str]) -> list[Cell]:
     """Every cell of the matrix, controls right after what they control, each encoder's linear
     probes (``linear_probe: true``: seconds each, so they come first) before its cells, then the
@@ -170,15 +184,17 @@ def plan(matrix: Matrix, encoders: list[dict], finetune_args: list[str]) -> list
                 arms.append(("random", method_name(random_name, setting)))
             for rate in setting.get("lr_grid") or [None]:  # each grid point: cells of their own, per arm
                 kinds = [(kind, method if rate is None else grid_point(method, rate)) for kind, method in arms]
-                rate_args = [] if rate is None else [f"--model.learning_rate={rate:g}"]
                 for seed in run_seeds(entry, setting["seeds"]):
                     for kind, method in kinds:
+                        head, chosen = arm_recipe(setting, kind, name, rate)
+                        rate_args = [] if chosen is None else [f"--model.learning_rate={chosen:g}"]
                         cells.append(Cell(method, kind, seed, name, encoder["run_id"], setting["mix"],
-                                          setting["head"], setting["fraction"],
+                                          head, setting["fraction"],
                                           kinds[-1][1] if kind == "pretrained" and len(kinds) > 1 else "",
                                           [*finetune_args, *setting["args"], *rate_args], config=setting["config"],
                                           transfer=setting["transfer"], family=encoder.get("family", ""),
                                           encoder_identity=encoder.get("identity", ""),
-                                          grid_of="" if rate is None else dict(arms)[kind], learning_rate=rate))
+                                          grid_of="" if rate is None else dict(arms)[kind], learning_rate=chosen,
+                                          recipe_from=setting.get("recipe_from", "") if rate is None else ""))
     cells += baseline_cells(matrix)  # checks: no twin, no gap
     return cells

@@ -23,7 +23,7 @@ from harness.unique_keys import load_yaml
 KEYS = {"name", "experiment", "encoders", "finetune", "mixes", "heads", "seeds", "random_control", "baselines",
         "learning_curve", "mrpc_dir", "dataset", "transfers", "fractions", "budget", "linear_probe", "lr_grid",
         "smoke", "comparisons"}
-TRANSFER_KEYS = {"name", "config", "args", "mix", "heads", "fractions", "seeds", "lr_grid", "encoders"}
+TRANSFER_KEYS = {"name", "config", "args", "mix", "heads", "fractions", "seeds", "lr_grid", "encoders", "recipe_from"}
 CURVE_KEYS = {"fractions", "mix", "head", "seeds"}
 ENCODER_KEYS = {"name", "run", "pretrain", "pretraining_runs"}
 FINETUNE_KEYS = {"config", "args"}
@@ -32,6 +32,7 @@ LAYERS = "layers"  # in `mixes:`, each single layer below the top
 FINETUNE_CONFIG = "configs/downstream/mrpc.yaml"
 SEEDS = 5
 MIX, HEAD = "scalar", "pool-mlp"
+PICKED_HEAD = "picked"  # in a transfer's `heads` with `recipe_from`: the head each arm chose on dev
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,9 @@ class Transfer:
     mix: str = MIX
     heads: tuple[str, ...] = (HEAD,)
     encoders: tuple[str, ...] | None = None  # None: every encoder of the family
+    recipe_from: str = ""  # a selection's results folder: each arm's rate (and picked head) chosen there on dev
+    picks: dict | None = field(default=None, compare=False)  # arm method → its pick, once read
+    # (benchmarks.plan.recipe_picks); None: not read yet
 
 
 @dataclass(frozen=True)
@@ -216,7 +220,9 @@ def transfers_of(transfers, where: str, encoder_names: list[str], seeds, fractio
                 args=list_of(setting.get("args", []), where, f"{key}.args", example='["--model.finetune=gradual"]'),
                 mix=text_of(setting.get("mix", MIX), where, f"{key}.mix"),
                 heads=list_of(setting.get("heads", [HEAD]), where, f"{key}.heads", example="[pool-mlp]"),
-                encoders=None if named is None else tuple(named)))
+                encoders=None if named is None else tuple(named),
+                recipe_from=text_of(setting["recipe_from"], where, f"{key}.recipe_from") if "recipe_from" in setting
+                else ""))
         parsed[str(family)] = tuple(family_transfers)
     return parsed
 
@@ -248,8 +254,12 @@ def check_values(matrix: Matrix, where: str) -> None:
         values += [("learning_curve.head", curve["head"], parse_head)] if "head" in curve else []
     for family, transfers in matrix.transfers.items():
         for transfer in transfers:
+            if PICKED_HEAD in transfer.heads and not transfer.recipe_from:
+                raise UserError(f"{where}: transfers.{family}.{transfer.name}: head `{PICKED_HEAD}` (each arm's head "
+                                f"chosen on dev) needs `recipe_from: <the selection's results folder>`")
             values += [(f"transfers.{family}.{transfer.name}.mix", transfer.mix, Mix.parse)]
-            values += [(f"transfers.{family}.{transfer.name}.heads", head, parse_head) for head in transfer.heads]
+            values += [(f"transfers.{family}.{transfer.name}.heads", head, parse_head) for head in transfer.heads
+                       if not (head == PICKED_HEAD and transfer.recipe_from)]  # chosen on dev: see recipe_picks
     for key, value, parse in values:
         try:
             parse(value)

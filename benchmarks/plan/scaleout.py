@@ -33,6 +33,7 @@ from benchmarks.plan.cells import plan
 from benchmarks.plan.encoders import is_published, pretrain_stages
 from benchmarks.plan.matrix import FINETUNE_CONFIG, Matrix, load_config, repo_path, with_budget
 from benchmarks.plan.pretraining_runs import method_encoder
+from benchmarks.plan.recipe_picks import with_estimated_picks
 from benchmarks.tasks.cells import Cell
 from benchmarks.tasks.resources import trainer_setting
 from downstream.equal_steps import DEFAULT_MAX_REPEATS
@@ -150,7 +151,7 @@ def study_plan(config: Matrix) -> list[Cell]:
     no run needed); every finetune cell carries the suite's ``finetune.args`` as it would run."""
     encoders = [{"name": e["name"], "run_id": e["name"], "num_layers": 3,
                  "family": "hf" if is_published(e) else e["name"].split("-")[0]} for e in config.encoders]
-    return plan(config, encoders, list(config.finetune_args))
+    return plan(with_estimated_picks(config), encoders, list(config.finetune_args))
 
 
 COSTS_FILE = REPO_ROOT / "benchmarks/scaleout-costs.json"

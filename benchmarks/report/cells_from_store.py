@@ -27,6 +27,7 @@ def cell_row(cell: dict, run_id: str, parent_run_id: str, metrics: dict, params:
            **{key: cell.get(key) for key in ("method", "seed", "encoder", "family", "transfer", "kind", "mix", "head",
                                             "train_fraction", "control", "probe_of", "grid_of", "learning_rate",
                                             "encoder_run")},  # encoder_run: the pretraining run (or source)
+           **({"recipe_from": cell["recipe_from"]} if cell.get("recipe_from") else {}),  # a pick's folder
            **{m: metrics.get(m) for m in METRICS}, "encoder_layers": params.get("encoder_layers"),
            "finetune": params.get("model.finetune"),  # frozen, or how the encoder was fine-tuned
            **{f"{split}_pairs": params.get(f"{split}_pairs") for split in ("dev", "test")}}

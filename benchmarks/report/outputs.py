@@ -14,6 +14,7 @@ import pandas as pd
 import yaml
 
 from benchmarks.plan.lr_selection import CHOSEN_COLUMN, lr_grid_section
+from benchmarks.report.recipe_section import recipe_section
 from benchmarks.report.control_rule import control_cell
 from benchmarks.report.figures import write_figures
 from benchmarks.report.mix_weights import mix_section
@@ -273,6 +274,7 @@ def _markdown(results: pd.DataFrame, runs: pd.DataFrame, context: dict, figures:
         lines += _table(header, [row for row, method in zip(rows, results["method"]) if method in published - probes])
     lines += probe_section(results, runs)
     lines += lr_grid_section(context.get("lr_grid", pd.DataFrame()))
+    lines += recipe_section(context.get("recipes", pd.DataFrame()))
     studied = study is not None and len(study) > 0
     if studied:
         lines += [""] + study_tables(study, family)

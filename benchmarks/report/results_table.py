@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 
 from benchmarks.plan.lr_selection import CHOSEN_COLUMN
+from benchmarks.report.recipe_section import PICKED_HEAD_COLUMN, picked_heads
 from benchmarks.plan.matrix_values import fraction_suffix
 from benchmarks.report.run_table import controls, text_column, train_fractions
 from benchmarks.stats.controls import CONTROL_OK_COLUMN, CONTROL_REASON_COLUMN, control_check
@@ -122,6 +123,9 @@ def build_results(runs: pd.DataFrame, test_predictions: dict[str, pd.DataFrame])
     if CHOSEN_COLUMN in runs and pd.to_numeric(runs[CHOSEN_COLUMN], errors="coerce").notna().any():
         rates = pd.to_numeric(runs[CHOSEN_COLUMN], errors="coerce").groupby(runs["method"]).first()
         table[CHOSEN_COLUMN] = [rates.get(method, float("nan")) for method in table["method"]]  # lr_grid's pick
+    heads = picked_heads(runs)
+    if heads:  # a head chosen on dev (recipe_from, head `picked`): the one its cells ran with
+        table[PICKED_HEAD_COLUMN] = [heads.get(method, np.nan) for method in table["method"]]
     if "train_steps" in runs:  # the optimiser steps of a method's fits (cells logged since equal_steps)
         steps = pd.to_numeric(runs["train_steps"], errors="coerce").groupby(runs["method"]).mean()
         table[STEPS_COLUMN] = [steps.get(method, float("nan")) for method in table["method"]]

@@ -18,6 +18,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from benchmarks.plan.lr_selection import CHOSEN_COLUMN
+from benchmarks.plan.matrix import PICKED_HEAD
+from benchmarks.report.recipe_section import is_picked
 from benchmarks.report.results_table import COLLAPSED_COLUMN
 from benchmarks.report.run_table import controls, text_column, train_fractions
 from benchmarks.report.control_rule import control_fields, failed_control, failed_mask, failed_note, learned_text
@@ -45,7 +47,8 @@ def study_rows(results: pd.DataFrame, runs: pd.DataFrame, encoders: list[dict]) 
         result = table.loc[cell.method]
         twin = twin_of.get(cell.method, "")
         rows.append({"family": cell.family, "encoder": cell.encoder, "corpus": corpora.get(cell.encoder, ""),
-                     "words": words.get(cell.encoder, np.nan), "transfer": cell.transfer, "head": cell.head,
+                     "words": words.get(cell.encoder, np.nan), "transfer": cell.transfer,
+                     "head": f"{PICKED_HEAD} ({cell.head})" if is_picked(cell.method) else cell.head,
                      "fraction": cell.fraction, "method": cell.method, "seeds": int(result["n_seeds"]),
                      "test_acc": 100 * result["test_acc_mean"], "test_f1": 100 * result["test_f1_mean"],
                      **{key: 100 * result.get(column, np.nan) for key, column in
@@ -54,7 +57,8 @@ def study_rows(results: pd.DataFrame, runs: pd.DataFrame, encoders: list[dict]) 
                      "p": result.get("p_value_vs_random", np.nan),
                      **({"p_adjusted": result["p_adjusted"]} if "p_adjusted" in result else {}),
                      "registered": bool(result.get(PREREGISTERED_COLUMN, False)),
-                     "recipe": recipe_of(getattr(cell, "finetune", None), result.get(CHOSEN_COLUMN, np.nan)),
+                     "recipe": recipe_of(getattr(cell, "finetune", None), result.get(CHOSEN_COLUMN, np.nan),
+                                         getattr(cell, "recipe_from", "")),
                      "collapsed": _collapsed(table, cell.method), "twin": twin,
                      "twin_collapsed": _collapsed(table, twin), **control_fields(result)})
     return pd.DataFrame(rows)
@@ -63,12 +67,15 @@ def study_rows(results: pd.DataFrame, runs: pd.DataFrame, encoders: list[dict]) 
 PRETRAINED_RECIPE = "under the pretrained arm's recipe"
 
 
-def recipe_of(finetune, chosen_rate) -> str:
+def recipe_of(finetune, chosen_rate, recipe_from="") -> str:
     """Whose training recipe a fine-tuned gap is measured under: both arms share the pretrained
-    arm's (its rates and schedule, tuned for pretrained weights) unless each chose its own from an
-    ``lr_grid`` on dev; frozen cells train only a head on features, so the question does not arise."""
+    arm's (its rates and schedule, tuned for pretrained weights) unless each chose its own on dev,
+    from an ``lr_grid`` or in a selection (``recipe_from``); frozen cells train only a head on
+    features, so the question does not arise."""
     if pd.isna(finetune) or finetune in ("", "frozen"):
         return ""
+    if isinstance(recipe_from, str) and recipe_from and pd.notna(chosen_rate):
+        return f"each arm's rate chosen on dev in `{recipe_from}`"
     return "each arm's rate from a grid, on dev" if pd.notna(chosen_rate) else PRETRAINED_RECIPE
 
 

@@ -83,10 +83,15 @@ def check_labels(record: dict, benchmark: dict, path: Path) -> None:
         if found != expected:
             raise UserError(f"{path}: {field} {json.dumps(found)[:80]} is not {json.dumps(expected)[:80]}, what its "
                             f"settings (its hash) say: edited by hand?")
-    if (cell["grid_of"] or cell["learning_rate"] is not None) and \
+    picked = cell.get("recipe_from", "")
+    if (cell["grid_of"] or (cell["learning_rate"] is not None and not picked)) and \
             cell["method"] != grid_point(cell["grid_of"], float(cell["learning_rate"] or 0)):
         raise UserError(f"{path}: cell.grid_of and cell.learning_rate do not give its method "
                         f"{cell['method'][:80]!r}: edited by hand?")
+    if picked and (cell["grid_of"] or cell["learning_rate"] is None or
+                   f"--model.learning_rate={cell['learning_rate']:g}" not in spec["args"]):
+        raise UserError(f"{path}: cell.learning_rate {cell['learning_rate']} is not the rate its settings train at "
+                        f"(picked from {picked[:80]}): edited by hand?")
     random_control = (benchmark.get("settings") or {}).get("random_control", True)
     check_control(cell, random_control, path)
 

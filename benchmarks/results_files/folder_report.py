@@ -11,6 +11,7 @@ import pandas as pd
 
 from benchmarks.plan.lr_selection import lr_grid_table, select_learning_rates
 from benchmarks.plan.matrix import load_config
+from benchmarks.plan.recipe_picks import recipe_table, selection_settings
 from benchmarks.report.cells_from_store import drop_unpaired_controls
 from benchmarks.report.fraction_baselines import with_fraction_baselines
 from benchmarks.report.outputs import write_outputs
@@ -54,7 +55,8 @@ def build_report(folders: list[Path], out: Path, name: str | None = None, regist
                "parent_run_id": ", ".join(str(benchmark.get("parent_run_id", "—")) for benchmark in results_set.benchmarks),
                "wall_seconds": None, "settings": settings, "encoders": results_set.encoders(),
                "dataset": first["dataset"], "labels": first.get("labels"), "positive_label": first.get("positive_label"),
-               "lr_grid": grid, "throughput": None, "family": family,
+               "lr_grid": grid, "recipes": recipe_table(selection_settings(results_set.benchmarks, registered)),
+               "throughput": None, "family": family,
                "sources": [benchmark["folder"] for benchmark in results_set.benchmarks]}
     for note in results_set.notes:
         print(f"  note: {note}")

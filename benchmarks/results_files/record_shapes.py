@@ -42,7 +42,8 @@ SPEC = {"kind": str, "seed": int, "method": str, "encoder": str, "mix": str, "he
 
 CELL_FIELDS = {"method": str, "kind": str, "seed": int, "encoder": str, "encoder_run": str, "mix": str, "head": str,
                "train_fraction": NUMBER, "control": str, "args": [str], "config": str, "transfer": str, "family": str,
-               "encoder_identity": str, "probe_of": str, "grid_of": str, "learning_rate": (*NUMBER, type(None))}
+               "encoder_identity": str, "probe_of": str, "grid_of": str, "learning_rate": (*NUMBER, type(None)),
+               "recipe_from?": str}
 
 CELL = {"format": int, "cell_hash": str, "protocol": str, "commit": str, "data_digest": str, "spec": SPEC,
         "cell": CELL_FIELDS, "order": [int], "metrics": Each(NUMBER), "params": TEXT_FIELDS, "tags": TEXT_FIELDS,

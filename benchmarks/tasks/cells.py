@@ -66,7 +66,8 @@ class Cell:
     encoder_identity: str = ""  # what decides the encoder's outputs (benchmarks.plan.encoders.encoder_identity)
     probe_of: str = ""  # a linear probe's encoder: pretrained | random (the twin at this seed)
     grid_of: str = ""  # a learning-rate grid point's arm (the method it is chosen for); its rate is in args
-    learning_rate: float | None = None  # that grid point's rate
+    learning_rate: float | None = None  # that grid point's rate, or the rate picked for its arm (recipe_from)
+    recipe_from: str = ""  # the selection's results folder whose pick set its head and rate ("": none)
     record: dict = field(default_factory=dict, compare=False)  # the suite's context for results files:
     # ``order`` (its place in the plan) and ``encoder`` (the encoder as described); no part of the result
 
@@ -181,6 +182,7 @@ def finetune(cell: Cell, config: str, experiment: str, parent_run_id: str, cell_
     tags = {**result_tags(cell_hash, cell_record(cell)), "kind": cell.kind, "suite_encoder": cell.encoder,
             "benchmark": benchmark,
             **({"grid_of": cell.grid_of, "learning_rate": f"{cell.learning_rate:g}"} if cell.grid_of else {}),
+            **({"recipe_from": cell.recipe_from, "learning_rate": f"{cell.learning_rate:g}"} if cell.recipe_from else {}),
             **(tags or {})}
     source = cell.encoder_run if ":" in cell.encoder_run else f"runs:/{cell.encoder_run}"  # a run id has no ':'
     if cell.kind == "random":

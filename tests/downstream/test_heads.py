@@ -147,3 +147,13 @@ def test_masks_must_be_right_padded():
     mask_a[0, 0] = False  # a hole before real tokens
     with pytest.raises(ValueError, match="real tokens first"):
         head(a, mask_a, b, mask_b)
+
+
+def test_the_linear_head_is_one_linear_map_of_the_mean_pair_features():
+    head = make_head("linear").eval()
+    a, mask_a, b, mask_b = make_pair(4)
+    u, v = masked_mean(a, mask_a), masked_mean(b, mask_b)  # (B, D) each
+    layer = head.classifier[-1]
+    expected = torch.cat([u, v, (u - v).abs(), u * v], dim=-1) @ layer.weight.T + layer.bias  # (B, 4D) -> (B, C)
+    torch.testing.assert_close(head(a, mask_a, b, mask_b), expected)
+    assert sum(parameter.numel() for parameter in head.parameters()) == (4 * D + 1) * 2

@@ -1,0 +1,233 @@
+"""Each arm's recipe chosen on dev in a selection of its own (``recipe_from:`` on a transfer):
+a study in chunks cannot choose at report time (a chunk of pretraining runs 2–3 never sees run 0)
+and a grid at every seed costs the grid's size over again. So a **selection** — a suite config
+with an ``lr_grid:`` (and, where a transfer's heads say ``picked``, several heads), pretraining
+run 0 only, one seed of its own — runs first and is exported to a results folder; a chunk whose
+transfer names that folder plans each arm (pretrained and twin apart) at the arm's pick: the grid
+point with the best mean dev accuracy (test never decides; a tie goes to the smaller rate, then
+to the head named first). A pick comes only from the same recipe: the folder's encoder entry,
+finetune settings and transfer (config, args, mix) must be the chunk's own."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import pandas as pd
+
+from benchmarks.plan.cells import method_name, twin_name
+from benchmarks.plan.matrix import PICKED_HEAD, Matrix, Transfer, parse_matrix, repo_path
+from benchmarks.plan.pretraining_runs import RUN_INDEX, method_encoder
+from benchmarks.report.run_table import text_column, train_fractions
+from benchmarks.results_files.folder import ResultSet
+from harness.errors import UserError
+from harness.unique_keys import load_yaml
+
+TRANSFER_RECIPE = ("config", "args", "mix")  # what a selection's transfer shares with the chunk's
+
+
+@dataclass(frozen=True)
+class Pick:
+    """An arm's recipe: its head and learning rate."""
+    head: str
+    learning_rate: float | None  # None: an estimate's stand-in, before the selection has run
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One arm a transfer with ``recipe_from`` plans: its method name and what finds its grid."""
+    method: str
+    kind: str  # pretrained | random
+    encoder: str  # the encoder entry's name (a pretraining run's entry: ``<name>``)
+    transfer: str
+    fraction: float
+    head: str  # as declared: a head, or ``picked``
+    folder: str  # recipe_from, as written
+
+    @property
+    def key(self) -> tuple:
+        """How ``benchmarks.plan.cells`` finds the arm's pick."""
+        return self.kind, self.encoder, self.fraction, self.head
+
+
+def recipe_arms(matrix: Matrix, family: str, transfer: Transfer) -> list[Arm]:
+    """The arms of ``transfer`` (with ``recipe_from``): each encoder it applies to (its ``encoders``,
+    else every one of the config: name them where a config holds several families) × head ×
+    fraction, pretrained and, with ``random_control``, its twin."""
+    names = list(dict.fromkeys(method_encoder(entry) for entry in matrix.encoders))
+    twin = twin_name if len(names) > 1 else (lambda name: twin_name())
+    arms = []
+    for name in transfer.encoders or names:
+        for head in transfer.heads:
+            for fraction in transfer.fractions:
+                setting = {"transfer": transfer.name, "mix": transfer.mix, "head": head, "fraction": fraction}
+                kinds = [("pretrained", name)] + ([("random", twin(name))] if matrix.random_control else [])
+                arms += [Arm(method_name(arm_encoder, setting), kind, name, transfer.name, fraction, head,
+                             transfer.recipe_from) for kind, arm_encoder in kinds]
+    return arms
+
+
+def grid_points(runs: pd.DataFrame) -> pd.DataFrame:
+    """A selection's grid points: per kind, encoder, transfer, fraction, head and rate, the seeds and
+    mean dev accuracy, in the plan's order.
+
+    Returns:
+        DataFrame ``kind, encoder, transfer, fraction, head, learning_rate, n_seeds, dev_acc_mean``.
+    """
+    keys = ["kind", "encoder", "transfer", "fraction", "head", "learning_rate"]
+    if "grid_of" not in runs:
+        return pd.DataFrame(columns=[*keys, "n_seeds", "dev_acc_mean"])
+    grid = runs[text_column(runs, "grid_of") != ""]
+    grid = grid.assign(fraction=train_fractions(grid), learning_rate=pd.to_numeric(grid["learning_rate"]),
+                       dev_acc=pd.to_numeric(grid["dev_acc"]))
+    return (grid.groupby(keys, sort=False)["dev_acc"].agg(["size", "mean"]).reset_index()
+            .rename(columns={"size": "n_seeds", "mean": "dev_acc_mean"}))
+
+
+def arm_points(points: pd.DataFrame, arm: Arm) -> pd.DataFrame:
+    """The grid points that decide ``arm`` (every head of its transfer and fraction where it says
+    ``picked``), with ``chosen`` marking its pick: best mean dev accuracy, then the smaller rate,
+    then the head first in the plan."""
+    mine = points[(points["kind"] == arm.kind) & (points["encoder"] == arm.encoder)
+                  & (points["transfer"] == arm.transfer) & (points["fraction"] == arm.fraction)]
+    if arm.head != PICKED_HEAD:
+        mine = mine[mine["head"] == arm.head]
+    if not len(mine):
+        return mine.assign(chosen=pd.Series(dtype=bool))
+    head_order = {head: index for index, head in enumerate(dict.fromkeys(mine["head"]))}
+    ranked = mine.assign(_head=mine["head"].map(head_order)).sort_values(
+        ["dev_acc_mean", "learning_rate", "_head"], ascending=[False, True, True])
+    return mine.assign(chosen=mine.index == ranked.index[0])
+
+
+def read_selection(folder: str, where: str, data_digest: str | None = None) -> tuple[dict, pd.DataFrame]:
+    """A selection folder's settings and grid points; a missing or unreadable folder is one line."""
+    path = repo_path(folder)
+    if not (path / "benchmark.json").is_file():
+        raise UserError(f"{where}: recipe_from {folder}: no results folder there (run the selection config and "
+                        f"export it with `python -m benchmarks export --out {folder}` first)")
+    results = ResultSet([path], data_digest)
+    runs, _ = results.runs_and_predictions()
+    return results.benchmarks[0].get("settings") or {}, grid_points(runs)
+
+
+def recipe_mismatch(matrix: Matrix, family: str, transfer: Transfer, selection: Matrix) -> str:
+    """What differs between the chunk's recipe of ``transfer`` and its selection's ("" if nothing):
+    the encoders' pretraining (the selection's is pretraining run 0), the finetune settings, the
+    transfer's config, args and mix."""
+    selected = {method_encoder(entry): entry for entry in selection.encoders if entry.get(RUN_INDEX, 0) == 0}
+    for entry in matrix.encoders:
+        name = method_encoder(entry)
+        if transfer.encoders is not None and name not in transfer.encoders:
+            continue
+        if name not in selected:
+            return f"its encoder '{name}' is not there (as pretraining run 0)"
+        if pretraining(entry) != pretraining(selected[name]):
+            return f"encoder '{name}' is pretrained otherwise there"
+    if (selection.finetune_config, selection.finetune_args) != (matrix.finetune_config, matrix.finetune_args):
+        return "its `finetune` settings differ"
+    theirs = [other for other in selection.transfers.get(family, ()) if other.name == transfer.name]
+    if not theirs:
+        return f"it has no transfer '{transfer.name}' of {family}"
+    for key in TRANSFER_RECIPE:
+        if any(getattr(other, key) != getattr(transfer, key) for other in theirs):
+            return f"its transfer '{transfer.name}' has another `{key}`"
+    return ""
+
+
+def pretraining(entry: dict):
+    """An encoder entry's pretraining stages less the ``--seed_everything`` each pretraining run
+    adds (its own run), or the run it names."""
+    if "pretrain" not in entry:
+        return entry.get("run")
+    stages = entry["pretrain"] if isinstance(entry["pretrain"], list) else [entry["pretrain"]]
+    return [{**stage, "args": [arg for arg in stage.get("args", []) if not arg.startswith("--seed_everything=")]}
+            for stage in stages]
+
+
+def with_picks(matrix: Matrix, where: str, data_digest: str | None = None) -> Matrix:
+    """``matrix`` with every ``recipe_from`` transfer's picks read from its folder (``Transfer.picks``),
+    before anything runs: a missing folder, a folder of another recipe or data set, or an arm without
+    grid points there is one line naming the config, the folder and the arm."""
+    transfers, read = {}, {}
+    for family, settings in matrix.transfers.items():
+        resolved = []
+        for transfer in settings:
+            if not transfer.recipe_from:
+                resolved.append(transfer)
+                continue
+            folder = transfer.recipe_from
+            if folder not in read:
+                source, points = read_selection(folder, where, data_digest)
+                read[folder] = (parse_matrix(source, f"{folder}/benchmark.json"), points)
+            selection, points = read[folder]
+            mismatch = recipe_mismatch(matrix, family, transfer, selection)
+            if mismatch:
+                raise UserError(f"{where}: transfers.{family}.{transfer.name}: recipe_from {folder} is no selection "
+                                f"of this recipe: {mismatch}")
+            picks = {}
+            for arm in recipe_arms(matrix, family, transfer):
+                decided = arm_points(points, arm)
+                if not len(decided):
+                    raise UserError(f"{where}: transfers.{family}.{transfer.name}: recipe_from {folder} holds no grid "
+                                    f"points of arm `{arm.method}` ({arm.kind}, head {arm.head}, fraction "
+                                    f"{arm.fraction:g})")
+                best = decided[decided["chosen"]].iloc[0]
+                picks[arm.key] = Pick(str(best["head"]), float(best["learning_rate"]))
+            resolved.append(replace(transfer, picks=picks))
+        transfers[family] = tuple(resolved)
+    return replace(matrix, transfers=transfers)
+
+
+def recipe_table(matrices: list[Matrix]) -> pd.DataFrame:
+    """For a report: every ``recipe_from`` arm of ``matrices`` with its grid points and pick, from
+    the folders that exist (a selection not run yet is left out).
+
+    Returns:
+        DataFrame ``method, folder, head, learning_rate, n_seeds, dev_acc_mean, chosen``.
+    """
+    columns = ["method", "folder", "head", "learning_rate", "n_seeds", "dev_acc_mean", "chosen"]
+    frames, read, seen = [], {}, set()
+    for matrix in matrices:
+        for family, settings in matrix.transfers.items():
+            for transfer in settings:
+                folder = transfer.recipe_from
+                if not folder or not (repo_path(folder) / "benchmark.json").is_file():
+                    continue
+                if folder not in read:
+                    read[folder] = read_selection(folder, folder)[1]
+                for arm in recipe_arms(matrix, family, transfer):
+                    if (arm.method, folder) not in seen:
+                        seen.add((arm.method, folder))
+                        frames.append(arm_points(read[folder], arm).assign(method=arm.method, folder=folder))
+    frames = [frame for frame in frames if len(frame)]
+    return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
+
+
+def selection_settings(benchmarks: list[dict], configs: list[Path]) -> list[Matrix]:
+    """The matrices of a report's folders (their recorded settings) and of its registered configs
+    that name a selection (``recipe_from``): the ones whose picks the report lists."""
+    sources = [(benchmark["settings"], f"{benchmark.get('folder', 'benchmark')}/benchmark.json")
+               for benchmark in benchmarks if benchmark.get("settings")]
+    sources += [(load_yaml(Path(path)), str(path)) for path in configs]
+    return [parse_matrix(source, where) for source, where in sources
+            if any(isinstance(setting, dict) and setting.get("recipe_from")
+                   for settings in (source.get("transfers") or {}).values()
+                   for setting in (settings if isinstance(settings, list) else [settings]))]
+
+
+ESTIMATE_HEAD = "attn"  # a picked head before its selection has run: the dearest head a selection declares
+
+
+def with_estimated_picks(matrix: Matrix) -> Matrix:
+    """For an estimate of the cost: ``matrix`` with its picks read where every selection folder is
+    there, else each arm at its declared head (``picked``: ``attn``) and no rate."""
+    folders = [transfer.recipe_from for settings in matrix.transfers.values() for transfer in settings
+               if transfer.recipe_from]
+    if folders and all((repo_path(folder) / "benchmark.json").is_file() for folder in folders):
+        return with_picks(matrix, matrix.name)
+    transfers = {family: tuple(replace(transfer, picks={
+        arm.key: Pick(ESTIMATE_HEAD if arm.head == PICKED_HEAD else arm.head, None)
+        for arm in recipe_arms(matrix, family, transfer)}) if transfer.recipe_from else transfer
+        for transfer in settings) for family, settings in matrix.transfers.items()}
+    return replace(matrix, transfers=transfers)
