@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from benchmarks.plan.cells import plan
 from benchmarks.plan.matrix import parse_matrix
@@ -194,3 +195,36 @@ def test_the_report_lists_each_arms_grid_and_pick_and_the_head_it_ran_with(tmp_p
     assert results.loc["random-frozen-picked@0.1", "picked_head"] == "attn"
     assert results.loc["e-frozen-picked@0.1", "learning_rate"] == 1e-3
     assert recipe_of("full", 1e-3, str(folder)) == f"each arm's rate chosen on dev in `{folder}`"
+
+
+def test_the_suite_stops_on_a_missing_selection_before_any_run(tmp_path, monkeypatch, capsys):
+    from benchmarks import suite
+    from tests.helpers import all_runs
+
+    config = tmp_path / "chunk.yaml"
+    config.write_text(yaml.safe_dump(chunk(tmp_path / "not-run-yet")))
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", store)
+    assert suite.main(["--config", str(config), "--results-dir", str(tmp_path / "out"), "--jobs", "1"]) == 2
+    error = [line for line in capsys.readouterr().err.splitlines() if "INFO" not in line]  # MLflow's own lines aside
+    assert len(error) == 1 and error[0].startswith(f"error: {config}: recipe_from {tmp_path / 'not-run-yet'}: ")
+    assert all_runs(store) == [] and not (tmp_path / "out").exists()
+
+
+def test_the_study_table_says_each_arm_chose_its_recipe_and_names_a_picked_head():
+    from benchmarks.report.study_table import PRETRAINED_RECIPE, study_rows, study_tables
+
+    folder = "results/families-v3-selection/elmo-finetuned"
+    runs = pd.DataFrame({"method": ["e-gradual-attn", "r-gradual-attn", "e-frozen-picked@0.1", "r-frozen-picked@0.1"],
+                         "family": "elmo", "encoder": "e", "head": ["attn", "attn", "linear", "attn"],
+                         "train_fraction": [1.0, 1.0, 0.1, 0.1], "transfer": ["gradual", "gradual", "frozen", "frozen"],
+                         "kind": ["pretrained", "random"] * 2, "finetune": ["gradual", "gradual", "frozen", "frozen"],
+                         "control": ["r-gradual-attn", "", "r-frozen-picked@0.1", ""], "recipe_from": folder})
+    results = pd.DataFrame({"method": runs["method"], "n_seeds": 10, "test_acc_mean": 0.7, "test_f1_mean": 0.8,
+                            "p_value_vs_random": 0.01, "gap_vs_random": 0.03, "gap_ci_low": 0.01,
+                            "gap_ci_high": 0.05, "collapsed_runs": 0, "learning_rate": [1e-3, 2e-3, 1e-3, 5e-4]})
+    rows = study_rows(results, runs, [{"name": "e"}]).set_index("method")
+    assert rows.loc["e-gradual-attn", "recipe"] == f"each arm's rate chosen on dev in `{folder}`"
+    assert rows.loc["e-frozen-picked@0.1", "head"] == "picked (linear)"
+    text = "\n".join(study_tables(rows.reset_index()))
+    assert PRETRAINED_RECIPE not in text and "| `e` () | frozen | picked (linear) |" in text
