@@ -203,7 +203,8 @@ def run_study(args: argparse.Namespace, config: Matrix, started: float) -> int:
         context = {"name": config.name, "parent_run_id": parent, "wall_seconds": wall, "settings": config.source,
                    "smoke": bool(config.source.get("smoke")),
                    "encoders": encoders, "dataset": data.name, "anchors": anchors_of(data),
-                   "labels": list(data.labels), "positive_label": data.positive_label, "lr_grid": grid, "recipes": recipe_table([config]), "family": family,
+                   "labels": list(data.labels), "positive_label": data.positive_label, "lr_grid": grid,
+                   "recipes": recipe_table([config]), "family": family,
                    "throughput": json.loads(throughput_file.read_text()) if throughput_file.is_file() else None}
         written = write_outputs(directory, results, runs, context)
         for path in written:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from benchmarks.plan.cells import method_name, twin_name
+from benchmarks.plan.cells import method_name, run_seeds, twin_name
 from benchmarks.plan.matrix import PICKED_HEAD, Matrix, Transfer, parse_matrix, repo_path
 from benchmarks.plan.pretraining_runs import RUN_INDEX, method_encoder
 from benchmarks.report.run_table import text_column, train_fractions
@@ -100,15 +100,39 @@ def arm_points(points: pd.DataFrame, arm: Arm) -> pd.DataFrame:
     return mine.assign(chosen=mine.index == ranked.index[0])
 
 
-def read_selection(folder: str, where: str, data_digest: str | None = None) -> tuple[dict, pd.DataFrame]:
-    """A selection folder's settings and grid points; a missing or unreadable folder is one line."""
+def read_selection(folder: str, where: str, data_digest: str | None = None) -> tuple[dict, pd.DataFrame, set[int]]:
+    """A selection folder's settings, grid points and seeds; a missing or unreadable folder is one line."""
     path = repo_path(folder)
     if not (path / "benchmark.json").is_file():
         raise UserError(f"{where}: recipe_from {folder}: no results folder there (run the selection config and "
                         f"export it with `python -m benchmarks export --out {folder}` first)")
     results = ResultSet([path], data_digest)
     runs, _ = results.runs_and_predictions()
-    return results.benchmarks[0].get("settings") or {}, grid_points(runs)
+    seeds = set(runs["seed"].astype(int)) if "seed" in runs else set()
+    return results.benchmarks[0].get("settings") or {}, grid_points(runs), seeds
+
+
+def declared_points(selection: Matrix, family: str, arm: Arm) -> dict[tuple[str, float], int]:
+    """The grid points the selection's settings declare for ``arm`` (head, rate), each with its
+    number of seeds: what a finished selection holds."""
+    return {(head, rate): len(transfer.seeds) for transfer in selection.transfers.get(family, ())
+            if transfer.name == arm.transfer and arm.fraction in transfer.fractions
+            for head in transfer.heads if arm.head in (PICKED_HEAD, head) for rate in transfer.lr_grid}
+
+
+def grid_mismatch(decided: pd.DataFrame, declared: dict[tuple[str, float], int]) -> str:
+    """How an arm's grid points in the folder differ from the declared ones ("" if they do not)."""
+    found = {(head, rate): seeds for head, rate, seeds in
+             zip(decided["head"], decided["learning_rate"], decided["n_seeds"])}
+    if found == declared:
+        return ""
+    missing = sorted(f"{head} {rate:g}" for head, rate in set(declared) - set(found))
+    extra = sorted(f"{head} {rate:g}" for head, rate in set(found) - set(declared))
+    short = sorted(f"{head} {rate:g}" for point, seeds in found.items() if point in declared
+                   and seeds != declared[point] for head, rate in [point])
+    parts = ([f"lacks {', '.join(missing)}"] if missing else []) + ([f"has undeclared {', '.join(extra)}"] if extra
+                                                                     else [])
+    return "; ".join(parts + ([f"another number of seeds at {', '.join(short)}"] if short else []))
 
 
 def recipe_mismatch(matrix: Matrix, family: str, transfer: Transfer, selection: Matrix) -> str:
@@ -158,20 +182,27 @@ def with_picks(matrix: Matrix, where: str, data_digest: str | None = None) -> Ma
                 continue
             folder = transfer.recipe_from
             if folder not in read:
-                source, points = read_selection(folder, where, data_digest)
-                read[folder] = (parse_matrix(source, f"{folder}/benchmark.json"), points)
-            selection, points = read[folder]
+                source, points, seeds = read_selection(folder, where, data_digest)
+                read[folder] = (parse_matrix(source, f"{folder}/benchmark.json"), points, seeds)
+            selection, points, seeds = read[folder]
+            key = f"{where}: transfers.{family}.{transfer.name}: recipe_from {folder}"
             mismatch = recipe_mismatch(matrix, family, transfer, selection)
             if mismatch:
-                raise UserError(f"{where}: transfers.{family}.{transfer.name}: recipe_from {folder} is no selection "
-                                f"of this recipe: {mismatch}")
+                raise UserError(f"{key} is no selection of this recipe: {mismatch}")
+            shared = seeds & {seed for entry in matrix.encoders for seed in run_seeds(entry, transfer.seeds)}
+            if shared:
+                raise UserError(f"{key}: its seeds {sorted(shared)} are this chunk's too; a selection takes a seed of "
+                                f"its own, so that the cells it chose on are not the ones reported")
             picks = {}
             for arm in recipe_arms(matrix, family, transfer):
                 decided = arm_points(points, arm)
                 if not len(decided):
-                    raise UserError(f"{where}: transfers.{family}.{transfer.name}: recipe_from {folder} holds no grid "
-                                    f"points of arm `{arm.method}` ({arm.kind}, head {arm.head}, fraction "
-                                    f"{arm.fraction:g})")
+                    raise UserError(f"{key} holds no grid points of arm `{arm.method}` ({arm.kind}, head {arm.head}, "
+                                    f"fraction {arm.fraction:g})")
+                unfinished = grid_mismatch(decided, declared_points(selection, family, arm))
+                if unfinished:
+                    raise UserError(f"{key}: the grid of arm `{arm.method}` is not the one its settings declare: "
+                                    f"{unfinished}")
                 best = decided[decided["chosen"]].iloc[0]
                 picks[arm.key] = Pick(str(best["head"]), float(best["learning_rate"]))
             resolved.append(replace(transfer, picks=picks))
@@ -195,7 +226,7 @@ def recipe_table(matrices: list[Matrix]) -> pd.DataFrame:
                 if not folder or not (repo_path(folder) / "benchmark.json").is_file():
                     continue
                 if folder not in read:
-                    read[folder] = read_selection(folder, folder)[1]
+                    read[folder] = read_selection(folder, folder)[1]  # the grid points
                 for arm in recipe_arms(matrix, family, transfer):
                     if (arm.method, folder) not in seen:
                         seen.add((arm.method, folder))

@@ -16,8 +16,8 @@ from pretrain.encoders.trusted import encoder_experiments
 # nothing else of a folder's ``tags`` is imported.
 CELL_TAGS = ("stage", "method", "seed", "kind", "dataset", "benchmark", "encoder", "encoder_source", "family",
              "suite_encoder", "pretrain_run_id", "finetune_mode", "mix", "head", "train_fraction", "probe_of",
-             "grid_of", "learning_rate", "recipe_from", "mlflow.runName", "harness.checkpoint_dir", "harness.resumed_from",
-             "harness.changed_params")
+             "grid_of", "learning_rate", "recipe_from", "mlflow.runName", "harness.checkpoint_dir",
+             "harness.resumed_from", "harness.changed_params")
 CELL_STAGES = ("finetune", "baseline")
 CLOCK_SKEW_MS = 10 * 60 * 1000  # another machine's clock may run this far ahead
 

@@ -182,7 +182,8 @@ def finetune(cell: Cell, config: str, experiment: str, parent_run_id: str, cell_
     tags = {**result_tags(cell_hash, cell_record(cell)), "kind": cell.kind, "suite_encoder": cell.encoder,
             "benchmark": benchmark,
             **({"grid_of": cell.grid_of, "learning_rate": f"{cell.learning_rate:g}"} if cell.grid_of else {}),
-            **({"recipe_from": cell.recipe_from, "learning_rate": f"{cell.learning_rate:g}"} if cell.recipe_from else {}),
+            **({"recipe_from": cell.recipe_from, "learning_rate": f"{cell.learning_rate:g}"}
+               if cell.recipe_from else {}),
             **(tags or {})}
     source = cell.encoder_run if ":" in cell.encoder_run else f"runs:/{cell.encoder_run}"  # a run id has no ':'
     if cell.kind == "random":

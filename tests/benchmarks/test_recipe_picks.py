@@ -152,12 +152,19 @@ def test_a_pick_is_carried_by_the_results_folder_and_checked(tmp_path):
                           r"encoder 'gpt-reuters' is pretrained otherwise there"),
     ("other transfer args", r"is no selection of this recipe: its transfer 'frozen' has another `args`"),
     ("another data set", r"results of another data set"),
+    ("unfinished", r"chunk.yaml: transfers.gpt.frozen: recipe_from .*: the grid of arm `gpt-reuters-frozen-attn` "
+                   r"is not the one its settings declare: lacks attn 0.002"),
+    ("the chunk's seeds", r"recipe_from .*: its seeds \[10\] are this chunk's too; a selection takes a seed of "
+                          r"its own"),
 ])
 def test_a_pick_that_cannot_be_read_is_one_line_naming_config_folder_and_arm(tmp_path, case, message):
-    keep = (lambda cell: not (cell.kind == "random" and cell.train_fraction < 1)) if case == "no twin at 10%" else \
-        (lambda cell: True)
+    keep = {"no twin at 10%": lambda cell: not (cell.kind == "random" and cell.train_fraction < 1),
+            "unfinished": lambda cell: (cell.kind, cell.train_fraction, cell.learning_rate) != ("pretrained", 1, 0.002)
+            }.get(case, lambda cell: True)
     folder = selection_folder(tmp_path / "selection", keep)
     config = chunk(tmp_path / "missing" if case == "no folder" else folder)
+    if case == "the chunk's seeds":
+        config["seeds"] = 6  # run 1's seeds: 6 to 11
     if case == "other pretraining":
         config["encoders"][0]["pretrain"] = {**PRETRAIN, "args": ["--trainer.max_epochs=2"]}
     if case == "other transfer args":
@@ -186,7 +193,8 @@ def test_the_report_lists_each_arms_grid_and_pick_and_the_head_it_ran_with(tmp_p
         in section
     assert "attn 0.002: 75.0**" in section and "pool-mlp 0.001: 70.0**" in section
     assert recipe_table([parse_matrix(chunk(tmp_path / "not-run-yet"))]).empty
-    runs = pd.DataFrame({"method": ["e-frozen-picked@0.1", "random-frozen-picked@0.1"], "kind": ["pretrained", "random"],
+    runs = pd.DataFrame({"method": ["e-frozen-picked@0.1", "random-frozen-picked@0.1"],
+                         "kind": ["pretrained", "random"],
                          "head": ["pool-mlp", "attn"], "recipe_from": [str(folder)] * 2, "learning_rate": [1e-3, 2e-3],
                          "seed": [0, 0], "run_id": ["a", "b"], "control": ["random-frozen-picked@0.1", ""],
                          **{metric: [0.7, 0.6] for metric in ("dev_acc", "dev_f1", "test_acc", "test_f1")}})

@@ -83,7 +83,8 @@ def test_every_arm_of_every_chunk_takes_its_recipe_from_a_selection_of_its_famil
             for transfer in transfers:
                 assert transfer.recipe_from in selections, f"{path.stem}: {transfer.name}"
                 selection = selections[transfer.recipe_from]
-                assert transfer.recipe_from.endswith(f"/{family}-{'frozen' if transfer.name == 'frozen' else 'finetuned'}")
+                kind = "frozen" if transfer.name == "frozen" else "finetuned"
+                assert transfer.recipe_from == f"results/families-v3-selection/{family}-{kind}"
                 assert [method for method in config.comparisons if PICKED_HEAD in method] == \
                     [method for method in config.comparisons if "-frozen-" in method and "@0.1" in method]
                 planned = study_plan(selection)
