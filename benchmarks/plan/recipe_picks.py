@@ -42,7 +42,6 @@ class Arm:
     transfer: str
     fraction: float
     head: str  # as declared: a head, or ``picked``
-    folder: str  # recipe_from, as written
 
     @property
     def key(self) -> tuple:
@@ -62,8 +61,8 @@ def recipe_arms(matrix: Matrix, family: str, transfer: Transfer) -> list[Arm]:
             for fraction in transfer.fractions:
                 setting = {"transfer": transfer.name, "mix": transfer.mix, "head": head, "fraction": fraction}
                 kinds = [("pretrained", name)] + ([("random", twin(name))] if matrix.random_control else [])
-                arms += [Arm(method_name(arm_encoder, setting), kind, name, transfer.name, fraction, head,
-                             transfer.recipe_from) for kind, arm_encoder in kinds]
+                arms += [Arm(method_name(arm_encoder, setting), kind, name, transfer.name, fraction, head)
+                         for kind, arm_encoder in kinds]
     return arms
 
 
