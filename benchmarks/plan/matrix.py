@@ -23,7 +23,8 @@ from harness.unique_keys import load_yaml
 KEYS = {"name", "experiment", "encoders", "finetune", "mixes", "heads", "seeds", "random_control", "baselines",
         "learning_curve", "mrpc_dir", "dataset", "transfers", "fractions", "budget", "linear_probe", "lr_grid",
         "smoke", "comparisons"}
-TRANSFER_KEYS = {"name", "config", "args", "mix", "heads", "fractions", "seeds", "lr_grid", "encoders", "recipe_from"}
+TRANSFER_KEYS = {"name", "config", "args", "mix", "heads", "fractions", "seeds", "lr_grid", "encoders",
+                 "recipe_from"}
 CURVE_KEYS = {"fractions", "mix", "head", "seeds"}
 ENCODER_KEYS = {"name", "run", "pretrain", "pretraining_runs"}
 FINETUNE_KEYS = {"config", "args"}
@@ -48,8 +49,8 @@ class Transfer:
     heads: tuple[str, ...] = (HEAD,)
     encoders: tuple[str, ...] | None = None  # None: every encoder of the family
     recipe_from: str = ""  # a selection's results folder: each arm's rate (and picked head) chosen there on dev
-    picks: dict | None = field(default=None, compare=False)  # arm method → its pick, once read
-    # (benchmarks.plan.recipe_picks); None: not read yet
+    picks: dict | None = field(default=None, compare=False)  # (kind, encoder, fraction, head) → the
+    # arm's pick, once read from recipe_from (benchmarks.plan.recipe_picks); None: not read yet
 
 
 @dataclass(frozen=True)
@@ -254,6 +255,9 @@ def check_values(matrix: Matrix, where: str) -> None:
         values += [("learning_curve.head", curve["head"], parse_head)] if "head" in curve else []
     for family, transfers in matrix.transfers.items():
         for transfer in transfers:
+            if transfer.recipe_from and transfer.lr_grid:
+                raise UserError(f"{where}: transfers.{family}.{transfer.name}: `recipe_from` runs each arm at its pick; "
+                                f"an `lr_grid` (here or the matrix's) belongs to the selection's config")
             if PICKED_HEAD in transfer.heads and not transfer.recipe_from:
                 raise UserError(f"{where}: transfers.{family}.{transfer.name}: head `{PICKED_HEAD}` (each arm's head "
                                 f"chosen on dev) needs `recipe_from: <the selection's results folder>`")

@@ -174,11 +174,14 @@ def test_a_pick_that_cannot_be_read_is_one_line_naming_config_folder_and_arm(tmp
     assert "\n" not in str(raised.value)
 
 
-def test_a_picked_head_needs_a_selection(tmp_path):
+def test_a_picked_head_needs_a_selection_and_a_pick_no_grid(tmp_path):
     config = chunk(tmp_path)
     del config["transfers"]["gpt"][1]["recipe_from"]
-    with pytest.raises(UserError, match=r"transfers.gpt.frozen: head `picked` .* needs `recipe_from"):
+    with pytest.raises(UserError, match=r"chunk.yaml: transfers.gpt.frozen: head `picked` .* needs `recipe_from"):
         parse_matrix(config, "chunk.yaml")
+    with pytest.raises(UserError, match=r"chunk.yaml: transfers.gpt.frozen: `recipe_from` runs each arm at its pick; "
+                                        r"an `lr_grid` \(here or the matrix's\) belongs to the selection's config"):
+        parse_matrix({**chunk(tmp_path), "lr_grid": [0.001, 0.002]}, "chunk.yaml")
 
 
 def test_the_report_lists_each_arms_grid_and_pick_and_the_head_it_ran_with(tmp_path):
