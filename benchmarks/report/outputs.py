@@ -1,5 +1,5 @@
 """A benchmark's outputs written: ``results.csv`` (``benchmarks.report.results_table``), ``runs.csv`` (the
-per-run table the suite builds, ``benchmarks.report.run_table``), figures and ``report.md`` — its
+per-run table the suite builds, ``benchmarks.cell.run_table``), figures and ``report.md`` — its
 tables, the remarks (``benchmarks.report.remarks``), anchors, context and how to read it.
 """
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from benchmarks.cell.method_names import fraction_suffix
 from benchmarks.plan.lr_selection import CHOSEN_COLUMN
-from benchmarks.plan.matrix_values import fraction_suffix
-from benchmarks.report.run_table import controls, text_column, train_fractions
+from benchmarks.cell.run_table import controls, text_column, train_fractions
 from benchmarks.stats.controls import CONTROL_OK_COLUMN, CONTROL_REASON_COLUMN, control_check
 from benchmarks.stats.gaps import (PVALUE_COLUMN, Gap, compare_with_baseline, compare_with_twin, is_collapsed,
                                    results_table)
