@@ -101,12 +101,12 @@ def build_results(runs: pd.DataFrame, test_predictions: dict[str, pd.DataFrame])
         rates = pd.to_numeric(runs[CHOSEN_COLUMN], errors="coerce").groupby(runs["method"]).first()  # lr_grid's pick
     if "train_steps" in runs:  # the optimiser steps of a method's fits (cells logged since equal_steps)
         steps = pd.to_numeric(runs["train_steps"], errors="coerce").groupby(runs["method"]).mean()
-    evidence = [Evidence(row["method"], row, gaps.get(row["method"]), baseline_gaps.get(row["method"]),
-                         references.get(row["method"]) or "", int(counts.get(row["method"], 0)),
-                         checked.get(row["method"]),
-                         len(set(run_of[row["method"]].values())) if row["method"] in run_of else None,
-                         nested.get(row["method"]),
-                         None if rates is None else rates.get(row["method"], float("nan")),
-                         None if steps is None else steps.get(row["method"], float("nan")))
-                for row in aggregate_runs(runs).to_dict("records")]
+    evidence = [Evidence(method, row, gap=gaps.get(method), baseline=baseline_gaps.get(method),
+                         reference=references.get(method) or "", collapsed=int(counts.get(method, 0)),
+                         control=checked.get(method),
+                         pretrainings=len(set(run_of[method].values())) if method in run_of else None,
+                         over_runs=nested.get(method),
+                         rate=None if rates is None else rates.get(method, float("nan")),
+                         steps=None if steps is None else steps.get(method, float("nan")))
+                for method, row in ((row["method"], row) for row in aggregate_runs(runs).to_dict("records"))]
     return results_frame(evidence)
