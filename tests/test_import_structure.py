@@ -121,8 +121,8 @@ def imported_anywhere(path: Path, modules: set[str]) -> set[str]:
             continue
         for name in names:
             parts = name.split(".")
-            imported |= {next((".".join(parts[:end]) for end in range(len(parts), 0, -1)
-                               if ".".join(parts[:end]) in modules), "")} - {""}
+            prefixes = [".".join(parts[:end]) for end in range(len(parts), 0, -1)]
+            imported |= set([prefix for prefix in prefixes if prefix in modules][:1])
     return imported - {module_name(path)}
 
 
@@ -195,8 +195,8 @@ def test_the_benchmarks_folders_import_only_downward():
 
 
 def test_the_order_checks_find_an_upward_import():
-    imports = {"benchmarks.plan.cells": {"benchmarks.tasks.cells"}, "benchmarks.tasks.cells": {"benchmarks.cell.definition"},
-               "benchmarks.stats.gaps": {"benchmarks.suite"}}
+    imports = {"benchmarks.plan.cells": {"benchmarks.tasks.cells"},
+               "benchmarks.tasks.cells": {"benchmarks.cell.definition"}, "benchmarks.stats.gaps": {"benchmarks.suite"}}
     assert upward_imports((*BENCHMARKS_FOLDERS, "top"), imports, benchmarks_unit) == [
         "benchmarks.plan.cells -> benchmarks.tasks.cells", "benchmarks.stats.gaps -> benchmarks.suite"]
     graph = folder_graph("benchmarks", {"benchmarks.plan.lr_selection": {"benchmarks.report.run_table"},

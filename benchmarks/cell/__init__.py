@@ -1,1 +1,1 @@
-"""The cell, below every other folder of benchmarks: its settings, what defines its result, and how method names are written."""
+"""The cell, below every other folder of benchmarks: its settings and identity, how method names are written."""

@@ -390,7 +390,8 @@ NEW_COLUMNS = ["p_adjusted", "gap_vs_tfidf", "gap_vs_tfidf_ci_low", "gap_vs_tfid
 
 def results_table(runs: pd.DataFrame, gaps: dict, baseline_gaps: dict | None = None) -> pd.DataFrame:
     """The results columns of ``runs`` and these gaps alone (no predictions: nothing collapsed, no control)."""
-    return results_frame([Evidence(row["method"], row, gaps.get(row["method"]), (baseline_gaps or {}).get(row["method"]))
+    baseline_gaps = baseline_gaps or {}
+    return results_frame([Evidence(row["method"], row, gaps.get(row["method"]), baseline_gaps.get(row["method"]))
                           for row in aggregate_runs(runs).to_dict("records")])
 
 def test_results_table_columns_and_gap_fields():
