@@ -19,12 +19,11 @@ from benchmarks.report.figures import write_figures
 from benchmarks.report.mix_weights import mix_section
 from benchmarks.report.probe_checks import probe_methods, probe_remarks, probe_section
 from benchmarks.report.remarks import mde, number, points, remarks
-from benchmarks.report.results_table import COLLAPSED_COLUMN, STEPS_COLUMN
 from benchmarks.report.study_table import study_figures, study_remarks, study_rows, study_tables
 from benchmarks.stats.controls import CONTROL_OK_COLUMN, RULE_TEXT
 from benchmarks.stats.gaps import METRICS, NO_SEED_REPLICATION, PVALUE_COLUMN
 from benchmarks.stats.preregistration import PREREGISTERED_COLUMN, family_text, missing_note
-from benchmarks.stats.results_columns import shown_columns
+from benchmarks.stats.results_columns import COLLAPSED_COLUMN, STEPS_COLUMN, shown_columns
 from harness.datasets.registry import published_anchors
 
 

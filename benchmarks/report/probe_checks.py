@@ -10,7 +10,7 @@ import math
 import pandas as pd
 
 from benchmarks.cell.method_names import PROBE_SUFFIX
-from benchmarks.report.results_table import COLLAPSED_COLUMN
+from benchmarks.stats.results_columns import COLLAPSED_COLUMN
 from benchmarks.cell.run_table import text_column, train_fractions
 
 MAJORITY = "majority"

@@ -15,11 +15,8 @@ from benchmarks.stats.pairing import same_items
 from benchmarks.stats.pretraining_runs import PretrainingGaps, compare_over_pretrainings
 from benchmarks.stats.results_columns import Evidence, results_frame
 
-COLLAPSED_COLUMN = "collapsed_runs"
-STEPS_COLUMN = "train_steps_mean"  # mean optimiser steps of a method's runs (NaN for baselines)
 CHECK_KINDS = ("baseline", "probe")  # systems fitted beside the methods, with no twin or TF-IDF gap
 TFIDF_BASELINE = "tfidf-lr"  # every learned method is also tested against it (``gap_vs_tfidf``)
-TFIDF_REFERENCE_COLUMN = "tfidf_reference"  # which TF-IDF row a method's ``gap_vs_tfidf`` is against
 
 
 def tfidf_gap(method_runs: dict, fraction: float, by_seed: dict) -> tuple[Gap | None, str]:

@@ -18,10 +18,10 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from benchmarks.plan.lr_selection import CHOSEN_COLUMN
-from benchmarks.report.results_table import COLLAPSED_COLUMN
 from benchmarks.cell.run_table import controls, text_column, train_fractions
 from benchmarks.report.control_rule import control_fields, failed_control, failed_mask, failed_note, learned_text
 from benchmarks.stats.preregistration import PREREGISTERED_COLUMN, Family, family_text
+from benchmarks.stats.results_columns import COLLAPSED_COLUMN
 
 ALPHA = 0.05  # a gap holds below this Holm-adjusted p
 

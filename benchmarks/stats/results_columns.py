@@ -17,8 +17,12 @@ from benchmarks.stats.aggregate import METRICS, STATISTICS
 from benchmarks.stats.controls import CONTROL_OK_COLUMN, CONTROL_REASON_COLUMN
 from benchmarks.stats.gaps import PVALUE_COLUMN, Gap, minimum_detectable_effect
 from benchmarks.stats.multiplicity import holm
-from benchmarks.stats.pretraining_runs import CHECKPOINTS_COLUMNS, N_PRETRAININGS_COLUMN, PretrainingGaps
 from benchmarks.stats.preregistration import PREREGISTERED_COLUMN
+from benchmarks.stats.pretraining_runs import CHECKPOINTS_COLUMNS, N_PRETRAININGS_COLUMN, PretrainingGaps
+
+COLLAPSED_COLUMN = "collapsed_runs"
+TFIDF_REFERENCE_COLUMN = "tfidf_reference"  # which TF-IDF row a method's ``gap_vs_tfidf`` is against
+STEPS_COLUMN = "train_steps_mean"  # mean optimiser steps of a method's runs (NaN for baselines)
 
 
 @dataclass(frozen=True)
@@ -132,7 +136,7 @@ COLUMNS: list[Column] = [
     *[metric_column(metric, statistic) for metric in METRICS for statistic in STATISTICS],
     Column(PVALUE_COLUMN, float, "two-sided p of the gap over the random-init twin", field_of(twin, "p_value"),
            summary=True),
-    Column("collapsed_runs", int, "runs whose test predictions are all one class", lambda e: e.collapsed),
+    Column(COLLAPSED_COLUMN, int, "runs whose test predictions are all one class", lambda e: e.collapsed),
     Column("gap_vs_random", float, "test accuracy gap over the twin (fraction; over pretraining runs where "
            "there are several)", field_of(twin, "gap"), summary=True),
     Column("gap_ci_low", float, "its 95% CI, low end", field_of(twin, "ci_low"), summary=True),
@@ -155,7 +159,7 @@ COLUMNS: list[Column] = [
            lambda e: np.nan if e.control is None else e.control[0]),
     Column(CONTROL_REASON_COLUMN, str, "why the control failed",
            lambda e: e.control[1] if e.control is not None and e.control[0] is False else np.nan),
-    Column("tfidf_reference", str, "the TF-IDF + LR row gap_vs_tfidf is against", lambda e: e.reference or np.nan),
+    Column(TFIDF_REFERENCE_COLUMN, str, "the TF-IDF + LR row gap_vs_tfidf is against", lambda e: e.reference or np.nan),
     Column(N_PRETRAININGS_COLUMN, float, "pretraining runs among the pretrained method's cells",
            lambda e: missing_if_none(e.pretrainings)),
     *[Column(name, float, meaning, checkpoints_reading(index), optional=True) for index, (name, meaning) in
@@ -163,7 +167,7 @@ COLUMNS: list[Column] = [
                                           "its two-sided p", "SD of the gap between pretraining runs")))],
     Column("learning_rate", float, "the rate chosen from the method's grid on dev", lambda e: e.rate,
            optional=True, shown="lr", shown_format="g"),
-    Column("train_steps_mean", float, "mean optimiser steps of its runs", lambda e: e.steps, optional=True,
+    Column(STEPS_COLUMN, float, "mean optimiser steps of its runs", lambda e: e.steps, optional=True,
            shown="steps", shown_format=".0f"),
     Column(PREREGISTERED_COLUMN, bool, "one of the pre-registered comparisons (added with a registered family)"),
 ]

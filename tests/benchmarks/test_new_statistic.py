@@ -12,12 +12,13 @@ import pytest
 from benchmarks.plan.lr_selection import CHOSEN_COLUMN
 from benchmarks.report.outputs import write_outputs
 from benchmarks.report.parent_view import summary_metrics
-from benchmarks.report.results_table import COLLAPSED_COLUMN, STEPS_COLUMN, TFIDF_REFERENCE_COLUMN, build_results
+from benchmarks.report.results_table import build_results
 from benchmarks.stats import results_columns
 from benchmarks.stats.controls import CONTROL_COLUMNS
-from benchmarks.stats.pretraining_runs import CHECKPOINTS_COLUMNS, N_PRETRAININGS_COLUMN
 from benchmarks.stats.preregistration import PREREGISTERED_COLUMN
-from benchmarks.stats.results_columns import COLUMNS, Column, Evidence, register
+from benchmarks.stats.pretraining_runs import CHECKPOINTS_COLUMNS, N_PRETRAININGS_COLUMN
+from benchmarks.stats.results_columns import (COLLAPSED_COLUMN, COLUMNS, STEPS_COLUMN, TFIDF_REFERENCE_COLUMN, Column,
+                                              Evidence, register)
 
 ITEMS = 200
 LABELS = np.random.default_rng(0).integers(0, 2, ITEMS)

@@ -6,10 +6,11 @@ import pandas as pd
 import pytest
 
 from benchmarks.report.outputs import write_outputs
-from benchmarks.report.results_table import TFIDF_REFERENCE_COLUMN, build_results
+from benchmarks.report.results_table import build_results
 from benchmarks.stats.controls import CONTROL_COLUMNS
 from benchmarks.stats.gaps import METRICS, NO_SEED_REPLICATION, PVALUE_COLUMN
 from benchmarks.stats.multiplicity import holm
+from benchmarks.stats.results_columns import TFIDF_REFERENCE_COLUMN
 
 N_ITEMS = 300
 LABELS = (np.random.default_rng(0).random(N_ITEMS) < 0.665).astype(int)
