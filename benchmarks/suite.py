@@ -29,7 +29,7 @@ from benchmarks.plan.encoders import corpus_digests, given_run, pretrain_stages
 from benchmarks.plan.lr_selection import lr_grid_table, select_learning_rates
 from benchmarks.plan.matrix import Matrix, data_flags, dataset_spec, load_config, repo_path, with_budget
 from benchmarks.plan.precision import named_precision, with_precision
-from benchmarks.plan.recipe_picks import recipe_table, with_picks
+from benchmarks.results_files.recipe_folders import recipe_table, with_picks
 from benchmarks.report.cells_from_store import drop_unpaired_controls, run_table
 from benchmarks.report.console_summary import print_summary
 from benchmarks.report.outputs import write_outputs

@@ -74,9 +74,10 @@ SQLITE_DISK_MESSAGES = {"database or disk is full": "no space left", "readonly d
                         "disk i/o error": "disk I/O error"}
 
 
-def disk_problem(error: BaseException) -> str | None:
+def disk_problem(error: BaseException, store: str = "the run store") -> str | None:
     """``'<file>: no space left (…)'`` when ``error`` (or an exception it was raised from) is a
-    full, read-only or unwritable disk: an OSError, or the SQLite run store's own error; None otherwise."""
+    full, read-only or unwritable disk: an OSError, or the SQLite run store's own error (named
+    ``store``: the caller knows which store it opened); None otherwise."""
     seen = set()
     while error is not None and id(error) not in seen:
         seen.add(id(error))
@@ -87,8 +88,6 @@ def disk_problem(error: BaseException) -> str | None:
         if type(error).__name__ == "OperationalError":
             for message, problem in SQLITE_DISK_MESSAGES.items():
                 if message in text:
-                    from harness.tracking.store import tracking_uri  # the store module imports much more
-
-                    return f"the run store {tracking_uri()}: {problem} (SQLite: {message})"
+                    return f"{store}: {problem} (SQLite: {message})"
         error = error.__cause__ or error.__context__
     return None

@@ -14,8 +14,8 @@ from typing import Any
 from torch import Tensor, nn
 
 from harness.errors import UserError
-from pretrain.encoders.hf import model as hf_model
 from pretrain.models import awd_lstm, bilm, transformer
+from pretrain.models import hf as hf_model
 from pretrain.models.config import ModelConfig
 from pretrain.models.objectives import Objective
 

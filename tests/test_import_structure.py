@@ -1,5 +1,7 @@
 """How the packages import: a model file loads torch only, package ``__init__``s load nothing
-heavy, and no module imports itself back through others at module level."""
+heavy, no module imports itself back through others at module level, the packages and the folders
+of benchmarks/ import only downward in the order stated here, and no folder imports another that
+imports it back."""
 
 import ast
 import os
@@ -10,7 +12,10 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("harness", "pretrain", "downstream", "benchmarks")
+PACKAGES = ("harness", "pretrain", "downstream", "benchmarks")  # bottom first: each imports only those before it
+# benchmarks/'s folders, bottom first: each imports only those before it; the package's own modules
+# (suite, __main__) sit above them all
+BENCHMARKS_FOLDERS = ("cell", "stats", "speed", "plan", "tasks", "report", "results_files", "engine")
 HEAVY = ("mlflow", "pytorch_lightning", "lightning", "transformers", "ray", "pandas", "sklearn")
 
 
@@ -101,6 +106,102 @@ def test_no_import_cycle_at_module_level():
     modules = {module_name(path) for path in paths}
     graph = {module_name(path): module_level_imports(path, modules) for path in paths}
     assert cycle(graph) == [], " -> ".join(cycle(graph))
+
+
+def imported_anywhere(path: Path, modules: set[str]) -> set[str]:
+    """The project modules ``path`` imports anywhere in it, inside functions too (the deepest
+    module each import names: ``from a.b import c`` is ``a.b.c`` when that is a module, else ``a.b``)."""
+    imported = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+        else:
+            continue
+        for name in names:
+            parts = name.split(".")
+            prefixes = [".".join(parts[:end]) for end in range(len(parts), 0, -1)]
+            imported |= set([prefix for prefix in prefixes if prefix in modules][:1])
+    return imported - {module_name(path)}
+
+
+def project_imports() -> dict[str, set[str]]:
+    """``{module: the project modules it imports anywhere}`` over the four packages."""
+    paths = [path for package in PACKAGES for path in (REPO / package).rglob("*.py")]
+    modules = {module_name(path) for path in paths}
+    return {module_name(path): imported_anywhere(path, modules) for path in paths}
+
+
+def child_of(package: str, module: str) -> str | None:
+    """The module or folder directly inside ``package`` that holds ``module`` (None outside it)."""
+    if not module.startswith(package + "."):
+        return None
+    return f"{package}.{module[len(package) + 1:].split('.')[0]}"
+
+
+def folder_graph(package: str, imports: dict[str, set[str]]) -> dict[str, set[str]]:
+    """What each module and folder directly inside ``package`` imports of the others, a folder
+    counting every import of any module under it."""
+    graph: dict[str, set[str]] = {}
+    for module, imported in imports.items():
+        source = child_of(package, module)
+        if source is not None:
+            targets = {child_of(package, target) for target in imported} - {None, source}
+            graph.setdefault(source, set()).update(targets)
+    return {node: {target for target in targets if target in graph} for node, targets in graph.items()}
+
+
+@pytest.mark.parametrize("package", sub_packages())
+def test_no_folder_imports_one_that_imports_it_back(package):
+    """Inside every package its folders and modules form layers: no two import each other, through
+    however many others, at module level or inside a function."""
+    found = cycle(folder_graph(package, project_imports()))
+    assert found == [], f"{package}: " + " -> ".join(found)
+
+
+def upward_imports(order: tuple[str, ...], imports: dict[str, set[str]], unit) -> list[str]:
+    """``module -> module`` for each import from a unit of ``order`` to one after it (``unit``:
+    a module's unit, None outside ``order``'s)."""
+    found = []
+    for module, imported in sorted(imports.items()):
+        for target in sorted(imported):
+            source_unit, target_unit = unit(module), unit(target)
+            if source_unit in order and target_unit in order and order.index(target_unit) > order.index(source_unit):
+                found.append(f"{module} -> {target}")
+    return found
+
+
+def benchmarks_unit(module: str) -> str | None:
+    """A benchmarks module's folder, "top" for the package's own modules (``suite``, ``__main__``)."""
+    parts = module.split(".")
+    if parts[0] != "benchmarks" or len(parts) == 1:
+        return None
+    return parts[1] if parts[1] in BENCHMARKS_FOLDERS or (REPO / "benchmarks" / parts[1]).is_dir() else "top"
+
+
+def test_the_packages_import_only_downward():
+    assert upward_imports(PACKAGES, project_imports(), lambda module: module.split(".")[0]) == []
+
+
+def test_the_benchmarks_folders_are_all_in_the_stated_order():
+    folders = {path.parent.name for path in (REPO / "benchmarks").glob("*/__init__.py")}
+    assert folders == set(BENCHMARKS_FOLDERS), "place each benchmarks/ folder in BENCHMARKS_FOLDERS"
+
+
+def test_the_benchmarks_folders_import_only_downward():
+    found = upward_imports((*BENCHMARKS_FOLDERS, "top"), project_imports(), benchmarks_unit)
+    assert found == [], f"imports up the order {' < '.join(BENCHMARKS_FOLDERS)} < suite: " + "; ".join(found)
+
+
+def test_the_order_checks_find_an_upward_import():
+    imports = {"benchmarks.plan.cells": {"benchmarks.tasks.cells"},
+               "benchmarks.tasks.cells": {"benchmarks.cell.definition"}, "benchmarks.stats.gaps": {"benchmarks.suite"}}
+    assert upward_imports((*BENCHMARKS_FOLDERS, "top"), imports, benchmarks_unit) == [
+        "benchmarks.plan.cells -> benchmarks.tasks.cells", "benchmarks.stats.gaps -> benchmarks.suite"]
+    graph = folder_graph("benchmarks", {"benchmarks.plan.lr_selection": {"benchmarks.report.run_table"},
+                                        "benchmarks.report.outputs": {"benchmarks.plan.lr_selection"}})
+    assert cycle(graph) == ["benchmarks.plan", "benchmarks.report", "benchmarks.plan"]
 
 
 def test_the_cycle_check_finds_a_cycle():

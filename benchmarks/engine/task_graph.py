@@ -19,17 +19,17 @@ from typing import Callable
 
 from mlflow.tracking import MlflowClient
 
+from benchmarks.cell.definition import Cell
 from benchmarks.engine.progress import Progress, time_split
 from benchmarks.plan.cells import baseline_cells, matrix_entry, plan
-from benchmarks.plan.encoders import Stage, describe_encoder, reused_stages, stage_hashes, stages_of
+from benchmarks.plan.encoders import Stage, describe_encoder, stage_hashes, stages_of
 from benchmarks.plan.matrix import Matrix, repo_path
 from benchmarks.plan.pretraining_runs import method_encoder
 from benchmarks.plan.scaleout import cell_seconds_estimate
 from benchmarks.results_files.folder import ResultSet
 from benchmarks.results_files.store_transfer import import_cell
 from benchmarks.tasks.attempts import end_cancelled_runs
-from benchmarks.tasks.cells import Cell, finished_run
-from benchmarks.tasks.reuse import result_numbers
+from benchmarks.tasks.reuse import finished_run, result_numbers, reused_stages
 from benchmarks.tasks.entry_points import Study, cell_log, run_baseline, run_cell, run_probe, run_stage
 from benchmarks.tasks.resources import cell_resources, stage_resources
 from harness.datasets.types import PairData

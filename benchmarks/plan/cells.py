@@ -21,11 +21,10 @@ mix, head, fraction and seed; and each cell is identified by everything that def
 
 from __future__ import annotations
 
+from benchmarks.cell.definition import Cell
+from benchmarks.cell.method_names import PROBE_SUFFIX, fraction_suffix, grid_point, twin_name
 from benchmarks.plan.matrix import LAYERS, Matrix
 from benchmarks.plan.pretraining_runs import RUN_INDEX, method_encoder
-from benchmarks.plan.matrix_values import fraction_suffix
-from benchmarks.tasks.cells import Cell
-from benchmarks.tasks.linear_probe import PROBE_SUFFIX
 from downstream.values import Mix
 from harness.errors import UserError
 
@@ -36,11 +35,6 @@ def expand_mixes(mixes: list[str], num_layers: int) -> list[str]:
     for mix in mixes:
         expanded += [f"layer:{k}" for k in range(num_layers - 1)] if mix == LAYERS else [mix]
     return list(dict.fromkeys(expanded))
-
-
-def grid_point(method: str, rate: float) -> str:
-    """The method of one learning rate of a grid: ``<method>~lr<rate>``."""
-    return f"{method}~lr{rate:g}"
 
 
 def mix_head_settings(matrix: Matrix, encoder: dict) -> list[dict]:
@@ -128,12 +122,6 @@ def fraction_seeds(matrix: Matrix, fraction: float) -> list[int]:
         groups = [matrix.learning_curve.seeds] if matrix.learning_curve else []
     entries = matrix.encoders or ({},)  # each pretraining run takes seeds of its own
     return list(dict.fromkeys(seed for seeds in groups for entry in entries for seed in run_seeds(entry, seeds)))
-
-
-def twin_name(encoder: str | None = None) -> str:
-    """The random-init twin's arm in method names: ``random``, or ``random(<encoder>)`` where one
-    plan (or one report) holds several encoders."""
-    return f"random({encoder})" if encoder else "random"
 
 
 def probe_cells(matrix: Matrix, encoder: dict, random_name: str, encoder_name: str = "") -> list[Cell]:

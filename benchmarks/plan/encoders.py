@@ -17,8 +17,8 @@ from pathlib import Path
 
 from mlflow.tracking import MlflowClient
 
+from benchmarks.cell.definition import file_digests, portable_args
 from benchmarks.plan.matrix import repo_path
-from benchmarks.tasks.cells import file_digests, finished_run, portable_args
 from harness.digests import DIGEST_PARAM
 from harness.errors import UserError
 from harness.protocol import settings_hash
@@ -162,17 +162,6 @@ def corpus_digests(encoders: list[dict]) -> dict[str, str]:
     for stage in (stage for encoder in encoders for stage in stages_of(encoder)):
         digests.update(named_corpus_digests(stage.args, stage.config_text()))
     return dict(sorted(digests.items()))
-
-
-def reused_stages(stages: list[Stage], data_digest: str) -> tuple[int, str | None]:
-    """How many leading stages already finished, and the run id of the last of them."""
-    run_id = None
-    for done, cell_hash in enumerate(stage_hashes(stages, data_digest)):
-        found = finished_run(PRETRAIN_EXPERIMENT, cell_hash)
-        if found is None:
-            return done, run_id
-        run_id = found
-    return len(stages), run_id
 
 
 def is_published(encoder: dict) -> bool:

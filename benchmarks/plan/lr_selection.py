@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from benchmarks.report.run_table import text_column
+from benchmarks.cell.run_table import text_column
 
 CHOSEN_COLUMN = "learning_rate"  # results.csv: the rate chosen for a method (NaN: no grid)
 

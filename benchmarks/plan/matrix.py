@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
-from benchmarks.tasks.baselines import BASELINES
+from benchmarks.cell.method_names import BASELINE_NAMES
 from benchmarks.plan.matrix_values import (flag_of, fractions_of, known_keys, list_of, mapping_of, name_of, rates_of,
                                       seeds_of, text_of)
 from benchmarks.plan.pretraining_runs import method_encoder, pretraining_runs_of
@@ -124,8 +124,8 @@ def parse_matrix(mapping: dict, where: str = "matrix", stem: str = "benchmark") 
         known_keys(dataset, DATASET_KEYS, where, "`dataset`")
     baselines = list_of(source.get("baselines", []), where, "baselines", example="[majority, tfidf-lr]")
     for baseline_name in baselines:
-        if baseline_name not in BASELINES:
-            raise UserError(f"{where}: unknown baseline {baseline_name!r}; choose from {sorted(BASELINES)}")
+        if baseline_name not in BASELINE_NAMES:
+            raise UserError(f"{where}: unknown baseline {baseline_name!r}; choose from {sorted(BASELINE_NAMES)}")
     budget = source.get("budget")
     if budget is not None:
         known_keys(mapping_of(budget, where, "budget", "budget: {seeds: 3}"), KEYS, where, "`budget`")

@@ -10,11 +10,6 @@ from harness.errors import UserError
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,99}")  # a name, never a path: no separators, no leading dot
 
 
-def fraction_suffix(fraction: float) -> str:
-    """How a method's name says its labelled fraction: ``@0.1`` below 100%, nothing at 100%."""
-    return f"@{fraction:g}" if fraction < 1 else ""
-
-
 def is_count(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 

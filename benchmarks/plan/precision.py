@@ -6,7 +6,7 @@ random-init twin, which share their flags, always run under the same one."""
 
 from __future__ import annotations
 
-from benchmarks.tasks.resources import trainer_setting
+from benchmarks.plan.trainer_settings import trainer_setting
 from harness.cli.precision import default_precision
 
 FLAG = "--trainer.precision="

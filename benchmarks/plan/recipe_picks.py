@@ -15,12 +15,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from benchmarks.plan.cells import method_name, run_seeds, twin_name
-from benchmarks.plan.matrix import PICKED_HEAD, Matrix, Transfer, parse_matrix, repo_path
+from benchmarks.cell.method_names import twin_name
+from benchmarks.plan.cells import method_name
+from benchmarks.plan.matrix import PICKED_HEAD, Matrix, Transfer, parse_matrix
 from benchmarks.plan.pretraining_runs import RUN_INDEX, method_encoder
-from benchmarks.report.run_table import text_column, train_fractions
-from benchmarks.results_files.folder import ResultSet
-from harness.errors import UserError
+from benchmarks.cell.run_table import text_column, train_fractions
 from harness.unique_keys import load_yaml
 
 TRANSFER_RECIPE = ("config", "args", "mix")  # what a selection's transfer shares with the chunk's
@@ -99,16 +98,6 @@ def arm_points(points: pd.DataFrame, arm: Arm) -> pd.DataFrame:
     return mine.assign(chosen=mine.index == ranked.index[0])
 
 
-def read_selection(folder: str, where: str, data_digest: str | None = None) -> tuple[dict, pd.DataFrame, set[int]]:
-    """A selection folder's settings, grid points and seeds; a missing or unreadable folder is one line."""
-    path = repo_path(folder)
-    if not (path / "benchmark.json").is_file():
-        raise UserError(f"{where}: recipe_from {folder}: no results folder there (run the selection config and "
-                        f"export it with `python -m benchmarks export --out {folder}` first)")
-    results = ResultSet([path], data_digest)
-    runs, _ = results.runs_and_predictions()
-    seeds = set(runs["seed"].astype(int)) if "seed" in runs else set()
-    return results.benchmarks[0].get("settings") or {}, grid_points(runs), seeds
 
 
 def declared_points(selection: Matrix, family: str, arm: Arm) -> dict[tuple[str, float], int]:
@@ -168,70 +157,8 @@ def pretraining(entry: dict):
             for stage in stages]
 
 
-def with_picks(matrix: Matrix, where: str, data_digest: str | None = None) -> Matrix:
-    """``matrix`` with every ``recipe_from`` transfer's picks read from its folder (``Transfer.picks``),
-    before anything runs: a missing folder, a folder of another recipe or data set, or an arm without
-    grid points there is one line naming the config, the folder and the arm."""
-    transfers, read = {}, {}
-    for family, settings in matrix.transfers.items():
-        resolved = []
-        for transfer in settings:
-            if not transfer.recipe_from:
-                resolved.append(transfer)
-                continue
-            folder = transfer.recipe_from
-            if folder not in read:
-                source, points, seeds = read_selection(folder, where, data_digest)
-                read[folder] = (parse_matrix(source, f"{folder}/benchmark.json"), points, seeds)
-            selection, points, seeds = read[folder]
-            key = f"{where}: transfers.{family}.{transfer.name}: recipe_from {folder}"
-            mismatch = recipe_mismatch(matrix, family, transfer, selection)
-            if mismatch:
-                raise UserError(f"{key} is no selection of this recipe: {mismatch}")
-            shared = seeds & {seed for entry in matrix.encoders for seed in run_seeds(entry, transfer.seeds)}
-            if shared:
-                raise UserError(f"{key}: its seeds {sorted(shared)} are this chunk's too; a selection takes a seed of "
-                                f"its own, so that the cells it chose on are not the ones reported")
-            picks = {}
-            for arm in recipe_arms(matrix, family, transfer):
-                decided = arm_points(points, arm)
-                if not len(decided):
-                    raise UserError(f"{key} holds no grid points of arm `{arm.method}` ({arm.kind}, head {arm.head}, "
-                                    f"fraction {arm.fraction:g})")
-                unfinished = grid_mismatch(decided, declared_points(selection, family, arm))
-                if unfinished:
-                    raise UserError(f"{key}: the grid of arm `{arm.method}` is not the one its settings declare: "
-                                    f"{unfinished}")
-                best = decided[decided["chosen"]].iloc[0]
-                picks[arm.key] = Pick(str(best["head"]), float(best["learning_rate"]))
-            resolved.append(replace(transfer, picks=picks))
-        transfers[family] = tuple(resolved)
-    return replace(matrix, transfers=transfers)
 
 
-def recipe_table(matrices: list[Matrix]) -> pd.DataFrame:
-    """For a report: every ``recipe_from`` arm of ``matrices`` with its grid points and pick, from
-    the folders that exist (a selection not run yet is left out).
-
-    Returns:
-        DataFrame ``method, folder, head, learning_rate, n_seeds, dev_acc_mean, chosen``.
-    """
-    columns = ["method", "folder", "head", "learning_rate", "n_seeds", "dev_acc_mean", "chosen"]
-    frames, read, seen = [], {}, set()
-    for matrix in matrices:
-        for family, settings in matrix.transfers.items():
-            for transfer in settings:
-                folder = transfer.recipe_from
-                if not folder or not (repo_path(folder) / "benchmark.json").is_file():
-                    continue
-                if folder not in read:
-                    read[folder] = read_selection(folder, folder)[1]  # the grid points
-                for arm in recipe_arms(matrix, family, transfer):
-                    if (arm.method, folder) not in seen:
-                        seen.add((arm.method, folder))
-                        frames.append(arm_points(read[folder], arm).assign(method=arm.method, folder=folder))
-    frames = [frame for frame in frames if len(frame)]
-    return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
 
 
 def selection_settings(benchmarks: list[dict], configs: list[Path]) -> list[Matrix]:
@@ -250,12 +177,8 @@ ESTIMATE_HEAD = "attn"  # a picked head before its selection has run: the deares
 
 
 def with_estimated_picks(matrix: Matrix) -> Matrix:
-    """For an estimate of the cost: ``matrix`` with its picks read where every selection folder is
-    there, else each arm at its declared head (``picked``: ``attn``) and no rate."""
-    folders = [transfer.recipe_from for settings in matrix.transfers.values() for transfer in settings
-               if transfer.recipe_from]
-    if folders and all((repo_path(folder) / "benchmark.json").is_file() for folder in folders):
-        return with_picks(matrix, matrix.name)
+    """For an estimate of the cost, before or after a selection has run: ``matrix`` with each
+    ``recipe_from`` arm at its declared head (``picked``: the dearest, ``attn``) and no rate."""
     transfers = {family: tuple(replace(transfer, picks={
         arm.key: Pick(ESTIMATE_HEAD if arm.head == PICKED_HEAD else arm.head, None)
         for arm in recipe_arms(matrix, family, transfer)}) if transfer.recipe_from else transfer

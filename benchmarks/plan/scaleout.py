@@ -29,13 +29,13 @@ from typing import Callable
 
 import yaml
 
+from benchmarks.cell.definition import Cell
 from benchmarks.plan.cells import plan
 from benchmarks.plan.encoders import is_published, pretrain_stages
 from benchmarks.plan.matrix import FINETUNE_CONFIG, Matrix, load_config, repo_path, with_budget
 from benchmarks.plan.pretraining_runs import method_encoder
 from benchmarks.plan.recipe_picks import with_estimated_picks
-from benchmarks.tasks.cells import Cell
-from benchmarks.tasks.resources import trainer_setting
+from benchmarks.plan.trainer_settings import trainer_setting
 from downstream.equal_steps import DEFAULT_MAX_REPEATS
 from harness.errors import UserError
 from harness.tracking.runs import REPO_ROOT

@@ -8,8 +8,8 @@ import tempfile
 import pandas as pd
 from mlflow.tracking import MlflowClient
 
+from benchmarks.cell.definition import Cell
 from benchmarks.stats.gaps import ID_COLUMNS, METRICS
-from benchmarks.tasks.cells import Cell
 from harness.tracking.runs import tracking_uri
 
 STEP_METRICS = ("train_steps", "train_epochs")  # how long each cell's fit ran (downstream.evaluation)

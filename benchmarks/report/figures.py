@@ -1,4 +1,4 @@
-"""The benchmark's figures, drawn from the per-run table (``benchmarks.report.run_table``): learning
+"""The benchmark's figures, drawn from the per-run table (``benchmarks.cell.run_table``): learning
 curve, learned scalar-mix weights, and test accuracy by single layer (each pretrained encoder
 beside its random twin).
 
@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure  # no pyplot: figures render with Agg and hold no global state
 
-from benchmarks.report.run_table import (SETTING, controls, encoder_layers, full_fraction_method, setting_label, settings,
+from benchmarks.cell.run_table import (SETTING, controls, encoder_layers, full_fraction_method, setting_label, settings,
                                   single_layer, text_column, train_fractions, weight_columns)
 
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import pandas as pd
 
+from benchmarks.cell.definition import Cell
+from benchmarks.cell.method_names import fraction_suffix
 from benchmarks.plan.matrix import dataset_spec
-from benchmarks.plan.matrix_values import fraction_suffix
 from benchmarks.report.cells_from_store import cell_row
-from benchmarks.report.run_table import text_column, train_fractions
-from benchmarks.tasks.cells import Cell
+from benchmarks.cell.run_table import text_column, train_fractions
 from harness.errors import UserError
 
 REPORT_TIME = "report-time"  # the run id prefix (and parent) of a baseline fitted by the report

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from benchmarks.report.run_table import text_column, weight_columns
+from benchmarks.cell.run_table import text_column, weight_columns
 
 
 def mix_section(runs: pd.DataFrame) -> list[str]:

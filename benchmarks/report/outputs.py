@@ -1,5 +1,5 @@
 """A benchmark's outputs written: ``results.csv`` (``benchmarks.report.results_table``), ``runs.csv`` (the
-per-run table the suite builds, ``benchmarks.report.run_table``), figures and ``report.md`` — its
+per-run table the suite builds, ``benchmarks.cell.run_table``), figures and ``report.md`` — its
 tables, the remarks (``benchmarks.report.remarks``), anchors, context and how to read it.
 """
 
@@ -20,11 +20,11 @@ from benchmarks.report.figures import write_figures
 from benchmarks.report.mix_weights import mix_section
 from benchmarks.report.probe_checks import probe_methods, probe_remarks, probe_section
 from benchmarks.report.remarks import mde, number, points, remarks
-from benchmarks.report.results_table import COLLAPSED_COLUMN, STEPS_COLUMN
 from benchmarks.report.study_table import study_figures, study_remarks, study_rows, study_tables
 from benchmarks.stats.controls import CONTROL_OK_COLUMN, RULE_TEXT
 from benchmarks.stats.gaps import METRICS, NO_SEED_REPLICATION, PVALUE_COLUMN
 from benchmarks.stats.preregistration import PREREGISTERED_COLUMN, family_text, missing_note
+from benchmarks.stats.results_columns import COLLAPSED_COLUMN, STEPS_COLUMN, shown_columns
 from harness.datasets.registry import published_anchors
 
 
@@ -231,7 +231,7 @@ def _markdown(results: pd.DataFrame, runs: pd.DataFrame, context: dict, figures:
     family = context.get("family")  # the pre-registered comparisons (``comparisons:``), or None
     against_tfidf = "gap_vs_tfidf" in results and results["gap_vs_tfidf"].notna().any()  # not without tfidf-lr
     stepped = STEPS_COLUMN in results and results[STEPS_COLUMN].notna().any()  # cells that logged train_steps
-    gridded = CHOSEN_COLUMN in results and results[CHOSEN_COLUMN].notna().any()  # rates chosen from lr_grid
+    plain = shown_columns(results)  # declared plain columns with a value (steps, the grid's chosen rate)
     checked = CONTROL_OK_COLUMN in results and results[CONTROL_OK_COLUMN].notna().any()  # twin comparisons
     lines = [title_line(context.get("name", "benchmark"), bool(context.get("smoke"))), "",
              f"- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}",
@@ -258,14 +258,13 @@ def _markdown(results: pd.DataFrame, runs: pd.DataFrame, context: dict, figures:
              number(row.get(PVALUE_COLUMN), ".3g"),
              *([adjusted_cell(row, family is not None)] if adjusted else []), mde(row.get("mde_vs_random", np.nan)),
              *([gap_cell(row, TFIDF_GAP)] if against_tfidf else []),
-             *([number(row.get(STEPS_COLUMN), ".0f")] if stepped else []),
-             *([number(row.get(CHOSEN_COLUMN), "g")] if gridded else []),
+             *[number(row.get(column.name), column.shown_format) for column in plain],
              f"⚠ {int(row[COLLAPSED_COLUMN])}/{int(row['n_seeds'])}" if row.get(COLLAPSED_COLUMN, 0) > 0 else "no"]
             for _, row in results.iterrows()]
     header = ["method", "seeds", "dev acc", "dev F1", "test acc", "test F1", "gap vs random (95% CI)",
               *(["control"] if checked else []), "p",
               *(["p_adjusted"] if adjusted else []), "MDE", *(["gap vs TF-IDF (95% CI)"] if against_tfidf else []),
-              *(["steps"] if stepped else []), *(["lr"] if gridded else []), "collapsed"]
+              *[column.shown for column in plain], "collapsed"]
     probes = set(probe_methods(runs))  # shown apart, as checks
     own = [row for row, method in zip(rows, results["method"]) if method not in published | probes]
     lines += _table(header, own) if own else ["(no encoder pretrained here in this benchmark)"]

@@ -18,23 +18,22 @@ from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
 from benchmarks.report.results_table import CHECK_KINDS
+from benchmarks.stats.results_columns import COLUMNS
 from harness.tracking.links import experiment_link, metrics_compare_link, run_link
 from harness.tracking.naming import metric_key
 from harness.tracking.views import DESCRIPTION_TAG, benchmark_view
 
-# results.csv columns logged per method (fractions; p-values as they are); a column a table lacks is skipped.
-SUMMARY_COLUMNS = ["test_acc_mean", "test_acc_std", "test_f1_mean", "dev_acc_mean", "gap_vs_random", "gap_ci_low",
-                   "gap_ci_high", "p_value_vs_random", "p_adjusted", "gap_vs_tfidf", "gap_vs_tfidf_ci_low",
-                   "gap_vs_tfidf_ci_high", "p_vs_tfidf", "p_vs_tfidf_adjusted", "n_seeds"]
 DESCRIPTION_SECTIONS = ("Results", "Remarks")
 DESCRIPTION_LIMIT = 40000  # characters; MLflow keeps tag values up to 8000 on some stores, 64k on SQL ones
 
 
 def summary_metrics(results: pd.DataFrame) -> dict[str, float]:
-    """``{<method>/<column>: value}`` for every finite value of :data:`SUMMARY_COLUMNS`."""
+    """``{<method>/<column>: value}`` for every finite value of the results columns declared ``summary``
+    (fractions; p-values as they are); a column the table lacks is skipped."""
     metrics = {}
+    summary = [column.name for column in COLUMNS if column.summary]
     for row in results.itertuples(index=False):
-        for column in SUMMARY_COLUMNS:
+        for column in summary:
             value = getattr(row, column, None)
             if value is not None and pd.notna(value) and math.isfinite(float(value)):
                 metrics[f"{metric_key(row.method)}/{column}"] = float(value)

@@ -9,9 +9,9 @@ import math
 
 import pandas as pd
 
-from benchmarks.report.results_table import COLLAPSED_COLUMN
-from benchmarks.report.run_table import text_column, train_fractions
-from benchmarks.tasks.linear_probe import PROBE_SUFFIX
+from benchmarks.cell.method_names import PROBE_SUFFIX
+from benchmarks.stats.results_columns import COLLAPSED_COLUMN
+from benchmarks.cell.run_table import text_column, train_fractions
 
 MAJORITY = "majority"
 

@@ -7,9 +7,8 @@ from __future__ import annotations
 import pandas as pd
 
 from benchmarks.plan.matrix import PICKED_HEAD
-from benchmarks.report.run_table import text_column
+from benchmarks.cell.run_table import text_column
 
-PICKED_HEAD_COLUMN = "picked_head"  # results.csv: the head a `picked` arm chose on dev (NaN: declared)
 
 
 def picked_heads(runs: pd.DataFrame) -> dict[str, str]:

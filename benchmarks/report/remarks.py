@@ -7,14 +7,15 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from benchmarks.report.results_table import CHECK_KINDS, COLLAPSED_COLUMN, TFIDF_BASELINE
+from benchmarks.report.results_table import CHECK_KINDS, TFIDF_BASELINE
 from benchmarks.stats.multiplicity import chance_remark
 from benchmarks.stats.preregistration import PREREGISTERED_COLUMN, Family, family_text
-from benchmarks.report.run_table import (SETTING, controls, curve_methods, full_fraction_method, setting_label, settings,
+from benchmarks.cell.run_table import (SETTING, controls, curve_methods, full_fraction_method, setting_label, settings,
                                   text_column)
 from benchmarks.stats.controls import CONTROL_OK_COLUMN, CONTROL_REASON_COLUMN, RULE_TEXT, control_failed
 from benchmarks.stats.gaps import NO_SEED_REPLICATION, PVALUE_COLUMN
 from benchmarks.stats.pretraining_runs import CHECKPOINTS_COLUMNS, N_PRETRAININGS_COLUMN
+from benchmarks.stats.results_columns import COLLAPSED_COLUMN
 
 ALPHA = 0.05  # the level of every CI (95%) and of Holm's adjustment
 

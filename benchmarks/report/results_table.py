@@ -3,25 +3,21 @@ random-init twin and the TF-IDF baseline (the gap tests of ``benchmarks.stats.ga
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
+from benchmarks.cell.method_names import fraction_suffix
 from benchmarks.plan.lr_selection import CHOSEN_COLUMN
-from benchmarks.report.recipe_section import PICKED_HEAD_COLUMN, picked_heads
-from benchmarks.plan.matrix_values import fraction_suffix
-from benchmarks.report.run_table import controls, text_column, train_fractions
-from benchmarks.stats.controls import CONTROL_OK_COLUMN, CONTROL_REASON_COLUMN, control_check
-from benchmarks.stats.gaps import (PVALUE_COLUMN, Gap, compare_with_baseline, compare_with_twin, is_collapsed,
-                                   results_table)
+from benchmarks.report.recipe_section import picked_heads
+from benchmarks.cell.run_table import controls, text_column, train_fractions
+from benchmarks.stats.controls import control_check
+from benchmarks.stats.aggregate import aggregate_runs
+from benchmarks.stats.gaps import Gap, compare_with_baseline, compare_with_twin, is_collapsed
 from benchmarks.stats.pairing import same_items
-from benchmarks.stats.pretraining_runs import (CHECKPOINTS_COLUMNS, N_PRETRAININGS_COLUMN, PretrainingGaps,
-                                               compare_over_pretrainings)
+from benchmarks.stats.pretraining_runs import PretrainingGaps, compare_over_pretrainings
+from benchmarks.stats.results_columns import Evidence, results_frame
 
-COLLAPSED_COLUMN = "collapsed_runs"
-STEPS_COLUMN = "train_steps_mean"  # mean optimiser steps of a method's runs (NaN for baselines)
 CHECK_KINDS = ("baseline", "probe")  # systems fitted beside the methods, with no twin or TF-IDF gap
 TFIDF_BASELINE = "tfidf-lr"  # every learned method is also tested against it (``gap_vs_tfidf``)
-TFIDF_REFERENCE_COLUMN = "tfidf_reference"  # which TF-IDF row a method's ``gap_vs_tfidf`` is against
 
 
 def tfidf_gap(method_runs: dict, fraction: float, by_seed: dict) -> tuple[Gap | None, str]:
@@ -72,15 +68,8 @@ def build_results(runs: pd.DataFrame, test_predictions: dict[str, pd.DataFrame])
     gap to a twin.
 
     Returns:
-        DataFrame, one row per method (first-appearance order): ``method, n_seeds,
-        {dev,test}_{acc,f1}_{mean,std,min,max}, p_value_vs_random, collapsed_runs, gap_vs_random,
-        gap_ci_low, gap_ci_high, mde_vs_random, paired_seeds, paired_items, gap_test, p_adjusted,
-        gap_vs_tfidf, gap_vs_tfidf_ci_low, gap_vs_tfidf_ci_high, p_vs_tfidf, control_ok, control_reason,
-        tfidf_reference, n_pretrainings`` (``control_ok`` empty for a method without a twin gap); for a
-        method whose cells come from several pretraining runs its gap is "this recipe" (over runs,
-        ``stats.pretraining_runs``) with ``checkpoints_ci_low, checkpoints_ci_high, checkpoints_p,
-        between_run_sd`` beside it; and ``train_steps_mean``
-        (the mean optimiser steps of its runs) where the runs logged ``train_steps``.
+        DataFrame, one row per method (first-appearance order), the columns
+        ``benchmarks.stats.results_columns`` declares (its optional ones where some method has a value).
     """
     predicted = runs[runs["run_id"].isin(list(test_predictions))]
     by_seed = {method: {seed: test_predictions[run_id] for seed, run_id in zip(group["seed"], group["run_id"])}
@@ -101,32 +90,23 @@ def build_results(runs: pd.DataFrame, test_predictions: dict[str, pd.DataFrame])
         gap, references[method] = tfidf_gap(by_seed[method], fraction_of[method], by_seed)
         if gap is not None:
             baseline_gaps[method] = gap
-    table = results_table(runs, gaps, baseline_gaps)
     collapsed = predicted.assign(collapsed=[is_collapsed(test_predictions[run]) for run in predicted["run_id"]])
     counts = collapsed.groupby("method")["collapsed"].sum()
-    table.insert(table.columns.get_loc(PVALUE_COLUMN) + 1, COLLAPSED_COLUMN,  # the old columns keep their places
-                 [int(counts.get(method, 0)) for method in table["method"]])
     checked = {method: control_check(method, by_seed[method], control, by_seed[control])
                for method, control in controls(runs).items() if method in gaps}
-    table[CONTROL_OK_COLUMN] = pd.Series([checked[method][0] if method in checked else np.nan  # True/False/NaN
-                                          for method in table["method"]], index=table.index, dtype=object)
-    table[CONTROL_REASON_COLUMN] = [checked[method][1] if checked.get(method, (True,))[0] is False else np.nan
-                                    for method in table["method"]]  # NaN: held, or no comparison
-    table[TFIDF_REFERENCE_COLUMN] = [references.get(method) or np.nan for method in table["method"]]
-    table[N_PRETRAININGS_COLUMN] = [len(set(run_of[method].values())) if method in run_of else np.nan
-                                    for method in table["method"]]
-    if nested:  # methods pretrained several times: the conditional reading beside the headline one
-        readings = {method: (gaps.checkpoints.ci_low, gaps.checkpoints.ci_high, gaps.checkpoints.p_value,
-                             float(np.sqrt(gaps.between_run_variance))) for method, gaps in nested.items()}
-        for index, column in enumerate(CHECKPOINTS_COLUMNS):
-            table[column] = [readings[method][index] if method in readings else np.nan for method in table["method"]]
+    rates = steps = None
     if CHOSEN_COLUMN in runs and pd.to_numeric(runs[CHOSEN_COLUMN], errors="coerce").notna().any():
-        rates = pd.to_numeric(runs[CHOSEN_COLUMN], errors="coerce").groupby(runs["method"]).first()
-        table[CHOSEN_COLUMN] = [rates.get(method, float("nan")) for method in table["method"]]  # lr_grid's pick
-    heads = picked_heads(runs)
-    if heads:  # a head chosen on dev (recipe_from, head `picked`): the one its cells ran with
-        table[PICKED_HEAD_COLUMN] = [heads.get(method, np.nan) for method in table["method"]]
+        rates = pd.to_numeric(runs[CHOSEN_COLUMN], errors="coerce").groupby(runs["method"]).first()  # lr_grid's pick
+    heads = picked_heads(runs)  # a head chosen on dev (recipe_from, head `picked`): the one its cells ran with
     if "train_steps" in runs:  # the optimiser steps of a method's fits (cells logged since equal_steps)
         steps = pd.to_numeric(runs["train_steps"], errors="coerce").groupby(runs["method"]).mean()
-        table[STEPS_COLUMN] = [steps.get(method, float("nan")) for method in table["method"]]
-    return table
+    evidence = [Evidence(method, row, gap=gaps.get(method), baseline=baseline_gaps.get(method),
+                         reference=references.get(method) or "", collapsed=int(counts.get(method, 0)),
+                         control=checked.get(method),
+                         pretrainings=len(set(run_of[method].values())) if method in run_of else None,
+                         over_runs=nested.get(method),
+                         rate=None if rates is None else rates.get(method, float("nan")),
+                         steps=None if steps is None else steps.get(method, float("nan")),
+                         head=heads.get(method, float("nan")) if heads else None)
+                for method, row in ((row["method"], row) for row in aggregate_runs(runs).to_dict("records"))]
+    return results_frame(evidence)

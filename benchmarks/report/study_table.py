@@ -20,10 +20,10 @@ from matplotlib.figure import Figure
 from benchmarks.plan.lr_selection import CHOSEN_COLUMN
 from benchmarks.plan.matrix import PICKED_HEAD
 from benchmarks.report.recipe_section import is_picked
-from benchmarks.report.results_table import COLLAPSED_COLUMN
-from benchmarks.report.run_table import controls, text_column, train_fractions
+from benchmarks.cell.run_table import controls, text_column, train_fractions
 from benchmarks.report.control_rule import control_fields, failed_control, failed_mask, failed_note, learned_text
 from benchmarks.stats.preregistration import PREREGISTERED_COLUMN, Family, family_text
+from benchmarks.stats.results_columns import COLLAPSED_COLUMN
 
 ALPHA = 0.05  # a gap holds below this Holm-adjusted p
 

@@ -16,12 +16,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from benchmarks.plan.cells import grid_point, twin_name
+from benchmarks.cell.definition import portable_args
+from benchmarks.cell.method_names import grid_point, twin_name
 from benchmarks.plan.pretraining_runs import is_run_of
 from benchmarks.results_files import manifest as folder_manifest
 from benchmarks.results_files.predictions_file import SPLITS, predictions_path, read_predictions_file
 from benchmarks.results_files.record_shapes import CELL, FORMAT, read_record
-from benchmarks.tasks.cells import portable_args
 from harness.errors import UserError
 from harness.protocol import newer_concerns, settings_hash
 

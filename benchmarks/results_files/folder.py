@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from benchmarks.plan.cells import twin_name
+from benchmarks.cell.method_names import twin_name
 from benchmarks.plan.pretraining_runs import is_run_of
 from benchmarks.report.cells_from_store import cell_row
 from benchmarks.results_files.cell_checks import check_cell

@@ -11,7 +11,8 @@ import pandas as pd
 
 from benchmarks.plan.lr_selection import lr_grid_table, select_learning_rates
 from benchmarks.plan.matrix import load_config
-from benchmarks.plan.recipe_picks import recipe_table, selection_settings
+from benchmarks.plan.recipe_picks import selection_settings
+from benchmarks.results_files.recipe_folders import recipe_table
 from benchmarks.report.cells_from_store import drop_unpaired_controls
 from benchmarks.report.fraction_baselines import with_fraction_baselines
 from benchmarks.report.outputs import write_outputs

@@ -32,19 +32,14 @@ import pandas as pd
 from scipy import optimize, stats
 
 from benchmarks.stats.aggregate import METRICS, STATISTICS, aggregate_runs, is_collapsed, runs_table
-from benchmarks.stats.multiplicity import holm
 from benchmarks.stats.pairing import ID_COLUMNS, VALUE_COLUMNS, correctness, id_columns, paired_correctness, same_items
 
-__all__ = ["METRICS", "STATISTICS", "ID_COLUMNS", "VALUE_COLUMNS", "PVALUE_COLUMN", "GAP_COLUMNS", "NEW_COLUMNS",
-           "CROSSED", "NO_SEED_REPLICATION", "ITEMS_ONLY", "Gap", "crossed_gap", "rejection_probability",
-           "minimum_detectable_effect", "compare_with_twin", "compare_with_baseline", "results_table",
-           "aggregate_runs", "is_collapsed", "runs_table", "correctness", "id_columns", "paired_correctness"]
+__all__ = ["METRICS", "STATISTICS", "ID_COLUMNS", "VALUE_COLUMNS", "PVALUE_COLUMN", "CROSSED", "NO_SEED_REPLICATION",
+           "ITEMS_ONLY", "Gap", "crossed_gap", "rejection_probability", "minimum_detectable_effect",
+           "compare_with_twin", "compare_with_baseline", "aggregate_runs", "is_collapsed", "runs_table", "correctness",
+           "id_columns", "paired_correctness"]
 
-PVALUE_COLUMN = "p_value_vs_random"
-GAP_COLUMNS = ["gap_vs_random", "gap_ci_low", "gap_ci_high", "mde_vs_random", "paired_seeds", "paired_items",
-               "gap_test"]
-NEW_COLUMNS = ["p_adjusted", "gap_vs_tfidf", "gap_vs_tfidf_ci_low", "gap_vs_tfidf_ci_high", "p_vs_tfidf",
-               "p_vs_tfidf_adjusted"]
+PVALUE_COLUMN = "p_value_vs_random"  # results.csv (benchmarks.stats.results_columns declares every column)
 CROSSED, NO_SEED_REPLICATION = "seeds x items", "no seed replication"
 ITEMS_ONLY = NO_SEED_REPLICATION  # the former name of the one-seed procedure
 QUADRATURE_POINTS = 2000  # quantiles of MS_seed's distribution averaged over in ``rejection_probability``
@@ -201,43 +196,3 @@ def compare_with_baseline(method_runs: Mapping, baseline_predictions: pd.DataFra
     if not method_runs or not same_items(next(iter(method_runs.values())), baseline_predictions):
         return None
     return compare_with_twin(method_runs, {seed: baseline_predictions for seed in method_runs}, method)
-
-
-def _mde(gap: Gap) -> float:
-    if gap.seeds < 2:
-        return np.nan
-    return minimum_detectable_effect(gap.seed_variance, gap.item_variance, gap.residual_variance, gap.seeds,
-                                     gap.items)
-
-
-def results_table(runs: pd.DataFrame, gaps: Mapping[str, Gap], baseline_gaps: Mapping[str, Gap] | None = None
-                  ) -> pd.DataFrame:
-    """The benchmark's ``results.csv``: per-method aggregates, the gap over the random twin, then the
-    Holm-adjusted p over all the table's twin comparisons and the gap over TF-IDF + LR.
-
-    Returns:
-        DataFrame: ``method, n_seeds, {dev,test}_{acc,f1}_{mean,std,min,max}, p_value_vs_random,
-        gap_vs_random, gap_ci_low, gap_ci_high, mde_vs_random, paired_seeds, paired_items, gap_test,
-        p_adjusted, gap_vs_tfidf, gap_vs_tfidf_ci_low, gap_vs_tfidf_ci_high, p_vs_tfidf,
-        p_vs_tfidf_adjusted`` (Holm over the TF-IDF comparisons, a family apart from the twins'; NaN,
-        or 0 seeds and items, where a method has no twin or no baseline comparison; with one seed pair
-        the gaps without CI, p or MDE, ``gap_test`` = "no seed replication").
-        ``mde_vs_random``: the minimum detectable effect (alpha 0.05, power 0.8) for the row's seeds
-        and items, from its measured variance components.
-    """
-    table = aggregate_runs(runs)
-    baseline_gaps = baseline_gaps or {}
-    rows = []
-    for method in table["method"]:
-        gap, baseline = gaps.get(method), baseline_gaps.get(method)
-        row = [np.nan] * 5 + [0, 0, np.nan] if gap is None else \
-            [gap.p_value, gap.gap, gap.ci_low, gap.ci_high, _mde(gap), gap.seeds, gap.items, gap.procedure]
-        row += [np.nan] * 4 if baseline is None else [baseline.gap, baseline.ci_low, baseline.ci_high,
-                                                      baseline.p_value]
-        rows.append(row)
-    columns = [PVALUE_COLUMN, *GAP_COLUMNS, *NEW_COLUMNS[1:-1]]
-    extra = pd.DataFrame(rows, columns=columns, index=table.index)
-    extra.insert(len(GAP_COLUMNS) + 1, NEW_COLUMNS[0], holm(extra[PVALUE_COLUMN].to_numpy(dtype=float)))
-    # the comparisons with TF-IDF + LR are a family of their own
-    extra[NEW_COLUMNS[-1]] = holm(extra["p_vs_tfidf"].to_numpy(dtype=float))
-    return pd.concat([table, extra], axis=1)

@@ -1,13 +1,15 @@
 """The baselines a benchmark runs as ``stage=baseline`` cells: the systems themselves live in
 :mod:`downstream.baselines`, where every finetune summary computes them too (layering: downstream
-never imports benchmarks); this module names them for the benchmark's own modules and fits one on
-the labelled subset of a fraction and seed, the very pairs a finetune cell of that fraction and
-seed trains on (``downstream.pair_datamodule.subsample``)."""
+never imports benchmarks); this module fits the one a method names
+(``benchmarks.cell.method_names.BASELINE_NAMES``) on the labelled subset of a fraction and seed,
+the very pairs a finetune cell of that fraction and seed trains on
+(``downstream.pair_datamodule.subsample``)."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from benchmarks.cell.method_names import baseline_name
 from downstream.baselines import (class_probabilities, cross_validated_logistic, majority_baseline,  # noqa: F401
                                   tfidf_lr_baseline)
 from downstream.pair_datamodule import subsample
@@ -19,11 +21,6 @@ BASELINES = {
                                                                                      num_classes),
     "tfidf-lr": tfidf_lr_baseline,
 }
-
-
-def baseline_name(method: str) -> str:
-    """The baseline a method name runs: ``tfidf-lr@0.1`` → ``tfidf-lr``."""
-    return method.partition("@")[0]
 
 
 def fit_baseline(method: str, data: PairData, fraction: float = 1.0, seed: int = 0) -> dict[str, np.ndarray]:

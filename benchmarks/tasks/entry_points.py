@@ -11,9 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmarks.cell.definition import Cell
 from benchmarks.plan.encoders import PRETRAIN_EXPERIMENT, Stage
 from benchmarks.tasks.attempts import attempt_tags, end_lost_attempts, finished_child, node_name, stopped_attempt_checkpoint
-from benchmarks.tasks.cells import FINETUNE_THREADS, Cell, baseline, finetune, finished_run, linear_probe, pretrain
+from benchmarks.tasks.cells import FINETUNE_THREADS, baseline, finetune, finished_run, linear_probe, pretrain
 from harness.cli.runtime import intra_op_threads
 from harness.datasets.types import PairData
 from harness.tracking.runs import ensure_experiment

@@ -24,8 +24,6 @@ from downstream.features import FeatureStore
 from downstream.pair_datamodule import subsample
 from harness.datasets.types import PairData
 
-PROBE_SUFFIX = "linear-probe"  # method names: <encoder>-linear-probe, random(<encoder>)-linear-probe
-
 
 def sentence_vectors(store: FeatureStore) -> np.ndarray:
     """Returns (N, D): each sentence's features averaged over its real tokens and its L layers

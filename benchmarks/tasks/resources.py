@@ -5,27 +5,10 @@ device and a CPU to feed each. ``accelerator: auto`` counts as CPU: ask for GPUs
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import yaml
-
+from benchmarks.plan.trainer_settings import trainer_setting
 from benchmarks.tasks.cells import FINETUNE_THREADS
 
 GPU_ACCELERATORS = ("gpu", "cuda")
-
-
-def trainer_setting(config: str, args: list[str], key: str, default=None):
-    """``trainer.<key>`` as the CLI would see it: the last ``--trainer.<key>=`` flag, else the config's."""
-    value = default
-    path = Path(config)
-    if path.is_file():
-        trainer = (yaml.safe_load(path.read_text()) or {}).get("trainer") or {}
-        value = trainer.get(key, default)
-    prefix = f"--trainer.{key}="
-    for argument in args:
-        if argument.startswith(prefix):
-            value = yaml.safe_load(argument[len(prefix):])
-    return value
 
 
 def device_count(config: str, args: list[str]) -> int:

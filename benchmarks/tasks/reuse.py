@@ -16,6 +16,7 @@ from functools import lru_cache
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
+from benchmarks.plan.encoders import PRETRAIN_EXPERIMENT, Stage, stage_hashes
 from harness.datasets.registry import dataset_name
 from harness.errors import UserError
 from harness.tracking.runs import ensure_experiment, tracking_uri
@@ -88,3 +89,14 @@ def untrusted(uri: str, user: str, experiment: str, experiment_id: str) -> str |
             f"does not list {user} as its manager (another user created it): its runs are never reused and a suite "
             f"does not log there; choose an experiment of your own (`experiment:` in the config), or name it in "
             f"{VARIABLE} if you trust whoever manages it")
+
+
+def reused_stages(stages: list[Stage], data_digest: str) -> tuple[int, str | None]:
+    """How many leading stages already finished, and the run id of the last of them."""
+    run_id = None
+    for done, cell_hash in enumerate(stage_hashes(stages, data_digest)):
+        found = finished_run(PRETRAIN_EXPERIMENT, cell_hash)
+        if found is None:
+            return done, run_id
+        run_id = found
+    return len(stages), run_id

@@ -249,7 +249,7 @@ def run_cli(cli_class: type[TrackedCLI], args: list[str] | None = None, reraise_
                 raise (error if isinstance(error, KeyboardInterrupt) else KeyboardInterrupt()) from None
             return EXIT_CODES[signal_name]
         fail_open_runs()
-        disk = disk_problem(error)
+        disk = disk_problem(error, f"the run store {tracking_uri()}")
         if disk:
             print(f"error: {disk}; free space there or point the run elsewhere (--trainer.default_root_dir, "
                   f"--data.cache_dir, MLFLOW_TRACKING_URI)", file=sys.stderr)

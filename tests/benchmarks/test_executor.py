@@ -14,7 +14,7 @@ from benchmarks.engine.task_graph import StudyExecutor, encoder_cells
 from benchmarks.plan.cells import plan
 from benchmarks.plan.matrix import parse_matrix
 from benchmarks.plan.scaleout import cell_seconds_estimate
-from benchmarks.tasks.cells import Cell
+from benchmarks.cell.definition import Cell
 from benchmarks.tasks.entry_points import Study
 from benchmarks.tasks.resources import cell_resources, stage_resources
 from harness.errors import UserError

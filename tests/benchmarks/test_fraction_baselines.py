@@ -178,3 +178,10 @@ def test_cells_on_other_test_items_than_the_fraction_baseline_get_no_gap_to_it()
                    **{f"tfidf-lr@0.1/{seed}": correct_on(0.7, labels, seed) for seed in (0, 1)}}
     results = build_results(pd.DataFrame(rows).assign(test_acc=0.7), predictions).set_index("method")
     assert pd.isna(results.loc["m@0.1", "gap_vs_tfidf"]) and pd.isna(results.loc["m@0.1", "tfidf_reference"])
+
+
+def test_every_baseline_a_matrix_may_name_is_one_the_tasks_can_fit():
+    from benchmarks.cell.method_names import BASELINE_NAMES
+    from benchmarks.tasks.baselines import BASELINES
+
+    assert set(BASELINES) == set(BASELINE_NAMES)

@@ -24,7 +24,8 @@ from benchmarks.plan.matrix import parse_matrix
 from benchmarks.report.cells_from_store import read_predictions
 from benchmarks.report.probe_checks import probe_remarks, probe_section
 from benchmarks.report.results_table import build_results
-from benchmarks.tasks.cells import Cell, linear_probe
+from benchmarks.cell.definition import Cell
+from benchmarks.tasks.cells import linear_probe
 from benchmarks.tasks.linear_probe import pair_features, probe_probabilities, sentence_vectors
 from downstream.features import FeatureStore
 from harness.datasets.mrpc import load_mrpc

@@ -15,7 +15,8 @@ import yaml
 
 from benchmarks.plan.cells import plan
 from benchmarks.plan.matrix import parse_matrix
-from benchmarks.plan.recipe_picks import recipe_table, with_estimated_picks, with_picks
+from benchmarks.plan.recipe_picks import with_estimated_picks
+from benchmarks.results_files.recipe_folders import recipe_table, with_picks
 from benchmarks.report.recipe_section import recipe_section
 from benchmarks.report.results_table import build_results
 from benchmarks.report.study_table import recipe_of

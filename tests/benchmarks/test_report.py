@@ -6,10 +6,11 @@ import pandas as pd
 import pytest
 
 from benchmarks.report.outputs import write_outputs
-from benchmarks.report.results_table import TFIDF_REFERENCE_COLUMN, build_results
+from benchmarks.report.results_table import build_results
 from benchmarks.stats.controls import CONTROL_COLUMNS
-from benchmarks.stats.gaps import METRICS, NEW_COLUMNS, NO_SEED_REPLICATION, PVALUE_COLUMN
+from benchmarks.stats.gaps import METRICS, NO_SEED_REPLICATION, PVALUE_COLUMN
 from benchmarks.stats.multiplicity import holm
+from benchmarks.stats.results_columns import TFIDF_REFERENCE_COLUMN
 
 N_ITEMS = 300
 LABELS = (np.random.default_rng(0).random(N_ITEMS) < 0.665).astype(int)
@@ -78,6 +79,8 @@ def accuracy(frame: pd.DataFrame) -> float:
 
 GAP_COLUMNS = ["gap_vs_random", "gap_ci_low", "gap_ci_high", "mde_vs_random", "paired_seeds", "paired_items",
                "gap_test"]
+NEW_COLUMNS = ["p_adjusted", "gap_vs_tfidf", "gap_vs_tfidf_ci_low", "gap_vs_tfidf_ci_high", "p_vs_tfidf",
+               "p_vs_tfidf_adjusted"]
 
 
 def test_build_results_columns_and_method_order(benchmark):

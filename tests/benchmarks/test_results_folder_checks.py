@@ -200,7 +200,7 @@ def test_the_arms_of_a_committed_folder_swapped_no_longer_flip_its_gap(tmp_path,
 
 def test_a_cell_may_name_where_its_data_lay_beside_its_settings_but_no_other_flag(tmp_path):
     """A cell's args keep the flags that locate data on the machine that ran it; its settings (its
-    hash) drop them (``benchmarks.tasks.cells.portable_args``)."""
+    hash) drop them (``benchmarks.cell.definition.portable_args``)."""
     folder = make_folder(tmp_path / "a")
     path = cells_by_arm(folder)[("random", 0)]
     edit_record(path, lambda record: record["cell"].update(args=["--data.mrpc_dir=/data/mrpc"]))

@@ -180,7 +180,7 @@ def test_a_suite_never_picks_between_the_store_and_a_results_folder(tmp_path, st
     from types import SimpleNamespace
 
     from benchmarks.engine.task_graph import StudyExecutor
-    from benchmarks.tasks.cells import Cell
+    from benchmarks.cell.definition import Cell
 
     folder, other = make_folder(tmp_path / "a", seeds=1), make_folder(tmp_path / "b", seeds=1, twin_right=20)
     assert main(["import", str(other)]) == 0

@@ -9,7 +9,7 @@ import pytest
 from benchmarks.plan.matrix import parse_matrix
 from benchmarks.plan.scaleout import Costs, critical_path, main, simulate, study_plan
 from benchmarks.results_files.folder import read_folder
-from benchmarks.tasks.cells import Cell
+from benchmarks.cell.definition import Cell
 from harness.tracking.runs import REPO_ROOT
 
 CONFIG = parse_matrix({"encoders": [{"name": "elmo-a", "run": "latest"}, {"name": "gpt-b", "run": "latest"}],

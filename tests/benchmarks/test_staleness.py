@@ -5,7 +5,8 @@ first and only links, never silently adopts, another benchmark's cell."""
 import pytest
 from mlflow.tracking import MlflowClient
 
-from benchmarks.tasks.cells import Cell, file_digests, finished_run, portable_args
+from benchmarks.cell.definition import Cell, file_digests, portable_args
+from benchmarks.tasks.reuse import finished_run
 from harness import protocol, versioning
 from harness.protocol import settings_hash
 from harness.tracking.runs import ensure_experiment

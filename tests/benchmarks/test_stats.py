@@ -15,15 +15,15 @@ from benchmarks.stats.multiplicity import holm
 from benchmarks.stats.gaps import (
     CROSSED,
     METRICS,
-    NEW_COLUMNS,
     NO_SEED_REPLICATION,
     compare_with_baseline,
     compare_with_twin,
     crossed_gap,
     minimum_detectable_effect,
     rejection_probability,
-    results_table,
 )
+from benchmarks.stats.aggregate import aggregate_runs
+from benchmarks.stats.results_columns import Evidence, results_frame
 from tests.benchmarks.stats_inputs import frame, make_runs
 
 
@@ -384,6 +384,16 @@ def test_compare_with_baseline_repeats_the_baseline_at_every_seed():
 
 # ── the results table ────────────────────────────────────────────────────────────────────────
 
+NEW_COLUMNS = ["p_adjusted", "gap_vs_tfidf", "gap_vs_tfidf_ci_low", "gap_vs_tfidf_ci_high", "p_vs_tfidf",
+               "p_vs_tfidf_adjusted"]
+
+
+def results_table(runs: pd.DataFrame, gaps: dict, baseline_gaps: dict | None = None) -> pd.DataFrame:
+    """The results columns of ``runs`` and these gaps alone (no predictions: nothing collapsed, no control)."""
+    baseline_gaps = baseline_gaps or {}
+    return results_frame([Evidence(row["method"], row, gaps.get(row["method"]), baseline_gaps.get(row["method"]))
+                          for row in aggregate_runs(runs).to_dict("records")])
+
 def test_results_table_columns_and_gap_fields():
     correct = {seed: np.arange(40) < 30 + seed for seed in range(3)}
     method_runs = {seed: frame(correct[seed]) for seed in range(3)}
@@ -394,10 +404,11 @@ def test_results_table_columns_and_gap_fields():
     table = results_table(runs, {"elmo": gap, "one": single}, {"elmo": versus_tfidf})
     expected = ["method", "n_seeds"] + [f"{metric}_{statistic}" for metric in METRICS
                                         for statistic in ("mean", "std", "min", "max")]
-    assert list(table.columns) == expected + ["p_value_vs_random", "gap_vs_random", "gap_ci_low", "gap_ci_high",
-                                              "mde_vs_random", "paired_seeds", "paired_items",
+    assert list(table.columns) == expected + ["p_value_vs_random", "collapsed_runs", "gap_vs_random", "gap_ci_low",
+                                              "gap_ci_high", "mde_vs_random", "paired_seeds", "paired_items",
                                               "gap_test", "p_adjusted", "gap_vs_tfidf", "gap_vs_tfidf_ci_low",
-                                              "gap_vs_tfidf_ci_high", "p_vs_tfidf", "p_vs_tfidf_adjusted"]
+                                              "gap_vs_tfidf_ci_high", "p_vs_tfidf", "p_vs_tfidf_adjusted", "control_ok",
+                                              "control_reason", "tfidf_reference", "n_pretrainings"]
     rows = table.set_index("method")
     elmo, random, one = rows.loc["elmo"], rows.loc["random"], rows.loc["one"]
     assert elmo["gap_vs_random"] == pytest.approx(11 / 40)  # (30, 31, 32) right against 20, of 40

@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 
 from harness.errors import UserError
-from pretrain.encoders.hf.model import HFModel, measure_directions
+from pretrain.models.hf import HFModel, measure_directions
 from pretrain.encoders.hf.tokenizer import HFTokenizer
 from pretrain.encoders.protocol import Encoder
 
@@ -44,7 +44,7 @@ FINGERPRINTED = ("config.json", "*.safetensors", "*.safetensors.index.json", "to
                  "special_tokens_map.json", "vocab.txt", "vocab.json", "merges.txt", "*.model", "added_tokens.json")
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "*.model")
 HUB_FILES = ["*.json", "*.safetensors", "*.txt", "*.model"]
-CODE = ("pretrain.encoders.hf.encoder", "pretrain.encoders.hf.model", "pretrain.encoders.hf.tokenizer", "pretrain.encoders.protocol")
+CODE = ("pretrain.encoders.hf.encoder", "pretrain.models.hf", "pretrain.encoders.hf.tokenizer", "pretrain.encoders.protocol")
 
 
 def is_hf_source(source: str) -> bool:
@@ -169,7 +169,7 @@ def max_positions(config, tokenizer: HFTokenizer) -> int | None:
 
 
 class HFEncoder(Encoder):
-    """An :class:`Encoder` over an :class:`~pretrain.encoders.hf.model.HFModel`: features aligned to the
+    """An :class:`Encoder` over an :class:`~pretrain.models.hf.HFModel`: features aligned to the
     tokenizer's tokens between the model's own special tokens (``tokenizer.boundaries``)."""
 
     def __init__(self, model: HFModel, tokenizer: HFTokenizer, config: dict, fingerprint: str, source: str,

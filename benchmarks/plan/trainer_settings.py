@@ -1,0 +1,22 @@
+"""A trainer setting of a stage or cell as its CLI will see it, read before anything runs: the
+planner's precision and time estimates and the engine's resource requests read the same value."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+
+def trainer_setting(config: str, args: list[str], key: str, default=None):
+    """``trainer.<key>`` as the CLI would see it: the last ``--trainer.<key>=`` flag, else the config's."""
+    value = default
+    path = Path(config)
+    if path.is_file():
+        trainer = (yaml.safe_load(path.read_text()) or {}).get("trainer") or {}
+        value = trainer.get(key, default)
+    prefix = f"--trainer.{key}="
+    for argument in args:
+        if argument.startswith(prefix):
+            value = yaml.safe_load(argument[len(prefix):])
+    return value

@@ -1,0 +1,95 @@
+"""Reading each arm's pick from a committed selection folder (``recipe_from:`` on a transfer;
+``benchmarks.plan.recipe_picks`` says how a pick is made): the chunk's matrix with every arm's
+pick, checked against the selection's recipe and grid before anything runs, and the report's table
+of every arm's grid points and pick."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pandas as pd
+
+from benchmarks.plan.cells import run_seeds
+from benchmarks.plan.matrix import Matrix, parse_matrix, repo_path
+from benchmarks.plan.recipe_picks import (Pick, arm_points, declared_points, grid_mismatch, grid_points, recipe_arms,
+                                          recipe_mismatch)
+from benchmarks.results_files.folder import ResultSet
+from harness.errors import UserError
+
+
+def read_selection(folder: str, where: str, data_digest: str | None = None) -> tuple[dict, pd.DataFrame, set[int]]:
+    """A selection folder's settings, grid points and seeds; a missing or unreadable folder is one line."""
+    path = repo_path(folder)
+    if not (path / "benchmark.json").is_file():
+        raise UserError(f"{where}: recipe_from {folder}: no results folder there (run the selection config and "
+                        f"export it with `python -m benchmarks export --out {folder}` first)")
+    results = ResultSet([path], data_digest)
+    runs, _ = results.runs_and_predictions()
+    seeds = set(runs["seed"].astype(int)) if "seed" in runs else set()
+    return results.benchmarks[0].get("settings") or {}, grid_points(runs), seeds
+
+
+def with_picks(matrix: Matrix, where: str, data_digest: str | None = None) -> Matrix:
+    """``matrix`` with every ``recipe_from`` transfer's picks read from its folder (``Transfer.picks``),
+    before anything runs: a missing folder, a folder of another recipe or data set, or an arm without
+    grid points there is one line naming the config, the folder and the arm."""
+    transfers, read = {}, {}
+    for family, settings in matrix.transfers.items():
+        resolved = []
+        for transfer in settings:
+            if not transfer.recipe_from:
+                resolved.append(transfer)
+                continue
+            folder = transfer.recipe_from
+            if folder not in read:
+                source, points, seeds = read_selection(folder, where, data_digest)
+                read[folder] = (parse_matrix(source, f"{folder}/benchmark.json"), points, seeds)
+            selection, points, seeds = read[folder]
+            key = f"{where}: transfers.{family}.{transfer.name}: recipe_from {folder}"
+            mismatch = recipe_mismatch(matrix, family, transfer, selection)
+            if mismatch:
+                raise UserError(f"{key} is no selection of this recipe: {mismatch}")
+            shared = seeds & {seed for entry in matrix.encoders for seed in run_seeds(entry, transfer.seeds)}
+            if shared:
+                raise UserError(f"{key}: its seeds {sorted(shared)} are this chunk's too; a selection takes a seed of "
+                                f"its own, so that the cells it chose on are not the ones reported")
+            picks = {}
+            for arm in recipe_arms(matrix, family, transfer):
+                decided = arm_points(points, arm)
+                if not len(decided):
+                    raise UserError(f"{key} holds no grid points of arm `{arm.method}` ({arm.kind}, head {arm.head}, "
+                                    f"fraction {arm.fraction:g})")
+                unfinished = grid_mismatch(decided, declared_points(selection, family, arm))
+                if unfinished:
+                    raise UserError(f"{key}: the grid of arm `{arm.method}` is not the one its settings declare: "
+                                    f"{unfinished}")
+                best = decided[decided["chosen"]].iloc[0]
+                picks[arm.key] = Pick(str(best["head"]), float(best["learning_rate"]))
+            resolved.append(replace(transfer, picks=picks))
+        transfers[family] = tuple(resolved)
+    return replace(matrix, transfers=transfers)
+
+
+def recipe_table(matrices: list[Matrix]) -> pd.DataFrame:
+    """For a report: every ``recipe_from`` arm of ``matrices`` with its grid points and pick, from
+    the folders that exist (a selection not run yet is left out).
+
+    Returns:
+        DataFrame ``method, folder, head, learning_rate, n_seeds, dev_acc_mean, chosen``.
+    """
+    columns = ["method", "folder", "head", "learning_rate", "n_seeds", "dev_acc_mean", "chosen"]
+    frames, read, seen = [], {}, set()
+    for matrix in matrices:
+        for family, settings in matrix.transfers.items():
+            for transfer in settings:
+                folder = transfer.recipe_from
+                if not folder or not (repo_path(folder) / "benchmark.json").is_file():
+                    continue
+                if folder not in read:
+                    read[folder] = read_selection(folder, folder)[1]  # the grid points
+                for arm in recipe_arms(matrix, family, transfer):
+                    if (arm.method, folder) not in seen:
+                        seen.add((arm.method, folder))
+                        frames.append(arm_points(read[folder], arm).assign(method=arm.method, folder=folder))
+    frames = [frame for frame in frames if len(frame)]
+    return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)

@@ -1,0 +1,210 @@
+"""The columns of a benchmark's ``results.csv``, declared once: each one's name, type, meaning and
+the function that reads its value from what is known about a method (:class:`Evidence`). The CSV's
+header and order, its rows, the parent run's summary metrics and the plain columns of the report's
+results table are all built from :data:`COLUMNS`; a new statistic is its function and one entry here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from benchmarks.stats.aggregate import METRICS, STATISTICS
+from benchmarks.stats.controls import CONTROL_OK_COLUMN, CONTROL_REASON_COLUMN
+from benchmarks.stats.gaps import PVALUE_COLUMN, Gap, minimum_detectable_effect
+from benchmarks.stats.multiplicity import holm
+from benchmarks.stats.preregistration import PREREGISTERED_COLUMN
+from benchmarks.stats.pretraining_runs import CHECKPOINTS_COLUMNS, N_PRETRAININGS_COLUMN, PretrainingGaps
+
+COLLAPSED_COLUMN = "collapsed_runs"
+TFIDF_REFERENCE_COLUMN = "tfidf_reference"  # which TF-IDF row a method's ``gap_vs_tfidf`` is against
+STEPS_COLUMN = "train_steps_mean"  # mean optimiser steps of a method's runs (NaN for baselines)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the table knows of one method when its row is built.
+
+    Args:
+        aggregate: its row of ``aggregate_runs`` (``n_seeds`` and each metric's statistics).
+        gap: the gap over its random-init twin (the headline reading), None without one.
+        baseline: the gap over TF-IDF + LR, None without one; ``reference``: which TF-IDF row ("" none).
+        collapsed: its runs whose test predictions are all one class.
+        control: the control rule's ``(held, reason)``, None without a twin gap.
+        pretrainings: how many pretraining runs its pretrained cells come from (None: no pretrained arm).
+        over_runs: both readings over pretraining runs, None unless its cells come from several.
+        rate: the learning rate chosen from its grid (NaN: none for it; None: no grid in the benchmark).
+        steps: its runs' mean optimiser steps (NaN: none logged for it; None: no run logged any).
+        head: the head a ``picked`` arm chose on dev (NaN: its head was declared; None: no arm picked one).
+    """
+
+    method: str
+    aggregate: dict
+    gap: Gap | None = None
+    baseline: Gap | None = None
+    reference: str = ""
+    collapsed: int = 0
+    control: tuple[bool, str] | None = None
+    pretrainings: int | None = None
+    over_runs: PretrainingGaps | None = None
+    rate: float | None = None
+    steps: float | None = None
+    head: str | float | None = None
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of ``results.csv``.
+
+    Args:
+        type: what its values are: ``int``, ``float`` (NaN where missing), ``str`` or ``bool`` (empty
+            where missing).
+        value: its value for one method; None for a column computed over the whole table (``over_table``)
+            or added after the table is built (``preregistered``).
+        over_table: its values from the table's other columns (Holm's adjustment over all rows).
+        optional: written only where the value of some method is not None (e.g. a grid's chosen rate).
+        shown: its header in the report's results table, shown where some row has a value ("": not
+            shown there as a plain number); ``shown_format`` the format of its cells.
+        summary: logged as a summary metric of the benchmark's parent run.
+    """
+
+    name: str
+    type: type
+    meaning: str
+    value: Callable[[Evidence], Any] | None = None
+    over_table: Callable[[pd.DataFrame], Any] | None = None
+    optional: bool = False
+    shown: str = ""
+    shown_format: str = "g"
+    summary: bool = False
+
+
+def field_of(gap_of: Callable[[Evidence], Gap | None], field: str, missing=np.nan) -> Callable[[Evidence], Any]:
+    """A value function: ``field`` of the gap ``gap_of`` picks, ``missing`` without one."""
+    return lambda evidence: missing if gap_of(evidence) is None else getattr(gap_of(evidence), field)
+
+
+def twin(evidence: Evidence) -> Gap | None:
+    return evidence.gap
+
+
+def tfidf(evidence: Evidence) -> Gap | None:
+    return evidence.baseline
+
+
+def detectable_effect(evidence: Evidence) -> float:
+    """The minimum detectable effect of the twin comparison's design (NaN with one seed pair or none)."""
+    gap = evidence.gap
+    if gap is None or gap.seeds < 2:
+        return np.nan
+    return minimum_detectable_effect(gap.seed_variance, gap.item_variance, gap.residual_variance, gap.seeds,
+                                     gap.items)
+
+
+def adjusted(column: str) -> Callable[[pd.DataFrame], np.ndarray]:
+    """Holm's adjustment of ``column``'s p-values over every row of the table."""
+    return lambda table: holm(table[column].to_numpy(dtype=float))
+
+
+def checkpoints_reading(index: int) -> Callable[[Evidence], Any]:
+    """One value of the "these checkpoints" reading beside a gap over pretraining runs."""
+    def value(evidence: Evidence):
+        if evidence.over_runs is None:
+            return None
+        gaps = evidence.over_runs
+        return (gaps.checkpoints.ci_low, gaps.checkpoints.ci_high, gaps.checkpoints.p_value,
+                float(np.sqrt(gaps.between_run_variance)))[index]
+    return value
+
+
+def metric_column(metric: str, statistic: str) -> Column:
+    name = f"{metric}_{statistic}"
+    summary = name in ("test_acc_mean", "test_acc_std", "test_f1_mean", "dev_acc_mean")
+    return Column(name, float, f"{statistic} of {metric} over the method's runs (fraction)",
+                  lambda evidence: evidence.aggregate[name], summary=summary)
+
+
+def missing_if_none(value):
+    return np.nan if value is None else value
+
+
+COLUMNS: list[Column] = [
+    Column("method", str, "the method: an arm of the matrix, a baseline or a probe", lambda e: e.method),
+    Column("n_seeds", int, "its runs (one per seed)", lambda e: e.aggregate["n_seeds"], summary=True),
+    *[metric_column(metric, statistic) for metric in METRICS for statistic in STATISTICS],
+    Column(PVALUE_COLUMN, float, "two-sided p of the gap over the random-init twin", field_of(twin, "p_value"),
+           summary=True),
+    Column(COLLAPSED_COLUMN, int, "runs whose test predictions are all one class", lambda e: e.collapsed),
+    Column("gap_vs_random", float, "test accuracy gap over the twin (fraction; over pretraining runs where "
+           "there are several)", field_of(twin, "gap"), summary=True),
+    Column("gap_ci_low", float, "its 95% CI, low end", field_of(twin, "ci_low"), summary=True),
+    Column("gap_ci_high", float, "its 95% CI, high end", field_of(twin, "ci_high"), summary=True),
+    Column("mde_vs_random", float, "minimum detectable effect of the design (alpha 0.05, power 0.8)",
+           detectable_effect),
+    Column("paired_seeds", int, "seed pairs the gap is over (0: no twin comparison)", field_of(twin, "seeds", 0)),
+    Column("paired_items", int, "test items the gap is over", field_of(twin, "items", 0)),
+    Column("gap_test", str, "the procedure: seeds x items, or no seed replication", field_of(twin, "procedure")),
+    Column("p_adjusted", float, "Holm's adjustment of p over the table's twin comparisons",
+           over_table=adjusted(PVALUE_COLUMN), summary=True),
+    Column("gap_vs_tfidf", float, "test accuracy gap over TF-IDF + LR at the method's fraction",
+           field_of(tfidf, "gap"), summary=True),
+    Column("gap_vs_tfidf_ci_low", float, "its 95% CI, low end", field_of(tfidf, "ci_low"), summary=True),
+    Column("gap_vs_tfidf_ci_high", float, "its 95% CI, high end", field_of(tfidf, "ci_high"), summary=True),
+    Column("p_vs_tfidf", float, "two-sided p of the gap over TF-IDF + LR", field_of(tfidf, "p_value"), summary=True),
+    Column("p_vs_tfidf_adjusted", float, "Holm's adjustment over the TF-IDF comparisons, a family of their own",
+           over_table=adjusted("p_vs_tfidf"), summary=True),
+    Column(CONTROL_OK_COLUMN, bool, "whether both arms learned (the pre-registered control rule)",
+           lambda e: np.nan if e.control is None else e.control[0]),
+    Column(CONTROL_REASON_COLUMN, str, "why the control failed",
+           lambda e: e.control[1] if e.control is not None and e.control[0] is False else np.nan),
+    Column(TFIDF_REFERENCE_COLUMN, str, "the TF-IDF + LR row gap_vs_tfidf is against", lambda e: e.reference or np.nan),
+    Column(N_PRETRAININGS_COLUMN, float, "pretraining runs among the pretrained method's cells",
+           lambda e: missing_if_none(e.pretrainings)),
+    *[Column(name, float, meaning, checkpoints_reading(index), optional=True) for index, (name, meaning) in
+      enumerate(zip(CHECKPOINTS_COLUMNS, ("the gap's 95% CI with the pretraining runs fixed, low end", "high end",
+                                          "its two-sided p", "SD of the gap between pretraining runs")))],
+    Column("learning_rate", float, "the rate chosen from the method's grid on dev", lambda e: e.rate,
+           optional=True, shown="lr", shown_format="g"),
+    Column("picked_head", str, "the head a `picked` arm chose on dev in its recipe_from selection",
+           lambda e: e.head, optional=True),
+    Column(STEPS_COLUMN, float, "mean optimiser steps of its runs", lambda e: e.steps, optional=True,
+           shown="steps", shown_format=".0f"),
+    Column(PREREGISTERED_COLUMN, bool, "one of the pre-registered comparisons (added with a registered family)"),
+]
+
+
+def register(column: Column) -> None:
+    """Declare a new column: written after the declared ones (``preregistered``, added later, stays last)."""
+    if column.name in names():
+        raise ValueError(f"results column {column.name!r} is declared already")
+    COLUMNS.insert(len(COLUMNS) - 1, column)
+
+
+def names() -> list[str]:
+    """Every declared column's name, in the order ``results.csv`` writes them."""
+    return [column.name for column in COLUMNS]
+
+
+def results_frame(evidence: list[Evidence]) -> pd.DataFrame:
+    """The table of ``evidence`` (one method each, in the table's order): every declared column with a
+    value or over-table function, in declared order, of its declared type; an optional column only
+    where some method has a value."""
+    values = {item.name: [item.value(method) for method in evidence] for item in COLUMNS if item.value is not None}
+    kept = [item for item in COLUMNS if item.over_table is not None or (
+        item.value is not None and (not item.optional or any(value is not None for value in values[item.name])))]
+    table = pd.DataFrame({name: [missing_if_none(value) for value in column_values]
+                          for name, column_values in values.items()}, index=range(len(evidence)))
+    for item in kept:
+        if item.over_table is not None:
+            table[item.name] = item.over_table(table)
+    table = table[[item.name for item in kept]]
+    return table.astype({item.name: item.type if item.type in (int, float) else object for item in kept})
+
+
+def shown_columns(results: pd.DataFrame) -> list[Column]:
+    """The plain columns the report's results table shows for ``results``: declared ``shown``, with a value."""
+    return [item for item in COLUMNS if item.shown and item.name in results and results[item.name].notna().any()]
