@@ -26,7 +26,7 @@ from benchmarks.plan.pretraining_runs import RUN_INDEX, method_encoder
 from benchmarks.plan.matrix_values import fraction_suffix
 from benchmarks.tasks.cells import Cell
 from benchmarks.tasks.linear_probe import PROBE_SUFFIX
-from downstream.values import Mix
+from downstream.model.settings import Mix
 from harness.errors import UserError
 
 

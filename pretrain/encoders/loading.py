@@ -184,7 +184,7 @@ def load_encoder(reference: str | os.PathLike | EncoderReference, device: str = 
 
     Loading draws nothing from the global random stream (building a model before its weights are
     loaded would), so a seeded run's head starts alike whether its process loaded the encoder or
-    reused one it had loaded before (``downstream.encoder_reuse``).
+    reused one it had loaded before (``downstream.run.encoder_reuse``).
 
     Returns:
         :class:`Encoder` in eval mode, parameters with ``requires_grad=False``.

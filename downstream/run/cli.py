@@ -11,13 +11,13 @@ from pytorch_lightning.callbacks import LearningRateMonitor
 from pytorch_lightning.cli import LightningCLI
 from pytorch_lightning.utilities import rank_zero_only
 
-from downstream import context, encoder_reuse
-from downstream.evaluation import EvaluateBest
-from downstream.lit_pair import LitPairClassifier
-from downstream.pair_datamodule import PairDataModule
-from downstream.records import LogDatasets, LogPredictionViews
-from downstream.validation_schedule import validation_schedule
-from downstream.values import Mix
+from downstream.data.pair_datamodule import PairDataModule
+from downstream.data.validation_schedule import validation_schedule
+from downstream.model.settings import Mix
+from downstream.run import encoder_reuse, summary_comparisons
+from downstream.run.evaluation import EvaluateBest
+from downstream.run.lit_pair import LitPairClassifier
+from downstream.run.ui_views import LogDatasets, LogPredictionViews
 from harness.cli.tracked_cli import TrackedCLI
 from harness.datasets.registry import dataset_name, run_name_prefix, split_title
 from harness.datasets.spec import SPEC_KEYS
@@ -195,7 +195,7 @@ class FinetuneCLI(TrackedCLI):
 
     def instantiate_trainer(self, **kwargs):
         """Dev scored ``--data.validations_per_epoch`` times an epoch at every fraction
-        (``downstream.validation_schedule``), unless ``--trainer.val_check_interval`` says otherwise."""
+        (``downstream.data.validation_schedule``), unless ``--trainer.val_check_interval`` says otherwise."""
         if self.setting("trainer.val_check_interval") is None:
             kwargs.update(validation_schedule(self.datamodule.hparams.validations_per_epoch))
         return super().instantiate_trainer(**kwargs)
@@ -236,8 +236,8 @@ class FinetuneCLI(TrackedCLI):
         weights = ("none (the joint pair classifier)" if mix is None else "weights [" + " ".join(
             f"{results[f'mix_weight_{k}']:.2f}" for k in range(mix.num_layers)) + f"]  γ {results['mix_gamma']:.2f}")
         run_id = self.trainer.logger.run_id
-        self.twin = context.twin_run(self.trainer.logger.experiment, self.trainer.logger.experiment_id, run_id,
-                                     self.run_tags())
+        self.twin = summary_comparisons.twin_run(self.trainer.logger.experiment, self.trainer.logger.experiment_id,
+                                                 run_id, self.run_tags())
         print("\n".join([
             "",
             "── finetune finished " + "─" * 50,
@@ -245,7 +245,7 @@ class FinetuneCLI(TrackedCLI):
             f"  train      {len(self.datamodule.pairs['train'])} pairs"
             f" (fraction {self.setting('data.train_fraction'):g}), {results['train_steps']:.0f} optimiser steps"
             f" in {results['train_epochs']:.0f} epochs; best dev epoch selected",
-            *context.features_lines(self.model.hparams.finetune, self.model.hparams.standardize),
+            *summary_comparisons.features_lines(self.model.hparams.finetune, self.model.hparams.standardize),
             f"  dev        acc {results['dev_acc']:.3f}  F1{f1_kind} {results['dev_f1']:.3f}"
             f"   ({dev_name}, {len(self.datamodule.pairs['dev'])} pairs)",
             f"  test       acc {results['test_acc']:.3f}  F1{f1_kind} {results['test_f1']:.3f}"
@@ -260,12 +260,13 @@ class FinetuneCLI(TrackedCLI):
 
     def context_lines(self, results: dict[str, float], f1_kind: str, test_name: str) -> list[str]:
         """This run's test scores beside its data set's baselines (not computed in a benchmark's
-        cell: its own baseline cells hold them) and its other arm, ``self.twin`` (``downstream.context``)."""
+        cell: its own baseline cells hold them) and its other arm, ``self.twin``
+        (``downstream.run.summary_comparisons``)."""
         data = self.datamodule
-        scores = None if reusing() else context.baseline_scores(
+        scores = None if reusing() else summary_comparisons.baseline_scores(
             data.pair_data, data.pairs, None if data.hparams.cache_dir in (None, "none") else data.hparams.cache_dir)
-        return context.context_lines(results, scores, self.twin, self.model.encoder.is_random, f1_kind, test_name,
-                                     context.twin_flags(self.model.encoder),
-                                     collapsed=self.evaluation.frames["test"]["pred"].nunique() == 1,
-                                     test_pairs=len(data.pairs["test"]),
-                                     all_test_pairs=len(data.pair_data.split("test")))
+        return summary_comparisons.context_lines(results, scores, self.twin, self.model.encoder.is_random, f1_kind,
+                                                 test_name, summary_comparisons.twin_flags(self.model.encoder),
+                                                 collapsed=self.evaluation.frames["test"]["pred"].nunique() == 1,
+                                                 test_pairs=len(data.pairs["test"]),
+                                                 all_test_pairs=len(data.pair_data.split("test")))
