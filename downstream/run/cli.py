@@ -33,23 +33,27 @@ from harness.training.checkpoints import run_checkpoints
 from harness.training.worker_reuse import reusing
 from pretrain.encoders.protocol import Encoder
 from pretrain.encoders.provenance import SMOKE_TAG, EncoderOrigin, encoder_summary, origin_of
-from pretrain.encoders.references import EncoderReference, reference_of
+from pretrain.encoders.references import RANDOM, BadReference, EncoderReference, reference_of
 
 register_type(Mix, serializer=str, deserializer=Mix.parse)  # --model.mix=layer:2 → Mix, printed back as text
 
 
 def resolve_encoder(encoder: str, random_like: str | None, seed: int) -> Encoder:
-    """The encoder ``--model.encoder`` names (``pretrain.encoders.references``), resolved once: a trained
-    one, or the control — ``random`` (the twin of ``random_like``, default the latest pretrain run)
-    or ``random:<encoder>[@<seed>]`` — with untrained weights drawn from ``seed`` unless it names one."""
+    """The encoder ``--model.encoder`` names (``pretrain.encoders.references``), parsed here once and
+    resolved once: a trained one, or the control — ``random`` (the twin of ``random_like``, default
+    the latest pretrain run) or ``random:<encoder>[@<seed>]`` — with untrained weights drawn from
+    ``seed`` unless it names one. Errors name the flag whose value is at fault."""
     flag = f"--model.encoder={encoder}"
-    shown = encoder
     try:
         reference = EncoderReference.parse(encoder, random_like).seeded(seed)
-        shown = str(reference.source)
+    except BadReference as error:
+        if encoder == RANDOM and random_like is not None and error.text == random_like:
+            flag = f"--model.random_like={random_like}"
+        raise UserError(f"{flag}: {error.reason}") from None
+    try:
         return encoder_reuse.loaded(reference)
-    except UserError as error:
-        message = str(error).removeprefix(f"{shown}: ").removeprefix(f"{encoder}: ")
+    except UserError as error:  # loading names the source as written: the flag's value, or random_like's
+        message = str(error).removeprefix(f"{reference.source}: ").removeprefix(f"{encoder}: ")
         raise UserError(f"{flag}: {message}") from None
 
 

@@ -189,13 +189,13 @@ def load_encoder(reference: str | os.PathLike | EncoderReference, device: str = 
     Returns:
         :class:`Encoder` in eval mode, parameters with ``requires_grad=False``.
     """
+    if not isinstance(reference, EncoderReference):  # the Python API's text, parsed here once
+        reference = EncoderReference.parse(str(reference))
     with torch.random.fork_rng(devices=[]):
         return _load_encoder(reference, device)
 
 
-def _load_encoder(reference: str | os.PathLike | EncoderReference, device: str) -> Encoder:
-    if not isinstance(reference, EncoderReference):
-        reference = EncoderReference.parse(str(reference))
+def _load_encoder(reference: EncoderReference, device: str) -> Encoder:
     shown = str(reference.source)  # errors name the source as the caller wrote it
     source = resolve(reference.source)
     if source.kind == "published":
