@@ -82,7 +82,7 @@ bench-throughput: $(STAMP)  ## pretraining tokens/s and FLOP/s of every family, 
 	$(PY) -m benchmarks.speed.pretrain_throughput $(or $(ARGS),--json benchmarks/results/throughput.json)
 
 first-look: $(STAMP)  ## smoke-sized tour (~5 min): tiny pretrain, frozen transfer and its random twin, the gap in context
-	@$(PY) -m downstream.first_look
+	@$(PY) -m downstream.run.first_look
 
 finetune: $(STAMP)  ## MRPC on frozen features of the newest pretrain run (configs/downstream/mrpc.yaml)
 	$(PY) -m downstream fit --config configs/downstream/mrpc.yaml $(ARGS)

@@ -5,7 +5,7 @@ import harness.tracking.mlflow_defaults  # noqa: F401 - first: MLflow's settings
 
 import sys
 
-from downstream.cli_flags import CLASSES, FLAGS, LEAVES
+from downstream.run.cli_flags import CLASSES, FLAGS, LEAVES
 from harness.cli.data_check import data_hint, data_problem
 from harness.cli.preflight import preflight
 from pretrain.encoders.reference_hints import encoder_hint
@@ -19,7 +19,7 @@ if __name__ == "__main__":
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         sys.exit(2)
-    from downstream.cli import FinetuneCLI
+    from downstream.run.cli import FinetuneCLI
     from harness.cli.tracked_cli import run_cli
 
     sys.exit(run_cli(FinetuneCLI))

@@ -85,7 +85,7 @@ def assert_one_line_exit(process: subprocess.CompletedProcess, *fragments: str) 
 def finetune_refused_before_any_run(files: dict[str, Path], encoder: str, tmp_path: Path, monkeypatch, capsys) -> str:
     """The smoke finetune CLI (in process) on the TSV splits ``files``: it stops at a user error
     (exit 2) before any run exists; returns its last stderr line."""
-    from downstream.cli import FinetuneCLI
+    from downstream.run.cli import FinetuneCLI
     from harness.cli.tracked_cli import run_cli
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"

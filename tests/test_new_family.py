@@ -16,11 +16,11 @@ from mlflow.tracking import MlflowClient
 from torch import Tensor, nn
 
 from benchmarks import suite
-from downstream.cli import FinetuneCLI
+from benchmarks.speed import finetune_throughput, pretrain_throughput
+from downstream.run.cli import FinetuneCLI
 from harness.cli.tracked_cli import run_cli
 from pretrain import load_encoder
 from pretrain.cli import PretrainCLI
-from benchmarks.speed import finetune_throughput, pretrain_throughput
 from pretrain.cli import DEFAULT_FAMILY
 from pretrain.families import FAMILIES, Family, family_names, family_of_config, pretrained_families, register
 from pretrain.lit_lm import LitLanguageModel

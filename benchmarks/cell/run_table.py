@@ -11,7 +11,7 @@ import re
 
 import pandas as pd
 
-from downstream.values import Mix
+from downstream.model.settings import Mix
 
 SETTING = ["encoder", "kind", "transfer", "mix", "head"]  # a cell's setting, without fraction and seed
 WEIGHT_COLUMN = re.compile(r"mix_weight_\d+")

@@ -25,7 +25,7 @@ from benchmarks.cell.definition import Cell
 from benchmarks.cell.method_names import PROBE_SUFFIX, fraction_suffix, grid_point, twin_name
 from benchmarks.plan.matrix import LAYERS, Matrix
 from benchmarks.plan.pretraining_runs import RUN_INDEX, method_encoder
-from downstream.values import Mix
+from downstream.model.settings import Mix
 from harness.errors import UserError
 
 

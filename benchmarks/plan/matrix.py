@@ -13,7 +13,7 @@ from benchmarks.cell.method_names import BASELINE_NAMES
 from benchmarks.plan.matrix_values import (flag_of, fractions_of, known_keys, list_of, mapping_of, name_of, rates_of,
                                       seeds_of, text_of)
 from benchmarks.plan.pretraining_runs import method_encoder, pretraining_runs_of
-from downstream.values import Mix, parse_head
+from downstream.model.settings import Mix, parse_head
 from harness.datasets.registry import dataset_name
 from harness.datasets.spec import PATH_KEYS, SPEC_KEYS
 from harness.errors import UserError
@@ -242,7 +242,7 @@ def comparisons_of(value, where: str, encoder_names: list[str]) -> tuple[str, ..
 
 
 def check_values(matrix: Matrix, where: str) -> None:
-    """Every mix and head of the matrix, read by the flags' own parsers (``downstream.values``),
+    """Every mix and head of the matrix, read by the flags' own parsers (``downstream.model.settings``),
     so a typo stops the benchmark before anything is pretrained."""
     if not isinstance(matrix.source.get("smoke", False), bool):
         raise UserError(f"{where}: `smoke` must be true or false (true: tiny encoders that test the pipeline, "

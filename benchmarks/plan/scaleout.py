@@ -13,7 +13,7 @@ frozen cells' cached features) and of a baseline; per encoder (``features``) the
 computing one arm's frozen features, paid by the first cell in plan order that reads them (a
 probe or a frozen cell; each twin seed is an arm of its own); docs/cluster.md says where each
 figure comes from. A cell whose flags turn on ``--data.equal_steps`` trains a full cell's optimiser steps at any
-fraction the repeats reach (``downstream.equal_steps``), so it costs the ``1`` figure (scaled down
+fraction the repeats reach (``downstream.data.equal_steps``), so it costs the ``1`` figure (scaled down
 only below what ``--data.max_repeats`` passes make up), whatever its fraction's own figure says."""
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from benchmarks.plan.matrix import FINETUNE_CONFIG, Matrix, load_config, repo_pa
 from benchmarks.plan.pretraining_runs import method_encoder
 from benchmarks.plan.recipe_picks import with_estimated_picks
 from benchmarks.plan.trainer_settings import trainer_setting
-from downstream.equal_steps import DEFAULT_MAX_REPEATS
+from downstream.data.equal_steps import DEFAULT_MAX_REPEATS
 from harness.errors import UserError
 from harness.tracking.runs import REPO_ROOT
 

@@ -12,7 +12,7 @@ from benchmarks.cell.definition import Cell
 from benchmarks.stats.gaps import ID_COLUMNS, METRICS
 from harness.tracking.runs import tracking_uri
 
-STEP_METRICS = ("train_steps", "train_epochs")  # how long each cell's fit ran (downstream.evaluation)
+STEP_METRICS = ("train_steps", "train_epochs")  # how long each cell's fit ran (downstream.run.evaluation)
 
 
 def read_predictions(path: str) -> pd.DataFrame:

@@ -43,7 +43,7 @@ def fit_missing(cells: list[Cell], benchmark: dict) -> tuple[pd.DataFrame, dict[
         Raises UserError when the data set cannot be read or is another one.
     """
     from benchmarks.tasks.baselines import fit_baseline  # noqa: PLC0415 - sklearn and torch only when fitting
-    from downstream.evaluation import predictions_frame, split_metrics  # noqa: PLC0415
+    from downstream.run.evaluation import predictions_frame, split_metrics  # noqa: PLC0415
     from harness.datasets.registry import load_pair_data  # noqa: PLC0415
 
     data = load_pair_data(**dataset_spec(benchmark.get("settings") or {}))

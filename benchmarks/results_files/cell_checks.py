@@ -104,7 +104,7 @@ def f1(truth: np.ndarray, predicted: np.ndarray, label: str) -> float:
 
 
 def recomputed(frame: pd.DataFrame, split: str, labels: list[str], positive_label: str | None) -> dict[str, float]:
-    """``<split>_acc`` and ``<split>_f1`` as ``downstream.evaluation.split_metrics`` computes them with
+    """``<split>_acc`` and ``<split>_f1`` as ``downstream.run.evaluation.split_metrics`` computes them with
     sklearn (binary F1 of the positive label for 2 labels, else macro F1 over the labels present),
     from counts: sklearn's input checks cost seconds over a folder."""
     if not len(frame):

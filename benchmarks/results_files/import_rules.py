@@ -12,7 +12,7 @@ from pathlib import Path
 from harness.errors import UserError
 from pretrain.encoders.trusted import encoder_experiments
 
-# The tags the harness itself gives a cell's run (``downstream.cli``, ``benchmarks.tasks.cells``):
+# The tags the harness itself gives a cell's run (``downstream.run.cli``, ``benchmarks.tasks.cells``):
 # nothing else of a folder's ``tags`` is imported.
 CELL_TAGS = ("stage", "method", "seed", "kind", "dataset", "benchmark", "encoder", "encoder_source", "family",
              "suite_encoder", "pretrain_run_id", "finetune_mode", "mix", "head", "train_fraction", "probe_of",

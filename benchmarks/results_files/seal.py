@@ -5,11 +5,11 @@ marked with this format. The same folder always seals to the same bytes."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from benchmarks.results_files.folder import BENCHMARK_FILE, FORMAT, MANIFEST_FILE, ResultSet, read_folder, write_json
 from benchmarks.results_files.manifest import write_manifest
+from harness.atomic import atomic_write
 from harness.errors import UserError
 
 
@@ -19,16 +19,18 @@ def seal_folder(folder: Path) -> int:
     if (folder / MANIFEST_FILE).exists() or (folder / MANIFEST_FILE).is_symlink():
         raise UserError(f"{folder / MANIFEST_FILE}: the folder is sealed already")
     benchmark, cells = read_folder(folder, sealed=False)
-    staged = folder / f".{BENCHMARK_FILE}.partial"
-    try:
+    manifest = None
+
+    def write(staged: Path) -> None:
+        nonlocal manifest
         write_json(staged, {**benchmark, "format": FORMAT})
         manifest = write_manifest(folder)  # digests leave out the format: the same before and after
-        try:
-            os.replace(staged, folder / BENCHMARK_FILE)
-        except BaseException:
-            manifest.unlink()  # sealed whole or not at all
-            raise
-    finally:
-        staged.unlink(missing_ok=True)
+
+    try:
+        atomic_write(folder / BENCHMARK_FILE, write)
+    except BaseException:
+        if manifest is not None:
+            manifest.unlink(missing_ok=True)  # sealed whole or not at all
+        raise
     ResultSet([folder])  # what was sealed reads back, every check passed
     return len(cells)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +22,7 @@ from benchmarks.results_files.import_rules import cell_tags, run_times, target_e
 from benchmarks.results_files.manifest import write_manifest
 from benchmarks.results_files.store_copies import IMPORTED_TAG, held_copies, predictions_digest
 from benchmarks.tasks.reuse import result_numbers
+from harness.atomic import atomic_folder
 from harness.cli.precision import FLOAT32
 from harness.errors import UserError
 from harness.tracking.liveness import HOST_TAG, PID_TAG, STARTED_TAG
@@ -115,29 +115,31 @@ def export_benchmark(name: str, out: Path) -> tuple[int, int]:
     if unversioned:
         raise UserError(f"--benchmark {name}: {len(unversioned)} cell(s) carry no protocol version (e.g. run "
                         f"{unversioned[0]}); run the benchmark again to export it")
-    out = Path(out)
-    staging = out.with_name(f".{out.name}.partial")
-    shutil.rmtree(staging, ignore_errors=True)
-    (staging / CELLS_DIR).mkdir(parents=True)
-    records = []
-    with tempfile.TemporaryDirectory() as scratch:
-        for run in runs:
-            record, content = cell_record(client, run, study, Path(scratch))
-            (staging / CELLS_DIR / record["predictions"]["file"]).write_bytes(content)
-            write_json(staging / CELLS_DIR / f"{record['cell_hash']}.json", record)
-            records.append(record)
-    benchmark = {"format": FORMAT, **{key: study[key] for key in ("benchmark", "experiment", "dataset", "data_digest",
-                                                                   "labels", "positive_label", "settings", "corpora",
-                                                                   "machine", "wall_seconds")
-                                      if key in study}, "parent_run_id": study.get("origin_parent_run_id", parent),
-                 "cells": len(runs)}
-    write_json(staging / BENCHMARK_FILE, benchmark)
-    write_manifest(staging)
-    (staging / README_FILE).write_text(readme_text(benchmark, records), encoding="utf-8")
-    ResultSet([staging])  # what was written reads back, every check passed
-    written = sum(path.stat().st_size for path in staging.rglob("*") if path.is_file())
-    shutil.rmtree(out, ignore_errors=True)
-    staging.rename(out)  # whole or not at all
+    written = 0
+
+    def write(staging: Path) -> None:
+        nonlocal written
+        (staging / CELLS_DIR).mkdir()
+        records = []
+        with tempfile.TemporaryDirectory() as scratch:
+            for run in runs:
+                record, content = cell_record(client, run, study, Path(scratch))
+                (staging / CELLS_DIR / record["predictions"]["file"]).write_bytes(content)
+                write_json(staging / CELLS_DIR / f"{record['cell_hash']}.json", record)
+                records.append(record)
+        benchmark = {"format": FORMAT, **{key: study[key] for key in ("benchmark", "experiment", "dataset",
+                                                                       "data_digest", "labels", "positive_label",
+                                                                       "settings", "corpora", "machine",
+                                                                       "wall_seconds")
+                                          if key in study}, "parent_run_id": study.get("origin_parent_run_id", parent),
+                     "cells": len(runs)}
+        write_json(staging / BENCHMARK_FILE, benchmark)
+        write_manifest(staging)
+        (staging / README_FILE).write_text(readme_text(benchmark, records), encoding="utf-8")
+        ResultSet([staging])  # what was written reads back, every check passed
+        written = sum(path.stat().st_size for path in staging.rglob("*") if path.is_file())
+
+    atomic_folder(Path(out), write)  # whole or not at all
     return len(runs), written
 
 

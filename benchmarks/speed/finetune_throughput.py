@@ -53,9 +53,9 @@ from torch.utils.data import BatchSampler, RandomSampler
 
 from benchmarks.speed.model_flops import finetune_step_flops
 from benchmarks.speed.pretrain_throughput import matmul_peak_gflops
-from downstream.joint import JointClassifier
-from downstream.pair_classifier import PairClassifier
-from downstream.pair_datamodule import PairDataModule
+from downstream.data.pair_datamodule import PairDataModule
+from downstream.model.joint_classifiers import JointClassifier
+from downstream.model.pair_classifier import PairClassifier
 from harness.cli.precision import cpu_bf16_supported
 from harness.cli.runtime import retain_freed_memory
 from pretrain.corpus.datamodule import CorpusDataModule

@@ -16,8 +16,8 @@ import torch
 from torch import Tensor, nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from downstream.heads import MaskedBiLSTM
-from downstream.pair_classifier import FeaturePair, JointPair, PairClassifier, TokenPair
+from downstream.model.heads import MaskedBiLSTM
+from downstream.model.pair_classifier import FeaturePair, JointPair, PairClassifier, TokenPair
 from pretrain.families import Family
 from pretrain.models.flops import lstm_flops_per_token
 

@@ -1,18 +1,18 @@
 """The baselines a benchmark runs as ``stage=baseline`` cells: the systems themselves live in
-:mod:`downstream.baselines`, where every finetune summary computes them too (layering: downstream
+:mod:`downstream.run.baselines`, where every finetune summary computes them too (layering: downstream
 never imports benchmarks); this module fits the one a method names
 (``benchmarks.cell.method_names.BASELINE_NAMES``) on the labelled subset of a fraction and seed,
 the very pairs a finetune cell of that fraction and seed trains on
-(``downstream.pair_datamodule.subsample``)."""
+(``downstream.data.pair_datamodule.subsample``)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from benchmarks.cell.method_names import baseline_name
-from downstream.baselines import (class_probabilities, cross_validated_logistic, majority_baseline,  # noqa: F401
-                                  tfidf_lr_baseline)
-from downstream.pair_datamodule import subsample
+from downstream.data.pair_datamodule import subsample
+from downstream.run.baselines import (class_probabilities, cross_validated_logistic, majority_baseline,  # noqa: F401
+                                      tfidf_lr_baseline)
 from harness.datasets.types import PairData
 
 # name → fit(train, evaluation_sets, num_classes, seed) returning {split: (N, C) probabilities}

@@ -19,12 +19,10 @@ from benchmarks.cell.definition import Cell
 from benchmarks.tasks.baselines import fit_baseline
 from benchmarks.tasks.linear_probe import probe_probabilities
 from benchmarks.tasks.reuse import finished_run  # noqa: F401 - the suite's lookup, used here too
-from downstream import encoder_reuse
-from downstream.cli import FinetuneCLI
-from downstream.evaluation import predictions_frame, split_metrics
-from downstream.pair_datamodule import DEFAULT_CACHE_DIR
-from pretrain.cli import PretrainCLI
-from pretrain.encoders.references import EncoderReference
+from downstream.data.pair_datamodule import DEFAULT_CACHE_DIR
+from downstream.run import encoder_reuse
+from downstream.run.cli import FinetuneCLI
+from downstream.run.evaluation import predictions_frame, split_metrics
 from harness.cli.runtime import intra_op_threads, release_freed_memory
 from harness.cli.tracked_cli import run_cli
 from harness.datasets.registry import run_name_prefix
@@ -37,6 +35,8 @@ from harness.tracking.run_clock import cell_clock
 from harness.tracking.runs import ensure_experiment, tracking_uri
 from harness.training.worker_reuse import reuse_between_cells
 from harness.versioning import git_commit
+from pretrain.cli import PretrainCLI
+from pretrain.encoders.references import EncoderReference
 
 # Finetune cells run single-threaded: their operations are small, and on this shared 2-core
 # machine a 2-thread cell took 2–5× the wall time of a 1-thread one (README, Speed).

@@ -3,7 +3,7 @@ had usable features. SentEval's MRPC protocol with jiant's pair features: each s
 the mean of its frozen per-layer features over its real tokens and the L layers (the feature
 store's, cached with the frozen cells'), a pair is [u; v; |u − v|; u·v], standardised, and a
 logistic regression whose L2 strength is chosen by stratified cross-validation on train only
-(``downstream.baselines.cross_validated_logistic``) scores dev and test.
+(``downstream.run.baselines.cross_validated_logistic``) scores dev and test.
 
 A collapsed arm (every test prediction one class) whose probe is clearly above the majority rate
 is a defect of the protocol — the head's optimisation — not an absence of signal.
@@ -19,9 +19,9 @@ import numpy as np
 import torch
 from threadpoolctl import threadpool_limits
 
-from downstream.baselines import class_probabilities, cross_validated_logistic
-from downstream.features import FeatureStore
-from downstream.pair_datamodule import subsample
+from downstream.data.features import FeatureStore
+from downstream.data.pair_datamodule import subsample
+from downstream.run.baselines import class_probabilities, cross_validated_logistic
 from harness.datasets.types import PairData
 
 

@@ -3,7 +3,7 @@
 flag before the heavy imports (:mod:`harness.cli.preflight`).
 
 The parser needs the stage's classes (torch, Lightning), so the names are derived once and kept
-beside the CLI as a generated module (``pretrain/cli_flags.py``, ``downstream/cli_flags.py``);
+beside the CLI as a generated module (``pretrain/cli_flags.py``, ``downstream/run/cli_flags.py``);
 a test derives them again and fails, naming the command below, when the two differ.
 
 Regenerate: ``python -m harness.cli.flag_names pretrain.cli:PretrainCLI > pretrain/cli_flags.py``.
@@ -113,12 +113,13 @@ def module_text(cli_class: type) -> str:
     arguments take."""
     names, leaves = flag_names(cli_class)
     spec = f"{cli_class.__module__}:{cli_class.__qualname__}"
+    folder = cli_class.__module__.rpartition(".")[0].replace(".", "/")  # the generated module lies beside the CLI
     listed = lambda values, indent=4: "".join(f"{' ' * indent}{value!r},\n" for value in values)  # noqa: E731
     classes = "".join(f"    {key!r}: (\n{listed(values, 8)}    ),\n"
                       for key, values in sorted(class_choices(cli_class).items()))
     classes = f"{{\n{classes}}}" if classes else "{}"
     return (f'"""The flags of ``{spec}``, for the check before the heavy imports (harness.cli.preflight).\n\n'
-            f"Generated: python -m harness.cli.flag_names {spec} > {cli_class.__module__.split('.')[0]}/cli_flags.py\n"
+            f"Generated: python -m harness.cli.flag_names {spec} > {folder}/cli_flags.py\n"
             f'"""\n\nFLAGS = frozenset({{\n{listed(names)}}})\n\nLEAVES = frozenset({{\n{listed(leaves)}}})\n'
             f"\nCLASSES = {classes}\n")
 

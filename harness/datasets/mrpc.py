@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import http.client
 import os
-import tempfile
 import urllib.error
 import urllib.request
 from importlib import resources
 from pathlib import Path
 
+from harness.atomic import atomic_write
 from harness.datasets.entry import Anchors, DataSet
 from harness.datasets.reader import PairFile, read_pair_tsv
 from harness.datasets.spec import PairDataSpec
@@ -122,17 +122,11 @@ def _fetch(url: str) -> bytes:
 
 
 def _write_atomically(path: Path, data: bytes) -> None:
-    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
-    try:
-        os.fchmod(descriptor, 0o644)
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    def write(temporary: Path) -> None:
+        temporary.write_bytes(data)
+        temporary.chmod(0o644)
+
+    atomic_write(path, write)
 
 
 def _download(directory: Path, which_files: list[str], base_url: str) -> None:

@@ -14,6 +14,7 @@ import secrets
 import stat
 from pathlib import Path
 
+from harness.atomic import atomic_write
 from harness.errors import UserError
 
 PASSWORD_BYTES = 24  # token_urlsafe(24): 32 characters, 192 bits
@@ -55,12 +56,14 @@ def check_owner(path: Path) -> None:
 def write_secret(path: Path, value: str) -> Path:
     """Write ``value`` to ``path`` with mode 0600 (replacing it atomically if it exists)."""
     private_folder(path.parent)
-    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    temporary.unlink(missing_ok=True)
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(descriptor, "w") as handle:
-        handle.write(value if value.endswith("\n") else value + "\n")
-    os.replace(temporary, path)
+
+    def write(temporary: Path) -> None:
+        temporary.unlink(missing_ok=True)
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # never readable by others
+        with os.fdopen(descriptor, "w") as handle:
+            handle.write(value if value.endswith("\n") else value + "\n")
+
+    atomic_write(path, write)
     return path
 
 

@@ -1,8 +1,8 @@
 """What a long-lived benchmark worker keeps between the cells it runs, so that a cell costs its
-training and little else: each encoder checkpoint loaded and checked once (``downstream.encoder_reuse``),
+training and little else: each encoder checkpoint loaded and checked once (``downstream.run.encoder_reuse``),
 each feature cache file's checksum verified once per version of the file and each sentence list
-tokenised once (``downstream.features``), each split's dataset digest computed once
-(``downstream.records``).
+tokenised once (``downstream.data.features``), each split's dataset digest computed once
+(``downstream.run.ui_views``).
 
 Only inside :func:`reuse_between_cells` (``benchmarks.tasks.cells.finetune`` enters it); anywhere else
 every run loads and verifies everything itself, as a fresh process would. What is kept is keyed

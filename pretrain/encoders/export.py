@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import shutil
 import sys
 from pathlib import Path
 
 import torch
 
+from harness.atomic import atomic_folder
 from harness.errors import UserError
 from pretrain.tokenization.bpe import BOS, CLS, DELIM, EOS, PAD
 
@@ -121,9 +120,10 @@ def export(source: str, out: Path) -> float:
     model = OpenAIGPTLMHeadModel(config)
     model.load_state_dict(openai_gpt_state(encoder.model.state_dict(), encoder.config["num_layers"]), strict=True)
     model.tie_weights()
-    temporary = out.parent / f".{out.name}.tmp-{os.getpid()}"
-    shutil.rmtree(temporary, ignore_errors=True)
-    try:
+    difference = None
+
+    def write(temporary: Path) -> None:
+        nonlocal difference
         model.save_pretrained(temporary)
         transformers_tokenizer(encoder.tokenizer, encoder.config["max_positions"]).save_pretrained(temporary)
         (temporary / "lm_transfer_bench.json").write_text(json.dumps(
@@ -134,12 +134,8 @@ def export(source: str, out: Path) -> float:
         difference = ours_and_theirs(encoder, reloaded)
         if not difference <= TOLERANCE:
             raise RuntimeError(f"the exported model differs from {source} by {difference:.2e} (> {TOLERANCE:g})")
-        out.parent.mkdir(parents=True, exist_ok=True)
-        if out.is_dir():
-            out.rmdir()  # empty, checked above
-        os.replace(temporary, out)
-    finally:
-        shutil.rmtree(temporary, ignore_errors=True)
+
+    atomic_folder(out, write)
     return difference
 
 

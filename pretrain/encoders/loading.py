@@ -19,6 +19,7 @@ import torch
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
+from harness.atomic import move_into_place
 from harness.digests import check_digest, matches_record
 from harness.errors import UserError
 from harness.tracking.runs import REPO_ROOT, tracking_uri
@@ -95,8 +96,9 @@ def resolve(source: Source | str) -> Source:
 
 
 def _download(client: MlflowClient, run_id: str, target: Path) -> Path:
-    """Download the run's encoder checkpoint into a temporary folder, then rename it into place,
-    so an interrupted download never leaves a file that looks complete."""
+    """Download the run's encoder checkpoint into a temporary folder, then move it into place
+    (:func:`harness.atomic.move_into_place`), so an interrupted download never leaves a file that
+    looks complete."""
     temporary = target.parent.parent / f".{run_id}.tmp-{os.getpid()}"
     shutil.rmtree(temporary, ignore_errors=True)
     temporary.mkdir(parents=True)
@@ -110,7 +112,7 @@ def _download(client: MlflowClient, run_id: str, target: Path) -> Path:
         else:
             raise UserError(f"run {run_id} has no {CHECKPOINT_ARTIFACT} artifact")
         target.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(downloaded, target)
+        move_into_place(downloaded, target)
     finally:
         shutil.rmtree(temporary, ignore_errors=True)
     return target
@@ -182,18 +184,18 @@ def load_encoder(reference: str | os.PathLike | EncoderReference, device: str = 
 
     Loading draws nothing from the global random stream (building a model before its weights are
     loaded would), so a seeded run's head starts alike whether its process loaded the encoder or
-    reused one it had loaded before (``downstream.encoder_reuse``).
+    reused one it had loaded before (``downstream.run.encoder_reuse``).
 
     Returns:
         :class:`Encoder` in eval mode, parameters with ``requires_grad=False``.
     """
+    if not isinstance(reference, EncoderReference):  # the Python API's text, parsed here once
+        reference = EncoderReference.parse(str(reference))
     with torch.random.fork_rng(devices=[]):
         return _load_encoder(reference, device)
 
 
-def _load_encoder(reference: str | os.PathLike | EncoderReference, device: str) -> Encoder:
-    if not isinstance(reference, EncoderReference):
-        reference = EncoderReference.parse(str(reference))
+def _load_encoder(reference: EncoderReference, device: str) -> Encoder:
     shown = str(reference.source)  # errors name the source as the caller wrote it
     source = resolve(reference.source)
     if source.kind == "published":

@@ -31,6 +31,15 @@ RANDOM = "random"
 LM_STAGES = ("general", "task")
 
 
+class BadReference(UserError):
+    """Text that names no encoder: ``str(error)`` is ``<text>: <reason>``, one line; a caller that
+    took the text from a flag names the flag with ``reason`` alone."""
+
+    def __init__(self, text: str, reason: str):
+        super().__init__(f"{text}: {reason}")
+        self.text, self.reason = text, reason
+
+
 @dataclass(frozen=True)
 class Source:
     """Where an encoder's architecture, tokenizer and trained weights come from.
@@ -45,23 +54,37 @@ class Source:
 
     @classmethod
     def parse(cls, text: str) -> Source:
-        """Raises UserError (``<text>: …``) for an unknown family or LM stage after ``latest:``."""
+        """Raises :class:`BadReference` for a form that names nothing (``runs:/``, ``models:/``,
+        ``hf:``), a twin where a trained encoder belongs, or an unknown family or LM stage after ``latest:``."""
         text = str(text)
         if text.startswith("runs:/"):
-            return cls("run", text[len("runs:/"):].strip("/").split("/")[0])
+            run_id = text[len("runs:/"):].strip("/").split("/")[0]
+            if not run_id:
+                raise BadReference(text, "name the run: runs:/<run_id> (`make ui` lists them)")
+            return cls("run", run_id)
         if text.startswith("models:/"):
-            return cls("model", text[len("models:/"):].strip("/"))
+            name = text[len("models:/"):].strip("/")
+            if not name:
+                raise BadReference(text, "name the model, e.g. models:/elmo-encoder@<alias> or "
+                                        "models:/elmo-encoder/<version>")
+            return cls("model", name)
         if text.startswith(PUBLISHED_SCHEMES):
+            if text in PUBLISHED_SCHEMES:
+                raise BadReference(text, "name the published model, e.g. hf:<folder>, hf:<owner>/<name> or "
+                                        "reference:<name>")
             return cls("published", text)
+        if text == RANDOM or text.startswith(f"{RANDOM}:"):
+            raise BadReference(text, "a random-init twin copies a trained encoder, not another twin; name that "
+                                    "encoder, e.g. random:runs:/<run_id>")
         if text == "latest" or text.startswith("latest:"):
             family, _, lm_stage = text.partition(":")[2].partition(":")
             if family and family not in pretrained_families():
                 elsewhere = f" ({family} encoders are not pretrained here: name one as hf:<folder>)" \
                     if family in FAMILIES else ""
-                raise UserError(f"{text}: unknown family {family!r}; choose {', '.join(pretrained_families())}"
-                                f"{elsewhere}")
+                raise BadReference(text, f"unknown family {family!r}; choose {', '.join(pretrained_families())}"
+                                        f"{elsewhere}")
             if lm_stage and lm_stage not in LM_STAGES:
-                raise UserError(f"{text}: unknown LM stage {lm_stage!r}; choose {' or '.join(LM_STAGES)}")
+                raise BadReference(text, f"unknown LM stage {lm_stage!r}; choose {' or '.join(LM_STAGES)}")
             return cls("latest", text.partition(":")[2])
         return cls("path", text)
 
@@ -96,20 +119,27 @@ class EncoderReference:
 
     @classmethod
     def parse(cls, text: str, random_like: str | None = None) -> EncoderReference:
-        """``--model.encoder`` (and, for ``random``, ``--model.random_like``) → the reference."""
+        """``--model.encoder`` (and, for ``random``, ``--model.random_like``) → the reference.
+
+        Raises:
+            BadReference: naming ``text``, or ``random_like`` when that is what names nothing.
+        """
         text = str(text)
         if text == RANDOM:
             return cls(Source.parse(random_like or "latest"), random=True)
         if text.startswith(f"{RANDOM}:"):
             if random_like:
-                raise UserError(f"{text}: names the encoder whose twin it is already; drop --model.random_like")
+                raise BadReference(text, "names the encoder whose twin it is already; drop --model.random_like")
             body, seed = text[len(RANDOM) + 1:], None
             head, _, tail = body.rpartition("@")
             if "@" in body and tail.isdigit():  # the last @<digits> is the seed (models:/<name>@<alias> may precede it)
                 body, seed = head, int(tail)
             if not body:
-                raise UserError(f"{text}: name the encoder to copy, e.g. random:runs:/<run_id>@0")
-            return cls(Source.parse(body), random=True, seed=seed)
+                raise BadReference(text, "name the encoder to copy, e.g. random:runs:/<run_id>@0")
+            try:
+                return cls(Source.parse(body), random=True, seed=seed)
+            except BadReference as error:  # named as written: random:<what it copies>
+                raise BadReference(text, error.reason) from None
         return cls(Source.parse(text))
 
     def seeded(self, seed: int) -> EncoderReference:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.tasks.cells import run_quietly
-from downstream.cli import FinetuneCLI
+from downstream.run.cli import FinetuneCLI
 
 REPO = Path(__file__).resolve().parents[2]
 LEFT_BEHIND = ("FinetuneCLI", "Trainer", "PairDataModule", "FeatureStore")

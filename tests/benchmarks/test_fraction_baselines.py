@@ -16,7 +16,7 @@ from benchmarks.report.fraction_baselines import missing_fraction_baselines, wit
 from benchmarks.report.results_table import build_results
 from benchmarks.stats.gaps import compare_with_twin
 from benchmarks.tasks.baselines import fit_baseline, tfidf_lr_baseline
-from downstream.pair_datamodule import subsample
+from downstream.data.pair_datamodule import subsample
 from harness.datasets.registry import load_pair_data
 
 REPO = Path(__file__).resolve().parents[2]

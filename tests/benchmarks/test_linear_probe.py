@@ -18,7 +18,6 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
 
-from downstream.baselines import REGULARISATION_GRID
 from benchmarks.plan.cells import plan
 from benchmarks.plan.matrix import parse_matrix
 from benchmarks.report.cells_from_store import read_predictions
@@ -27,7 +26,8 @@ from benchmarks.report.results_table import build_results
 from benchmarks.cell.definition import Cell
 from benchmarks.tasks.cells import linear_probe
 from benchmarks.tasks.linear_probe import pair_features, probe_probabilities, sentence_vectors
-from downstream.features import FeatureStore
+from downstream.data.features import FeatureStore
+from downstream.run.baselines import REGULARISATION_GRID
 from harness.datasets.mrpc import load_mrpc
 from pretrain.encoders.loading import load_encoder, random_encoder
 

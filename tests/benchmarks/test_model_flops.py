@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from benchmarks.speed.model_flops import finetune_step_flops, step_flops
-from downstream.pair_classifier import FeaturePair, JointPair, PairClassifier, TokenPair
+from downstream.model.pair_classifier import FeaturePair, JointPair, PairClassifier, TokenPair
 from pretrain.encoders.protocol import Encoder
 from pretrain.families import family_of
 from pretrain.models.awd_lstm import AWDLSTM, AWDLSTMConfig

@@ -9,7 +9,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from downstream.heads import AttentionHead, BiLSTMHead, masked_max, masked_mean, pair_features
+from downstream.model.heads import AttentionHead, BiLSTMHead, masked_max, masked_mean, pair_features
 
 
 def _zero_padding(x: Tensor, mask: Tensor) -> Tensor:

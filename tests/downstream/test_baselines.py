@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 from sklearn.metrics import accuracy_score, f1_score
 
-from downstream.baselines import majority_baseline, tfidf_lr_baseline
-from downstream.evaluation import PREDICTION_COLUMNS, predictions_frame, split_metrics
+from downstream.run.baselines import majority_baseline, tfidf_lr_baseline
+from downstream.run.evaluation import PREDICTION_COLUMNS, predictions_frame, split_metrics
 from harness.datasets import types as pairdata
 from harness.datasets.registry import load_pair_data
 from tests.pair_files import write_three_label_set

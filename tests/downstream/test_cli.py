@@ -12,7 +12,7 @@ import torch
 import pytest
 from mlflow.tracking import MlflowClient
 
-from downstream.evaluation import PREDICTION_COLUMNS
+from downstream.run.evaluation import PREDICTION_COLUMNS
 from harness.datasets.mrpc import load_mrpc
 from harness.tracking.views import VIEW_PREFIX
 from tests.helpers import all_runs, assert_one_line_exit, printed_run_id, run_module

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import Tensor
 
-from downstream.heads import DecomposableAttentionHead, build_head
+from downstream.model.heads import DecomposableAttentionHead, build_head
 from tests.downstream.test_attention_reference import batch, more_padding
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import torch
 
-import downstream.encoder_reuse as encoder_reuse
-from downstream.cli import pair_classifier, resolve_encoder
+import downstream.run.encoder_reuse as encoder_reuse
+from downstream.run.cli import pair_classifier, resolve_encoder
 from harness.training.worker_reuse import reuse_between_cells
 
 

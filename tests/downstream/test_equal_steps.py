@@ -1,7 +1,7 @@
 """Equal optimisation across label fractions (``--data.equal_steps``): the repeated subset is the
 stratified seeded subset, each epoch has the full split's size, pretrained and twin see the same
 pairs, a fit logs the optimiser steps it took, and a fraction validates dev as often as the full
-set (``downstream.validation_schedule``)."""
+set (``downstream.data.validation_schedule``)."""
 
 from collections import Counter
 from pathlib import Path
@@ -11,11 +11,11 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.loggers import Logger
 
-from downstream.cli import pair_classifier
-from downstream.equal_steps import epoch_size, repeated_indices
-from downstream.evaluation import EvaluateBest
-from downstream.pair_datamodule import PairDataModule
-from downstream.validation_schedule import DEFAULT_VALIDATIONS_PER_EPOCH, validation_schedule
+from downstream.data.equal_steps import epoch_size, repeated_indices
+from downstream.data.pair_datamodule import PairDataModule
+from downstream.data.validation_schedule import DEFAULT_VALIDATIONS_PER_EPOCH, validation_schedule
+from downstream.run.cli import pair_classifier
+from downstream.run.evaluation import EvaluateBest
 from harness.datasets.mrpc import load_mrpc
 from harness.errors import UserError
 from tests.helpers import mrpc_train_sentences, save_tiny_bilm

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from downstream.evaluation import confusion_figure, predicted_class, predictions_frame, split_metrics
+from downstream.run.evaluation import confusion_figure, predicted_class, predictions_frame, split_metrics
 from harness.datasets.registry import load_pair_data
 from harness.datasets.types import Pair, PairData
 from tests.pair_files import write_three_label_set
@@ -92,7 +92,7 @@ def checkpoint(tmp_path_factory) -> Path:
 
 
 def parse(checkpoint: Path, monkeypatch, tmp_path, *flags: str):
-    from downstream.cli import FinetuneCLI
+    from downstream.run.cli import FinetuneCLI
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     return FinetuneCLI(args=[f"--model.encoder={checkpoint}", "--model.hidden_size=8", "--data.cache_dir=none",

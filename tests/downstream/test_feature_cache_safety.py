@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from downstream.features import FeatureStore
+from downstream.data.features import FeatureStore
 from harness.errors import UserError
 from pretrain.encoders.protocol import Encoder
 from pretrain.models.bilm import BiLM, BiLMConfig
@@ -172,7 +172,7 @@ def test_flipped_bytes_that_stay_finite_are_noticed_and_rebuilt(tmp_path, monkey
 
 
 def test_the_checksum_is_in_the_meta_and_a_cache_without_one_is_rebuilt(tmp_path, capsys):
-    from downstream.features import checksum
+    from downstream.data.features import checksum
 
     encoder = make_encoder()
     store = FeatureStore.build(encoder, SENTENCES, tmp_path, progress=False)

@@ -12,8 +12,8 @@ import importlib.util
 import numpy as np
 import pytest
 
-import downstream.features as features
-from downstream.features import FeatureStore
+import downstream.data.features as features
+from downstream.data.features import FeatureStore
 from harness.training.worker_reuse import reuse_between_cells
 
 _spec = importlib.util.spec_from_file_location("feature_tests", Path(__file__).with_name("test_features.py"))
@@ -127,7 +127,7 @@ def test_batches_hold_each_sentence_and_zero_padding(rows):
 
 
 def test_every_train_fraction_reads_the_features_of_the_whole_data_set(mrpc_dir):
-    from downstream.pair_datamodule import PairDataModule
+    from downstream.data.pair_datamodule import PairDataModule
 
     whole = PairDataModule(mrpc_dir=str(mrpc_dir), cache_dir="none", max_pairs=200)
     tenth = PairDataModule(mrpc_dir=str(mrpc_dir), cache_dir="none", max_pairs=200, train_fraction=0.1,

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from downstream.features import FeatureStore
+from downstream.data.features import FeatureStore
 from harness.errors import UserError
 from pretrain.encoders.loading import random_encoder
 from pretrain.encoders.protocol import Encoder

@@ -7,7 +7,7 @@ import socket
 import pytest
 from mlflow.tracking import MlflowClient
 
-from downstream import first_look
+from downstream.run import first_look
 from harness.tracking import ui_address
 from tests.test_readme import README, summary_sample
 

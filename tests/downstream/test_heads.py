@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from downstream.heads import HEADS, PairHead, build_head, masked_max, masked_mean
+from downstream.model.heads import HEADS, PairHead, build_head, masked_max, masked_mean
 
 D = 8
 LENGTHS_A = [5, 2, 3]

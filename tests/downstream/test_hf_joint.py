@@ -5,10 +5,10 @@ trains the whole encoder through it, every other head still works on hf features
 import pytest
 import torch
 
-from downstream.joint import FirstTokenClassifier, JointClassifier
-from downstream.joint_segments import SegmentBatches, segment_pair
-from downstream.lit_pair import LitPairClassifier
-from downstream.pair_classifier import JointPair, SegmentPair, TokenPair
+from downstream.data.joint_segments import SegmentBatches, segment_pair
+from downstream.model.joint_classifiers import FirstTokenClassifier, JointClassifier
+from downstream.model.pair_classifier import JointPair, SegmentPair, TokenPair
+from downstream.run.lit_pair import LitPairClassifier
 from pretrain import load_encoder
 
 PAIRS = [("He said so.", "He agreed."), ("Shares fell 3 percent on Monday.", "The market rose."),

@@ -14,7 +14,7 @@ import torch
 from mlflow.entities import ViewType
 from mlflow.tracking import MlflowClient
 
-from downstream.pair_datamodule import PairDataModule
+from downstream.data.pair_datamodule import PairDataModule
 from harness.errors import UserError
 from pretrain.encoders.checkpoints import slim_checkpoint
 from pretrain.encoders.loading import load_encoder
@@ -58,7 +58,7 @@ def data(files, **flags) -> PairDataModule:
 
 
 def test_a_sentence_longer_than_the_cap_is_refused_naming_file_and_pair(files, elmo):
-    from downstream.input_limits import DEFAULT_MAX_TOKENS
+    from downstream.data.input_limits import DEFAULT_MAX_TOKENS
 
     with pytest.raises(UserError) as raised:
         data(files).check_inputs(load_encoder(elmo), "features")
@@ -77,7 +77,7 @@ def test_the_encoders_positions_set_the_limit_when_lower(files, save_encoder, tm
 
 
 def test_a_raised_cap_still_refuses_features_that_cannot_fit_in_memory(files, elmo, monkeypatch):
-    monkeypatch.setattr("downstream.pair_datamodule.available_bytes", lambda device: 2**30)
+    monkeypatch.setattr("downstream.data.pair_datamodule.available_bytes", lambda device: 2**30)
     with pytest.raises(UserError) as raised:
         data(files, max_tokens=200_000).check_inputs(load_encoder(elmo), "features")
     message = str(raised.value)

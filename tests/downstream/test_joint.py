@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from benchmarks.speed.finetune_throughput import one_pass_per_order, two_pass_joint
-from downstream.joint import JointClassifier, both_orders
+from downstream.model.joint_classifiers import JointClassifier, both_orders
 from pretrain.models.transformer import TransformerConfig, TransformerLM
 
 

@@ -9,14 +9,14 @@ import pytorch_lightning as pl
 import torch
 from sklearn.metrics import accuracy_score, f1_score
 
-from downstream.cli import encoder_kind, pair_classifier, pretrain_run_tag
-from downstream.evaluation import PREDICTION_COLUMNS, predictions_frame, split_metrics
-from downstream.lit_pair import LitPairClassifier
-from downstream.pair_datamodule import PairDataModule
-from pretrain.encoders.loading import load_encoder
+from downstream.data.pair_datamodule import PairDataModule
+from downstream.run.cli import encoder_kind, pair_classifier, pretrain_run_tag
+from downstream.run.evaluation import PREDICTION_COLUMNS, predictions_frame, split_metrics
+from downstream.run.lit_pair import LitPairClassifier
 from harness.datasets.mrpc import ID_COLUMNS, LABELS
 from harness.datasets.types import Pair, PairData
 from harness.errors import UserError
+from pretrain.encoders.loading import load_encoder
 from tests.helpers import mrpc_train_sentences, save_tiny_bilm
 
 MAX_PAIRS = 64

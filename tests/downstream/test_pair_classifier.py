@@ -9,8 +9,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from downstream.lit_pair import LitPairClassifier
-from downstream.pair_classifier import FeaturePair, JointPair, PairClassifier, TokenPair
+from downstream.model.pair_classifier import FeaturePair, JointPair, PairClassifier, TokenPair
+from downstream.run.lit_pair import LitPairClassifier
 from pretrain.encoders.loading import load_encoder
 
 FIRST = ["the cat sat on the mat .", "he said so .", "shares fell 3 percent on monday ."]
@@ -69,7 +69,7 @@ def test_refused_settings_name_the_argument(elmo, settings, message):
 
 def test_torch_only_modules_import_no_user_facing_layer():
     """heads, mix, joint and the pair classifier raise ValueErrors; the CLI words them."""
-    code = ("import sys, downstream.pair_classifier; "
+    code = ("import sys, downstream.model.pair_classifier; "
             "print(' '.join(m for m in sys.modules if m.startswith(('harness.errors', 'pytorch_lightning', "
             "'lightning', 'mlflow', 'jsonargparse', 'pretrain'))))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

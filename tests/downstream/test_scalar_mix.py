@@ -5,9 +5,9 @@ import math
 import pytest
 import torch
 
-from downstream.pair_classifier import scalar_mix
-from downstream.scalar_mix import ScalarMix, masked_layer_norm
-from downstream.values import Mix
+from downstream.model.pair_classifier import scalar_mix
+from downstream.model.scalar_mix import ScalarMix, masked_layer_norm
+from downstream.model.settings import Mix
 
 L, B, T, D = 3, 2, 5, 4
 

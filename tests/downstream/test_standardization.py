@@ -5,11 +5,11 @@ import numpy as np
 import pytest
 import torch
 
-from downstream.cli import pair_classifier
-from downstream.features import FeatureStore
-from downstream.lit_pair import LitPairClassifier
-from downstream.pair_classifier import PairClassifier
-from downstream.standardization import FeatureStandardizer
+from downstream.data.features import FeatureStore
+from downstream.model.pair_classifier import PairClassifier
+from downstream.model.standardization import FeatureStandardizer
+from downstream.run.cli import pair_classifier
+from downstream.run.lit_pair import LitPairClassifier
 from pretrain.encoders.loading import load_encoder
 from tests.downstream.test_lit_pair import HEAD, checkpoint, fit, make_data, make_trainer, mrpc_dir  # noqa: F401 (fixtures)
 

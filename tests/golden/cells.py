@@ -22,7 +22,7 @@ import pytest
 import torch
 from mlflow.tracking import MlflowClient
 
-from downstream.cli import FinetuneCLI
+from downstream.run.cli import FinetuneCLI
 from harness.cli.tracked_cli import run_cli
 from pretrain.cli import PretrainCLI
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from downstream.__main__ import MODEL_HINT
-from downstream.cli_flags import CLASSES as FINETUNE_CLASSES, FLAGS as FINETUNE_FLAGS, LEAVES as FINETUNE_LEAVES
+from downstream.run.cli_flags import CLASSES as FINETUNE_CLASSES, FLAGS as FINETUNE_FLAGS, LEAVES as FINETUNE_LEAVES
 from harness.cli.data_check import data_hint
 from harness.cli.preflight import problems
 from pretrain.cli_flags import CLASSES as PRETRAIN_CLASSES, FLAGS as PRETRAIN_FLAGS, LEAVES as PRETRAIN_LEAVES
@@ -120,7 +120,7 @@ def test_a_bad_flag_is_answered_before_torch_lightning_or_mlflow_load(stage):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("spec, module", [("pretrain.cli:PretrainCLI", "pretrain/cli_flags.py"),
-                                          ("downstream.cli:FinetuneCLI", "downstream/cli_flags.py")])
+                                          ("downstream.run.cli:FinetuneCLI", "downstream/run/cli_flags.py")])
 def test_the_recorded_flags_are_the_parsers(spec, module):
     """The generated flag lists match the parsers; after a flag is added or renamed, regenerate."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}

@@ -22,8 +22,8 @@ from mlflow.entities import ViewType
 from mlflow.tracking import MlflowClient
 
 import harness.cli.precision as precision
-from downstream.features import FeatureStore
-from downstream.lit_pair import LitPairClassifier
+from downstream.data.features import FeatureStore
+from downstream.run.lit_pair import LitPairClassifier
 from harness.cli.tracked_cli import TrackedCLI, run_cli
 from harness.errors import UserError
 from harness.training.batching import pad_batch

@@ -12,7 +12,7 @@ import torch
 from pytorch_lightning.callbacks import ModelCheckpoint
 from pytorch_lightning.demos.boring_classes import BoringModel
 
-from downstream.evaluation import EvaluateBest
+from downstream.run.evaluation import EvaluateBest
 from harness.errors import UserError
 from harness.training.checkpoints import find_last, read_best, resume_point
 from harness.training.resume import ResumeState

@@ -142,7 +142,7 @@ def test_a_sentence_longer_than_the_positions_stops_in_one_line(encoder):
 def test_a_sentence_may_take_every_position_but_the_models_own_boundaries(encoder):
     """BERT adds [CLS] and [SEP] around a sentence, GPT-2 nothing: the limit and its message count
     what the model adds, not our families' two boundaries."""
-    from downstream.input_limits import token_limit
+    from downstream.data.input_limits import token_limit
 
     assert encoder.max_positions() == POSITIONS
     assert encoder.max_tokens() == POSITIONS - sum(encoder.tokenizer.boundaries)

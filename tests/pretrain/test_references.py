@@ -6,7 +6,7 @@ import torch
 
 from harness.errors import UserError
 from pretrain.encoders.loading import load_encoder, random_encoder
-from pretrain.encoders.references import EncoderReference, Source, reference_of
+from pretrain.encoders.references import BadReference, EncoderReference, Source, reference_of
 
 
 @pytest.mark.parametrize("text, kind, target", [
@@ -17,6 +17,9 @@ from pretrain.encoders.references import EncoderReference, Source, reference_of
     ("latest:gpt", "latest", "gpt"),
     ("latest:ulmfit:task", "latest", "ulmfit:task"),
     ("/tmp/some/elmo.ckpt", "path", "/tmp/some/elmo.ckpt"),
+    ("hf:/models/bert-tiny", "published", "hf:/models/bert-tiny"),
+    ("hf:prajjwal1/bert-tiny", "published", "hf:prajjwal1/bert-tiny"),
+    ("reference:all-minilm-l6-v2", "published", "reference:all-minilm-l6-v2"),
 ])
 def test_sources_parse_and_print_back(text, kind, target):
     source = Source.parse(text)
@@ -45,6 +48,30 @@ def test_encoder_references_print_back_as_flag_values(text, random_like, printed
     reference = EncoderReference.parse(text, random_like)
     assert str(reference) == printed
     assert EncoderReference.parse(printed) == reference  # the printed form is itself a valid value
+
+
+@pytest.mark.parametrize("text, random_like, reason", [
+    ("runs:/", None, "name the run: runs:/<run_id>"),
+    ("models:/", None, "name the model, e.g. models:/elmo-encoder@<alias>"),
+    ("hf:", None, "name the published model, e.g. hf:<folder>"),
+    ("reference:", None, "name the published model"),
+    ("latest:bert", None, "unknown family 'bert'; choose elmo"),
+    ("latest:gpt:final", None, "unknown LM stage 'final'; choose general or task"),
+    ("random:", None, "name the encoder to copy"),
+    ("random:@3", None, "name the encoder to copy"),
+    ("random:random", None, "a random-init twin copies a trained encoder, not another twin"),
+    ("random:random:runs:/abc@1", None, "a random-init twin copies a trained encoder"),
+    ("random:runs:/@2", None, "name the run: runs:/<run_id>"),
+    ("random:runs:/abc", "runs:/def", "names the encoder whose twin it is already; drop --model.random_like"),
+    ("random", "random:runs:/abc", "a random-init twin copies a trained encoder"),
+    ("random", "models:/", "name the model"),
+])
+def test_a_reference_that_names_nothing_is_one_line_naming_the_text(text, random_like, reason):
+    with pytest.raises(BadReference) as raised:
+        EncoderReference.parse(text, random_like)
+    error = raised.value
+    assert error.reason.startswith(reason) and "\n" not in str(error)
+    assert error.text == (random_like if text == "random" else text) and str(error) == f"{error.text}: {error.reason}"
 
 
 def test_the_twin_takes_the_runs_seed_unless_it_names_one():

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from downstream.cli import resolve_encoder
+from downstream.run.cli import resolve_encoder
 from harness.errors import UserError
 from pretrain.encoders.loading import load_encoder
 from pretrain.encoders.registry import register_encoder

@@ -48,7 +48,7 @@ def test_the_confusion_matrix_of_many_labels_is_shaded_not_counted_and_stays_sma
     import numpy as np
     import pandas as pd
 
-    from downstream.evaluation import COUNTED_CELLS_UP_TO, confusion_figure
+    from downstream.run.evaluation import COUNTED_CELLS_UP_TO, confusion_figure
 
     data = PairData(  # no pairs: the labels are all the figure needs from the data set
         name="many", labels=[f"l{i}" for i in range(MAX_LABELS)], id_columns=("id",), train=[], dev=[], test=[],

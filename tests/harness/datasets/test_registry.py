@@ -8,7 +8,7 @@ import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
-from downstream.cli import FinetuneCLI
+from downstream.run.cli import FinetuneCLI
 from harness.cli.tracked_cli import run_cli
 from harness.datasets import registry
 from harness.datasets.entry import Anchors, DataSet

@@ -23,11 +23,11 @@ import torch
 from sklearn.model_selection import train_test_split
 from torch.utils.data import DataLoader, RandomSampler, SequentialSampler
 
-from downstream.equal_steps import DEFAULT_MAX_REPEATS, epoch_size, repeated_indices
-from downstream.features import FeatureStore
-from downstream.input_limits import DEFAULT_MAX_TOKENS, check_frozen_memory, longest_input
-from downstream.joint_segments import SegmentBatches, segment_pair
-from downstream.validation_schedule import DEFAULT_VALIDATIONS_PER_EPOCH
+from downstream.data.equal_steps import DEFAULT_MAX_REPEATS, epoch_size, repeated_indices
+from downstream.data.features import FeatureStore
+from downstream.data.input_limits import DEFAULT_MAX_TOKENS, check_frozen_memory, longest_input
+from downstream.data.joint_segments import SegmentBatches, segment_pair
+from downstream.data.validation_schedule import DEFAULT_VALIDATIONS_PER_EPOCH
 from harness.datasets.registry import dataset_params, load_pair_data
 from harness.datasets.spec import PairDataSpec
 from harness.datasets.types import SPLITS, Pair
@@ -129,17 +129,17 @@ class PairDataModule(pl.LightningDataModule):
         train_fraction: a seeded subsample of train, stratified over the labels (learning curves).
         subsample_seed: seed of that subsample (default: the run's ``seed_everything``).
         equal_steps: with a ``train_fraction`` below 1, each training epoch repeats the subset up
-            to the whole train split's size (``downstream.equal_steps``), so a fraction trains the
+            to the whole train split's size (``downstream.data.equal_steps``), so a fraction trains the
             full set's number of optimiser steps; the same for a pretrained cell and its twin.
         max_repeats: with ``equal_steps``, at most this many passes over the subset per epoch.
         validations_per_epoch: dev is scored this many times an epoch, evenly spaced in optimiser
-            steps, at every fraction (``downstream.validation_schedule``); early stopping's
+            steps, at every fraction (``downstream.data.validation_schedule``); early stopping's
             patience counts these validations.
         max_pairs: cap every split at its first N pairs (smoke tests).
         cache_dir: on-disk feature cache (``none``: keep features in memory).
         max_tokens: the longest sentence (GPT's joint input: pair sequence) in tokens; a longer one
             is refused before the run, as are frozen features that would not fit in memory
-            (``downstream.input_limits``). The encoder's position table may set a lower limit.
+            (``downstream.data.input_limits``). The encoder's position table may set a lower limit.
         **pair_data: the pair data set's flags (:class:`~harness.datasets.spec.PairDataSpec`):
             ``dataset``, ``mrpc_dir``, ``train``, ``dev``, ``test``, the column flags,
             ``has_header``, ``positive_label``, ``name``.

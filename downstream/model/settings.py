@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
-from downstream.heads import HEADS
+from downstream.model.heads import HEADS
 
-JOINT_HEAD = "cls"  # GPT's own classifier over the joint pair sequence (downstream.joint)
+JOINT_HEAD = "cls"  # GPT's own classifier over the joint pair sequence (downstream.model.joint_classifiers)
 HEAD_NAMES = (*HEADS, JOINT_HEAD)
 Head = Literal[HEAD_NAMES]
 Finetune = Literal["frozen", "full", "gradual"]

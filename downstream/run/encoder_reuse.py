@@ -47,11 +47,10 @@ def _kept(key: tuple | None, make) -> Encoder:
     return _LOADED[key]
 
 
-def loaded(reference: EncoderReference | str) -> Encoder:
+def loaded(reference: EncoderReference) -> Encoder:
     """``load_encoder(reference)``, once per worker: the trained encoder once per key of
-    :func:`identity`, a random-init twin once per (encoder, seed)."""
-    if not isinstance(reference, EncoderReference):
-        reference = EncoderReference.parse(reference)
+    :func:`identity`, a random-init twin once per (encoder, seed). ``reference`` is parsed where the
+    text entered (the CLI, a benchmark's cell)."""
     if not reusing():
         return load_encoder(reference)
     key = identity(reference.source)

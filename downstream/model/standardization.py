@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from downstream.values import JOINT_HEAD
+from downstream.model.settings import JOINT_HEAD
 
 AUTO = "auto"  # --model.standardize's default
 
@@ -54,7 +54,7 @@ class FeatureStandardizer(nn.Module):
     @torch.no_grad()
     def fit(self, store, rows: list[int]) -> None:
         """Statistics over every real token of the store's sentences ``rows`` (a feature store of
-        ``downstream.features``: ``features`` (total, L, D), ``offsets`` (n + 1,))."""
+        ``downstream.data.features``: ``features`` (total, L, D), ``offsets`` (n + 1,))."""
         if not rows:
             raise ValueError("standardize: no training sentences to take the statistics from")
         ranges = [(int(store.offsets[row]), int(store.offsets[row + 1])) for row in sorted(set(rows))]

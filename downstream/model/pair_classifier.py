@@ -24,11 +24,11 @@ from typing import NamedTuple
 
 from torch import Tensor, nn
 
-from downstream.heads import HEADS, build_head
-from downstream.joint import FirstTokenClassifier, JointClassifier
-from downstream.scalar_mix import ScalarMix
-from downstream.standardization import FeatureStandardizer
-from downstream.values import JOINT_HEAD, Mix, parse_finetune, parse_head
+from downstream.model.heads import HEADS, build_head
+from downstream.model.joint_classifiers import FirstTokenClassifier, JointClassifier
+from downstream.model.scalar_mix import ScalarMix
+from downstream.model.settings import JOINT_HEAD, Mix, parse_finetune, parse_head
+from downstream.model.standardization import FeatureStandardizer
 from harness.training.schedules import discriminative_groups
 
 
@@ -51,7 +51,7 @@ class TokenPair(NamedTuple):
 
 
 class JointPair(NamedTuple):
-    """The joint sequences ``s1 → s2`` and ``s2 → s1`` (``downstream.pair_datamodule.joint_ids``)."""
+    """The joint sequences ``s1 → s2`` and ``s2 → s1`` (``downstream.data.pair_datamodule.joint_ids``)."""
 
     ids_ab: Tensor  # (B, T)
     lengths_ab: Tensor  # (B,)
@@ -60,7 +60,7 @@ class JointPair(NamedTuple):
 
 
 class SegmentPair(NamedTuple):
-    """The pair as one sequence with segment ids (``downstream.joint_segments``)."""
+    """The pair as one sequence with segment ids (``downstream.data.joint_segments``)."""
 
     ids: Tensor  # (B, T)
     lengths: Tensor  # (B,)
@@ -94,12 +94,12 @@ class PairClassifier(nn.Module):
     Args:
         encoder: a ``pretrain.encoders.protocol.Encoder``.
         mix: ``average``, ``scalar``, ``top`` or ``layer:K`` (a :class:`Mix` or its text).
-        head: a name of ``downstream.heads.HEADS``, or ``cls`` (the joint classifier).
+        head: a name of ``downstream.model.heads.HEADS``, or ``cls`` (the joint classifier).
         finetune: ``frozen`` (the encoder stays outside, inputs are its features), ``full`` or
             ``gradual`` (its model is a submodule, trained under the head).
         layer_norm: of the mix; hidden_size, dropout: of the head.
         standardize: z-score each frozen layer per dimension before the mix
-            (``downstream.standardization``; its statistics are fitted at the start of the fit).
+            (``downstream.model.standardization``; its statistics are fitted at the start of the fit).
         num_classes: C.
         lm_weight: λ of the auxiliary LM loss with ``head=cls``.
     """

@@ -1,6 +1,6 @@
 """The numbers a finetune result is read against, in its end-of-run summary: the data set's
 majority class and TF-IDF + LR scores on the run's own splits (the benchmark's baseline code,
-:mod:`downstream.baselines`, scored by the finetune runs' metric code), and its random-init twin
+:mod:`downstream.run.baselines`, scored by the finetune runs' metric code), and its random-init twin
 (or, for a twin, its pretrained counterpart) when the store holds one with the same settings.
 
 Baselines are cached as a small JSON file per digest of the splits' content (data set content
@@ -13,8 +13,8 @@ import hashlib
 import json
 from pathlib import Path
 
-from downstream import baselines
-from downstream.evaluation import predictions_frame, split_metrics
+from downstream.run import baselines
+from downstream.run.evaluation import predictions_frame, split_metrics
 from harness.atomic import atomic_write
 from harness.tracking.naming import twin_label
 from pretrain.encoders.references import reference_of

@@ -10,14 +10,14 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.callbacks import ModelCheckpoint
 
-from downstream.finetuning import load_classifier
-from downstream.lit_pair import LitPairClassifier
-from downstream.pair_classifier import JointPair
-from downstream.pair_datamodule import joint_ids
-from pretrain.families import pretrained_families
+from downstream.data.pair_datamodule import joint_ids
+from downstream.model.pair_classifier import JointPair
+from downstream.run.classifier_loading import load_classifier
+from downstream.run.lit_pair import LitPairClassifier
 from harness.errors import UserError
 from harness.training.schedules import slanted_triangular
 from pretrain.encoders.loading import load_encoder, random_encoder
+from pretrain.families import pretrained_families
 
 SENTENCES = ["the cat sat on the mat .", "a dog barked at the cat , loudly .", "shares fell 3 percent on monday .",
              "the market rose sharply after the report .", "he said so .", "she agreed to the plan at once .",

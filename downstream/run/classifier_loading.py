@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 
-from downstream.lit_pair import LitPairClassifier
+from downstream.run.lit_pair import LitPairClassifier
 from harness.digests import check_run_checkpoint
 from harness.errors import UserError
 from harness.training.checkpoints import RESUME_STATE_KEY

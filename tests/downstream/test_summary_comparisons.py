@@ -1,4 +1,4 @@
-"""A finetune summary's context (``downstream.context``): the data set's baselines scored by the
+"""A finetune summary's context (``downstream.run.summary_comparisons``): the data set's baselines scored by the
 benchmark's code and cached per digest of the splits, the twin found only among runs with the same
 settings, the gap's sign for either arm; and ``--model.standardize``'s default (on for frozen
 transfers, off where it cannot apply)."""
@@ -8,10 +8,10 @@ import json
 import pytest
 from mlflow.tracking import MlflowClient
 
-from downstream import baselines, context
-from downstream.cli import pair_classifier
-from downstream.evaluation import predictions_frame, split_metrics
-from downstream.standardization import resolved_standardize
+from downstream.model.standardization import resolved_standardize
+from downstream.run import baselines, summary_comparisons
+from downstream.run.cli import pair_classifier
+from downstream.run.evaluation import predictions_frame, split_metrics
 from tests.downstream.test_baselines import as_pair_data, toy_pairs
 from tests.downstream.test_lit_pair import HEAD, checkpoint, mrpc_dir  # noqa: F401 (fixtures)
 
@@ -23,7 +23,7 @@ def toy_data():
 
 def test_baselines_are_the_benchmark_systems_scored_on_the_test_split():
     data, pairs = toy_data()
-    scores = context.baseline_scores(data, pairs, None)
+    scores = summary_comparisons.baseline_scores(data, pairs, None)
     majority = baselines.majority_baseline(data.train, {"test": data.test}, 2)["test"]
     tfidf = baselines.tfidf_lr_baseline(data.train, {"test": data.test}, 2, 0)["test"]
     assert scores["majority"] == split_metrics(predictions_frame(data, data.test, majority), "test", data)
@@ -33,7 +33,7 @@ def test_baselines_are_the_benchmark_systems_scored_on_the_test_split():
 
 def test_baselines_are_cached_per_digest_of_the_splits(tmp_path, monkeypatch):
     data, pairs = toy_data()
-    first = context.baseline_scores(data, pairs, tmp_path)
+    first = summary_comparisons.baseline_scores(data, pairs, tmp_path)
     files = list((tmp_path / "baselines").glob("*.json"))
     assert len(files) == 1 and json.loads(files[0].read_text()) == first
 
@@ -41,17 +41,17 @@ def test_baselines_are_cached_per_digest_of_the_splits(tmp_path, monkeypatch):
         raise AssertionError("computed again")
 
     monkeypatch.setattr(baselines, "tfidf_lr_baseline", refuse)
-    assert context.baseline_scores(data, pairs, tmp_path) == first  # read back, not fitted again
+    assert summary_comparisons.baseline_scores(data, pairs, tmp_path) == first  # read back, not fitted again
     fewer = {**pairs, "train": pairs["train"][:30]}  # another train subset is another key
-    assert context.baseline_key(data, fewer) != context.baseline_key(data, pairs)
+    assert summary_comparisons.baseline_key(data, fewer) != summary_comparisons.baseline_key(data, pairs)
     with pytest.raises(AssertionError, match="computed again"):
-        context.baseline_scores(data, fewer, tmp_path)
+        summary_comparisons.baseline_scores(data, fewer, tmp_path)
 
 
 def test_a_baseline_that_cannot_fit_is_a_reason_not_a_failure():
     data, pairs = toy_data()
     one_class = [pair for pair in pairs["train"] if pair.label == 1]
-    scores = context.baseline_scores(data, {**pairs, "train": one_class}, None)
+    scores = summary_comparisons.baseline_scores(data, {**pairs, "train": one_class}, None)
     assert scores["majority"]["test_acc"] == pytest.approx(16 / 24)
     assert "at least 2 classes" in scores["tfidf-lr"]
 
@@ -78,12 +78,12 @@ def test_the_twin_is_the_other_arm_with_the_same_settings(tmp_path):
     make_run(client, experiment, "random-elmo-2x32-abc", "True", 0.66, seed="1")  # another seed
     raw_twin = make_run(client, experiment, "random-elmo-2x32-abc", "False", 0.66)  # not standardised
     tags = client.get_run(pretrained).data.tags
-    assert context.twin_run(client, experiment, pretrained, tags) is None
+    assert summary_comparisons.twin_run(client, experiment, pretrained, tags) is None
     twin = make_run(client, experiment, "random-elmo-2x32-abc", "True", 0.65)
-    assert context.twin_run(client, experiment, pretrained, tags).info.run_id == twin
-    back = context.twin_run(client, experiment, twin, client.get_run(twin).data.tags)
+    assert summary_comparisons.twin_run(client, experiment, pretrained, tags).info.run_id == twin
+    back = summary_comparisons.twin_run(client, experiment, twin, client.get_run(twin).data.tags)
     assert back.info.run_id == pretrained
-    assert context.twin_run(client, experiment, raw_twin, client.get_run(raw_twin).data.tags) is None
+    assert summary_comparisons.twin_run(client, experiment, raw_twin, client.get_run(raw_twin).data.tags) is None
 
 
 class Twin:
@@ -99,8 +99,8 @@ SCORES = {"majority": {"test_acc": 0.665, "test_f1": 0.799}, "tfidf-lr": {"test_
                                                          (True, 0.701, 0.733, "+0.032"),
                                                          (False, 0.690, 0.701, "-0.011")])
 def test_the_gap_is_pretrained_minus_random_whichever_arm_prints_it(is_random, this, other, gap):
-    lines = context.context_lines({"test_acc": this, "test_f1": 0.8}, SCORES, Twin("t1", other, 0.79), is_random,
-                                  "", "MSR test", "--model.encoder=random")
+    lines = summary_comparisons.context_lines({"test_acc": this, "test_f1": 0.8}, SCORES, Twin("t1", other, 0.79),
+                                              is_random, "", "MSR test", "--model.encoder=random")
     text = "\n".join(lines)
     assert "0.665     0.799     majority class" in text and "0.732     0.815     TF-IDF + LR" in text
     assert ("pretrained counterpart (run t1)" if is_random else "random twin (run t1)") in text
@@ -108,20 +108,20 @@ def test_the_gap_is_pretrained_minus_random_whichever_arm_prints_it(is_random, t
 
 
 def test_the_majority_line_names_the_subset_of_test_pairs_it_was_scored_on():
-    subset = context.context_lines({"test_acc": 0.70, "test_f1": 0.8}, SCORES, None, False, "", "MSR test",
-                                   "--model.encoder=random", test_pairs=1000, all_test_pairs=1725)
+    subset = summary_comparisons.context_lines({"test_acc": 0.70, "test_f1": 0.8}, SCORES, None, False, "", "MSR test",
+                                               "--model.encoder=random", test_pairs=1000, all_test_pairs=1725)
     majority = next(line for line in subset if "majority class" in line)
     assert majority.endswith("majority class (every pair: the most frequent train label; these 1000 of 1725 test "
                              "pairs)")
     assert "(MSR test: 1000 of its 1725 pairs, the same pairs in every row)" in subset[0]
-    whole = context.context_lines({"test_acc": 0.70, "test_f1": 0.8}, SCORES, None, False, "", "MSR test",
-                                  "--model.encoder=random", test_pairs=1725, all_test_pairs=1725)
+    whole = summary_comparisons.context_lines({"test_acc": 0.70, "test_f1": 0.8}, SCORES, None, False, "", "MSR test",
+                                              "--model.encoder=random", test_pairs=1725, all_test_pairs=1725)
     assert "(MSR test, 1725 pairs, the same pairs in every row)" in whole[0]
 
 
 def test_without_a_twin_the_summary_says_how_to_run_it():
-    lines = context.context_lines({"test_acc": 0.665, "test_f1": 0.799}, None, None, False, "", "MSR test",
-                                  "--model.encoder=random --model.random_like=runs:/abc", collapsed=True)
+    lines = summary_comparisons.context_lines({"test_acc": 0.665, "test_f1": 0.799}, None, None, False, "", "MSR test",
+                                              "--model.encoder=random --model.random_like=runs:/abc", collapsed=True)
     text = "\n".join(lines)
     assert "majority" not in text  # a benchmark's cell: its baseline cells hold them
     assert "this run (one label for every pair: collapsed)" in text

@@ -8,7 +8,7 @@ name the encoder they were trained on.
 - ``full``: the encoder's model trains under the head, with discriminative learning rates (each
   lower parameter group's rate / ``lr_decay``, ULMFiT's 2.6) and the slanted triangular schedule
   (``warmup_fraction`` = cut_frac 0.1, ``stlr_ratio`` 32), per step.
-- ``gradual``: as ``full``, plus gradual unfreezing (``downstream.unfreezing.GradualUnfreezing``).
+- ``gradual``: as ``full``, plus gradual unfreezing (``downstream.run.unfreezing.GradualUnfreezing``).
 The random-init twin runs the identical procedure: only its encoder's weights differ.
 """
 
@@ -21,11 +21,11 @@ import torch
 from torchmetrics.classification import (BinaryAccuracy, BinaryF1Score, MulticlassAccuracy,
                                          MulticlassF1Score)
 
-from downstream.evaluation import predicted_class
-from downstream.pair_classifier import FeaturePair, JointPair, PairClassifier, SegmentPair, TokenPair
-from downstream.standardization import resolved_standardize
-from downstream.unfreezing import GradualUnfreezing
-from downstream.values import Finetune, Head, Mix
+from downstream.model.pair_classifier import FeaturePair, JointPair, PairClassifier, SegmentPair, TokenPair
+from downstream.model.settings import Finetune, Head, Mix
+from downstream.model.standardization import resolved_standardize
+from downstream.run.evaluation import predicted_class
+from downstream.run.unfreezing import GradualUnfreezing
 from harness.cli.precision import clip_gradients
 from harness.training.schedules import slanted_triangular
 from pretrain.encoders.protocol import Encoder
@@ -39,14 +39,14 @@ class LitPairClassifier(pl.LightningModule):
         mix: ``average``, ``scalar``, ``top`` or ``layer:K``.
         layer_norm: normalise each layer before a scalar mix (ELMo's option).
         standardize: z-score each frozen layer per dimension with the mean and deviation over the
-            training pairs' tokens before the mix (``downstream.standardization``; frozen only):
+            training pairs' tokens before the mix (``downstream.model.standardization``; frozen only):
             what lets a head learn from a random-init twin's features, whose common direction
             it otherwise never got past. The same for a pretrained cell and its twin. ``auto`` (the
             default): on for frozen features under a layer mix, off where the encoder trains or
             ``head=cls``; the hyper-parameters hold the resolved bool.
         head: ``pool-mlp``, ``bilstm``, ``dense``, ``attn``, ``decomp``, ``concat-pool`` or ``cls`` (the joint
             pair classifier of an encoder that takes a joint pair input: GPT's both orders, BERT's
-            segments; ``downstream.joint``).
+            segments; ``downstream.model.joint_classifiers``).
         hidden_size, dropout: of the head (jiant's MRPC default: 256, 0.2). For few labels (a 10%
             cell's 367 MRPC pairs) a smaller width is the setting to try, not a rate tuned per cell:
             64 cuts the decomp head from 560k to 54k weights and pool-mlp from 790k to 200k over 384

@@ -11,13 +11,13 @@ from pytorch_lightning.callbacks import LearningRateMonitor
 from pytorch_lightning.cli import LightningCLI
 from pytorch_lightning.utilities import rank_zero_only
 
-from downstream import context, encoder_reuse
-from downstream.evaluation import EvaluateBest
-from downstream.lit_pair import LitPairClassifier
-from downstream.pair_datamodule import PairDataModule
-from downstream.records import LogDatasets, LogPredictionViews
-from downstream.validation_schedule import validation_schedule
-from downstream.values import Mix
+from downstream.data.pair_datamodule import PairDataModule
+from downstream.data.validation_schedule import validation_schedule
+from downstream.model.settings import Mix
+from downstream.run import encoder_reuse, summary_comparisons
+from downstream.run.evaluation import EvaluateBest
+from downstream.run.lit_pair import LitPairClassifier
+from downstream.run.ui_views import LogDatasets, LogPredictionViews
 from harness.cli.tracked_cli import TrackedCLI
 from harness.datasets.registry import dataset_name, run_name_prefix, split_title
 from harness.datasets.spec import SPEC_KEYS
@@ -33,23 +33,27 @@ from harness.training.checkpoints import run_checkpoints
 from harness.training.worker_reuse import reusing
 from pretrain.encoders.protocol import Encoder
 from pretrain.encoders.provenance import SMOKE_TAG, EncoderOrigin, encoder_summary, origin_of
-from pretrain.encoders.references import EncoderReference, reference_of
+from pretrain.encoders.references import RANDOM, BadReference, EncoderReference, reference_of
 
 register_type(Mix, serializer=str, deserializer=Mix.parse)  # --model.mix=layer:2 → Mix, printed back as text
 
 
 def resolve_encoder(encoder: str, random_like: str | None, seed: int) -> Encoder:
-    """The encoder ``--model.encoder`` names (``pretrain.encoders.references``), resolved once: a trained
-    one, or the control — ``random`` (the twin of ``random_like``, default the latest pretrain run)
-    or ``random:<encoder>[@<seed>]`` — with untrained weights drawn from ``seed`` unless it names one."""
+    """The encoder ``--model.encoder`` names (``pretrain.encoders.references``), parsed here once and
+    resolved once: a trained one, or the control — ``random`` (the twin of ``random_like``, default
+    the latest pretrain run) or ``random:<encoder>[@<seed>]`` — with untrained weights drawn from
+    ``seed`` unless it names one. Errors name the flag whose value is at fault."""
     flag = f"--model.encoder={encoder}"
-    shown = encoder
     try:
         reference = EncoderReference.parse(encoder, random_like).seeded(seed)
-        shown = str(reference.source)
+    except BadReference as error:
+        if encoder == RANDOM and random_like is not None and error.text == random_like:
+            flag = f"--model.random_like={random_like}"
+        raise UserError(f"{flag}: {error.reason}") from None
+    try:
         return encoder_reuse.loaded(reference)
-    except UserError as error:
-        message = str(error).removeprefix(f"{shown}: ").removeprefix(f"{encoder}: ")
+    except UserError as error:  # loading names the source as written: the flag's value, or random_like's
+        message = str(error).removeprefix(f"{reference.source}: ").removeprefix(f"{encoder}: ")
         raise UserError(f"{flag}: {message}") from None
 
 
@@ -195,7 +199,7 @@ class FinetuneCLI(TrackedCLI):
 
     def instantiate_trainer(self, **kwargs):
         """Dev scored ``--data.validations_per_epoch`` times an epoch at every fraction
-        (``downstream.validation_schedule``), unless ``--trainer.val_check_interval`` says otherwise."""
+        (``downstream.data.validation_schedule``), unless ``--trainer.val_check_interval`` says otherwise."""
         if self.setting("trainer.val_check_interval") is None:
             kwargs.update(validation_schedule(self.datamodule.hparams.validations_per_epoch))
         return super().instantiate_trainer(**kwargs)
@@ -236,8 +240,8 @@ class FinetuneCLI(TrackedCLI):
         weights = ("none (the joint pair classifier)" if mix is None else "weights [" + " ".join(
             f"{results[f'mix_weight_{k}']:.2f}" for k in range(mix.num_layers)) + f"]  γ {results['mix_gamma']:.2f}")
         run_id = self.trainer.logger.run_id
-        self.twin = context.twin_run(self.trainer.logger.experiment, self.trainer.logger.experiment_id, run_id,
-                                     self.run_tags())
+        self.twin = summary_comparisons.twin_run(self.trainer.logger.experiment, self.trainer.logger.experiment_id,
+                                                 run_id, self.run_tags())
         print("\n".join([
             "",
             "── finetune finished " + "─" * 50,
@@ -245,7 +249,7 @@ class FinetuneCLI(TrackedCLI):
             f"  train      {len(self.datamodule.pairs['train'])} pairs"
             f" (fraction {self.setting('data.train_fraction'):g}), {results['train_steps']:.0f} optimiser steps"
             f" in {results['train_epochs']:.0f} epochs; best dev epoch selected",
-            *context.features_lines(self.model.hparams.finetune, self.model.hparams.standardize),
+            *summary_comparisons.features_lines(self.model.hparams.finetune, self.model.hparams.standardize),
             f"  dev        acc {results['dev_acc']:.3f}  F1{f1_kind} {results['dev_f1']:.3f}"
             f"   ({dev_name}, {len(self.datamodule.pairs['dev'])} pairs)",
             f"  test       acc {results['test_acc']:.3f}  F1{f1_kind} {results['test_f1']:.3f}"
@@ -260,12 +264,13 @@ class FinetuneCLI(TrackedCLI):
 
     def context_lines(self, results: dict[str, float], f1_kind: str, test_name: str) -> list[str]:
         """This run's test scores beside its data set's baselines (not computed in a benchmark's
-        cell: its own baseline cells hold them) and its other arm, ``self.twin`` (``downstream.context``)."""
+        cell: its own baseline cells hold them) and its other arm, ``self.twin``
+        (``downstream.run.summary_comparisons``)."""
         data = self.datamodule
-        scores = None if reusing() else context.baseline_scores(
+        scores = None if reusing() else summary_comparisons.baseline_scores(
             data.pair_data, data.pairs, None if data.hparams.cache_dir in (None, "none") else data.hparams.cache_dir)
-        return context.context_lines(results, scores, self.twin, self.model.encoder.is_random, f1_kind, test_name,
-                                     context.twin_flags(self.model.encoder),
-                                     collapsed=self.evaluation.frames["test"]["pred"].nunique() == 1,
-                                     test_pairs=len(data.pairs["test"]),
-                                     all_test_pairs=len(data.pair_data.split("test")))
+        return summary_comparisons.context_lines(results, scores, self.twin, self.model.encoder.is_random, f1_kind,
+                                                 test_name, summary_comparisons.twin_flags(self.model.encoder),
+                                                 collapsed=self.evaluation.frames["test"]["pred"].nunique() == 1,
+                                                 test_pairs=len(data.pairs["test"]),
+                                                 all_test_pairs=len(data.pair_data.split("test")))

@@ -1,7 +1,7 @@
 """The joint pair input of bidirectional encoders (BERT's GLUE recipe, Devlin et al. 2019, §4.1):
 one sequence ``[CLS] s1 [SEP] s2 [SEP]`` with segment ids 0 for the first sentence (and its
 ``[CLS]``/``[SEP]``) and 1 for the second, every token attending to every other, and a linear
-classifier (after dropout) on the top state of the first token (``downstream.joint``'s
+classifier (after dropout) on the top state of the first token (``downstream.model.joint_classifiers``'s
 ``FirstTokenClassifier``). One order per pair: the encoder reads both sentences at once, unlike
 GPT's left-to-right input, which needs both orders.
 

@@ -6,7 +6,7 @@
   fine-tuning adds with weight λ (``--model.lm_weight``).
 - ``FirstTokenClassifier``, BERT's (Devlin et al. 2019, §4.1): ``[CLS] s1 [SEP] s2 [SEP]`` with
   segment ids, one order, a linear layer on the top state of the first token
-  (``downstream.joint_segments`` makes its batches).
+  (``downstream.data.joint_segments`` makes its batches).
 
 Without dropout (evaluation: the dev pass of every epoch, the final dev and test predictions) both
 orders of a batch run as one batch of 2B sequences, one pass through the model whose top states

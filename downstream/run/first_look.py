@@ -5,7 +5,7 @@ frozen transfer from its random-init twin to the first 1000 MRPC pairs of each s
 (``configs/downstream/smoke.yaml`` with more pairs and epochs, so that the heads learn past the
 majority class; features standardised, the default for frozen transfers), then the same transfer
 from the pretrained biLM. That last run's summary, the pretrained arm's, puts the gap to its twin
-beside the majority class and TF-IDF + LR on the same pairs (``downstream.context``). Each step's
+beside the majority class and TF-IDF + LR on the same pairs (``downstream.run.summary_comparisons``). Each step's
 console output goes to a log file; the screen gets one line per step, that summary and the links
 to the runs and to the two arms side by side in the UI.
 
@@ -27,13 +27,13 @@ from mlflow.tracking import MlflowClient
 from harness.tracking.links import metrics_compare_link, run_link, serve_lines
 from harness.tracking.runs import tracking_uri
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 LOG_FOLDER = REPO_ROOT / ".cache" / "first-look"
 PRETRAIN_CONFIG = "configs/pretrain/smoke.yaml"
 FINETUNE_CONFIG = "configs/downstream/smoke.yaml"
 QUIET = ["--trainer.enable_progress_bar=false"]
 TRANSFER = ["--data.max_pairs=1000", "--trainer.max_epochs=6"]  # on top of the smoke config
-SUMMARY_START = "── finetune finished"  # the first line of a finetune run's summary (downstream.cli)
+SUMMARY_START = "── finetune finished"  # the first line of a finetune run's summary (downstream.run.cli)
 SUMMARY_END = "  mix "  # the summary's lines after the numbers: the mix and the links
 HEADLINE = ("first look, smoke-sized: a tiny biLM (400 MRPC sentences, 10 steps) and its random twin, each\n"
             "frozen under a small head, trained on 1000 MRPC pairs for 6 epochs. The numbers test the pipeline, not\n"

@@ -1,7 +1,7 @@
 """One validation schedule for every transfer run: dev is scored ``validations_per_epoch`` times
 an epoch, evenly spaced in optimiser steps (Lightning's ``val_check_interval``), whatever the
 labelled fraction. Under ``--data.equal_steps`` an epoch of a 10% run takes the optimiser steps of
-a 100% epoch (``downstream.equal_steps``), so both validate at the same steps and cost the same;
+a 100% epoch (``downstream.data.equal_steps``), so both validate at the same steps and cost the same;
 early stopping's patience counts validations, as Lightning's ``EarlyStopping`` does when it checks
 after each one. Twice an epoch, not once: a 10% run's epoch makes ten passes over its few pairs,
 and a first look at dev only after all ten can come when a frozen ``attn`` head has memorised them."""

@@ -106,7 +106,7 @@ class LogDatasets(pl.Callback):
 
 
 class LogPredictionViews(pl.Callback):
-    """At fit end, after :class:`~downstream.evaluation.EvaluateBest` (whose ``frames`` and
+    """At fit end, after :class:`~downstream.run.evaluation.EvaluateBest` (whose ``frames`` and
     ``images`` it reads): predictions tables with sentences, and the figures EvaluateBest drew
     (confusion matrix, mix weights) as keyed images, from the same pixels."""
 

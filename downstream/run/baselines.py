@@ -1,8 +1,8 @@
 """Control systems that run through the same splits as the pretrained encoders, for any number of
 labels. Both fit on train only and return class probabilities per evaluation split, (N, C) with
 columns in class-id order; a benchmark's baseline cells (``benchmarks.tasks.cells``) and every finetune
-summary (``downstream.context``) score them with the finetune runs' own code
-(``downstream.evaluation.predictions_frame``, ``split_metrics``), so a baseline's ``pred`` follows
+summary (``downstream.run.summary_comparisons``) score them with the finetune runs' own code
+(``downstream.run.evaluation.predictions_frame``, ``split_metrics``), so a baseline's ``pred`` follows
 the same rule (2 labels: P(positive) >= 0.5; more: the most probable).
 
 - ``majority_baseline``: the class frequencies of train for every pair, so it predicts the

@@ -39,6 +39,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from harness.atomic import atomic_folder
 from harness.diskspace import allocate, check_free, disk_problem
 from harness.errors import UserError
 from harness.training.worker_reuse import reusing
@@ -265,10 +266,8 @@ def _write(cache_dir: Path, key: str, encoder, sentences: list[str], lengths: np
     remove_dead_temporaries(cache_dir)
     check_free(cache_dir, array_bytes + len(json.dumps(meta)) + _META_SLACK, f"{CACHE_FLAG}={cache_dir}",
                f"the feature cache of {len(sentences)} sentences does not fit; {CACHE_FIX}")
-    temporary = cache_dir / f".{key}.tmp-{os.getpid()}"
-    try:
-        shutil.rmtree(temporary, ignore_errors=True)  # left over by a crashed process with our pid
-        temporary.mkdir()
+
+    def write(temporary: Path) -> None:
         features = np.lib.format.open_memmap(temporary / FEATURES_FILE, mode="w+", dtype=_NUMPY_DTYPES[dtype],
                                              shape=(int(lengths.sum()), *shape))  # (total, L, D)
         allocate(temporary / FEATURES_FILE)  # every block now, or ENOSPC now: never a SIGBUS mid-write
@@ -277,9 +276,8 @@ def _write(cache_dir: Path, key: str, encoder, sentences: list[str], lengths: np
         meta["checksum"] = checksum(features)
         del features  # close the writable map before the directory moves
         (temporary / META_FILE).write_text(json.dumps(meta), encoding="utf-8")
-        _move_into_place(temporary, cache_dir / key)
-    finally:
-        shutil.rmtree(temporary, ignore_errors=True)
+
+    atomic_folder(cache_dir / key, write)
 
 
 def remove_dead_temporaries(cache_dir: Path) -> list[Path]:
@@ -349,19 +347,3 @@ def _load(target: Path, key: str, lengths: np.ndarray, shape: tuple[int, int],
              and meta.get("dtype") == str(dtype)
              and features.shape == expected and features.dtype == _NUMPY_DTYPES[dtype])
     return (features, meta) if valid else None
-
-
-def _move_into_place(temporary: Path, target: Path) -> None:
-    """Rename the finished temporary directory to ``target``, replacing an invalid one."""
-    if target.exists():
-        stale = target.with_name(f".{target.name}.stale-{os.getpid()}")
-        try:
-            os.replace(target, stale)
-        except OSError:
-            pass
-        shutil.rmtree(stale, ignore_errors=True)
-    try:
-        os.replace(temporary, target)
-    except OSError:
-        if not target.exists():  # not a concurrent writer finishing first: a real failure
-            raise

@@ -3,7 +3,7 @@
 repeating the subset, so a 10% run takes the optimiser steps of a 100% run instead of a tenth of
 them. Epochs, gradual unfreezing and the slanted triangular schedule's length are unchanged.
 
-Dev is validated on the schedule every run shares (``downstream.validation_schedule``): the same
+Dev is validated on the schedule every run shares (``downstream.data.validation_schedule``): the same
 number of times an epoch, so at the same optimiser steps as a 100% run, whatever the fraction.
 
 The epoch's pairs are the subset repeated ``ceil(full / subset)`` times (at most ``max_repeats``),

@@ -1,6 +1,6 @@
-"""The flags of ``downstream.cli:FinetuneCLI``, for the check before the heavy imports (harness.cli.preflight).
+"""The flags of ``downstream.run.cli:FinetuneCLI``, for the check before the heavy imports (harness.cli.preflight).
 
-Generated: python -m harness.cli.flag_names downstream.cli:FinetuneCLI > downstream/cli_flags.py
+Generated: python -m harness.cli.flag_names downstream.run.cli:FinetuneCLI > downstream/run/cli_flags.py
 """
 
 FLAGS = frozenset({

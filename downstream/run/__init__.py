@@ -1,0 +1,1 @@
+"""One transfer run: the CLI, the LightningModule and its callbacks, evaluation, what the run records and shows."""
