@@ -19,7 +19,7 @@ from mlflow.tracking import MlflowClient
 
 from benchmarks.tasks.baselines import fit_baseline
 from benchmarks.tasks.linear_probe import probe_probabilities
-from benchmarks.tasks.reuse import finished_run  # noqa: F401 - the suite's lookup, used here too
+from benchmarks.tasks.reuse import finished_run
 from downstream import encoder_reuse
 from downstream.cli import FinetuneCLI
 from downstream.evaluation import predictions_frame, split_metrics

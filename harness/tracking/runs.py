@@ -87,7 +87,7 @@ def fail_open_runs(status: str = "FAILED", ended: str | None = None) -> None:
     ``harness.ended`` tag saying why; best effort: a store that cannot be reached is left as it is)."""
     for open_run in _OPEN_RUNS:
         logger = open_run.logger
-        if not (logger._initialized and logger.run_id):  # noqa: SLF001 - only look, never create a run
+        if not (logger._initialized and logger.run_id):  # only look, never create a run
             continue
         try:
             client = logger.experiment
@@ -106,7 +106,7 @@ def kill_open_runs(signal_name: str) -> str:
     the command ends with."""
     notes = []
     for open_run in _OPEN_RUNS:
-        run_id = open_run.logger._run_id  # noqa: SLF001 - the id alone: the run may not have been created
+        run_id = open_run.logger._run_id  # the id alone: the run may not have been created
         if not run_id:
             continue
         last = open_run.checkpoint_dir / LAST if open_run.checkpoint_dir else None
@@ -129,7 +129,7 @@ def server_lost() -> str | None:
         return None
     message = f"tracking server {uri} stopped answering during the run ({problem})"
     for open_run in _OPEN_RUNS:
-        run_id = open_run.logger._run_id  # noqa: SLF001 - the id alone, no request to the dead server
+        run_id = open_run.logger._run_id  # the id alone, no request to the dead server
         if not run_id:
             continue
         last = open_run.checkpoint_dir / LAST if open_run.checkpoint_dir else None

@@ -35,10 +35,10 @@ class SystemMetrics(pl.Callback):
         logger = trainer.logger
         if not enabled() or not trainer.is_global_zero or not hasattr(logger, "run_id"):
             return
-        from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor  # noqa: PLC0415 - needs psutil
+        from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor  # needs psutil
 
         logging.getLogger("mlflow.system_metrics").setLevel(logging.WARNING)  # no start/stop lines
-        self.monitor = SystemMetricsMonitor(logger.run_id, tracking_uri=logger._tracking_uri)  # noqa: SLF001
+        self.monitor = SystemMetricsMonitor(logger.run_id, tracking_uri=logger._tracking_uri)
         self.monitor.start()
 
     def stop(self) -> None:
