@@ -159,7 +159,8 @@ def main(argv: list[str] | None = None) -> int:
         f"  encoder    {args.encoder}",
         f"  folder     {args.out.resolve()}  (OpenAIGPTLMHeadModel + tokenizer, safetensors)",
         f"  checked    hidden states and LM logits reloaded by transformers: max |Δ| {difference:.1e}",
-        "  load it    transformers.AutoModelForCausalLM.from_pretrained(folder), AutoTokenizer.from_pretrained(folder)",
+        "  load it    transformers.AutoModelForCausalLM.from_pretrained(folder),"
+        " AutoTokenizer.from_pretrained(folder)",
         f"  use it     make finetune ARGS=\"--model.encoder=hf:{args.out}\"",
     ]))
     return 0
