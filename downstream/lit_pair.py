@@ -72,7 +72,7 @@ class LitPairClassifier(pl.LightningModule):
     def __init__(
         self,
         encoder: Encoder,
-        mix: Mix = Mix("scalar"),
+        mix: Mix = Mix("scalar"),  # noqa: B008 - an immutable value, shown as the default by --help
         layer_norm: bool = False,
         head: Head = "pool-mlp",
         hidden_size: int = 256,
