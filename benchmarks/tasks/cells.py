@@ -40,8 +40,8 @@ from harness.tracking.runs import ensure_experiment, tracking_uri
 from harness.training.worker_reuse import reuse_between_cells
 from harness.versioning import git_commit
 
-# Finetune cells run single-threaded: their operations are small, and on this shared 2-core
-# machine a 2-thread cell took 2–5× the wall time of a 1-thread one (README, Speed).
+# Finetune cells run single-threaded: their operations are small, and on a loaded 2-core machine a
+# 2-thread cell takes several times the wall time of a 1-thread one (docs/speed.md).
 FINETUNE_THREADS = 1
 
 
