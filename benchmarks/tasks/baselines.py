@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from downstream.baselines import (class_probabilities, cross_validated_logistic, majority_baseline,  # noqa: F401
-                                  tfidf_lr_baseline)
+from downstream.baselines import majority_baseline, tfidf_lr_baseline
 from downstream.pair_datamodule import subsample
 from harness.datasets.types import PairData
 
