@@ -16,8 +16,8 @@ from pytorch_lightning.utilities import rank_zero_only
 from harness.interruption import interruption
 from harness.tracking.liveness import ENDED_TAG, process_tags
 from harness.training.checkpoints import LAST
-from harness.tracking.store import (REPO_ROOT, SERVER_SCHEMES, ensure_experiment, scheme_of,  # noqa: F401 - REPO_ROOT re-exported
-                           server_problem, tracking_uri)
+from harness.tracking.store import REPO_ROOT as REPO_ROOT  # re-exported
+from harness.tracking.store import SERVER_SCHEMES, ensure_experiment, scheme_of, server_problem, tracking_uri
 
 CHECKPOINT_DIR_TAG = "harness.checkpoint_dir"
 

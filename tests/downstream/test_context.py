@@ -13,7 +13,7 @@ from downstream.cli import pair_classifier
 from downstream.evaluation import predictions_frame, split_metrics
 from downstream.standardization import resolved_standardize
 from tests.downstream.test_baselines import as_pair_data, toy_pairs
-from tests.downstream.test_lit_pair import HEAD, checkpoint, mrpc_dir  # noqa: F401 (fixtures)
+from tests.downstream.test_lit_pair import HEAD, checkpoint, mrpc_dir
 
 
 def toy_data():
