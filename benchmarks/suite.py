@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import harness.tracking.mlflow_defaults  # noqa: F401 - first: MLflow's settings precede its import
 
+# isort: split
+
 import argparse
 import json
 import os
@@ -118,8 +120,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def default_pretrain_cpus(jobs: int, config: Matrix, given: dict, engine) -> int:
     """Threads per pretraining stage: a local instance's CPUs shared among the encoders pretrained
-    here, which pretrain side by side. Measured on 2 cores (README, Speed): a stage at 2 threads ran
-    1.3-1.7x its 1-thread speed, so two 1-thread stages at once do more work than one at 2."""
+    here, which pretrain side by side: a stage at 2 threads runs well under twice its 1-thread speed
+    (docs/speed.md), so two 1-thread stages at once do more work than one at 2."""
     if getattr(engine, "address", None):  # a cluster: its nodes take independent stages
         return jobs
     pretrained_here = sum(1 for encoder in config.encoders if encoder.get("pretrain") and not given[encoder["name"]])

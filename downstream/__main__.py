@@ -3,6 +3,8 @@ The command line and the data set it names are checked before the heavy imports.
 
 import harness.tracking.mlflow_defaults  # noqa: F401 - first: MLflow's settings precede its import
 
+# isort: split
+
 import sys
 
 from downstream.run.cli_flags import CLASSES, FLAGS, LEAVES

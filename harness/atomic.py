@@ -59,7 +59,7 @@ def atomic_torch_save(obj, path: str | os.PathLike) -> Path:
 
     Serialised in memory first (as Lightning's own save does): torch's file writer reports a full
     disk as a ``RuntimeError`` of its zip container, a plain write as the ``OSError`` it is."""
-    import torch  # noqa: PLC0415 - the rest of this module serves torch-free writers too
+    import torch  # the rest of this module serves torch-free writers too
 
     buffer = io.BytesIO()
     torch.save(obj, buffer)

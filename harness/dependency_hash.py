@@ -19,7 +19,7 @@ def install_inputs(text: str) -> object:
     """The parts of a pyproject.toml an install depends on; the whole text where ``tomllib`` is
     missing (Python 3.10): still its content, not its mtime."""
     try:
-        import tomllib  # noqa: PLC0415 - Python >= 3.11
+        import tomllib  # Python >= 3.11
     except ModuleNotFoundError:
         return text
     document = tomllib.loads(text)

@@ -61,7 +61,7 @@ def install_jsonargparse_loader() -> None:
     """Make jsonargparse's YAML loader (every ``--config`` and YAML value of a LightningCLI) refuse
     a key given twice, naming the config file where jsonargparse names one; otherwise it loads as
     before. Idempotent."""
-    from jsonargparse import get_loader, set_loader  # noqa: PLC0415 - only the CLIs need it
+    from jsonargparse import get_loader, set_loader  # only the CLIs need it
 
     original = get_loader("yaml")
     if getattr(original, "checks_unique_keys", False):

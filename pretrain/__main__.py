@@ -5,6 +5,8 @@ names are checked before the heavy imports."""
 
 import harness.tracking.mlflow_defaults  # noqa: F401 - first: MLflow's settings precede its import
 
+# isort: split
+
 import sys
 
 from harness.cli.data_check import data_hint, data_problem

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Optional
 
 from pytorch_lightning.callbacks import LearningRateMonitor
 from pytorch_lightning.utilities import rank_zero_only
@@ -55,7 +54,7 @@ class PretrainCLI(TrackedCLI):
         parser.add_argument("--smoke", type=bool, default=False,
                             help="a toy run that tests the pipeline, not an encoder to transfer: tagged smoke=true, "
                                  "named …·smoke·s0; `latest` takes one only when no other finished run exists")
-        parser.add_argument("--checkpoint_every_minutes", type=Optional[float], default=10.0,
+        parser.add_argument("--checkpoint_every_minutes", type=float | None, default=10.0,
                             help="also write last.ckpt during an epoch, after the first batch that ends this "
                                  "many minutes after the previous save (null: only at validations; 0: every batch); "
                                  "--ckpt_path resumes it at the next batch exactly")

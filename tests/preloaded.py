@@ -161,6 +161,12 @@ def run_request(request: dict, fds: list[int], added: dict) -> None:
 _servers: dict = {}  # import-time view (sorted items) → (socket path, server process)
 
 
+def stop(process) -> None:
+    """Kill a server and reap it, so that no process outlives the tests unwaited for."""
+    process.kill()
+    process.wait()
+
+
 def socket_path(env: dict) -> str:
     """The socket of this test process's server for ``env``'s import-time view, started on first use."""
     view = tuple(sorted(import_time_view(env).items()))
@@ -174,7 +180,7 @@ def socket_path(env: dict) -> str:
         process = subprocess.Popen([sys.executable, __file__, "--serve", path], cwd=folder, env=env,
                                    stdin=subprocess.DEVNULL)
         _servers[view] = path, process
-        atexit.register(process.kill)
+        atexit.register(stop, process)
         deadline = time.monotonic() + 300
         while not os.path.exists(path):
             if process.poll() is not None or time.monotonic() > deadline:

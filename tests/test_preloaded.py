@@ -112,3 +112,14 @@ def test_a_killed_client_takes_its_fork_with_it(probe):
     process.kill()
     process.wait()
     fork.wait(timeout=60)  # raises psutil.TimeoutExpired if the fork outlived its client
+
+
+def test_a_process_that_started_a_server_reaps_it_at_exit():
+    """The server is killed and waited for when the test process exits: no ResourceWarning for a
+    subprocess still running, no zombie."""
+    started = "import os; from tests import preloaded; preloaded.socket_path(dict(os.environ))"
+    repo = Path(preloaded.__file__).resolve().parents[1]
+    process = subprocess.run([sys.executable, "-X", "dev", "-c", started], cwd=repo, capture_output=True, text=True,
+                             timeout=300)
+    assert process.returncode == 0, process.stderr[-3000:]
+    assert "ResourceWarning" not in process.stderr, process.stderr[-3000:]

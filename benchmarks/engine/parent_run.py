@@ -72,5 +72,5 @@ def abandon_parent(client: MlflowClient, parent: str, error: BaseException) -> N
         if signal_name:
             client.set_tag(parent, ENDED_TAG, interrupted_note(signal_name))
         client.set_terminated(parent, "KILLED" if signal_name else "FAILED")
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - best effort: a store that went away marks the run on its next start
         pass

@@ -1,5 +1,5 @@
-"""One suite per benchmark and store at a time. Two identical suites on one store used to run
-every cell twice (two FINISHED runs per cell, two parents) without a word; now the second stops
+"""One suite per benchmark and store at a time. Two identical suites on one store would run
+every cell twice (two FINISHED runs per cell, two parents) without a word; the second stops
 in one line: on this machine by a lock held for the suite's lifetime (keyed by the store and the
 benchmark's name, released by the system when the process ends, however it ends), and across
 machines or checkouts by the parent run, which a live suite holds RUNNING."""

@@ -110,7 +110,7 @@ _CORPUS_DIGESTS: dict[tuple[str, float, int], str] = {}
 def shared_corpus_names(args: list[str], config_text: str) -> list[str]:
     """The shared corpora (``reuters``, ``brown``, ``sotu``) the stage's ``--data.corpus`` (else
     its config's ``corpus:``) names, in order."""
-    import yaml  # noqa: PLC0415 - only where a stage is hashed
+    import yaml  # only where a stage is hashed
 
     flags = [argument.partition("=")[2] for argument in args if argument.startswith("--data.corpus=")]
     corpus = yaml.safe_load(flags[-1]) if flags else ((yaml.safe_load(config_text) or {}).get("data") or {}).get(

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import harness.tracking.mlflow_defaults  # noqa: F401 - first: MLflow's settings precede its import
 
+# isort: split
+
 import argparse
 import heapq
 import json

@@ -42,9 +42,9 @@ def fit_missing(cells: list[Cell], benchmark: dict) -> tuple[pd.DataFrame, dict[
         the per-run rows (``cells_from_store.cell_row``'s columns) and ``{run_id: test predictions}``.
         Raises UserError when the data set cannot be read or is another one.
     """
-    from benchmarks.tasks.baselines import fit_baseline  # noqa: PLC0415 - sklearn and torch only when fitting
-    from downstream.run.evaluation import predictions_frame, split_metrics  # noqa: PLC0415
-    from harness.datasets.registry import load_pair_data  # noqa: PLC0415
+    from benchmarks.tasks.baselines import fit_baseline  # sklearn and torch only when fitting
+    from downstream.run.evaluation import predictions_frame, split_metrics
+    from harness.datasets.registry import load_pair_data
 
     data = load_pair_data(**dataset_spec(benchmark.get("settings") or {}))
     if data.content_hash != benchmark["data_digest"]:

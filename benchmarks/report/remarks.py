@@ -84,7 +84,8 @@ def _control_remark(method: str, control: str, row: pd.Series, accuracy: pd.Seri
     if row["gap_ci_low"] > 0:
         return f"`{method}` beats its random twin `{control}` ({numbers}): the CI excludes 0{_holds(adjusted, family)}."
     if row["gap_ci_high"] < 0:
-        return (f"**The random twin `{control}` beats `{method}`** ({numbers}): the CI excludes 0{_holds(adjusted, family)}; "
+        return (f"**The random twin `{control}` beats `{method}`** ({numbers}): "
+                f"the CI excludes 0{_holds(adjusted, family)}; "
                 f"pretraining hurt here.")
     return (f"`{method}` against its random twin `{control}`: the CI includes 0 ({numbers}). This design detects "
             f"gaps of about {mde(row['mde_vs_random'])} points (MDE); a smaller one may go unseen.")

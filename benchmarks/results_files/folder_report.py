@@ -37,8 +37,9 @@ def build_report(folders: list[Path], out: Path, name: str | None = None, regist
                  ) -> tuple[pd.DataFrame, list[Path]]:
     """Write the report of the cells in ``folders`` to ``out``; returns the results table and the written
     paths. Baselines at a smaller fraction that the folders lack are fitted from the data set
-    (``benchmarks.report.fraction_baselines``). The pre-registered family is the union of the folders' ``comparisons:`` and those of the
-    ``registered`` matrix configs (a study's chunks not run yet count, with p = 1)."""
+    (``benchmarks.report.fraction_baselines``). The pre-registered family is the union of the
+    folders' ``comparisons:`` and those of the ``registered`` matrix configs (a study's chunks not
+    run yet count, with p = 1)."""
     declared = [load_config(Path(path)).source for path in registered]  # a bad config stops before any work
     results_set = ResultSet(folders, name_twins_by_encoder=True)
     if not results_set.ordered:

@@ -36,6 +36,8 @@ from __future__ import annotations
 
 import harness.tracking.mlflow_defaults  # noqa: F401 - first: MLflow's settings precede its import
 
+# isort: split
+
 import argparse
 import json
 import os
@@ -178,7 +180,10 @@ def measure_family(family: str, encoder: Encoder, batches: int, profile: bool, p
         seconds = {}  # variant → seconds over its batches
         naive = None  # the naive variant's (batches, inputs)
         if kind == "features":
-            cached = lambda indices: collate(indices)[:5]  # noqa: E731
+
+            def cached(indices):
+                return collate(indices)[:5]
+
             seconds["harness"] = timed_steps(model, bucketed, cached, precision, profile)
             seconds["fp32"] = timed_steps(model, bucketed, cached)
         else:

@@ -11,8 +11,7 @@ import numpy as np
 
 from benchmarks.cell.method_names import baseline_name
 from downstream.data.pair_datamodule import subsample
-from downstream.run.baselines import (class_probabilities, cross_validated_logistic, majority_baseline,  # noqa: F401
-                                      tfidf_lr_baseline)
+from downstream.run.baselines import majority_baseline, tfidf_lr_baseline
 from harness.datasets.types import PairData
 
 # name → fit(train, evaluation_sets, num_classes, seed) returning {split: (N, C) probabilities}

@@ -18,7 +18,7 @@ from mlflow.tracking import MlflowClient
 from benchmarks.cell.definition import Cell
 from benchmarks.tasks.baselines import fit_baseline
 from benchmarks.tasks.linear_probe import probe_probabilities
-from benchmarks.tasks.reuse import finished_run  # noqa: F401 - the suite's lookup, used here too
+from benchmarks.tasks.reuse import finished_run
 from downstream.data.pair_datamodule import DEFAULT_CACHE_DIR
 from downstream.run import encoder_reuse
 from downstream.run.cli import FinetuneCLI
@@ -38,8 +38,8 @@ from harness.versioning import git_commit
 from pretrain.cli import PretrainCLI
 from pretrain.encoders.references import EncoderReference
 
-# Finetune cells run single-threaded: their operations are small, and on this shared 2-core
-# machine a 2-thread cell took 2–5× the wall time of a 1-thread one (README, Speed).
+# Finetune cells run single-threaded: their operations are small, and on a loaded 2-core machine a
+# 2-thread cell takes several times the wall time of a 1-thread one (docs/speed.md).
 FINETUNE_THREADS = 1
 
 

@@ -59,7 +59,7 @@ def probe_probabilities(encoder, data: PairData, cache_dir: str | Path | None, s
 
     train = subsample(data.train, fraction, seed) if fraction < 1 else data.train
     labels = np.asarray([pair.label for pair in train], dtype=int)
-    with threadpool_limits(torch.get_num_threads()):  # BLAS as many threads as torch (a cell: 1); more
-        model = cross_validated_logistic(features(train), labels, seed)  # stalled it 7x on 2 busy cores
+    with threadpool_limits(torch.get_num_threads()):  # BLAS as many threads as torch (a cell: 1): more stall
+        model = cross_validated_logistic(features(train), labels, seed)  # a busy machine's cores
         return {split: class_probabilities(model, features(data.split(split)), data.num_classes)
                 for split in ("dev", "test")}

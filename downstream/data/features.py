@@ -235,7 +235,7 @@ def building(cache_dir: Path, key: str):
     name = hashlib.sha256(f"{Path(cache_dir).absolute()}\n{key}".encode()).hexdigest()[:32]
     try:
         LOCK_FOLDER.mkdir(mode=0o777, exist_ok=True)
-        handle = open(LOCK_FOLDER / f"{name}.lock", "a+")  # noqa: SIM115 - held for the block
+        handle = open(LOCK_FOLDER / f"{name}.lock", "a+")  # held for the block
     except OSError:
         yield
         return

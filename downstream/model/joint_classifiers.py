@@ -12,8 +12,8 @@ Without dropout (evaluation: the dev pass of every epoch, the final dev and test
 orders of a batch run as one batch of 2B sequences, one pass through the model whose top states
 give both the ``<cls>`` states and the LM loss; same logits and loss as one pass per order, at
 float rounding (``tests/downstream/test_joint.py``). In training each order keeps its own pass,
-so that dropout draws its masks as it always has and a seeded run takes the same steps (on a CPU
-one batched pass was no faster: the step is bound by its matmuls either way).
+so that dropout draws the same masks and a seeded run takes the same steps (a training step
+is bound by its matmuls, so one batched pass would not save time there).
 
 Shapes: B batch, T tokens of the joint sequence, H hidden, C classes.
 """

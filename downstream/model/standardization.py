@@ -3,9 +3,8 @@
 Each layer's features are z-scored per dimension with the mean and standard deviation over the
 real tokens of the sentences the run trains on (never dev or test), computed once at the start
 of the fit and kept in the checkpoint. A random-init encoder's features share a large common
-direction (all-MiniLM-L6-v2's twin: mean token-token cosine 0.37 at its top layer, 0.03 for the
-pretrained model) that a linear probe removes by standardising them and a head trained on the
-raw features never got past (issue 25); the same transform is applied to both arms.
+direction that a linear probe removes by standardising them and that a head trained on the raw
+features does not get past (docs/finetuning.md); the same transform is applied to both arms.
 
 The default, ``auto``, turns it on exactly where it applies (frozen features under a layer mix,
 pretrained arm and twin alike) and off where the encoder trains or ``head=cls`` reads no mix.

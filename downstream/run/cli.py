@@ -245,7 +245,8 @@ class FinetuneCLI(TrackedCLI):
         print("\n".join([
             "",
             "── finetune finished " + "─" * 50,
-            f"  method     {self.method()}  (encoder {self.model.encoder.source}, seed {self.setting('seed_everything')})",
+            f"  method     {self.method()}  (encoder {self.model.encoder.source},"
+            f" seed {self.setting('seed_everything')})",
             f"  train      {len(self.datamodule.pairs['train'])} pairs"
             f" (fraction {self.setting('data.train_fraction'):g}), {results['train_steps']:.0f} optimiser steps"
             f" in {results['train_epochs']:.0f} epochs; best dev epoch selected",

@@ -8,16 +8,16 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-import pytorch_lightning as pl  # noqa: E402
-import torch  # noqa: E402
-from sklearn.metrics import ConfusionMatrixDisplay, accuracy_score, f1_score  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import pytorch_lightning as pl
+import torch
+from sklearn.metrics import ConfusionMatrixDisplay, accuracy_score, f1_score
 
-from harness.datasets.registry import class_titles  # noqa: E402
-from harness.datasets.types import Pair, PairData  # noqa: E402
-from harness.training.checkpoints import read_best  # noqa: E402
+from harness.datasets.registry import class_titles
+from harness.datasets.types import Pair, PairData
+from harness.training.checkpoints import read_best
 
 PREDICTION_COLUMNS = ["id1", "id2", "label", "prob", "pred", "sentence1", "sentence2"]  # MRPC's predictions files
 

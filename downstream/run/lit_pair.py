@@ -56,9 +56,8 @@ class LitPairClassifier(pl.LightningModule):
         mix_learning_rate: the rate of a learned scalar mix's s and gamma, a parameter group of
             their own (no weight decay). Default 0.1: s are softmax logits whose useful range is a
             few units (a difference of 2–3 makes a layer dominate), so at the head's 1e-3 Adam
-            moves them by at most ~1e-3 a step and the learned mix stays the average (weights
-            0.13–0.18 for a uniform 0.14 in the runs of issue 25); at 0.1 it can cross that range
-            in tens of steps. ELMo trains s and gamma with the task model (its λ‖s‖² only pulls
+            moves them by at most ~1e-3 a step and the learned mix stays near the average; at 0.1
+            it can cross that range in tens of steps. ELMo trains s and gamma with the task model (its λ‖s‖² only pulls
             toward the average); the rate is the same for a pretrained cell and its twin.
         finetune: ``frozen``, ``full`` or ``gradual`` (see the module docstring).
         lr_decay: discriminative rates: each lower encoder group's rate / ``lr_decay``.
@@ -72,7 +71,7 @@ class LitPairClassifier(pl.LightningModule):
     def __init__(
         self,
         encoder: Encoder,
-        mix: Mix = Mix("scalar"),
+        mix: Mix = Mix("scalar"),  # noqa: B008 - an immutable value, shown as the default by --help
         layer_norm: bool = False,
         head: Head = "pool-mlp",
         hidden_size: int = 256,

@@ -42,7 +42,7 @@ def dataset_source(source: str) -> DatasetSource:
     """``source`` as MLflow's dataset source. MLflow 3.17 registers two equal local-file sources and
     warns on every resolution that may be either; a local path is resolved among the last one alone
     (the one MLflow picks), anything else among all."""
-    local = [kind for kind in get_registered_sources() if kind._get_source_type() == "local"]  # noqa: SLF001
+    local = [kind for kind in get_registered_sources() if kind._get_source_type() == "local"]
     try:
         return resolve_dataset_source(source, candidate_sources=local[-1:] or None)
     except MlflowException:
@@ -62,7 +62,7 @@ def dataset_inputs(data, pairs: dict[str, list], source: str) -> list[DatasetInp
         if entity is None:
             dataset = mlflow.data.from_pandas(split_frame(data, pairs[split]), source=dataset_source(source),
                                               targets="label", name=f"{data.name}-{split}")
-            entity = dataset._to_mlflow_entity()  # noqa: SLF001 - the client API takes entities
+            entity = dataset._to_mlflow_entity()  # the client API takes entities
             if reusing():
                 _DIGESTED[key] = entity
         inputs.append(DatasetInput(entity, tags=[InputTag(MLFLOW_DATASET_CONTEXT, split)]))

@@ -114,7 +114,10 @@ def module_text(cli_class: type) -> str:
     names, leaves = flag_names(cli_class)
     spec = f"{cli_class.__module__}:{cli_class.__qualname__}"
     folder = cli_class.__module__.rpartition(".")[0].replace(".", "/")  # the generated module lies beside the CLI
-    listed = lambda values, indent=4: "".join(f"{' ' * indent}{value!r},\n" for value in values)  # noqa: E731
+
+    def listed(values, indent=4):
+        return "".join(f"{' ' * indent}{value!r},\n" for value in values)
+
     classes = "".join(f"    {key!r}: (\n{listed(values, 8)}    ),\n"
                       for key, values in sorted(class_choices(cli_class).items()))
     classes = f"{{\n{classes}}}" if classes else "{}"

@@ -43,7 +43,7 @@ def cpu_bf16_supported() -> bool:
     """Native bf16 arithmetic on this CPU: AVX512-BF16 or AMX tiles (x86), the BF16 extension (Arm)."""
     machine = platform.machine().lower()
     if machine in ("x86_64", "amd64", "i386", "i686"):
-        return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())  # noqa: SLF001
+        return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
     if machine in ("aarch64", "arm64"):
         try:
             features = CPU_INFO.read_text()

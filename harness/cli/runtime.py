@@ -14,10 +14,9 @@ def retain_freed_memory() -> None:
     """Keep large freed blocks in the heap for reuse.
 
     By default glibc serves every allocation above 128 KiB with a fresh ``mmap`` and gives it
-    back on free, so each training step page-faults its activations and logits in again
-    (~160M minor faults in a 14-minute pretraining here). Raising the thresholds made the
-    seed-config step ~15% faster on this machine, at the price of a higher steady RSS. A no-op
-    where glibc is not the allocator.
+    back on free, so each training step page-faults its activations and logits in again.
+    Raising the thresholds keeps those blocks, at the price of a higher steady RSS
+    (docs/speed.md). A no-op where glibc is not the allocator.
     """
     if not sys.platform.startswith("linux"):
         return

@@ -12,8 +12,9 @@ Labels are text; one that is an integer is written canonically ("01" reads as "1
 comes from the train file, in this order (the class ids): numeric when every label is an
 integer, else the strings sorted by code point. Two labels that differ only by case or spacing
 ("yes", "Yes") are refused, naming both lines, as are NUL and the characters other readers take
-for a line end (U+0085, U+2028 …) in any field. An error quotes a file's first line only when it reads as a pair file's header
-(at least three tab-separated fields) in a file of the user running the reader.
+for a line end (U+0085, U+2028 …) in any field. An error quotes a file's first line only when it
+reads as a pair file's header (at least three tab-separated fields) in a file of the user running
+the reader.
 """
 
 from __future__ import annotations

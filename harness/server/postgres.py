@@ -201,7 +201,7 @@ class LocalPostgres:
                  "-o", options, "-w", "-t", "60", "start")
 
     def connect(self, user: str, password: str, database: str = "postgres"):
-        import psycopg  # noqa: PLC0415 - only the server needs the driver (MLflow's too)
+        import psycopg  # only the server needs the driver (MLflow's too)
 
         return psycopg.connect(host="127.0.0.1", port=self.port, user=user, password=password, dbname=database,
                                autocommit=True, connect_timeout=10)
@@ -209,7 +209,7 @@ class LocalPostgres:
     def set_up(self, superuser_password: str, password: str) -> None:
         """As the superuser: role ``mlflow`` with exactly its limits and current password (sent as a
         SCRAM verifier, never in clear), its database, and a check of the rules in force."""
-        from psycopg import sql  # noqa: PLC0415
+        from psycopg import sql
 
         with self.connect(SUPERUSER, superuser_password) as connection:
             verifier = connection.pgconn.encrypt_password(password.encode(), ROLE.encode(), b"scram-sha-256").decode()

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import harness.tracking.mlflow_defaults  # noqa: F401 - first: MLflow's settings precede its import
 
+# isort: split
+
 import argparse
 import os
 import signal
@@ -41,7 +43,8 @@ from mlflow.tracking import MlflowClient
 
 from harness.errors import UserError
 from harness.server.auth import ADMIN, AuthFiles, is_loopback
-from harness.server.postgres import DATA_DIR, SECRETS_DIR, LocalPostgres, free_port  # noqa: F401 - free_port re-exported
+from harness.server.postgres import DATA_DIR, SECRETS_DIR, LocalPostgres
+from harness.server.postgres import free_port as free_port  # re-exported
 from harness.server.secret_files import private_tree
 from harness.tracking.store import REPO_ROOT, ensure_experiment
 

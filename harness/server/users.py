@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import harness.tracking.mlflow_defaults  # noqa: F401 - first: MLflow's settings precede its import
 
+# isort: split
+
 import argparse
 import os
 import re
@@ -82,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         as_admin(args.secrets_dir)
         with warnings.catch_warnings():  # the auth client imports MLflow's server app, which warns about Starlette
             warnings.simplefilter("ignore")
-            from mlflow.server.auth.client import AuthServiceClient  # noqa: PLC0415
+            from mlflow.server.auth.client import AuthServiceClient
         auth = AuthServiceClient(args.url)
         names = [name for name in re.split(r"[,\s]+", args.experiments) if name]
         experiments = experiment_ids(args.url, names) if names else [EVERY]

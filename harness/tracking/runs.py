@@ -16,8 +16,8 @@ from pytorch_lightning.utilities import rank_zero_only
 from harness.interruption import interruption
 from harness.tracking.liveness import ENDED_TAG, process_tags
 from harness.training.checkpoints import LAST
-from harness.tracking.store import (REPO_ROOT, SERVER_SCHEMES, ensure_experiment, scheme_of,  # noqa: F401 - REPO_ROOT re-exported
-                           server_problem, tracking_uri)
+from harness.tracking.store import REPO_ROOT as REPO_ROOT  # re-exported
+from harness.tracking.store import SERVER_SCHEMES, ensure_experiment, scheme_of, server_problem, tracking_uri
 
 CHECKPOINT_DIR_TAG = "harness.checkpoint_dir"
 
@@ -87,7 +87,7 @@ def fail_open_runs(status: str = "FAILED", ended: str | None = None) -> None:
     ``harness.ended`` tag saying why; best effort: a store that cannot be reached is left as it is)."""
     for open_run in _OPEN_RUNS:
         logger = open_run.logger
-        if not (logger._initialized and logger.run_id):  # noqa: SLF001 - only look, never create a run
+        if not (logger._initialized and logger.run_id):  # only look, never create a run
             continue
         try:
             client = logger.experiment
@@ -106,7 +106,7 @@ def kill_open_runs(signal_name: str) -> str:
     the command ends with."""
     notes = []
     for open_run in _OPEN_RUNS:
-        run_id = open_run.logger._run_id  # noqa: SLF001 - the id alone: the run may not have been created
+        run_id = open_run.logger._run_id  # the id alone: the run may not have been created
         if not run_id:
             continue
         last = open_run.checkpoint_dir / LAST if open_run.checkpoint_dir else None
@@ -129,7 +129,7 @@ def server_lost() -> str | None:
         return None
     message = f"tracking server {uri} stopped answering during the run ({problem})"
     for open_run in _OPEN_RUNS:
-        run_id = open_run.logger._run_id  # noqa: SLF001 - the id alone, no request to the dead server
+        run_id = open_run.logger._run_id  # the id alone, no request to the dead server
         if not run_id:
             continue
         last = open_run.checkpoint_dir / LAST if open_run.checkpoint_dir else None

@@ -57,7 +57,7 @@ def mid_epoch_state(position: EpochPosition, trainer) -> dict:
     """What a checkpoint written now needs to resume the epoch at the next batch; empty at an
     epoch's end (the next epoch starts afresh) or before any epoch began."""
     loop = trainer.fit_loop.epoch_loop if trainer is not None else None
-    if loop is None or position.order_rng is None or loop._num_ready_batches_reached():  # noqa: SLF001
+    if loop is None or position.order_rng is None or loop._num_ready_batches_reached():
         return {}
     return {"order_rng": position.order_rng.clone(), "skip": int(loop.batch_progress.current.processed),
             "rng": torch.get_rng_state()}

@@ -81,7 +81,7 @@ class ResumeState(pl.Callback):
         state = {"run_id": self.run_id, "rng": rng_state(), "plateau_metrics": [], "should_stop": False}
         if trainer is not None:
             state["should_stop"] = bool(trainer.should_stop)
-            if trainer.fit_loop.epoch_loop._num_ready_batches_reached():  # noqa: SLF001 - an epoch-end save
+            if trainer.fit_loop.epoch_loop._num_ready_batches_reached():  # an epoch-end save
                 state["plateau_metrics"] = pending_plateau_metrics(trainer)
         return state
 

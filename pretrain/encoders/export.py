@@ -33,13 +33,13 @@ PROBE = ["the market rose sharply after the report .", "he said so ."]
 
 def openai_gpt_config(config: dict, tokenizer):
     """Our TransformerLM config → ``OpenAIGPTConfig``."""
-    from transformers import OpenAIGPTConfig  # noqa: PLC0415
+    from transformers import OpenAIGPTConfig
 
     hidden = config["hidden_size"]
     if (config.get("ffn_size") or 4 * hidden) != 4 * hidden:
         raise UserError(f"ffn_size {config['ffn_size']} ≠ 4 × hidden_size {hidden}: GPT-1's architecture fixes the "
                         f"MLP width at 4 × hidden, so this model has no OpenAIGPTLMHeadModel equivalent")
-    vocab = tokenizer._tokenizer.get_vocab(with_added_tokens=True)  # noqa: SLF001 - the library object itself
+    vocab = tokenizer._tokenizer.get_vocab(with_added_tokens=True)  # the library object itself
     return OpenAIGPTConfig(vocab_size=config["vocab_size"], n_positions=config["max_positions"], n_embd=hidden,
                            n_layer=config["num_layers"], n_head=config["num_heads"], afn="gelu",
                            resid_pdrop=config.get("dropout", 0.1), embd_pdrop=config.get("dropout", 0.1),
@@ -69,10 +69,10 @@ def openai_gpt_state(state: dict[str, torch.Tensor], num_layers: int) -> dict[st
 
 def transformers_tokenizer(tokenizer, max_positions: int):
     """Our BPE tokenizer as a ``transformers`` fast tokenizer whose post-processor adds our boundaries."""
-    from tokenizers import Tokenizer, processors  # noqa: PLC0415
-    from transformers import PreTrainedTokenizerFast  # noqa: PLC0415
+    from tokenizers import Tokenizer, processors
+    from transformers import PreTrainedTokenizerFast
 
-    backend = Tokenizer.from_str(tokenizer._tokenizer.to_str())  # noqa: SLF001 - a copy of the library object
+    backend = Tokenizer.from_str(tokenizer._tokenizer.to_str())  # a copy of the library object
     ids = {token: backend.token_to_id(token) for token in (BOS, EOS, DELIM, CLS)}
     backend.post_processor = processors.TemplateProcessing(
         single=f"{BOS} $A {EOS}", pair=f"{BOS} $A {DELIM} $B:1 {CLS}:1", special_tokens=list(ids.items()))
@@ -100,9 +100,9 @@ def export(source: str, out: Path) -> float:
     Returns:
         the max difference of hidden states and logits, ours against the reloaded folder's.
     """
-    from pretrain.encoders.loading import load_encoder  # noqa: PLC0415
-    from transformers import OpenAIGPTLMHeadModel  # noqa: PLC0415
-    from transformers.utils import logging  # noqa: PLC0415
+    from pretrain.encoders.loading import load_encoder
+    from transformers import OpenAIGPTLMHeadModel
+    from transformers.utils import logging
 
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
@@ -155,7 +155,8 @@ def main(argv: list[str] | None = None) -> int:
         f"  encoder    {args.encoder}",
         f"  folder     {args.out.resolve()}  (OpenAIGPTLMHeadModel + tokenizer, safetensors)",
         f"  checked    hidden states and LM logits reloaded by transformers: max |Δ| {difference:.1e}",
-        "  load it    transformers.AutoModelForCausalLM.from_pretrained(folder), AutoTokenizer.from_pretrained(folder)",
+        "  load it    transformers.AutoModelForCausalLM.from_pretrained(folder),"
+        " AutoTokenizer.from_pretrained(folder)",
         f"  use it     make finetune ARGS=\"--model.encoder=hf:{args.out}\"",
     ]))
     return 0

@@ -433,7 +433,10 @@ def test_the_table_shows_p_adjusted_and_the_gap_vs_tfidf(benchmark, tmp_path):
     write_outputs(tmp_path, results, runs, CONTEXT)
     lines = (tmp_path / "report.md").read_text().splitlines()
     header = next(line for line in lines if line.startswith("| method |"))
-    cells = lambda line: [cell.strip() for cell in line.split("|")[1:-1]]  # noqa: E731
+
+    def cells(line):
+        return [cell.strip() for cell in line.split("|")[1:-1]]
+
     columns = cells(header)
     assert columns[columns.index("p") + 1] == "p_adjusted" and "gap vs TF-IDF (95% CI)" in columns
     row = results.set_index("method").loc["elmo-scalar-pool-mlp"]

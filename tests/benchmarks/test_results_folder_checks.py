@@ -89,8 +89,9 @@ def swap_predictions(folder):
     contents = [path.read_bytes() for path in files]
     for path, record, other, content in zip((first, second), records, reversed(records), reversed(contents)):
         (folder / CELLS_DIR / record["predictions"]["file"]).write_bytes(content)
-        edit_record(path, lambda changed: (changed["predictions"].update(sha256=other["predictions"]["sha256"]),
-                                           changed["metrics"].update(other["metrics"])))
+        edit_record(path, lambda changed, other=other: (
+            changed["predictions"].update(sha256=other["predictions"]["sha256"]),
+            changed["metrics"].update(other["metrics"])))
     return "predictions.sha256"
 
 
@@ -191,7 +192,7 @@ def test_the_arms_of_a_committed_folder_swapped_no_longer_flip_its_gap(tmp_path,
                 if record["cell"]["method"] == records[pretrained]["cell"]["control"]
                 and record["cell"]["seed"] == records[pretrained]["cell"]["seed"])
     for path, other in ((pretrained, twin), (twin, pretrained)):
-        edit_record(path, lambda record: record["cell"].update(
+        edit_record(path, lambda record, other=other: record["cell"].update(
             {key: records[other]["cell"][key] for key in ("method", "kind", "control")}))
     assert main(["report", str(folder), "--out", str(tmp_path / "report")]) == 2
     err = capsys.readouterr().err

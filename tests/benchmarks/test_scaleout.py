@@ -149,9 +149,9 @@ def test_the_cost_model_holds_every_calibration_cell_within_a_quarter_of_its_rec
     """The costs file's figures for the calibration's tiny GPT against the cells it ran (one at a
     time, after bf16 by default and one validation schedule): each cell's recorded CPU minutes
     (``time_cpu_s``: a single-threaded cell's minutes of one core, which the load of a shared
-    machine stretches far less than its wall time) within ±25% of the model's estimate — the 10% cells with equal steps priced
-    at the 100% figure, the random-init twins at their pretrained arm's, the first frozen cell of
-    each arm with its features."""
+    machine stretches far less than its wall time) within ±25% of the model's estimate — the 10%
+    cells with equal steps priced at the 100% figure, the random-init twins at their pretrained
+    arm's, the first frozen cell of each arm with its features."""
     costs = Costs.read(REPO_ROOT / "benchmarks" / "scaleout-costs.json")
     _, cells = read_folder(CALIBRATION)
     fractions = {cell.record["cell"]["train_fraction"] for cell in cells}

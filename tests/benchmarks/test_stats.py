@@ -258,7 +258,7 @@ def test_tied_seed_gaps_reject_at_about_the_nominal_rate():
     assert np.all(gap.seed_variance == 0) and np.all(gap.standard_error > 0.003)  # not the floor, 1 / 5175
     rejected = np.mean(gap.p_value < 0.05)
     assert 0.025 <= rejected <= 0.085, rejected
-    assert np.mean(untruncated_p(differences) < 0.05) > 0.4  # before: the SE collapsed with the seed variance
+    assert np.mean(untruncated_p(differences) < 0.05) > 0.4  # the untruncated SE collapses with the seed variance
 
 
 def test_plus_100_minus_90_in_each_of_three_seed_pairs_is_not_a_gap():
@@ -269,7 +269,7 @@ def test_plus_100_minus_90_in_each_of_three_seed_pairs_is_not_a_gap():
     assert np.all(gap.gap == pytest.approx(30 / (3 * 1725)))
     assert np.all(gap.p_value > 0.15) and np.all(gap.ci_low < 0)
     assert np.median(gap.p_value) == pytest.approx(2 * stats.norm.sf(30 / math.sqrt(570)), abs=0.02)
-    assert np.mean(untruncated_p(differences) < 0.05) > 0.5  # before: called significant most of the time
+    assert np.mean(untruncated_p(differences) < 0.05) > 0.5  # the untruncated test calls it significant
 
 
 def old_median_mcnemar(method: np.ndarray, twin: np.ndarray) -> np.ndarray:

@@ -546,7 +546,7 @@ def test_a_suite_on_a_fresh_store_goes_on_from_the_folder_without_training(first
                 if run.data.tags.get("stage") == "pretrain"]
 @pytest.mark.slow
 def test_sigterm_is_handled_like_ctrl_c(parent_run, terminated):
-    """Before: Ray's handler exited at once (the parent FAILED, a cell FAILED, a C++ stack dump)."""
+    """Not Ray's own handler, which exits at once (the parent FAILED, a cell FAILED, a C++ stack dump)."""
     assert terminated["process"].returncode == 143, terminated["stderr"][-3000:]
     assert terminated["stderr"].strip().splitlines()[-1].startswith("error: interrupted (SIGTERM)")
     assert "Traceback" not in terminated["stderr"] and "*** " not in terminated["stderr"]  # no Python or C++ stack

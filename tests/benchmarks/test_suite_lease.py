@@ -1,5 +1,5 @@
 """One suite per benchmark and store at a time: a second identical suite stops in one line before
-any work (before: every cell ran twice, two parents, without a word)."""
+any work (otherwise every cell would run twice, under two parents, without a word)."""
 
 import os
 import socket

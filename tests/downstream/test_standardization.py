@@ -11,7 +11,7 @@ from downstream.model.standardization import FeatureStandardizer
 from downstream.run.cli import pair_classifier
 from downstream.run.lit_pair import LitPairClassifier
 from pretrain.encoders.loading import load_encoder
-from tests.downstream.test_lit_pair import HEAD, checkpoint, fit, make_data, make_trainer, mrpc_dir  # noqa: F401 (fixtures)
+from tests.downstream.test_lit_pair import HEAD, checkpoint, fit, make_data, make_trainer, mrpc_dir
 
 
 def synthetic_store(lengths: list[int], layers: int = 3, dim: int = 5, seed: int = 0) -> FeatureStore:

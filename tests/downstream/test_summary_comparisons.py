@@ -13,7 +13,7 @@ from downstream.run import baselines, summary_comparisons
 from downstream.run.cli import pair_classifier
 from downstream.run.evaluation import predictions_frame, split_metrics
 from tests.downstream.test_baselines import as_pair_data, toy_pairs
-from tests.downstream.test_lit_pair import HEAD, checkpoint, mrpc_dir  # noqa: F401 (fixtures)
+from tests.downstream.test_lit_pair import HEAD, checkpoint, mrpc_dir
 
 
 def toy_data():

@@ -55,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="goldens-") as workdir:
             families = options.family if options.check and options.family else None
             cells = compute_goldens(Path(workdir), threads=options.threads, precision=precision,
-                                    only=lambda name: families is None or name.split("-")[0] in families)
+                                    only=lambda name, families=families: families is None
+                                    or name.split("-")[0] in families)
         if not options.check:
             write_goldens(cells, path, precision=precision)
             print(f"wrote {len(cells)} golden cells ({precision}) to {path}")

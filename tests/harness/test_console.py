@@ -38,7 +38,7 @@ def test_the_leaf_spec_deprecation_of_lightnings_pytree_is_dropped_and_others_ke
         warnings.simplefilter("always")
         quiet_libraries()
         _tree_flatten(1)  # builds torch's deprecated LeafSpec inside Lightning
-        warnings.warn("ours", FutureWarning)
+        warnings.warn("ours", FutureWarning, stacklevel=1)
     assert [str(warning.message) for warning in seen] == ["ours"]
 
 

@@ -18,7 +18,7 @@ def raised_while_handling(first: BaseException) -> BaseException:
         try:
             raise first
         except BaseException:  # noqa: BLE001 - what Lightning does with Ctrl-C
-            raise SystemExit(1)
+            raise SystemExit(1)  # noqa: B904 - implicitly chained, as Lightning raises it
     except SystemExit as error:
         return error
 

@@ -245,8 +245,8 @@ def test_latest_is_the_newest_finished_pretrain_run_not_made_by_a_benchmark(monk
 
 @pytest.mark.slow
 def test_latest_looks_past_a_page_of_benchmark_runs_and_filters_family_and_stage(monkeypatch, tmp_path):
-    """More benchmark-made runs than one search page must not hide an older user's run (the search
-    used to stop at 200 results), and latest:<family>:<stage> selects by the run's tags."""
+    """More benchmark-made runs than one search page (200 results) must not hide an older user's
+    run, and latest:<family>:<stage> selects by the run's tags."""
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.setattr("pretrain.encoders.loading.SEARCH_PAGE", 2)

@@ -129,8 +129,8 @@ def peak_rss(corpora: dict, corpus: Path, directory: Path) -> int:
 
 @pytest.mark.slow
 def test_a_50000_word_line_costs_no_more_peak_memory(corpora):
-    """The issue measured 11.4 GB on the smoke model; now the line is cut and the longest batch
-    is no longer than MRPC's own."""
+    """The line is cut, so the longest batch is no longer than MRPC's own and the peak memory does
+    not grow with the line."""
     with ThreadPoolExecutor(2) as both:  # two processes side by side: each measures its own peak
         without, with_line = both.map(peak_rss, [corpora] * 2, [corpora["plain"], corpora["long"]],
                                       [corpora["folder"] / "without", corpora["folder"] / "with"])

@@ -151,7 +151,8 @@ def test_bad_settings_end_in_one_line_and_leave_no_run(tmp_path, mrpc_dir, monke
 
 
 def test_without_validation_the_export_lands_in_the_runs_own_folder(tmp_path, mrpc_dir, monkeypatch, capsys):
-    """The slim encoder.ckpt used to go to a shared <root>/checkpoints/ when no validation ran."""
+    """The slim encoder.ckpt lands in the run's folder, not a shared <root>/checkpoints/, when no
+    validation ran."""
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     monkeypatch.setenv("MRPC_DIR", str(mrpc_dir))
     monkeypatch.chdir(tmp_path)

@@ -179,7 +179,10 @@ def test_attention_equals_an_explicit_causal_softmax(generator):
     hidden = torch.randn(2, 6, HIDDEN, dtype=torch.float64, generator=generator)  # (B, T, H)
     head_size = HIDDEN // HEADS
     query, key, value = attention.query_key_value(hidden).split(HIDDEN, dim=-1)  # (B, T, H) each
-    split = lambda x: x.view(2, 6, HEADS, head_size).transpose(1, 2)  # noqa: E731 - (B, heads, T, H / heads)
+
+    def split(x):
+        return x.view(2, 6, HEADS, head_size).transpose(1, 2)  # (B, heads, T, H / heads)
+
     scores = split(query) @ split(key).transpose(-1, -2) / math.sqrt(head_size)  # (B, heads, T, T)
     future = torch.ones(6, 6, dtype=torch.bool).triu(1)  # (T, T): key after query
     weights = torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1)

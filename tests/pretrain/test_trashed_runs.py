@@ -25,7 +25,7 @@ def store(tmp_path, monkeypatch, save_encoder) -> dict:
     experiment = client.create_experiment("pretrain", artifact_location=(tmp_path / "artifacts").as_uri())
     checkpoint, _ = save_encoder("elmo", tmp_path)
     runs = []
-    for number in range(2):
+    for _ in range(2):
         run = client.create_run(experiment, tags={"stage": "pretrain", "family": "elmo", "lm_stage": "general"})
         staged = tmp_path / "staged" / run.info.run_id
         staged.mkdir(parents=True)

@@ -53,7 +53,8 @@ def test_a_vocabulary_that_knows_half_the_text_and_no_cap_are_accepted(mrpc_dir,
 
 @pytest.mark.parametrize("flags", [{"max_vocab_size": len(SPECIALS) + 1}, {"max_vocab_size": len(SPECIALS) + 2}])
 def test_a_vocabulary_that_leaves_most_of_the_text_unknown_is_refused(mrpc_dir, corpus, flags):
-    """Before: 5 specials + "the" pretrained to best_val_ppl 2.05 and was registered @newest."""
+    """A vocabulary that reads most text as unknown would pretrain to a flattering perplexity and be
+    registered @newest: it is refused instead."""
     message = refusal(mrpc_dir, corpus, **flags)
     assert message.startswith(f"--data.max_vocab_size={flags['max_vocab_size']} --data.min_frequency=1: the "
                               f"vocabulary of {flags['max_vocab_size']} entries knows "), message
@@ -86,7 +87,8 @@ def test_unset_bpe_size_is_the_default(mrpc_dir, corpus):
 
 @pytest.mark.slow
 def test_the_cli_refuses_before_any_run_exists(tmp_path, monkeypatch, capsys, mrpc_dir, config=SMOKE, size=3):
-    """Before: this run FINISHED with val_ppl 1.70 and became elmo-encoder@newest."""
+    """Refused before a run exists: otherwise it would finish with a flattering val_ppl and become
+    elmo-encoder@newest."""
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.setenv("MRPC_DIR", str(mrpc_dir))

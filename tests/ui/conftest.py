@@ -22,8 +22,8 @@ def chromium():
         if os.environ.get("REQUIRE_BROWSER"):
             pytest.fail(f"{CHROMIUM} / {CHROMEDRIVER} missing: apt-get install chromium chromium-driver")
         pytest.skip("Debian's chromium and chromium-driver are not installed")
-    from selenium import webdriver  # noqa: PLC0415 - only the browser test needs it
-    from selenium.webdriver.chrome.service import Service  # noqa: PLC0415
+    from selenium import webdriver  # only the browser test needs it
+    from selenium.webdriver.chrome.service import Service
 
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)

@@ -1,7 +1,8 @@
 """What a user sees in the MLflow 3.17 UI, in a real browser (Debian's headless Chromium through
 Selenium): ``mlflow ui`` on a free local port over a fresh store filled by the smoke pipeline
 (pretrain → finetune pretrained and random → a three-cell benchmark), opened through the links
-the commands printed, and through the links of ``make ui`` on a port of its own. Screenshots land in ``tests/ui/screenshots/`` (git-ignored)."""
+the commands printed, and through the links of ``make ui`` on a port of its own. Screenshots land
+in ``tests/ui/screenshots/`` (git-ignored)."""
 
 from __future__ import annotations
 

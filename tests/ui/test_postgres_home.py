@@ -1,7 +1,7 @@
 """``make server`` as root from a folder only root may enter (a checkout under root's 0700 home,
 a ``mktemp -d`` folder): the database account cannot reach the cluster's folder there, so the
-cluster lives in a folder of its own that it can reach, and starts (before: initdb could not read
-its password file, Permission denied, and the team server never started)."""
+cluster lives in a folder of its own that it can reach, and starts (in root's folder initdb could
+not read its password file, and the team server would not start)."""
 
 from __future__ import annotations
 

@@ -93,7 +93,7 @@ def team_server(postgres_binaries, tmp_path_factory) -> dict:
         server["reader"] = add_user(server, "reader", "read")
         os.environ["MLFLOW_TRACKING_URI"] = url
         yield server
-    except Exception:
+    except Exception:  # noqa: BLE001 - whatever stopped the start, the server goes and the log shows why
         stop_everything(process, port, base)
         pytest.fail(f"make server did not come up: {log.read_text()[-3000:]}")
     finally:

@@ -69,7 +69,7 @@ def _online() -> bool:
 
 def hub_folder(repo_id: str) -> Path:
     """A hub id's snapshot in the local Hugging Face cache (downloaded only with ``HF_HUB_OFFLINE=0``)."""
-    from huggingface_hub import snapshot_download  # noqa: PLC0415 - imported with transformers, on use
+    from huggingface_hub import snapshot_download  # imported with transformers, on use
 
     try:
         return Path(snapshot_download(repo_id, local_files_only=not _online(), allow_patterns=HUB_FILES))
@@ -137,8 +137,8 @@ def folder_digest(folder: Path) -> str:
 
 def code_version() -> str:
     """sha256 of this family's source files and the transformers/tokenizers versions."""
-    import tokenizers  # noqa: PLC0415
-    import transformers  # noqa: PLC0415
+    import tokenizers
+    import transformers
 
     digest = hashlib.sha256(f"transformers {transformers.__version__} tokenizers {tokenizers.__version__}".encode())
     for name in CODE:
@@ -149,7 +149,7 @@ def code_version() -> str:
 @contextlib.contextmanager
 def quiet_transformers():
     """transformers' own warnings off while loading (we say what matters in one line)."""
-    from transformers.utils import logging  # noqa: PLC0415
+    from transformers.utils import logging
 
     level, bars = logging.get_verbosity(), logging.is_progress_bar_enabled()
     logging.set_verbosity_error()
@@ -208,7 +208,7 @@ class HFEncoder(Encoder):
 
 def build_model(config: dict) -> HFModel:
     """An untrained :class:`HFModel` from the config this family records (``hf_config`` + facts)."""
-    from transformers import AutoConfig, AutoModel  # noqa: PLC0415
+    from transformers import AutoConfig, AutoModel
 
     hf_config = dict(config["hf_config"])
     with quiet_transformers():
@@ -228,7 +228,7 @@ def load_hf_encoder(source: str, device: str = "cpu") -> HFEncoder:
 
 
 def _load(folder: Path, source: str) -> HFEncoder:
-    from transformers import AutoConfig, AutoModel, AutoTokenizer  # noqa: PLC0415
+    from transformers import AutoConfig, AutoModel, AutoTokenizer
 
     options = {"trust_remote_code": False, "local_files_only": True}
     with quiet_transformers():

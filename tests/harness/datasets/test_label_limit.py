@@ -1,5 +1,5 @@
 """More labels than the harness can report on (a label column that is really an id or a score) are
-refused when the data set is read, before any run: 10,000 labels used to end in an 84-line
+refused when the data set is read, before any run: otherwise 10,000 labels would end in a
 traceback after the first epoch (the F1 metric's deterministic update needs batch × C² × 8 bytes)."""
 
 import pytest
