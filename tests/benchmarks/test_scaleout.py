@@ -152,11 +152,11 @@ def test_a_timed_folder_records_what_its_times_were_measured_on(folder):
 def test_the_cost_model_holds_every_timed_cell_within_a_quarter_of_its_recorded_time(folder):
     """The costs file's figures against the cells each folder ran (one at a time, after bf16 by
     default and one validation schedule): the calibration's tiny GPT (its `gpt-calibration/…`
-    figures) and the study's own GPT `cls` cells (`gpt/full/cls`). Each cell's recorded CPU minutes
-    (``time_cpu_s``: a single-threaded cell's minutes of one core, which the load of a shared
-    machine stretches far less than its wall time) within ±25% of the model's estimate — the 10%
-    cells with equal steps priced at the 100% figure, the random-init twins at their pretrained
-    arm's, the first frozen cell of each arm with its features."""
+    figures) and the study's own GPT cells (`gpt/full/cls`, `gpt/frozen/attn`). Each cell's
+    recorded CPU minutes (``time_cpu_s``: a single-threaded cell's minutes of one core, which the
+    load of a shared machine stretches far less than its wall time) within ±25% of the model's
+    estimate — the 10% cells with equal steps priced at the 100% figure, the random-init twins at
+    their pretrained arm's, the first frozen cell of each arm with its features."""
     costs = Costs.read(REPO_ROOT / "benchmarks" / "scaleout-costs.json")
     _, cells = read_folder(folder)
     fractions = {cell.record["cell"]["train_fraction"] for cell in cells}
