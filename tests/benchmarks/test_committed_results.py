@@ -41,7 +41,7 @@ def pretrained_encoders(benchmark: dict) -> list[dict]:
     return [encoder for encoder in benchmark["settings"]["encoders"] if "pretrain" in encoder]
 
 
-@pytest.mark.parametrize("folder", CHUNKS + [folder for folder in FOLDERS if folder.name == "calibration"],
+@pytest.mark.parametrize("folder", CHUNKS + [folder for folder in FOLDERS if folder.name in ("calibration", "study-cells")],
                          ids=lambda folder: folder.name)
 def test_a_chunk_encoder_identity_is_its_pretraining_stage_hash(folder):
     """Its stages as the suite ran them, under each cell's own protocol version, with the precision

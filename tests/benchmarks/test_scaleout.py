@@ -135,25 +135,30 @@ def test_only_the_configs_encoders_are_pretrained(tmp_path, capsys):
 
 
 CALIBRATION = REPO_ROOT / "results" / "calibration"
+STUDY_CELLS = REPO_ROOT / "results" / "study-cells"
+TIMED = [CALIBRATION, STUDY_CELLS]  # the folders the costs file is calibrated on
 
 
-def test_the_calibration_folder_records_what_its_times_were_measured_on():
-    benchmark, cells = read_folder(CALIBRATION)
+@pytest.mark.parametrize("folder", TIMED, ids=lambda folder: folder.name)
+def test_a_timed_folder_records_what_its_times_were_measured_on(folder):
+    benchmark, cells = read_folder(folder)
     machine = benchmark["machine"]
     assert machine["cpu_model"] and machine["finetune_threads"] == 1 and machine["jobs"] == 1
     assert machine["precision"] in ("bf16-mixed", "32-true") and benchmark["wall_seconds"] > 0
     assert cells and all(cell.record["precision"] == machine["precision"] for cell in cells)
 
 
-def test_the_cost_model_holds_every_calibration_cell_within_a_quarter_of_its_recorded_time():
-    """The costs file's figures for the calibration's tiny GPT against the cells it ran (one at a
-    time, after bf16 by default and one validation schedule): each cell's recorded CPU minutes
-    (``time_cpu_s``: a single-threaded cell's minutes of one core, which the load of a shared
-    machine stretches far less than its wall time) within ±25% of the model's estimate — the 10%
-    cells with equal steps priced at the 100% figure, the random-init twins at their pretrained
-    arm's, the first frozen cell of each arm with its features."""
+@pytest.mark.parametrize("folder", TIMED, ids=lambda folder: folder.name)
+def test_the_cost_model_holds_every_timed_cell_within_a_quarter_of_its_recorded_time(folder):
+    """The costs file's figures against the cells each folder ran (one at a time, after bf16 by
+    default and one validation schedule): the calibration's tiny GPT (its `gpt-calibration/…`
+    figures) and the study's own GPT cells (`gpt/full/cls`, `gpt/frozen/attn`). Each cell's
+    recorded CPU minutes (``time_cpu_s``: a single-threaded cell's minutes of one core, which the
+    load of a shared machine stretches far less than its wall time) within ±25% of the model's
+    estimate — the 10% cells with equal steps priced at the 100% figure, the random-init twins at
+    their pretrained arm's, the first frozen cell of each arm with its features."""
     costs = Costs.read(REPO_ROOT / "benchmarks" / "scaleout-costs.json")
-    _, cells = read_folder(CALIBRATION)
+    _, cells = read_folder(folder)
     fractions = {cell.record["cell"]["train_fraction"] for cell in cells}
     assert fractions == {1.0, 0.1} and {cell.record["cell"]["kind"] for cell in cells} == {"pretrained", "random"}
     planned = [Cell(**result.record["cell"]) for result in cells]  # plan order: who computes the features

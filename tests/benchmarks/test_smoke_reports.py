@@ -44,6 +44,7 @@ def test_the_quick_matrices_are_smoke_tests_and_the_studies_are_not(tmp_path):
     smoke = {path.stem: yaml.safe_load(path.read_text()).get("smoke", False) for path in CONFIGS.glob("*.yaml")}
     assert smoke.pop("quick") is True and smoke.pop("families-quick") is True
     assert smoke.pop("calibration") is True  # a tiny GPT: it times cells, its numbers say nothing of transfer
+    assert smoke.pop("study-cells") is True  # a twentieth of the study's pretraining: it times the study's cells
     assert not any(smoke.values()), smoke
     load_config(CONFIGS / "quick.yaml")  # the key is known
     wrong = tmp_path / "wrong.yaml"
