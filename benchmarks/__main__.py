@@ -33,15 +33,23 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     load = commands.add_parser("import", help="results folders into the tracking store in use")
     load.add_argument("folders", type=Path, nargs="+")
     duplicates = commands.add_parser("duplicates", help="cells the tracking store holds more than once")
-    duplicates.add_argument("--remove", action="store_true",
-                            help="delete the redundant copies (of conflicting ones, all but the one computed here)")
+    duplicates.add_argument(
+        "--remove",
+        action="store_true",
+        help="delete the redundant copies (of conflicting ones, all but the one computed here)",
+    )
     report = commands.add_parser("report", help="a report from results folders alone")
     report.add_argument("folders", type=Path, nargs="+")
     report.add_argument("--out", type=Path, required=True, help="where results.csv, report.md and figures go")
     report.add_argument("--name", default=None, help="the report's title (default: the benchmarks' names)")
-    report.add_argument("--registered", type=Path, nargs="*", default=[], metavar="CONFIG",
-                        help="matrix configs whose `comparisons:` join the pre-registered family (every chunk of a "
-                             "study, run or not)")
+    report.add_argument(
+        "--registered",
+        type=Path,
+        nargs="*",
+        default=[],
+        metavar="CONFIG",
+        help="matrix configs whose `comparisons:` join the pre-registered family (every chunk of a study, run or not)",
+    )
     seal = commands.add_parser("seal", help="check a results folder written before manifests and write its manifest")
     seal.add_argument("folders", type=Path, nargs="+")
     return parser.parse_args(argv)
@@ -56,8 +64,10 @@ def main(argv: list[str] | None = None) -> int:
             from benchmarks.results_files.store_transfer import export_benchmark  # MLflow only where used
 
             cells, size = export_benchmark(args.benchmark, args.out)
-            print(f"exported {cells} cell(s) of '{args.benchmark}' to {args.out}: {size / 1024:.0f} KB "
-                  f"({size / max(cells, 1) / 1024:.1f} KB a cell) in {time.perf_counter() - started:.1f} s")
+            print(
+                f"exported {cells} cell(s) of '{args.benchmark}' to {args.out}: {size / 1024:.0f} KB "
+                f"({size / max(cells, 1) / 1024:.1f} KB a cell) in {time.perf_counter() - started:.1f} s"
+            )
         elif args.command == "import":
             from benchmarks.results_files.store_transfer import import_folders
             from harness.tracking.runs import tracking_uri
@@ -67,8 +77,9 @@ def main(argv: list[str] | None = None) -> int:
                 if parent is None:
                     print(f"nothing new in {folder}: its {held} cell(s) are in {tracking_uri()} already")
                 else:
-                    print(f"imported {cells} cell(s) of {folder} under parent run {parent} in "
-                          f"{tracking_uri()}{already}")
+                    print(
+                        f"imported {cells} cell(s) of {folder} under parent run {parent} in {tracking_uri()}{already}"
+                    )
         elif args.command == "duplicates":
             from benchmarks.results_files.store_copies import report_duplicates
 
@@ -82,9 +93,11 @@ def main(argv: list[str] | None = None) -> int:
             from benchmarks.results_files.folder_report import build_report
 
             results, written = build_report(args.folders, args.out, args.name, args.registered)
-            print(f"report of {len(results)} method(s) from {len(args.folders)} folder(s): "
-                  f"{args.out / 'report.md'}, {args.out / 'results.csv'} ({len(written)} files, "
-                  f"{time.perf_counter() - started:.1f} s)")
+            print(
+                f"report of {len(results)} method(s) from {len(args.folders)} folder(s): "
+                f"{args.out / 'report.md'}, {args.out / 'results.csv'} ({len(written)} files, "
+                f"{time.perf_counter() - started:.1f} s)"
+            )
     except UserError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

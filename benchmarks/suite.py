@@ -31,13 +31,13 @@ from benchmarks.plan.encoders import corpus_digests, given_run, pretrain_stages
 from benchmarks.plan.lr_selection import lr_grid_table, select_learning_rates
 from benchmarks.plan.matrix import Matrix, data_flags, dataset_spec, load_config, repo_path, with_budget
 from benchmarks.plan.precision import named_precision, with_precision
-from benchmarks.results_files.recipe_folders import recipe_table, with_picks
 from benchmarks.report.cells_from_store import drop_unpaired_controls, run_table
 from benchmarks.report.console_summary import print_summary
 from benchmarks.report.outputs import write_outputs
 from benchmarks.report.parent_view import describe_parent, link_lines
 from benchmarks.report.results_table import build_results
 from benchmarks.results_files.folder import ResultSet
+from benchmarks.results_files.recipe_folders import recipe_table, with_picks
 from benchmarks.results_files.store_transfer import STUDY_ARTIFACT
 from benchmarks.stats.preregistration import adjust_registered
 from benchmarks.tasks.attempts import end_driver_runs, new_driver_id
@@ -81,20 +81,38 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--results-dir", type=Path, default=None, help="default: benchmarks/results/<name>")
     parser.add_argument("--finetune-args", default="", help="extra flags for every finetune cell")
     parser.add_argument("--pretrain-args", default="", help="extra flags for every pretraining")
-    parser.add_argument("--budget", action="store_true",
-                        help="run the config's `budget:` subset (a smaller study, e.g. fewer seeds or fractions)")
-    parser.add_argument("--jobs", type=positive_int, default=default_jobs(),
-                        help="CPUs of the local Ray instance: tasks at once, each cell single-threaded "
-                             "(default: the usable cores, at most 4; 1 runs every task in this process). "
-                             "Ignored with RAY_ADDRESS: the cluster's CPUs count")
-    parser.add_argument("--pretrain-cpus", type=positive_int, default=None,
-                        help="torch threads (CPUs) per pretraining stage and device (default: --jobs shared "
-                             "among the encoders that pretrain side by side, at least 1; on a cluster --jobs)")
-    parser.add_argument("--results", type=Path, nargs="+", default=[], metavar="FOLDER",
-                        help="results folders (python -m benchmarks export): their cells count as done, "
-                             "matched by cell hash, so a study goes on from a committed folder on another machine")
-    parser.add_argument("--retries", type=count, default=RETRIES,
-                        help="attempts after the first for a task whose worker or node died")
+    parser.add_argument(
+        "--budget",
+        action="store_true",
+        help="run the config's `budget:` subset (a smaller study, e.g. fewer seeds or fractions)",
+    )
+    parser.add_argument(
+        "--jobs",
+        type=positive_int,
+        default=default_jobs(),
+        help="CPUs of the local Ray instance: tasks at once, each cell single-threaded "
+        "(default: the usable cores, at most 4; 1 runs every task in this process). "
+        "Ignored with RAY_ADDRESS: the cluster's CPUs count",
+    )
+    parser.add_argument(
+        "--pretrain-cpus",
+        type=positive_int,
+        default=None,
+        help="torch threads (CPUs) per pretraining stage and device (default: --jobs shared "
+        "among the encoders that pretrain side by side, at least 1; on a cluster --jobs)",
+    )
+    parser.add_argument(
+        "--results",
+        type=Path,
+        nargs="+",
+        default=[],
+        metavar="FOLDER",
+        help="results folders (python -m benchmarks export): their cells count as done, "
+        "matched by cell hash, so a study goes on from a committed folder on another machine",
+    )
+    parser.add_argument(
+        "--retries", type=count, default=RETRIES, help="attempts after the first for a task whose worker or node died"
+    )
     return parser.parse_args(argv)
 
 
@@ -113,8 +131,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt as stop:
         signal_name = interruption(stop)
-        print(f"error: interrupted ({signal_name}): the tasks were cancelled and their runs marked KILLED; "
-              f"run the same command again to continue", file=sys.stderr)
+        print(
+            f"error: interrupted ({signal_name}): the tasks were cancelled and their runs marked KILLED; "
+            f"run the same command again to continue",
+            file=sys.stderr,
+        )
         return EXIT_CODES[signal_name]
 
 
@@ -132,9 +153,15 @@ def machine_record(jobs: int, engine, pretrain_threads: int, finetune_args: list
     """What the study's times were measured on: the CPU model, the tasks at once (a cluster's
     address instead), the threads of a cell and of a pretraining stage, and the precision."""
     address = getattr(engine, "address", None)
-    return {"cpu_model": cpu_model(), "cpus": usable_cpus(), "jobs": None if address else jobs,
-            "cluster": bool(address), "finetune_threads": FINETUNE_THREADS, "pretrain_threads": pretrain_threads,
-            "precision": named_precision(finetune_args)}
+    return {
+        "cpu_model": cpu_model(),
+        "cpus": usable_cpus(),
+        "jobs": None if address else jobs,
+        "cluster": bool(address),
+        "finetune_threads": FINETUNE_THREADS,
+        "pretrain_threads": pretrain_threads,
+        "precision": named_precision(finetune_args),
+    }
 
 
 def run_suite(args: argparse.Namespace) -> int:
@@ -159,41 +186,60 @@ def run_study(args: argparse.Namespace, config: Matrix, started: float) -> int:
         if "pretrain" in encoder:
             stages = pretrain_stages(encoder)
             for stage in stages:
-                stage["args"] = with_precision(str(repo_path(stage["config"])),
-                                               [*flags, *stage.get("args", []), *shlex.split(args.pretrain_args)])
+                stage["args"] = with_precision(
+                    str(repo_path(stage["config"])), [*flags, *stage.get("args", []), *shlex.split(args.pretrain_args)]
+                )
             encoder["pretrain"] = stages
     finetune_config = str(repo_path(config.finetune_config))
     finetune_args = with_precision(finetune_config, [*flags, *config.finetune_args, *shlex.split(args.finetune_args)])
-    engine = InlineEngine() if args.jobs == 1 and not os.environ.get("RAY_ADDRESS") else RayEngine(args.jobs,
-                                                                                                  args.retries)
+    engine = (
+        InlineEngine() if args.jobs == 1 and not os.environ.get("RAY_ADDRESS") else RayEngine(args.jobs, args.retries)
+    )
     if isinstance(engine, RayEngine) and engine.address:  # a cluster is checked before any run is created
         engine.start(cluster_paths(config, finetune_config, finetune_args, spec))
     directory = args.results_dir or REPO_ROOT / "benchmarks" / "results" / config.name
     given = {encoder["name"]: given_run(encoder) for encoder in config.encoders}  # run: latest, once
-    suite_hash = settings_hash({"config": config.source, "finetune_args": finetune_args, "data": data.content_hash,
-                                "encoders": list(given.values())})
+    suite_hash = settings_hash(
+        {
+            "config": config.source,
+            "finetune_args": finetune_args,
+            "data": data.content_hash,
+            "encoders": list(given.values()),
+        }
+    )
     for experiment in {config.experiment, "pretrain"}:  # created here: creating them in tasks races
         ensure_experiment(experiment)
     parent = open_parent(config.source, suite_hash, data)
     client = MlflowClient(tracking_uri())
     pretrain_threads = args.pretrain_cpus or default_pretrain_cpus(args.jobs, config, given, engine)
-    study_record = {"benchmark": config.name, "experiment": config.experiment, "dataset": data.name,
-                    "data_digest": data.content_hash, "labels": list(data.labels),
-                    "positive_label": data.positive_label,
-                    "settings": json.loads(json.dumps(config.source, default=str)),
-                    "corpora": corpus_digests(config.encoders),
-                    "machine": machine_record(args.jobs, engine, pretrain_threads, finetune_args)}
+    study_record = {
+        "benchmark": config.name,
+        "experiment": config.experiment,
+        "dataset": data.name,
+        "data_digest": data.content_hash,
+        "labels": list(data.labels),
+        "positive_label": data.positive_label,
+        "settings": json.loads(json.dumps(config.source, default=str)),
+        "corpora": corpus_digests(config.encoders),
+        "machine": machine_record(args.jobs, engine, pretrain_threads, finetune_args),
+    }
     client.log_dict(parent, study_record, STUDY_ARTIFACT)  # what `python -m benchmarks export` writes out
     driver = new_driver_id()
     study = Study(config.name, config.experiment, parent, driver, directory / "logs", data.content_hash)
-    print(f"benchmark '{config.name}' on {data.name}: parent run {parent}, "
-          f"{'cluster ' + engine.address if getattr(engine, 'address', None) else f'{args.jobs} at a time'}")
+    print(
+        f"benchmark '{config.name}' on {data.name}: parent run {parent}, "
+        f"{'cluster ' + engine.address if getattr(engine, 'address', None) else f'{args.jobs} at a time'}"
+    )
     try:
-        executor = StudyExecutor(engine, study, config, data, finetune_config, finetune_args, pretrain_threads,
-                                 given, results)
+        executor = StudyExecutor(
+            engine, study, config, data, finetune_config, finetune_args, pretrain_threads, given, results
+        )
         encoders, done = executor.run()
-        study_record = {**study_record, "wall_seconds": round(time.perf_counter() - started, 1),
-                        **({"linked": executor.linked} if executor.linked else {})}
+        study_record = {
+            **study_record,
+            "wall_seconds": round(time.perf_counter() - started, 1),
+            **({"linked": executor.linked} if executor.linked else {}),
+        }
         client.log_dict(parent, study_record, STUDY_ARTIFACT)  # the suite's time to its last cell, for costs
         engine_text = engine.describe()
         runs, predictions = run_table(done)
@@ -202,12 +248,22 @@ def run_study(args: argparse.Namespace, config: Matrix, started: float) -> int:
         results, family = adjust_registered(build_results(runs, predictions), config.comparisons)
         wall = time.perf_counter() - started
         throughput_file = REPO_ROOT / "benchmarks" / "results" / "throughput.json"
-        context = {"name": config.name, "parent_run_id": parent, "wall_seconds": wall, "settings": config.source,
-                   "smoke": bool(config.source.get("smoke")),
-                   "encoders": encoders, "dataset": data.name, "anchors": anchors_of(data),
-                   "labels": list(data.labels), "positive_label": data.positive_label, "lr_grid": grid,
-                   "recipes": recipe_table([config]), "family": family,
-                   "throughput": json.loads(throughput_file.read_text()) if throughput_file.is_file() else None}
+        context = {
+            "name": config.name,
+            "parent_run_id": parent,
+            "wall_seconds": wall,
+            "settings": config.source,
+            "smoke": bool(config.source.get("smoke")),
+            "encoders": encoders,
+            "dataset": data.name,
+            "anchors": anchors_of(data),
+            "labels": list(data.labels),
+            "positive_label": data.positive_label,
+            "lr_grid": grid,
+            "recipes": recipe_table([config]),
+            "family": family,
+            "throughput": json.loads(throughput_file.read_text()) if throughput_file.is_file() else None,
+        }
         written = write_outputs(directory, results, runs, context)
         for path in written:
             folder = path.parent.relative_to(directory).as_posix()
@@ -222,22 +278,41 @@ def run_study(args: argparse.Namespace, config: Matrix, started: float) -> int:
     finally:
         engine.close()
     close_parent(client, parent)
-    print_summary(results, config.source, parent, directory, wall, data.name, link_lines(client, parent, view, runs),
-                  engine=engine_text)
+    print_summary(
+        results,
+        config.source,
+        parent,
+        directory,
+        wall,
+        data.name,
+        link_lines(client, parent, view, runs),
+        engine=engine_text,
+    )
     return 0
 
 
 def cluster_paths(config: Matrix, finetune_config: str, finetune_args: list[str], spec: dict) -> list[str]:
     """The files every node must read: configs, data, corpora named by flags."""
-    configs = [finetune_config, *[str(repo_path(stage["config"])) for encoder in config.encoders
-                                  for stage in pretrain_stages(encoder)]]
-    configs += [str(repo_path(transfer.config)) for transfers in config.transfers.values() for transfer in transfers
-                if transfer.config]
-    stage_args = [argument for encoder in config.encoders for stage in pretrain_stages(encoder)
-                  for argument in stage.get("args", [])]
+    configs = [
+        finetune_config,
+        *[str(repo_path(stage["config"])) for encoder in config.encoders for stage in pretrain_stages(encoder)],
+    ]
+    configs += [
+        str(repo_path(transfer.config))
+        for transfers in config.transfers.values()
+        for transfer in transfers
+        if transfer.config
+    ]
+    stage_args = [
+        argument
+        for encoder in config.encoders
+        for stage in pretrain_stages(encoder)
+        for argument in stage.get("args", [])
+    ]
     data_dir = os.environ.get("MRPC_DIR", "")
-    return paths_to_check(configs, finetune_args, stage_args, [str(value) for value in spec.values()],
-                          [data_dir] if data_dir else [])
+    return paths_to_check(
+        configs, finetune_args, stage_args, [str(value) for value in spec.values()], [data_dir] if data_dir else []
+    )
 
 
 if __name__ == "__main__":

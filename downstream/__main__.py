@@ -15,8 +15,14 @@ from pretrain.encoders.reference_hints import encoder_hint
 MODEL_HINT = "--model.encoder picks the encoder: runs:/<id>, latest[:<family>], hf:<folder>, random, …"
 
 if __name__ == "__main__":
-    preflight(sys.argv[1:], FLAGS, LEAVES, {"model.encoder": encoder_hint, "model.random_like": encoder_hint},
-              CLASSES, {"model": MODEL_HINT, "data": data_hint()})
+    preflight(
+        sys.argv[1:],
+        FLAGS,
+        LEAVES,
+        {"model.encoder": encoder_hint, "model.random_like": encoder_hint},
+        CLASSES,
+        {"model": MODEL_HINT, "data": data_hint()},
+    )
     problem = data_problem(sys.argv[1:])
     if problem:
         print(f"error: {problem}", file=sys.stderr)

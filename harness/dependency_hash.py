@@ -24,10 +24,14 @@ def install_inputs(text: str) -> object:
         return text
     document = tomllib.loads(text)
     project, setuptools = document.get("project", {}), document.get("tool", {}).get("setuptools", {})
-    return {"build-system": document.get("build-system", {}), "requires-python": project.get("requires-python"),
-            "dependencies": project.get("dependencies", []),
-            "optional-dependencies": project.get("optional-dependencies", {}),
-            "packages": setuptools.get("packages"), "package-data": setuptools.get("package-data")}
+    return {
+        "build-system": document.get("build-system", {}),
+        "requires-python": project.get("requires-python"),
+        "dependencies": project.get("dependencies", []),
+        "optional-dependencies": project.get("optional-dependencies", {}),
+        "packages": setuptools.get("packages"),
+        "package-data": setuptools.get("package-data"),
+    }
 
 
 def dependency_hash(text: str) -> str:

@@ -49,8 +49,10 @@ def record_digest(client: MlflowClient, run_id: str, path: str | Path) -> str:
     if recorded is None:
         client.log_param(run_id, DIGEST_PARAM, digest)
     elif recorded != digest:
-        raise UserError(f"run {run_id} already records {DIGEST_PARAM}={recorded[:12]}… for another checkpoint "
-                        f"than {path} ({digest[:12]}…); start a new run instead of resuming this one")
+        raise UserError(
+            f"run {run_id} already records {DIGEST_PARAM}={recorded[:12]}… for another checkpoint "
+            f"than {path} ({digest[:12]}…); start a new run instead of resuming this one"
+        )
     return digest
 
 
@@ -76,14 +78,19 @@ def check_digest(run: Run, path: str | Path, artifact: str, source: str) -> None
         if run_id in _NOTED:
             return
         _NOTED.add(run_id)
-        print(f"note: run {run_id} records no {DIGEST_PARAM} (made before checkpoint digests); "
-              f"its {artifact} is loaded unchecked", file=sys.stderr)
+        print(
+            f"note: run {run_id} records no {DIGEST_PARAM} (made before checkpoint digests); "
+            f"its {artifact} is loaded unchecked",
+            file=sys.stderr,
+        )
         return
     actual = sha256_of(path)
     if actual != recorded:
-        raise UserError(f"{source}: run {run_id}'s {artifact} is not the checkpoint the run recorded "
-                        f"(sha256 {actual[:12]}… ≠ {DIGEST_PARAM} {recorded[:12]}…): the artifact was replaced "
-                        f"or damaged in the store; refusing to load it")
+        raise UserError(
+            f"{source}: run {run_id}'s {artifact} is not the checkpoint the run recorded "
+            f"(sha256 {actual[:12]}… ≠ {DIGEST_PARAM} {recorded[:12]}…): the artifact was replaced "
+            f"or damaged in the store; refusing to load it"
+        )
 
 
 class RecordBestDigest(pl.Callback):

@@ -18,8 +18,14 @@ from pathlib import Path
 from harness.errors import UserError
 
 # errnos that mean "the disk cannot take this write", not a bug
-DISK_ERRNOS = {errno.ENOSPC: "no space left", errno.EDQUOT: "disk quota exceeded", errno.EROFS: "read-only filesystem",
-               errno.EACCES: "permission denied", errno.EPERM: "operation not permitted", errno.EFBIG: "file too large"}
+DISK_ERRNOS = {
+    errno.ENOSPC: "no space left",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EROFS: "read-only filesystem",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+    errno.EFBIG: "file too large",
+}
 GIB = 2**30
 
 
@@ -50,8 +56,10 @@ def check_free(path: str | os.PathLike, needed: int, what: str, fix: str) -> Non
     ``what`` names the flag or file in the message, ``fix`` says what to do."""
     free = free_bytes(path)
     if needed > free:
-        raise UserError(f"{what}: needs {size_text(needed)} on the disk of {existing_parent(Path(path))}, "
-                        f"only {size_text(free)} free; {fix}")
+        raise UserError(
+            f"{what}: needs {size_text(needed)} on the disk of {existing_parent(Path(path))}, "
+            f"only {size_text(free)} free; {fix}"
+        )
 
 
 def allocate(path: str | os.PathLike) -> None:
@@ -70,8 +78,11 @@ def allocate(path: str | os.PathLike) -> None:
 
 
 # what SQLite says when its disk cannot take a write (the run store)
-SQLITE_DISK_MESSAGES = {"database or disk is full": "no space left", "readonly database": "read-only",
-                        "disk i/o error": "disk I/O error"}
+SQLITE_DISK_MESSAGES = {
+    "database or disk is full": "no space left",
+    "readonly database": "read-only",
+    "disk i/o error": "disk I/O error",
+}
 
 
 def disk_problem(error: BaseException, store: str = "the run store") -> str | None:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 EXIT_CODES = {"Ctrl-C": 130, "SIGTERM": 143}  # 128 + the signal's number, as a shell reports it
 
@@ -30,7 +30,8 @@ def sigterm_as_interrupt(only_if_unhandled: bool = False) -> Iterator[None]:
     """SIGTERM raises :class:`Terminated` inside the block (main thread only: signals reach no
     other). ``only_if_unhandled``: leave a handler someone else installed (a suite, Ray) alone."""
     if threading.current_thread() is not threading.main_thread() or (
-            only_if_unhandled and signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL):
+        only_if_unhandled and signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
+    ):
         yield
         return
     SIGNALLED.clear()

@@ -42,7 +42,7 @@ def parse_protocol_version(text: str) -> dict[str, int]:
         raise ValueError(f"not a protocol version: {text!r}")
     versions = {}
     for concern, part in zip(PROTOCOL_VERSIONS, parts):
-        number = part[len(concern):]
+        number = part[len(concern) :]
         if not part.startswith(concern) or not number.isdigit():
             raise ValueError(f"not a protocol version: {text!r}")
         versions[concern] = int(number)

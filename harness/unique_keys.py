@@ -40,8 +40,7 @@ def check_unique_keys(text: str, where: str) -> None:
     found = duplicate_key(text)
     if found:
         key, line = found
-        raise DuplicateKey(f"{where}:{line}: key '{key}' given twice in one mapping (which value is meant?); "
-                           f"keep one")
+        raise DuplicateKey(f"{where}:{line}: key '{key}' given twice in one mapping (which value is meant?); keep one")
 
 
 def load_yaml(path: Path) -> object:

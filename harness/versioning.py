@@ -29,9 +29,12 @@ def source_version() -> str:
 @functools.cache
 def git_commit() -> str | None:
     """``<commit>`` or ``<commit>+dirty`` of the repository, None outside git."""
+
     def git(*arguments: str) -> str:
-        return subprocess.run(["git", *arguments], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10,
-                              check=True).stdout.strip()
+        return subprocess.run(
+            ["git", *arguments], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+
     try:
         commit = git("rev-parse", "HEAD")
         dirty = git("status", "--porcelain", "--untracked-files=no", "--", *SOURCE_PACKAGES)

@@ -7,7 +7,11 @@ from __future__ import annotations
 
 import importlib
 
-EXPORTS = {"Encoder": "pretrain.encoders.protocol", "load_encoder": "pretrain.encoders.loading", "random_encoder": "pretrain.encoders.loading"}
+EXPORTS = {
+    "Encoder": "pretrain.encoders.protocol",
+    "load_encoder": "pretrain.encoders.loading",
+    "random_encoder": "pretrain.encoders.loading",
+}
 
 __all__ = list(EXPORTS)
 
@@ -15,5 +19,7 @@ __all__ = list(EXPORTS)
 def __getattr__(name: str):
     if name not in EXPORTS:
         raise AttributeError(f"module 'pretrain' has no attribute {name!r}")
-    importlib.import_module("harness.tracking.mlflow_defaults")  # before mlflow, which pretrain.encoders.loading imports
+    importlib.import_module(
+        "harness.tracking.mlflow_defaults"
+    )  # before mlflow, which pretrain.encoders.loading imports
     return getattr(importlib.import_module(EXPORTS[name]), name)

@@ -19,8 +19,14 @@ if __name__ == "__main__":
         from pretrain.encoders.export import main
 
         sys.exit(main(sys.argv[2:]))
-    preflight(sys.argv[1:], FLAGS, LEAVES, {"model.init_from": encoder_hint, "model.init_args.init_from": encoder_hint},
-              CLASSES, {"data": data_hint()})
+    preflight(
+        sys.argv[1:],
+        FLAGS,
+        LEAVES,
+        {"model.init_from": encoder_hint, "model.init_args.init_from": encoder_hint},
+        CLASSES,
+        {"data": data_hint()},
+    )
     problem = data_problem(sys.argv[1:])
     if problem:
         print(f"error: {problem}", file=sys.stderr)

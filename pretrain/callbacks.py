@@ -60,8 +60,9 @@ class LanguageModelSamples(pl.Callback):
         forward, backward = predicted[0], predicted[1] if len(predicted) > 1 else None
         pl_module.train(was_training)
         blocks = [
-            self.render(pl_module.tokenizer, token_ids[b, :n], forward[b, :n],
-                        None if backward is None else backward[b, :n])
+            self.render(
+                pl_module.tokenizer, token_ids[b, :n], forward[b, :n], None if backward is None else backward[b, :n]
+            )
             for b, n in enumerate(lengths.tolist())
         ]
         text = f"step {step}\n\n" + "\n\n".join(blocks) + "\n"
@@ -104,8 +105,12 @@ class ExportEncoder(pl.Callback):
             checkpoint = read_best(best, Path(checkpoint_callback.dirpath or self.directory))
             pl_module.load_state_dict(checkpoint["state_dict"])
         else:  # no validation ran: export the last weights
-            checkpoint = {"state_dict": pl_module.state_dict(), "hyper_parameters": dict(pl_module.hparams),
-                          "epoch": trainer.current_epoch, "global_step": trainer.global_step}
+            checkpoint = {
+                "state_dict": pl_module.state_dict(),
+                "hyper_parameters": dict(pl_module.hparams),
+                "epoch": trainer.current_epoch,
+                "global_step": trainer.global_step,
+            }
             pl_module.on_save_checkpoint(checkpoint)
         self.results = pl_module.evaluate(trainer.datamodule.val_dataloader())
         self.results.update(train_seconds=seconds, best_epoch=float(checkpoint.get("epoch", trainer.current_epoch)))

@@ -4,13 +4,18 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from mlflow.exceptions import MlflowException
 from pytorch_lightning.callbacks import LearningRateMonitor
 from pytorch_lightning.utilities import rank_zero_only
 
-from mlflow.exceptions import MlflowException
-
+from harness.cli.tracked_cli import TrackedCLI
 from harness.datasets.registry import split_title
 from harness.errors import UserError
+from harness.tracking.links import summary_lines
+from harness.tracking.naming import encoder_label, pretrain_run_name
+from harness.tracking.params import log_params
+from harness.tracking.system_metrics import SystemMetrics
+from harness.tracking.views import COMPARE_VIEW
 from harness.training.checkpoints import run_checkpoints
 from pretrain.callbacks import ExportEncoder, LanguageModelSamples
 from pretrain.corpus.corpora import GROUPS, PAIR_TRAIN, SHARED_FOLDERS, entries, log_corpora
@@ -21,12 +26,6 @@ from pretrain.encoders.registry import ALIAS, model_name, register_encoder
 from pretrain.families import family_of, family_of_lightning_module, pretrained_families
 from pretrain.lit_lm import LitLanguageModel
 from pretrain.memory import GIB, available_bytes, step_bytes, training_device
-from harness.cli.tracked_cli import TrackedCLI
-from harness.tracking.links import summary_lines
-from harness.tracking.naming import encoder_label, pretrain_run_name
-from harness.tracking.params import log_params
-from harness.tracking.system_metrics import SystemMetrics
-from harness.tracking.views import COMPARE_VIEW
 
 DEFAULT_FAMILY = "elmo"
 
@@ -49,15 +48,27 @@ class PretrainCLI(TrackedCLI):
         parser.set_defaults({"model": {"class_path": family_of(DEFAULT_FAMILY).lightning_module}})
         parser.link_arguments("data.vocab_size", "model.init_args.vocab_size", apply_on="instantiate")
         parser.link_arguments("model.init_args.init_from", "data.init_from")
-        parser.add_argument("--samples_every_n_steps", type=int, default=500,
-                            help="log target/forward/backward LM samples every N steps (0: never)")
-        parser.add_argument("--smoke", type=bool, default=False,
-                            help="a toy run that tests the pipeline, not an encoder to transfer: tagged smoke=true, "
-                                 "named …·smoke·s0; `latest` takes one only when no other finished run exists")
-        parser.add_argument("--checkpoint_every_minutes", type=float | None, default=10.0,
-                            help="also write last.ckpt during an epoch, after the first batch that ends this "
-                                 "many minutes after the previous save (null: only at validations; 0: every batch); "
-                                 "--ckpt_path resumes it at the next batch exactly")
+        parser.add_argument(
+            "--samples_every_n_steps",
+            type=int,
+            default=500,
+            help="log target/forward/backward LM samples every N steps (0: never)",
+        )
+        parser.add_argument(
+            "--smoke",
+            type=bool,
+            default=False,
+            help="a toy run that tests the pipeline, not an encoder to transfer: tagged smoke=true, "
+            "named …·smoke·s0; `latest` takes one only when no other finished run exists",
+        )
+        parser.add_argument(
+            "--checkpoint_every_minutes",
+            type=float | None,
+            default=10.0,
+            help="also write last.ckpt during an epoch, after the first batch that ends this "
+            "many minutes after the previous save (null: only at validations; 0: every batch); "
+            "--ckpt_path resumes it at the next batch exactly",
+        )
 
     def prepare_run(self) -> None:
         """After the store is ready and before anything is built: the run ``--model.init_from``
@@ -78,8 +89,10 @@ class PretrainCLI(TrackedCLI):
         names = entries(self.setting("data.corpus"))
         if names == list(GROUPS["all-shared"]):
             return "all-shared"
-        labels = [self.datamodule.pair_data.name if name == PAIR_TRAIN else name if name in SHARED_FOLDERS
-                  else "text" for name in names]
+        labels = [
+            self.datamodule.pair_data.name if name == PAIR_TRAIN else name if name in SHARED_FOLDERS else "text"
+            for name in names
+        ]
         return "+".join(dict.fromkeys(labels))
 
     def run_name(self) -> str:
@@ -88,8 +101,15 @@ class PretrainCLI(TrackedCLI):
         corpus = self.corpus_label()
         if self.setting("data.extra_corpus"):
             corpus += "+extra"
-        return pretrain_run_name(model.family, model.built_config, model.built_config.get("softmax"), corpus,
-                                 bool(model.init_source), self.setting("seed_everything"), bool(self.setting("smoke")))
+        return pretrain_run_name(
+            model.family,
+            model.built_config,
+            model.built_config.get("softmax"),
+            corpus,
+            bool(model.init_source),
+            self.setting("seed_everything"),
+            bool(self.setting("smoke")),
+        )
 
     def resolved_model_params(self) -> dict:
         """The architecture that was built (a continued run's, with init_from) in place of the flags."""
@@ -97,10 +117,15 @@ class PretrainCLI(TrackedCLI):
 
     def run_tags(self) -> dict[str, str]:
         model = self.model
-        tags = {"stage": self.stage, "family": model.family, "model": family_of(model.family).short_name,
-                "lm_stage": "task" if model.init_source else "general",
-                "seed": str(self.setting("seed_everything")), "dataset": self.datamodule.pair_data.name,
-                "transductive": str(self.setting("data.transductive")).lower()}
+        tags = {
+            "stage": self.stage,
+            "family": model.family,
+            "model": family_of(model.family).short_name,
+            "lm_stage": "task" if model.init_source else "general",
+            "seed": str(self.setting("seed_everything")),
+            "dataset": self.datamodule.pair_data.name,
+            "transductive": str(self.setting("data.transductive")).lower(),
+        }
         if self.setting("smoke"):
             tags[SMOKE_TAG] = "true"
         if model.init_source:  # ULMFiT stage 2: the run it continues
@@ -123,10 +148,12 @@ class PretrainCLI(TrackedCLI):
         self.step_memory = step_bytes(self.model.model, data.vocab_size, batch_size, longest)
         free = available_bytes(device)
         if self.step_memory > free:
-            raise UserError(f"--data.batch_size={data.hparams.batch_size}, --data.max_tokens={data.hparams.max_tokens}:"
-                            f" a training step on {batch_size} sequences of {longest} tokens needs about "
-                            f"{self.step_memory / GIB:.1f} GiB, but only {free / GIB:.1f} GiB of {device} memory is "
-                            f"free; lower one of them")
+            raise UserError(
+                f"--data.batch_size={data.hparams.batch_size}, --data.max_tokens={data.hparams.max_tokens}:"
+                f" a training step on {batch_size} sequences of {longest} tokens needs about "
+                f"{self.step_memory / GIB:.1f} GiB, but only {free / GIB:.1f} GiB of {device} memory is "
+                f"free; lower one of them"
+            )
 
     def stage_callbacks(self, run_id: str) -> list:
         directory = self.checkpoint_dir(run_id)
@@ -154,8 +181,14 @@ class PretrainCLI(TrackedCLI):
             self.model.tokenizer = self.datamodule.tokenizer
         parameters = sum(p.numel() for p in self.model.model.parameters())
         logger = self.trainer.logger
-        log_params(logger, {**self.datamodule.summary, "parameters": parameters,
-                            "step_memory_estimate_gib": round(self.step_memory / GIB, 3)})
+        log_params(
+            logger,
+            {
+                **self.datamodule.summary,
+                "parameters": parameters,
+                "step_memory_estimate_gib": round(self.step_memory / GIB, 3),
+            },
+        )
         if self.trainer.is_global_zero:
             log_corpora(logger.experiment, logger.run_id, self.datamodule.corpora)
 
@@ -184,8 +217,11 @@ class PretrainCLI(TrackedCLI):
         run_id = self.trainer.logger.run_id
         config = self.model.built_config
         registered = self.register(run_id)
-        shape = ", ".join(f"{key} {value}" for key, value in config.items() if key != "vocab_size"
-                          and isinstance(value, (int, str)) and not isinstance(value, bool))
+        shape = ", ".join(
+            f"{key} {value}"
+            for key, value in config.items()
+            if key != "vocab_size" and isinstance(value, (int, str)) and not isinstance(value, bool)
+        )
         lines = [
             "",
             "── pretrain finished " + "─" * 50,
@@ -194,16 +230,22 @@ class PretrainCLI(TrackedCLI):
             f"  (held out: {summary['validation_sentences']} {held_out} sentences)",
             f"  sources    {corpora} sentences",
             f"  val_ppl    {results.get('val_ppl', float('nan')):.2f}  ("
-            + ", ".join(f"{key.removeprefix('val_ppl_')} {results[key]:.2f}" for key in
-                        ("val_ppl_fwd", "val_ppl_bwd", "val_ppl_word") if key in results)
+            + ", ".join(
+                f"{key.removeprefix('val_ppl_')} {results[key]:.2f}"
+                for key in ("val_ppl_fwd", "val_ppl_bwd", "val_ppl_word")
+                if key in results
+            )
             + f"; best epoch {int(results.get('best_epoch', 0)) + 1})",  # stored 0-based, shown as the log counts
             f"  time       {results.get('train_seconds', 0):.0f} s",
             f"  run        {run_id}  (experiment '{self.experiment_name()}')",
-            *([f"  continues  {self.model.init_source['source']}  (its vocabulary and architecture; lm_stage=task)"]
-              if self.model.init_source else []),
+            *(
+                [f"  continues  {self.model.init_source['source']}  (its vocabulary and architecture; lm_stage=task)"]
+                if self.model.init_source
+                else []
+            ),
             f"  checkpoint {self.export.best_path}",
             *([f"  registered {registered}"] if registered else []),
-            f"  use it     make finetune ARGS=\"--model.encoder=runs:/{run_id}\"",
+            f'  use it     make finetune ARGS="--model.encoder=runs:/{run_id}"',
             *summary_lines(self.trainer.logger.experiment_id, run_id, view=COMPARE_VIEW),
         ]
         print("\n".join(lines))

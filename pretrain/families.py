@@ -11,7 +11,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from torch import Tensor, nn
+from torch import nn
 
 from harness.errors import UserError
 from pretrain.models import awd_lstm, bilm, transformer
@@ -129,19 +129,58 @@ def family_of_lightning_module(class_path: str) -> Family:
     for family in FAMILIES.values():
         if family.lightning_module == class_path:
             return family
-    raise UserError(f"model: class_path: {class_path}: not the LightningModule of a registered family "
-                    f"({', '.join(f.lightning_module for f in FAMILIES.values())})")
+    raise UserError(
+        f"model: class_path: {class_path}: not the LightningModule of a registered family "
+        f"({', '.join(f.lightning_module for f in FAMILIES.values())})"
+    )
 
 
-register(Family(name="elmo", short_name="bilm", model=bilm.BiLM, config=bilm.BiLMConfig, tokenizer="word",
-                lightning_module="pretrain.lit_bilm.LitBiLM", flops=bilm.forward_flops,
-                tiny=bilm.BiLMConfig(hidden_size=6, num_layers=2, dropout=0.0)))
-register(Family(name="ulmfit", short_name="awd", model=awd_lstm.AWDLSTM, config=awd_lstm.AWDLSTMConfig,
-                tokenizer="word", lightning_module="pretrain.lit_awd_lstm.LitAWDLSTM", flops=awd_lstm.forward_flops,
-                tiny=awd_lstm.AWDLSTMConfig(embedding_size=6, hidden_size=10, num_layers=2)))
-register(Family(name="gpt", short_name="gpt", model=transformer.TransformerLM, config=transformer.TransformerConfig,
-                tokenizer="subword", lightning_module="pretrain.lit_gpt.LitGPT", flops=transformer.forward_flops,
-                tiny=transformer.TransformerConfig(num_layers=2, hidden_size=8, num_heads=2, max_positions=64),
-                joint_pair_input=True))
-register(Family(name="hf", short_name="hf", model=hf_model.HFModel, tokenizer="hf", lightning_module="",
-                flops=hf_model.forward_flops, joint_pair_input=True, pretrained_here=False))
+register(
+    Family(
+        name="elmo",
+        short_name="bilm",
+        model=bilm.BiLM,
+        config=bilm.BiLMConfig,
+        tokenizer="word",
+        lightning_module="pretrain.lit_bilm.LitBiLM",
+        flops=bilm.forward_flops,
+        tiny=bilm.BiLMConfig(hidden_size=6, num_layers=2, dropout=0.0),
+    )
+)
+register(
+    Family(
+        name="ulmfit",
+        short_name="awd",
+        model=awd_lstm.AWDLSTM,
+        config=awd_lstm.AWDLSTMConfig,
+        tokenizer="word",
+        lightning_module="pretrain.lit_awd_lstm.LitAWDLSTM",
+        flops=awd_lstm.forward_flops,
+        tiny=awd_lstm.AWDLSTMConfig(embedding_size=6, hidden_size=10, num_layers=2),
+    )
+)
+register(
+    Family(
+        name="gpt",
+        short_name="gpt",
+        model=transformer.TransformerLM,
+        config=transformer.TransformerConfig,
+        tokenizer="subword",
+        lightning_module="pretrain.lit_gpt.LitGPT",
+        flops=transformer.forward_flops,
+        tiny=transformer.TransformerConfig(num_layers=2, hidden_size=8, num_heads=2, max_positions=64),
+        joint_pair_input=True,
+    )
+)
+register(
+    Family(
+        name="hf",
+        short_name="hf",
+        model=hf_model.HFModel,
+        tokenizer="hf",
+        lightning_module="",
+        flops=hf_model.forward_flops,
+        joint_pair_input=True,
+        pretrained_here=False,
+    )
+)

@@ -77,10 +77,20 @@ class LitLanguageModel(pl.LightningModule):
         spec = family_of(self.family)
         if not isinstance(config, spec.config):
             raise TypeError(f"{type(self).__name__} trains {spec.config.__name__}, not {type(config).__name__}")
-        self.save_hyperparameters({**config.to_dict(), "learning_rate": learning_rate, "weight_decay": weight_decay,
-                                   "schedule": schedule, "plateau_patience": plateau_patience,
-                                   "warmup_fraction": warmup_fraction, "stlr_ratio": stlr_ratio,
-                                   "lr_decay": lr_decay, "init_from": init_from}, logger=False)
+        self.save_hyperparameters(
+            {
+                **config.to_dict(),
+                "learning_rate": learning_rate,
+                "weight_decay": weight_decay,
+                "schedule": schedule,
+                "plateau_patience": plateau_patience,
+                "warmup_fraction": warmup_fraction,
+                "stlr_ratio": stlr_ratio,
+                "lr_decay": lr_decay,
+                "init_from": init_from,
+            },
+            logger=False,
+        )
         self.tokenizer = None
         self.init_source: dict | None = None  # the run/file this model continues (init_from)
         initial = None
@@ -157,8 +167,11 @@ class LitLanguageModel(pl.LightningModule):
 
     def configure_optimizers(self):
         hparams = self.hparams
-        groups = (discriminative_groups(self.model.parameter_groups(), hparams.learning_rate, hparams.lr_decay)
-                  if hparams.lr_decay != 1.0 else [{"params": list(self.model.parameters())}])
+        groups = (
+            discriminative_groups(self.model.parameter_groups(), hparams.learning_rate, hparams.lr_decay)
+            if hparams.lr_decay != 1.0
+            else [{"params": list(self.model.parameters())}]
+        )
         fused = all(p.device.type in ("cpu", "cuda") for p in self.parameters())
         optimizer = torch.optim.AdamW(groups, lr=hparams.learning_rate, weight_decay=hparams.weight_decay, fused=fused)
         schedule = "plateau" if hparams.plateau_patience is not None else hparams.schedule
@@ -166,12 +179,16 @@ class LitLanguageModel(pl.LightningModule):
             return optimizer
         if schedule == "plateau":
             scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
-                optimizer, mode="min", factor=0.5, patience=hparams.plateau_patience or 0)
-            return {"optimizer": optimizer,
-                    "lr_scheduler": {"scheduler": scheduler, "monitor": "val_ppl", "interval": "epoch"}}
+                optimizer, mode="min", factor=0.5, patience=hparams.plateau_patience or 0
+            )
+            return {
+                "optimizer": optimizer,
+                "lr_scheduler": {"scheduler": scheduler, "monitor": "val_ppl", "interval": "epoch"},
+            }
         total = max(1, int(self.trainer.estimated_stepping_batches))
         scheduler = torch.optim.lr_scheduler.LambdaLR(
-            optimizer, scheduler_lambda(schedule, total, hparams.warmup_fraction, hparams.stlr_ratio))
+            optimizer, scheduler_lambda(schedule, total, hparams.warmup_fraction, hparams.stlr_ratio)
+        )
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
     def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None):
@@ -211,13 +228,19 @@ def config_constructor(cls: type[LitLanguageModel]):
     hints = typing.get_type_hints(config_class)
     keyword = inspect.Parameter.KEYWORD_ONLY
     parameters = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
-    parameters += [inspect.Parameter(field.name, keyword, default=field.default, annotation=hints[field.name])
-                   for field in fields(config_class)]
+    parameters += [
+        inspect.Parameter(field.name, keyword, default=field.default, annotation=hints[field.name])
+        for field in fields(config_class)
+    ]
     base = inspect.signature(LitLanguageModel.__init__).parameters
     base_hints = typing.get_type_hints(LitLanguageModel.__init__)
-    parameters += [inspect.Parameter(name, keyword, annotation=base_hints[name],
-                                     default=cls.optimisation_defaults.get(name, parameter.default))
-                   for name, parameter in base.items() if name not in ("self", "config")]
+    parameters += [
+        inspect.Parameter(
+            name, keyword, annotation=base_hints[name], default=cls.optimisation_defaults.get(name, parameter.default)
+        )
+        for name, parameter in base.items()
+        if name not in ("self", "config")
+    ]
     defaults = {parameter.name: parameter.default for parameter in parameters[1:]}
 
     def __init__(self, **arguments):

@@ -57,7 +57,8 @@ def step_bytes(model: nn.Module, vocab_size: int, batch_size: int, steps: int) -
         from probes.
     """
     (short_total, short_largest), (long_total, long_largest) = (
-        saved_bytes(model, vocab_size, PROBE_BATCH, probe) for probe in PROBE_STEPS)
+        saved_bytes(model, vocab_size, PROBE_BATCH, probe) for probe in PROBE_STEPS
+    )
     first, second = PROBE_STEPS
     # per sequence: saved(T) = a·T + b·T² through both probes (b ≈ 0 for recurrent models)
     per_short, per_long = short_total / PROBE_BATCH, long_total / PROBE_BATCH

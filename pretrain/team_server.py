@@ -18,9 +18,14 @@ from pretrain.families import pretrained_families
 
 def team() -> Team:
     """The experiments and encoder models of the stages, as the registry holds them now."""
-    return Team(experiments=(PretrainCLI.experiment, dataset_name({})),
-                models={model_name(family, stage): model_description(family, stage)
-                        for family in pretrained_families() for stage in LM_STAGES})
+    return Team(
+        experiments=(PretrainCLI.experiment, dataset_name({})),
+        models={
+            model_name(family, stage): model_description(family, stage)
+            for family in pretrained_families()
+            for stage in LM_STAGES
+        },
+    )
 
 
 if __name__ == "__main__":

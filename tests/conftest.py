@@ -32,8 +32,9 @@ SAMPLE_ROWS = [
 
 def write_msr(path, rows, bom=True, crlf=False, trailing_blank=0, header=MSR_HEADER) -> Path:
     """Write an MSR-format file. A row is a sequence of fields (joined by tabs) or a raw line."""
-    return write_tsv(path, rows, header=(header,), bom=bom, newline="\r\n" if crlf else "\n",
-                     trailing_blank=trailing_blank)
+    return write_tsv(
+        path, rows, header=(header,), bom=bom, newline="\r\n" if crlf else "\n", trailing_blank=trailing_blank
+    )
 
 
 @pytest.fixture(name="write_msr")
@@ -53,11 +54,41 @@ def write_synthetic_mrpc(directory: Path, extra_train: int = 600, test_pairs: in
     from a few templates and a seeded shuffle of words; a paraphrase pair shares its content
     words, a non-paraphrase pair does not — enough signal for smoke runs, no licensed text."""
     generator = random.Random(0)
-    subjects = ["the company", "the minister", "shares", "the court", "police", "the team", "analysts", "the bank",
-                "the senator", "the union", "investors", "the agency", "officials", "the board", "the city"]
+    subjects = [
+        "the company",
+        "the minister",
+        "shares",
+        "the court",
+        "police",
+        "the team",
+        "analysts",
+        "the bank",
+        "the senator",
+        "the union",
+        "investors",
+        "the agency",
+        "officials",
+        "the board",
+        "the city",
+    ]
     verbs = ["said", "reported", "rose", "fell", "announced", "denied", "expected", "approved", "rejected", "warned"]
-    objects = ["profits", "the plan", "a new law", "the merger", "sales", "the deal", "prices", "the report",
-               "the vote", "earnings", "the budget", "the strike", "the offer", "the ruling", "the forecast"]
+    objects = [
+        "profits",
+        "the plan",
+        "a new law",
+        "the merger",
+        "sales",
+        "the deal",
+        "prices",
+        "the report",
+        "the vote",
+        "earnings",
+        "the budget",
+        "the strike",
+        "the offer",
+        "the ruling",
+        "the forecast",
+    ]
     times = ["on monday", "on friday", "last week", "in march", "this year", "today", "in 2003", "by 5 percent"]
 
     def sentence(subject, verb, thing, when):
@@ -122,9 +153,18 @@ def real_mrpc_dir() -> Path:
 # The longest files, longest first (``pytest --durations=0``, summed by file). ``make test`` hands
 # files to its xdist workers in collection order: these first, then the other files with slow tests,
 # then the unit tests, so that no long file starts last and runs alone.
-LONGEST_FILES = ("benchmarks/test_suite.py", "benchmarks/test_cluster.py", "ui/test_server.py", "ui/test_browser.py",
-                 "downstream/test_cli.py", "downstream/test_families_cli.py", "pretrain/test_mid_epoch_resume.py",
-                 "test_failed_runs.py", "downstream/test_first_look.py", "harness/test_server.py")
+LONGEST_FILES = (
+    "benchmarks/test_suite.py",
+    "benchmarks/test_cluster.py",
+    "ui/test_server.py",
+    "ui/test_browser.py",
+    "downstream/test_cli.py",
+    "downstream/test_families_cli.py",
+    "pretrain/test_mid_epoch_resume.py",
+    "test_failed_runs.py",
+    "downstream/test_first_look.py",
+    "harness/test_server.py",
+)
 
 
 def pytest_collection_modifyitems(items):
@@ -145,8 +185,14 @@ def one_thread():
 
 # ── tiny encoders of every family, saved the way pretraining exports them ──────────────────
 
-TINY_SENTENCES = ["the cat sat on the mat .", "a dog barked at the cat , loudly .", "shares fell 3 percent on monday .",
-                  "the market rose sharply after the report .", "he said so .", "she agreed to the plan at once ."]
+TINY_SENTENCES = [
+    "the cat sat on the mat .",
+    "a dog barked at the cat , loudly .",
+    "shares fell 3 percent on monday .",
+    "the market rose sharply after the report .",
+    "he said so .",
+    "she agreed to the plan at once .",
+]
 
 
 def tokenizer_for(family: str):
@@ -189,6 +235,7 @@ def save_encoder_fixture():
 
 
 # ── tiny published-style models for the hf family (tests/hf_fixtures.py), made once a session ──
+
 
 @pytest.fixture(scope="session")
 def tiny_bert(tmp_path_factory, mrpc_dir) -> Path:

@@ -28,20 +28,34 @@ def store_uri(store: str | Path) -> str:
 
 def cli_env(uri: str, mrpc_dir: str | Path | None = None, **extra: str) -> dict:
     """The environment of a CLI under test: its store, the MSR files, one thread, no progress bars."""
-    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-           "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false", **extra}
+    env = {
+        **os.environ,
+        "MLFLOW_TRACKING_URI": uri,
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",
+        **extra,
+    }
     if mrpc_dir is not None:
         env["MRPC_DIR"] = str(mrpc_dir)
     return env
 
 
-def run_module(module: str, *args: str, uri: str, cwd: Path, mrpc_dir: str | Path | None = None,
-               timeout: float = CLI_TIMEOUT, **extra_env: str) -> subprocess.CompletedProcess:
+def run_module(
+    module: str,
+    *args: str,
+    uri: str,
+    cwd: Path,
+    mrpc_dir: str | Path | None = None,
+    timeout: float = CLI_TIMEOUT,
+    **extra_env: str,
+) -> subprocess.CompletedProcess:
     """``python -m <module> <args>`` in ``cwd`` against the store ``uri``; output captured. It runs
     as a fork of the preloaded Python (:mod:`tests.preloaded`), a new process without the import cost."""
     env = cli_env(uri, mrpc_dir, **extra_env)
-    return subprocess.run(preloaded.command(module, *args, env=env), cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        preloaded.command(module, *args, env=env), cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def all_runs(store: str | Path, view: int = ViewType.ALL) -> list:
@@ -91,9 +105,17 @@ def finetune_refused_before_any_run(files: dict[str, Path], encoder: str, tmp_pa
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.chdir(tmp_path)
-    code = run_cli(FinetuneCLI, ["fit", "--config", str(REPO / "configs/downstream/smoke.yaml"),
-                                 f"--model.encoder={encoder}", "--data.dataset=tsv",
-                                 *(f"--data.{split}={path}" for split, path in files.items())])
+    code = run_cli(
+        FinetuneCLI,
+        [
+            "fit",
+            "--config",
+            str(REPO / "configs/downstream/smoke.yaml"),
+            f"--model.encoder={encoder}",
+            "--data.dataset=tsv",
+            *(f"--data.{split}={path}" for split, path in files.items()),
+        ],
+    )
     lines = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and all_runs(uri) == [], lines[-3:]
     return lines[-1]

@@ -28,8 +28,11 @@ def word_vocabulary(backend: Tokenizer, sentences: list[str]) -> dict[str, int]:
     """BERT's specials, then every word and character of ``sentences`` (as ``backend`` normalises
     and splits them) and every character as a continuation (``##c``), each sorted: the same ids in
     every process, unlike a trained WordPiece vocabulary (its trainer's ties fall by hash order)."""
-    words = {word for sentence in sentences
-             for word, _ in backend.pre_tokenizer.pre_tokenize_str(backend.normalizer.normalize_str(sentence))}
+    words = {
+        word
+        for sentence in sentences
+        for word, _ in backend.pre_tokenizer.pre_tokenize_str(backend.normalizer.normalize_str(sentence))
+    }
     characters = {character for word in words for character in word}
     tokens = [*BERT_SPECIALS, *sorted(words | characters), *sorted(f"##{c}" for c in characters)]
     return {token: index for index, token in enumerate(dict.fromkeys(tokens))}
@@ -47,18 +50,33 @@ def make_tiny_bert(folder: Path, sentences: list[str], seed: int = 0, whole_word
     if whole_words:
         backend.model = models.WordPiece(word_vocabulary(backend, sentences), unk_token="[UNK]")
     else:
-        backend.train_from_iterator(sentences, trainers.WordPieceTrainer(
-            vocab_size=1000, special_tokens=BERT_SPECIALS, show_progress=False))
+        backend.train_from_iterator(
+            sentences, trainers.WordPieceTrainer(vocab_size=1000, special_tokens=BERT_SPECIALS, show_progress=False)
+        )
     cls, sep = backend.token_to_id("[CLS]"), backend.token_to_id("[SEP]")
     backend.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="[UNK]", pad_token="[PAD]",
-                                        cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]",
-                                        model_max_length=POSITIONS,
-                                        model_input_names=["input_ids", "token_type_ids", "attention_mask"])
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
+    )
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+        model_max_length=POSITIONS,
+        model_input_names=["input_ids", "token_type_ids", "attention_mask"],
+    )
     torch.manual_seed(seed)
-    config = BertConfig(vocab_size=backend.get_vocab_size(), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=32, max_position_embeddings=POSITIONS, pad_token_id=0)
+    config = BertConfig(
+        vocab_size=backend.get_vocab_size(),
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=POSITIONS,
+        pad_token_id=0,
+    )
     BertModel(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return Path(folder)
@@ -71,13 +89,33 @@ def make_tiny_gpt2(folder: Path, sentences: list[str], seed: int = 0) -> Path:
     backend = Tokenizer(models.BPE())
     backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     backend.decoder = decoders.ByteLevel()
-    backend.train_from_iterator(sentences, trainers.BpeTrainer(
-        vocab_size=1000, special_tokens=[EOT], initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False))
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, bos_token=EOT, eos_token=EOT, unk_token=EOT,
-                                        model_max_length=POSITIONS, model_input_names=["input_ids", "attention_mask"])
+    backend.train_from_iterator(
+        sentences,
+        trainers.BpeTrainer(
+            vocab_size=1000,
+            special_tokens=[EOT],
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            show_progress=False,
+        ),
+    )
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        bos_token=EOT,
+        eos_token=EOT,
+        unk_token=EOT,
+        model_max_length=POSITIONS,
+        model_input_names=["input_ids", "attention_mask"],
+    )
     torch.manual_seed(seed)
-    config = GPT2Config(vocab_size=backend.get_vocab_size(), n_embd=16, n_layer=2, n_head=2, n_positions=POSITIONS,
-                        bos_token_id=0, eos_token_id=0)
+    config = GPT2Config(
+        vocab_size=backend.get_vocab_size(),
+        n_embd=16,
+        n_layer=2,
+        n_head=2,
+        n_positions=POSITIONS,
+        bos_token_id=0,
+        eos_token_id=0,
+    )
     GPT2Model(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return Path(folder)

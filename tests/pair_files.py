@@ -16,11 +16,26 @@ from harness.datasets.overlap import pair_key
 
 LABELS = ("contradiction", "entailment", "neutral")  # the label order: strings sorted
 HEADER = ("id", "sentence1", "sentence2", "label")  # id first: columns are found by name
-SUBJECTS = ["The company", "The senator", "The team", "The hospital", "The airline", "The museum", "Police",
-            "The central bank", "The school board", "The mayor", "The studio", "Investors"]
+SUBJECTS = [
+    "The company",
+    "The senator",
+    "The team",
+    "The hospital",
+    "The airline",
+    "The museum",
+    "Police",
+    "The central bank",
+    "The school board",
+    "The mayor",
+    "The studio",
+    "Investors",
+]
 EVENTS = [  # (statement, rewording, negation)
-    ("reported a large profit this quarter", "announced strong quarterly earnings",
-     "did not report any profit this quarter"),
+    (
+        "reported a large profit this quarter",
+        "announced strong quarterly earnings",
+        "did not report any profit this quarter",
+    ),
     ("approved the new budget on Tuesday", "passed the budget plan on Tuesday", "rejected the new budget on Tuesday"),
     ("hired two hundred workers", "added 200 jobs", "fired two hundred workers"),
     ("opened a new office in Paris", "started operations in Paris", "closed its office in Paris"),

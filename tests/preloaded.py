@@ -28,11 +28,34 @@ import socket
 import sys
 import tempfile
 
-PRELOAD = ("torch", "pytorch_lightning", "torchmetrics", "mlflow", "mlflow.tracking", "scipy.stats",
-           "sklearn.linear_model", "sklearn.metrics", "pandas", "matplotlib", "transformers", "jsonargparse",
-           "tokenizers")
-IMPORT_TIME_PREFIXES = ("OMP_", "MKL_", "PYTHON", "HF_", "TRANSFORMERS", "TOKENIZERS", "TORCH", "CUDA",
-                        "LD_", "MPLBACKEND", "MLFLOW_DISABLE_TELEMETRY")
+PRELOAD = (
+    "torch",
+    "pytorch_lightning",
+    "torchmetrics",
+    "mlflow",
+    "mlflow.tracking",
+    "scipy.stats",
+    "sklearn.linear_model",
+    "sklearn.metrics",
+    "pandas",
+    "matplotlib",
+    "transformers",
+    "jsonargparse",
+    "tokenizers",
+)
+IMPORT_TIME_PREFIXES = (
+    "OMP_",
+    "MKL_",
+    "PYTHON",
+    "HF_",
+    "TRANSFORMERS",
+    "TOKENIZERS",
+    "TORCH",
+    "CUDA",
+    "LD_",
+    "MPLBACKEND",
+    "MLFLOW_DISABLE_TELEMETRY",
+)
 REFUSED = 75  # EX_TEMPFAIL: the request's environment differs where the preloaded imports read it
 RELAYED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -177,8 +200,9 @@ def socket_path(env: dict) -> str:
 
         folder = tempfile.mkdtemp(prefix="preloaded-")
         path = os.path.join(folder, "socket")
-        process = subprocess.Popen([sys.executable, __file__, "--serve", path], cwd=folder, env=env,
-                                   stdin=subprocess.DEVNULL)
+        process = subprocess.Popen(
+            [sys.executable, __file__, "--serve", path], cwd=folder, env=env, stdin=subprocess.DEVNULL
+        )
         _servers[view] = path, process
         atexit.register(stop, process)
         deadline = time.monotonic() + 300

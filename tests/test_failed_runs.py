@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from tests.helpers import all_runs, run_module, store_uri
 
 REPO = Path(__file__).resolve().parents[1]
@@ -22,16 +23,31 @@ def run(directory: Path, mrpc_dir: Path, *command: str) -> subprocess.CompletedP
 @pytest.fixture(scope="module")
 def store(tmp_path_factory, mrpc_dir) -> Path:
     directory = tmp_path_factory.mktemp("crash")
-    process = run(directory, mrpc_dir, "pretrain", "fit", "--config", str(REPO / "configs/pretrain/smoke.yaml"),
-                  "--trainer.enable_progress_bar=false")
+    process = run(
+        directory,
+        mrpc_dir,
+        "pretrain",
+        "fit",
+        "--config",
+        str(REPO / "configs/pretrain/smoke.yaml"),
+        "--trainer.enable_progress_bar=false",
+    )
     assert process.returncode == 0, process.stderr[-3000:]
     return directory
 
 
 def test_a_pretraining_that_crashes_mid_run_is_failed(store, mrpc_dir):
     before = {r.info.run_id for r in all_runs(store)}
-    process = run(store, mrpc_dir, "pretrain", "fit", "--config", str(REPO / "configs/pretrain/smoke.yaml"),
-                  "--trainer.enable_progress_bar=false", *CRASH)
+    process = run(
+        store,
+        mrpc_dir,
+        "pretrain",
+        "fit",
+        "--config",
+        str(REPO / "configs/pretrain/smoke.yaml"),
+        "--trainer.enable_progress_bar=false",
+        *CRASH,
+    )
     assert process.returncode != 0 and "no_such_metric" in process.stderr
     new = [r for r in all_runs(store) if r.info.run_id not in before]
     assert len(new) == 1 and new[0].info.status == "FAILED"
@@ -40,8 +56,17 @@ def test_a_pretraining_that_crashes_mid_run_is_failed(store, mrpc_dir):
 
 def test_a_finetune_that_crashes_mid_run_is_failed(store, mrpc_dir):
     before = {r.info.run_id for r in all_runs(store)}
-    process = run(store, mrpc_dir, "downstream", "fit", "--config", str(REPO / "configs/downstream/smoke.yaml"),
-                  f"--data.cache_dir={store / 'cache'}", "--trainer.enable_progress_bar=false", *CRASH)
+    process = run(
+        store,
+        mrpc_dir,
+        "downstream",
+        "fit",
+        "--config",
+        str(REPO / "configs/downstream/smoke.yaml"),
+        f"--data.cache_dir={store / 'cache'}",
+        "--trainer.enable_progress_bar=false",
+        *CRASH,
+    )
     assert process.returncode != 0 and "no_such_metric" in process.stderr
     new = [r for r in all_runs(store) if r.info.run_id not in before]
     assert len(new) == 1 and new[0].info.status == "FAILED" and new[0].data.tags["stage"] == "finetune"
@@ -49,11 +74,22 @@ def test_a_finetune_that_crashes_mid_run_is_failed(store, mrpc_dir):
 
 def test_a_benchmark_whose_cell_crashes_leaves_nothing_running(store, mrpc_dir):
     before = {r.info.run_id for r in all_runs(store)}
-    finetune_args = " ".join(["--data.max_pairs=100", "--trainer.max_epochs=1", f"--data.cache_dir={store / 'cache'}",
-                              *CRASH])
-    process = run(store, mrpc_dir, "benchmarks.suite", "--config", str(REPO / "configs/benchmarks/quick.yaml"),
-                  "--results-dir", str(store / "results"), "--finetune-args", finetune_args,
-                  "--pretrain-args", "--data.max_sentences=300 --model.hidden_size=16 --trainer.limit_val_batches=3")
+    finetune_args = " ".join(
+        ["--data.max_pairs=100", "--trainer.max_epochs=1", f"--data.cache_dir={store / 'cache'}", *CRASH]
+    )
+    process = run(
+        store,
+        mrpc_dir,
+        "benchmarks.suite",
+        "--config",
+        str(REPO / "configs/benchmarks/quick.yaml"),
+        "--results-dir",
+        str(store / "results"),
+        "--finetune-args",
+        finetune_args,
+        "--pretrain-args",
+        "--data.max_sentences=300 --model.hidden_size=16 --trainer.limit_val_batches=3",
+    )
     assert process.returncode == 2, process.stderr[-3000:]
     assert process.stderr.strip().splitlines()[-1].startswith("error: cell ")
     new = [r for r in all_runs(store) if r.info.run_id not in before]

@@ -19,16 +19,22 @@ from tests import preloaded
 REPO = Path(__file__).resolve().parents[1]
 PRETRAIN_SMOKE = REPO / "configs" / "pretrain" / "smoke.yaml"
 FINETUNE_SMOKE = REPO / "configs" / "downstream" / "smoke.yaml"
-QUICK = ["--trainer.limit_train_batches=2", "--trainer.limit_val_batches=1", "--data.max_sentences=100",
-         "--samples_every_n_steps=0", "--trainer.enable_progress_bar=false"]
+QUICK = [
+    "--trainer.limit_train_batches=2",
+    "--trainer.limit_val_batches=1",
+    "--data.max_sentences=100",
+    "--samples_every_n_steps=0",
+    "--trainer.enable_progress_bar=false",
+]
 
 pytestmark = pytest.mark.slow
 
 
 def mount(directory: Path, options: str) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
-    result = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(directory)], capture_output=True,
-                            text=True)
+    result = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(directory)], capture_output=True, text=True
+    )
     if result.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here ({result.stderr.strip() or result.returncode})")
     return directory
@@ -70,11 +76,21 @@ def test_finetune_on_a_full_cache_disk_is_one_line_not_sigbus(tmp_path, mounts, 
     cache = mounts(tmp_path / "full", "size=64k")
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "MRPC_DIR": str(mrpc_dir), "OMP_NUM_THREADS": "1"}
-    command = [sys.executable, "-m", "downstream", "fit", "--config", str(FINETUNE_SMOKE),
-               f"--model.encoder={encoder_path}", f"--data.cache_dir={cache}", "--data.max_pairs=100",
-               "--trainer.enable_progress_bar=false"]
-    process = subprocess.run(preloaded.as_preloaded(command, env), cwd=tmp_path, env=env, capture_output=True,
-                             text=True, timeout=300)
+    command = [
+        sys.executable,
+        "-m",
+        "downstream",
+        "fit",
+        "--config",
+        str(FINETUNE_SMOKE),
+        f"--model.encoder={encoder_path}",
+        f"--data.cache_dir={cache}",
+        "--data.max_pairs=100",
+        "--trainer.enable_progress_bar=false",
+    ]
+    process = subprocess.run(
+        preloaded.as_preloaded(command, env), cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
     assert process.returncode == 2, (process.returncode, process.stderr[-3000:])  # was 135: SIGBUS
     line = last_error(process.stderr)
     assert line.startswith(f"error: --data.cache_dir={cache}: needs ") and "free" in line, line
@@ -89,8 +105,9 @@ def pretrain_in(tmp_path, monkeypatch, mrpc_dir):
     monkeypatch.chdir(tmp_path)
 
     def pretrain(root: Path, capsys, *extra: str) -> tuple[int, str]:
-        code = run_cli(PretrainCLI, ["fit", "--config", str(PRETRAIN_SMOKE), *QUICK, *extra,
-                                     f"--trainer.default_root_dir={root}"])
+        code = run_cli(
+            PretrainCLI, ["fit", "--config", str(PRETRAIN_SMOKE), *QUICK, *extra, f"--trainer.default_root_dir={root}"]
+        )
         return code, last_error(capsys.readouterr().err)
 
     return pretrain
@@ -105,7 +122,8 @@ def test_pretraining_into_a_read_only_root_is_refused_before_the_run(tmp_path, m
 
 
 def test_pretraining_that_fills_the_disk_fails_its_run_and_leaves_no_partial_checkpoint(
-        tmp_path, mounts, pretrain_in, capsys, monkeypatch):
+    tmp_path, mounts, pretrain_in, capsys, monkeypatch
+):
     """The free-space check is told the disk is large, so the first checkpoint really meets the
     full tmpfs: the write fails as a whole, in one line, and the run is FAILED."""
     root = mounts(tmp_path / "full", "size=512k")

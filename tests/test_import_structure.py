@@ -22,15 +22,24 @@ HEAVY = ("mlflow", "pytorch_lightning", "lightning", "transformers", "ray", "pan
 def loaded_after(statement: str) -> list[str]:
     """The heavy libraries in ``sys.modules`` after ``statement``, in a fresh interpreter."""
     probe = f"import sys\n{statement}\nprint(sorted(m for m in {HEAVY!r} if m in sys.modules))"
-    process = subprocess.run([sys.executable, "-c", probe], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
-                             capture_output=True, text=True, timeout=300)
+    process = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert process.returncode == 0, process.stderr[-3000:]
     return eval(process.stdout.strip().splitlines()[-1])  # a list of names, printed above
 
 
 def model_modules() -> list[str]:
-    return sorted(f"pretrain.models.{path.stem}" for path in (REPO / "pretrain" / "models").glob("*.py")
-                  if path.stem != "__init__")
+    return sorted(
+        f"pretrain.models.{path.stem}"
+        for path in (REPO / "pretrain" / "models").glob("*.py")
+        if path.stem != "__init__"
+    )
 
 
 def test_the_model_files_import_torch_only():
@@ -56,8 +65,9 @@ def test_package_inits_import_nothing_heavy():
 def test_every_package_says_what_it_holds_and_the_contributing_page_lists_it(package):
     init = REPO / package.replace(".", "/") / "__init__.py"
     assert ast.get_docstring(ast.parse(init.read_text())), f"{init}: a docstring saying what the package holds"
-    assert f"`{package.replace('.', '/')}/`" in (REPO / "docs" / "contributing.md").read_text(), \
+    assert f"`{package.replace('.', '/')}/`" in (REPO / "docs" / "contributing.md").read_text(), (
         f"docs/contributing.md's layout has no line for {package}"
+    )
 
 
 def module_level_imports(path: Path, modules: set[str]) -> set[str]:
@@ -84,7 +94,7 @@ def cycle(graph: dict[str, set[str]]) -> list[str]:
         stack.append(node)
         for child in sorted(graph[node]):
             if state.get(child) == "open":
-                return stack[stack.index(child):] + [child]
+                return stack[stack.index(child) :] + [child]
             if child not in state:
                 found = visit(child)
                 if found:
@@ -137,7 +147,7 @@ def child_of(package: str, module: str) -> str | None:
     """The module or folder directly inside ``package`` that holds ``module`` (None outside it)."""
     if not module.startswith(package + "."):
         return None
-    return f"{package}.{module[len(package) + 1:].split('.')[0]}"
+    return f"{package}.{module[len(package) + 1 :].split('.')[0]}"
 
 
 def folder_graph(package: str, imports: dict[str, set[str]]) -> dict[str, set[str]]:
@@ -195,12 +205,22 @@ def test_the_benchmarks_folders_import_only_downward():
 
 
 def test_the_order_checks_find_an_upward_import():
-    imports = {"benchmarks.plan.cells": {"benchmarks.tasks.cells"},
-               "benchmarks.tasks.cells": {"benchmarks.cell.definition"}, "benchmarks.stats.gaps": {"benchmarks.suite"}}
+    imports = {
+        "benchmarks.plan.cells": {"benchmarks.tasks.cells"},
+        "benchmarks.tasks.cells": {"benchmarks.cell.definition"},
+        "benchmarks.stats.gaps": {"benchmarks.suite"},
+    }
     assert upward_imports((*BENCHMARKS_FOLDERS, "top"), imports, benchmarks_unit) == [
-        "benchmarks.plan.cells -> benchmarks.tasks.cells", "benchmarks.stats.gaps -> benchmarks.suite"]
-    graph = folder_graph("benchmarks", {"benchmarks.plan.lr_selection": {"benchmarks.report.run_table"},
-                                        "benchmarks.report.outputs": {"benchmarks.plan.lr_selection"}})
+        "benchmarks.plan.cells -> benchmarks.tasks.cells",
+        "benchmarks.stats.gaps -> benchmarks.suite",
+    ]
+    graph = folder_graph(
+        "benchmarks",
+        {
+            "benchmarks.plan.lr_selection": {"benchmarks.report.run_table"},
+            "benchmarks.report.outputs": {"benchmarks.plan.lr_selection"},
+        },
+    )
     assert cycle(graph) == ["benchmarks.plan", "benchmarks.report", "benchmarks.plan"]
 
 

@@ -20,8 +20,7 @@ from benchmarks.speed import finetune_throughput, pretrain_throughput
 from downstream.run.cli import FinetuneCLI
 from harness.cli.tracked_cli import run_cli
 from pretrain import load_encoder
-from pretrain.cli import PretrainCLI
-from pretrain.cli import DEFAULT_FAMILY
+from pretrain.cli import DEFAULT_FAMILY, PretrainCLI
 from pretrain.families import FAMILIES, Family, family_names, family_of_config, pretrained_families, register
 from pretrain.lit_lm import LitLanguageModel
 from pretrain.models.bilm import PADDING_ID, padding_mask
@@ -60,8 +59,9 @@ class ToyLM(nn.Module):
         self.config = config
         self.num_layers, self.feature_dim = config.num_layers, config.hidden_size
         self.embedding = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=PADDING_ID)
-        self.grus = nn.ModuleList(nn.GRU(config.hidden_size, config.hidden_size, batch_first=True)
-                                  for _ in range(config.num_layers))
+        self.grus = nn.ModuleList(
+            nn.GRU(config.hidden_size, config.hidden_size, batch_first=True) for _ in range(config.num_layers)
+        )
         self.decoder = nn.Linear(config.hidden_size, config.vocab_size)
 
     def layer_states(self, token_ids: Tensor) -> list[Tensor]:
@@ -105,9 +105,17 @@ class LitToyLM(LitLanguageModel):
     config_class = ToyConfig
 
 
-TOY = Family(name="toy", short_name="gru", model=ToyLM, config=ToyConfig, tokenizer="word",
-             lightning_module=f"{__name__}.LitToyLM", flops=toy_flops, tiny=ToyConfig(hidden_size=8),
-             config_file=REPO / "tests" / "toy_family.yaml")
+TOY = Family(
+    name="toy",
+    short_name="gru",
+    model=ToyLM,
+    config=ToyConfig,
+    tokenizer="word",
+    lightning_module=f"{__name__}.LitToyLM",
+    flops=toy_flops,
+    tiny=ToyConfig(hidden_size=8),
+    config_file=REPO / "tests" / "toy_family.yaml",
+)
 
 
 # ── the test ───────────────────────────────────────────────────────────────────────────────────
@@ -139,8 +147,9 @@ def runs_of(client: MlflowClient, stage: str) -> list:
     return client.search_runs(experiments, f"tags.stage = '{stage}'", order_by=["attributes.start_time DESC"])
 
 
-def test_the_server_the_speed_probes_and_the_pretrain_cli_see_a_family_registered_here(toy_family, mrpc_dir,
-                                                                                      monkeypatch):
+def test_the_server_the_speed_probes_and_the_pretrain_cli_see_a_family_registered_here(
+    toy_family, mrpc_dir, monkeypatch
+):
     models = team().models
     assert {"toy-encoder", "toy-task-encoder"} <= set(models) and "toy" in models["toy-encoder"]
     assert "toy" in family_names() and "toy" in pretrained_families()
@@ -161,7 +170,9 @@ def test_the_server_the_speed_probes_and_the_pretrain_cli_see_a_family_registere
 def test_a_family_registered_here_pretrains_finetunes_and_benchmarks(toy_family, store, tmp_path):
     config = tmp_path / "toy.yaml"  # its own config file, its checkpoints under tmp_path
     settings = yaml.safe_load(TOY.pretrain_config.read_text())
-    config.write_text(yaml.safe_dump({**settings, "trainer": {**settings["trainer"], "default_root_dir": str(tmp_path)}}))
+    config.write_text(
+        yaml.safe_dump({**settings, "trainer": {**settings["trainer"], "default_root_dir": str(tmp_path)}})
+    )
     assert run_cli(PretrainCLI, ["fit", "--config", str(config), "--model.num_layers=3"]) == 0
     (pretrained,) = runs_of(store, "pretrain")
     run_id = pretrained.info.run_id
@@ -173,26 +184,51 @@ def test_a_family_registered_here_pretrains_finetunes_and_benchmarks(toy_family,
     assert encoder.spec is TOY and encoder.directions == ("forward",) and encoder.num_layers == 4
     assert encoder.model.config == ToyConfig(vocab_size=len(encoder.tokenizer), hidden_size=12, num_layers=3)
 
-    finetune = ["fit", "--config", str(REPO / "configs" / "downstream" / "mrpc.yaml"), f"--model.encoder=runs:/{run_id}",
-                "--data.max_pairs=60", "--trainer.max_epochs=1", "--model.hidden_size=8",
-                f"--data.cache_dir={tmp_path / 'cache'}", f"--trainer.default_root_dir={tmp_path}",
-                "--trainer.enable_progress_bar=false"]
+    finetune = [
+        "fit",
+        "--config",
+        str(REPO / "configs" / "downstream" / "mrpc.yaml"),
+        f"--model.encoder=runs:/{run_id}",
+        "--data.max_pairs=60",
+        "--trainer.max_epochs=1",
+        "--model.hidden_size=8",
+        f"--data.cache_dir={tmp_path / 'cache'}",
+        f"--trainer.default_root_dir={tmp_path}",
+        "--trainer.enable_progress_bar=false",
+    ]
     assert run_cli(FinetuneCLI, finetune) == 0
     assert run_cli(FinetuneCLI, [*finetune, "--model.finetune=full"]) == 0
     assert run_cli(FinetuneCLI, [*finetune, "--model.finetune=full", "--model.head=cls"]) == 2  # no joint input
     tuned = runs_of(store, "finetune")
-    assert len(tuned) == 2 and all(run.data.tags["family"] == "toy" and "test_acc" in run.data.metrics
-                                   for run in tuned)
+    assert len(tuned) == 2 and all(run.data.tags["family"] == "toy" and "test_acc" in run.data.metrics for run in tuned)
 
     benchmark = tmp_path / "benchmark.yaml"
-    benchmark.write_text(yaml.safe_dump({
-        "name": "toy-quick",
-        "encoders": [{"name": "toy", "pretrain": {"config": str(config)}}],
-        "finetune": {"config": str(REPO / "configs" / "downstream" / "mrpc.yaml")},
-        "mixes": ["scalar"], "heads": ["pool-mlp"], "seeds": 1, "random_control": True, "baselines": ["majority"],
-    }))
-    code = suite.main(["--config", str(benchmark), "--results-dir", str(tmp_path / "results"), "--jobs", "1",
-                       "--finetune-args", " ".join(finetune[4:])])
+    benchmark.write_text(
+        yaml.safe_dump(
+            {
+                "name": "toy-quick",
+                "encoders": [{"name": "toy", "pretrain": {"config": str(config)}}],
+                "finetune": {"config": str(REPO / "configs" / "downstream" / "mrpc.yaml")},
+                "mixes": ["scalar"],
+                "heads": ["pool-mlp"],
+                "seeds": 1,
+                "random_control": True,
+                "baselines": ["majority"],
+            }
+        )
+    )
+    code = suite.main(
+        [
+            "--config",
+            str(benchmark),
+            "--results-dir",
+            str(tmp_path / "results"),
+            "--jobs",
+            "1",
+            "--finetune-args",
+            " ".join(finetune[4:]),
+        ]
+    )
     assert code == 0
     (parent,) = runs_of(store, "benchmark")
     assert parent.info.status == "FINISHED"

@@ -20,9 +20,18 @@ REPO = Path(__file__).resolve().parents[1]
 PRETRAIN_SMOKE = REPO / "configs" / "pretrain" / "smoke.yaml"
 FINETUNE_SMOKE = REPO / "configs" / "downstream" / "smoke.yaml"
 PREDICTION_COLUMNS = ["id", "label", *(f"prob_{label}" for label in LABELS), "pred", "sentence1", "sentence2"]
-SUITE_METHODS = ["elmo-scalar-pool-mlp", "random-scalar-pool-mlp", "elmo-top-pool-mlp", "random-top-pool-mlp",
-                 "elmo-scalar-pool-mlp@0.5", "random-scalar-pool-mlp@0.5", "majority", "tfidf-lr", "majority@0.5",
-                 "tfidf-lr@0.5"]
+SUITE_METHODS = [
+    "elmo-scalar-pool-mlp",
+    "random-scalar-pool-mlp",
+    "elmo-top-pool-mlp",
+    "random-top-pool-mlp",
+    "elmo-scalar-pool-mlp@0.5",
+    "random-scalar-pool-mlp@0.5",
+    "majority",
+    "tfidf-lr",
+    "majority@0.5",
+    "tfidf-lr@0.5",
+]
 
 pytestmark = pytest.mark.slow
 
@@ -53,8 +62,16 @@ def store(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def pretrained(store):
-    process = run(store, "pretrain", "fit", "--config", str(PRETRAIN_SMOKE), "--trainer.enable_progress_bar=false",
-                  *data_flags(store), f"--data.extra_corpus=[{store['extra']}]")
+    process = run(
+        store,
+        "pretrain",
+        "fit",
+        "--config",
+        str(PRETRAIN_SMOKE),
+        "--trainer.enable_progress_bar=false",
+        *data_flags(store),
+        f"--data.extra_corpus=[{store['extra']}]",
+    )
     return MlflowClient(store["uri"]).get_run(printed_run_id(process))
 
 
@@ -71,9 +88,17 @@ def test_pretraining_reads_the_data_sets_train_sentences_and_logs_its_corpora(pr
 
 @pytest.fixture(scope="module")
 def finetuned(store, pretrained):
-    process = run(store, "downstream", "fit", "--config", str(FINETUNE_SMOKE), "--trainer.enable_progress_bar=false",
-                  f"--data.cache_dir={store['root'] / 'cache'}", f"--model.encoder=runs:/{pretrained.info.run_id}",
-                  *data_flags(store))
+    process = run(
+        store,
+        "downstream",
+        "fit",
+        "--config",
+        str(FINETUNE_SMOKE),
+        "--trainer.enable_progress_bar=false",
+        f"--data.cache_dir={store['root'] / 'cache'}",
+        f"--model.encoder=runs:/{pretrained.info.run_id}",
+        *data_flags(store),
+    )
     return process, MlflowClient(store["uri"]).get_run(printed_run_id(process))
 
 
@@ -95,25 +120,41 @@ def test_finetune_run_goes_to_the_data_sets_experiment_with_three_classes(store,
         assert ((probabilities.sum(axis=1) - 1).abs() < 1e-6).all()
         assert (frame["pred"] == probabilities.idxmax(axis=1).str.removeprefix("prob_")).all()
         assert metrics[f"{split}_acc"] == pytest.approx(accuracy_score(frame["label"], frame["pred"]), abs=1e-12)
-        assert metrics[f"{split}_f1"] == pytest.approx(f1_score(frame["label"], frame["pred"], average="macro"),
-                                                       abs=1e-12)
+        assert metrics[f"{split}_f1"] == pytest.approx(
+            f1_score(frame["label"], frame["pred"], average="macro"), abs=1e-12
+        )
     assert frame["id"].tolist() == test_file["id"].tolist() and frame["label"].tolist() == test_file["label"].tolist()
     print(f"\n  finetune (smoke, 3 labels): test acc {metrics['test_acc']:.3f}, macro F1 {metrics['test_f1']:.3f}")
 
 
 @pytest.fixture(scope="module")
 def suite(store, pretrained):
-    config = {"name": "own-quick", "dataset": {"dataset": "tsv", **{k: str(v) for k, v in store["files"].items()}},
-              "encoders": [{"name": "elmo", "run": f"runs:/{pretrained.info.run_id}"}],
-              "finetune": {"config": str(FINETUNE_SMOKE)}, "mixes": ["scalar", "top"], "heads": ["pool-mlp"],
-              "seeds": 1, "random_control": True, "baselines": ["majority", "tfidf-lr"],
-              "learning_curve": {"fractions": [0.5, 1.0], "mix": "scalar", "head": "pool-mlp", "seeds": 1}}
+    config = {
+        "name": "own-quick",
+        "dataset": {"dataset": "tsv", **{k: str(v) for k, v in store["files"].items()}},
+        "encoders": [{"name": "elmo", "run": f"runs:/{pretrained.info.run_id}"}],
+        "finetune": {"config": str(FINETUNE_SMOKE)},
+        "mixes": ["scalar", "top"],
+        "heads": ["pool-mlp"],
+        "seeds": 1,
+        "random_control": True,
+        "baselines": ["majority", "tfidf-lr"],
+        "learning_curve": {"fractions": [0.5, 1.0], "mix": "scalar", "head": "pool-mlp", "seeds": 1},
+    }
     path = store["root"] / "own-quick.yaml"
     path.write_text(yaml.safe_dump(config))
     results = store["root"] / "results"
     scratch = f"--trainer.default_root_dir={store['root'] / 'lightning'}"
-    process = run(store, "benchmarks.suite", "--config", str(path), "--results-dir", str(results),
-                  f"--finetune-args=--data.cache_dir={store['root'] / 'cache'} {scratch}", cwd=REPO)
+    process = run(
+        store,
+        "benchmarks.suite",
+        "--config",
+        str(path),
+        "--results-dir",
+        str(results),
+        f"--finetune-args=--data.cache_dir={store['root'] / 'cache'} {scratch}",
+        cwd=REPO,
+    )
     assert process.returncode == 0, process.stderr[-5000:]
     return {"process": process, "results": results}
 
@@ -136,8 +177,13 @@ def test_suite_on_the_data_set_names_it_and_tests_against_the_control(store, sui
     report = (suite["results"] / "report.md").read_text()
     assert "dev = nli3 dev split (60 pairs), test = nli3 test split (60 pairs)" in report
     assert "macro F1 over the 3 labels" in report and "Published anchors" not in report
-    print("\n  suite: " + ", ".join(f"{m} test acc {results.loc[m, 'test_acc_mean']:.3f} "
-                                     f"F1 {results.loc[m, 'test_f1_mean']:.3f}" for m in SUITE_METHODS))
+    print(
+        "\n  suite: "
+        + ", ".join(
+            f"{m} test acc {results.loc[m, 'test_acc_mean']:.3f} F1 {results.loc[m, 'test_f1_mean']:.3f}"
+            for m in SUITE_METHODS
+        )
+    )
 
 
 def test_an_unknown_test_label_ends_in_one_line_naming_file_and_line(store, pretrained):
@@ -147,8 +193,15 @@ def test_an_unknown_test_label_ends_in_one_line_naming_file_and_line(store, pret
     bad.write_text("\n".join(lines) + "\n")
     before = {r.info.run_id for r in all_runs(store["uri"])}
     flags = [flag if not flag.startswith("--data.test=") else f"--data.test={bad}" for flag in data_flags(store)]
-    process = run(store, "downstream", "fit", "--config", str(FINETUNE_SMOKE), *flags,
-                  f"--model.encoder=runs:/{pretrained.info.run_id}")
+    process = run(
+        store,
+        "downstream",
+        "fit",
+        "--config",
+        str(FINETUNE_SMOKE),
+        *flags,
+        f"--model.encoder=runs:/{pretrained.info.run_id}",
+    )
     assert process.returncode == 2 and "Traceback" not in process.stderr
     last = process.stderr.strip().splitlines()[-1]
     assert last.startswith("error: ") and f"{bad}:5" in last and "maybe" in last, last

@@ -17,7 +17,7 @@ from tests import preloaded
 
 pytestmark = pytest.mark.slow
 
-PROBE = '''import json, os, sys
+PROBE = """import json, os, sys
 print(json.dumps({"name": __name__, "argv": sys.argv[1:], "cwd": os.getcwd(), "path0": sys.path[0],
                   "probe": os.environ.get("PROBE"), "file": os.path.basename(__file__)}))
 print("to stderr", file=sys.stderr)
@@ -31,7 +31,7 @@ if action == "wait":
     import time
     time.sleep(600)
 sys.exit(int(action) if action.isdigit() else 0)
-'''
+"""
 
 
 @pytest.fixture
@@ -68,11 +68,15 @@ def test_an_environment_read_at_import_gets_a_server_of_its_own(tmp_path):
     (tmp_path / "threads.py").write_text("import torch; print(torch.get_num_threads())")
     for threads in ("1", "2"):
         env = {**os.environ, "OMP_NUM_THREADS": threads}
-        forked = subprocess.run(preloaded.command("threads", env=env), cwd=tmp_path, env=env, capture_output=True,
-                                text=True)
+        forked = subprocess.run(
+            preloaded.command("threads", env=env), cwd=tmp_path, env=env, capture_output=True, text=True
+        )
         assert forked.stdout.strip() == threads, forked.stderr
-    refused = subprocess.run(preloaded.command("threads", env={**os.environ, "OMP_NUM_THREADS": "1"}), cwd=tmp_path,
-                             env={**os.environ, "OMP_NUM_THREADS": "2"})
+    refused = subprocess.run(
+        preloaded.command("threads", env={**os.environ, "OMP_NUM_THREADS": "1"}),
+        cwd=tmp_path,
+        env={**os.environ, "OMP_NUM_THREADS": "2"},
+    )
     assert refused.returncode == preloaded.REFUSED
 
 
@@ -96,8 +100,14 @@ def started(folder: Path, process: subprocess.Popen) -> int:
 
 def test_ctrl_c_reaches_the_module(probe):
     env = dict(os.environ)
-    process = subprocess.Popen(preloaded.command("probe_module", "wait", env=env), cwd=probe, env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        preloaded.command("probe_module", "wait", env=env),
+        cwd=probe,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     started(probe, process)
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=60)
@@ -106,8 +116,13 @@ def test_ctrl_c_reaches_the_module(probe):
 
 def test_a_killed_client_takes_its_fork_with_it(probe):
     env = dict(os.environ)
-    process = subprocess.Popen(preloaded.command("probe_module", "wait", env=env), cwd=probe, env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        preloaded.command("probe_module", "wait", env=env),
+        cwd=probe,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     fork = psutil.Process(started(probe, process))
     process.kill()
     process.wait()
@@ -119,7 +134,8 @@ def test_a_process_that_started_a_server_reaps_it_at_exit():
     subprocess still running, no zombie."""
     started = "import os; from tests import preloaded; preloaded.socket_path(dict(os.environ))"
     repo = Path(preloaded.__file__).resolve().parents[1]
-    process = subprocess.run([sys.executable, "-X", "dev", "-c", started], cwd=repo, capture_output=True, text=True,
-                             timeout=300)
+    process = subprocess.run(
+        [sys.executable, "-X", "dev", "-c", started], cwd=repo, capture_output=True, text=True, timeout=300
+    )
     assert process.returncode == 0, process.stderr[-3000:]
     assert "ResourceWarning" not in process.stderr, process.stderr[-3000:]

@@ -39,16 +39,28 @@ def test_every_figure_about_a_quantity_has_its_unit():
 
 
 def test_the_sample_summary_has_the_lines_of_a_summary_beside_its_twin():
-    labels = [line[2:13].strip() for line in summary_sample(README.read_text(encoding="utf-8"))[1:]
-              if line[2:13].strip()]
-    assert labels == ["method", "train", "features", "dev", "test", "context", "gap", "mix", "run", "run page",
-                      "runs", "compare"]
+    labels = [
+        line[2:13].strip() for line in summary_sample(README.read_text(encoding="utf-8"))[1:] if line[2:13].strip()
+    ]
+    assert labels == [
+        "method",
+        "train",
+        "features",
+        "dev",
+        "test",
+        "context",
+        "gap",
+        "mix",
+        "run",
+        "run page",
+        "runs",
+        "compare",
+    ]
 
 
 def test_the_results_index_names_every_folder_and_a_command_that_reads_it():
     index = (RESULTS / "README.md").read_text(encoding="utf-8")
-    rows = {row.split("|")[1].strip(" `"): row.split("|")[3] for row in index.splitlines()
-            if row.startswith("| `")}
+    rows = {row.split("|")[1].strip(" `"): row.split("|")[3] for row in index.splitlines() if row.startswith("| `")}
     folders = {path.parent.relative_to(RESULTS) for path in RESULTS.rglob("benchmark.json")}
     for folder in folders:
         named = [row for row in rows if (RESULTS / row.rstrip("/")) in (RESULTS / folder, (RESULTS / folder).parent)]
@@ -62,7 +74,9 @@ def test_the_results_index_names_every_folder_and_a_command_that_reads_it():
         assert made and set(made) <= targets, command
 
 
-LAB_NOTES = re.compile(r"\([0-9a-f]{7,40}\)|\bcommit [0-9a-f]{7,40}\b|beside light work|^\| *\| *tests *\|", re.MULTILINE)
+LAB_NOTES = re.compile(
+    r"\([0-9a-f]{7,40}\)|\bcommit [0-9a-f]{7,40}\b|beside light work|^\| *\| *tests *\|", re.MULTILINE
+)
 
 
 def test_the_user_docs_hold_no_lab_notes():

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-WARNING_TESTS = '''import warnings
+WARNING_TESTS = """import warnings
 
 
 def warn(category, module, message="a warning"):
@@ -34,14 +34,33 @@ def test_an_unnamed_third_party_one():
 
 def test_a_module_that_only_starts_like_ours():
     warn(UserWarning, "harnessed")
-'''
+"""
 
 
 def test_the_projects_warnings_fail_and_third_party_ones_are_named_or_shown(tmp_path):
     (tmp_path / "test_warnings.py").write_text(WARNING_TESTS)
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
-                          "-c", str(REPO / "pyproject.toml"), "--rootdir", str(tmp_path), "-rA", str(tmp_path)],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:xdist",
+            "-c",
+            str(REPO / "pyproject.toml"),
+            "--rootdir",
+            str(tmp_path),
+            "-rA",
+            str(tmp_path),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     failed = {line.split("::")[1].split(" ")[0] for line in run.stdout.splitlines() if line.startswith("FAILED")}
     assert failed == {"test_ours_in_harness", "test_ours_in_a_test"}, run.stdout[-3000:]
     assert "somelibrary warns" in run.stdout and "harnessed" not in failed

@@ -12,8 +12,10 @@ MODULE_CALLS = {("os", "replace"), ("os", "rename"), ("os", "renames"), ("shutil
 
 # (file, the call's source text): why it is a move, not a write
 MOVES = {
-    ("harness/server/postgres.py", "self.data.rename(kept)"):
-        "an open cluster kept aside whole before a closed one is created; nothing is written",
+    (
+        "harness/server/postgres.py",
+        "self.data.rename(kept)",
+    ): "an open cluster kept aside whole before a closed one is created; nothing is written",
 }
 
 
@@ -34,10 +36,16 @@ def renames(tree: ast.AST, text: str) -> list[str]:
 
 
 def test_the_finder_sees_each_form_and_skips_string_and_table_calls():
-    text = ("os.replace(a, b)\nshutil.move(a, b)\npath.rename(b)\nPath(a).replace(b)\n"
-            "name.replace('-', '_')\ntable.rename(columns={})\nreplace(config, seed=1)\n")
-    assert renames(ast.parse(text), text) == ["os.replace(a, b)", "shutil.move(a, b)", "path.rename(b)",
-                                              "Path(a).replace(b)"]
+    text = (
+        "os.replace(a, b)\nshutil.move(a, b)\npath.rename(b)\nPath(a).replace(b)\n"
+        "name.replace('-', '_')\ntable.rename(columns={})\nreplace(config, seed=1)\n"
+    )
+    assert renames(ast.parse(text), text) == [
+        "os.replace(a, b)",
+        "shutil.move(a, b)",
+        "path.rename(b)",
+        "Path(a).replace(b)",
+    ]
 
 
 def test_no_module_but_harness_atomic_renames_files_into_place():

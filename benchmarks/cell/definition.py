@@ -45,15 +45,25 @@ class Cell:
         """What defines the result: settings and the encoder's identity, never where files lie or
         which run holds the encoder (the method name does not either; the suite adds the config's
         text and the data's digest)."""
-        return {"kind": self.kind, "seed": self.seed, "encoder": self.encoder_identity, "mix": self.mix,
-                "head": self.head, "train_fraction": self.train_fraction, "args": portable_args(self.args),
-                "config": self.config, **({"probe_of": self.probe_of} if self.probe_of else {})}
+        return {
+            "kind": self.kind,
+            "seed": self.seed,
+            "encoder": self.encoder_identity,
+            "mix": self.mix,
+            "head": self.head,
+            "train_fraction": self.train_fraction,
+            "args": portable_args(self.args),
+            "config": self.config,
+            **({"probe_of": self.probe_of} if self.probe_of else {}),
+        }
 
 
 # Flags that say where files lie on this machine, not what is computed: the pair data's content is
 # in its digest (and named corpora's in the stage's), caches are keyed by content.
-DATA_LOCATION_FLAGS = (*(f"--data.{key}=" for key in (*PATH_KEYS, "corpora_dir", "cache_dir")),
-                       "--trainer.default_root_dir=")
+DATA_LOCATION_FLAGS = (
+    *(f"--data.{key}=" for key in (*PATH_KEYS, "corpora_dir", "cache_dir")),
+    "--trainer.default_root_dir=",
+)
 
 
 def portable_args(args: list[str]) -> list[str]:

@@ -9,8 +9,8 @@ from mlflow.tracking import MlflowClient
 
 from benchmarks.engine.suite_lease import check_parent_free
 from harness.datasets.types import PairData
-from harness.protocol import protocol_version
 from harness.interruption import interruption
+from harness.protocol import protocol_version
 from harness.tracking.liveness import ENDED_TAG, mark_dead_runs, process_tags
 from harness.tracking.naming import benchmark_run_name
 from harness.tracking.params import flatten
@@ -22,8 +22,12 @@ def open_parent(config: dict, suite_hash: str, data: PairData) -> str:
     """The benchmark's parent run: resumed when this config ran before, else new."""
     client = MlflowClient(tracking_uri())
     experiment_id = ensure_experiment(config["experiment"])
-    found = client.search_runs([experiment_id], f"tags.suite_hash = '{suite_hash}' and tags.stage = 'benchmark'",
-                               order_by=["attributes.start_time DESC"], max_results=1)
+    found = client.search_runs(
+        [experiment_id],
+        f"tags.suite_hash = '{suite_hash}' and tags.stage = 'benchmark'",
+        order_by=["attributes.start_time DESC"],
+        max_results=1,
+    )
     if found:
         check_parent_free(found[0], config["name"], tracking_uri())
         run_id = found[0].info.run_id
@@ -33,8 +37,14 @@ def open_parent(config: dict, suite_hash: str, data: PairData) -> str:
         if ENDED_TAG in found[0].data.tags:  # how it ended before no longer holds
             client.delete_tag(run_id, ENDED_TAG)
         return run_id
-    tags = {"stage": "benchmark", "suite_hash": suite_hash, "benchmark": config["name"], "dataset": data.name,
-            "protocol_version": protocol_version(), **process_tags()}
+    tags = {
+        "stage": "benchmark",
+        "suite_hash": suite_hash,
+        "benchmark": config["name"],
+        "dataset": data.name,
+        "protocol_version": protocol_version(),
+        **process_tags(),
+    }
     commit = git_commit()
     if commit:
         tags["mlflow.source.git.commit"] = commit
@@ -49,8 +59,9 @@ def running_children(client: MlflowClient, parent: str) -> list[str]:
     """Children of ``parent`` still RUNNING once those whose process died are marked KILLED."""
     mark_dead_runs(client, parent_run_id=parent)
     experiments = [experiment.experiment_id for experiment in client.search_experiments()]
-    children = client.search_runs(experiments, f"tags.`mlflow.parentRunId` = '{parent}' and "
-                                               f"attributes.status = 'RUNNING'", max_results=1000)
+    children = client.search_runs(
+        experiments, f"tags.`mlflow.parentRunId` = '{parent}' and attributes.status = 'RUNNING'", max_results=1000
+    )
     return [run.info.run_id for run in children]
 
 
@@ -58,8 +69,10 @@ def close_parent(client: MlflowClient, parent: str) -> None:
     """FINISHED, unless another live process still runs children under it (it closes it then)."""
     still_running = running_children(client, parent)
     if still_running:
-        print(f"  note: {len(still_running)} child run(s) of {parent} are still RUNNING in another process; "
-              f"the parent stays RUNNING")
+        print(
+            f"  note: {len(still_running)} child run(s) of {parent} are still RUNNING in another process; "
+            f"the parent stays RUNNING"
+        )
     else:
         client.set_terminated(parent, "FINISHED")
 

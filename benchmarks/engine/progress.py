@@ -7,8 +7,8 @@ finished."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from statistics import fmean
-from typing import Callable
 
 
 class Progress:
@@ -45,8 +45,10 @@ class Progress:
     def cell_line(self, method: str, seed: int, dev_acc: float, test_acc: float, status: str) -> str:
         self.cells_done += 1
         width = len(str(self.cells_total))
-        return (f"  [{self.cells_done:>{max(3, width)}}/{self.total_text()}] {method:<34} seed {seed}  "
-                f"dev acc {dev_acc:.3f}  test acc {test_acc:.3f}  ({status})")
+        return (
+            f"  [{self.cells_done:>{max(3, width)}}/{self.total_text()}] {method:<34} seed {seed}  "
+            f"dev acc {dev_acc:.3f}  test acc {test_acc:.3f}  ({status})"
+        )
 
     def eta_minutes(self, slots: int) -> float | None:
         """Minutes for the planned cells still to run, ``slots`` at a time; None before a cell ran."""
@@ -54,16 +56,19 @@ class Progress:
             return None
         means = {kind: fmean(seconds) for kind, seconds in self.seconds.items()}
         overall = fmean(second for seconds in self.seconds.values() for second in seconds)
-        remaining = sum(means.get(kind, overall if estimate is None else estimate)
-                        for kind, estimate in self.pending.values())
+        remaining = sum(
+            means.get(kind, overall if estimate is None else estimate) for kind, estimate in self.pending.values()
+        )
         return remaining / max(1, slots) / 60
 
     def study_line(self, running: int, slots: int) -> str:
         eta = self.eta_minutes(slots)
         eta_text = f"ETA {eta:.0f} min for the planned cells" if eta is not None else "ETA after the first cell"
         elapsed = (time.perf_counter() - self.started) / 60
-        return (f"  study: stages {self.stages_done}/{self.stages_total} · cells {self.cells_done}/{self.total_text()}"
-                f" · {running} running · {elapsed:.0f} min so far · {eta_text}")
+        return (
+            f"  study: stages {self.stages_done}/{self.stages_total} · cells {self.cells_done}/{self.total_text()}"
+            f" · {running} running · {elapsed:.0f} min so far · {eta_text}"
+        )
 
     def due(self) -> bool:
         """After every tenth of the planned cells, at most every fifth cell (and after each stage:
@@ -86,5 +91,6 @@ def time_split(metrics: dict) -> str:
     """``; fit 12, eval 2, total 16 s`` from a finetune run's time metrics; "" for runs without them."""
     if "time_total_s" not in metrics:
         return ""
-    return (f"; fit {metrics['time_fit_s']:.0f}, eval {metrics['time_eval_s']:.0f}, "
-            f"total {metrics['time_total_s']:.0f} s")
+    return (
+        f"; fit {metrics['time_fit_s']:.0f}, eval {metrics['time_eval_s']:.0f}, total {metrics['time_total_s']:.0f} s"
+    )

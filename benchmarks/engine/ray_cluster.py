@@ -14,9 +14,10 @@ import os
 import secrets
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from harness.errors import UserError
 from harness.tracking.mlflow_defaults import DEFAULTS
@@ -26,8 +27,13 @@ from harness.versioning import source_version
 
 RETRIES = 2  # attempts after the first when a task's worker or node dies
 CANCEL_GRACE = 30.0  # seconds cancelled tasks get to mark their runs KILLED before they are killed
-OBJECT_STORE_BYTES = 256 * 1024 ** 2  # the tasks pass run ids and one PairData, nothing large
-WORKER_VARIABLES = ("MRPC_DIR", "OMP_WAIT_POLICY", "HF_HUB_OFFLINE", *DEFAULTS)  # DEFAULTS: the driver's MLflow settings
+OBJECT_STORE_BYTES = 256 * 1024**2  # the tasks pass run ids and one PairData, nothing large
+WORKER_VARIABLES = (
+    "MRPC_DIR",
+    "OMP_WAIT_POLICY",
+    "HF_HUB_OFFLINE",
+    *DEFAULTS,
+)  # DEFAULTS: the driver's MLflow settings
 CLUSTER_HELP = "docs/cluster.md"
 # Ray's servers listen on every interface (Ray 2.x has no loopback-only setting), so a local
 # instance requires a token: a fresh one per instance, in this process's environment only (its
@@ -115,25 +121,39 @@ class RayEngine:
             return
         import ray
 
-        options = {"runtime_env": {"env_vars": worker_environment()}, "log_to_driver": False,
-                   "logging_level": logging.WARNING}
+        options = {
+            "runtime_env": {"env_vars": worker_environment()},
+            "log_to_driver": False,
+            "logging_level": logging.WARNING,
+        }
         on_sigterm = signal.getsignal(signal.SIGTERM)  # ray.init replaces it with sys.exit: keep the suite's
         if self.address:
             try:
                 ray.init(address=self.address, **options)
             except (ConnectionError, RuntimeError, ValueError) as error:
-                raise UserError(f"RAY_ADDRESS={self.address}: cannot join that Ray cluster "
-                                f"({str(error).splitlines()[0][:200]}); start it with `ray start --head`, "
-                                f"or unset RAY_ADDRESS for a local instance") from None
+                raise UserError(
+                    f"RAY_ADDRESS={self.address}: cannot join that Ray cluster "
+                    f"({str(error).splitlines()[0][:200]}); start it with `ray start --head`, "
+                    f"or unset RAY_ADDRESS for a local instance"
+                ) from None
         else:
             # Ray raises its workers' niceness by 15 so that its own processes stay responsive; here
             # the workers are the study, so they keep the suite's own (`nice make benchmark` still
             # lowers them all)
             self.require_token()
-            ray.init(address="local", num_cpus=self.jobs, include_dashboard=False,
-                     object_store_memory=OBJECT_STORE_BYTES, _system_config={"worker_niceness": 0}, **options)
-            print(f"  started a local Ray instance (gcs {ray.get_runtime_context().gcs_address}, "
-                  f"{self.jobs} CPUs; it admits only this study's processes: a fresh token, not a file)", flush=True)
+            ray.init(
+                address="local",
+                num_cpus=self.jobs,
+                include_dashboard=False,
+                object_store_memory=OBJECT_STORE_BYTES,
+                _system_config={"worker_niceness": 0},
+                **options,
+            )
+            print(
+                f"  started a local Ray instance (gcs {ray.get_runtime_context().gcs_address}, "
+                f"{self.jobs} CPUs; it admits only this study's processes: a fresh token, not a file)",
+                flush=True,
+            )
         signal.signal(signal.SIGTERM, on_sigterm)
         self.started = True
         try:
@@ -152,18 +172,26 @@ class RayEngine:
             return
         uri = tracking_uri()
         if scheme_of(uri) not in SERVER_SCHEMES:
-            raise UserError(f"MLFLOW_TRACKING_URI={uri}: the Ray cluster at {self.address} has {len(nodes)} nodes, "
-                            f"and this store lives on one machine; start a tracking server every node can reach "
-                            f"(`make server HOST=0.0.0.0`) and set MLFLOW_TRACKING_URI=http://<its host>:5001 "
-                            f"({CLUSTER_HELP})")
+            raise UserError(
+                f"MLFLOW_TRACKING_URI={uri}: the Ray cluster at {self.address} has {len(nodes)} nodes, "
+                f"and this store lives on one machine; start a tracking server every node can reach "
+                f"(`make server HOST=0.0.0.0`) and set MLFLOW_TRACKING_URI=http://<its host>:5001 "
+                f"({CLUSTER_HELP})"
+            )
         probe = ray.remote(node_problems)
-        reports = {node["NodeManagerAddress"]: probe.options(num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(
-            node["NodeID"], soft=False)).remote(paths, source_version(), uri) for node in nodes}
+        reports = {
+            node["NodeManagerAddress"]: probe.options(
+                num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)
+            ).remote(paths, source_version(), uri)
+            for node in nodes
+        }
         for address, report in reports.items():
             problems = ray.get(report)
             if problems:
-                raise UserError(f"Ray node {address} {problems[0]}: every node needs the same checkout, the data "
-                                f"and corpora at the same paths, and the tracking server ({CLUSTER_HELP})")
+                raise UserError(
+                    f"Ray node {address} {problems[0]}: every node needs the same checkout, the data "
+                    f"and corpora at the same paths, and the tracking server ({CLUSTER_HELP})"
+                )
 
     def describe(self) -> str:
         if not self.started:
@@ -174,8 +202,7 @@ class RayEngine:
         gpus = int(ray.cluster_resources().get("GPU", 0))
         kind = f"Ray cluster {self.address}" if self.address else "a local Ray instance"
         address = ray.get_runtime_context().gcs_address
-        return (f"{kind} (gcs {address}, {self.nodes()} node(s), {cpus} CPUs"
-                + (f", {gpus} GPUs" if gpus else "") + ")")
+        return f"{kind} (gcs {address}, {self.nodes()} node(s), {cpus} CPUs" + (f", {gpus} GPUs" if gpus else "") + ")"
 
     def nodes(self) -> int:
         import ray
@@ -206,8 +233,11 @@ class RayEngine:
         self.start()
         if function not in self.remote_functions:
             self.remote_functions[function] = ray.remote(function)
-        return self.remote_functions[function].options(**resources, max_retries=self.retries,
-                                                       retry_exceptions=False).remote(*args)
+        return (
+            self.remote_functions[function]
+            .options(**resources, max_retries=self.retries, retry_exceptions=False)
+            .remote(*args)
+        )
 
     def wait(self, handles: list, timeout: float) -> list:
         import ray

@@ -23,8 +23,10 @@ LOCKS = REPO_ROOT / ".cache" / "locks"
 
 
 def busy(name: str, uri: str, holder: str) -> UserError:
-    return UserError(f"benchmark '{name}' already runs on {uri} ({holder}); wait for it to finish or stop it, "
-                     f"then run the same command again (it continues where that one stopped)")
+    return UserError(
+        f"benchmark '{name}' already runs on {uri} ({holder}); wait for it to finish or stop it, "
+        f"then run the same command again (it continues where that one stopped)"
+    )
 
 
 @contextmanager

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable
 
 from mlflow.tracking import MlflowClient
 
@@ -29,9 +29,9 @@ from benchmarks.plan.scaleout import cell_seconds_estimate
 from benchmarks.results_files.folder import ResultSet
 from benchmarks.results_files.store_transfer import import_cell
 from benchmarks.tasks.attempts import end_cancelled_runs
-from benchmarks.tasks.reuse import finished_run, result_numbers, reused_stages
 from benchmarks.tasks.entry_points import Study, cell_log, run_baseline, run_cell, run_probe, run_stage
 from benchmarks.tasks.resources import cell_resources, stage_resources
+from benchmarks.tasks.reuse import finished_run, result_numbers, reused_stages
 from harness.datasets.types import PairData
 from harness.errors import UserError
 from harness.protocol import settings_hash
@@ -63,22 +63,42 @@ class Task:
 def encoder_cells(matrix: Matrix, encoder: dict, names: list[str], finetune_args: list[str]) -> list[Cell]:
     """The cells of one encoder as the whole plan names them (``random(<name>)`` when there are
     several encoders), before the other encoders are known: they stand in with no cells."""
-    stand_ins = [encoder if name == encoder["name"] else {"name": name, "run_id": f"stand-in:{name}", "family": "",
-                                                          "num_layers": 1} for name in names]
+    stand_ins = [
+        encoder
+        if name == encoder["name"]
+        else {"name": name, "run_id": f"stand-in:{name}", "family": "", "num_layers": 1}
+        for name in names
+    ]
     method_name = method_encoder(matrix_entry(matrix, encoder))  # a pretraining run's cells: its entry's name
-    return [cell for cell in plan(replace(matrix, baselines=()), stand_ins, finetune_args)
-            if cell.encoder == method_name and cell.encoder_run == encoder["run_id"]]
+    return [
+        cell
+        for cell in plan(replace(matrix, baselines=()), stand_ins, finetune_args)
+        if cell.encoder == method_name and cell.encoder_run == encoder["run_id"]
+    ]
 
 
 class StudyExecutor:
     """Runs one benchmark's stages and cells under its parent run and prints their progress."""
 
-    def __init__(self, engine, study: Study, config: Matrix, data: PairData, finetune_config: str,
-                 finetune_args: list[str], pretrain_threads: int, given: dict[str, str | None],
-                 results: ResultSet | None = None):
+    def __init__(
+        self,
+        engine,
+        study: Study,
+        config: Matrix,
+        data: PairData,
+        finetune_config: str,
+        finetune_args: list[str],
+        pretrain_threads: int,
+        given: dict[str, str | None],
+        results: ResultSet | None = None,
+    ):
         self.engine, self.study, self.config, self.data = engine, study, config, data
         self.results = results or ResultSet([])  # cells finished elsewhere (``--results`` folders)
-        self.finetune_config, self.finetune_args, self.pretrain_threads = finetune_config, finetune_args, pretrain_threads
+        self.finetune_config, self.finetune_args, self.pretrain_threads = (
+            finetune_config,
+            finetune_args,
+            pretrain_threads,
+        )
         self.given = given  # encoder name → the run its `run:` names (None: pretrained here)
         self.client = MlflowClient(tracking_uri())
         self.names = [encoder["name"] for encoder in config.encoders]
@@ -89,16 +109,20 @@ class StudyExecutor:
         self.run_ids: dict[tuple[str, int], str] = {}
         self.linked: list[str] = []  # cells found finished under another benchmark's parent
         self.show_pending = False  # print the study's line once the freed CPUs have new tasks
-        self.progress = Progress(sum(len(stages_of(encoder)) for encoder in config.encoders
-                                     if not given[encoder["name"]]),
-                                 len(self.names), cell_seconds_estimate())
+        self.progress = Progress(
+            sum(len(stages_of(encoder)) for encoder in config.encoders if not given[encoder["name"]]),
+            len(self.names),
+            cell_seconds_estimate(),
+        )
 
     # ── the graph ─────────────────────────────────────────────────────────────────────────────
 
     def run(self) -> tuple[list[dict], list[tuple[Cell, str]]]:
         """Every encoder (described) and every cell's run id, in the order of the plan."""
-        baselines = [replace(cell, record={"order": [len(self.names), index]})
-                     for index, cell in enumerate(baseline_cells(self.config))]
+        baselines = [
+            replace(cell, record={"order": [len(self.names), index]})
+            for index, cell in enumerate(baseline_cells(self.config))
+        ]
         self.progress.planned(baselines, encoder=False)
         for encoder in self.config.encoders:
             self.start_encoder(encoder)
@@ -124,8 +148,9 @@ class StudyExecutor:
         identity = stage_hashes(stages, self.study.data_digest)[-1]
         recorded = self.results.encoder(identity)
         if recorded is not None and self.all_cells_found({**recorded, "name": encoder["name"]}):
-            print(f"  encoder '{encoder['name']}': every cell is in the results folders; not pretrained again",
-                  flush=True)
+            print(
+                f"  encoder '{encoder['name']}': every cell is in the results folders; not pretrained again", flush=True
+            )
             self.encoder_described(encoder, {**recorded, "name": encoder["name"]})
             return
         done, run_id = reused_stages(stages, self.study.data_digest)
@@ -144,18 +169,27 @@ class StudyExecutor:
         resources["num_cpus"] = min(resources["num_cpus"], self.engine.largest_node())  # else never placed
         threads = max(1, resources["num_cpus"] // devices)
         label = f"encoder '{encoder['name']}' stage {stage.number} ({stage.config} {' '.join(args)})"
-        self.stages.append(Task("stage", label, run_stage, (stage, previous_run_id, self.study, threads, previous_hash),
-                                resources,
-                                lambda value: self.stage_done(encoder, stages, index, value),
-                                self.study.logs / stage.log_name()))
+        self.stages.append(
+            Task(
+                "stage",
+                label,
+                run_stage,
+                (stage, previous_run_id, self.study, threads, previous_hash),
+                resources,
+                lambda value: self.stage_done(encoder, stages, index, value),
+                self.study.logs / stage.log_name(),
+            )
+        )
 
     def stage_done(self, encoder: dict, stages: list[Stage], index: int, value: dict) -> None:
         self.progress.stages_done += 1
         how = "found finished" if value["reused"] else f"{value['seconds'] / 60:.1f} min{self.where(value)}"
         if value.get("resumed"):
             how += ", resumed from the last checkpoint of a stopped attempt"
-        print(f"  pretrained encoder '{encoder['name']}' stage {index + 1}/{len(stages)}: run {value['run_id']} "
-              f"({how})", flush=True)
+        print(
+            f"  pretrained encoder '{encoder['name']}' stage {index + 1}/{len(stages)}: run {value['run_id']} ({how})",
+            flush=True,
+        )
         if index + 1 < len(stages):
             self.add_stage(encoder, stages, index + 1, value["run_id"])
         else:
@@ -209,34 +243,54 @@ class StudyExecutor:
         if found is not None:
             run = self.client.get_run(found)
             if recorded is not None and result_numbers(recorded.record["metrics"]) != result_numbers(run.data.metrics):
-                raise UserError(f"cell {cell.method} seed {cell.seed} ({cell_hash}): run {found} of this store and "
-                                f"{recorded.path} have other numbers; not reused, none is chosen: delete the wrong "
-                                f"copy or leave its folder out")
+                raise UserError(
+                    f"cell {cell.method} seed {cell.seed} ({cell_hash}): run {found} of this store and "
+                    f"{recorded.path} have other numbers; not reused, none is chosen: delete the wrong "
+                    f"copy or leave its folder out"
+                )
             owner = run.data.tags.get("mlflow.parentRunId")
             if owner != self.study.parent:
                 self.linked.append(found)
-            self.cell_done(cell, {"run_id": found, "reused": True},
-                           "reused" if owner == self.study.parent else f"linked from benchmark {str(owner)[:8]}")
+            self.cell_done(
+                cell,
+                {"run_id": found, "reused": True},
+                "reused" if owner == self.study.parent else f"linked from benchmark {str(owner)[:8]}",
+            )
             return
         label = f"cell {cell.method} seed {cell.seed}"
         if cell.kind in ("baseline", "probe"):
             function = run_baseline if cell.kind == "baseline" else run_probe
-            task = Task(cell.kind, label, function, (cell, self.data, cell_hash, self.study), {"num_cpus": 1},
-                        lambda value: self.cell_done(cell, value))
+            task = Task(
+                cell.kind,
+                label,
+                function,
+                (cell, self.data, cell_hash, self.study),
+                {"num_cpus": 1},
+                lambda value: self.cell_done(cell, value),
+            )
         else:
-            task = Task("cell", label, run_cell, (cell, cell_config, cell_hash, self.study),
-                        cell_resources(cell_config, cell.args), lambda value: self.cell_done(cell, value),
-                        cell_log(self.study.logs, cell))
+            task = Task(
+                "cell",
+                label,
+                run_cell,
+                (cell, cell_config, cell_hash, self.study),
+                cell_resources(cell_config, cell.args),
+                lambda value: self.cell_done(cell, value),
+                cell_log(self.study.logs, cell),
+            )
         self.cells.append(task)
 
     def cell_done(self, cell: Cell, value: dict, status: str | None = None) -> None:
         self.run_ids[(cell.method, cell.seed)] = value["run_id"]
         metrics = self.client.get_run(value["run_id"]).data.metrics
         if status is None:
-            status = "reused" if value["reused"] else f"{value['seconds']:.0f} s{self.where(value)}{time_split(metrics)}"
+            status = (
+                "reused" if value["reused"] else f"{value['seconds']:.0f} s{self.where(value)}{time_split(metrics)}"
+            )
         self.progress.finished(cell, None if value["reused"] else value["seconds"])
-        print(self.progress.cell_line(cell.method, cell.seed, metrics["dev_acc"], metrics["test_acc"], status),
-              flush=True)
+        print(
+            self.progress.cell_line(cell.method, cell.seed, metrics["dev_acc"], metrics["test_acc"], status), flush=True
+        )
         if self.progress.due():
             self.show_pending = True
 

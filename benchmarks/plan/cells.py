@@ -40,14 +40,36 @@ def expand_mixes(mixes: list[str], num_layers: int) -> list[str]:
 def mix_head_settings(matrix: Matrix, encoder: dict) -> list[dict]:
     """The mixes × heads matrix and its learning curve, as per-cell settings of one encoder."""
     grid = list(matrix.lr_grid)
-    settings = [{"transfer": "", "mix": mix, "head": head, "fraction": 1.0, "seeds": list(matrix.seeds),
-                 "config": "", "args": [], "lr_grid": grid}
-                for mix in expand_mixes(list(matrix.mixes), encoder["num_layers"]) for head in matrix.heads]
+    settings = [
+        {
+            "transfer": "",
+            "mix": mix,
+            "head": head,
+            "fraction": 1.0,
+            "seeds": list(matrix.seeds),
+            "config": "",
+            "args": [],
+            "lr_grid": grid,
+        }
+        for mix in expand_mixes(list(matrix.mixes), encoder["num_layers"])
+        for head in matrix.heads
+    ]
     curve = matrix.learning_curve
     if curve:
-        settings += [{"transfer": "", "mix": curve.mix, "head": curve.head, "fraction": fraction,
-                      "seeds": list(curve.seeds), "config": "", "args": [], "lr_grid": grid}
-                     for fraction in curve.fractions if fraction < 1.0]
+        settings += [
+            {
+                "transfer": "",
+                "mix": curve.mix,
+                "head": curve.head,
+                "fraction": fraction,
+                "seeds": list(curve.seeds),
+                "config": "",
+                "args": [],
+                "lr_grid": grid,
+            }
+            for fraction in curve.fractions
+            if fraction < 1.0
+        ]
     return settings
 
 
@@ -72,10 +94,22 @@ def transfer_settings(matrix: Matrix, encoder: dict) -> list[dict]:
     for transfer in matrix.transfers.get(encoder["family"], ()):
         if transfer.encoders is not None and encoder["name"] not in transfer.encoders:
             continue
-        settings += [{"transfer": transfer.name, "mix": transfer.mix, "head": head, "fraction": fraction,
-                      "seeds": list(transfer.seeds), "config": transfer.config, "args": list(transfer.args),
-                      "lr_grid": list(transfer.lr_grid), "recipe_from": transfer.recipe_from, "picks": transfer.picks}
-                     for head in transfer.heads for fraction in transfer.fractions]
+        settings += [
+            {
+                "transfer": transfer.name,
+                "mix": transfer.mix,
+                "head": head,
+                "fraction": fraction,
+                "seeds": list(transfer.seeds),
+                "config": transfer.config,
+                "args": list(transfer.args),
+                "lr_grid": list(transfer.lr_grid),
+                "recipe_from": transfer.recipe_from,
+                "picks": transfer.picks,
+            }
+            for head in transfer.heads
+            for fraction in transfer.fractions
+        ]
     return settings
 
 
@@ -97,8 +131,11 @@ def check_layers(settings: list[dict], encoder: dict) -> None:
 def probe_fractions(matrix: Matrix) -> list[float]:
     """The labelled fractions the matrix trains on (its ``fractions``, or its learning curve's):
     each gets probes fitted on the same subsets, whole train split first."""
-    fractions = matrix.fractions if matrix.transfers else \
-        [1.0, *(matrix.learning_curve.fractions if matrix.learning_curve else ())]
+    fractions = (
+        matrix.fractions
+        if matrix.transfers
+        else [1.0, *(matrix.learning_curve.fractions if matrix.learning_curve else ())]
+    )
     return sorted({float(fraction) for fraction in fractions or [1.0]} | {1.0}, reverse=True)
 
 
@@ -108,16 +145,23 @@ def baseline_cells(matrix: Matrix) -> list[Cell]:
     (``<baseline>@<fraction>``), so that a 10% arm is compared with TF-IDF + LR at 10% of the labels."""
     return [Cell(name, "baseline", 0) for name in matrix.baselines] + [
         Cell(f"{name}{fraction_suffix(fraction)}", "baseline", seed, train_fraction=fraction)
-        for fraction in probe_fractions(matrix) if fraction < 1
-        for seed in fraction_seeds(matrix, fraction) for name in matrix.baselines]
+        for fraction in probe_fractions(matrix)
+        if fraction < 1
+        for seed in fraction_seeds(matrix, fraction)
+        for name in matrix.baselines
+    ]
 
 
 def fraction_seeds(matrix: Matrix, fraction: float) -> list[int]:
     """The seeds of the cells trained on ``fraction`` of the labels (a transfer or the learning curve
     may name their own), in order."""
     if matrix.transfers:
-        groups = [transfer.seeds for transfers in matrix.transfers.values() for transfer in transfers
-                  if fraction in transfer.fractions]
+        groups = [
+            transfer.seeds
+            for transfers in matrix.transfers.values()
+            for transfer in transfers
+            if fraction in transfer.fractions
+        ]
     else:
         groups = [matrix.learning_curve.seeds] if matrix.learning_curve else []
     entries = matrix.encoders or ({},)  # each pretraining run takes seeds of its own
@@ -129,12 +173,24 @@ def probe_cells(matrix: Matrix, encoder: dict, random_name: str, encoder_name: s
     at each seed (``benchmarks.tasks.linear_probe``), at each labelled fraction: checks, not methods (no
     twin, no gap); ``encoder_name``: the method's encoder (a pretraining run's entry)."""
     arms = [("pretrained", encoder_name or encoder["name"])] + (
-        [("random", random_name)] if matrix.random_control else [])
-    return [Cell(f"{name}-{PROBE_SUFFIX}{fraction_suffix(fraction)}", "probe", seed, arms[0][1],
-                 encoder["run_id"], train_fraction=fraction, family=encoder.get("family", ""),
-                 encoder_identity=encoder.get("identity", ""), probe_of=probe_of)
-            for fraction in probe_fractions(matrix) for seed in run_seeds(matrix_entry(matrix, encoder), matrix.seeds)
-            for probe_of, name in arms]
+        [("random", random_name)] if matrix.random_control else []
+    )
+    return [
+        Cell(
+            f"{name}-{PROBE_SUFFIX}{fraction_suffix(fraction)}",
+            "probe",
+            seed,
+            arms[0][1],
+            encoder["run_id"],
+            train_fraction=fraction,
+            family=encoder.get("family", ""),
+            encoder_identity=encoder.get("identity", ""),
+            probe_of=probe_of,
+        )
+        for fraction in probe_fractions(matrix)
+        for seed in run_seeds(matrix_entry(matrix, encoder), matrix.seeds)
+        for probe_of, name in arms
+    ]
 
 
 def arm_recipe(setting: dict, kind: str, encoder: str, rate: float | None) -> tuple[str, float | None]:
@@ -146,8 +202,10 @@ def arm_recipe(setting: dict, kind: str, encoder: str, rate: float | None) -> tu
         return setting["head"], rate
     pick = picks.get((kind, encoder, setting["fraction"], setting["head"]))
     if pick is None:
-        raise UserError(f"recipe_from {setting['recipe_from']}: no pick for the {kind} arm of encoder '{encoder}' "
-                        f"(transfer {setting['transfer']}, head {setting['head']}, fraction {setting['fraction']:g})")
+        raise UserError(
+            f"recipe_from {setting['recipe_from']}: no pick for the {kind} arm of encoder '{encoder}' "
+            f"(transfer {setting['transfer']}, head {setting['head']}, fraction {setting['fraction']:g})"
+        )
     return pick.head, pick.learning_rate
 
 
@@ -161,8 +219,11 @@ def plan(matrix: Matrix, encoders: list[dict], finetune_args: list[str]) -> list
     for encoder, entry in zip(encoders, entries):
         name = method_encoder(entry)
         random_name = twin_name(name if several else None)
-        settings = transfer_settings(matrix, {**encoder, "name": name}) if matrix.transfers else \
-            mix_head_settings(matrix, encoder)
+        settings = (
+            transfer_settings(matrix, {**encoder, "name": name})
+            if matrix.transfers
+            else mix_head_settings(matrix, encoder)
+        )
         check_layers(settings, encoder)
         if matrix.linear_probe:
             cells += probe_cells(matrix, encoder, random_name, name)
@@ -176,13 +237,26 @@ def plan(matrix: Matrix, encoders: list[dict], finetune_args: list[str]) -> list
                     for kind, method in kinds:
                         head, chosen = arm_recipe(setting, kind, name, rate)
                         rate_args = [] if chosen is None else [f"--model.learning_rate={chosen:g}"]
-                        cells.append(Cell(method, kind, seed, name, encoder["run_id"], setting["mix"],
-                                          head, setting["fraction"],
-                                          kinds[-1][1] if kind == "pretrained" and len(kinds) > 1 else "",
-                                          [*finetune_args, *setting["args"], *rate_args], config=setting["config"],
-                                          transfer=setting["transfer"], family=encoder.get("family", ""),
-                                          encoder_identity=encoder.get("identity", ""),
-                                          grid_of="" if rate is None else dict(arms)[kind], learning_rate=chosen,
-                                          recipe_from=setting.get("recipe_from", "") if rate is None else ""))
+                        cells.append(
+                            Cell(
+                                method,
+                                kind,
+                                seed,
+                                name,
+                                encoder["run_id"],
+                                setting["mix"],
+                                head,
+                                setting["fraction"],
+                                kinds[-1][1] if kind == "pretrained" and len(kinds) > 1 else "",
+                                [*finetune_args, *setting["args"], *rate_args],
+                                config=setting["config"],
+                                transfer=setting["transfer"],
+                                family=encoder.get("family", ""),
+                                encoder_identity=encoder.get("identity", ""),
+                                grid_of="" if rate is None else dict(arms)[kind],
+                                learning_rate=chosen,
+                                recipe_from=setting.get("recipe_from", "") if rate is None else "",
+                            )
+                        )
     cells += baseline_cells(matrix)  # checks: no twin, no gap
     return cells

@@ -48,20 +48,36 @@ class Stage:
     def config_text(self) -> str:
         return Path(self.config).read_text() if Path(self.config).is_file() else ""
 
-    def settings_hash(self, previous_hash: str | None, data_digest: str, corpora: dict[str, str] | None = None,
-                      version: str | None = None) -> str:
+    def settings_hash(
+        self,
+        previous_hash: str | None,
+        data_digest: str,
+        corpora: dict[str, str] | None = None,
+        version: str | None = None,
+    ) -> str:
         """The stage's identity: its settings and text, and the identity of the stage it continues.
         ``corpora``: recorded digests of the shared corpora (a results folder's), read in place of
         the corpus files, which a clone of the repository alone does not have; ``version``: the
         protocol version to hash under (this code's when None), as a results file records it."""
         config_text = self.config_text()
         files = file_digests(self.args)
-        named = named_corpus_digests(self.args, config_text) if corpora is None else {
-            name: corpora[name] for name in shared_corpus_names(self.args, config_text) if name in corpora}
-        return settings_hash({"config": portable_path(self.config), "args": portable_args(self.args),
-                              "config_text": config_text, "data": data_digest, "previous": previous_hash,
-                              "files": {Path(path).name: digest for path, digest in files.items()},
-                              "corpora": named}, version)
+        named = (
+            named_corpus_digests(self.args, config_text)
+            if corpora is None
+            else {name: corpora[name] for name in shared_corpus_names(self.args, config_text) if name in corpora}
+        )
+        return settings_hash(
+            {
+                "config": portable_path(self.config),
+                "args": portable_args(self.args),
+                "config_text": config_text,
+                "data": data_digest,
+                "previous": previous_hash,
+                "files": {Path(path).name: digest for path, digest in files.items()},
+                "corpora": named,
+            },
+            version,
+        )
 
     def log_name(self) -> str:
         return f"pretrain-{self.encoder}-{self.number}.log"
@@ -77,8 +93,16 @@ def pretrain_stages(encoder: dict) -> list[dict]:
 def stages_of(encoder: dict) -> list[Stage]:
     """The encoder's stages with absolute config paths."""
     specs = pretrain_stages(encoder)
-    return [Stage(encoder["name"], number, str(repo_path(spec["config"])), list(spec.get("args", [])),
-                  last=number == len(specs)) for number, spec in enumerate(specs, start=1)]
+    return [
+        Stage(
+            encoder["name"],
+            number,
+            str(repo_path(spec["config"])),
+            list(spec.get("args", [])),
+            last=number == len(specs),
+        )
+        for number, spec in enumerate(specs, start=1)
+    ]
 
 
 def given_run(encoder: dict) -> str | None:
@@ -113,8 +137,9 @@ def shared_corpus_names(args: list[str], config_text: str) -> list[str]:
     import yaml  # only where a stage is hashed
 
     flags = [argument.partition("=")[2] for argument in args if argument.startswith("--data.corpus=")]
-    corpus = yaml.safe_load(flags[-1]) if flags else ((yaml.safe_load(config_text) or {}).get("data") or {}).get(
-        "corpus")
+    corpus = (
+        yaml.safe_load(flags[-1]) if flags else ((yaml.safe_load(config_text) or {}).get("data") or {}).get("corpus")
+    )
     try:
         names = entries(corpus) if corpus else []
     except UserError:
@@ -145,8 +170,9 @@ def named_corpus_digests(args: list[str], config_text: str) -> dict[str, str]:
     return digests
 
 
-def stage_hashes(stages: list[Stage], data_digest: str, corpora: dict[str, str] | None = None,
-                 version: str | None = None) -> list[str]:
+def stage_hashes(
+    stages: list[Stage], data_digest: str, corpora: dict[str, str] | None = None, version: str | None = None
+) -> list[str]:
     """Each stage's identity, in order: a stage's hash holds the one before it (``corpora`` and
     ``version`` as :meth:`Stage.settings_hash` takes them)."""
     hashes: list[str] = []
@@ -177,10 +203,21 @@ def published_encoder(encoder: dict) -> dict:
     except UserError as error:
         raise UserError(f"encoder '{encoder['name']}': {error}") from None
     digest = folder_digest(resolve_folder(str(encoder["run"])))
-    return {"name": encoder["name"], "run_id": loaded.source, "family": loaded.family, "num_layers": loaded.num_layers,
-            "identity": f"files:{digest}", "digest": digest, "published": True,
-            "reference": str(encoder["run"]).startswith("reference:"), "val_ppl": None, "train_tokens": 0,
-            "train_words": 0, "corpus": "published", "config": encoder["run"]}
+    return {
+        "name": encoder["name"],
+        "run_id": loaded.source,
+        "family": loaded.family,
+        "num_layers": loaded.num_layers,
+        "identity": f"files:{digest}",
+        "digest": digest,
+        "published": True,
+        "reference": str(encoder["run"]).startswith("reference:"),
+        "val_ppl": None,
+        "train_tokens": 0,
+        "train_words": 0,
+        "corpus": "published",
+        "config": encoder["run"],
+    }
 
 
 def describe_encoder(encoder: dict, run_id: str, identity: str | None = None) -> dict:
@@ -203,11 +240,16 @@ def describe_encoder(encoder: dict, run_id: str, identity: str | None = None) ->
     params = run.data.params
     stages = pretrain_stages(encoder)
     digest = params.get(DIGEST_PARAM, "")
-    return {"name": encoder["name"], "run_id": run_id, "identity": identity or f"checkpoint:{digest or run_id}",
-            "digest": digest, "family": run.data.tags.get("family", FIRST_FORMAT_FAMILY),
-            "num_layers": int(params["model.num_layers"]) + 1,
-            **pretraining_figures(stage_runs(client, run)),
-            "config": stages[-1]["config"] if stages else params.get("config", "")}
+    return {
+        "name": encoder["name"],
+        "run_id": run_id,
+        "identity": identity or f"checkpoint:{digest or run_id}",
+        "digest": digest,
+        "family": run.data.tags.get("family", FIRST_FORMAT_FAMILY),
+        "num_layers": int(params["model.num_layers"]) + 1,
+        **pretraining_figures(stage_runs(client, run)),
+        "config": stages[-1]["config"] if stages else params.get("config", ""),
+    }
 
 
 def stage_runs(client: MlflowClient, run) -> list:
@@ -216,7 +258,8 @@ def stage_runs(client: MlflowClient, run) -> list:
     run met twice (a store edited by hand), ends the chain there."""
     chain = [run]
     while (previous := chain[0].data.tags.get("init_run_id")) and previous not in {
-            stage.info.run_id for stage in chain}:
+        stage.info.run_id for stage in chain
+    }:
         try:
             chain.insert(0, client.get_run(previous))
         except Exception:  # noqa: BLE001 - a continued run from another store: describe what is here
@@ -229,13 +272,23 @@ def pretraining_figures(runs: list) -> dict:
     the corpora in order (``mrpc+reuters → mrpc``), tokens and whitespace words summed over the
     stages (a text read in two stages counts twice), the last stage's held-out perplexity (its
     best checkpoint's; runs made before ``best_val_ppl``: the last logged), and each stage's own."""
-    stages = [{"run_id": run.info.run_id, "corpus": run.data.params.get("data.corpus", "mrpc"),
-               "train_tokens": int(run.data.params.get("train_tokens", 0)),
-               "train_words": int(run.data.params.get("train_words", 0)),
-               "val_ppl": run.data.metrics.get("best_val_ppl", run.data.metrics.get("val_ppl"))} for run in runs]
-    return {"val_ppl": stages[-1]["val_ppl"], "train_tokens": sum(stage["train_tokens"] for stage in stages),
-            "train_words": sum(stage["train_words"] for stage in stages),
-            "corpus": " → ".join(stage["corpus"] for stage in stages), "stages": stages}
+    stages = [
+        {
+            "run_id": run.info.run_id,
+            "corpus": run.data.params.get("data.corpus", "mrpc"),
+            "train_tokens": int(run.data.params.get("train_tokens", 0)),
+            "train_words": int(run.data.params.get("train_words", 0)),
+            "val_ppl": run.data.metrics.get("best_val_ppl", run.data.metrics.get("val_ppl")),
+        }
+        for run in runs
+    ]
+    return {
+        "val_ppl": stages[-1]["val_ppl"],
+        "train_tokens": sum(stage["train_tokens"] for stage in stages),
+        "train_words": sum(stage["train_words"] for stage in stages),
+        "corpus": " → ".join(stage["corpus"] for stage in stages),
+        "stages": stages,
+    }
 
 
 def with_stages(described: dict | None, client: MlflowClient) -> dict | None:

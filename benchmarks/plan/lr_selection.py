@@ -26,8 +26,12 @@ def lr_grid_table(runs: pd.DataFrame) -> pd.DataFrame:
     if not len(grid):
         return pd.DataFrame(columns=columns)
     grid = grid.assign(learning_rate=pd.to_numeric(grid["learning_rate"]))
-    table = (grid.groupby(["method", "learning_rate"], sort=False)["dev_acc"].agg(["size", "mean"])
-             .reset_index().rename(columns={"size": "n_seeds", "mean": "dev_acc_mean"}))
+    table = (
+        grid.groupby(["method", "learning_rate"], sort=False)["dev_acc"]
+        .agg(["size", "mean"])
+        .reset_index()
+        .rename(columns={"size": "n_seeds", "mean": "dev_acc_mean"})
+    )
     best = table.sort_values(["method", "dev_acc_mean", "learning_rate"], ascending=[True, False, True])
     chosen = set(best.groupby("method", sort=False).head(1).index)
     return table.assign(chosen=[index in chosen for index in table.index])[columns]
@@ -39,18 +43,28 @@ def select_learning_rates(runs: pd.DataFrame) -> pd.DataFrame:
     table = lr_grid_table(runs)
     if not len(table):
         return runs
-    chosen = {(method, rate) for method, rate, picked in zip(table["method"], table["learning_rate"], table["chosen"])
-              if picked}
+    chosen = {
+        (method, rate)
+        for method, rate, picked in zip(table["method"], table["learning_rate"], table["chosen"])
+        if picked
+    }
     arms = text_column(runs, "grid_of")
     rates = pd.to_numeric(runs["learning_rate"], errors="coerce")
     keep = (arms == "") | pd.Series([(arm, rate) in chosen for arm, rate in zip(arms, rates)], index=runs.index)
     arm_of = dict(zip(runs.loc[arms != "", "method"], arms[arms != ""]))  # grid point → its arm
-    selected = runs.assign(method=[arm_of.get(method, method) for method in runs["method"]],
-                           control=[arm_of.get(control, control) for control in text_column(runs, "control")])
+    selected = runs.assign(
+        method=[arm_of.get(method, method) for method in runs["method"]],
+        control=[arm_of.get(control, control) for control in text_column(runs, "control")],
+    )
     first_seen = {method: index for index, method in reversed(list(enumerate(selected["method"])))}
     order = selected["method"].map(first_seen)  # the plan's order of the arms, whichever rate each kept
-    return selected[keep].assign(_order=order[keep]).sort_values("_order", kind="stable").drop(
-        columns="_order").reset_index(drop=True)
+    return (
+        selected[keep]
+        .assign(_order=order[keep])
+        .sort_values("_order", kind="stable")
+        .drop(columns="_order")
+        .reset_index(drop=True)
+    )
 
 
 def lr_grid_section(table: pd.DataFrame) -> list[str]:
@@ -59,10 +73,19 @@ def lr_grid_section(table: pd.DataFrame) -> list[str]:
         return []
     rows = []
     for method, group in table.groupby("method", sort=False):
-        points = [(f"**{rate:g}: {100 * dev:.1f}**" if picked else f"{rate:g}: {100 * dev:.1f}")
-                  for rate, dev, picked in zip(group["learning_rate"], group["dev_acc_mean"], group["chosen"])]
+        points = [
+            (f"**{rate:g}: {100 * dev:.1f}**" if picked else f"{rate:g}: {100 * dev:.1f}")
+            for rate, dev, picked in zip(group["learning_rate"], group["dev_acc_mean"], group["chosen"])
+        ]
         rows.append(f"| `{method}` | {', '.join(points)} | {group.loc[group['chosen'], 'learning_rate'].iloc[0]:g} |")
-    return ["", "## Learning rates chosen per arm", "",
-            "Each arm (a method, and its random-init twin apart) trained at every rate of the same grid; the rate "
-            "with the best mean dev accuracy over seeds (%) is the one its rows above report (test never decides).",
-            "", "| arm | mean dev acc by learning rate | chosen |", "|---|---|---|", *rows]
+    return [
+        "",
+        "## Learning rates chosen per arm",
+        "",
+        "Each arm (a method, and its random-init twin apart) trained at every rate of the same grid; the rate "
+        "with the best mean dev accuracy over seeds (%) is the one its rows above report (test never decides).",
+        "",
+        "| arm | mean dev acc by learning rate | chosen |",
+        "|---|---|---|",
+        *rows,
+    ]

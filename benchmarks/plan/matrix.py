@@ -8,10 +8,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-
 from benchmarks.cell.method_names import BASELINE_NAMES
-from benchmarks.plan.matrix_values import (flag_of, fractions_of, known_keys, list_of, mapping_of, name_of, rates_of,
-                                      seeds_of, text_of)
+from benchmarks.plan.matrix_values import (
+    flag_of,
+    fractions_of,
+    known_keys,
+    list_of,
+    mapping_of,
+    name_of,
+    rates_of,
+    seeds_of,
+    text_of,
+)
 from benchmarks.plan.pretraining_runs import method_encoder, pretraining_runs_of
 from downstream.model.settings import Mix, parse_head
 from harness.datasets.registry import dataset_name
@@ -20,11 +28,28 @@ from harness.errors import UserError
 from harness.tracking.runs import REPO_ROOT
 from harness.unique_keys import load_yaml
 
-KEYS = {"name", "experiment", "encoders", "finetune", "mixes", "heads", "seeds", "random_control", "baselines",
-        "learning_curve", "mrpc_dir", "dataset", "transfers", "fractions", "budget", "linear_probe", "lr_grid",
-        "smoke", "comparisons"}
-TRANSFER_KEYS = {"name", "config", "args", "mix", "heads", "fractions", "seeds", "lr_grid", "encoders",
-                 "recipe_from"}
+KEYS = {
+    "name",
+    "experiment",
+    "encoders",
+    "finetune",
+    "mixes",
+    "heads",
+    "seeds",
+    "random_control",
+    "baselines",
+    "learning_curve",
+    "mrpc_dir",
+    "dataset",
+    "transfers",
+    "fractions",
+    "budget",
+    "linear_probe",
+    "lr_grid",
+    "smoke",
+    "comparisons",
+}
+TRANSFER_KEYS = {"name", "config", "args", "mix", "heads", "fractions", "seeds", "lr_grid", "encoders", "recipe_from"}
 CURVE_KEYS = {"fractions", "mix", "head", "seeds"}
 ENCODER_KEYS = {"name", "run", "pretrain", "pretraining_runs"}
 FINETUNE_KEYS = {"config", "args"}
@@ -39,6 +64,7 @@ PICKED_HEAD = "picked"  # in a transfer's `heads` with `recipe_from`: the head e
 @dataclass(frozen=True)
 class Transfer:
     """One way an encoder's family transfers, with what it does not name taken from the matrix."""
+
     name: str
     fractions: tuple[float, ...]
     seeds: tuple[int, ...]
@@ -56,6 +82,7 @@ class Transfer:
 @dataclass(frozen=True)
 class Curve:
     """The learning curve of the mixes × heads matrix: one mix and head at smaller fractions."""
+
     fractions: tuple[float, ...]
     seeds: tuple[int, ...]
     mix: str = MIX
@@ -67,6 +94,7 @@ class Matrix:
     """A benchmark's matrix, checked. ``encoders`` are the file's entries (``name`` + ``run`` or
     ``pretrain``); ``source`` is the mapping as read with the defaults of ``name``, ``experiment``
     and ``finetune`` filled in: what the suite's hash and the parent run's params are made of."""
+
     name: str = "benchmark"
     experiment: str = "mrpc"
     encoders: tuple[dict, ...] = ()
@@ -130,24 +158,39 @@ def parse_matrix(mapping: dict, where: str = "matrix", stem: str = "benchmark") 
     if budget is not None:
         known_keys(mapping_of(budget, where, "budget", "budget: {seeds: 3}"), KEYS, where, "`budget`")
     source.setdefault("experiment", dataset_name(dataset_spec(source)))
-    finetune = mapping_of(source.setdefault("finetune", {"config": FINETUNE_CONFIG}), where, "finetune",
-                          f"finetune: {{config: {FINETUNE_CONFIG}}}")
+    finetune = mapping_of(
+        source.setdefault("finetune", {"config": FINETUNE_CONFIG}),
+        where,
+        "finetune",
+        f"finetune: {{config: {FINETUNE_CONFIG}}}",
+    )
     known_keys(finetune, FINETUNE_KEYS, where, "`finetune`")
     matrix = Matrix(
-        name=name_of(source["name"], where, "name"), experiment=text_of(source["experiment"], where, "experiment"),
-        encoders=encoders, finetune_config=text_of(finetune.get("config"), where, "finetune.config"),
+        name=name_of(source["name"], where, "name"),
+        experiment=text_of(source["experiment"], where, "experiment"),
+        encoders=encoders,
+        finetune_config=text_of(finetune.get("config"), where, "finetune.config"),
         finetune_args=list_of(finetune.get("args", []), where, "finetune.args", example='["--trainer.max_epochs=3"]'),
         mixes=list_of(source.get("mixes", [MIX]), where, "mixes", example="[scalar, top]"),
         heads=list_of(source.get("heads", [HEAD]), where, "heads", example="[pool-mlp]"),
-        seeds=seeds, random_control=flag_of(source.get("random_control", True), where, "random_control",
-                                            "a random-init twin beside every cell"),
-        baselines=baselines, learning_curve=curve_of(source.get("learning_curve"), where, seeds), fractions=fractions,
+        seeds=seeds,
+        random_control=flag_of(
+            source.get("random_control", True), where, "random_control", "a random-init twin beside every cell"
+        ),
+        baselines=baselines,
+        learning_curve=curve_of(source.get("learning_curve"), where, seeds),
+        fractions=fractions,
         transfers=transfers_of(source.get("transfers"), where, encoder_names, seeds, fractions, lr_grid),
-        linear_probe=flag_of(source.get("linear_probe", False), where, "linear_probe",
-                             "a probe per encoder and per twin"),
-        lr_grid=lr_grid, dataset=dataset, mrpc_dir=source.get("mrpc_dir"), budget=budget,
+        linear_probe=flag_of(
+            source.get("linear_probe", False), where, "linear_probe", "a probe per encoder and per twin"
+        ),
+        lr_grid=lr_grid,
+        dataset=dataset,
+        mrpc_dir=source.get("mrpc_dir"),
+        budget=budget,
         comparisons=comparisons_of(source.get("comparisons", []), where, encoder_names),
-        source=source)
+        source=source,
+    )
     check_values(matrix, where)
     return matrix
 
@@ -158,20 +201,27 @@ def encoders_of(value, where: str) -> tuple[dict, ...]:
         raise UserError(f"{where}: `encoders` must be a list of mappings, e.g. encoders: [{{name: elmo, run: latest}}]")
     for encoder in value:
         if "name" not in encoder or not ({"run", "pretrain"} & set(encoder)):
-            raise UserError(f"{where}: each encoder needs `name` and `run` (latest | runs:/<id> | hf:<folder> | "
-                            f"reference:<name>) or `pretrain`")
+            raise UserError(
+                f"{where}: each encoder needs `name` and `run` (latest | runs:/<id> | hf:<folder> | "
+                f"reference:<name>) or `pretrain`"
+            )
         name_of(encoder["name"], where, "encoders.name")
         known_keys(encoder, ENCODER_KEYS, where, f"encoder '{encoder['name']}'")
         stages = encoder.get("pretrain", [])
-        if not all(isinstance(stage, dict) and "config" in stage for stage in
-                   (stages if isinstance(stages, list) else [stages])):
-            raise UserError(f"{where}: encoder '{encoder['name']}': `pretrain` needs `config` (or a list of stages "
-                            f"with `config` each)")
+        if not all(
+            isinstance(stage, dict) and "config" in stage
+            for stage in (stages if isinstance(stages, list) else [stages])
+        ):
+            raise UserError(
+                f"{where}: encoder '{encoder['name']}': `pretrain` needs `config` (or a list of stages "
+                f"with `config` each)"
+            )
     expanded = [run for encoder in value for run in pretraining_runs_of(encoder, where)]
     names = [encoder["name"] for encoder in expanded]
     if len(set(names)) < len(names):
-        raise UserError(f"{where}: encoder names must differ; {sorted({n for n in names if names.count(n) > 1})} "
-                        f"repeat")
+        raise UserError(
+            f"{where}: encoder names must differ; {sorted({n for n in names if names.count(n) > 1})} repeat"
+        )
     return tuple(expanded)
 
 
@@ -181,20 +231,25 @@ def curve_of(curve, where: str, seeds: tuple[int, ...]) -> Curve | None:
     if not (isinstance(curve, dict) and isinstance(curve.get("fractions"), list)):
         raise UserError(f"{where}: `learning_curve` needs `fractions`, e.g. fractions: [0.1, 0.25, 0.5, 1.0]")
     known_keys(curve, CURVE_KEYS, where, "`learning_curve`")
-    return Curve(fractions_of(curve["fractions"], where, "learning_curve.fractions"),
-                 seeds_of(curve["seeds"], where, "learning_curve.seeds") if "seeds" in curve else seeds,
-                 text_of(curve.get("mix", MIX), where, "learning_curve.mix"),
-                 text_of(curve.get("head", HEAD), where, "learning_curve.head"))
+    return Curve(
+        fractions_of(curve["fractions"], where, "learning_curve.fractions"),
+        seeds_of(curve["seeds"], where, "learning_curve.seeds") if "seeds" in curve else seeds,
+        text_of(curve.get("mix", MIX), where, "learning_curve.mix"),
+        text_of(curve.get("head", HEAD), where, "learning_curve.head"),
+    )
 
 
-def transfers_of(transfers, where: str, encoder_names: list[str], seeds, fractions,
-                 lr_grid) -> dict[str, tuple[Transfer, ...]]:
+def transfers_of(
+    transfers, where: str, encoder_names: list[str], seeds, fractions, lr_grid
+) -> dict[str, tuple[Transfer, ...]]:
     """``transfers: {<family>: [{name, config, args, mix, heads, ...}, ...]}``: one line per mistake."""
     if transfers is None:
         return {}
     if not isinstance(transfers, dict):
-        raise UserError(f"{where}: `transfers` maps a family to its transfer settings, e.g. transfers: {{elmo: "
-                        f"[{{name: frozen, heads: [attn]}}]}}")
+        raise UserError(
+            f"{where}: `transfers` maps a family to its transfer settings, e.g. transfers: {{elmo: "
+            f"[{{name: frozen, heads: [attn]}}]}}"
+        )
     parsed = {}
     for family, settings in transfers.items():
         family_transfers = []
@@ -207,23 +262,30 @@ def transfers_of(transfers, where: str, encoder_names: list[str], seeds, fractio
             named = setting.get("encoders")
             if named is not None:
                 if not isinstance(named, list):
-                    raise UserError(f"{where}: {key}.encoders must be a list of encoder names, e.g. encoders: [{named}]")
+                    raise UserError(
+                        f"{where}: {key}.encoders must be a list of encoder names, e.g. encoders: [{named}]"
+                    )
                 missing = [name for name in named if name not in encoder_names]
                 if missing:
                     raise UserError(f"{where}: {key}.encoders: {missing} not in the config's encoders {encoder_names}")
-            family_transfers.append(Transfer(
-                name=setting["name"],
-                fractions=fractions_of(setting["fractions"], where, f"{key}.fractions") if "fractions" in setting
-                else fractions,
-                seeds=seeds_of(setting["seeds"], where, f"{key}.seeds") if "seeds" in setting else seeds,
-                lr_grid=rates_of(setting["lr_grid"], where, f"{key}.lr_grid") if "lr_grid" in setting else lr_grid,
-                config=text_of(setting["config"], where, f"{key}.config") if "config" in setting else "",
-                args=list_of(setting.get("args", []), where, f"{key}.args", example='["--model.finetune=gradual"]'),
-                mix=text_of(setting.get("mix", MIX), where, f"{key}.mix"),
-                heads=list_of(setting.get("heads", [HEAD]), where, f"{key}.heads", example="[pool-mlp]"),
-                encoders=None if named is None else tuple(named),
-                recipe_from=text_of(setting["recipe_from"], where, f"{key}.recipe_from") if "recipe_from" in setting
-                else ""))
+            family_transfers.append(
+                Transfer(
+                    name=setting["name"],
+                    fractions=fractions_of(setting["fractions"], where, f"{key}.fractions")
+                    if "fractions" in setting
+                    else fractions,
+                    seeds=seeds_of(setting["seeds"], where, f"{key}.seeds") if "seeds" in setting else seeds,
+                    lr_grid=rates_of(setting["lr_grid"], where, f"{key}.lr_grid") if "lr_grid" in setting else lr_grid,
+                    config=text_of(setting["config"], where, f"{key}.config") if "config" in setting else "",
+                    args=list_of(setting.get("args", []), where, f"{key}.args", example='["--model.finetune=gradual"]'),
+                    mix=text_of(setting.get("mix", MIX), where, f"{key}.mix"),
+                    heads=list_of(setting.get("heads", [HEAD]), where, f"{key}.heads", example="[pool-mlp]"),
+                    encoders=None if named is None else tuple(named),
+                    recipe_from=text_of(setting["recipe_from"], where, f"{key}.recipe_from")
+                    if "recipe_from" in setting
+                    else "",
+                )
+            )
         parsed[str(family)] = tuple(family_transfers)
     return parsed
 
@@ -234,8 +296,10 @@ def comparisons_of(value, where: str, encoder_names: list[str]) -> tuple[str, ..
     names = list_of(value, where, "comparisons", example="[elmo-reuters-frozen-attn, elmo-reuters-frozen-attn@0.1]")
     for name in names:
         if not any(name.startswith(f"{encoder}-") for encoder in encoder_names):
-            raise UserError(f"{where}: `comparisons`: {name!r} is no method of an encoder here "
-                            f"({', '.join(encoder_names)}); a method is named <encoder>-<transfer>-<head>[@fraction]")
+            raise UserError(
+                f"{where}: `comparisons`: {name!r} is no method of an encoder here "
+                f"({', '.join(encoder_names)}); a method is named <encoder>-<transfer>-<head>[@fraction]"
+            )
     if len(set(names)) < len(names):
         raise UserError(f"{where}: `comparisons` names a method twice")
     return names
@@ -245,8 +309,10 @@ def check_values(matrix: Matrix, where: str) -> None:
     """Every mix and head of the matrix, read by the flags' own parsers (``downstream.model.settings``),
     so a typo stops the benchmark before anything is pretrained."""
     if not isinstance(matrix.source.get("smoke", False), bool):
-        raise UserError(f"{where}: `smoke` must be true or false (true: tiny encoders that test the pipeline, "
-                        f"not transfer; reports say so first)")
+        raise UserError(
+            f"{where}: `smoke` must be true or false (true: tiny encoders that test the pipeline, "
+            f"not transfer; reports say so first)"
+        )
     values = [("mixes", mix, Mix.parse) for mix in matrix.mixes if mix != LAYERS]
     values += [("heads", head, parse_head) for head in matrix.heads]
     if matrix.learning_curve:
@@ -256,14 +322,21 @@ def check_values(matrix: Matrix, where: str) -> None:
     for family, transfers in matrix.transfers.items():
         for transfer in transfers:
             if transfer.recipe_from and transfer.lr_grid:
-                raise UserError(f"{where}: transfers.{family}.{transfer.name}: `recipe_from` runs each arm at its pick; "
-                                f"an `lr_grid` (here or the matrix's) belongs to the selection's config")
+                raise UserError(
+                    f"{where}: transfers.{family}.{transfer.name}: `recipe_from` runs each arm at its pick; "
+                    f"an `lr_grid` (here or the matrix's) belongs to the selection's config"
+                )
             if PICKED_HEAD in transfer.heads and not transfer.recipe_from:
-                raise UserError(f"{where}: transfers.{family}.{transfer.name}: head `{PICKED_HEAD}` (each arm's head "
-                                f"chosen on dev) needs `recipe_from: <the selection's results folder>`")
+                raise UserError(
+                    f"{where}: transfers.{family}.{transfer.name}: head `{PICKED_HEAD}` (each arm's head "
+                    f"chosen on dev) needs `recipe_from: <the selection's results folder>`"
+                )
             values += [(f"transfers.{family}.{transfer.name}.mix", transfer.mix, Mix.parse)]
-            values += [(f"transfers.{family}.{transfer.name}.heads", head, parse_head) for head in transfer.heads
-                       if not (head == PICKED_HEAD and transfer.recipe_from)]  # chosen on dev: see recipe_picks
+            values += [
+                (f"transfers.{family}.{transfer.name}.heads", head, parse_head)
+                for head in transfer.heads
+                if not (head == PICKED_HEAD and transfer.recipe_from)
+            ]  # chosen on dev: see recipe_picks
     for key, value, parse in values:
         try:
             parse(value)
@@ -279,8 +352,11 @@ def repo_path(path: str) -> Path:
 def dataset_spec(config: Matrix | dict) -> dict:
     """The config's ``dataset:`` keys (paths made absolute, relative to the repository root), with
     the older top-level ``mrpc_dir``; empty for the default (MRPC from ``$MRPC_DIR``)."""
-    dataset, mrpc_dir = ((config.dataset, config.mrpc_dir) if isinstance(config, Matrix)
-                         else (config.get("dataset"), config.get("mrpc_dir")))
+    dataset, mrpc_dir = (
+        (config.dataset, config.mrpc_dir)
+        if isinstance(config, Matrix)
+        else (config.get("dataset"), config.get("mrpc_dir"))
+    )
     spec = dict(dataset or {})
     if mrpc_dir and "mrpc_dir" not in spec:
         spec["mrpc_dir"] = mrpc_dir
@@ -292,5 +368,8 @@ def dataset_spec(config: Matrix | dict) -> dict:
 
 def data_flags(spec: dict) -> list[str]:
     """The ``--data.*`` flags every pretrain and finetune cell gets for ``spec``."""
-    return [f"--data.{key}={str(value).lower() if isinstance(value, bool) else value}"
-            for key, value in spec.items() if value is not None]
+    return [
+        f"--data.{key}={str(value).lower() if isinstance(value, bool) else value}"
+        for key, value in spec.items()
+        if value is not None
+    ]

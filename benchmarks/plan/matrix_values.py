@@ -21,8 +21,10 @@ def is_number(value) -> bool:
 def name_of(value, where: str, key: str) -> str:
     """A name used in run names and folders: letters, digits, ``. _ + -``, not starting with a dot."""
     if not isinstance(value, str) or not NAME.fullmatch(value):
-        raise UserError(f"{where}: `{key}` must be a name (letters, digits, . _ + -; no path separators, at most "
-                        f"100 characters), not {str(value)[:40]!r}")
+        raise UserError(
+            f"{where}: `{key}` must be a name (letters, digits, . _ + -; no path separators, at most "
+            f"100 characters), not {str(value)[:40]!r}"
+        )
     return value
 
 
@@ -43,11 +45,17 @@ def seeds_of(value, where: str, key: str) -> tuple[int, ...]:
     """``seeds: N`` (seeds 0..N-1, N >= 1) or an explicit non-empty list of distinct seeds >= 0."""
     if is_count(value):
         return tuple(range(value))
-    if (isinstance(value, list) and value and all(isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0
-                                                  for seed in value) and len(set(value)) == len(value)):
+    if (
+        isinstance(value, list)
+        and value
+        and all(isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0 for seed in value)
+        and len(set(value)) == len(value)
+    ):
         return tuple(value)
-    raise UserError(f"{where}: `{key}` must be a count of at least 1 (seeds 0..N-1) or a list of distinct seeds "
-                    f">= 0, not {str(value)[:40]!r}")
+    raise UserError(
+        f"{where}: `{key}` must be a count of at least 1 (seeds 0..N-1) or a list of distinct seeds "
+        f">= 0, not {str(value)[:40]!r}"
+    )
 
 
 def fractions_of(value, where: str, key: str) -> tuple[float, ...]:
@@ -78,5 +86,7 @@ def mapping_of(value, where: str, key: str, example: str) -> dict:
 def known_keys(mapping: dict, known, where: str, section: str = "") -> None:
     unknown = set(mapping) - set(known)
     if unknown:
-        raise UserError(f"{where}: unknown {section + ' ' if section else ''}key(s) {sorted(map(str, unknown))}; "
-                        f"known: {sorted(known)}")
+        raise UserError(
+            f"{where}: unknown {section + ' ' if section else ''}key(s) {sorted(map(str, unknown))}; "
+            f"known: {sorted(known)}"
+        )

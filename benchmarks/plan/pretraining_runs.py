@@ -24,9 +24,16 @@ def pretraining_runs_of(encoder: dict, where: str) -> list[dict]:
     runs = seeds_of(encoder["pretraining_runs"], where, key)
     stages = encoder["pretrain"] if isinstance(encoder["pretrain"], list) else [encoder["pretrain"]]
     entry = {name: value for name, value in encoder.items() if name != "pretraining_runs"}
-    return [{**entry, "name": run_name(encoder["name"], run), RUN_OF: encoder["name"], RUN_INDEX: run,
-             "pretrain": [{**stage, "args": [*stage.get("args", []), f"--seed_everything={run}"]} for stage in stages]}
-            for run in runs]
+    return [
+        {
+            **entry,
+            "name": run_name(encoder["name"], run),
+            RUN_OF: encoder["name"],
+            RUN_INDEX: run,
+            "pretrain": [{**stage, "args": [*stage.get("args", []), f"--seed_everything={run}"]} for stage in stages],
+        }
+        for run in runs
+    ]
 
 
 def run_name(name: str, run: int) -> str:

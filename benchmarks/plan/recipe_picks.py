@@ -16,10 +16,10 @@ from pathlib import Path
 import pandas as pd
 
 from benchmarks.cell.method_names import twin_name
+from benchmarks.cell.run_table import text_column, train_fractions
 from benchmarks.plan.cells import method_name
 from benchmarks.plan.matrix import PICKED_HEAD, Matrix, Transfer, parse_matrix
 from benchmarks.plan.pretraining_runs import RUN_INDEX, method_encoder
-from benchmarks.cell.run_table import text_column, train_fractions
 from harness.unique_keys import load_yaml
 
 TRANSFER_RECIPE = ("config", "args", "mix")  # what a selection's transfer shares with the chunk's
@@ -28,6 +28,7 @@ TRANSFER_RECIPE = ("config", "args", "mix")  # what a selection's transfer share
 @dataclass(frozen=True)
 class Pick:
     """An arm's recipe: its head and learning rate."""
+
     head: str
     learning_rate: float | None  # None: an estimate's stand-in, before the selection has run
 
@@ -35,6 +36,7 @@ class Pick:
 @dataclass(frozen=True)
 class Arm:
     """One arm a transfer with ``recipe_from`` plans: its method name and what finds its grid."""
+
     method: str
     kind: str  # pretrained | random
     encoder: str  # the encoder entry's name (a pretraining run's entry: ``<name>``)
@@ -60,8 +62,10 @@ def recipe_arms(matrix: Matrix, family: str, transfer: Transfer) -> list[Arm]:
             for fraction in transfer.fractions:
                 setting = {"transfer": transfer.name, "mix": transfer.mix, "head": head, "fraction": fraction}
                 kinds = [("pretrained", name)] + ([("random", twin(name))] if matrix.random_control else [])
-                arms += [Arm(method_name(arm_encoder, setting), kind, name, transfer.name, fraction, head)
-                         for kind, arm_encoder in kinds]
+                arms += [
+                    Arm(method_name(arm_encoder, setting), kind, name, transfer.name, fraction, head)
+                    for kind, arm_encoder in kinds
+                ]
     return arms
 
 
@@ -76,50 +80,71 @@ def grid_points(runs: pd.DataFrame) -> pd.DataFrame:
     if "grid_of" not in runs:
         return pd.DataFrame(columns=[*keys, "n_seeds", "dev_acc_mean"])
     grid = runs[text_column(runs, "grid_of") != ""]
-    grid = grid.assign(fraction=train_fractions(grid), learning_rate=pd.to_numeric(grid["learning_rate"]),
-                       dev_acc=pd.to_numeric(grid["dev_acc"]))
-    return (grid.groupby(keys, sort=False)["dev_acc"].agg(["size", "mean"]).reset_index()
-            .rename(columns={"size": "n_seeds", "mean": "dev_acc_mean"}))
+    grid = grid.assign(
+        fraction=train_fractions(grid),
+        learning_rate=pd.to_numeric(grid["learning_rate"]),
+        dev_acc=pd.to_numeric(grid["dev_acc"]),
+    )
+    return (
+        grid.groupby(keys, sort=False)["dev_acc"]
+        .agg(["size", "mean"])
+        .reset_index()
+        .rename(columns={"size": "n_seeds", "mean": "dev_acc_mean"})
+    )
 
 
 def arm_points(points: pd.DataFrame, arm: Arm) -> pd.DataFrame:
     """The grid points that decide ``arm`` (every head of its transfer and fraction where it says
     ``picked``), with ``chosen`` marking its pick: best mean dev accuracy, then the smaller rate,
     then the head first in the plan."""
-    mine = points[(points["kind"] == arm.kind) & (points["encoder"] == arm.encoder)
-                  & (points["transfer"] == arm.transfer) & (points["fraction"] == arm.fraction)]
+    mine = points[
+        (points["kind"] == arm.kind)
+        & (points["encoder"] == arm.encoder)
+        & (points["transfer"] == arm.transfer)
+        & (points["fraction"] == arm.fraction)
+    ]
     if arm.head != PICKED_HEAD:
         mine = mine[mine["head"] == arm.head]
     if not len(mine):
         return mine.assign(chosen=pd.Series(dtype=bool))
     head_order = {head: index for index, head in enumerate(dict.fromkeys(mine["head"]))}
     ranked = mine.assign(_head=mine["head"].map(head_order)).sort_values(
-        ["dev_acc_mean", "learning_rate", "_head"], ascending=[False, True, True])
+        ["dev_acc_mean", "learning_rate", "_head"], ascending=[False, True, True]
+    )
     return mine.assign(chosen=mine.index == ranked.index[0])
-
-
 
 
 def declared_points(selection: Matrix, family: str, arm: Arm) -> dict[tuple[str, float], int]:
     """The grid points the selection's settings declare for ``arm`` (head, rate), each with its
     number of seeds: what a finished selection holds."""
-    return {(head, rate): len(transfer.seeds) for transfer in selection.transfers.get(family, ())
-            if transfer.name == arm.transfer and arm.fraction in transfer.fractions
-            for head in transfer.heads if arm.head in (PICKED_HEAD, head) for rate in transfer.lr_grid}
+    return {
+        (head, rate): len(transfer.seeds)
+        for transfer in selection.transfers.get(family, ())
+        if transfer.name == arm.transfer and arm.fraction in transfer.fractions
+        for head in transfer.heads
+        if arm.head in (PICKED_HEAD, head)
+        for rate in transfer.lr_grid
+    }
 
 
 def grid_mismatch(decided: pd.DataFrame, declared: dict[tuple[str, float], int]) -> str:
     """How an arm's grid points in the folder differ from the declared ones ("" if they do not)."""
-    found = {(head, rate): seeds for head, rate, seeds in
-             zip(decided["head"], decided["learning_rate"], decided["n_seeds"])}
+    found = {
+        (head, rate): seeds for head, rate, seeds in zip(decided["head"], decided["learning_rate"], decided["n_seeds"])
+    }
     if found == declared:
         return ""
     missing = sorted(f"{head} {rate:g}" for head, rate in set(declared) - set(found))
     extra = sorted(f"{head} {rate:g}" for head, rate in set(found) - set(declared))
-    short = sorted(f"{head} {rate:g}" for point, seeds in found.items() if point in declared
-                   and seeds != declared[point] for head, rate in [point])
-    parts = ([f"lacks {', '.join(missing)}"] if missing else []) + ([f"has undeclared {', '.join(extra)}"] if extra
-                                                                     else [])
+    short = sorted(
+        f"{head} {rate:g}"
+        for point, seeds in found.items()
+        if point in declared and seeds != declared[point]
+        for head, rate in [point]
+    )
+    parts = ([f"lacks {', '.join(missing)}"] if missing else []) + (
+        [f"has undeclared {', '.join(extra)}"] if extra else []
+    )
     return "; ".join(parts + ([f"another number of seeds at {', '.join(short)}"] if short else []))
 
 
@@ -153,24 +178,30 @@ def pretraining(entry: dict):
     if "pretrain" not in entry:
         return entry.get("run")
     stages = entry["pretrain"] if isinstance(entry["pretrain"], list) else [entry["pretrain"]]
-    return [{**stage, "args": [arg for arg in stage.get("args", []) if not arg.startswith("--seed_everything=")]}
-            for stage in stages]
-
-
-
-
+    return [
+        {**stage, "args": [arg for arg in stage.get("args", []) if not arg.startswith("--seed_everything=")]}
+        for stage in stages
+    ]
 
 
 def selection_settings(benchmarks: list[dict], configs: list[Path]) -> list[Matrix]:
     """The matrices of a report's folders (their recorded settings) and of its registered configs
     that name a selection (``recipe_from``): the ones whose picks the report lists."""
-    sources = [(benchmark["settings"], f"{benchmark.get('folder', 'benchmark')}/benchmark.json")
-               for benchmark in benchmarks if benchmark.get("settings")]
+    sources = [
+        (benchmark["settings"], f"{benchmark.get('folder', 'benchmark')}/benchmark.json")
+        for benchmark in benchmarks
+        if benchmark.get("settings")
+    ]
     sources += [(load_yaml(Path(path)), str(path)) for path in configs]
-    return [parse_matrix(source, where) for source, where in sources
-            if any(isinstance(setting, dict) and setting.get("recipe_from")
-                   for settings in (source.get("transfers") or {}).values()
-                   for setting in (settings if isinstance(settings, list) else [settings]))]
+    return [
+        parse_matrix(source, where)
+        for source, where in sources
+        if any(
+            isinstance(setting, dict) and setting.get("recipe_from")
+            for settings in (source.get("transfers") or {}).values()
+            for setting in (settings if isinstance(settings, list) else [settings])
+        )
+    ]
 
 
 ESTIMATE_HEAD = "attn"  # a picked head before its selection has run: the dearest head a selection declares
@@ -179,8 +210,19 @@ ESTIMATE_HEAD = "attn"  # a picked head before its selection has run: the deares
 def with_estimated_picks(matrix: Matrix) -> Matrix:
     """For an estimate of the cost, before or after a selection has run: ``matrix`` with each
     ``recipe_from`` arm at its declared head (``picked``: the dearest, ``attn``) and no rate."""
-    transfers = {family: tuple(replace(transfer, picks={
-        arm.key: Pick(ESTIMATE_HEAD if arm.head == PICKED_HEAD else arm.head, None)
-        for arm in recipe_arms(matrix, family, transfer)}) if transfer.recipe_from else transfer
-        for transfer in settings) for family, settings in matrix.transfers.items()}
+    transfers = {
+        family: tuple(
+            replace(
+                transfer,
+                picks={
+                    arm.key: Pick(ESTIMATE_HEAD if arm.head == PICKED_HEAD else arm.head, None)
+                    for arm in recipe_arms(matrix, family, transfer)
+                },
+            )
+            if transfer.recipe_from
+            else transfer
+            for transfer in settings
+        )
+        for family, settings in matrix.transfers.items()
+    }
     return replace(matrix, transfers=transfers)

@@ -25,9 +25,9 @@ import harness.tracking.mlflow_defaults  # noqa: F401 - first: MLflow's settings
 import argparse
 import heapq
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable
 
 import yaml
 
@@ -54,13 +54,20 @@ class Costs:
     features: dict[str, float] = field(default_factory=dict)  # encoder → minutes of one arm's frozen features
 
     @classmethod
-    def read(cls, path: Path) -> "Costs":
+    def read(cls, path: Path) -> Costs:
         raw = json.loads(path.read_text())
-        stages = {name: [m if isinstance(m, dict) else float(m) for m in minutes]
-                  for name, minutes in raw["stages"].items()}
-        return cls(stages,
-                   int(raw.get("stage_cpus", 2)), raw.get("cells", {}), raw["default"], float(raw.get("baseline", 0.5)),
-                   float(raw.get("probe", cls.probe)), {name: float(m) for name, m in raw.get("features", {}).items()})
+        stages = {
+            name: [m if isinstance(m, dict) else float(m) for m in minutes] for name, minutes in raw["stages"].items()
+        }
+        return cls(
+            stages,
+            int(raw.get("stage_cpus", 2)),
+            raw.get("cells", {}),
+            raw["default"],
+            float(raw.get("baseline", 0.5)),
+            float(raw.get("probe", cls.probe)),
+            {name: float(m) for name, m in raw.get("features", {}).items()},
+        )
 
     def cell(self, cell: Cell) -> float:
         """Minutes of ``cell``: its table's figure at its fraction; under equal steps, the full
@@ -69,8 +76,9 @@ class Costs:
             return self.baseline
         if cell.kind == "probe":
             return self.probe
-        table = self.cells.get(f"{cell.encoder}/{cell.transfer}/{cell.head}") or \
-            self.cells.get(f"{cell.family}/{cell.transfer}/{cell.head}", self.default)
+        table = self.cells.get(f"{cell.encoder}/{cell.transfer}/{cell.head}") or self.cells.get(
+            f"{cell.family}/{cell.transfer}/{cell.head}", self.default
+        )
         if cell.train_fraction < 1 and flag_value(cell.args, "data.equal_steps", "false").lower() in TRUE:
             repeats = int(flag_value(cell.args, "data.max_repeats", str(DEFAULT_MAX_REPEATS)))
             return self.minutes(table, 1.0) * min(1.0, repeats * cell.train_fraction)
@@ -89,11 +97,16 @@ class Costs:
                     minutes[id(cell)] += self.features[cell.encoder]
         return minutes
 
-    def only(self, encoders: list[dict]) -> "Costs":
+    def only(self, encoders: list[dict]) -> Costs:
         """These costs with the stages of ``encoders`` (a study's ``encoders:``) alone, in minutes
         (the file holds every study's; a pretraining run costs what its entry's encoder costs)."""
-        return replace(self, stages={encoder["name"]: study_stage_minutes(self.stages[method_encoder(encoder)], encoder)
-                                     for encoder in encoders})
+        return replace(
+            self,
+            stages={
+                encoder["name"]: study_stage_minutes(self.stages[method_encoder(encoder)], encoder)
+                for encoder in encoders
+            },
+        )
 
     def minutes(self, table: dict[str, float], fraction: float) -> float:
         """``table``'s minutes at ``fraction``, else the default's."""
@@ -113,6 +126,8 @@ def reads_frozen_features(cell: Cell, suite_config: str = FINETUNE_CONFIG) -> bo
     path = repo_path(cell.config or suite_config)
     model = ((yaml.safe_load(path.read_text()) or {}).get("model") or {}) if path.is_file() else {}
     return flag_value(cell.args, "model.finetune", str(model.get("finetune", "frozen"))) == "frozen"
+
+
 LIGHTNING_MAX_EPOCHS = 1000  # the Trainer's own limit when neither max_epochs nor max_steps is set
 
 
@@ -124,8 +139,10 @@ def study_stage_minutes(costs: list[float | dict], encoder: dict) -> list[float]
     stages = pretrain_stages(encoder)
     if len(stages) != len(costs):
         raise UserError(f"costs of encoder {encoder['name']!r}: {len(costs)} stage(s), its config has {len(stages)}")
-    return [per_pass_minutes(float(cost["per_pass"]), stage) if isinstance(cost, dict) else cost
-            for cost, stage in zip(costs, stages)]
+    return [
+        per_pass_minutes(float(cost["per_pass"]), stage) if isinstance(cost, dict) else cost
+        for cost, stage in zip(costs, stages)
+    ]
 
 
 def per_pass_minutes(per_pass: float, stage: dict) -> float:
@@ -151,8 +168,15 @@ def flag_value(args: list[str], name: str, default: str) -> str:
 def study_plan(config: Matrix) -> list[Cell]:
     """The plan with stand-in encoders (family = the name's first part, ``hf`` for a published one;
     no run needed); every finetune cell carries the suite's ``finetune.args`` as it would run."""
-    encoders = [{"name": e["name"], "run_id": e["name"], "num_layers": 3,
-                 "family": "hf" if is_published(e) else e["name"].split("-")[0]} for e in config.encoders]
+    encoders = [
+        {
+            "name": e["name"],
+            "run_id": e["name"],
+            "num_layers": 3,
+            "family": "hf" if is_published(e) else e["name"].split("-")[0],
+        }
+        for e in config.encoders
+    ]
     return plan(with_estimated_picks(config), encoders, list(config.finetune_args))
 
 
@@ -171,6 +195,7 @@ def cell_seconds_estimate() -> Callable[[Cell], float | None] | None:
             return 60 * costs.cell(cell)
         except KeyError:
             return None
+
     return seconds
 
 
@@ -241,11 +266,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     cells = study_plan(config)
     suite_config = config.finetune_config
-    work = sum(costs.planned(cells, suite_config).values()) + sum(sum(m) * costs.stage_cpus
-                                                                 for m in costs.stages.values() if m)
+    work = sum(costs.planned(cells, suite_config).values()) + sum(
+        sum(m) * costs.stage_cpus for m in costs.stages.values() if m
+    )
     path = critical_path(costs, cells, suite_config)
-    print(f"{config.name}: {len(cells)} cells, {len(config.encoders)} encoders, "
-          f"{work / 60:.1f} CPU-hours, critical path {path / 60:.2f} h")
+    print(
+        f"{config.name}: {len(cells)} cells, {len(config.encoders)} encoders, "
+        f"{work / 60:.1f} CPU-hours, critical path {path / 60:.2f} h"
+    )
     print("| CPUs | simulated wall time | bound max(critical path, CPU-hours / CPUs) |")
     print("|---:|---:|---:|")
     for count in args.cpus:

@@ -18,5 +18,5 @@ def trainer_setting(config: str, args: list[str], key: str, default=None):
     prefix = f"--trainer.{key}="
     for argument in args:
         if argument.startswith(prefix):
-            value = yaml.safe_load(argument[len(prefix):])
+            value = yaml.safe_load(argument[len(prefix) :])
     return value

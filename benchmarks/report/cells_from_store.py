@@ -23,14 +23,34 @@ def read_predictions(path: str) -> pd.DataFrame:
 def cell_row(cell: dict, run_id: str, parent_run_id: str, metrics: dict, params: dict) -> dict:
     """A cell's row of the per-run table: its settings (``Cell.fields()``), metrics, mix weights,
     steps and times, and the parent it belongs to."""
-    row = {"run_id": run_id, "parent_run_id": parent_run_id,
-           **{key: cell.get(key) for key in ("method", "seed", "encoder", "family", "transfer", "kind", "mix", "head",
-                                            "train_fraction", "control", "probe_of", "grid_of", "learning_rate",
-                                            "encoder_run")},  # encoder_run: the pretraining run (or source)
-           **({"recipe_from": cell["recipe_from"]} if cell.get("recipe_from") else {}),  # a pick's folder
-           **{m: metrics.get(m) for m in METRICS}, "encoder_layers": params.get("encoder_layers"),
-           "finetune": params.get("model.finetune"),  # frozen, or how the encoder was fine-tuned
-           **{f"{split}_pairs": params.get(f"{split}_pairs") for split in ("dev", "test")}}
+    row = {
+        "run_id": run_id,
+        "parent_run_id": parent_run_id,
+        **{
+            key: cell.get(key)
+            for key in (
+                "method",
+                "seed",
+                "encoder",
+                "family",
+                "transfer",
+                "kind",
+                "mix",
+                "head",
+                "train_fraction",
+                "control",
+                "probe_of",
+                "grid_of",
+                "learning_rate",
+                "encoder_run",
+            )
+        },  # encoder_run: the pretraining run (or source)
+        **({"recipe_from": cell["recipe_from"]} if cell.get("recipe_from") else {}),  # a pick's folder
+        **{m: metrics.get(m) for m in METRICS},
+        "encoder_layers": params.get("encoder_layers"),
+        "finetune": params.get("model.finetune"),  # frozen, or how the encoder was fine-tuned
+        **{f"{split}_pairs": params.get(f"{split}_pairs") for split in ("dev", "test")},
+    }
     row.update({k: v for k, v in metrics.items() if k.startswith(("mix_", "time_")) or k in STEP_METRICS})
     return row
 
@@ -43,8 +63,15 @@ def run_table(done: list[tuple[Cell, str]]) -> tuple[pd.DataFrame, dict[str, pd.
     with tempfile.TemporaryDirectory() as scratch:
         for cell, run_id in done:
             run = client.get_run(run_id)
-            rows.append(cell_row(cell.fields(), run_id, run.data.tags.get("mlflow.parentRunId", ""),
-                                 run.data.metrics, run.data.params))
+            rows.append(
+                cell_row(
+                    cell.fields(),
+                    run_id,
+                    run.data.tags.get("mlflow.parentRunId", ""),
+                    run.data.metrics,
+                    run.data.params,
+                )
+            )
             path = client.download_artifacts(run_id, "predictions/test.csv", scratch)
             predictions[run_id] = read_predictions(path)
     return pd.DataFrame(rows), predictions
@@ -54,14 +81,21 @@ def drop_unpaired_controls(runs: pd.DataFrame, predictions: dict[str, pd.DataFra
     """Clear the control of a method whose test predictions cover other pairs than its control's
     (baselines on the full test set against cells capped by ``--data.max_pairs``): a paired test
     needs the same items, so such a method gets no p-value rather than a crash."""
+
     def ids(frame: pd.DataFrame) -> set[tuple]:  # each pair's ids (MRPC: id1, id2; a TSV data set: id)
         return set(frame[[column for column in ID_COLUMNS if column in frame]].astype(str).itertuples(index=False))
 
     pairs = {run_id: ids(frame) for run_id, frame in predictions.items()}
     run_of = {(method, seed): run_id for method, seed, run_id in zip(runs["method"], runs["seed"], runs["run_id"])}
-    unpaired = {row.method for row in runs.itertuples() if row.control
-                and (row.control, row.seed) in run_of and pairs[row.run_id] != pairs[run_of[(row.control, row.seed)]]}
+    unpaired = {
+        row.method
+        for row in runs.itertuples()
+        if row.control
+        and (row.control, row.seed) in run_of
+        and pairs[row.run_id] != pairs[run_of[(row.control, row.seed)]]
+    }
     for method in sorted(unpaired):
         print(f"  note: {method} was evaluated on other test pairs than its control: no p-value")
-    return runs.assign(control=["" if method in unpaired else control
-                                for method, control in zip(runs["method"], runs["control"])])
+    return runs.assign(
+        control=["" if method in unpaired else control for method, control in zip(runs["method"], runs["control"])]
+    )

@@ -37,7 +37,7 @@ def failed_mask(rows: pd.DataFrame) -> pd.Series:
 
 
 def learned_text(row: pd.Series) -> str:
-    """"; both arms learned" for a row that passed the rule; nothing where it was not checked."""
+    """ "; both arms learned" for a row that passed the rule; nothing where it was not checked."""
     value = row.get("control_ok")
     checked = value is not None and not pd.isna(value)
     return "; both arms learned" if checked and not control_failed(value) else ""
@@ -48,6 +48,10 @@ def failed_note(rows: pd.DataFrame) -> list[str]:
     failed = rows[failed_mask(rows)]
     if not len(failed):
         return []
-    return [f"✗ control failed — the pre-registered rule ({RULE_TEXT}): such a gap is shown, never counted among "
-            "the gaps that hold. " + "; ".join(f"`{row['method']}`: {row['control_reason']}"
-                                               for _, row in failed.iterrows()) + ".", ""]
+    return [
+        f"✗ control failed — the pre-registered rule ({RULE_TEXT}): such a gap is shown, never counted among "
+        "the gaps that hold. "
+        + "; ".join(f"`{row['method']}`: {row['control_reason']}" for _, row in failed.iterrows())
+        + ".",
+        "",
+    ]

@@ -15,8 +15,18 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure  # no pyplot: figures render with Agg and hold no global state
 
-from benchmarks.cell.run_table import (SETTING, controls, encoder_layers, full_fraction_method, setting_label, settings,
-                                  single_layer, text_column, train_fractions, weight_columns)
+from benchmarks.cell.run_table import (
+    SETTING,
+    controls,
+    encoder_layers,
+    full_fraction_method,
+    setting_label,
+    settings,
+    single_layer,
+    text_column,
+    train_fractions,
+    weight_columns,
+)
 
 
 def _learning_curve(runs: pd.DataFrame, path: Path, data_name: str = "MRPC") -> Path | None:
@@ -33,8 +43,11 @@ def _learning_curve(runs: pd.DataFrame, path: Path, data_name: str = "MRPC") -> 
     ticks = sorted(table["fraction"].unique())
     axes.set_xscale("log")
     axes.set_xticks(ticks, [f"{tick:g}" for tick in ticks])
-    axes.set(xlabel=f"fraction of {data_name} train", ylabel="test accuracy (%)",
-             title=f"Learning curve ({seed_text(table, [*SETTING, 'fraction'])})")
+    axes.set(
+        xlabel=f"fraction of {data_name} train",
+        ylabel="test accuracy (%)",
+        title=f"Learning curve ({seed_text(table, [*SETTING, 'fraction'])})",
+    )
     _accuracy_axis(axes, runs)
     axes.legend(fontsize=8)
     return _save(figure, path)
@@ -59,16 +72,20 @@ def _mix_weights(runs: pd.DataFrame, path: Path) -> Path | None:
         axes.bar(positions, means, width, yerr=stds if len(group) > 1 else None, capsize=3, label=label)
     axes.axhline(1 / len(columns), color="grey", linestyle="--", linewidth=1, label="uniform (average)")
     axes.set_xticks(np.arange(len(columns)), [column.rsplit("_", 1)[1] for column in columns])
-    axes.set(xlabel="layer (0 = token embedding)", ylabel="softmax weight",
-             title=f"Learned scalar-mix weights ({seed_text(scalar, ['method'])})")
+    axes.set(
+        xlabel="layer (0 = token embedding)",
+        ylabel="softmax weight",
+        title=f"Learned scalar-mix weights ({seed_text(scalar, ['method'])})",
+    )
     axes.legend(fontsize=8)
     return _save(figure, path)
 
 
 def _accuracy_by_layer(runs: pd.DataFrame, path: Path) -> Path | None:
     mix, kind, encoder = text_column(runs, "mix"), text_column(runs, "kind"), text_column(runs, "encoder")
-    layer = pd.Series([single_layer(value, depth) for value, depth in zip(mix, encoder_layers(runs))],
-                      index=runs.index, dtype=object)
+    layer = pd.Series(
+        [single_layer(value, depth) for value, depth in zip(mix, encoder_layers(runs))], index=runs.index, dtype=object
+    )
     keep = layer.notna() & (train_fractions(runs) == 1.0) & kind.isin(["pretrained", "random"])
     single = runs.assign(mix=mix, kind=kind, encoder=encoder, layer=layer)[keep]
     encoders = list(dict.fromkeys(single.loc[single["kind"] == "pretrained", "encoder"]))
@@ -80,16 +97,26 @@ def _accuracy_by_layer(runs: pd.DataFrame, path: Path) -> Path | None:
     for axes, name in zip(all_axes[0], encoders):
         mine = single[(single["kind"] == "pretrained") & (single["encoder"] == name)]
         control_methods = {twins.get(method) for method in mine["method"]}
-        rows = pd.concat([mine, single[(single["kind"] == "random")
-                                       & (single["method"].isin(control_methods) | (single["encoder"] == name))]])
+        rows = pd.concat(
+            [
+                mine,
+                single[
+                    (single["kind"] == "random")
+                    & (single["method"].isin(control_methods) | (single["encoder"] == name))
+                ],
+            ]
+        )
         rows = rows.assign(layer=rows["layer"].astype(int), test_acc=rows["test_acc"].astype(float) * 100)
         rows["head"] = text_column(rows, "head")
         for (kind_name, head), group in rows.groupby(["kind", "head"], sort=False):
             _errorbar(axes, group, "layer", f"{kind_name} {head}" if rows["head"].nunique() > 1 else kind_name)
         ticks, tops = sorted(rows["layer"].unique()), set(rows.loc[rows["mix"] == "top", "layer"])
         axes.set_xticks(ticks, [f"{tick} (top)" if tick in tops else str(tick) for tick in ticks])
-        axes.set(xlabel="layer (0 = token embedding)", ylabel="test accuracy (%)",
-                 title=f"{name}: single layers ({seed_text(rows, ['kind', 'head', 'layer'])})")
+        axes.set(
+            xlabel="layer (0 = token embedding)",
+            ylabel="test accuracy (%)",
+            title=f"{name}: single layers ({seed_text(rows, ['kind', 'head', 'layer'])})",
+        )
         _accuracy_axis(axes, runs)
         axes.legend(fontsize=8)
     return _save(figure, path)
@@ -133,8 +160,9 @@ def _accuracy_axis(axes, runs: pd.DataFrame) -> None:
     lines = baseline_accuracies(runs)
     for (_, label, style), color in zip(BASELINE_LINES, ("grey", "black")):
         if label in lines:
-            axes.axhline(lines[label], color=color, linestyle=style, linewidth=1.2,
-                         label=f"{label} ({lines[label]:.1f})")
+            axes.axhline(
+                lines[label], color=color, linestyle=style, linewidth=1.2, label=f"{label} ({lines[label]:.1f})"
+            )
     majority = lines.get("majority class")
     floor = min([CHANCE, low] + ([majority - MARGIN] if majority is not None else []))
     top = max([high, *lines.values()]) + 1

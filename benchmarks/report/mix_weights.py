@@ -23,13 +23,22 @@ def mix_section(runs: pd.DataFrame) -> list[str]:
         means = group[logged].mean()
         uniform = 1 / len(logged)
         gamma = group["mix_gamma"].mean() if "mix_gamma" in group else float("nan")
-        rows.append(f"| `{method}` | {group[logged[0]].notna().sum()} | "
-                    + " ".join(f"{weight:.2f}" for weight in means) + f" | {uniform:.2f} | "
-                    f"{(means - uniform).abs().max():.2f} | " + ("—" if pd.isna(gamma) else f"{gamma:.2f}") + " |")
+        rows.append(
+            f"| `{method}` | {group[logged[0]].notna().sum()} | "
+            + " ".join(f"{weight:.2f}" for weight in means)
+            + f" | {uniform:.2f} | "
+            f"{(means - uniform).abs().max():.2f} | " + ("—" if pd.isna(gamma) else f"{gamma:.2f}") + " |"
+        )
     if not rows:
         return []
-    return ["", "## Learned scalar mixes", "",
-            "Softmax weights by layer (0 = token embedding), mean over seeds, beside the uniform 1/L of `average`; "
-            "max |w − 1/L| near 0 means the learned mix stayed the average. γ: the learned scale (mean).", "",
-            "| method | seeds | weights by layer | uniform | max \\|w − 1/L\\| | γ |", "|---|---|---|---|---|---|",
-            *rows]
+    return [
+        "",
+        "## Learned scalar mixes",
+        "",
+        "Softmax weights by layer (0 = token embedding), mean over seeds, beside the uniform 1/L of `average`; "
+        "max |w − 1/L| near 0 means the learned mix stayed the average. γ: the learned scale (mean).",
+        "",
+        "| method | seeds | weights by layer | uniform | max \\|w − 1/L\\| | γ |",
+        "|---|---|---|---|---|---|",
+        *rows,
+    ]

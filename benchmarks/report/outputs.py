@@ -13,12 +13,12 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from benchmarks.plan.lr_selection import CHOSEN_COLUMN, lr_grid_section
-from benchmarks.report.recipe_section import recipe_section
+from benchmarks.plan.lr_selection import lr_grid_section
 from benchmarks.report.control_rule import control_cell
 from benchmarks.report.figures import write_figures
 from benchmarks.report.mix_weights import mix_section
 from benchmarks.report.probe_checks import probe_methods, probe_remarks, probe_section
+from benchmarks.report.recipe_section import recipe_section
 from benchmarks.report.remarks import mde, number, points, remarks
 from benchmarks.report.study_table import study_figures, study_remarks, study_rows, study_tables
 from benchmarks.stats.controls import CONTROL_OK_COLUMN, RULE_TEXT
@@ -27,11 +27,12 @@ from benchmarks.stats.preregistration import PREREGISTERED_COLUMN, family_text, 
 from benchmarks.stats.results_columns import COLLAPSED_COLUMN, STEPS_COLUMN, shown_columns
 from harness.datasets.registry import published_anchors
 
-
-PUBLISHED_NOTE = ("Encoders pretrained elsewhere (`hf:` folders, `reference:` packages such as all-MiniLM-L6-v2), on "
-                  "far more text and, for a reference, with supervised sentence-pair training: a ceiling for this "
-                  "protocol — what the same heads and fine-tuning reach when the encoder has transfer — not a peer "
-                  "of the encoders pretrained here. Their random-init twins go through the same code.")
+PUBLISHED_NOTE = (
+    "Encoders pretrained elsewhere (`hf:` folders, `reference:` packages such as all-MiniLM-L6-v2), on "
+    "far more text and, for a reference, with supervised sentence-pair training: a ceiling for this "
+    "protocol — what the same heads and fine-tuning reach when the encoder has transfer — not a peer "
+    "of the encoders pretrained here. Their random-init twins go through the same code."
+)
 
 
 def published_methods(runs: pd.DataFrame, context: dict) -> set[str]:
@@ -52,8 +53,10 @@ def _table(header: list[str], rows: list[list]) -> list[str]:
     return lines + ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
 
 
-SMOKE_NOTE = ("smoke test: tiny pretraining, so these numbers test the pipeline, not transfer "
-              "(a pretrained arm below its twin, or a random method on top, says nothing about pretraining)")
+SMOKE_NOTE = (
+    "smoke test: tiny pretraining, so these numbers test the pipeline, not transfer "
+    "(a pretrained arm below its twin, or a random method on top, says nothing about pretraining)"
+)
 
 
 def title_line(name: str, smoke: bool) -> str:
@@ -65,8 +68,7 @@ TWIN_GAP = ("gap_vs_random", "gap_ci_low", "gap_ci_high")
 TFIDF_GAP = ("gap_vs_tfidf", "gap_vs_tfidf_ci_low", "gap_vs_tfidf_ci_high")
 
 
-def gap_cell(row: pd.Series, columns: tuple[str, str, str] = TWIN_GAP, alone: str = f"({NO_SEED_REPLICATION})"
-             ) -> str:
+def gap_cell(row: pd.Series, columns: tuple[str, str, str] = TWIN_GAP, alone: str = f"({NO_SEED_REPLICATION})") -> str:
     """``+5.0 (+1.2, +8.8)`` in points; ``+5.0 (no seed replication)`` (``alone``) with one seed pair;
     — without a comparison. ``columns``: the gap and its CI ends (``TWIN_GAP`` or ``TFIDF_GAP``)."""
     gap, low, high = (row.get(column, np.nan) for column in columns)
@@ -94,21 +96,44 @@ def adjusted_cell(row: pd.Series, registered_family: bool) -> str:
 def _context_sections(context: dict) -> list[str]:
     lines = []
     if context.get("encoders"):
-        lines += ["", "## Encoders", "", "Corpus, tokens and words over all pretraining stages (a later stage "
-                  "continues the one before it: `general → task`); the perplexity is the last stage's.", ""] + _table(
-            ["encoder", "pretrain run / source", "corpus", "val ppl", "train tokens", "train words", "config"], [
-            [encoder.get("name", "—") + (" (reference)" if encoder.get("reference") else ""),
-             f"`{encoder.get('run_id', '—')}`", encoder.get("corpus") or "—", number(encoder.get("val_ppl"), ".1f"),
-             number(encoder.get("train_tokens"), ","), number(encoder.get("train_words"), ","),
-             _config(encoder.get("config"))]
-            for encoder in context["encoders"]])
+        lines += [
+            "",
+            "## Encoders",
+            "",
+            "Corpus, tokens and words over all pretraining stages (a later stage "
+            "continues the one before it: `general → task`); the perplexity is the last stage's.",
+            "",
+        ] + _table(
+            ["encoder", "pretrain run / source", "corpus", "val ppl", "train tokens", "train words", "config"],
+            [
+                [
+                    encoder.get("name", "—") + (" (reference)" if encoder.get("reference") else ""),
+                    f"`{encoder.get('run_id', '—')}`",
+                    encoder.get("corpus") or "—",
+                    number(encoder.get("val_ppl"), ".1f"),
+                    number(encoder.get("train_tokens"), ","),
+                    number(encoder.get("train_words"), ","),
+                    _config(encoder.get("config")),
+                ]
+                for encoder in context["encoders"]
+            ],
+        )
     if context.get("throughput"):
         header = ["row", "softmax", "batch", "real tokens/s", "model GFLOP/s", "matmul peak GFLOP/s", "peak RSS MB"]
-        keys = [("real_tokens_per_s", ".0f"), ("model_gflops_per_s", ".2f"), ("matmul_peak_gflops_per_s", ".1f"),
-                ("peak_rss_mb", ".0f")]
-        lines += ["", "## Pretraining throughput", ""] + _table(header, [
-            [row.get("name"), row.get("softmax"), row.get("batch_size")]
-            + [number(row.get(key), spec) for key, spec in keys] for row in context["throughput"]])
+        keys = [
+            ("real_tokens_per_s", ".0f"),
+            ("model_gflops_per_s", ".2f"),
+            ("matmul_peak_gflops_per_s", ".1f"),
+            ("peak_rss_mb", ".0f"),
+        ]
+        lines += ["", "## Pretraining throughput", ""] + _table(
+            header,
+            [
+                [row.get("name"), row.get("softmax"), row.get("batch_size")]
+                + [number(row.get(key), spec) for key, spec in keys]
+                for row in context["throughput"]
+            ],
+        )
     if context.get("settings"):
         plain = json.loads(json.dumps(context["settings"], default=str))  # paths etc. become strings
         settings = yaml.safe_dump(plain, sort_keys=False, allow_unicode=True).rstrip()
@@ -127,14 +152,31 @@ def time_section(runs: pd.DataFrame) -> list[str]:
         return []
     timed = runs.dropna(subset=TIMES).assign(overhead=lambda r: r["time_total_s"] - r["time_fit_s"])
     grouped = timed.groupby("method", sort=False)
-    rows = [[f"`{method}`", len(group), *[f"{group[name].sum() / 60:.1f}" for name in TIMES],
-             f"{group['overhead'].median():.1f}"] for method, group in grouped]
-    rows.append(["all cells", len(timed), *[f"{timed[name].sum() / 60:.1f}" for name in TIMES],
-                 f"{timed['overhead'].median():.1f}"])
-    return ["", "## Where the cells' time went", "",
-            "Sums over each method's cells in minutes (cells run side by side, so they add up to more than the "
-            "wall time); overhead = total − fit, a cell's median in seconds.", ""] + _table(
-        ["method", "cells", "total min", "fit min", "eval min", "median overhead s"], rows)
+    rows = [
+        [
+            f"`{method}`",
+            len(group),
+            *[f"{group[name].sum() / 60:.1f}" for name in TIMES],
+            f"{group['overhead'].median():.1f}",
+        ]
+        for method, group in grouped
+    ]
+    rows.append(
+        [
+            "all cells",
+            len(timed),
+            *[f"{timed[name].sum() / 60:.1f}" for name in TIMES],
+            f"{timed['overhead'].median():.1f}",
+        ]
+    )
+    return [
+        "",
+        "## Where the cells' time went",
+        "",
+        "Sums over each method's cells in minutes (cells run side by side, so they add up to more than the "
+        "wall time); overhead = total − fit, a cell's median in seconds.",
+        "",
+    ] + _table(["method", "cells", "total min", "fit min", "eval min", "median overhead s"], rows)
 
 
 HOW_TO_READ = [
@@ -208,9 +250,11 @@ def _split_sizes(results: pd.DataFrame, runs: pd.DataFrame, context: dict) -> st
                 sizes[split] = counts.max() if counts.min() == counts.max() else f"{counts.min()}–{counts.max()}"
     if "test" not in sizes and "paired_items" in results and (results["paired_items"] > 0).any():
         sizes["test"] = int(results["paired_items"].max())
-    parts = [f"{split} = {dataset + ' ' if dataset else ''}{split} split" + (f" ({sizes[split]} pairs)"
-                                                                          if split in sizes else "")
-             for split in ("dev", "test")]
+    parts = [
+        f"{split} = {dataset + ' ' if dataset else ''}{split} split"
+        + (f" ({sizes[split]} pairs)" if split in sizes else "")
+        for split in ("dev", "test")
+    ]
     return ", ".join(parts)
 
 
@@ -224,8 +268,9 @@ def _f1_kind(context: dict) -> str:
     return f"; F1 = macro F1 over the {len(labels)} labels"
 
 
-def _markdown(results: pd.DataFrame, runs: pd.DataFrame, context: dict, figures: list[Path],
-              study: pd.DataFrame | None = None) -> str:
+def _markdown(
+    results: pd.DataFrame, runs: pd.DataFrame, context: dict, figures: list[Path], study: pd.DataFrame | None = None
+) -> str:
     wall = context.get("wall_seconds")
     adjusted = "p_adjusted" in results  # older tables lack it and the TF-IDF gap
     family = context.get("family")  # the pre-registered comparisons (``comparisons:``), or None
@@ -233,38 +278,87 @@ def _markdown(results: pd.DataFrame, runs: pd.DataFrame, context: dict, figures:
     stepped = STEPS_COLUMN in results and results[STEPS_COLUMN].notna().any()  # cells that logged train_steps
     plain = shown_columns(results)  # declared plain columns with a value (steps, the grid's chosen rate)
     checked = CONTROL_OK_COLUMN in results and results[CONTROL_OK_COLUMN].notna().any()  # twin comparisons
-    lines = [title_line(context.get("name", "benchmark"), bool(context.get("smoke"))), "",
-             f"- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}",
-             f"- parent run: `{context.get('parent_run_id', '—')}`",
-             *([f"- wall time: {wall / 60:.1f} min ({wall:.0f} s)"] if wall is not None else []),  # folders keep none
-             *([f"- built from results folders: {', '.join(f'`{source}`' for source in context['sources'])}"]
-               if context.get("sources") else []),
-             "", "## Results", "", "Accuracy and F1 in %, mean ± std (min–max) over seeds; "
-             f"{_split_sizes(results, runs, context)}{_f1_kind(context)}. Gap vs the random-init twin on test "
-             "accuracy in points, with its 95% CI (see How to read)"
-             + ((f"; `p_adjusted`: {family_text(family)} (every other gap is exploratory: its CI and raw `p`, "
-                 "no adjustment)" if family else "; `p_adjusted`: Holm's adjustment of `p` over the report's twin "
-                 "comparisons") if adjusted else "")
-             + ("; control: whether both arms learned (a failed one is shown, never counted; see How to read)"
-                if checked else "")
-             + ("; gap vs TF-IDF: each method against TF-IDF + LR at its own labelled fraction (`tfidf-lr@<fraction>`, "
-                "fitted on each seed's labelled subset, where it ran; else `tfidf-lr` on the whole train split), in "
-                "points, with its 95% CI" if against_tfidf else "")
-             + ("; steps: the optimiser steps of a run's fit, mean over seeds (with `--data.equal_steps` a "
-                "fraction trains about the full training set's number)" if stepped else "") + ".", ""]
+    lines = [
+        title_line(context.get("name", "benchmark"), bool(context.get("smoke"))),
+        "",
+        f"- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}",
+        f"- parent run: `{context.get('parent_run_id', '—')}`",
+        *([f"- wall time: {wall / 60:.1f} min ({wall:.0f} s)"] if wall is not None else []),  # folders keep none
+        *(
+            [f"- built from results folders: {', '.join(f'`{source}`' for source in context['sources'])}"]
+            if context.get("sources")
+            else []
+        ),
+        "",
+        "## Results",
+        "",
+        "Accuracy and F1 in %, mean ± std (min–max) over seeds; "
+        f"{_split_sizes(results, runs, context)}{_f1_kind(context)}. Gap vs the random-init twin on test "
+        "accuracy in points, with its 95% CI (see How to read)"
+        + (
+            (
+                f"; `p_adjusted`: {family_text(family)} (every other gap is exploratory: its CI and raw `p`, "
+                "no adjustment)"
+                if family
+                else "; `p_adjusted`: Holm's adjustment of `p` over the report's twin comparisons"
+            )
+            if adjusted
+            else ""
+        )
+        + (
+            "; control: whether both arms learned (a failed one is shown, never counted; see How to read)"
+            if checked
+            else ""
+        )
+        + (
+            "; gap vs TF-IDF: each method against TF-IDF + LR at its own labelled fraction (`tfidf-lr@<fraction>`, "
+            "fitted on each seed's labelled subset, where it ran; else `tfidf-lr` on the whole train split), in "
+            "points, with its 95% CI"
+            if against_tfidf
+            else ""
+        )
+        + (
+            "; steps: the optimiser steps of a run's fit, mean over seeds (with `--data.equal_steps` a "
+            "fraction trains about the full training set's number)"
+            if stepped
+            else ""
+        )
+        + ".",
+        "",
+    ]
     published = published_methods(runs, context)
-    rows = [[f"`{row['method']}`", int(row["n_seeds"]), *[_percent(row, metric) for metric in METRICS],
-             gap_cell(row), *([control_cell(row.get(CONTROL_OK_COLUMN))] if checked else []),
-             number(row.get(PVALUE_COLUMN), ".3g"),
-             *([adjusted_cell(row, family is not None)] if adjusted else []), mde(row.get("mde_vs_random", np.nan)),
-             *([gap_cell(row, TFIDF_GAP)] if against_tfidf else []),
-             *[number(row.get(column.name), column.shown_format) for column in plain],
-             f"⚠ {int(row[COLLAPSED_COLUMN])}/{int(row['n_seeds'])}" if row.get(COLLAPSED_COLUMN, 0) > 0 else "no"]
-            for _, row in results.iterrows()]
-    header = ["method", "seeds", "dev acc", "dev F1", "test acc", "test F1", "gap vs random (95% CI)",
-              *(["control"] if checked else []), "p",
-              *(["p_adjusted"] if adjusted else []), "MDE", *(["gap vs TF-IDF (95% CI)"] if against_tfidf else []),
-              *[column.shown for column in plain], "collapsed"]
+    rows = [
+        [
+            f"`{row['method']}`",
+            int(row["n_seeds"]),
+            *[_percent(row, metric) for metric in METRICS],
+            gap_cell(row),
+            *([control_cell(row.get(CONTROL_OK_COLUMN))] if checked else []),
+            number(row.get(PVALUE_COLUMN), ".3g"),
+            *([adjusted_cell(row, family is not None)] if adjusted else []),
+            mde(row.get("mde_vs_random", np.nan)),
+            *([gap_cell(row, TFIDF_GAP)] if against_tfidf else []),
+            *[number(row.get(column.name), column.shown_format) for column in plain],
+            f"⚠ {int(row[COLLAPSED_COLUMN])}/{int(row['n_seeds'])}" if row.get(COLLAPSED_COLUMN, 0) > 0 else "no",
+        ]
+        for _, row in results.iterrows()
+    ]
+    header = [
+        "method",
+        "seeds",
+        "dev acc",
+        "dev F1",
+        "test acc",
+        "test F1",
+        "gap vs random (95% CI)",
+        *(["control"] if checked else []),
+        "p",
+        *(["p_adjusted"] if adjusted else []),
+        "MDE",
+        *(["gap vs TF-IDF (95% CI)"] if against_tfidf else []),
+        *[column.shown for column in plain],
+        "collapsed",
+    ]
     probes = set(probe_methods(runs))  # shown apart, as checks
     own = [row for row, method in zip(rows, results["method"]) if method not in published | probes]
     lines += _table(header, own) if own else ["(no encoder pretrained here in this benchmark)"]
@@ -286,9 +380,13 @@ def _markdown(results: pd.DataFrame, runs: pd.DataFrame, context: dict, figures:
     anchors = context["anchors"] if "anchors" in context else published_anchors(context.get("dataset"))
     if anchors:
         lines += ["", f"## Published anchors ({anchors.split}, for context; not produced by this run)", ""]
-        lines += _table(["system", "test acc", "test F1", "source"], [
-            [system, number(accuracy, ".1f"), number(f1, ".1f"), source]
-            for system, accuracy, f1, source in anchors.rows])
+        lines += _table(
+            ["system", "test acc", "test F1", "source"],
+            [
+                [system, number(accuracy, ".1f"), number(f1, ".1f"), source]
+                for system, accuracy, f1, source in anchors.rows
+            ],
+        )
         lines += ["", anchors.note] if anchors.note else []
     lines += mix_section(runs)
     lines += _context_sections(context)

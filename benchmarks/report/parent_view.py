@@ -48,14 +48,15 @@ def report_sections(report: str, names: tuple[str, ...] = DESCRIPTION_SECTIONS) 
     return "\n\n".join([title, *kept]).strip() + "\n"
 
 
-def describe_parent(client: MlflowClient, parent: str, name: str, results: pd.DataFrame, report_path: Path,
-                    config_path: Path) -> str:
+def describe_parent(
+    client: MlflowClient, parent: str, name: str, results: pd.DataFrame, report_path: Path, config_path: Path
+) -> str:
     """Log the summary metrics, the description and the source tags on ``parent``; save the
     benchmark's view. Returns the view key."""
     timestamp = client.get_run(parent).info.start_time
     metrics = [Metric(key, value, timestamp, 0) for key, value in summary_metrics(results).items()]
     for start in range(0, len(metrics), 500):
-        client.log_batch(parent, metrics=metrics[start:start + 500])
+        client.log_batch(parent, metrics=metrics[start : start + 500])
     description = report_sections(report_path.read_text(encoding="utf-8"))
     client.set_tag(parent, DESCRIPTION_TAG, description[:DESCRIPTION_LIMIT])
     client.set_tag(parent, "mlflow.source.name", f"python -m benchmarks.suite --config {config_path}")
@@ -84,8 +85,7 @@ def link_lines(client: MlflowClient, parent: str, view: str, runs: pd.DataFrame)
     """The benchmark summary's links: its runs (the benchmark's view, a row group per method), its
     parent run, and per method its metrics beside its random twin's (``metrics_compare_link``)."""
     experiment_id = client.get_run(parent).info.experiment_id
-    lines = [f"  runs       {experiment_link(experiment_id, view)}",
-             f"  parent     {run_link(experiment_id, parent)}"]
+    lines = [f"  runs       {experiment_link(experiment_id, view)}", f"  parent     {run_link(experiment_id, parent)}"]
     for method, run_id, twin in twin_pairs(runs):
         link = metrics_compare_link(client, experiment_id, [run_id, twin])
         lines.append(f"  compare    {method} vs its random twin: {link}")

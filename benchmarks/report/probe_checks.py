@@ -10,8 +10,8 @@ import math
 import pandas as pd
 
 from benchmarks.cell.method_names import PROBE_SUFFIX
-from benchmarks.stats.results_columns import COLLAPSED_COLUMN
 from benchmarks.cell.run_table import text_column, train_fractions
+from benchmarks.stats.results_columns import COLLAPSED_COLUMN
 
 MAJORITY = "majority"
 
@@ -27,16 +27,27 @@ def probe_section(results: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
     if not probes:
         return []
     table = results.set_index("method")
-    rows = [f"| `{method}` | {int(table.loc[method, 'n_seeds'])} | "
-            + " | ".join(_percent(table.loc[method], metric) for metric in ("dev_acc", "dev_f1", "test_acc", "test_f1"))
-            + " |" for method in probes if method in table.index]
-    return ["", "## Linear probes (checks)", "",
-            "Logistic regression on each encoder's frozen features (mean over real tokens and layers; a pair "
-            "[u; v; |u − v|; u·v], standardised; L2 chosen by 5-fold CV on the whole train split), and on its "
-            "random-init twin's at each seed: what a linear read-out of the features reaches. A head arm that "
-            "collapses where its encoder's probe is clearly above the majority rate is a defect of the protocol, "
-            "not a result. Accuracy and F1 in %, mean ± std over seeds.", "",
-            "| probe | seeds | dev acc | dev F1 | test acc | test F1 |", "|---|---|---|---|---|---|", *rows]
+    rows = [
+        f"| `{method}` | {int(table.loc[method, 'n_seeds'])} | "
+        + " | ".join(_percent(table.loc[method], metric) for metric in ("dev_acc", "dev_f1", "test_acc", "test_f1"))
+        + " |"
+        for method in probes
+        if method in table.index
+    ]
+    return [
+        "",
+        "## Linear probes (checks)",
+        "",
+        "Logistic regression on each encoder's frozen features (mean over real tokens and layers; a pair "
+        "[u; v; |u − v|; u·v], standardised; L2 chosen by 5-fold CV on the whole train split), and on its "
+        "random-init twin's at each seed: what a linear read-out of the features reaches. A head arm that "
+        "collapses where its encoder's probe is clearly above the majority rate is a defect of the protocol, "
+        "not a result. Accuracy and F1 in %, mean ± std over seeds.",
+        "",
+        "| probe | seeds | dev acc | dev F1 | test acc | test F1 |",
+        "|---|---|---|---|---|---|",
+        *rows,
+    ]
 
 
 def _percent(row: pd.Series, metric: str) -> str:
@@ -57,15 +68,19 @@ def probe_remarks(results: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
     kinds, encoders = text_column(runs, "kind"), text_column(runs, "encoder")
     probe_of = text_column(runs, "probe_of")
     fractions = train_fractions(runs)
-    probes = {(encoder, of, fraction): method for method, encoder, of, kind, fraction
-              in zip(runs["method"], encoders, probe_of, kinds, fractions) if kind == "probe"}
+    probes = {
+        (encoder, of, fraction): method
+        for method, encoder, of, kind, fraction in zip(runs["method"], encoders, probe_of, kinds, fractions)
+        if kind == "probe"
+    }
     remarks = []
     arms = runs[kinds.isin(["pretrained", "random"])].assign(encoder=encoders, kind=kinds)
     for method, group in arms.groupby("method", sort=False):
         collapsed = table.loc[method, COLLAPSED_COLUMN] if method in table.index else 0
         fraction = train_fractions(group).iloc[0]
-        probe = probes.get((group["encoder"].iloc[0], group["kind"].iloc[0], fraction)) or \
-            probes.get((group["encoder"].iloc[0], group["kind"].iloc[0], 1.0))
+        probe = probes.get((group["encoder"].iloc[0], group["kind"].iloc[0], fraction)) or probes.get(
+            (group["encoder"].iloc[0], group["kind"].iloc[0], 1.0)
+        )
         if not collapsed or probe is None or probe not in table.index:
             continue
         accuracy = table.loc[probe, "test_acc_mean"]
@@ -77,5 +92,6 @@ def probe_remarks(results: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
                 f"(`{probe}`, fitted on {fitted_on}) reaches {100 * accuracy:.1f}% test accuracy against "
                 f"the majority class's {100 * majority:.1f}% (more than 2 standard errors, {100 * margin:.1f} points, "
                 "above it): the features hold signal the head did not learn, so this arm's gap measures the head's "
-                "optimisation, not the encoder.")
+                "optimisation, not the encoder."
+            )
     return remarks

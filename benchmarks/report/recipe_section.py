@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from benchmarks.plan.matrix import PICKED_HEAD
 from benchmarks.cell.run_table import text_column
-
+from benchmarks.plan.matrix import PICKED_HEAD
 
 
 def picked_heads(runs: pd.DataFrame) -> dict[str, str]:
@@ -33,15 +32,23 @@ def recipe_section(table: pd.DataFrame) -> list[str]:
     for (method, folder), group in table.groupby(["method", "folder"], sort=False):
         several = group["head"].nunique() > 1
         points = []
-        for head, rate, dev, seeds, chosen in zip(group["head"], group["learning_rate"], group["dev_acc_mean"],
-                                                  group["n_seeds"], group["chosen"]):
+        for head, rate, dev, seeds, chosen in zip(
+            group["head"], group["learning_rate"], group["dev_acc_mean"], group["n_seeds"], group["chosen"]
+        ):
             text = f"{head} {rate:g}" if several else f"{rate:g}"
             text = f"{text}: {100 * dev:.1f}" + (f" ({seeds} seeds)" if seeds != 1 else "")
             points.append(f"**{text}**" if chosen else text)
         pick = group[group["chosen"]].iloc[0]
         rows.append(f"| `{method}` | {', '.join(points)} | {pick['head']} at {pick['learning_rate']:g} | `{folder}` |")
-    return ["", "## Recipes chosen per arm on dev", "",
-            "Each arm (a method, and its random-init twin apart) took the point of its selection's pre-declared grid "
-            "with the best mean dev accuracy (%; one seed of its own, pretraining run 0; test never decides), and "
-            "every cell of the arm ran at it.", "",
-            "| arm | mean dev acc by grid point | pick | selection |", "|---|---|---|---|", *rows]
+    return [
+        "",
+        "## Recipes chosen per arm on dev",
+        "",
+        "Each arm (a method, and its random-init twin apart) took the point of its selection's pre-declared grid "
+        "with the best mean dev accuracy (%; one seed of its own, pretraining run 0; test never decides), and "
+        "every cell of the arm ran at it.",
+        "",
+        "| arm | mean dev acc by grid point | pick | selection |",
+        "|---|---|---|---|",
+        *rows,
+    ]

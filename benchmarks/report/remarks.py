@@ -7,13 +7,20 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from benchmarks.cell.run_table import (
+    SETTING,
+    controls,
+    curve_methods,
+    full_fraction_method,
+    setting_label,
+    settings,
+    text_column,
+)
 from benchmarks.report.results_table import CHECK_KINDS, TFIDF_BASELINE
-from benchmarks.stats.multiplicity import chance_remark
-from benchmarks.stats.preregistration import PREREGISTERED_COLUMN, Family, family_text
-from benchmarks.cell.run_table import (SETTING, controls, curve_methods, full_fraction_method, setting_label, settings,
-                                  text_column)
 from benchmarks.stats.controls import CONTROL_OK_COLUMN, CONTROL_REASON_COLUMN, RULE_TEXT, control_failed
 from benchmarks.stats.gaps import NO_SEED_REPLICATION, PVALUE_COLUMN
+from benchmarks.stats.multiplicity import chance_remark
+from benchmarks.stats.preregistration import PREREGISTERED_COLUMN, Family, family_text
 from benchmarks.stats.pretraining_runs import CHECKPOINTS_COLUMNS, N_PRETRAININGS_COLUMN
 from benchmarks.stats.results_columns import COLLAPSED_COLUMN
 
@@ -55,44 +62,59 @@ def _control_remark(method: str, control: str, row: pd.Series, accuracy: pd.Seri
     if pd.isna(row.get("gap_vs_random", np.nan)):
         return f"`{method}`: no seed with test predictions in common with its random twin `{control}`, so no test."
     if pd.isna(row.get(PVALUE_COLUMN, np.nan)):
-        return (f"`{method}` against its random twin `{control}`: {accuracy[method]:.1f}% vs {accuracy[control]:.1f}% "
-                f"mean test accuracy, paired gap {points(row['gap_vs_random'])} points over "
-                f"{int(row['paired_items'])} test items of one seed pair: no seed replication, so no CI or p "
-                "(seed luck alone moves a run's accuracy); run more seeds before concluding.")
+        return (
+            f"`{method}` against its random twin `{control}`: {accuracy[method]:.1f}% vs {accuracy[control]:.1f}% "
+            f"mean test accuracy, paired gap {points(row['gap_vs_random'])} points over "
+            f"{int(row['paired_items'])} test items of one seed pair: no seed replication, so no CI or p "
+            "(seed luck alone moves a run's accuracy); run more seeds before concluding."
+        )
     adjusted = row.get("p_adjusted", np.nan)
     if control_failed(row.get(CONTROL_OK_COLUMN)):
-        return (f"`{method}` against its random twin `{control}`: **control failed** ({row[CONTROL_REASON_COLUMN]}), "
-                f"so its gap, {points(row['gap_vs_random'])} points (95% CI {points(row['gap_ci_low'])} to "
-                f"{points(row['gap_ci_high'])}, p = {row[PVALUE_COLUMN]:.3g}"
-                + (f", Holm-adjusted {adjusted:.3g}" if pd.notna(adjusted) else "")
-                + "), measures an arm that did not learn, not pretraining: shown, not counted.")
-    numbers = (f"{accuracy[method]:.1f}% vs {accuracy[control]:.1f}% mean test accuracy; paired gap "
-               f"{points(row['gap_vs_random'])} points, 95% CI {points(row['gap_ci_low'])} to "
-               f"{points(row['gap_ci_high'])}, p = {row[PVALUE_COLUMN]:.3g}"
-               + (f", Holm-adjusted {adjusted:.3g}" if pd.notna(adjusted) else "")
-               + f"; {int(row['paired_seeds'])} seed pair(s) × {int(row['paired_items'])} test items")
+        return (
+            f"`{method}` against its random twin `{control}`: **control failed** ({row[CONTROL_REASON_COLUMN]}), "
+            f"so its gap, {points(row['gap_vs_random'])} points (95% CI {points(row['gap_ci_low'])} to "
+            f"{points(row['gap_ci_high'])}, p = {row[PVALUE_COLUMN]:.3g}"
+            + (f", Holm-adjusted {adjusted:.3g}" if pd.notna(adjusted) else "")
+            + "), measures an arm that did not learn, not pretraining: shown, not counted."
+        )
+    numbers = (
+        f"{accuracy[method]:.1f}% vs {accuracy[control]:.1f}% mean test accuracy; paired gap "
+        f"{points(row['gap_vs_random'])} points, 95% CI {points(row['gap_ci_low'])} to "
+        f"{points(row['gap_ci_high'])}, p = {row[PVALUE_COLUMN]:.3g}"
+        + (f", Holm-adjusted {adjusted:.3g}" if pd.notna(adjusted) else "")
+        + f"; {int(row['paired_seeds'])} seed pair(s) × {int(row['paired_items'])} test items"
+    )
     if (row["gap_ci_low"] > 0 or row["gap_ci_high"] < 0) and pd.notna(adjusted) and adjusted >= ALPHA:
         ahead = f"`{method}`" if row["gap_ci_low"] > 0 else f"the random twin `{control}`"
-        return (f"`{method}` against its random twin `{control}`: {ahead} is ahead ({numbers}); the CI excludes 0, "
-                f"but not after {_adjustment(family)} (`p_adjusted` ≥ {ALPHA:g}): "
-                "a lead to test with more seeds, not a finding.")
+        return (
+            f"`{method}` against its random twin `{control}`: {ahead} is ahead ({numbers}); the CI excludes 0, "
+            f"but not after {_adjustment(family)} (`p_adjusted` ≥ {ALPHA:g}): "
+            "a lead to test with more seeds, not a finding."
+        )
     exploratory = PREREGISTERED_COLUMN in row and not bool(row[PREREGISTERED_COLUMN])
     if exploratory and (row["gap_ci_low"] > 0 or row["gap_ci_high"] < 0):
         ahead = f"`{method}`" if row["gap_ci_low"] > 0 else f"the random twin `{control}`"
-        return (f"`{method}` against its random twin `{control}`: {ahead} is ahead ({numbers}); the CI excludes 0, "
-                "but the comparison is exploratory (not pre-registered, no adjustment): a lead, not a finding.")
+        return (
+            f"`{method}` against its random twin `{control}`: {ahead} is ahead ({numbers}); the CI excludes 0, "
+            "but the comparison is exploratory (not pre-registered, no adjustment): a lead, not a finding."
+        )
     if row["gap_ci_low"] > 0:
         return f"`{method}` beats its random twin `{control}` ({numbers}): the CI excludes 0{_holds(adjusted, family)}."
     if row["gap_ci_high"] < 0:
-        return (f"**The random twin `{control}` beats `{method}`** ({numbers}): "
-                f"the CI excludes 0{_holds(adjusted, family)}; "
-                f"pretraining hurt here.")
-    return (f"`{method}` against its random twin `{control}`: the CI includes 0 ({numbers}). This design detects "
-            f"gaps of about {mde(row['mde_vs_random'])} points (MDE); a smaller one may go unseen.")
+        return (
+            f"**The random twin `{control}` beats `{method}`** ({numbers}): "
+            f"the CI excludes 0{_holds(adjusted, family)}; "
+            f"pretraining hurt here."
+        )
+    return (
+        f"`{method}` against its random twin `{control}`: the CI includes 0 ({numbers}). This design detects "
+        f"gaps of about {mde(row['mde_vs_random'])} points (MDE); a smaller one may go unseen."
+    )
 
 
-def remarks(results: pd.DataFrame, runs: pd.DataFrame, published: set[str] = frozenset(),
-            family: Family | None = None) -> list[str]:
+def remarks(
+    results: pd.DataFrame, runs: pd.DataFrame, published: set[str] = frozenset(), family: Family | None = None
+) -> list[str]:
     """The report's remarks, one finding each, from the results and the per-run table; the
     ``published`` methods (encoders pretrained elsewhere) and the checks (baselines, probes) are never
     the best method."""
@@ -109,8 +131,11 @@ def remarks(results: pd.DataFrame, runs: pd.DataFrame, published: set[str] = fro
         elif pd.notna(accuracy[method]) and pd.notna(accuracy[control]):
             remarks.append(_control_remark(method, control, table.loc[method], accuracy, family))
     checks = set(runs.loc[text_column(runs, "kind").isin(CHECK_KINDS), "method"])  # baselines, probes: not candidates
-    full = [method for method in table.index if method not in curve and pd.notna(accuracy[method])
-            and method not in published and method not in checks]  # published encoders are a ceiling
+    full = [
+        method
+        for method in table.index
+        if method not in curve and pd.notna(accuracy[method]) and method not in published and method not in checks
+    ]  # published encoders are a ceiling
     if full:
         best = max(full, key=lambda method: accuracy[method])
         line = f"Best method by mean test accuracy: `{best}` ({accuracy[best]:.1f}%)"
@@ -121,31 +146,46 @@ def remarks(results: pd.DataFrame, runs: pd.DataFrame, published: set[str] = fro
                 line += f" {gap:+.1f} points vs `{baseline}` ({accuracy[baseline]:.1f}%; difference of means)."
         remarks.append(line)
     elif published:
-        remarks.append("Best method: none of an encoder pretrained here to rank (published and reference encoders "
-                       "left out).")
+        remarks.append(
+            "Best method: none of an encoder pretrained here to rank (published and reference encoders left out)."
+        )
     remarks += _tfidf_remarks(table, accuracy)
-    many = chance_remark(table["gap_ci_low"], table["gap_ci_high"], table.get("p_adjusted"),
-                        adjustment=None if family is None else family_text(family))
+    many = chance_remark(
+        table["gap_ci_low"],
+        table["gap_ci_high"],
+        table.get("p_adjusted"),
+        adjustment=None if family is None else family_text(family),
+    )
     if many:
         remarks.append(f"Gaps to the random twin: {many}")
     remarks += _control_rule_remark(table)
     remarks += _pretraining_remarks(table)
     if COLLAPSED_COLUMN in table and table[COLLAPSED_COLUMN].sum() > 0:
-        flagged = [f"`{method}` ({int(row[COLLAPSED_COLUMN])}/{int(row['n_seeds'])})"
-                   for method, row in table.iterrows() if row[COLLAPSED_COLUMN] > 0]
-        remarks.append("Collapsed runs (every test prediction one class: the majority rate or its complement): "
-                       + ", ".join(flagged) + ". Expected for `majority`; for another method the run learned nothing.")
+        flagged = [
+            f"`{method}` ({int(row[COLLAPSED_COLUMN])}/{int(row['n_seeds'])})"
+            for method, row in table.iterrows()
+            if row[COLLAPSED_COLUMN] > 0
+        ]
+        remarks.append(
+            "Collapsed runs (every test prediction one class: the majority rate or its complement): "
+            + ", ".join(flagged)
+            + ". Expected for `majority`; for another method the run learned nothing."
+        )
     if len(table):
-        remarks.append(f"Seeds per method: {table['n_seeds'].min()}–{table['n_seeds'].max()}. Restarts move accuracy "
-                       "by themselves (seed luck): compare methods by the paired gap and its CI, not by the means.")
+        remarks.append(
+            f"Seeds per method: {table['n_seeds'].min()}–{table['n_seeds'].max()}. Restarts move accuracy "
+            "by themselves (seed luck): compare methods by the paired gap and its CI, not by the means."
+        )
     tested = table[table["mde_vs_random"].notna()] if "mde_vs_random" in table else table.iloc[:0]
     if len(tested):
         effects = tested["mde_vs_random"]
-        remarks.append(f"Minimum detectable gap (MDE; α = 0.05, power 0.8) with {_design(tested)}, from the variance "
-                       f"components measured here: {mde(effects.median())} points (median of {len(tested)} "
-                       f"comparisons; {mde(effects.min())}–{mde(effects.max())}). A smaller gap can hide in a CI "
-                       "that includes 0; `benchmarks.stats.gaps.minimum_detectable_effect` gives the MDE of a planned "
-                       "number of seeds and test items.")
+        remarks.append(
+            f"Minimum detectable gap (MDE; α = 0.05, power 0.8) with {_design(tested)}, from the variance "
+            f"components measured here: {mde(effects.median())} points (median of {len(tested)} "
+            f"comparisons; {mde(effects.min())}–{mde(effects.max())}). A smaller gap can hide in a CI "
+            "that includes 0; `benchmarks.stats.gaps.minimum_detectable_effect` gives the MDE of a planned "
+            "number of seeds and test items."
+        )
     return remarks + _curve_remarks(runs, table, accuracy)
 
 
@@ -158,8 +198,10 @@ def _control_rule_remark(table: pd.DataFrame) -> list[str]:
     if not len(checked):
         return []
     named = ", ".join(f"`{method}`" for method in failed.index)
-    return [f"Control rule (pre-registered: {RULE_TEXT}): {len(failed)} of {len(checked)} twin comparisons failed it"
-            + (f" ({named}): their gaps are shown, never counted among the gaps that hold." if len(failed) else ".")]
+    return [
+        f"Control rule (pre-registered: {RULE_TEXT}): {len(failed)} of {len(checked)} twin comparisons failed it"
+        + (f" ({named}): their gaps are shown, never counted among the gaps that hold." if len(failed) else ".")
+    ]
 
 
 def _pretraining_remarks(table: pd.DataFrame) -> list[str]:
@@ -167,17 +209,23 @@ def _pretraining_remarks(table: pd.DataFrame) -> list[str]:
     if N_PRETRAININGS_COLUMN not in table or CHECKPOINTS_COLUMNS[0] not in table:
         return []
     several = table[table[N_PRETRAININGS_COLUMN] > 1]
-    return [f"`{method}` over {int(row[N_PRETRAININGS_COLUMN])} pretraining runs: this recipe (runs random, the "
-            f"headline) {points(row['gap_vs_random'])} points (95% CI {points(row['gap_ci_low'])} to "
-            f"{points(row['gap_ci_high'])}, p = {row[PVALUE_COLUMN]:.3g}); these checkpoints (runs fixed) CI "
-            f"{points(row['checkpoints_ci_low'])} to {points(row['checkpoints_ci_high'])}, p = "
-            f"{row['checkpoints_p']:.3g}; the gap's SD between pretraining runs {100 * row['between_run_sd']:.1f} "
-            "points." for method, row in several.iterrows() if pd.notna(row.get("checkpoints_p", np.nan))]
+    return [
+        f"`{method}` over {int(row[N_PRETRAININGS_COLUMN])} pretraining runs: this recipe (runs random, the "
+        f"headline) {points(row['gap_vs_random'])} points (95% CI {points(row['gap_ci_low'])} to "
+        f"{points(row['gap_ci_high'])}, p = {row[PVALUE_COLUMN]:.3g}); these checkpoints (runs fixed) CI "
+        f"{points(row['checkpoints_ci_low'])} to {points(row['checkpoints_ci_high'])}, p = "
+        f"{row['checkpoints_p']:.3g}; the gap's SD between pretraining runs {100 * row['between_run_sd']:.1f} "
+        "points."
+        for method, row in several.iterrows()
+        if pd.notna(row.get("checkpoints_p", np.nan))
+    ]
 
 
 def _tfidf_gap(method: str, row: pd.Series) -> str:
-    return (f"`{method}` {points(row['gap_vs_tfidf'])} (CI {points(row['gap_vs_tfidf_ci_low'])} to "
-            f"{points(row['gap_vs_tfidf_ci_high'])})")
+    return (
+        f"`{method}` {points(row['gap_vs_tfidf'])} (CI {points(row['gap_vs_tfidf_ci_low'])} to "
+        f"{points(row['gap_vs_tfidf_ci_high'])})"
+    )
 
 
 def _tfidf_remarks(table: pd.DataFrame, accuracy: pd.Series) -> list[str]:
@@ -189,23 +237,34 @@ def _tfidf_remarks(table: pd.DataFrame, accuracy: pd.Series) -> list[str]:
     if not len(compared):
         return []
     low, high = compared["gap_vs_tfidf_ci_low"], compared["gap_vs_tfidf_ci_high"]
-    groups = [("above it (CI above 0)", compared[low > 0]), ("below it (CI below 0)", compared[high < 0]),
-              ("no measurable difference (CI includes 0)", compared[(low <= 0) & (high >= 0)])]
-    pieces = [f"{label}: " + ", ".join(_tfidf_gap(method, row) for method, row in group.iterrows())
-              for label, group in groups if len(group)]
+    groups = [
+        ("above it (CI above 0)", compared[low > 0]),
+        ("below it (CI below 0)", compared[high < 0]),
+        ("no measurable difference (CI includes 0)", compared[(low <= 0) & (high >= 0)]),
+    ]
+    pieces = [
+        f"{label}: " + ", ".join(_tfidf_gap(method, row) for method, row in group.iterrows())
+        for label, group in groups
+        if len(group)
+    ]
     alone = compared[low.isna()]
     if len(alone):
         pieces.append(f"{NO_SEED_REPLICATION}, so no test: " + ", ".join(f"`{method}`" for method in alone.index))
     at_fractions = [method for method in table.index if method.startswith(f"{TFIDF_BASELINE}@")]
-    fitted = "".join(f", `{method}` {number(accuracy[method], '.1f')}% (mean over the seeds' labelled subsets)"
-                     for method in at_fractions)
-    line = (f"Against TF-IDF + LR (`{TFIDF_BASELINE}`, {number(accuracy[TFIDF_BASELINE], '.1f')}%{fitted}; each "
-            "method's seeds × test items against the one at its own labelled fraction, gap in points with its 95% "
-            "CI) — " + "; ".join(pieces) + ".")
+    fitted = "".join(
+        f", `{method}` {number(accuracy[method], '.1f')}% (mean over the seeds' labelled subsets)"
+        for method in at_fractions
+    )
+    line = (
+        f"Against TF-IDF + LR (`{TFIDF_BASELINE}`, {number(accuracy[TFIDF_BASELINE], '.1f')}%{fitted}; each "
+        "method's seeds × test items against the one at its own labelled fraction, gap in points with its 95% "
+        "CI) — " + "; ".join(pieces) + "."
+    )
     if low.notna().any() and not (low > 0).any():
         line += " No method is measurably above TF-IDF + LR (a CI that includes 0 is not evidence of no gap)."
-    many = chance_remark(low, high, compared.get("p_vs_tfidf_adjusted"), what="CIs against TF-IDF",
-                         adjusted_name="p_vs_tfidf_adjusted")
+    many = chance_remark(
+        low, high, compared.get("p_vs_tfidf_adjusted"), what="CIs against TF-IDF", adjusted_name="p_vs_tfidf_adjusted"
+    )
     return [line] + ([f"Gaps to TF-IDF + LR: {many}"] if many else [])
 
 
@@ -233,16 +292,26 @@ def _curve_remarks(runs: pd.DataFrame, table: pd.DataFrame, accuracy: pd.Series)
             row = table.loc[method] if method in table.index else None
             if row is not None and pd.notna(row.get("gap_vs_random", np.nan)):
                 gaps.append(row["gap_vs_random"])
-                interval = f"CI {points(row['gap_ci_low'])} to {points(row['gap_ci_high'])}, " \
-                    if pd.notna(row["gap_ci_low"]) else ""
-                pieces.append(f"{points(gaps[-1])} points vs `{control}` at {fraction:g} of the training data "
-                              f"({interval}{_verdict(row)})")
+                interval = (
+                    f"CI {points(row['gap_ci_low'])} to {points(row['gap_ci_high'])}, "
+                    if pd.notna(row["gap_ci_low"])
+                    else ""
+                )
+                pieces.append(
+                    f"{points(gaps[-1])} points vs `{control}` at {fraction:g} of the training data "
+                    f"({interval}{_verdict(row)})"
+                )
             elif method in accuracy:
                 pieces.append(f"{accuracy[method]:.1f}% at {fraction:g} of the training data (no paired twin)")
         trend = ""
         if len(gaps) == 2:  # the signed values: "grows" would not say in whose favour
-            trend = (f" — the point estimate moves from {points(gaps[0])} to {points(gaps[1])} points with more "
-                     "training data (read the CIs before calling it a trend)") if gaps[0] != gaps[1] \
+            trend = (
+                (
+                    f" — the point estimate moves from {points(gaps[0])} to {points(gaps[1])} points with more "
+                    "training data (read the CIs before calling it a trend)"
+                )
+                if gaps[0] != gaps[1]
                 else " — the same point estimate at both"
+            )
         remarks.append(f"Learning curve `{full or setting_label(setting)}`: " + "; ".join(pieces) + trend + ".")
     return remarks

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pandas as pd
 
 from benchmarks.cell.method_names import fraction_suffix
+from benchmarks.cell.run_table import controls, text_column, train_fractions
 from benchmarks.plan.lr_selection import CHOSEN_COLUMN
 from benchmarks.report.recipe_section import picked_heads
-from benchmarks.cell.run_table import controls, text_column, train_fractions
-from benchmarks.stats.controls import control_check
 from benchmarks.stats.aggregate import aggregate_runs
+from benchmarks.stats.controls import control_check
 from benchmarks.stats.gaps import Gap, compare_with_baseline, compare_with_twin, is_collapsed
 from benchmarks.stats.pairing import same_items
 from benchmarks.stats.pretraining_runs import PretrainingGaps, compare_over_pretrainings
@@ -25,8 +25,11 @@ def tfidf_gap(method_runs: dict, fraction: float, by_seed: dict) -> tuple[Gap | 
     ``tfidf-lr@<fraction>`` fitted on each seed's own labelled subset, paired by seed like a twin;
     else (or where that row did not run) the one deterministic ``tfidf-lr`` on the whole train split."""
     at_fraction = f"{TFIDF_BASELINE}{fraction_suffix(fraction)}"
-    if at_fraction != TFIDF_BASELINE and at_fraction in by_seed and same_items(
-            next(iter(method_runs.values())), next(iter(by_seed[at_fraction].values()))):  # not on capped cells
+    if (
+        at_fraction != TFIDF_BASELINE
+        and at_fraction in by_seed
+        and same_items(next(iter(method_runs.values())), next(iter(by_seed[at_fraction].values())))
+    ):  # not on capped cells
         gap = compare_with_twin(method_runs, by_seed[at_fraction], at_fraction)
         if gap is not None:
             return gap, at_fraction
@@ -43,13 +46,16 @@ def pretraining_runs(runs: pd.DataFrame) -> dict[str, dict]:
     return {method: dict(zip(group["seed"], group["encoder_run"])) for method, group in pretrained.groupby("method")}
 
 
-def twin_gap(method: str, method_runs: dict, twin_runs: dict, run_of: dict) -> tuple[Gap | None, PretrainingGaps | None]:
+def twin_gap(
+    method: str, method_runs: dict, twin_runs: dict, run_of: dict
+) -> tuple[Gap | None, PretrainingGaps | None]:
     """A method's gap over its twin: over its pretraining runs ("this recipe", with "these checkpoints"
     beside it) where its cells come from several, else the crossed seeds × items test."""
     if len(set(run_of.get(seed) for seed in method_runs)) > 1:
         try:
-            nested = compare_over_pretrainings({(run_of.get(seed), seed): frame for seed, frame in method_runs.items()},
-                                               twin_runs, method)
+            nested = compare_over_pretrainings(
+                {(run_of.get(seed), seed): frame for seed, frame in method_runs.items()}, twin_runs, method
+            )
         except ValueError as error:  # an unbalanced design: the conditional reading alone
             print(f"  note: {error}; its gap is the crossed test over every seed, conditional on its runs")
             return compare_with_twin(method_runs, twin_runs, method), None
@@ -72,8 +78,10 @@ def build_results(runs: pd.DataFrame, test_predictions: dict[str, pd.DataFrame])
         ``benchmarks.stats.results_columns`` declares (its optional ones where some method has a value).
     """
     predicted = runs[runs["run_id"].isin(list(test_predictions))]
-    by_seed = {method: {seed: test_predictions[run_id] for seed, run_id in zip(group["seed"], group["run_id"])}
-               for method, group in predicted.groupby("method")}
+    by_seed = {
+        method: {seed: test_predictions[run_id] for seed, run_id in zip(group["seed"], group["run_id"])}
+        for method, group in predicted.groupby("method")
+    }
     baselines = set(runs.loc[text_column(runs, "kind").isin(CHECK_KINDS), "method"])  # no gaps: checks
     gaps, baseline_gaps, nested = {}, {}, {}
     run_of = pretraining_runs(predicted)
@@ -92,21 +100,32 @@ def build_results(runs: pd.DataFrame, test_predictions: dict[str, pd.DataFrame])
             baseline_gaps[method] = gap
     collapsed = predicted.assign(collapsed=[is_collapsed(test_predictions[run]) for run in predicted["run_id"]])
     counts = collapsed.groupby("method")["collapsed"].sum()
-    checked = {method: control_check(method, by_seed[method], control, by_seed[control])
-               for method, control in controls(runs).items() if method in gaps}
+    checked = {
+        method: control_check(method, by_seed[method], control, by_seed[control])
+        for method, control in controls(runs).items()
+        if method in gaps
+    }
     rates = steps = None
     if CHOSEN_COLUMN in runs and pd.to_numeric(runs[CHOSEN_COLUMN], errors="coerce").notna().any():
         rates = pd.to_numeric(runs[CHOSEN_COLUMN], errors="coerce").groupby(runs["method"]).first()  # lr_grid's pick
     heads = picked_heads(runs)  # a head chosen on dev (recipe_from, head `picked`): the one its cells ran with
     if "train_steps" in runs:  # the optimiser steps of a method's fits (cells logged since equal_steps)
         steps = pd.to_numeric(runs["train_steps"], errors="coerce").groupby(runs["method"]).mean()
-    evidence = [Evidence(method, row, gap=gaps.get(method), baseline=baseline_gaps.get(method),
-                         reference=references.get(method) or "", collapsed=int(counts.get(method, 0)),
-                         control=checked.get(method),
-                         pretrainings=len(set(run_of[method].values())) if method in run_of else None,
-                         over_runs=nested.get(method),
-                         rate=None if rates is None else rates.get(method, float("nan")),
-                         steps=None if steps is None else steps.get(method, float("nan")),
-                         head=heads.get(method, float("nan")) if heads else None)
-                for method, row in ((row["method"], row) for row in aggregate_runs(runs).to_dict("records"))]
+    evidence = [
+        Evidence(
+            method,
+            row,
+            gap=gaps.get(method),
+            baseline=baseline_gaps.get(method),
+            reference=references.get(method) or "",
+            collapsed=int(counts.get(method, 0)),
+            control=checked.get(method),
+            pretrainings=len(set(run_of[method].values())) if method in run_of else None,
+            over_runs=nested.get(method),
+            rate=None if rates is None else rates.get(method, float("nan")),
+            steps=None if steps is None else steps.get(method, float("nan")),
+            head=heads.get(method, float("nan")) if heads else None,
+        )
+        for method, row in ((row["method"], row) for row in aggregate_runs(runs).to_dict("records"))
+    ]
     return results_frame(evidence)

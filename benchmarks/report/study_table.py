@@ -17,11 +17,11 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from benchmarks.cell.run_table import controls, text_column, train_fractions
 from benchmarks.plan.lr_selection import CHOSEN_COLUMN
 from benchmarks.plan.matrix import PICKED_HEAD
-from benchmarks.report.recipe_section import is_picked
-from benchmarks.cell.run_table import controls, text_column, train_fractions
 from benchmarks.report.control_rule import control_fields, failed_control, failed_mask, failed_note, learned_text
+from benchmarks.report.recipe_section import is_picked
 from benchmarks.stats.preregistration import PREREGISTERED_COLUMN, Family, family_text
 from benchmarks.stats.results_columns import COLLAPSED_COLUMN
 
@@ -46,21 +46,40 @@ def study_rows(results: pd.DataFrame, runs: pd.DataFrame, encoders: list[dict]) 
             continue
         result = table.loc[cell.method]
         twin = twin_of.get(cell.method, "")
-        rows.append({"family": cell.family, "encoder": cell.encoder, "corpus": corpora.get(cell.encoder, ""),
-                     "words": words.get(cell.encoder, np.nan), "transfer": cell.transfer,
-                     "head": f"{PICKED_HEAD} ({cell.head})" if is_picked(cell.method) else cell.head,
-                     "fraction": cell.fraction, "method": cell.method, "seeds": int(result["n_seeds"]),
-                     "test_acc": 100 * result["test_acc_mean"], "test_f1": 100 * result["test_f1_mean"],
-                     **{key: 100 * result.get(column, np.nan) for key, column in
-                        (("gap", "gap_vs_random"), ("low", "gap_ci_low"), ("high", "gap_ci_high"),
-                         ("mde", "mde_vs_random"))},
-                     "p": result.get("p_value_vs_random", np.nan),
-                     **({"p_adjusted": result["p_adjusted"]} if "p_adjusted" in result else {}),
-                     "registered": bool(result.get(PREREGISTERED_COLUMN, False)),
-                     "recipe": recipe_of(getattr(cell, "finetune", None), result.get(CHOSEN_COLUMN, np.nan),
-                                         getattr(cell, "recipe_from", "")),
-                     "collapsed": _collapsed(table, cell.method), "twin": twin,
-                     "twin_collapsed": _collapsed(table, twin), **control_fields(result)})
+        rows.append(
+            {
+                "family": cell.family,
+                "encoder": cell.encoder,
+                "corpus": corpora.get(cell.encoder, ""),
+                "words": words.get(cell.encoder, np.nan),
+                "transfer": cell.transfer,
+                "head": f"{PICKED_HEAD} ({cell.head})" if is_picked(cell.method) else cell.head,
+                "fraction": cell.fraction,
+                "method": cell.method,
+                "seeds": int(result["n_seeds"]),
+                "test_acc": 100 * result["test_acc_mean"],
+                "test_f1": 100 * result["test_f1_mean"],
+                **{
+                    key: 100 * result.get(column, np.nan)
+                    for key, column in (
+                        ("gap", "gap_vs_random"),
+                        ("low", "gap_ci_low"),
+                        ("high", "gap_ci_high"),
+                        ("mde", "mde_vs_random"),
+                    )
+                },
+                "p": result.get("p_value_vs_random", np.nan),
+                **({"p_adjusted": result["p_adjusted"]} if "p_adjusted" in result else {}),
+                "registered": bool(result.get(PREREGISTERED_COLUMN, False)),
+                "recipe": recipe_of(
+                    getattr(cell, "finetune", None), result.get(CHOSEN_COLUMN, np.nan), getattr(cell, "recipe_from", "")
+                ),
+                "collapsed": _collapsed(table, cell.method),
+                "twin": twin,
+                "twin_collapsed": _collapsed(table, twin),
+                **control_fields(result),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -107,34 +126,55 @@ def _gap_text(row: pd.Series) -> str:
 
 def study_tables(rows: pd.DataFrame, family: Family | None = None) -> list[str]:
     """Markdown: per family, rows = encoder (corpus) · transfer · head, columns = labelled fraction."""
-    adjusted = (f"p_adj: {family_text(family)}; a gap without p_adj is exploratory" if family
-                else "p_adj: Holm-adjusted over the report's twin comparisons, where computed")
-    lines = ["## Transfer study: gap to the random-init twin", "",
-             f"Test accuracy gap (pretrained − twin, points) with its 95% CI and p ({adjusted}), per labelled "
-             "fraction. "
-             "Each pair shares family, architecture, tokenizer, transfer, head, data and seeds; only the "
-             "encoder's weights differ.", ""]
+    adjusted = (
+        f"p_adj: {family_text(family)}; a gap without p_adj is exploratory"
+        if family
+        else "p_adj: Holm-adjusted over the report's twin comparisons, where computed"
+    )
+    lines = [
+        "## Transfer study: gap to the random-init twin",
+        "",
+        f"Test accuracy gap (pretrained − twin, points) with its 95% CI and p ({adjusted}), per labelled "
+        "fraction. "
+        "Each pair shares family, architecture, tokenizer, transfer, head, data and seeds; only the "
+        "encoder's weights differ.",
+        "",
+    ]
     fractions = sorted(rows["fraction"].unique())
     for family, group in rows.groupby("family", sort=False):
-        lines += [f"### {family}", "",
-                  "| encoder (corpus) | transfer | head | " + " | ".join(f"{f:g} of train" for f in fractions) + " |",
-                  "|---|---|---|" + "---|" * len(fractions)]
+        lines += [
+            f"### {family}",
+            "",
+            "| encoder (corpus) | transfer | head | " + " | ".join(f"{f:g} of train" for f in fractions) + " |",
+            "|---|---|---|" + "---|" * len(fractions),
+        ]
         for (encoder, transfer, head), cells in group.groupby(["encoder", "transfer", "head"], sort=False):
             by_fraction = {row["fraction"]: _gap_text(row) for _, row in cells.iterrows()}
             corpus = cells["corpus"].iloc[0]
-            lines.append(f"| `{encoder}` ({corpus}) | {transfer} | {head} | "
-                         + " | ".join(by_fraction.get(f, "—") for f in fractions) + " |")
+            lines.append(
+                f"| `{encoder}` ({corpus}) | {transfer} | {head} | "
+                + " | ".join(by_fraction.get(f, "—") for f in fractions)
+                + " |"
+            )
         lines.append("")
     shared = rows[rows["recipe"] == PRETRAINED_RECIPE] if "recipe" in rows else rows.iloc[:0]
     if len(shared):
-        lines += [f"Fine-tuned rows ({', '.join(sorted(set(shared['transfer'])))}) are measured {PRETRAINED_RECIPE}: "
-                  "the twin trains with the rates and schedule tuned for pretrained weights, so a gap there may be "
-                  "the recipe's, not pretraining's alone." + _collapse_text(rows), ""]
+        lines += [
+            f"Fine-tuned rows ({', '.join(sorted(set(shared['transfer'])))}) are measured {PRETRAINED_RECIPE}: "
+            "the twin trains with the rates and schedule tuned for pretrained weights, so a gap there may be "
+            "the recipe's, not pretraining's alone." + _collapse_text(rows),
+            "",
+        ]
     lines += failed_note(rows)
     best = rows.sort_values("test_acc", ascending=False).head(3)
-    lines += ["Best absolute test scores (mean over seeds): " + "; ".join(
-        f"`{row['method']}` {row['test_acc']:.1f} acc / {row['test_f1']:.1f} F1" for _, row in best.iterrows())
-        + " — against the published anchors below.", ""]
+    lines += [
+        "Best absolute test scores (mean over seeds): "
+        + "; ".join(
+            f"`{row['method']}` {row['test_acc']:.1f} acc / {row['test_f1']:.1f} F1" for _, row in best.iterrows()
+        )
+        + " — against the published anchors below.",
+        "",
+    ]
     return lines
 
 
@@ -172,9 +212,14 @@ def _failed_text(tested: pd.DataFrame, side: str = "above") -> str:
     failed = failed[failed_mask(failed)]
     if not len(failed):
         return ""
-    return (" Not counted, control failed: "
-            + "; ".join(f"`{row['method']}` {_gap_text(row).replace(' ✗ control failed', '')} "
-                        f"({row['control_reason']})" for _, row in failed.iterrows()) + ".")
+    return (
+        " Not counted, control failed: "
+        + "; ".join(
+            f"`{row['method']}` {_gap_text(row).replace(' ✗ control failed', '')} ({row['control_reason']})"
+            for _, row in failed.iterrows()
+        )
+        + "."
+    )
 
 
 def study_remarks(rows: pd.DataFrame, comparisons: int | None = None, family: Family | None = None) -> list[str]:
@@ -204,24 +249,34 @@ def study_remarks(rows: pd.DataFrame, comparisons: int | None = None, family: Fa
         if len(winning):
             top = winning.iloc[0]
             which = _which(winning)
-            remarks.append(f"{name}: pretraining pays most with `{top['method']}`: {_gap_text(top)} over its twin"
-                           f"{_conditions(top)} — {which} ({rule}{learned_text(top)}) among the family's "
-                           f"{len(tested)} {among} comparisons.{failed}")
+            remarks.append(
+                f"{name}: pretraining pays most with `{top['method']}`: {_gap_text(top)} over its twin"
+                f"{_conditions(top)} — {which} ({rule}{learned_text(top)}) among the family's "
+                f"{len(tested)} {among} comparisons.{failed}"
+            )
         elif failed:
-            remarks.append(f"{name}: no gap over the twin holds among the comparisons whose arms both learned "
-                           f"({rule}; {len(tested)} {among}).{failed}")
+            remarks.append(
+                f"{name}: no gap over the twin holds among the comparisons whose arms both learned "
+                f"({rule}; {len(tested)} {among}).{failed}"
+            )
         elif len(tested):
-            before = (f"; {above} had a CI above 0 before Holm's adjustment" if adjusted and above else "")
-            remarks.append(f"{name}: no gap over the twin holds ({rule}; {len(tested)} {among}{before}; median MDE "
-                           f"{tested['mde'].median():.1f} points) — no measurable transfer here.")
+            before = f"; {above} had a CI above 0 before Holm's adjustment" if adjusted and above else ""
+            remarks.append(
+                f"{name}: no gap over the twin holds ({rule}; {len(tested)} {among}{before}; median MDE "
+                f"{tested['mde'].median():.1f} points) — no measurable transfer here."
+            )
         if len(losing):
             behind = f"CI below 0, {holm}" if adjusted else "CI below 0, not adjusted for the number of comparisons"
-            remarks.append(f"{name}: the random twin is ahead ({behind}) for "
-                           + ", ".join(f"`{row['method']}`{_conditions(row)}" for _, row in losing.iterrows()) + ".")
+            remarks.append(
+                f"{name}: the random twin is ahead ({behind}) for "
+                + ", ".join(f"`{row['method']}`{_conditions(row)}" for _, row in losing.iterrows())
+                + "."
+            )
         failed_below = _failed_text(tested, "below")
         if failed_below:
-            remarks.append(f"{name}: a twin ahead of a pretrained arm that did not learn is no finding either."
-                           f"{failed_below}")
+            remarks.append(
+                f"{name}: a twin ahead of a pretrained arm that did not learn is no finding either.{failed_below}"
+            )
     if family is not None:
         remarks += _study_answer(rows, family)
     return remarks
@@ -232,8 +287,10 @@ def _exploratory_remark(name: str, tested: pd.DataFrame) -> list[str]:
     if not len(tested):
         return []
     top = tested.sort_values("gap", ascending=False).iloc[0]
-    return [f"{name}: outside the pre-registered comparisons (exploratory, e.g. the positive control): largest gap "
-            f"`{top['method']}` {_gap_text(top)}{_conditions(top)}, not adjusted and no claim."]
+    return [
+        f"{name}: outside the pre-registered comparisons (exploratory, e.g. the positive control): largest gap "
+        f"`{top['method']}` {_gap_text(top)}{_conditions(top)}, not adjusted and no claim."
+    ]
 
 
 def _study_answer(rows: pd.DataFrame, family: Family) -> list[str]:
@@ -242,18 +299,23 @@ def _study_answer(rows: pd.DataFrame, family: Family) -> list[str]:
     registered = rows[rows["registered"] & rows["low"].notna()] if len(rows) else rows
     winning = _holds(registered, "above").sort_values("gap", ascending=False)
     failed = [row["method"] for _, row in registered.iterrows() if failed_control(row)]
-    scope = (f"the {family.size} pre-registered comparisons"
-             + (f", {len(family.missing)} of them not yet run" if family.missing else ""))
+    scope = f"the {family.size} pre-registered comparisons" + (
+        f", {len(family.missing)} of them not yet run" if family.missing else ""
+    )
     if failed:
         scope += f"; {len(failed)} of them failed the control rule and are not counted"
     counted = "" if not failed else " whose arms both learned"
     if not len(winning):
-        return [f"The study: no pre-registered gap over the twin holds (p_adjusted < {ALPHA:g}){counted} among "
-                f"{scope}.{_failed_text(registered)}"]
+        return [
+            f"The study: no pre-registered gap over the twin holds (p_adjusted < {ALPHA:g}){counted} among "
+            f"{scope}.{_failed_text(registered)}"
+        ]
     top = winning.iloc[0]
     which = _which(winning)
-    return [f"The study: pretraining pays most with `{top['method']}` ({top['family']}, {top['fraction']:.0%} of the "
-            f"labels): {_gap_text(top)}{_conditions(top)} — {which}{counted} among {scope}.{_failed_text(registered)}"]
+    return [
+        f"The study: pretraining pays most with `{top['method']}` ({top['family']}, {top['fraction']:.0%} of the "
+        f"labels): {_gap_text(top)}{_conditions(top)} — {which}{counted} among {scope}.{_failed_text(registered)}"
+    ]
 
 
 def _lines(axes, rows: pd.DataFrame, x: str, keys: list[str]) -> None:
@@ -276,8 +338,11 @@ def study_figures(rows: pd.DataFrame, directory: Path) -> list[Path]:
         axes.set_xscale("log")
         ticks = sorted(tested["fraction"].unique())
         axes.set_xticks(ticks, [f"{tick:g}" for tick in ticks])
-        axes.set(xlabel="fraction of the labelled train split", ylabel="gap to random twin (test acc, points)",
-                 title=f"Does pretraining pay more with fewer labels? ({_interval_text(tested)})")
+        axes.set(
+            xlabel="fraction of the labelled train split",
+            ylabel="gap to random twin (test acc, points)",
+            title=f"Does pretraining pay more with fewer labels? ({_interval_text(tested)})",
+        )
         written.append(_save(figure, directory / "gap_by_fraction.png"))
     full = tested[(tested["fraction"] == tested["fraction"].max()) & tested["words"].notna()]
     if full["words"].nunique() > 1:
@@ -285,8 +350,11 @@ def study_figures(rows: pd.DataFrame, directory: Path) -> list[Path]:
         axes = figure.subplots()
         _lines(axes, full, "words", ["family", "transfer", "head"])
         axes.set_xscale("log")
-        axes.set(xlabel="pretraining text (whitespace words)", ylabel="gap to random twin (test acc, points)",
-                 title=f"Does pretraining pay more with more text? ({_interval_text(full)})")
+        axes.set(
+            xlabel="pretraining text (whitespace words)",
+            ylabel="gap to random twin (test acc, points)",
+            title=f"Does pretraining pay more with more text? ({_interval_text(full)})",
+        )
         written.append(_save(figure, directory / "gap_by_words.png"))
     return written
 

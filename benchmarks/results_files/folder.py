@@ -32,14 +32,31 @@ from benchmarks.cell.method_names import twin_name
 from benchmarks.plan.pretraining_runs import is_run_of
 from benchmarks.report.cells_from_store import cell_row
 from benchmarks.results_files.cell_checks import check_cell
-from benchmarks.results_files.manifest import (BENCHMARK_FILE, CELLS_DIR, MANIFEST_FILE, check_benchmark,
-                                               check_listed, read_manifest)
+from benchmarks.results_files.manifest import (
+    BENCHMARK_FILE,
+    CELLS_DIR,
+    MANIFEST_FILE,
+    check_benchmark,
+    check_listed,
+    read_manifest,
+)
 from benchmarks.results_files.predictions_file import PREDICTIONS_SUFFIX, SPLITS, predictions_bytes
 from benchmarks.results_files.record_shapes import BENCHMARK, FORMAT, read_record
 from harness.errors import UserError
 
-__all__ = ["BENCHMARK_FILE", "CELLS_DIR", "FORMAT", "MANIFEST_FILE", "PREDICTIONS_SUFFIX", "SPLITS", "CellResult",
-           "ResultSet", "predictions_bytes", "read_folder", "write_json"]
+__all__ = [
+    "BENCHMARK_FILE",
+    "CELLS_DIR",
+    "FORMAT",
+    "MANIFEST_FILE",
+    "PREDICTIONS_SUFFIX",
+    "SPLITS",
+    "CellResult",
+    "ResultSet",
+    "predictions_bytes",
+    "read_folder",
+    "write_json",
+]
 
 TWIN_PREFIX = f"{twin_name()}-"  # a twin's method in a plan of one encoder
 
@@ -76,46 +93,57 @@ class CellResult:
             return not self.encoder and not described
         return self.encoder.get("digest", "") == described.get("digest", "")
 
-    def same_stage(self, other: "CellResult") -> bool:
+    def same_stage(self, other: CellResult) -> bool:
         """Whether both cells used a pretrained encoder of one identity (same settings and data)."""
         return bool(self.encoder and other.encoder) and self.encoder.get("identity") == other.encoder.get("identity")
 
-    def replicates(self, other: "CellResult") -> bool:
+    def replicates(self, other: CellResult) -> bool:
         """Whether ``other`` is this cell run again from another pretraining of the same stage (another
         checkpoint digest): CPU pretraining is not always bit-reproducible, so its numbers may differ;
         one cell under one checkpoint with other numbers never is."""
         return self.same_stage(other) and not self.same_encoder(other.encoder)
 
-    def reproduces(self, other: "CellResult") -> bool:
+    def reproduces(self, other: CellResult) -> bool:
         """Whether ``other`` is this cell run again from another copy of the same pretraining stage
         with the very same predictions: chunks that each pretrained one recipe share cells such as
         the full-label linear probe, and a checkpoint file's digest also covers the code version it
         was saved under."""
-        return self.same_stage(other) and all(self.predictions[split].equals(other.predictions[split])
-                                              for split in SPLITS)
+        return self.same_stage(other) and all(
+            self.predictions[split].equals(other.predictions[split]) for split in SPLITS
+        )
 
     def row(self) -> dict:
         """The cell's row of the per-run table (``benchmarks.report.cells_from_store.cell_row``)."""
         run = self.record["run"]
-        return cell_row(self.record["cell"], run["run_id"], run.get("parent_run_id", ""), self.record["metrics"],
-                        self.record["params"])
+        return cell_row(
+            self.record["cell"],
+            run["run_id"],
+            run.get("parent_run_id", ""),
+            self.record["metrics"],
+            self.record["params"],
+        )
 
 
 def read_benchmark(folder: Path, sealed: bool = True) -> tuple[dict, dict | None]:
     """The folder's benchmark record and its manifest (``sealed`` False: none, for sealing a
     format-1 folder), the record checked against the manifest."""
     if not (folder / BENCHMARK_FILE).is_file():
-        raise UserError(f"{folder}: not a results folder (no {BENCHMARK_FILE}; write one with "
-                        f"`python -m benchmarks export`)")
+        raise UserError(
+            f"{folder}: not a results folder (no {BENCHMARK_FILE}; write one with `python -m benchmarks export`)"
+        )
     benchmark = read_record(folder / BENCHMARK_FILE, BENCHMARK)
     if benchmark["format"] > FORMAT:
-        raise UserError(f"{folder / BENCHMARK_FILE}: written by a newer harness (format {benchmark['format']}); "
-                        f"update this checkout")
+        raise UserError(
+            f"{folder / BENCHMARK_FILE}: written by a newer harness (format {benchmark['format']}); "
+            f"update this checkout"
+        )
     if not sealed:
         return benchmark, None
     if benchmark["format"] < FORMAT:
-        raise UserError(f"{folder / BENCHMARK_FILE}: format {benchmark['format']}, written before folders had a "
-                        f"{MANIFEST_FILE}; check and seal it with `python -m benchmarks seal {folder}`")
+        raise UserError(
+            f"{folder / BENCHMARK_FILE}: format {benchmark['format']}, written before folders had a "
+            f"{MANIFEST_FILE}; check and seal it with `python -m benchmarks seal {folder}`"
+        )
     manifest = read_manifest(folder)
     check_benchmark(folder, benchmark, manifest)
     return benchmark, manifest
@@ -129,13 +157,16 @@ def read_folder(folder: Path, sealed: bool = True) -> tuple[dict, list[CellResul
     cells_dir = folder / CELLS_DIR
     if cells_dir.is_symlink():
         raise UserError(f"{cells_dir}: a link; a results folder holds its cells itself")
-    cells = [CellResult(folder, path, *check_cell(folder, path, benchmark, manifest))
-             for path in sorted(cells_dir.glob("*.json"))]
+    cells = [
+        CellResult(folder, path, *check_cell(folder, path, benchmark, manifest))
+        for path in sorted(cells_dir.glob("*.json"))
+    ]
     if manifest is not None:
         check_listed(folder, manifest, {cell.cell_hash for cell in cells})
     if benchmark.get("cells", len(cells)) != len(cells):
-        raise UserError(f"{folder / BENCHMARK_FILE}: cells {benchmark['cells']}, but the folder holds {len(cells)}: "
-                        f"truncated?")
+        raise UserError(
+            f"{folder / BENCHMARK_FILE}: cells {benchmark['cells']}, but the folder holds {len(cells)}: truncated?"
+        )
     return benchmark, sorted(cells, key=lambda cell: cell.record["order"])
 
 
@@ -149,14 +180,17 @@ def replication_note(pairs: list[tuple[CellResult, CellResult]]) -> str:
         accuracies = [pair[index].record["metrics"].get("test_acc", float("nan")) for pair in pairs]
         shown = accuracies[:1] if len(set(accuracies)) == 1 else accuracies
         return ", ".join(f"{accuracy:.1%}" for accuracy in shown)
+
     seeds = ", ".join(str(pair[0].record["cell"]["seed"]) for pair in pairs)
-    return (f"{first.record['cell']['method']} (seed {seeds}) ran again in {again.folder.name} from another "
-            f"pretraining of the same stage (checkpoint {again.encoder.get('digest', '')[:12]}, not "
-            f"{first.encoder.get('digest', '')[:12]}) and scored {scores(1)} test accuracy, not {scores(0)}; "
-            f"reported once, from {first.folder.name}: the spread of pretraining itself, which no CI here covers")
+    return (
+        f"{first.record['cell']['method']} (seed {seeds}) ran again in {again.folder.name} from another "
+        f"pretraining of the same stage (checkpoint {again.encoder.get('digest', '')[:12]}, not "
+        f"{first.encoder.get('digest', '')[:12]}) and scored {scores(1)} test accuracy, not {scores(0)}; "
+        f"reported once, from {first.folder.name}: the spread of pretraining itself, which no CI here covers"
+    )
 
 
-def pretraining_run(cell: "CellResult") -> str:
+def pretraining_run(cell: CellResult) -> str:
     """The pretraining run a cell's encoder is, where its method is read over several
     (``pretraining_runs``: the record's encoder ``<entry>+run<r>``, the cell's ``<entry>``); else ""."""
     name = cell.encoder.get("name", "") if cell.encoder else ""
@@ -180,8 +214,10 @@ class ResultSet:
             benchmark, cells = read_folder(Path(folder))
             expected = data_digest or (self.benchmarks[0]["data_digest"] if self.benchmarks else None)
             if expected and benchmark["data_digest"] != expected:
-                raise UserError(f"{folder}: results of another data set ({benchmark['dataset']}, digest "
-                                f"{benchmark['data_digest'][:12]}) than {expected[:12]}")
+                raise UserError(
+                    f"{folder}: results of another data set ({benchmark['dataset']}, digest "
+                    f"{benchmark['data_digest'][:12]}) than {expected[:12]}"
+                )
             self.benchmarks.append({**benchmark, "folder": str(folder)})
             for cell in cells:
                 known = self.cells.get(cell.cell_hash)
@@ -194,24 +230,30 @@ class ResultSet:
                         key = (cell.record["cell"]["method"], known.folder.name, cell.folder.name)
                         replicated.setdefault(key, []).append((known, cell))
                         continue
-                    raise UserError(f"cell {cell.cell_hash} ({cell.record['cell']['method']} seed "
-                                    f"{cell.record['cell']['seed']}) has other numbers in {cell.path} than in "
-                                    f"{known.path}")
+                    raise UserError(
+                        f"cell {cell.cell_hash} ({cell.record['cell']['method']} seed "
+                        f"{cell.record['cell']['seed']}) has other numbers in {cell.path} than in "
+                        f"{known.path}"
+                    )
                 elif known.same_encoder(cell.encoder):
                     continue
                 elif known.reproduces(cell):
                     pair = (known.folder.name, cell.folder.name)
                     reproduced[pair] = reproduced.get(pair, 0) + 1
                 else:
-                    raise UserError(f"cell {cell.cell_hash} ({cell.record['cell']['method']}) names another "
-                                    f"checkpoint in {cell.path} than in {known.path}")
+                    raise UserError(
+                        f"cell {cell.cell_hash} ({cell.record['cell']['method']}) names another "
+                        f"checkpoint in {cell.path} than in {known.path}"
+                    )
         if name_twins_by_encoder:
             self.name_twins_by_encoder()
         self.check_encoders()
         self.check_protocols()
-        self.notes += [f"{count} cell(s) of {first} ran again in {again} from its own copy of the same pretraining "
-                       f"stage (another checkpoint file) with the very same predictions; reported once, from {first}"
-                       for (first, again), count in reproduced.items()]
+        self.notes += [
+            f"{count} cell(s) of {first} ran again in {again} from its own copy of the same pretraining "
+            f"stage (another checkpoint file) with the very same predictions; reported once, from {first}"
+            for (first, again), count in reproduced.items()
+        ]
         self.notes += [replication_note(pairs) for pairs in replicated.values()]
 
     def name_twins_by_encoder(self) -> None:
@@ -225,8 +267,11 @@ class ResultSet:
             fields = cell.record["cell"]
             is_twin = "random" in (fields["kind"], fields.get("probe_of"))
             twin_keys = ["control", *(("method", "grid_of") if is_twin else ())]
-            renamed = {key: f"{twin_name(fields['encoder'])}-{fields[key].removeprefix(TWIN_PREFIX)}"
-                       for key in twin_keys if str(fields.get(key) or "").startswith(TWIN_PREFIX)}
+            renamed = {
+                key: f"{twin_name(fields['encoder'])}-{fields[key].removeprefix(TWIN_PREFIX)}"
+                for key in twin_keys
+                if str(fields.get(key) or "").startswith(TWIN_PREFIX)
+            }
             if renamed:
                 cell.record = {**cell.record, "cell": {**fields, **renamed}}
 
@@ -245,16 +290,22 @@ class ResultSet:
                 first = by_method.setdefault((key, run), cell)  # each pretraining run one checkpoint
                 if first.encoder.get("digest") != cell.encoder.get("digest"):
                     name = cell.record["cell"].get("encoder")
-                    raise UserError(f"'{key}' (encoder '{name}') is two checkpoints: "
-                                    f"{first.encoder.get('digest', '')[:12]} in {first.path} and "
-                                    f"{cell.encoder.get('digest', '')[:12]} in {cell.path}")
+                    raise UserError(
+                        f"'{key}' (encoder '{name}') is two checkpoints: "
+                        f"{first.encoder.get('digest', '')[:12]} in {first.path} and "
+                        f"{cell.encoder.get('digest', '')[:12]} in {cell.path}"
+                    )
             by_name.setdefault(run or cell.record["cell"].get("encoder", ""), {}).setdefault(
-                cell.encoder.get("digest", ""), cell)
-        self.notes += [f"encoder '{name}' is {len(digests)} checkpoints of one recipe (pretrained apart, e.g. by "
-                       f"chunk): "
-                       + ", ".join(f"{digest[:12]} ({cell.folder.name})" for digest, cell in digests.items())
-                       + "; each method compares one of them with its twin"
-                       for name, digests in by_name.items() if len(digests) > 1]
+                cell.encoder.get("digest", ""), cell
+            )
+        self.notes += [
+            f"encoder '{name}' is {len(digests)} checkpoints of one recipe (pretrained apart, e.g. by "
+            f"chunk): "
+            + ", ".join(f"{digest[:12]} ({cell.folder.name})" for digest, cell in digests.items())
+            + "; each method compares one of them with its twin"
+            for name, digests in by_name.items()
+            if len(digests) > 1
+        ]
 
     def check_protocols(self) -> None:
         """A method, its seeds and its twin are compared: they must share one protocol version."""
@@ -264,8 +315,10 @@ class ResultSet:
             for name in filter(None, (method, control)):
                 first = by_method.setdefault(name, cell)
                 if first.record["protocol"] != cell.record["protocol"]:
-                    raise UserError(f"'{name}' mixes protocol versions: {first.record['protocol']} in {first.path}, "
-                                    f"{cell.record['protocol']} in {cell.path}")
+                    raise UserError(
+                        f"'{name}' mixes protocol versions: {first.record['protocol']} in {first.path}, "
+                        f"{cell.record['protocol']} in {cell.path}"
+                    )
 
     def encoder(self, identity: str) -> dict | None:
         """The recorded description of the encoder with ``identity`` (None if no cell used it)."""
@@ -285,5 +338,7 @@ class ResultSet:
         seen: dict[str, dict] = {}
         for cell in sorted(self.ordered, key=lambda cell: cell.place):
             if cell.encoder:
-                seen.setdefault(cell.record["cell"]["encoder"], {**cell.encoder, "name": cell.record["cell"]["encoder"]})
+                seen.setdefault(
+                    cell.record["cell"]["encoder"], {**cell.encoder, "name": cell.record["cell"]["encoder"]}
+                )
         return list(seen.values())

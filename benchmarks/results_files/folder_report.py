@@ -12,12 +12,12 @@ import pandas as pd
 from benchmarks.plan.lr_selection import lr_grid_table, select_learning_rates
 from benchmarks.plan.matrix import load_config
 from benchmarks.plan.recipe_picks import selection_settings
-from benchmarks.results_files.recipe_folders import recipe_table
 from benchmarks.report.cells_from_store import drop_unpaired_controls
 from benchmarks.report.fraction_baselines import with_fraction_baselines
 from benchmarks.report.outputs import write_outputs
 from benchmarks.report.results_table import build_results
 from benchmarks.results_files.folder import ResultSet
+from benchmarks.results_files.recipe_folders import recipe_table
 from benchmarks.stats.preregistration import adjust_registered, registered_comparisons
 from harness.errors import UserError
 
@@ -29,12 +29,13 @@ def report_name(benchmarks: list[dict]) -> str:
         return names[0]
     stem = os.path.commonprefix(names).rpartition("-")[0]
     if stem:
-        return f"{stem} ({' + '.join(name[len(stem) + 1:] for name in names)})"
+        return f"{stem} ({' + '.join(name[len(stem) + 1 :] for name in names)})"
     return " + ".join(names)
 
 
-def build_report(folders: list[Path], out: Path, name: str | None = None, registered: list[Path] = ()
-                 ) -> tuple[pd.DataFrame, list[Path]]:
+def build_report(
+    folders: list[Path], out: Path, name: str | None = None, registered: list[Path] = ()
+) -> tuple[pd.DataFrame, list[Path]]:
     """Write the report of the cells in ``folders`` to ``out``; returns the results table and the written
     paths. Baselines at a smaller fraction that the folders lack are fitted from the data set
     (``benchmarks.report.fraction_baselines``). The pre-registered family is the union of the
@@ -48,18 +49,31 @@ def build_report(folders: list[Path], out: Path, name: str | None = None, regist
     runs, predictions, fitted = with_fraction_baselines(runs, predictions, results_set.benchmarks)
     grid = lr_grid_table(runs)
     runs = drop_unpaired_controls(select_learning_rates(runs), predictions)
-    family_names = registered_comparisons([benchmark.get("settings") for benchmark in results_set.benchmarks] + declared)
+    family_names = registered_comparisons(
+        [benchmark.get("settings") for benchmark in results_set.benchmarks] + declared
+    )
     results, family = adjust_registered(build_results(runs, predictions), family_names)
     first = results_set.benchmarks[0]
-    settings = first.get("settings") if len(results_set.benchmarks) == 1 else {
-        benchmark["folder"]: benchmark.get("settings") for benchmark in results_set.benchmarks}
-    context = {"name": name or report_name(results_set.benchmarks),
-               "parent_run_id": ", ".join(str(benchmark.get("parent_run_id", "—")) for benchmark in results_set.benchmarks),
-               "wall_seconds": None, "settings": settings, "encoders": results_set.encoders(),
-               "dataset": first["dataset"], "labels": first.get("labels"), "positive_label": first.get("positive_label"),
-               "lr_grid": grid, "recipes": recipe_table(selection_settings(results_set.benchmarks, registered)),
-               "throughput": None, "family": family,
-               "sources": [benchmark["folder"] for benchmark in results_set.benchmarks]}
+    settings = (
+        first.get("settings")
+        if len(results_set.benchmarks) == 1
+        else {benchmark["folder"]: benchmark.get("settings") for benchmark in results_set.benchmarks}
+    )
+    context = {
+        "name": name or report_name(results_set.benchmarks),
+        "parent_run_id": ", ".join(str(benchmark.get("parent_run_id", "—")) for benchmark in results_set.benchmarks),
+        "wall_seconds": None,
+        "settings": settings,
+        "encoders": results_set.encoders(),
+        "dataset": first["dataset"],
+        "labels": first.get("labels"),
+        "positive_label": first.get("positive_label"),
+        "lr_grid": grid,
+        "recipes": recipe_table(selection_settings(results_set.benchmarks, registered)),
+        "throughput": None,
+        "family": family,
+        "sources": [benchmark["folder"] for benchmark in results_set.benchmarks],
+    }
     for note in results_set.notes:
         print(f"  note: {note}")
     for note in fitted:

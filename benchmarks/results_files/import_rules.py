@@ -14,10 +14,31 @@ from pretrain.encoders.trusted import encoder_experiments
 
 # The tags the harness itself gives a cell's run (``downstream.run.cli``, ``benchmarks.tasks.cells``):
 # nothing else of a folder's ``tags`` is imported.
-CELL_TAGS = ("stage", "method", "seed", "kind", "dataset", "benchmark", "encoder", "encoder_source", "family",
-             "suite_encoder", "pretrain_run_id", "finetune_mode", "mix", "head", "train_fraction", "probe_of",
-             "grid_of", "learning_rate", "recipe_from", "mlflow.runName", "harness.checkpoint_dir",
-             "harness.resumed_from", "harness.changed_params")
+CELL_TAGS = (
+    "stage",
+    "method",
+    "seed",
+    "kind",
+    "dataset",
+    "benchmark",
+    "encoder",
+    "encoder_source",
+    "family",
+    "suite_encoder",
+    "pretrain_run_id",
+    "finetune_mode",
+    "mix",
+    "head",
+    "train_fraction",
+    "probe_of",
+    "grid_of",
+    "learning_rate",
+    "recipe_from",
+    "mlflow.runName",
+    "harness.checkpoint_dir",
+    "harness.resumed_from",
+    "harness.changed_params",
+)
 CELL_STAGES = ("finetune", "baseline")
 CLOCK_SKEW_MS = 10 * 60 * 1000  # another machine's clock may run this far ahead
 
@@ -28,8 +49,9 @@ def cell_tags(tags: object, path: Path) -> dict[str, str]:
         raise UserError(f"{path}: `tags` is not a mapping")
     kept = {key: str(value) for key, value in tags.items() if key in CELL_TAGS}
     if kept.get("stage", CELL_STAGES[0]) not in CELL_STAGES:
-        raise UserError(f"{path}: tag stage={kept['stage']!r} is not a cell's ({' or '.join(CELL_STAGES)}); "
-                        f"not imported")
+        raise UserError(
+            f"{path}: tag stage={kept['stage']!r} is not a cell's ({' or '.join(CELL_STAGES)}); not imported"
+        )
     return kept
 
 
@@ -37,8 +59,10 @@ def target_experiment(benchmark: dict, folder: Path) -> str:
     """The experiment a folder's cells go to; one that encoders are resolved from is refused."""
     experiment = str(benchmark.get("experiment") or benchmark["dataset"])
     if experiment in encoder_experiments():
-        raise UserError(f"{folder}: targets experiment '{experiment}', where encoders are resolved from "
-                        f"(pretrain and $ENCODER_EXPERIMENTS); a results folder's cells may not go there")
+        raise UserError(
+            f"{folder}: targets experiment '{experiment}', where encoders are resolved from "
+            f"(pretrain and $ENCODER_EXPERIMENTS); a results folder's cells may not go there"
+        )
     return experiment
 
 
@@ -53,7 +77,9 @@ def run_times(run: object, path: Path, now_ms: int | None = None) -> tuple[int |
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
             raise UserError(f"{path}: run.{key} {value!r} is not a time in milliseconds")
         if value is not None and value > now_ms + CLOCK_SKEW_MS:
-            raise UserError(f"{path}: run.{key} {value} lies in the future "
-                            f"({time.strftime('%Y-%m-%d', time.gmtime(value / 1000))}); not imported")
+            raise UserError(
+                f"{path}: run.{key} {value} lies in the future "
+                f"({time.strftime('%Y-%m-%d', time.gmtime(value / 1000))}); not imported"
+            )
         times.append(value)
     return times[0], times[1]

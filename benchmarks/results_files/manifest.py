@@ -38,8 +38,10 @@ def benchmark_digests(benchmark: dict) -> dict[str, str]:
 
 def cell_digests(record: dict) -> dict[str, str]:
     """The predictions file's sha256 and a digest of each field of the record not checked otherwise."""
-    return {"predictions": record["predictions"]["sha256"],
-            **{key: digest(value) for key, value in record.items() if key not in CHECKED_OTHERWISE}}
+    return {
+        "predictions": record["predictions"]["sha256"],
+        **{key: digest(value) for key, value in record.items() if key not in CHECKED_OTHERWISE},
+    }
 
 
 def write_manifest(folder: Path) -> Path:
@@ -58,8 +60,10 @@ def write_manifest(folder: Path) -> Path:
 def read_manifest(folder: Path) -> dict:
     path = folder / MANIFEST_FILE
     if not path.exists() and not path.is_symlink():
-        raise UserError(f"{path}: missing; a results folder binds its cells in one (a format-1 folder: check and "
-                        f"seal it with `python -m benchmarks seal {folder}`)")
+        raise UserError(
+            f"{path}: missing; a results folder binds its cells in one (a format-1 folder: check and "
+            f"seal it with `python -m benchmarks seal {folder}`)"
+        )
     return read_record(path, MANIFEST)
 
 
@@ -85,8 +89,10 @@ def entry_of(manifest: dict, record: dict, path: Path) -> dict[str, str]:
 def check_predictions(manifest: dict, record: dict, path: Path) -> None:
     """The predictions the cell records are the ones the manifest binds to its hash."""
     if entry_of(manifest, record, path).get("predictions") != record["predictions"]["sha256"]:
-        raise UserError(f"{path}: predictions.sha256 is not the one {MANIFEST_FILE} binds to cell "
-                        f"{record['cell_hash']}: swapped or edited?")
+        raise UserError(
+            f"{path}: predictions.sha256 is not the one {MANIFEST_FILE} binds to cell "
+            f"{record['cell_hash']}: swapped or edited?"
+        )
 
 
 def check_fields(manifest: dict, record: dict, path: Path) -> None:
@@ -101,5 +107,7 @@ def check_listed(folder: Path, manifest: dict, cell_hashes: set[str]) -> None:
     """Every cell the manifest lists is in the folder (the folder's own cells were checked one by one)."""
     absent = sorted(set(manifest["cells"]) - cell_hashes)
     if absent:
-        raise UserError(f"{folder / CELLS_DIR / absent[0]}.json: missing ({len(absent)} cell(s) {MANIFEST_FILE} "
-                        f"lists are not in the folder)")
+        raise UserError(
+            f"{folder / CELLS_DIR / absent[0]}.json: missing ({len(absent)} cell(s) {MANIFEST_FILE} "
+            f"lists are not in the folder)"
+        )

@@ -35,8 +35,9 @@ def predictions_bytes(frames: dict[str, pd.DataFrame]) -> bytes:
     for split in SPLITS:
         frame = frames[split].drop(columns=[column for column in TEXT_COLUMNS if column in frames[split]])
         probabilities = [column for column in frame if column == "prob" or column.startswith("prob_")]
-        frame = frame.assign(**{column: frame[column].astype(float).round(PROBABILITY_DECIMALS)
-                                for column in probabilities})
+        frame = frame.assign(
+            **{column: frame[column].astype(float).round(PROBABILITY_DECIMALS) for column in probabilities}
+        )
         parts.append(frame.assign(split=split)[["split", *frame.columns]])
     text = pd.concat(parts, ignore_index=True).to_csv(index=False).encode("utf-8")
     buffer = io.BytesIO()
@@ -56,8 +57,9 @@ def predictions_path(cells_dir: Path, cell_path: Path, cell_hash: str, recorded:
     (no other folder, no ``..``, no absolute path) and the file a plain file, not a link."""
     expected = f"{cell_hash}{PREDICTIONS_SUFFIX}"
     if recorded != expected:
-        raise UserError(f"{cell_path}: predictions.file {recorded[:80]!r} is not {expected!r}: a cell's predictions "
-                        f"lie beside it")
+        raise UserError(
+            f"{cell_path}: predictions.file {recorded[:80]!r} is not {expected!r}: a cell's predictions lie beside it"
+        )
     path = cells_dir / expected
     if path.is_symlink():
         raise UserError(f"{path}: a link; a results folder holds its predictions files themselves")
@@ -69,8 +71,9 @@ def predictions_path(cells_dir: Path, cell_path: Path, cell_hash: str, recorded:
 def streamed_sha256(path: Path, most_bytes: int) -> str:
     """sha256 of a file of at most ``most_bytes`` bytes, read in pieces."""
     if path.stat().st_size > most_bytes:
-        raise UserError(f"{path}: {path.stat().st_size} bytes, more than predictions of this data set can take "
-                        f"({most_bytes})")
+        raise UserError(
+            f"{path}: {path.stat().st_size} bytes, more than predictions of this data set can take ({most_bytes})"
+        )
     digest = hashlib.sha256()
     with path.open("rb") as handle:
         while piece := handle.read(READ_BYTES):
@@ -86,8 +89,9 @@ def bounded_text(path: Path, most_bytes: int) -> bytes:
     except (OSError, EOFError, zlib.error) as error:
         raise UserError(f"{path}: not a gzipped predictions file ({type(error).__name__})") from None
     if len(text) > most_bytes:
-        raise UserError(f"{path}: decompresses to more than the {most_bytes} bytes predictions of this data set "
-                        f"can take")
+        raise UserError(
+            f"{path}: decompresses to more than the {most_bytes} bytes predictions of this data set can take"
+        )
     return text
 
 
@@ -97,8 +101,10 @@ def check_columns(frame: pd.DataFrame, labels: list[str], path: Path) -> None:
     probabilities = ["prob"] if len(labels) == 2 else [f"prob_{label}" for label in labels]
     ids = [column for column in frame.columns if column in ID_COLUMNS]
     if not ids or list(frame.columns) != ["split", *ids, "label", *probabilities, "pred"]:
-        raise UserError(f"{path}: columns {', '.join(map(str, frame.columns))[:200]}, not split, the ids, label, "
-                        f"{', '.join(probabilities)}, pred")
+        raise UserError(
+            f"{path}: columns {', '.join(map(str, frame.columns))[:200]}, not split, the ids, label, "
+            f"{', '.join(probabilities)}, pred"
+        )
     for column in ("split", "label", "pred"):
         allowed = SPLITS if column == "split" else labels
         strange = sorted(set(frame[column]) - set(allowed))
@@ -119,8 +125,11 @@ def read_predictions_file(path: Path, sha256: str, data_digest: str, labels: lis
         raise UserError(f"{path}: not the predictions its cell recorded (sha256 differs): truncated or edited")
     text = bounded_text(path, most_text)
     try:
-        frame = pd.read_csv(io.BytesIO(text), dtype={column: str for column in (*ID_COLUMNS, "label", "pred", "split")},
-                            keep_default_na=False)
+        frame = pd.read_csv(
+            io.BytesIO(text),
+            dtype={column: str for column in (*ID_COLUMNS, "label", "pred", "split")},
+            keep_default_na=False,
+        )
     except Exception as error:  # noqa: BLE001 - any unreadable file is one line
         raise UserError(f"{path}: unreadable ({type(error).__name__})") from None
     check_columns(frame, labels, path)

@@ -11,8 +11,15 @@ import pandas as pd
 
 from benchmarks.plan.cells import run_seeds
 from benchmarks.plan.matrix import Matrix, parse_matrix, repo_path
-from benchmarks.plan.recipe_picks import (Pick, arm_points, declared_points, grid_mismatch, grid_points, recipe_arms,
-                                          recipe_mismatch)
+from benchmarks.plan.recipe_picks import (
+    Pick,
+    arm_points,
+    declared_points,
+    grid_mismatch,
+    grid_points,
+    recipe_arms,
+    recipe_mismatch,
+)
 from benchmarks.results_files.folder import ResultSet
 from harness.errors import UserError
 
@@ -21,8 +28,10 @@ def read_selection(folder: str, where: str, data_digest: str | None = None) -> t
     """A selection folder's settings, grid points and seeds; a missing or unreadable folder is one line."""
     path = repo_path(folder)
     if not (path / "benchmark.json").is_file():
-        raise UserError(f"{where}: recipe_from {folder}: no results folder there (run the selection config and "
-                        f"export it with `python -m benchmarks export --out {folder}` first)")
+        raise UserError(
+            f"{where}: recipe_from {folder}: no results folder there (run the selection config and "
+            f"export it with `python -m benchmarks export --out {folder}` first)"
+        )
     results = ResultSet([path], data_digest)
     runs, _ = results.runs_and_predictions()
     seeds = set(runs["seed"].astype(int)) if "seed" in runs else set()
@@ -51,18 +60,23 @@ def with_picks(matrix: Matrix, where: str, data_digest: str | None = None) -> Ma
                 raise UserError(f"{key} is no selection of this recipe: {mismatch}")
             shared = seeds & {seed for entry in matrix.encoders for seed in run_seeds(entry, transfer.seeds)}
             if shared:
-                raise UserError(f"{key}: its seeds {sorted(shared)} are this chunk's too; a selection takes a seed of "
-                                f"its own, so that the cells it chose on are not the ones reported")
+                raise UserError(
+                    f"{key}: its seeds {sorted(shared)} are this chunk's too; a selection takes a seed of "
+                    f"its own, so that the cells it chose on are not the ones reported"
+                )
             picks = {}
             for arm in recipe_arms(matrix, family, transfer):
                 decided = arm_points(points, arm)
                 if not len(decided):
-                    raise UserError(f"{key} holds no grid points of arm `{arm.method}` ({arm.kind}, head {arm.head}, "
-                                    f"fraction {arm.fraction:g})")
+                    raise UserError(
+                        f"{key} holds no grid points of arm `{arm.method}` ({arm.kind}, head {arm.head}, "
+                        f"fraction {arm.fraction:g})"
+                    )
                 unfinished = grid_mismatch(decided, declared_points(selection, family, arm))
                 if unfinished:
-                    raise UserError(f"{key}: the grid of arm `{arm.method}` is not the one its settings declare: "
-                                    f"{unfinished}")
+                    raise UserError(
+                        f"{key}: the grid of arm `{arm.method}` is not the one its settings declare: {unfinished}"
+                    )
                 best = decided[decided["chosen"]].iloc[0]
                 picks[arm.key] = Pick(str(best["head"]), float(best["learning_rate"]))
             resolved.append(replace(transfer, picks=picks))

@@ -30,27 +30,89 @@ class Each:
 TEXT_FIELDS = Each(str)
 SPLIT_COUNTS = {"dev": int, "test": int}
 
-BENCHMARK = {"format": int, "benchmark": str, "dataset": str, "data_digest": str, "experiment?": str,
-             "labels": [str], "positive_label": (str, type(None)),
-             "settings?": ({"comparisons?": ([str], type(None)), "random_control?": bool}, type(None)),
-             "parent_run_id?": str, "cells?": int, "corpora?": Each(str), "wall_seconds?": (*NUMBER, type(None)),
-             "machine?": {"cpu_model": str, "cpus": int, "jobs": (int, type(None)), "cluster": bool,
-                          "finetune_threads": int, "pretrain_threads": int, "precision": (str, type(None))}}
+BENCHMARK = {
+    "format": int,
+    "benchmark": str,
+    "dataset": str,
+    "data_digest": str,
+    "experiment?": str,
+    "labels": [str],
+    "positive_label": (str, type(None)),
+    "settings?": ({"comparisons?": ([str], type(None)), "random_control?": bool}, type(None)),
+    "parent_run_id?": str,
+    "cells?": int,
+    "corpora?": Each(str),
+    "wall_seconds?": (*NUMBER, type(None)),
+    "machine?": {
+        "cpu_model": str,
+        "cpus": int,
+        "jobs": (int, type(None)),
+        "cluster": bool,
+        "finetune_threads": int,
+        "pretrain_threads": int,
+        "precision": (str, type(None)),
+    },
+}
 
-SPEC = {"kind": str, "seed": int, "method": str, "encoder": str, "mix": str, "head": str, "train_fraction": NUMBER,
-        "args": [str], "config": str, "config_text?": str, "data": str, "probe_of?": str}
+SPEC = {
+    "kind": str,
+    "seed": int,
+    "method": str,
+    "encoder": str,
+    "mix": str,
+    "head": str,
+    "train_fraction": NUMBER,
+    "args": [str],
+    "config": str,
+    "config_text?": str,
+    "data": str,
+    "probe_of?": str,
+}
 
-CELL_FIELDS = {"method": str, "kind": str, "seed": int, "encoder": str, "encoder_run": str, "mix": str, "head": str,
-               "train_fraction": NUMBER, "control": str, "args": [str], "config": str, "transfer": str, "family": str,
-               "encoder_identity": str, "probe_of": str, "grid_of": str, "learning_rate": (*NUMBER, type(None)),
-               "recipe_from?": str}
+CELL_FIELDS = {
+    "method": str,
+    "kind": str,
+    "seed": int,
+    "encoder": str,
+    "encoder_run": str,
+    "mix": str,
+    "head": str,
+    "train_fraction": NUMBER,
+    "control": str,
+    "args": [str],
+    "config": str,
+    "transfer": str,
+    "family": str,
+    "encoder_identity": str,
+    "probe_of": str,
+    "grid_of": str,
+    "learning_rate": (*NUMBER, type(None)),
+    "recipe_from?": str,
+}
 
-CELL = {"format": int, "cell_hash": str, "protocol": str, "commit": str, "data_digest": str, "spec": SPEC,
-        "cell": CELL_FIELDS, "order": [int], "metrics": Each(NUMBER), "params": TEXT_FIELDS, "tags": TEXT_FIELDS,
-        "run": {"run_id": str, "parent_run_id": str, "start_time?": (int, type(None)),
-                "end_time?": (int, type(None)), "host?": str},
-        "predictions": {"file": str, "sha256": str, "rows": SPLIT_COUNTS},
-        "encoder": ({"identity": str, "digest": str, "name": str}, type(None)), "precision?": (str, type(None))}
+CELL = {
+    "format": int,
+    "cell_hash": str,
+    "protocol": str,
+    "commit": str,
+    "data_digest": str,
+    "spec": SPEC,
+    "cell": CELL_FIELDS,
+    "order": [int],
+    "metrics": Each(NUMBER),
+    "params": TEXT_FIELDS,
+    "tags": TEXT_FIELDS,
+    "run": {
+        "run_id": str,
+        "parent_run_id": str,
+        "start_time?": (int, type(None)),
+        "end_time?": (int, type(None)),
+        "host?": str,
+    },
+    "predictions": {"file": str, "sha256": str, "rows": SPLIT_COUNTS},
+    "encoder": ({"identity": str, "digest": str, "name": str}, type(None)),
+    "precision?": (str, type(None)),
+}
 
 MANIFEST = {"format": int, "benchmark": TEXT_FIELDS, "cells": Each(TEXT_FIELDS)}
 
@@ -63,8 +125,14 @@ def type_name(shape) -> str:
         return "a list"
     if isinstance(shape, (dict, Each)):
         return "an object"
-    return {str: "text", int: "an integer", float: "a number", bool: "true or false", type(None): "null",
-            dict: "an object"}.get(shape, shape.__name__)
+    return {
+        str: "text",
+        int: "an integer",
+        float: "a number",
+        bool: "true or false",
+        type(None): "null",
+        dict: "an object",
+    }.get(shape, shape.__name__)
 
 
 def matches(value, shape) -> bool:
@@ -83,16 +151,23 @@ def matches(value, shape) -> bool:
 def problem(value, shape, field: str) -> str | None:
     """The first place where ``value`` is not of ``shape``, as ``<field>: <what was expected>``; None if it is."""
     if not matches(value, shape):
-        return f"{field or 'the file'} is {type(value).__name__ if value is not None else 'null'}, not {type_name(shape)}"
+        return (
+            f"{field or 'the file'} is {type(value).__name__ if value is not None else 'null'}, not {type_name(shape)}"
+        )
     if isinstance(shape, tuple):
         inner = [option for option in shape if matches(value, option)][0]
         return problem(value, inner, field) if isinstance(inner, (list, dict, Each)) else None
     if isinstance(shape, list):
-        return next(filter(None, (problem(item, shape[0], f"{field}[{index}]") for index, item in enumerate(value))),
-                    None)
+        return next(
+            filter(None, (problem(item, shape[0], f"{field}[{index}]") for index, item in enumerate(value))), None
+        )
     if isinstance(shape, Each):
-        return next(filter(None, (problem(item, shape.shape, f"{field}.{key}" if field else key)
-                                  for key, item in value.items())), None)
+        return next(
+            filter(
+                None, (problem(item, shape.shape, f"{field}.{key}" if field else key) for key, item in value.items())
+            ),
+            None,
+        )
     if isinstance(shape, dict):
         for key, inner in shape.items():
             name, optional = key.rstrip("?"), key.endswith("?")
@@ -121,14 +196,17 @@ def read_record(path: Path, shape) -> dict:
         raise UserError(f"{path}: a link; a results folder holds its files themselves")
     try:
         if path.stat().st_size > MOST_JSON_BYTES:
-            raise UserError(f"{path}: {path.stat().st_size} bytes, more than a results record can take "
-                            f"({MOST_JSON_BYTES})")
+            raise UserError(
+                f"{path}: {path.stat().st_size} bytes, more than a results record can take ({MOST_JSON_BYTES})"
+            )
         value = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise UserError(f"{path}: missing") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
-        raise UserError(f"{path}: unreadable, truncated or edited ({type(error).__name__}: "
-                        f"{(str(error).splitlines() or [''])[0][:120]})") from None
+        raise UserError(
+            f"{path}: unreadable, truncated or edited ({type(error).__name__}: "
+            f"{(str(error).splitlines() or [''])[0][:120]})"
+        ) from None
     if not isinstance(value, dict):
         raise UserError(f"{path}: not a results file (a JSON object expected)")
     check_shape(value, shape, path)

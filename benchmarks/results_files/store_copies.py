@@ -28,17 +28,21 @@ def held_copies(client: MlflowClient, experiment: str, cell_hash: str) -> list:
     found = client.get_experiment_by_name(experiment)
     if found is None or found.lifecycle_stage != "active":
         return []
-    return client.search_runs([found.experiment_id], f"tags.cell_hash = '{cell_hash}' and "
-                                                     f"attributes.status = 'FINISHED'",
-                              order_by=["attributes.start_time ASC"], max_results=SEARCH_LIMIT)
+    return client.search_runs(
+        [found.experiment_id],
+        f"tags.cell_hash = '{cell_hash}' and attributes.status = 'FINISHED'",
+        order_by=["attributes.start_time ASC"],
+        max_results=SEARCH_LIMIT,
+    )
 
 
 def predictions_digest(client: MlflowClient, run) -> str:
     """The sha256 a results folder would record for ``run``'s predictions (its file's digest)."""
     with tempfile.TemporaryDirectory() as scratch:
-        frames = {split: read_predictions(client.download_artifacts(run.info.run_id, f"predictions/{split}.csv",
-                                                                    scratch))
-                  for split in SPLITS}
+        frames = {
+            split: read_predictions(client.download_artifacts(run.info.run_id, f"predictions/{split}.csv", scratch))
+            for split in SPLITS
+        }
         return hashlib.sha256(predictions_bytes(frames)).hexdigest()
 
 
@@ -64,10 +68,14 @@ class Duplicate:
     def describe(self) -> str:
         """One line: the cell, whether its copies agree, and each copy's run, origin and test accuracy."""
         kind = "other numbers" if self.conflicting else "the same numbers"
-        copies = ", ".join(f"{run.info.run_id} ({origin(run)}, test_acc "
-                           f"{run.data.metrics.get('test_acc', float('nan')):.4f})" for run in self.runs)
-        return (f"cell {self.cell_hash} ({self.runs[0].data.tags.get('method', '?')}): {len(self.runs)} copies "
-                f"with {kind}: {copies}")
+        copies = ", ".join(
+            f"{run.info.run_id} ({origin(run)}, test_acc {run.data.metrics.get('test_acc', float('nan')):.4f})"
+            for run in self.runs
+        )
+        return (
+            f"cell {self.cell_hash} ({self.runs[0].data.tags.get('method', '?')}): {len(self.runs)} copies "
+            f"with {kind}: {copies}"
+        )
 
 
 def origin(run) -> str:
@@ -80,8 +88,16 @@ def find_duplicates(client: MlflowClient) -> list[Duplicate]:
     """Every cell hash that more than one FINISHED run of one experiment carries (a suite looks
     for a cell in its own experiment)."""
     experiments = [experiment.experiment_id for experiment in client.search_experiments()]
-    runs = client.search_runs(experiments, "attributes.status = 'FINISHED'", order_by=["attributes.start_time ASC"],
-                              max_results=SEARCH_LIMIT) if experiments else []
+    runs = (
+        client.search_runs(
+            experiments,
+            "attributes.status = 'FINISHED'",
+            order_by=["attributes.start_time ASC"],
+            max_results=SEARCH_LIMIT,
+        )
+        if experiments
+        else []
+    )
     by_hash: dict[tuple[str, str], list] = {}
     for run in runs:
         if run.data.tags.get("cell_hash"):
@@ -124,12 +140,16 @@ def report_duplicates(remove: bool) -> int:
         print(f"no cell is held twice in {tracking_uri()}")
         return 0
     if not remove:
-        print(f"{len(duplicates)} cell(s) held more than once; `python -m benchmarks duplicates --remove` deletes "
-              f"the redundant copies")
+        print(
+            f"{len(duplicates)} cell(s) held more than once; `python -m benchmarks duplicates --remove` deletes "
+            f"the redundant copies"
+        )
         return 1 if any(duplicate.conflicting for duplicate in duplicates) else 0
     deleted, unresolved = remove_duplicates(client, duplicates)
     print(f"deleted {len(deleted)} run(s) in {tracking_uri()}")
     for duplicate in unresolved:
-        print(f"left: {duplicate.describe()}: none of them was computed in this store alone; delete the wrong "
-              f"one by hand (mlflow runs delete --run-id <id>)")
+        print(
+            f"left: {duplicate.describe()}: none of them was computed in this store alone; delete the wrong "
+            f"one by hand (mlflow runs delete --run-id <id>)"
+        )
     return 1 if unresolved else 0

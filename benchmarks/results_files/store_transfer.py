@@ -15,8 +15,17 @@ from mlflow.tracking import MlflowClient
 
 from benchmarks.plan.encoders import with_stages
 from benchmarks.report.cells_from_store import read_predictions
-from benchmarks.results_files.folder import (BENCHMARK_FILE, CELLS_DIR, FORMAT, PREDICTIONS_SUFFIX, SPLITS, CellResult,
-                                             ResultSet, predictions_bytes, write_json)
+from benchmarks.results_files.folder import (
+    BENCHMARK_FILE,
+    CELLS_DIR,
+    FORMAT,
+    PREDICTIONS_SUFFIX,
+    SPLITS,
+    CellResult,
+    ResultSet,
+    predictions_bytes,
+    write_json,
+)
 from benchmarks.results_files.folder_readme import README_FILE, readme_text
 from benchmarks.results_files.import_rules import cell_tags, run_times, target_experiment
 from benchmarks.results_files.manifest import write_manifest
@@ -37,8 +46,16 @@ ORIGIN_TAGS = ("origin_run_id", "origin_parent_run_id", "origin_host")  # where 
 def newest_parent(client: MlflowClient, name: str) -> tuple[str, dict]:
     """The newest parent run of benchmark ``name`` in any experiment, and its study record."""
     experiments = [experiment.experiment_id for experiment in client.search_experiments()]
-    runs = client.search_runs(experiments, f"tags.stage = 'benchmark' and tags.benchmark = '{name}'",
-                              order_by=["attributes.start_time DESC"], max_results=1) if experiments else []
+    runs = (
+        client.search_runs(
+            experiments,
+            f"tags.stage = 'benchmark' and tags.benchmark = '{name}'",
+            order_by=["attributes.start_time DESC"],
+            max_results=1,
+        )
+        if experiments
+        else []
+    )
     if not runs:
         raise UserError(f"--benchmark {name}: no benchmark of that name in {tracking_uri()}")
     parent = runs[0].info.run_id
@@ -46,16 +63,19 @@ def newest_parent(client: MlflowClient, name: str) -> tuple[str, dict]:
         try:
             path = client.download_artifacts(parent, STUDY_ARTIFACT, scratch)
         except Exception:  # noqa: BLE001 - a parent made before results files
-            raise UserError(f"--benchmark {name}: its parent run {parent} has no {STUDY_ARTIFACT} (run before "
-                            f"results files existed); run the benchmark again to export it") from None
+            raise UserError(
+                f"--benchmark {name}: its parent run {parent} has no {STUDY_ARTIFACT} (run before "
+                f"results files existed); run the benchmark again to export it"
+            ) from None
         return parent, json.loads(Path(path).read_text())
 
 
 def cell_runs(client: MlflowClient, parent: str, study: dict) -> list:
     """The parent's FINISHED cells with a record, and the cells it linked from other benchmarks."""
     experiments = [experiment.experiment_id for experiment in client.search_experiments()]
-    children = client.search_runs(experiments, f"tags.`mlflow.parentRunId` = '{parent}' and "
-                                               f"attributes.status = 'FINISHED'", max_results=50_000)
+    children = client.search_runs(
+        experiments, f"tags.`mlflow.parentRunId` = '{parent}' and attributes.status = 'FINISHED'", max_results=50_000
+    )
     runs = {run.info.run_id: run for run in children if RECORD_TAG in run.data.tags}
     for run_id in study.get("linked", []):
         if run_id not in runs:
@@ -85,22 +105,39 @@ def cell_record(client: MlflowClient, run, study: dict, scratch: Path) -> tuple[
         path = client.download_artifacts(run.info.run_id, f"predictions/{split}.csv", str(scratch))
         frames[split] = read_predictions(path)
     content = predictions_bytes(frames)
-    kept_tags = {key: value for key, value in tags.items()
-                 if key not in (RECORD_TAG, IMPORTED_TAG, *ORIGIN_TAGS, *PROCESS_TAGS)
-                 and (not key.startswith("mlflow.") or key == "mlflow.runName")}
-    record = {"format": FORMAT, "cell_hash": tags["cell_hash"], "protocol": tags.get("protocol_version", ""),
-              "commit": tags.get("git_commit", ""), "data_digest": study["data_digest"],
-              "spec": context.get("spec"), "cell": context["cell"], "order": context.get("order", [0, 0]),
-              "encoder": with_stages(context.get("encoder"), client), "precision": ran_precision(run.data.params),
-              "metrics": dict(run.data.metrics),
-              "params": dict(run.data.params), "tags": kept_tags,
-              "run": {"run_id": tags.get("origin_run_id", run.info.run_id),
-                      "parent_run_id": tags.get("origin_parent_run_id", tags.get("mlflow.parentRunId", "")),
-                      "start_time": run.info.start_time, "end_time": run.info.end_time,
-                      "host": tags.get("origin_host", tags.get(HOST_TAG, ""))},
-              "predictions": {"file": f"{tags['cell_hash']}{PREDICTIONS_SUFFIX}",
-                              "sha256": hashlib.sha256(content).hexdigest(),
-                              "rows": {split: len(frames[split]) for split in SPLITS}}}
+    kept_tags = {
+        key: value
+        for key, value in tags.items()
+        if key not in (RECORD_TAG, IMPORTED_TAG, *ORIGIN_TAGS, *PROCESS_TAGS)
+        and (not key.startswith("mlflow.") or key == "mlflow.runName")
+    }
+    record = {
+        "format": FORMAT,
+        "cell_hash": tags["cell_hash"],
+        "protocol": tags.get("protocol_version", ""),
+        "commit": tags.get("git_commit", ""),
+        "data_digest": study["data_digest"],
+        "spec": context.get("spec"),
+        "cell": context["cell"],
+        "order": context.get("order", [0, 0]),
+        "encoder": with_stages(context.get("encoder"), client),
+        "precision": ran_precision(run.data.params),
+        "metrics": dict(run.data.metrics),
+        "params": dict(run.data.params),
+        "tags": kept_tags,
+        "run": {
+            "run_id": tags.get("origin_run_id", run.info.run_id),
+            "parent_run_id": tags.get("origin_parent_run_id", tags.get("mlflow.parentRunId", "")),
+            "start_time": run.info.start_time,
+            "end_time": run.info.end_time,
+            "host": tags.get("origin_host", tags.get(HOST_TAG, "")),
+        },
+        "predictions": {
+            "file": f"{tags['cell_hash']}{PREDICTIONS_SUFFIX}",
+            "sha256": hashlib.sha256(content).hexdigest(),
+            "rows": {split: len(frames[split]) for split in SPLITS},
+        },
+    }
     return record, content
 
 
@@ -113,8 +150,10 @@ def export_benchmark(name: str, out: Path) -> tuple[int, int]:
     runs = cell_runs(client, parent, study)
     unversioned = [run.info.run_id for run in runs if not run.data.tags.get("protocol_version")]
     if unversioned:
-        raise UserError(f"--benchmark {name}: {len(unversioned)} cell(s) carry no protocol version (e.g. run "
-                        f"{unversioned[0]}); run the benchmark again to export it")
+        raise UserError(
+            f"--benchmark {name}: {len(unversioned)} cell(s) carry no protocol version (e.g. run "
+            f"{unversioned[0]}); run the benchmark again to export it"
+        )
     written = 0
 
     def write(staging: Path) -> None:
@@ -127,12 +166,27 @@ def export_benchmark(name: str, out: Path) -> tuple[int, int]:
                 (staging / CELLS_DIR / record["predictions"]["file"]).write_bytes(content)
                 write_json(staging / CELLS_DIR / f"{record['cell_hash']}.json", record)
                 records.append(record)
-        benchmark = {"format": FORMAT, **{key: study[key] for key in ("benchmark", "experiment", "dataset",
-                                                                       "data_digest", "labels", "positive_label",
-                                                                       "settings", "corpora", "machine",
-                                                                       "wall_seconds")
-                                          if key in study}, "parent_run_id": study.get("origin_parent_run_id", parent),
-                     "cells": len(runs)}
+        benchmark = {
+            "format": FORMAT,
+            **{
+                key: study[key]
+                for key in (
+                    "benchmark",
+                    "experiment",
+                    "dataset",
+                    "data_digest",
+                    "labels",
+                    "positive_label",
+                    "settings",
+                    "corpora",
+                    "machine",
+                    "wall_seconds",
+                )
+                if key in study
+            },
+            "parent_run_id": study.get("origin_parent_run_id", parent),
+            "cells": len(runs),
+        }
         write_json(staging / BENCHMARK_FILE, benchmark)
         write_manifest(staging)
         (staging / README_FILE).write_text(readme_text(benchmark, records), encoding="utf-8")
@@ -149,21 +203,31 @@ def import_cell(cell: CellResult, experiment: str, parent: str, client: MlflowCl
     client = client or MlflowClient(tracking_uri())
     record = cell.record
     start_time, end_time = run_times(record["run"], cell.path)
-    tags = {**cell_tags(record["tags"], cell.path), "cell_hash": record["cell_hash"],
-            "protocol_version": record["protocol"], "git_commit": str(record.get("commit", "")),
-            "mlflow.parentRunId": parent, IMPORTED_TAG: str(cell.folder),
-            "origin_run_id": str(record["run"]["run_id"]),
-            "origin_parent_run_id": str(record["run"].get("parent_run_id", "")),
-            "origin_host": str(record["run"].get("host", "")),
-            RECORD_TAG: json.dumps({"cell": record["cell"], "order": record["order"],
-                                    "encoder": record["encoder"], "spec": record["spec"]}, sort_keys=True)}
-    run = client.create_run(ensure_experiment(experiment), start_time=start_time,
-                            run_name=tags.get("mlflow.runName"), tags=tags)
+    tags = {
+        **cell_tags(record["tags"], cell.path),
+        "cell_hash": record["cell_hash"],
+        "protocol_version": record["protocol"],
+        "git_commit": str(record.get("commit", "")),
+        "mlflow.parentRunId": parent,
+        IMPORTED_TAG: str(cell.folder),
+        "origin_run_id": str(record["run"]["run_id"]),
+        "origin_parent_run_id": str(record["run"].get("parent_run_id", "")),
+        "origin_host": str(record["run"].get("host", "")),
+        RECORD_TAG: json.dumps(
+            {"cell": record["cell"], "order": record["order"], "encoder": record["encoder"], "spec": record["spec"]},
+            sort_keys=True,
+        ),
+    }
+    run = client.create_run(
+        ensure_experiment(experiment), start_time=start_time, run_name=tags.get("mlflow.runName"), tags=tags
+    )
     run_id = run.info.run_id
     try:
-        client.log_batch(run_id, metrics=[Metric(key, float(value), end_time or 0, 0)
-                                          for key, value in record["metrics"].items()],
-                         params=[Param(key, str(value)) for key, value in record["params"].items()])
+        client.log_batch(
+            run_id,
+            metrics=[Metric(key, float(value), end_time or 0, 0) for key, value in record["metrics"].items()],
+            params=[Param(key, str(value)) for key, value in record["params"].items()],
+        )
         for split in SPLITS:
             client.log_text(run_id, cell.predictions[split].to_csv(index=False), f"predictions/{split}.csv")
     except BaseException:
@@ -197,11 +261,14 @@ def plan_import(client: MlflowClient, folder: Path, result: ResultSet, planned: 
         run_times(cell.record["run"], cell.path)
         earlier = planned.get(cell.cell_hash)
         if earlier is not None:
-            if earlier.record["predictions"]["sha256"] != cell.record["predictions"]["sha256"] or \
-                    result_numbers(earlier.record["metrics"]) != result_numbers(cell.record["metrics"]):
-                raise UserError(f"{cell.path}: cell {cell.cell_hash} has other numbers than in {earlier.path} "
-                                f"(predictions sha256 {cell.record['predictions']['sha256'][:12]}, not "
-                                f"{earlier.record['predictions']['sha256'][:12]}); nothing imported")
+            if earlier.record["predictions"]["sha256"] != cell.record["predictions"]["sha256"] or result_numbers(
+                earlier.record["metrics"]
+            ) != result_numbers(cell.record["metrics"]):
+                raise UserError(
+                    f"{cell.path}: cell {cell.cell_hash} has other numbers than in {earlier.path} "
+                    f"(predictions sha256 {cell.record['predictions']['sha256'][:12]}, not "
+                    f"{earlier.record['predictions']['sha256'][:12]}); nothing imported"
+                )
             plan.shared.append(cell.cell_hash)
             continue
         planned[cell.cell_hash] = cell
@@ -210,10 +277,12 @@ def plan_import(client: MlflowClient, folder: Path, result: ResultSet, planned: 
             digest, recorded = predictions_digest(client, run), cell.record["predictions"]["sha256"]
             if digest != recorded or result_numbers(run.data.metrics) != result_numbers(cell.record["metrics"]):
                 fields = cell.record["cell"]
-                raise UserError(f"{cell.path}: cell {cell.cell_hash} ({fields.get('method')} seed "
-                                f"{fields.get('seed')}) is in the store already as run {run.info.run_id} with other "
-                                f"numbers (predictions sha256 {digest[:12]} there, {recorded[:12]} here); nothing "
-                                f"imported: the store's copy stays")
+                raise UserError(
+                    f"{cell.path}: cell {cell.cell_hash} ({fields.get('method')} seed "
+                    f"{fields.get('seed')}) is in the store already as run {run.info.run_id} with other "
+                    f"numbers (predictions sha256 {digest[:12]} there, {recorded[:12]} here); nothing "
+                    f"imported: the store's copy stays"
+                )
             held = held or run.info.run_id
         if held:
             plan.held.append(held)
@@ -237,19 +306,30 @@ def import_folders(folders: list[Path]) -> list[tuple[str | None, int, int]]:
             imported.append((None, 0, len(plan.held)))
             continue
         benchmark = plan.result.benchmarks[0]
-        parent = client.create_run(ensure_experiment(plan.experiment), run_name=f"benchmark {benchmark['benchmark']}",
-                                   tags={"stage": "benchmark", "benchmark": str(benchmark["benchmark"]),
-                                         "dataset": str(benchmark["dataset"]), IMPORTED_TAG: str(plan.folder)}
-                                   ).info.run_id
+        parent = client.create_run(
+            ensure_experiment(plan.experiment),
+            run_name=f"benchmark {benchmark['benchmark']}",
+            tags={
+                "stage": "benchmark",
+                "benchmark": str(benchmark["benchmark"]),
+                "dataset": str(benchmark["dataset"]),
+                IMPORTED_TAG: str(plan.folder),
+            },
+        ).info.run_id
         created = [parent]
         try:
             for cell in plan.new:
                 created.append(import_cell(cell, plan.experiment, parent, client))
                 written[cell.cell_hash] = created[-1]
-            study = {**{key: benchmark[key] for key in benchmark if key not in ("folder", "format", "cells",
-                                                                                 "parent_run_id")},
-                     "origin_parent_run_id": benchmark.get("parent_run_id", ""),
-                     **({"linked": plan.held} if plan.held else {})}
+            study = {
+                **{
+                    key: benchmark[key]
+                    for key in benchmark
+                    if key not in ("folder", "format", "cells", "parent_run_id")
+                },
+                "origin_parent_run_id": benchmark.get("parent_run_id", ""),
+                **({"linked": plan.held} if plan.held else {}),
+            }
             client.log_dict(parent, study, STUDY_ARTIFACT)
         except BaseException:
             for run_id in created:

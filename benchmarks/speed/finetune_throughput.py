@@ -85,8 +85,15 @@ def config_encoder(family: str) -> Encoder:
     tokenizer = CorpusDataModule(**data).tokenizer
     model_config = spec.config_from(arguments, len(tokenizer))
     torch.manual_seed(0)
-    return Encoder(spec.build(model_config), tokenizer, family, model_config.to_dict(),
-                   fingerprint=f"finetune-speed-{family}-untrained", source="random", random_seed=0)
+    return Encoder(
+        spec.build(model_config),
+        tokenizer,
+        family,
+        model_config.to_dict(),
+        fingerprint=f"finetune-speed-{family}-untrained",
+        source="random",
+        random_seed=0,
+    )
 
 
 def timed_steps(classifier: PairClassifier, batches, inputs, precision: str = FLOAT32, profile: bool = False) -> float:
@@ -94,8 +101,9 @@ def timed_steps(classifier: PairClassifier, batches, inputs, precision: str = FL
     ``inputs`` makes a step's four input tensors and labels. The first batch is a warm-up. Each step
     is the training step of ``LitPairClassifier``: forward, loss, backward and its (fused) AdamW
     groups, without the fine-tuning schedule (it needs a Trainer)."""
-    optimizer = torch.optim.AdamW(classifier.optimizer_groups(LEARNING_RATE, LR_DECAY), lr=LEARNING_RATE,
-                                  weight_decay=WEIGHT_DECAY, fused=True)
+    optimizer = torch.optim.AdamW(
+        classifier.optimizer_groups(LEARNING_RATE, LR_DECAY), lr=LEARNING_RATE, weight_decay=WEIGHT_DECAY, fused=True
+    )
     autocast = MixedPrecision(precision, "cpu") if precision != FLOAT32 else None
     classifier.train()
     if classifier.finetune == "frozen":
@@ -157,8 +165,9 @@ def measure_family(family: str, encoder: Encoder, batches: int, profile: bool, p
     cache_folder = tempfile.TemporaryDirectory()  # one feature cache: the frozen heads read the same features
     for finetune, head in modes:
         torch.manual_seed(0)
-        model = PairClassifier(encoder, mix="scalar", head=head, finetune=finetune,
-                               lm_weight=0.5 if head == "cls" else 0.0)
+        model = PairClassifier(
+            encoder, mix="scalar", head=head, finetune=finetune, lm_weight=0.5 if head == "cls" else 0.0
+        )
         kind = model.input_kind
         data = PairDataModule(cache_dir=cache_folder.name, batch_size=BATCH_SIZE)
         data.attach(encoder, kind)
@@ -167,16 +176,24 @@ def measure_family(family: str, encoder: Encoder, batches: int, profile: bool, p
         setup_seconds = time.perf_counter() - start
         collate, train = data.collators["train"], data.pairs["train"]
         bucketed = [batch[5].tolist() for _, batch in zip(range(batches + 1), data.train_dataloader())]
-        sampler = BatchSampler(RandomSampler(range(len(train)), generator=torch.Generator().manual_seed(0)),
-                               BATCH_SIZE, drop_last=False)
+        sampler = BatchSampler(
+            RandomSampler(range(len(train)), generator=torch.Generator().manual_seed(0)), BATCH_SIZE, drop_last=False
+        )
         unbucketed = [indices for _, indices in zip(range(batches + 1), sampler)]
         pairs = sum(len(batch) for batch in bucketed[1:])
         naive_pairs = sum(len(batch) for batch in unbucketed[1:])
         flops, naive_flops = batch_flops(model, bucketed, collate), batch_flops(model, unbucketed, collate)
         peaks_before = matmul_peaks()
-        row = {"family": family, "mode": finetune if head != "cls" else "cls", "head": head, "precision": precision,
-               "batch_size": BATCH_SIZE, "timed_batches": batches, "setup_seconds": setup_seconds,
-               "model_gflop_per_pair": flops / pairs / 1e9}
+        row = {
+            "family": family,
+            "mode": finetune if head != "cls" else "cls",
+            "head": head,
+            "precision": precision,
+            "batch_size": BATCH_SIZE,
+            "timed_batches": batches,
+            "setup_seconds": setup_seconds,
+            "model_gflop_per_pair": flops / pairs / 1e9,
+        }
         seconds = {}  # variant → seconds over its batches
         naive = None  # the naive variant's (batches, inputs)
         if kind == "features":
@@ -207,8 +224,11 @@ def measure_family(family: str, encoder: Encoder, batches: int, profile: bool, p
             naive = unbucketed, lambda indices: recomputed(indices, longest)
             row["cache_sentences"] = len(data.sentences())
         else:
-            sequences = (collate.forward + collate.backward if kind == "joint"
-                         else [collate.encoded[i] for i in collate.first + collate.second])
+            sequences = (
+                collate.forward + collate.backward
+                if kind == "joint"
+                else [collate.encoded[i] for i in collate.first + collate.second]
+            )
             longest = max(len(ids) for ids in sequences)
 
             def padded(indices):
@@ -220,33 +240,60 @@ def measure_family(family: str, encoder: Encoder, batches: int, profile: bool, p
                 batched_seconds = timed_evaluation(model, bucketed, collate, precision)
                 with one_pass_per_order(model.head):
                     two_pass_seconds = timed_evaluation(model, bucketed, collate, precision)
-                row.update({"eval_pairs_per_s": pairs / batched_seconds,
-                            "eval_two_pass_pairs_per_s": pairs / two_pass_seconds,
-                            "eval_over_two_pass": two_pass_seconds / batched_seconds})
+                row.update(
+                    {
+                        "eval_pairs_per_s": pairs / batched_seconds,
+                        "eval_two_pass_pairs_per_s": pairs / two_pass_seconds,
+                        "eval_over_two_pass": two_pass_seconds / batched_seconds,
+                    }
+                )
         if naive:
             seconds["naive"] = timed_steps(model, *naive)
         peaks_after = matmul_peaks()
         peak = {name: (peaks_before[name] + peaks_after[name]) / 2 for name in PEAK_DTYPES}
         row["pairs_per_s"], row["peak_fraction"] = rates(pairs, seconds["harness"], flops, peak[precision])
         row["fp32_pairs_per_s"], row["fp32_peak_fraction"] = rates(pairs, seconds["fp32"], flops, peak[FLOAT32])
-        row.update({"over_fp32": seconds["fp32"] / seconds["harness"], "epoch_seconds": len(train) / row["pairs_per_s"],
-                    "fp32_epoch_seconds": len(train) / row["fp32_pairs_per_s"],
-                    "matmul_peak_gflops_per_s": peak[FLOAT32], "bf16_matmul_peak_gflops_per_s": peak["bf16-mixed"],
-                    "load_average": os.getloadavg()[0]})
+        row.update(
+            {
+                "over_fp32": seconds["fp32"] / seconds["harness"],
+                "epoch_seconds": len(train) / row["pairs_per_s"],
+                "fp32_epoch_seconds": len(train) / row["fp32_pairs_per_s"],
+                "matmul_peak_gflops_per_s": peak[FLOAT32],
+                "bf16_matmul_peak_gflops_per_s": peak["bf16-mixed"],
+                "load_average": os.getloadavg()[0],
+            }
+        )
         if "recomputed" in seconds:
-            row.update({"recomputed_pairs_per_s": pairs / seconds["recomputed"],
-                        "cached_over_recomputed": seconds["recomputed"] / seconds["harness"]})
+            row.update(
+                {
+                    "recomputed_pairs_per_s": pairs / seconds["recomputed"],
+                    "cached_over_recomputed": seconds["recomputed"] / seconds["harness"],
+                }
+            )
         if "naive" in seconds:
-            row["naive_pairs_per_s"], row["naive_peak_fraction"] = rates(naive_pairs, seconds["naive"], naive_flops,
-                                                                         peak[FLOAT32])
-            row.update({"over_naive": row["pairs_per_s"] / row["naive_pairs_per_s"],
-                        "fp32_over_naive": row["fp32_pairs_per_s"] / row["naive_pairs_per_s"]})
+            row["naive_pairs_per_s"], row["naive_peak_fraction"] = rates(
+                naive_pairs, seconds["naive"], naive_flops, peak[FLOAT32]
+            )
+            row.update(
+                {
+                    "over_naive": row["pairs_per_s"] / row["naive_pairs_per_s"],
+                    "fp32_over_naive": row["fp32_pairs_per_s"] / row["naive_pairs_per_s"],
+                }
+            )
         if head in CROSS_HEADS:
-            row.update({"over_pool_mlp": pool_mlp["pairs_per_s"] / row["pairs_per_s"],
-                        "fp32_over_pool_mlp": pool_mlp["fp32_pairs_per_s"] / row["fp32_pairs_per_s"]})
+            row.update(
+                {
+                    "over_pool_mlp": pool_mlp["pairs_per_s"] / row["pairs_per_s"],
+                    "fp32_over_pool_mlp": pool_mlp["fp32_pairs_per_s"] / row["fp32_pairs_per_s"],
+                }
+            )
         rows.append(row)
-        print(f"  measured {family} {row['mode']} {head}: {row['pairs_per_s']:.0f} pairs/s ({precision}), "
-              f"{row['fp32_pairs_per_s']:.0f} in float32", file=sys.stderr, flush=True)
+        print(
+            f"  measured {family} {row['mode']} {head}: {row['pairs_per_s']:.0f} pairs/s ({precision}), "
+            f"{row['fp32_pairs_per_s']:.0f} in float32",
+            file=sys.stderr,
+            flush=True,
+        )
     cache_folder.cleanup()
     return rows
 
@@ -284,38 +331,60 @@ def profiled():
 
 
 def print_table(rows: list[dict]) -> None:
-    print(f"\n{'family':<8}{'mode':<8}{'head':<10}{'pairs/s':>9}{'% peak':>8}{'fp32':>8}{'% peak':>8}{'naive':>8}"
-          f"{'% peak':>8}{'× naive':>9}{'fp32 ×':>8}{'cached ×':>10}{'epoch s':>9}  versus")
+    print(
+        f"\n{'family':<8}{'mode':<8}{'head':<10}{'pairs/s':>9}{'% peak':>8}{'fp32':>8}{'% peak':>8}{'naive':>8}"
+        f"{'% peak':>8}{'× naive':>9}{'fp32 ×':>8}{'cached ×':>10}{'epoch s':>9}  versus"
+    )
     for r in rows:
-        naive = (f"{r['naive_pairs_per_s']:8.0f}{100 * r['naive_peak_fraction']:8.1f}{r['over_naive']:9.1f}"
-                 f"{r['fp32_over_naive']:8.1f}" if "naive_pairs_per_s" in r else f"{'':>33}")
+        naive = (
+            f"{r['naive_pairs_per_s']:8.0f}{100 * r['naive_peak_fraction']:8.1f}{r['over_naive']:9.1f}"
+            f"{r['fp32_over_naive']:8.1f}"
+            if "naive_pairs_per_s" in r
+            else f"{'':>33}"
+        )
         cached = f"{r['cached_over_recomputed']:10.1f}" if "cached_over_recomputed" in r else f"{'':>10}"
-        versus = (f"{r['over_pool_mlp']:.1f}× the pool-mlp epoch (float32: {r['fp32_over_pool_mlp']:.1f}×)"
-                  if "over_pool_mlp" in r else
-                  f"evaluation {r['eval_pairs_per_s']:.0f} pairs/s, {r['eval_over_two_pass']:.2f}× one pass per order"
-                  if "eval_over_two_pass" in r else "")
-        print(f"{r['family']:<8}{r['mode']:<8}{r['head']:<10}{r['pairs_per_s']:>9.0f}{100 * r['peak_fraction']:8.1f}"
-              f"{r['fp32_pairs_per_s']:8.0f}{100 * r['fp32_peak_fraction']:8.1f}{naive}{cached}"
-              f"{r['epoch_seconds']:>9.1f}  {versus}")
+        versus = (
+            f"{r['over_pool_mlp']:.1f}× the pool-mlp epoch (float32: {r['fp32_over_pool_mlp']:.1f}×)"
+            if "over_pool_mlp" in r
+            else f"evaluation {r['eval_pairs_per_s']:.0f} pairs/s, {r['eval_over_two_pass']:.2f}× one pass per order"
+            if "eval_over_two_pass" in r
+            else ""
+        )
+        print(
+            f"{r['family']:<8}{r['mode']:<8}{r['head']:<10}{r['pairs_per_s']:>9.0f}{100 * r['peak_fraction']:8.1f}"
+            f"{r['fp32_pairs_per_s']:8.0f}{100 * r['fp32_peak_fraction']:8.1f}{naive}{cached}"
+            f"{r['epoch_seconds']:>9.1f}  {versus}"
+        )
     fp32_peaks = [r["matmul_peak_gflops_per_s"] for r in rows]
     bf16_peaks = [r["bf16_matmul_peak_gflops_per_s"] for r in rows]
-    print(f"batch {BATCH_SIZE} pairs, scalar mix (GPT's cls: its own head); pairs/s at {rows[0]['precision']}, "
-          f"fp32 = the same path in float32, naive (float32) = no cache, random batches padded to the data set's "
-          f"longest; % peak = model FLOP/s over the matmul peak of the row's precision (float32 "
-          f"{min(fp32_peaks):.0f}–{max(fp32_peaks):.0f} GFLOP/s, "
-          f"bfloat16 {min(bf16_peaks):.0f}–{max(bf16_peaks):.0f}, "
-          f"this process); native bf16: {'yes' if cpu_bf16_supported() else 'no'}; threads {torch.get_num_threads()}; "
-          f"load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"batch {BATCH_SIZE} pairs, scalar mix (GPT's cls: its own head); pairs/s at {rows[0]['precision']}, "
+        f"fp32 = the same path in float32, naive (float32) = no cache, random batches padded to the data set's "
+        f"longest; % peak = model FLOP/s over the matmul peak of the row's precision (float32 "
+        f"{min(fp32_peaks):.0f}–{max(fp32_peaks):.0f} GFLOP/s, "
+        f"bfloat16 {min(bf16_peaks):.0f}–{max(bf16_peaks):.0f}, "
+        f"this process); native bf16: {'yes' if cpu_bf16_supported() else 'no'}; threads {torch.get_num_threads()}; "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--families", nargs="+", default=pretrained_families(), choices=pretrained_families())
     parser.add_argument("--batches", type=int, default=30, help="training batches timed per variant")
-    parser.add_argument("--encoder", action="append", default=[], metavar="FAMILY=SOURCE",
-                        help="use a trained encoder for a family (runs:/<id>, a path, latest:<family>)")
-    parser.add_argument("--precision", choices=tuple(PEAK_DTYPES), default=default_precision(),
-                        help="of the harness rows (default: bf16-mixed where the CPU has native bf16, else 32-true)")
+    parser.add_argument(
+        "--encoder",
+        action="append",
+        default=[],
+        metavar="FAMILY=SOURCE",
+        help="use a trained encoder for a family (runs:/<id>, a path, latest:<family>)",
+    )
+    parser.add_argument(
+        "--precision",
+        choices=tuple(PEAK_DTYPES),
+        default=default_precision(),
+        help="of the harness rows (default: bf16-mixed where the CPU has native bf16, else 32-true)",
+    )
     parser.add_argument("--profile", action="store_true", help="print each harness step's top operators")
     parser.add_argument("--json", type=Path, help="write the rows here")
     args = parser.parse_args(argv)

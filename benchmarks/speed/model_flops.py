@@ -42,8 +42,11 @@ def head_flops(head: nn.Module, mask_a: Tensor, mask_b: Tensor, dim: int) -> flo
         head(features_a, mask_a, features_b, mask_b)
     head.train(was_training)
     real_tokens = int(mask_a.sum() + mask_b.sum())
-    recurrent = sum(2 * lstm_flops_per_token(module.lstm) * real_tokens
-                    for module in head.modules() if isinstance(module, MaskedBiLSTM))
+    recurrent = sum(
+        2 * lstm_flops_per_token(module.lstm) * real_tokens
+        for module in head.modules()
+        if isinstance(module, MaskedBiLSTM)
+    )
     return float(counter.get_total_flops() + recurrent)
 
 
@@ -53,10 +56,14 @@ def finetune_step_flops(classifier: PairClassifier, inputs: FeaturePair | TokenP
     if isinstance(inputs, FeaturePair):
         forward = head_flops(classifier.head, inputs.mask_a, inputs.mask_b, encoder.dim)
     elif isinstance(inputs, TokenPair):
-        forward = sum(encoder.spec.flops(encoder.model, ids, lengths, softmax=False)
-                      for ids, lengths in ((inputs.ids_a, inputs.lengths_a), (inputs.ids_b, inputs.lengths_b)))
+        forward = sum(
+            encoder.spec.flops(encoder.model, ids, lengths, softmax=False)
+            for ids, lengths in ((inputs.ids_a, inputs.lengths_a), (inputs.ids_b, inputs.lengths_b))
+        )
     else:
         softmax = bool(classifier.lm_weight) and hasattr(encoder.model, "next_token_nll")
-        forward = sum(encoder.spec.flops(encoder.model, ids, lengths, softmax=softmax)
-                      for ids, lengths in ((inputs.ids_ab, inputs.lengths_ab), (inputs.ids_ba, inputs.lengths_ba)))
+        forward = sum(
+            encoder.spec.flops(encoder.model, ids, lengths, softmax=softmax)
+            for ids, lengths in ((inputs.ids_ab, inputs.lengths_ab), (inputs.ids_ba, inputs.lengths_ba))
+        )
     return TRAINING_FACTOR * forward

@@ -56,9 +56,13 @@ from pretrain.models.bilm import BiLM
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "pretrain"
 # name, config, softmax (biLM rows), padded baseline: the biLM's softmax and padding study
-BILM_ROWS = [("seed-padded-baseline", "seed", "full", True), ("seed-full", "seed", "full", False),
-             ("seed-adaptive", "seed", "adaptive", False), ("default-full", "elmo", "full", False),
-             ("default-adaptive", "elmo", "adaptive", False)]
+BILM_ROWS = [
+    ("seed-padded-baseline", "seed", "full", True),
+    ("seed-full", "seed", "full", False),
+    ("seed-adaptive", "seed", "adaptive", False),
+    ("default-full", "elmo", "full", False),
+    ("default-adaptive", "elmo", "adaptive", False),
+]
 BASELINE = "seed-padded-baseline"
 
 
@@ -114,9 +118,11 @@ def build(row: dict) -> tuple[Family, torch.nn.Module, CorpusDataModule, dict, d
     data_args = dict(config.get("data", {}))
     data = CorpusDataModule(**{**data_args, "bucket": not row["padded"]})
     model = family.build(family.config_from(arguments, data.vocab_size))
-    optimisation = {"learning_rate": arguments.get("learning_rate", 2e-3),
-                    "weight_decay": arguments.get("weight_decay", 0.01),
-                    "clip": (config.get("trainer") or {}).get("gradient_clip_val")}
+    optimisation = {
+        "learning_rate": arguments.get("learning_rate", 2e-3),
+        "weight_decay": arguments.get("weight_decay", 0.01),
+        "clip": (config.get("trainer") or {}).get("gradient_clip_val"),
+    }
     return family, model, data, optimisation, {**data_args, **arguments}
 
 
@@ -126,8 +132,9 @@ def measure(row: dict) -> dict:
     torch.manual_seed(0)
     family, model, data, optimisation, settings = build(row)
     model.train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=optimisation["learning_rate"],
-                                  weight_decay=optimisation["weight_decay"], fused=True)
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=optimisation["learning_rate"], weight_decay=optimisation["weight_decay"], fused=True
+    )
     autocast = MixedPrecision("bf16-mixed", "cpu") if row["precision"] == "bf16-mixed" else None
     load_before = os.getloadavg()[0]
     peaks_before = matmul_peak_gflops(torch.float32), matmul_peak_gflops(torch.bfloat16)
@@ -167,10 +174,14 @@ def measure(row: dict) -> dict:
     profile = profile_steps(step, data, row["profile"]) if row.get("profile") else None
     tied = bool(settings["tie_weights"]) if "tie_weights" in settings else tied_output(model, data.vocab_size)
     return {
-        "name": row["name"], "family": family.name, "precision": row["precision"],
+        "name": row["name"],
+        "family": family.name,
+        "precision": row["precision"],
         "softmax": row["softmax"] or ("full, tied" if tied else "full"),
-        "batch_size": settings.get("batch_size", 16), "tie_weights": tied,
-        "hidden_size": getattr(model, "hidden_size", None), "num_layers": model.num_layers,
+        "batch_size": settings.get("batch_size", 16),
+        "tie_weights": tied,
+        "hidden_size": getattr(model, "hidden_size", None),
+        "num_layers": model.num_layers,
         "vocab_size": data.vocab_size,
         "real_tokens_per_s": real / seconds,
         "padded_fraction": 1 - real / computed,
@@ -180,7 +191,8 @@ def measure(row: dict) -> dict:
         "matmul_peaks_before_after": [list(peaks_before), list(peaks_after)],
         "bf16_supported": cpu_bf16_supported(),
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        "seconds": seconds, "threads": torch.get_num_threads(),
+        "seconds": seconds,
+        "threads": torch.get_num_threads(),
         "load_average": [load_before, os.getloadavg()[0]],
         **({"profile": profile} if profile else {}),
     }
@@ -204,10 +216,19 @@ def profile_steps(step, data: CorpusDataModule, steps: int) -> str:
 
 def rows(seconds: float, names: list[str] | None = None, profile: int = 0) -> list[dict]:
     """The plan, each row followed by its bf16 twin; ``names`` keeps only those rows."""
-    plan = [{"name": name + suffix, "config": config, "softmax": softmax, "padded": padded, "seconds": seconds,
-             "precision": precision, "profile": profile}
-            for name, config, softmax, padded in plan_rows()
-            for suffix, precision in (("", "32-true"), ("-bf16", "bf16-mixed"))]
+    plan = [
+        {
+            "name": name + suffix,
+            "config": config,
+            "softmax": softmax,
+            "padded": padded,
+            "seconds": seconds,
+            "precision": precision,
+            "profile": profile,
+        }
+        for name, config, softmax, padded in plan_rows()
+        for suffix, precision in (("", "32-true"), ("-bf16", "bf16-mixed"))
+    ]
     return [row for row in plan if not names or row["name"] in names]
 
 
@@ -218,24 +239,33 @@ def is_bilm_row(name: str) -> bool:
 def print_table(results: list[dict]) -> None:
     by_name = {r["name"]: r for r in results}
     baseline = by_name.get(BASELINE, {}).get("real_tokens_per_s")
-    print(f"\n{'row':<26}{'softmax':<11}{'batch':>6}{'tokens/s':>10}{'× base':>8}{'× fp32':>8}{'pad %':>7}"
-          f"{'GFLOP/s':>9}{'% fp32 pk':>10}{'% bf16 pk':>10}{'RSS MB':>8}{'load':>6}")
+    print(
+        f"\n{'row':<26}{'softmax':<11}{'batch':>6}{'tokens/s':>10}{'× base':>8}{'× fp32':>8}{'pad %':>7}"
+        f"{'GFLOP/s':>9}{'% fp32 pk':>10}{'% bf16 pk':>10}{'RSS MB':>8}{'load':>6}"
+    )
     for r in results:
         fp32_twin = by_name.get(r["name"].removesuffix("-bf16")) if r["precision"] == "bf16-mixed" else None
         times_base = f"{r['real_tokens_per_s'] / baseline:8.2f}" if baseline and is_bilm_row(r["name"]) else f"{'—':>8}"
         times_fp32 = f"{r['real_tokens_per_s'] / fp32_twin['real_tokens_per_s']:8.2f}" if fp32_twin else f"{'':>8}"
-        bf16_peak = (f"{100 * r['model_gflops_per_s'] / r['bf16_matmul_peak_gflops_per_s']:10.1f}"
-                     if r["precision"] == "bf16-mixed" else f"{'':>10}")
-        print(f"{r['name']:<26}{r['softmax']:<11}{r['batch_size']:>6}{r['real_tokens_per_s']:>10.0f}{times_base}"
-              f"{times_fp32}{100 * r['padded_fraction']:>7.1f}{r['model_gflops_per_s']:>9.1f}"
-              f"{100 * r['model_gflops_per_s'] / r['matmul_peak_gflops_per_s']:>10.1f}{bf16_peak}"
-              f"{r['peak_rss_mb']:>8.0f}{r['load_average'][0]:>6.1f}")
+        bf16_peak = (
+            f"{100 * r['model_gflops_per_s'] / r['bf16_matmul_peak_gflops_per_s']:10.1f}"
+            if r["precision"] == "bf16-mixed"
+            else f"{'':>10}"
+        )
+        print(
+            f"{r['name']:<26}{r['softmax']:<11}{r['batch_size']:>6}{r['real_tokens_per_s']:>10.0f}{times_base}"
+            f"{times_fp32}{100 * r['padded_fraction']:>7.1f}{r['model_gflops_per_s']:>9.1f}"
+            f"{100 * r['model_gflops_per_s'] / r['matmul_peak_gflops_per_s']:>10.1f}{bf16_peak}"
+            f"{r['peak_rss_mb']:>8.0f}{r['load_average'][0]:>6.1f}"
+        )
     fp32_peaks = [r["matmul_peak_gflops_per_s"] for r in results]
     bf16_peaks = [r["bf16_matmul_peak_gflops_per_s"] for r in results]
-    print(f"matmul peaks (2048² torch.mm, each row's own process, before/after its timing): float32 "
-          f"{min(fp32_peaks):.0f}–{max(fp32_peaks):.0f} GFLOP/s, bfloat16 {min(bf16_peaks):.0f}–{max(bf16_peaks):.0f}; "
-          f"native bf16 on this CPU: {'yes' if results[0]['bf16_supported'] else 'no (bf16 rows are emulated)'}; "
-          f"threads {results[0]['threads']}")
+    print(
+        f"matmul peaks (2048² torch.mm, each row's own process, before/after its timing): float32 "
+        f"{min(fp32_peaks):.0f}–{max(fp32_peaks):.0f} GFLOP/s, bfloat16 {min(bf16_peaks):.0f}–{max(bf16_peaks):.0f}; "
+        f"native bf16 on this CPU: {'yes' if results[0]['bf16_supported'] else 'no (bf16 rows are emulated)'}; "
+        f"threads {results[0]['threads']}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -243,8 +273,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write the rows as a JSON list here")
     parser.add_argument("--seconds", type=float, default=20.0, help="timed training per row")
     parser.add_argument("--rows", nargs="+", metavar="NAME", help="only these rows (default: all; names above)")
-    parser.add_argument("--profile", type=int, default=0, metavar="STEPS",
-                        help="after its timing, profile each row for STEPS steps and print its top operators")
+    parser.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        metavar="STEPS",
+        help="after its timing, profile each row for STEPS steps and print its top operators",
+    )
     args = parser.parse_args(argv)
     plan = rows(args.seconds, args.rows, args.profile)
     if not plan:

@@ -32,9 +32,11 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 LABELS = ("entailment", "neutral", "contradiction")
-WORDS = ("the shares company said percent year market quarter \"profit\" rose fell analysts expected "
-         "government court ruled officials café naïve économie report sales on Tuesday million "
-         "billion investors growth week police city new first last told reporters").split()
+WORDS = (
+    'the shares company said percent year market quarter "profit" rose fell analysts expected '
+    "government court ruled officials café naïve économie report sales on Tuesday million "
+    "billion investors growth week police city new first last told reporters"
+).split()
 
 
 def sentence_pool(size: int, seed: int = 0) -> list[str]:
@@ -73,14 +75,22 @@ def measure(kind: str, folder: str) -> dict:
         result = read_pair_tsv(folder / "train.tsv")
         pairs = len(result.pairs)
     else:
-        result = load_pair_data(dataset="tsv", train=folder / "train.tsv", dev=folder / "dev.tsv", test=folder / "test.tsv")
+        result = load_pair_data(
+            dataset="tsv", train=folder / "train.tsv", dev=folder / "dev.tsv", test=folder / "test.tsv"
+        )
         pairs = len(result.train) + len(result.dev) + len(result.test)
     seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
     retained = _rss_bytes() - baseline  # measured while ``result`` is alive
-    return {"row": kind, "pairs": pairs, "seconds": round(seconds, 2), "cpu_seconds": round(cpu_seconds, 2),
-            "pairs_per_second": round(pairs / seconds),
-            "peak_growth_mb": round((peak - baseline) / 2**20), "retained_mb": round(retained / 2**20)}
+    return {
+        "row": kind,
+        "pairs": pairs,
+        "seconds": round(seconds, 2),
+        "cpu_seconds": round(cpu_seconds, 2),
+        "pairs_per_second": round(pairs / seconds),
+        "peak_growth_mb": round((peak - baseline) / 2**20),
+        "retained_mb": round(retained / 2**20),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -104,9 +114,11 @@ def main(argv: list[str] | None = None) -> int:
             with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool_executor:
                 row = pool_executor.submit(measure, kind, folder).result()
             rows.append({**row, "file_mb": round(size / 2**20)})
-            print(f"{kind:15s} {row['pairs']:>9d} pairs  {row['seconds']:6.2f} s ({row['cpu_seconds']:.2f} s CPU)  "
-                  f"{row['pairs_per_second']:>9d} pairs/s  peak RSS growth {row['peak_growth_mb']} MB  "
-                  f"retained {row['retained_mb']} MB")
+            print(
+                f"{kind:15s} {row['pairs']:>9d} pairs  {row['seconds']:6.2f} s ({row['cpu_seconds']:.2f} s CPU)  "
+                f"{row['pairs_per_second']:>9d} pairs/s  peak RSS growth {row['peak_growth_mb']} MB  "
+                f"retained {row['retained_mb']} MB"
+            )
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")

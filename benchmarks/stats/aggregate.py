@@ -50,8 +50,12 @@ def aggregate_runs(runs: pd.DataFrame) -> pd.DataFrame:
         row = {"method": method, "n_seeds": int(len(group))}
         for metric in METRICS:
             values = group[metric].dropna()
-            row |= {f"{metric}_mean": values.mean(), f"{metric}_min": values.min(), f"{metric}_max": values.max(),
-                    f"{metric}_std": values.std(ddof=1) if len(values) > 1 else 0.0 if len(values) else np.nan}
+            row |= {
+                f"{metric}_mean": values.mean(),
+                f"{metric}_min": values.min(),
+                f"{metric}_max": values.max(),
+                f"{metric}_std": values.std(ddof=1) if len(values) > 1 else 0.0 if len(values) else np.nan,
+            }
         rows.append(row)
     columns = ["method", "n_seeds"] + [f"{metric}_{statistic}" for metric in METRICS for statistic in STATISTICS]
     return pd.DataFrame(rows, columns=columns).astype({column: float for column in columns[2:]})

@@ -24,8 +24,10 @@ CONTROL_OK_COLUMN = "control_ok"  # results.csv: true / false for a method with 
 CONTROL_REASON_COLUMN = "control_reason"  # why it failed ("" when it held)
 CONTROL_COLUMNS = (CONTROL_OK_COLUMN, CONTROL_REASON_COLUMN)
 MAJORITY_MARGIN = 0.01  # an arm's mean test accuracy must exceed the majority rate by more than 1 point
-RULE_TEXT = ("a comparison's control fails when any run of either arm predicts one class on test, or either "
-             "arm's mean test accuracy is within 1 point of the majority rate (or below it)")
+RULE_TEXT = (
+    "a comparison's control fails when any run of either arm predicts one class on test, or either "
+    "arm's mean test accuracy is within 1 point of the majority rate (or below it)"
+)
 
 
 def control_failed(value) -> bool:
@@ -50,8 +52,9 @@ def _arm_failure(name: str, runs: Mapping, rate: float) -> str:
         failures.append(f"one class in {collapsed}/{len(runs)} runs")
     accuracy = float(np.mean([correctness(frame).mean() for frame in runs.values()]))
     if accuracy <= rate + MAJORITY_MARGIN:
-        failures.append(f"mean test acc {100 * accuracy:.1f}% ≤ majority {100 * rate:.1f}% + "
-                        f"{100 * MAJORITY_MARGIN:g} point")
+        failures.append(
+            f"mean test acc {100 * accuracy:.1f}% ≤ majority {100 * rate:.1f}% + {100 * MAJORITY_MARGIN:g} point"
+        )
     return f"`{name}`: {', '.join(failures)}" if failures else ""
 
 
@@ -67,6 +70,5 @@ def control_check(method: str, method_runs: Mapping, twin: str, twin_runs: Mappi
     if not method_runs or not twin_runs:
         raise ValueError(f"control_check: {method} or its twin {twin} has no test predictions")
     rate = majority_rate(next(iter(method_runs.values())))
-    failures = [text for text in (_arm_failure(method, method_runs, rate), _arm_failure(twin, twin_runs, rate))
-                if text]
+    failures = [text for text in (_arm_failure(method, method_runs, rate), _arm_failure(twin, twin_runs, rate)) if text]
     return not failures, "; ".join(failures)

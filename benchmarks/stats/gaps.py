@@ -34,10 +34,28 @@ from scipy import optimize, stats
 from benchmarks.stats.aggregate import METRICS, STATISTICS, aggregate_runs, is_collapsed, runs_table
 from benchmarks.stats.pairing import ID_COLUMNS, VALUE_COLUMNS, correctness, id_columns, paired_correctness, same_items
 
-__all__ = ["METRICS", "STATISTICS", "ID_COLUMNS", "VALUE_COLUMNS", "PVALUE_COLUMN", "CROSSED", "NO_SEED_REPLICATION",
-           "ITEMS_ONLY", "Gap", "crossed_gap", "rejection_probability", "minimum_detectable_effect",
-           "compare_with_twin", "compare_with_baseline", "aggregate_runs", "is_collapsed", "runs_table", "correctness",
-           "id_columns", "paired_correctness"]
+__all__ = [
+    "METRICS",
+    "STATISTICS",
+    "ID_COLUMNS",
+    "VALUE_COLUMNS",
+    "PVALUE_COLUMN",
+    "CROSSED",
+    "NO_SEED_REPLICATION",
+    "ITEMS_ONLY",
+    "Gap",
+    "crossed_gap",
+    "rejection_probability",
+    "minimum_detectable_effect",
+    "compare_with_twin",
+    "compare_with_baseline",
+    "aggregate_runs",
+    "is_collapsed",
+    "runs_table",
+    "correctness",
+    "id_columns",
+    "paired_correctness",
+]
 
 PVALUE_COLUMN = "p_value_vs_random"  # results.csv (benchmarks.stats.results_columns declares every column)
 CROSSED, NO_SEED_REPLICATION = "seeds x items", "no seed replication"
@@ -103,8 +121,15 @@ def crossed_gap(differences, confidence: float = 0.95) -> Gap:
     ms_item = seeds * item_means.var(axis=-1, ddof=1)
     if seeds == 1:
         missing = np.full_like(gap, np.nan)
-        return Gap(as_out(gap), *(as_out(missing) for _ in range(6)), as_out(ms_item), as_out(missing), 1, items,
-                   NO_SEED_REPLICATION)
+        return Gap(
+            as_out(gap),
+            *(as_out(missing) for _ in range(6)),
+            as_out(ms_item),
+            as_out(missing),
+            1,
+            items,
+            NO_SEED_REPLICATION,
+        )
     seed_means = d.mean(axis=-1)  # (..., S)
     ms_seed = items * seed_means.var(axis=-1, ddof=1)
     # SS_res = SS_total - SS_seed - SS_item, without an (..., S, N) residual array (batches of simulations)
@@ -117,12 +142,29 @@ def crossed_gap(differences, confidence: float = 0.95) -> Gap:
     df = _degrees_of_freedom(variance, ms_seed, ms_item, ms_residual, seeds, items)
     error, p_value, low, high = t_interval(gap, variance, df, seeds * items, confidence)
     components = (seed_excess / items, item_excess / seeds, ms_residual)
-    return Gap(as_out(gap), as_out(low), as_out(high), as_out(p_value), as_out(error), as_out(df),
-               *(as_out(component) for component in components), seeds, items, CROSSED)
+    return Gap(
+        as_out(gap),
+        as_out(low),
+        as_out(high),
+        as_out(p_value),
+        as_out(error),
+        as_out(df),
+        *(as_out(component) for component in components),
+        seeds,
+        items,
+        CROSSED,
+    )
 
 
-def rejection_probability(effect: float, seed_variance: float, item_variance: float, residual_variance: float,
-                          seeds: int, items: int, alpha: float = 0.05) -> float:
+def rejection_probability(
+    effect: float,
+    seed_variance: float,
+    item_variance: float,
+    residual_variance: float,
+    seeds: int,
+    items: int,
+    alpha: float = 0.05,
+) -> float:
     """How often ``crossed_gap``'s two-sided test rejects at ``alpha`` when the true gap is ``effect``,
     for a design of ``seeds`` seed pairs and ``items`` items with these variance components (normal
     model). MS_item and MS_res are taken at their expectations (N - 1 and more df); MS_seed follows
@@ -147,8 +189,15 @@ def rejection_probability(effect: float, seed_variance: float, item_variance: fl
     return float(rejected.mean())
 
 
-def minimum_detectable_effect(seed_variance: float, item_variance: float, residual_variance: float, seeds: int,
-                              items: int, alpha: float = 0.05, power: float = 0.8) -> float:
+def minimum_detectable_effect(
+    seed_variance: float,
+    item_variance: float,
+    residual_variance: float,
+    seeds: int,
+    items: int,
+    alpha: float = 0.05,
+    power: float = 0.8,
+) -> float:
     """The smallest true gap ``crossed_gap``'s two-sided test finds with probability ``power`` at
     ``alpha`` for a planned design of ``seeds`` (>= 2) seed pairs and ``items`` test items, from
     variance components (``Gap.seed_variance``, ``item_variance``, ``residual_variance``; truncated
@@ -158,12 +207,15 @@ def minimum_detectable_effect(seed_variance: float, item_variance: float, residu
         The gap as a fraction (accuracy points / 100); above 1 when no possible gap reaches the power.
     """
     if seeds < 2:
-        raise ValueError(f"minimum_detectable_effect: {seeds} seed: no seed replication, so no test to plan; "
-                         "plan at least 2 seeds (5 for claims)")
+        raise ValueError(
+            f"minimum_detectable_effect: {seeds} seed: no seed replication, so no test to plan; "
+            "plan at least 2 seeds (5 for claims)"
+        )
 
     def shortfall(effect: float) -> float:
-        return rejection_probability(effect, seed_variance, item_variance, residual_variance, seeds, items,
-                                     alpha) - power
+        return (
+            rejection_probability(effect, seed_variance, item_variance, residual_variance, seeds, items, alpha) - power
+        )
 
     upper = 1.0 / (seeds * items)
     for _ in range(80):  # widen until the power is reached (heavy tails when df is small)
@@ -185,8 +237,9 @@ def compare_with_twin(method_runs: Mapping, twin_runs: Mapping, method: str = "m
     return crossed_gap(correct_method.astype(float) - correct_twin.astype(float))  # (S, N)
 
 
-def compare_with_baseline(method_runs: Mapping, baseline_predictions: pd.DataFrame,
-                          method: str = "method") -> Gap | None:
+def compare_with_baseline(
+    method_runs: Mapping, baseline_predictions: pd.DataFrame, method: str = "method"
+) -> Gap | None:
     """Accuracy gap of a method over a deterministic baseline (one predictions table): the method's
     seeds × items against the baseline's correctness repeated at every seed, items paired by id.
 

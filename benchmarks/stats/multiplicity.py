@@ -57,12 +57,24 @@ def chance_counts(ci_low, ci_high, p_adjusted=None, confidence: float = 0.95) ->
     if p_adjusted is not None:
         adjusted = np.asarray(p_adjusted, dtype=float)
         survivors = int((adjusted[tested & ~np.isnan(adjusted)] < alpha).sum())
-    return ChanceCounts(tested=count, excluding=int(((low[tested] > 0) | (high[tested] < 0)).sum()),
-                        by_chance=alpha * count, alpha=alpha, holm_survivors=survivors)
+    return ChanceCounts(
+        tested=count,
+        excluding=int(((low[tested] > 0) | (high[tested] < 0)).sum()),
+        by_chance=alpha * count,
+        alpha=alpha,
+        holm_survivors=survivors,
+    )
 
 
-def chance_remark(ci_low, ci_high, p_adjusted=None, confidence: float = 0.95, what: str = "CIs",
-                  adjusted_name: str = "p_adjusted", adjustment: str | None = None) -> str | None:
+def chance_remark(
+    ci_low,
+    ci_high,
+    p_adjusted=None,
+    confidence: float = 0.95,
+    what: str = "CIs",
+    adjusted_name: str = "p_adjusted",
+    adjustment: str | None = None,
+) -> str | None:
     """``"k of n CIs exclude 0; chance alone gives about m"`` for a report's comparisons (those with a
     CI), with how many stay below ``1 - confidence`` after Holm's adjustment when ``p_adjusted`` is given
     (its results.csv column: ``adjusted_name``). ``adjustment`` says over what Holm went when that is
@@ -74,10 +86,14 @@ def chance_remark(ci_low, ci_high, p_adjusted=None, confidence: float = 0.95, wh
     counts = chance_counts(ci_low, ci_high, p_adjusted, confidence)
     if counts is None:
         return None
-    sentence = (f"{counts.excluding} of {counts.tested} {what} exclude 0; chance alone gives about "
-                f"{counts.by_chance:.1f} (each {confidence:.0%} CI excludes a true gap of 0 with probability "
-                f"{counts.alpha:g})")
+    sentence = (
+        f"{counts.excluding} of {counts.tested} {what} exclude 0; chance alone gives about "
+        f"{counts.by_chance:.1f} (each {confidence:.0%} CI excludes a true gap of 0 with probability "
+        f"{counts.alpha:g})"
+    )
     if counts.holm_survivors is not None:
         over = adjustment or f"Holm's adjustment for the {counts.tested} comparisons"
-        sentence += f"; {counts.holm_survivors} of them stay below p = {counts.alpha:g} after {over} (`{adjusted_name}`)"
+        sentence += (
+            f"; {counts.holm_survivors} of them stay below p = {counts.alpha:g} after {over} (`{adjusted_name}`)"
+        )
     return sentence + "."

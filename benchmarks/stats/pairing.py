@@ -14,8 +14,9 @@ ID_COLUMNS = ("id1", "id2", "id")  # the id columns the data sets write (MRPC: i
 
 def id_columns(predictions: pd.DataFrame) -> list[str]:
     """The columns that identify an item: all but ``label``, ``pred``, ``prob`` and ``prob_<label>``."""
-    return [column for column in predictions.columns
-            if column not in VALUE_COLUMNS and not str(column).startswith("prob_")]
+    return [
+        column for column in predictions.columns if column not in VALUE_COLUMNS and not str(column).startswith("prob_")
+    ]
 
 
 def correctness(predictions: pd.DataFrame) -> np.ndarray:
@@ -68,8 +69,11 @@ def paired_correctness(method_runs: Mapping, twin_runs: Mapping, method: str = "
     for seed in seeds:
         for side, runs in (("method", method_runs), ("twin", twin_runs)):
             table = _items(runs[seed], f"{method} ({side}) seed {seed}")
-            if table.index.names != reference.index.names or len(table) != len(reference) \
-                    or not table.index.isin(reference.index).all():
+            if (
+                table.index.names != reference.index.names
+                or len(table) != len(reference)
+                or not table.index.isin(reference.index).all()
+            ):
                 raise ValueError(f"{method}: {side} seed {seed} was evaluated on other items than seed {seeds[0]}")
             table = table.reindex(reference.index)
             if (table["label"] != reference["label"]).any():
@@ -81,5 +85,8 @@ def paired_correctness(method_runs: Mapping, twin_runs: Mapping, method: str = "
 def same_items(first: pd.DataFrame, second: pd.DataFrame) -> bool:
     """Whether two predictions tables hold the same items (same id columns, same ids in any order)."""
     first_items, second_items = _items(first, "first"), _items(second, "second")
-    return first_items.index.names == second_items.index.names and len(first_items) == len(second_items) \
+    return (
+        first_items.index.names == second_items.index.names
+        and len(first_items) == len(second_items)
         and bool(first_items.index.isin(second_items.index).all())
+    )

@@ -27,6 +27,7 @@ ADJUSTED_COLUMN = "p_adjusted"
 @dataclass(frozen=True)
 class Family:
     """The registered comparisons and which of them have no gap to adjust yet."""
+
     registered: tuple[str, ...]
     missing: tuple[str, ...]
 
@@ -74,6 +75,8 @@ def missing_note(family: Family | None) -> list[str]:
     if family is None or not family.missing:
         return []
     verb = "has" if len(family.missing) == 1 else "have"
-    return [f"{len(family.missing)} of the {family.size} pre-registered comparisons {verb} no tested gap yet "
-            f"({', '.join(f'`{name}`' for name in family.missing)}): Holm counts each with p = 1, so the adjusted "
-            f"p-values shown are those of the finished study or larger."]
+    return [
+        f"{len(family.missing)} of the {family.size} pre-registered comparisons {verb} no tested gap yet "
+        f"({', '.join(f'`{name}`' for name in family.missing)}): Holm counts each with p = 1, so the adjusted "
+        f"p-values shown are those of the finished study or larger."
+    ]

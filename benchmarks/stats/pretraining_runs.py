@@ -63,15 +63,23 @@ def _checkpoints(differences: np.ndarray, confidence: float) -> Gap:
     ms_item = runs * seeds * item_means.var(axis=-1, ddof=1)
     if seeds < 2:
         missing = np.full_like(gap, np.nan)
-        return Gap(as_out(gap), *(as_out(missing) for _ in range(6)), as_out(ms_item), as_out(missing),
-                   runs * seeds, items, NO_SEED_REPLICATION)
+        return Gap(
+            as_out(gap),
+            *(as_out(missing) for _ in range(6)),
+            as_out(ms_item),
+            as_out(missing),
+            runs * seeds,
+            items,
+            NO_SEED_REPLICATION,
+        )
     cell_means = differences.mean(axis=-1)  # (..., R, S)
     run_means = cell_means.mean(axis=-1)  # (..., R)
     run_item_means = differences.mean(axis=-2)  # (..., R, N)
     seed_df, residual_df = runs * (seeds - 1), runs * (seeds - 1) * (items - 1)
     ms_seed = items * ((cell_means - run_means[..., None]) ** 2).sum(axis=(-2, -1)) / seed_df
-    residual = (differences - cell_means[..., None] - run_item_means[..., None, :]
-                + run_means[..., None, None])  # (..., R, S, N)
+    residual = (
+        differences - cell_means[..., None] - run_item_means[..., None, :] + run_means[..., None, None]
+    )  # (..., R, S, N)
     ms_residual = (residual**2).sum(axis=(-3, -2, -1)) / residual_df
     seed_excess, item_excess = np.maximum(ms_seed - ms_residual, 0.0), np.maximum(ms_item - ms_residual, 0.0)
     variance = seed_excess + item_excess + ms_residual  # R S N Var(mean d)
@@ -80,8 +88,18 @@ def _checkpoints(differences: np.ndarray, confidence: float) -> Gap:
         df = np.where(share > 0, variance / np.where(share > 0, share, 1.0), float(seed_df))
     error, p_value, low, high = t_interval(gap, variance, df, runs * seeds * items, confidence)
     components = (seed_excess / items, item_excess / (runs * seeds), ms_residual)
-    return Gap(as_out(gap), as_out(low), as_out(high), as_out(p_value), as_out(error), as_out(df),
-               *(as_out(component) for component in components), runs * seeds, items, CHECKPOINTS)
+    return Gap(
+        as_out(gap),
+        as_out(low),
+        as_out(high),
+        as_out(p_value),
+        as_out(error),
+        as_out(df),
+        *(as_out(component) for component in components),
+        runs * seeds,
+        items,
+        CHECKPOINTS,
+    )
 
 
 def nested_gap(differences, confidence: float = 0.95) -> PretrainingGaps:
@@ -105,8 +123,9 @@ def nested_gap(differences, confidence: float = 0.95) -> PretrainingGaps:
     return PretrainingGaps(recipe, checkpoints, runs, seeds, float(between) if d.ndim == 3 else between)
 
 
-def compare_over_pretrainings(method_runs: Mapping[tuple, object], twin_runs: Mapping, method: str = "method"
-                              ) -> PretrainingGaps | None:
+def compare_over_pretrainings(
+    method_runs: Mapping[tuple, object], twin_runs: Mapping, method: str = "method"
+) -> PretrainingGaps | None:
     """Both readings for a method pretrained several times against its twin.
 
     Args:
@@ -120,8 +139,10 @@ def compare_over_pretrainings(method_runs: Mapping[tuple, object], twin_runs: Ma
     run_of = {}
     for run, seed in method_runs:
         if seed in run_of:
-            raise ValueError(f"{method}: seed {seed} under pretraining runs {run_of[seed]!r} and {run!r}; "
-                             "each run needs seeds of its own")
+            raise ValueError(
+                f"{method}: seed {seed} under pretraining runs {run_of[seed]!r} and {run!r}; "
+                "each run needs seeds of its own"
+            )
         run_of[seed] = run
     by_seed = {seed: frame for (_, seed), frame in method_runs.items()}
     seeds, correct_method, correct_twin = paired_correctness(by_seed, twin_runs, method)
@@ -131,7 +152,9 @@ def compare_over_pretrainings(method_runs: Mapping[tuple, object], twin_runs: Ma
     runs = list(dict.fromkeys(run_of[seed] for seed in seeds))
     rows = [[index for index, seed in enumerate(seeds) if run_of[seed] == run] for run in runs]
     if len({len(row) for row in rows}) != 1:
-        raise ValueError(f"{method}: pretraining runs with unequal numbers of paired seeds "
-                         f"({', '.join(f'{run!r}: {len(row)}' for run, row in zip(runs, rows))}); "
-                         "the model needs a balanced design")
+        raise ValueError(
+            f"{method}: pretraining runs with unequal numbers of paired seeds "
+            f"({', '.join(f'{run!r}: {len(row)}' for run, row in zip(runs, rows))}); "
+            "the model needs a balanced design"
+        )
     return nested_gap(differences[np.array(rows)])  # (R, S, N)

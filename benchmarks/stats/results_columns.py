@@ -101,8 +101,7 @@ def detectable_effect(evidence: Evidence) -> float:
     gap = evidence.gap
     if gap is None or gap.seeds < 2:
         return np.nan
-    return minimum_detectable_effect(gap.seed_variance, gap.item_variance, gap.residual_variance, gap.seeds,
-                                     gap.items)
+    return minimum_detectable_effect(gap.seed_variance, gap.item_variance, gap.residual_variance, gap.seeds, gap.items)
 
 
 def adjusted(column: str) -> Callable[[pd.DataFrame], np.ndarray]:
@@ -112,20 +111,31 @@ def adjusted(column: str) -> Callable[[pd.DataFrame], np.ndarray]:
 
 def checkpoints_reading(index: int) -> Callable[[Evidence], Any]:
     """One value of the "these checkpoints" reading beside a gap over pretraining runs."""
+
     def value(evidence: Evidence):
         if evidence.over_runs is None:
             return None
         gaps = evidence.over_runs
-        return (gaps.checkpoints.ci_low, gaps.checkpoints.ci_high, gaps.checkpoints.p_value,
-                float(np.sqrt(gaps.between_run_variance)))[index]
+        return (
+            gaps.checkpoints.ci_low,
+            gaps.checkpoints.ci_high,
+            gaps.checkpoints.p_value,
+            float(np.sqrt(gaps.between_run_variance)),
+        )[index]
+
     return value
 
 
 def metric_column(metric: str, statistic: str) -> Column:
     name = f"{metric}_{statistic}"
     summary = name in ("test_acc_mean", "test_acc_std", "test_f1_mean", "dev_acc_mean")
-    return Column(name, float, f"{statistic} of {metric} over the method's runs (fraction)",
-                  lambda evidence: evidence.aggregate[name], summary=summary)
+    return Column(
+        name,
+        float,
+        f"{statistic} of {metric} over the method's runs (fraction)",
+        lambda evidence: evidence.aggregate[name],
+        summary=summary,
+    )
 
 
 def missing_if_none(value):
@@ -136,43 +146,111 @@ COLUMNS: list[Column] = [
     Column("method", str, "the method: an arm of the matrix, a baseline or a probe", lambda e: e.method),
     Column("n_seeds", int, "its runs (one per seed)", lambda e: e.aggregate["n_seeds"], summary=True),
     *[metric_column(metric, statistic) for metric in METRICS for statistic in STATISTICS],
-    Column(PVALUE_COLUMN, float, "two-sided p of the gap over the random-init twin", field_of(twin, "p_value"),
-           summary=True),
+    Column(
+        PVALUE_COLUMN,
+        float,
+        "two-sided p of the gap over the random-init twin",
+        field_of(twin, "p_value"),
+        summary=True,
+    ),
     Column(COLLAPSED_COLUMN, int, "runs whose test predictions are all one class", lambda e: e.collapsed),
-    Column("gap_vs_random", float, "test accuracy gap over the twin (fraction; over pretraining runs where "
-           "there are several)", field_of(twin, "gap"), summary=True),
+    Column(
+        "gap_vs_random",
+        float,
+        "test accuracy gap over the twin (fraction; over pretraining runs where there are several)",
+        field_of(twin, "gap"),
+        summary=True,
+    ),
     Column("gap_ci_low", float, "its 95% CI, low end", field_of(twin, "ci_low"), summary=True),
     Column("gap_ci_high", float, "its 95% CI, high end", field_of(twin, "ci_high"), summary=True),
-    Column("mde_vs_random", float, "minimum detectable effect of the design (alpha 0.05, power 0.8)",
-           detectable_effect),
+    Column(
+        "mde_vs_random", float, "minimum detectable effect of the design (alpha 0.05, power 0.8)", detectable_effect
+    ),
     Column("paired_seeds", int, "seed pairs the gap is over (0: no twin comparison)", field_of(twin, "seeds", 0)),
     Column("paired_items", int, "test items the gap is over", field_of(twin, "items", 0)),
     Column("gap_test", str, "the procedure: seeds x items, or no seed replication", field_of(twin, "procedure")),
-    Column("p_adjusted", float, "Holm's adjustment of p over the table's twin comparisons",
-           over_table=adjusted(PVALUE_COLUMN), summary=True),
-    Column("gap_vs_tfidf", float, "test accuracy gap over TF-IDF + LR at the method's fraction",
-           field_of(tfidf, "gap"), summary=True),
+    Column(
+        "p_adjusted",
+        float,
+        "Holm's adjustment of p over the table's twin comparisons",
+        over_table=adjusted(PVALUE_COLUMN),
+        summary=True,
+    ),
+    Column(
+        "gap_vs_tfidf",
+        float,
+        "test accuracy gap over TF-IDF + LR at the method's fraction",
+        field_of(tfidf, "gap"),
+        summary=True,
+    ),
     Column("gap_vs_tfidf_ci_low", float, "its 95% CI, low end", field_of(tfidf, "ci_low"), summary=True),
     Column("gap_vs_tfidf_ci_high", float, "its 95% CI, high end", field_of(tfidf, "ci_high"), summary=True),
     Column("p_vs_tfidf", float, "two-sided p of the gap over TF-IDF + LR", field_of(tfidf, "p_value"), summary=True),
-    Column("p_vs_tfidf_adjusted", float, "Holm's adjustment over the TF-IDF comparisons, a family of their own",
-           over_table=adjusted("p_vs_tfidf"), summary=True),
-    Column(CONTROL_OK_COLUMN, bool, "whether both arms learned (the pre-registered control rule)",
-           lambda e: np.nan if e.control is None else e.control[0]),
-    Column(CONTROL_REASON_COLUMN, str, "why the control failed",
-           lambda e: e.control[1] if e.control is not None and e.control[0] is False else np.nan),
+    Column(
+        "p_vs_tfidf_adjusted",
+        float,
+        "Holm's adjustment over the TF-IDF comparisons, a family of their own",
+        over_table=adjusted("p_vs_tfidf"),
+        summary=True,
+    ),
+    Column(
+        CONTROL_OK_COLUMN,
+        bool,
+        "whether both arms learned (the pre-registered control rule)",
+        lambda e: np.nan if e.control is None else e.control[0],
+    ),
+    Column(
+        CONTROL_REASON_COLUMN,
+        str,
+        "why the control failed",
+        lambda e: e.control[1] if e.control is not None and e.control[0] is False else np.nan,
+    ),
     Column(TFIDF_REFERENCE_COLUMN, str, "the TF-IDF + LR row gap_vs_tfidf is against", lambda e: e.reference or np.nan),
-    Column(N_PRETRAININGS_COLUMN, float, "pretraining runs among the pretrained method's cells",
-           lambda e: missing_if_none(e.pretrainings)),
-    *[Column(name, float, meaning, checkpoints_reading(index), optional=True) for index, (name, meaning) in
-      enumerate(zip(CHECKPOINTS_COLUMNS, ("the gap's 95% CI with the pretraining runs fixed, low end", "high end",
-                                          "its two-sided p", "SD of the gap between pretraining runs")))],
-    Column("learning_rate", float, "the rate chosen from the method's grid on dev", lambda e: e.rate,
-           optional=True, shown="lr", shown_format="g"),
-    Column("picked_head", str, "the head a `picked` arm chose on dev in its recipe_from selection",
-           lambda e: e.head, optional=True),
-    Column(STEPS_COLUMN, float, "mean optimiser steps of its runs", lambda e: e.steps, optional=True,
-           shown="steps", shown_format=".0f"),
+    Column(
+        N_PRETRAININGS_COLUMN,
+        float,
+        "pretraining runs among the pretrained method's cells",
+        lambda e: missing_if_none(e.pretrainings),
+    ),
+    *[
+        Column(name, float, meaning, checkpoints_reading(index), optional=True)
+        for index, (name, meaning) in enumerate(
+            zip(
+                CHECKPOINTS_COLUMNS,
+                (
+                    "the gap's 95% CI with the pretraining runs fixed, low end",
+                    "high end",
+                    "its two-sided p",
+                    "SD of the gap between pretraining runs",
+                ),
+            )
+        )
+    ],
+    Column(
+        "learning_rate",
+        float,
+        "the rate chosen from the method's grid on dev",
+        lambda e: e.rate,
+        optional=True,
+        shown="lr",
+        shown_format="g",
+    ),
+    Column(
+        "picked_head",
+        str,
+        "the head a `picked` arm chose on dev in its recipe_from selection",
+        lambda e: e.head,
+        optional=True,
+    ),
+    Column(
+        STEPS_COLUMN,
+        float,
+        "mean optimiser steps of its runs",
+        lambda e: e.steps,
+        optional=True,
+        shown="steps",
+        shown_format=".0f",
+    ),
     Column(PREREGISTERED_COLUMN, bool, "one of the pre-registered comparisons (added with a registered family)"),
 ]
 
@@ -194,10 +272,16 @@ def results_frame(evidence: list[Evidence]) -> pd.DataFrame:
     value or over-table function, in declared order, of its declared type; an optional column only
     where some method has a value."""
     values = {item.name: [item.value(method) for method in evidence] for item in COLUMNS if item.value is not None}
-    kept = [item for item in COLUMNS if item.over_table is not None or (
-        item.value is not None and (not item.optional or any(value is not None for value in values[item.name])))]
-    table = pd.DataFrame({name: [missing_if_none(value) for value in column_values]
-                          for name, column_values in values.items()}, index=range(len(evidence)))
+    kept = [
+        item
+        for item in COLUMNS
+        if item.over_table is not None
+        or (item.value is not None and (not item.optional or any(value is not None for value in values[item.name])))
+    ]
+    table = pd.DataFrame(
+        {name: [missing_if_none(value) for value in column_values] for name, column_values in values.items()},
+        index=range(len(evidence)),
+    )
     for item in kept:
         if item.over_table is not None:
             table[item.name] = item.over_table(table)

@@ -59,8 +59,7 @@ def _experiment_ids(client: MlflowClient) -> list[str]:
 def end_lost_attempts(cell_hash: str, driver: str) -> list[str]:
     """Mark KILLED the RUNNING runs of earlier attempts at this cell or stage. Returns their ids."""
     client = MlflowClient(tracking_uri())
-    query = (f"tags.cell_hash = '{cell_hash}' and tags.`{DRIVER_TAG}` = '{driver}' "
-             f"and attributes.status = 'RUNNING'")
+    query = f"tags.cell_hash = '{cell_hash}' and tags.`{DRIVER_TAG}` = '{driver}' and attributes.status = 'RUNNING'"
     runs = client.search_runs(_experiment_ids(client), query, max_results=100)
     return _end(client, runs, f"attempt lost (its worker or node died); retried on {node_name()}")
 
@@ -71,8 +70,9 @@ def end_driver_runs(driver: str, reason: str) -> list[str]:
     experiments = _experiment_ids(client)
     if not experiments:
         return []
-    runs = client.search_runs(experiments, f"tags.`{DRIVER_TAG}` = '{driver}' and attributes.status = 'RUNNING'",
-                              max_results=10_000)
+    runs = client.search_runs(
+        experiments, f"tags.`{DRIVER_TAG}` = '{driver}' and attributes.status = 'RUNNING'", max_results=10_000
+    )
     return _end(client, runs, reason)
 
 
@@ -84,9 +84,13 @@ def end_cancelled_runs(driver: str, since_ms: int) -> list[str]:
     experiments = _experiment_ids(client)
     if not experiments:
         return []
-    runs = [run for run in client.search_runs(experiments, f"tags.`{DRIVER_TAG}` = '{driver}' and "
-                                                           f"attributes.status = 'FAILED'", max_results=10_000)
-            if (run.info.end_time or 0) >= since_ms]
+    runs = [
+        run
+        for run in client.search_runs(
+            experiments, f"tags.`{DRIVER_TAG}` = '{driver}' and attributes.status = 'FAILED'", max_results=10_000
+        )
+        if (run.info.end_time or 0) >= since_ms
+    ]
     return _end(client, runs, "cancelled by the suite (Ctrl-C, or another task failed)")
 
 
@@ -94,8 +98,11 @@ def finished_child(experiment_id: str, cell_hash: str, parent: str) -> str | Non
     """The FINISHED run of this cell under ``parent`` (an attempt that finished but whose worker
     died before it could say so), None if there is none."""
     client = MlflowClient(tracking_uri())
-    runs = client.search_runs([experiment_id], f"tags.cell_hash = '{cell_hash}' and attributes.status = 'FINISHED' "
-                                               f"and tags.mlflow.parentRunId = '{parent}'", max_results=1)
+    runs = client.search_runs(
+        [experiment_id],
+        f"tags.cell_hash = '{cell_hash}' and attributes.status = 'FINISHED' and tags.mlflow.parentRunId = '{parent}'",
+        max_results=1,
+    )
     return runs[0].info.run_id if runs else None
 
 
@@ -106,8 +113,12 @@ def stopped_attempt_checkpoint(experiment_id: str, cell_hash: str) -> Path | Non
     there: the same settings hash means the same settings, data and code."""
     client = MlflowClient(tracking_uri())
     mark_dead_runs(client)
-    runs = client.search_runs([experiment_id], f"tags.cell_hash = '{cell_hash}' and attributes.status = 'KILLED'",
-                              order_by=["attributes.start_time DESC"], max_results=20)
+    runs = client.search_runs(
+        [experiment_id],
+        f"tags.cell_hash = '{cell_hash}' and attributes.status = 'KILLED'",
+        order_by=["attributes.start_time DESC"],
+        max_results=20,
+    )
     for run in runs:
         folder = run.data.tags.get(CHECKPOINT_DIR_TAG)
         if folder and (Path(folder) / LAST).is_file():

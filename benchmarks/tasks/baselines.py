@@ -16,8 +16,9 @@ from harness.datasets.types import PairData
 
 # name → fit(train, evaluation_sets, num_classes, seed) returning {split: (N, C) probabilities}
 BASELINES = {
-    "majority": lambda train, evaluation_sets, num_classes, seed: majority_baseline(train, evaluation_sets,
-                                                                                     num_classes),
+    "majority": lambda train, evaluation_sets, num_classes, seed: majority_baseline(
+        train, evaluation_sets, num_classes
+    ),
     "tfidf-lr": tfidf_lr_baseline,
 }
 

@@ -46,8 +46,12 @@ FINETUNE_THREADS = 1
 def result_tags(cell_hash: str, record: dict | None = None) -> dict[str, str]:
     """The tags that make a run's result portable (``benchmarks.results_files.folder``): its cell hash,
     the protocol version and commit that computed it, and the suite's record of the cell."""
-    return {"cell_hash": cell_hash, "protocol_version": protocol_version(), "git_commit": git_commit() or "",
-            **({"result_record": json.dumps(record, sort_keys=True, default=str)} if record else {})}
+    return {
+        "cell_hash": cell_hash,
+        "protocol_version": protocol_version(),
+        "git_commit": git_commit() or "",
+        **({"result_record": json.dumps(record, sort_keys=True, default=str)} if record else {}),
+    }
 
 
 def cell_record(cell: Cell) -> dict:
@@ -73,7 +77,9 @@ def run_quietly(cli_class, args: list[str], log_path: Path) -> int:
     already marked FAILED by ``run_cli``) leaves its traceback in the log and returns 1; Ctrl-C
     (its run marked KILLED by ``run_cli``) still stops the suite."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    lightning_logs = [logging.getLogger(name) for name in ("pytorch_lightning", "lightning.pytorch", "lightning_fabric")]
+    lightning_logs = [
+        logging.getLogger(name) for name in ("pytorch_lightning", "lightning.pytorch", "lightning_fabric")
+    ]
     levels = [logger.level for logger in lightning_logs]
     command_line = sys.argv
     # line-buffered: a stage's progress lines reach its log as they are printed, not at its end
@@ -98,8 +104,9 @@ def run_quietly(cli_class, args: list[str], log_path: Path) -> int:
                 logger.setLevel(level)
 
 
-def pretrain(config: str, args: list[str], cell_hash: str, benchmark: str, log_path: Path,
-             tags: dict[str, str] | None = None) -> str:
+def pretrain(
+    config: str, args: list[str], cell_hash: str, benchmark: str, log_path: Path, tags: dict[str, str] | None = None
+) -> str:
     """Pretrain through ``python -m pretrain`` (in process); returns the run id. ``tags``: more run
     tags (the task attempt's, :mod:`benchmarks.tasks.attempts`). Its log gets plain progress lines (a
     stage runs for up to an hour), the console's way when stdout is not a terminal."""
@@ -111,25 +118,48 @@ def pretrain(config: str, args: list[str], cell_hash: str, benchmark: str, log_p
     return run_id
 
 
-def finetune(cell: Cell, config: str, experiment: str, parent_run_id: str, cell_hash: str, log_path: Path,
-             benchmark: str = "", tags: dict[str, str] | None = None) -> str:
+def finetune(
+    cell: Cell,
+    config: str,
+    experiment: str,
+    parent_run_id: str,
+    cell_hash: str,
+    log_path: Path,
+    benchmark: str = "",
+    tags: dict[str, str] | None = None,
+) -> str:
     """Run one finetune cell through ``python -m downstream`` (in process); returns the run id."""
-    tags = {**result_tags(cell_hash, cell_record(cell)), "kind": cell.kind, "suite_encoder": cell.encoder,
-            "benchmark": benchmark,
-            **({"grid_of": cell.grid_of, "learning_rate": f"{cell.learning_rate:g}"} if cell.grid_of else {}),
-            **({"recipe_from": cell.recipe_from, "learning_rate": f"{cell.learning_rate:g}"}
-               if cell.recipe_from else {}),
-            **(tags or {})}
+    tags = {
+        **result_tags(cell_hash, cell_record(cell)),
+        "kind": cell.kind,
+        "suite_encoder": cell.encoder,
+        "benchmark": benchmark,
+        **({"grid_of": cell.grid_of, "learning_rate": f"{cell.learning_rate:g}"} if cell.grid_of else {}),
+        **({"recipe_from": cell.recipe_from, "learning_rate": f"{cell.learning_rate:g}"} if cell.recipe_from else {}),
+        **(tags or {}),
+    }
     source = cell.encoder_run if ":" in cell.encoder_run else f"runs:/{cell.encoder_run}"  # a run id has no ':'
     if cell.kind == "random":
         encoder = ["--model.encoder=random", f"--model.random_like={source}"]
     else:
         encoder = [f"--model.encoder={source}"]
-    args = ["fit", "--config", config, *cell.args, *encoder, f"--model.mix={cell.mix}", f"--model.head={cell.head}",
-            f"--seed_everything={cell.seed}", f"--data.train_fraction={cell.train_fraction}",
-            f"--method={cell.method}", f"--parent_run_id={parent_run_id}", f"--experiment_name={experiment}",
-            f"--tags={json.dumps(tags)}",
-            "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false"]
+    args = [
+        "fit",
+        "--config",
+        config,
+        *cell.args,
+        *encoder,
+        f"--model.mix={cell.mix}",
+        f"--model.head={cell.head}",
+        f"--seed_everything={cell.seed}",
+        f"--data.train_fraction={cell.train_fraction}",
+        f"--method={cell.method}",
+        f"--parent_run_id={parent_run_id}",
+        f"--experiment_name={experiment}",
+        f"--tags={json.dumps(tags)}",
+        "--trainer.enable_progress_bar=false",
+        "--trainer.enable_model_summary=false",
+    ]
     # time_total_s from the cell's start; encoders, cache checksums and dataset digests kept between cells
     with intra_op_threads(FINETUNE_THREADS), cell_clock(), reuse_between_cells():
         code = run_quietly(FinetuneCLI, args, log_path)
@@ -139,8 +169,15 @@ def finetune(cell: Cell, config: str, experiment: str, parent_run_id: str, cell_
     return run_id
 
 
-def baseline(cell: Cell, data: PairData, experiment: str, parent_run_id: str, cell_hash: str,
-             benchmark: str = "", tags: dict[str, str] | None = None) -> str:
+def baseline(
+    cell: Cell,
+    data: PairData,
+    experiment: str,
+    parent_run_id: str,
+    cell_hash: str,
+    benchmark: str = "",
+    tags: dict[str, str] | None = None,
+) -> str:
     """Fit a baseline on the data set's train split (or the cell's fraction of it, the subset of its
     seed), log a ``stage=baseline`` child run with the finetune metric names and prediction files;
     returns the run id."""
@@ -149,38 +186,74 @@ def baseline(cell: Cell, data: PairData, experiment: str, parent_run_id: str, ce
     return log_check_run(cell, data, probabilities, experiment, parent_run_id, cell_hash, benchmark, tags)
 
 
-def linear_probe(cell: Cell, data: PairData, experiment: str, parent_run_id: str, cell_hash: str,
-                 benchmark: str = "", tags: dict[str, str] | None = None,
-                 cache_dir: str | None = DEFAULT_CACHE_DIR) -> str:
+def linear_probe(
+    cell: Cell,
+    data: PairData,
+    experiment: str,
+    parent_run_id: str,
+    cell_hash: str,
+    benchmark: str = "",
+    tags: dict[str, str] | None = None,
+    cache_dir: str | None = DEFAULT_CACHE_DIR,
+) -> str:
     """Fit the linear probe (``benchmarks.tasks.linear_probe``) on the frozen features of the cell's
     encoder, or of its random-init twin at the cell's seed (``probe_of``), and log it as a
     ``stage=baseline``, ``kind=probe`` child run with the finetune metric names; returns the run id."""
-    source = cell.encoder_run if ":" in cell.encoder_run or Path(cell.encoder_run).is_file() \
-        else f"runs:/{cell.encoder_run}"  # a run id, a published source or a checkpoint path
+    source = (
+        cell.encoder_run if ":" in cell.encoder_run or Path(cell.encoder_run).is_file() else f"runs:/{cell.encoder_run}"
+    )  # a run id, a published source or a checkpoint path
     twin = cell.probe_of == "random"
     reference = EncoderReference.parse("random", source).seeded(cell.seed) if twin else EncoderReference.parse(source)
     with reuse_between_cells():
         encoder = encoder_reuse.loaded(reference)
         probabilities = probe_probabilities(encoder, data, cache_dir, cell.seed, cell.train_fraction)
-    tags = {"kind": "probe", "probe_of": cell.probe_of, "suite_encoder": cell.encoder, "family": encoder.family,
-            "pretrain_run_id": "random" if twin else (encoder.run_id or source),
-            "encoder": encoder_label(encoder.family, encoder.config, encoder.run_id, encoder.is_random,
-                                     getattr(encoder, "name", None)), **(tags or {})}
-    params = {"encoder_layers": encoder.num_layers, "encoder_dim": encoder.dim,
-              "encoder_fingerprint": encoder.fingerprint, "model.encoder": str(reference)}
+    tags = {
+        "kind": "probe",
+        "probe_of": cell.probe_of,
+        "suite_encoder": cell.encoder,
+        "family": encoder.family,
+        "pretrain_run_id": "random" if twin else (encoder.run_id or source),
+        "encoder": encoder_label(
+            encoder.family, encoder.config, encoder.run_id, encoder.is_random, getattr(encoder, "name", None)
+        ),
+        **(tags or {}),
+    }
+    params = {
+        "encoder_layers": encoder.num_layers,
+        "encoder_dim": encoder.dim,
+        "encoder_fingerprint": encoder.fingerprint,
+        "model.encoder": str(reference),
+    }
     return log_check_run(cell, data, probabilities, experiment, parent_run_id, cell_hash, benchmark, tags, params)
 
 
-def log_check_run(cell: Cell, data: PairData, probabilities: dict, experiment: str, parent_run_id: str,
-                  cell_hash: str, benchmark: str, tags: dict[str, str], params: dict | None = None) -> str:
+def log_check_run(
+    cell: Cell,
+    data: PairData,
+    probabilities: dict,
+    experiment: str,
+    parent_run_id: str,
+    cell_hash: str,
+    benchmark: str,
+    tags: dict[str, str],
+    params: dict | None = None,
+) -> str:
     """A finished ``stage=baseline`` child run of a system fitted here on train: the finetune metric
     names and prediction files of its dev and test ``probabilities`` ((N, C) each); returns its id."""
     evaluation = {"dev": data.dev, "test": data.test}
     frames = {split: predictions_frame(data, evaluation[split], scores) for split, scores in probabilities.items()}
     client = MlflowClient(tracking_uri())
-    tags = {"stage": "baseline", "method": cell.method, "seed": str(cell.seed), "mlflow.parentRunId": parent_run_id,
-            **result_tags(cell_hash, cell_record(cell)), "dataset": data.name, "benchmark": benchmark, **tags,
-            **process_tags()}
+    tags = {
+        "stage": "baseline",
+        "method": cell.method,
+        "seed": str(cell.seed),
+        "mlflow.parentRunId": parent_run_id,
+        **result_tags(cell_hash, cell_record(cell)),
+        "dataset": data.name,
+        "benchmark": benchmark,
+        **tags,
+        **process_tags(),
+    }
     run_name = run_name_prefix(data) + join(cell.method, f"s{cell.seed}")
     run = client.create_run(ensure_experiment(experiment), run_name=run_name, tags=tags)
     run_id = run.info.run_id
@@ -189,9 +262,15 @@ def log_check_run(cell: Cell, data: PairData, probabilities: dict, experiment: s
             for name, value in split_metrics(frame, split, data).items():
                 client.log_metric(run_id, name, value)
             client.log_text(run_id, frame.to_csv(index=False), f"predictions/{split}.csv")
-        for key, value in {"train_pairs": len(data.train), "dev_pairs": len(data.dev), "test_pairs": len(data.test),
-                           "dataset": data.name, "f1_average": data.f1_average, "num_classes": data.num_classes,
-                           **(params or {})}.items():
+        for key, value in {
+            "train_pairs": len(data.train),
+            "dev_pairs": len(data.dev),
+            "test_pairs": len(data.test),
+            "dataset": data.name,
+            "f1_average": data.f1_average,
+            "num_classes": data.num_classes,
+            **(params or {}),
+        }.items():
             client.log_param(run_id, key, value)
     except BaseException:
         client.set_terminated(run_id, "FAILED")

@@ -13,7 +13,13 @@ from pathlib import Path
 
 from benchmarks.cell.definition import Cell
 from benchmarks.plan.encoders import PRETRAIN_EXPERIMENT, Stage
-from benchmarks.tasks.attempts import attempt_tags, end_lost_attempts, finished_child, node_name, stopped_attempt_checkpoint
+from benchmarks.tasks.attempts import (
+    attempt_tags,
+    end_lost_attempts,
+    finished_child,
+    node_name,
+    stopped_attempt_checkpoint,
+)
 from benchmarks.tasks.cells import FINETUNE_THREADS, baseline, finetune, finished_run, linear_probe, pretrain
 from harness.cli.runtime import intra_op_threads
 from harness.datasets.types import PairData
@@ -33,12 +39,18 @@ class Study:
 
 
 def result(run_id: str, started: float, reused: bool = False, resumed: bool = False) -> dict:
-    return {"run_id": run_id, "seconds": time.perf_counter() - started, "node": node_name(), "reused": reused,
-            "resumed": resumed}
+    return {
+        "run_id": run_id,
+        "seconds": time.perf_counter() - started,
+        "node": node_name(),
+        "reused": reused,
+        "resumed": resumed,
+    }
 
 
-def run_stage(stage: Stage, previous_run_id: str | None, study: Study, threads: int,
-              previous_hash: str | None = None) -> dict:
+def run_stage(
+    stage: Stage, previous_run_id: str | None, study: Study, threads: int, previous_hash: str | None = None
+) -> dict:
     """Pretrain one stage with ``threads`` torch threads (continuing ``previous_run_id``, whose
     stage hash is ``previous_hash``); a stage an earlier attempt left stopped goes on from its last
     checkpoint."""
@@ -51,8 +63,14 @@ def run_stage(stage: Stage, previous_run_id: str | None, study: Study, threads: 
     checkpoint = stopped_attempt_checkpoint(ensure_experiment(PRETRAIN_EXPERIMENT), cell_hash)
     resume = [f"--ckpt_path={checkpoint}"] if checkpoint else []
     with intra_op_threads(threads):
-        run_id = pretrain(stage.config, [*stage.flags(previous_run_id), *resume], cell_hash, study.name,
-                          study.logs / stage.log_name(), tags=attempt_tags(study.driver))
+        run_id = pretrain(
+            stage.config,
+            [*stage.flags(previous_run_id), *resume],
+            cell_hash,
+            study.name,
+            study.logs / stage.log_name(),
+            tags=attempt_tags(study.driver),
+        )
     return result(run_id, started, resumed=checkpoint is not None)
 
 
@@ -73,24 +91,41 @@ def run_once(cell_hash: str, study: Study, run: Callable[[], str]) -> dict:
 
 def run_cell(cell: Cell, cell_config: str, cell_hash: str, study: Study) -> dict:
     """One finetune cell under the parent run (single-threaded: ``cells.FINETUNE_THREADS``)."""
-    return run_once(cell_hash, study, lambda: finetune(cell, cell_config, study.experiment, study.parent, cell_hash,
-                                                       cell_log(study.logs, cell), study.name,
-                                                       tags=attempt_tags(study.driver)))
+    return run_once(
+        cell_hash,
+        study,
+        lambda: finetune(
+            cell,
+            cell_config,
+            study.experiment,
+            study.parent,
+            cell_hash,
+            cell_log(study.logs, cell),
+            study.name,
+            tags=attempt_tags(study.driver),
+        ),
+    )
 
 
 def run_baseline(cell: Cell, data: PairData, cell_hash: str, study: Study) -> dict:
     """One baseline (seconds) on the data the driver read and checked."""
+
     def run() -> str:
         with intra_op_threads(1):
-            return baseline(cell, data, study.experiment, study.parent, cell_hash, study.name,
-                            tags=attempt_tags(study.driver))
+            return baseline(
+                cell, data, study.experiment, study.parent, cell_hash, study.name, tags=attempt_tags(study.driver)
+            )
+
     return run_once(cell_hash, study, run)
 
 
 def run_probe(cell: Cell, data: PairData, cell_hash: str, study: Study) -> dict:
     """One linear probe of an encoder's (or its twin's) frozen features, on the data the driver read."""
+
     def run() -> str:
         with intra_op_threads(FINETUNE_THREADS):
-            return linear_probe(cell, data, study.experiment, study.parent, cell_hash, study.name,
-                                tags=attempt_tags(study.driver))
+            return linear_probe(
+                cell, data, study.experiment, study.parent, cell_hash, study.name, tags=attempt_tags(study.driver)
+            )
+
     return run_once(cell_hash, study, run)

@@ -42,8 +42,9 @@ def pair_features(vectors: np.ndarray, first: list[int], second: list[int]) -> n
     return np.concatenate([u, v, np.abs(u - v), u * v], axis=1)
 
 
-def probe_probabilities(encoder, data: PairData, cache_dir: str | Path | None, seed: int = 0,
-                        fraction: float = 1.0) -> dict[str, np.ndarray]:
+def probe_probabilities(
+    encoder, data: PairData, cache_dir: str | Path | None, seed: int = 0, fraction: float = 1.0
+) -> dict[str, np.ndarray]:
     """Fit the probe on ``data``'s train split (or the seeded, stratified ``fraction`` of it that a
     finetune cell of that fraction and seed trains on) under ``encoder``'s frozen features.
 
@@ -61,5 +62,7 @@ def probe_probabilities(encoder, data: PairData, cache_dir: str | Path | None, s
     labels = np.asarray([pair.label for pair in train], dtype=int)
     with threadpool_limits(torch.get_num_threads()):  # BLAS as many threads as torch (a cell: 1): more stall
         model = cross_validated_logistic(features(train), labels, seed)  # a busy machine's cores
-        return {split: class_probabilities(model, features(data.split(split)), data.num_classes)
-                for split in ("dev", "test")}
+        return {
+            split: class_probabilities(model, features(data.split(split)), data.num_classes)
+            for split in ("dev", "test")
+        }

@@ -11,7 +11,7 @@ creator); anywhere else a suite neither reuses nor logs, and says so in one line
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
@@ -51,14 +51,18 @@ def finished_run(experiment: str, cell_hash: str, parent_run_id: str | None = No
     query = f"tags.cell_hash = '{cell_hash}' and attributes.status = 'FINISHED'"
     scopes = [f" and tags.mlflow.parentRunId = '{parent_run_id}'", ""] if parent_run_id else [""]
     for scope in scopes:
-        runs = client.search_runs([experiment_id], query + scope, order_by=["attributes.start_time DESC"],
-                                  max_results=COPIES_LIMIT)
+        runs = client.search_runs(
+            [experiment_id], query + scope, order_by=["attributes.start_time DESC"], max_results=COPIES_LIMIT
+        )
         if runs and conflicting(runs):
-            numbers = ", ".join(f"{run.info.run_id} (test_acc {run.data.metrics.get('test_acc', float('nan')):.4f})"
-                                for run in runs)
-            raise UserError(f"cell {cell_hash}: experiment '{experiment}' holds copies with other numbers: {numbers}; "
-                            f"not reused, none is chosen: `python -m benchmarks duplicates` names them, delete the "
-                            f"wrong one")
+            numbers = ", ".join(
+                f"{run.info.run_id} (test_acc {run.data.metrics.get('test_acc', float('nan')):.4f})" for run in runs
+            )
+            raise UserError(
+                f"cell {cell_hash}: experiment '{experiment}' holds copies with other numbers: {numbers}; "
+                f"not reused, none is chosen: `python -m benchmarks duplicates` names them, delete the "
+                f"wrong one"
+            )
         if runs:
             return runs[0].info.run_id
     return None
@@ -69,7 +73,7 @@ def team_experiments() -> tuple[str, ...]:
     return tuple(dict.fromkeys((*encoder_experiments(), dataset_name({}))))
 
 
-@lru_cache(maxsize=None)
+@cache
 def untrusted(uri: str, user: str, experiment: str, experiment_id: str) -> str | None:
     """None when the runs of ``experiment`` may be reused (any store without users, a team
     experiment, one the server lists ``user`` as managing), else one line."""
@@ -82,13 +86,19 @@ def untrusted(uri: str, user: str, experiment: str, experiment_id: str) -> str |
     if answer.status_code == 404:
         return None  # a server without users (--no-auth on 127.0.0.1): one user's store
     grants = answer.json() if answer.status_code == 200 else {}
-    if any(grant.get("resource_type") == "experiment" and grant.get("resource_pattern") == experiment_id
-           and grant.get("permission") == "MANAGE" for grant in grants.get("permissions", [])):
+    if any(
+        grant.get("resource_type") == "experiment"
+        and grant.get("resource_pattern") == experiment_id
+        and grant.get("permission") == "MANAGE"
+        for grant in grants.get("permissions", [])
+    ):
         return None  # a grant on this experiment itself (its creator's), not a wildcard over all of them
-    return (f"experiment '{experiment}' of {uri} is not the team's ({', '.join(team_experiments())}) and the server "
-            f"does not list {user} as its manager (another user created it): its runs are never reused and a suite "
-            f"does not log there; choose an experiment of your own (`experiment:` in the config), or name it in "
-            f"{VARIABLE} if you trust whoever manages it")
+    return (
+        f"experiment '{experiment}' of {uri} is not the team's ({', '.join(team_experiments())}) and the server "
+        f"does not list {user} as its manager (another user created it): its runs are never reused and a suite "
+        f"does not log there; choose an experiment of your own (`experiment:` in the config), or name it in "
+        f"{VARIABLE} if you trust whoever manages it"
+    )
 
 
 def reused_stages(stages: list[Stage], data_digest: str) -> tuple[int, str | None]:

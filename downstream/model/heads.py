@@ -225,9 +225,7 @@ class AttentionHead(PairHead):
     def __init__(self, input_dim: int, hidden_size: int = 256, dropout: float = 0.2, num_classes: int = 2) -> None:
         super().__init__()
         self.projection = nn.Linear(input_dim, hidden_size)
-        self.compose = nn.Sequential(
-            nn.Linear(4 * hidden_size, hidden_size), nn.ReLU(), nn.Dropout(dropout)
-        )
+        self.compose = nn.Sequential(nn.Linear(4 * hidden_size, hidden_size), nn.ReLU(), nn.Dropout(dropout))
         self.composer = MaskedBiLSTM(hidden_size, hidden_size)
         self.classifier = nn.Sequential(
             nn.Dropout(dropout), *_mlp(8 * hidden_size, hidden_size, dropout, nn.Tanh(), num_classes)
@@ -240,15 +238,23 @@ class AttentionHead(PairHead):
         x_a, x_b = x[:batch], x[batch:]  # (B, T, H) each
         mask_a, mask_b = mask[:batch], mask[batch:]  # (B, T) each
         scores = torch.bmm(x_a, x_b.transpose(1, 2))  # (B, T, T): a token i · b token j
-        aligned = torch.cat([attend(scores, x_b, mask_b),  # (B, T, H): b summarised for each a token
-                             attend(scores.transpose(1, 2), x_a, mask_a)])  # and a for each b token: (2B, T, H)
+        aligned = torch.cat(
+            [
+                attend(scores, x_b, mask_b),  # (B, T, H): b summarised for each a token
+                attend(scores.transpose(1, 2), x_a, mask_a),
+            ]
+        )  # and a for each b token: (2B, T, H)
         enhanced = torch.cat([x, aligned, x - aligned, x * aligned], dim=-1)  # (2B, T, 4H)
         linear, relu, dropout = self.compose
         projected = relu(linear(enhanced))  # (2B, T, H)
         if dropout.training and dropout.p > 0:  # a's masks, then b's, as one sentence at a time draws them
             steps = projected.size(1)
-            projected = torch.cat([pad_steps(dropout(projected[:batch, :a.size(1)]), steps),
-                                   pad_steps(dropout(projected[batch:, :b.size(1)]), steps)])  # (2B, T, H)
+            projected = torch.cat(
+                [
+                    pad_steps(dropout(projected[:batch, : a.size(1)]), steps),
+                    pad_steps(dropout(projected[batch:, : b.size(1)]), steps),
+                ]
+            )  # (2B, T, H)
         composed = self.composer(projected, mask)  # (2B, T, H) -> (2B, T, 2H)
         pooled = torch.cat([masked_mean(composed, mask), masked_max(composed, mask)], dim=-1)  # (2B, 4H)
         pooled_a, pooled_b = pooled.chunk(2)  # (B, 4H) each
@@ -257,8 +263,14 @@ class AttentionHead(PairHead):
 
 def _feed_forward(input_dim: int, hidden_size: int, dropout: float) -> nn.Sequential:
     """Two ReLU layers, each followed by dropout: the paper's F and G (and the first half of H)."""
-    return nn.Sequential(nn.Linear(input_dim, hidden_size), nn.ReLU(), nn.Dropout(dropout),
-                         nn.Linear(hidden_size, hidden_size), nn.ReLU(), nn.Dropout(dropout))
+    return nn.Sequential(
+        nn.Linear(input_dim, hidden_size),
+        nn.ReLU(),
+        nn.Dropout(dropout),
+        nn.Linear(hidden_size, hidden_size),
+        nn.ReLU(),
+        nn.Dropout(dropout),
+    )
 
 
 class DecomposableAttentionHead(PairHead):
@@ -295,8 +307,12 @@ class DecomposableAttentionHead(PairHead):
         scores = torch.bmm(attended[:batch], attended[batch:].transpose(1, 2))  # (B, T, T): e_ij, a_i · b_j
         x_a, x_b = x[:batch], x[batch:]  # (B, T, H) each, zero at padding
         mask_a, mask_b = mask[:batch], mask[batch:]  # (B, T) each
-        aligned = torch.cat([attend(scores, x_b, mask_b),  # (B, T, H): β, b summarised for each a token
-                             attend(scores.transpose(1, 2), x_a, mask_a)])  # α for each b token: (2B, T, H)
+        aligned = torch.cat(
+            [
+                attend(scores, x_b, mask_b),  # (B, T, H): β, b summarised for each a token
+                attend(scores.transpose(1, 2), x_a, mask_a),
+            ]
+        )  # α for each b token: (2B, T, H)
         compared = self.compare_network(torch.cat([x, aligned], dim=-1))  # (2B, T, 2H) -> (2B, T, H)
         summed = _zero_padding(compared, mask).sum(dim=1)  # (2B, H): Σ over the real tokens
         v1, v2 = summed.chunk(2)  # (B, H) each
@@ -320,8 +336,13 @@ class ConcatPoolHead(PairHead):
         super().__init__()
         features = 12 * input_dim  # [u; v; |u-v|; u*v] of 3D-wide pooled vectors
         self.classifier = nn.Sequential(
-            nn.BatchNorm1d(features), nn.Dropout(dropout), nn.Linear(features, hidden_size), nn.ReLU(),
-            nn.BatchNorm1d(hidden_size), nn.Dropout(0.1), nn.Linear(hidden_size, num_classes),
+            nn.BatchNorm1d(features),
+            nn.Dropout(dropout),
+            nn.Linear(features, hidden_size),
+            nn.ReLU(),
+            nn.BatchNorm1d(hidden_size),
+            nn.Dropout(0.1),
+            nn.Linear(hidden_size, num_classes),
         )
 
     def encode(self, x: Tensor, mask: Tensor) -> Tensor:
@@ -345,8 +366,9 @@ HEADS: dict[str, type[PairHead]] = {
 }
 
 
-def build_head(name: str, input_dim: int, hidden_size: int = 256, dropout: float = 0.2,
-               num_classes: int = 2) -> PairHead:
+def build_head(
+    name: str, input_dim: int, hidden_size: int = 256, dropout: float = 0.2, num_classes: int = 2
+) -> PairHead:
     """The pair head called ``name`` (a key of ``HEADS``) for D = ``input_dim`` features.
 
     Returns:

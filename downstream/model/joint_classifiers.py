@@ -32,8 +32,9 @@ class JointClassifier(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.linear = nn.Linear(hidden_size, num_classes)
 
-    def forward(self, language_model: nn.Module, ids_ab: Tensor, lengths_ab: Tensor, ids_ba: Tensor,
-                lengths_ba: Tensor) -> tuple[Tensor, dict[str, Tensor] | None]:
+    def forward(
+        self, language_model: nn.Module, ids_ab: Tensor, lengths_ab: Tensor, ids_ba: Tensor, lengths_ba: Tensor
+    ) -> tuple[Tensor, dict[str, Tensor] | None]:
         """Args: the transformer LM; (B, T) ids and (B,) lengths of ``s1 → s2`` and ``s2 → s1``.
 
         Returns:
@@ -67,8 +68,9 @@ class FirstTokenClassifier(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.linear = nn.Linear(hidden_size, num_classes)
 
-    def forward(self, model: nn.Module, ids: Tensor, lengths: Tensor, segments: Tensor,
-                _lengths: Tensor | None = None) -> tuple[Tensor, None]:
+    def forward(
+        self, model: nn.Module, ids: Tensor, lengths: Tensor, segments: Tensor, _lengths: Tensor | None = None
+    ) -> tuple[Tensor, None]:
         """Args: the encoder's model, (B, T) ids, (B,) lengths, (B, T) segment ids.
 
         Returns:

@@ -84,8 +84,7 @@ def scalar_mix(mix: Mix | str, num_layers: int, layer_norm: bool = False) -> Sca
         ValueError: ``mix=layer:K: …`` when the encoder has no layer K.
     """
     mix = Mix.parse(mix)
-    return ScalarMix(num_layers, trainable=mix.trainable, only_layer=mix.layer_index(num_layers),
-                     layer_norm=layer_norm)
+    return ScalarMix(num_layers, trainable=mix.trainable, only_layer=mix.layer_index(num_layers), layer_norm=layer_norm)
 
 
 class PairClassifier(nn.Module):
@@ -104,25 +103,41 @@ class PairClassifier(nn.Module):
         lm_weight: λ of the auxiliary LM loss with ``head=cls``.
     """
 
-    def __init__(self, encoder, mix: Mix | str = "scalar", head: str = "pool-mlp", finetune: str = "frozen",
-                 layer_norm: bool = False, hidden_size: int = 256, dropout: float = 0.2,
-                 num_classes: int = 2, lm_weight: float = 0.0, standardize: bool = False):
+    def __init__(
+        self,
+        encoder,
+        mix: Mix | str = "scalar",
+        head: str = "pool-mlp",
+        finetune: str = "frozen",
+        layer_norm: bool = False,
+        hidden_size: int = 256,
+        dropout: float = 0.2,
+        num_classes: int = 2,
+        lm_weight: float = 0.0,
+        standardize: bool = False,
+    ):
         super().__init__()
         mix, head, finetune = Mix.parse(mix), parse_head(head), parse_finetune(finetune)
         if num_classes < 2:
             raise ValueError(f"num_classes={num_classes}: need at least 2 classes")
         self.pair_input = encoder.pair_input if head == JOINT_HEAD else None  # a capability, not a family name
         if head == JOINT_HEAD and (self.pair_input is None or finetune == "frozen"):
-            raise ValueError(f"head={head}: the joint pair classifier needs an encoder that takes a joint pair "
-                             f"input and finetune=full or gradual (this is {encoder.family}, {finetune}); "
-                             f"other heads: {', '.join(HEADS)}")
+            raise ValueError(
+                f"head={head}: the joint pair classifier needs an encoder that takes a joint pair "
+                f"input and finetune=full or gradual (this is {encoder.family}, {finetune}); "
+                f"other heads: {', '.join(HEADS)}"
+            )
         if head == JOINT_HEAD and lm_weight and not hasattr(encoder.model, "next_token_nll"):
-            raise ValueError(f"lm_weight={lm_weight}: this {encoder.family} encoder has no language-model head "
-                             f"for the auxiliary loss; use lm_weight=0")
+            raise ValueError(
+                f"lm_weight={lm_weight}: this {encoder.family} encoder has no language-model head "
+                f"for the auxiliary loss; use lm_weight=0"
+            )
         if standardize and (finetune != "frozen" or head == JOINT_HEAD):
-            raise ValueError(f"standardize=true: needs finetune=frozen and a head over a layer mix (this is "
-                             f"finetune={finetune}, head={head}): a fine-tuned encoder's features move as it "
-                             f"trains, away from statistics taken once")
+            raise ValueError(
+                f"standardize=true: needs finetune=frozen and a head over a layer mix (this is "
+                f"finetune={finetune}, head={head}): a fine-tuned encoder's features move as it "
+                f"trains, away from statistics taken once"
+            )
         self.encoder = encoder  # a plain attribute: frozen, it is neither trained nor checkpointed
         self.finetune, self.lm_weight = finetune, lm_weight
         if finetune != "frozen":
@@ -132,8 +147,7 @@ class PairClassifier(nn.Module):
             self.head = JOINT_INPUTS[self.pair_input][1](encoder.dim, dropout=dropout, num_classes=num_classes)
         else:
             self.mix = scalar_mix(mix, encoder.num_layers, layer_norm=layer_norm)
-            self.head = build_head(head, encoder.dim, hidden_size=hidden_size, dropout=dropout,
-                                   num_classes=num_classes)
+            self.head = build_head(head, encoder.dim, hidden_size=hidden_size, dropout=dropout, num_classes=num_classes)
         self.standardizer = FeatureStandardizer(encoder.num_layers, encoder.dim) if standardize else None
         self.loss_function = nn.CrossEntropyLoss()
 
@@ -166,7 +180,10 @@ class PairClassifier(nn.Module):
             layers_b, mask_b = self.encoder.features(inputs.ids_b, inputs.lengths_b)  # (L, B, Tb, D), (B, Tb)
         cached = isinstance(inputs, FeaturePair)  # the store's zeros at padding need no cleaning
         if self.standardizer is not None:
-            layers_a, layers_b = self.standardizer(layers_a, mask_a), self.standardizer(layers_b, mask_b)  # zero at padding
+            layers_a, layers_b = (
+                self.standardizer(layers_a, mask_a),
+                self.standardizer(layers_b, mask_b),
+            )  # zero at padding
         mixed_a = self.mix(layers_a, mask_a, padding_is_zero=cached)  # (B, Ta, D)
         mixed_b = self.mix(layers_b, mask_b, padding_is_zero=cached)  # (B, Tb, D)
         return PairOutput(self.head(mixed_a, mask_a, mixed_b, mask_b), None)
@@ -186,8 +203,9 @@ class PairClassifier(nn.Module):
         """The mix's and the head's trainable parameters (never the encoder's)."""
         return [p for name, p in self.named_parameters() if not name.startswith("encoder_model.") and p.requires_grad]
 
-    def optimizer_groups(self, learning_rate: float, lr_decay: float, mix_learning_rate: float | None = None
-                         ) -> list[dict]:
+    def optimizer_groups(
+        self, learning_rate: float, lr_decay: float, mix_learning_rate: float | None = None
+    ) -> list[dict]:
         """AdamW groups, input → top: fine-tuned, each encoder group (``encoder-<k>``) at the rate of
         the one above it / ``lr_decay`` (ULMFiT's discriminative rates), the head (``head``) at
         ``learning_rate``; frozen, the head alone. A learned scalar mix's s and gamma form a group

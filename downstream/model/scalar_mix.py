@@ -57,8 +57,9 @@ class ScalarMix(nn.Module):
         layer_norm: normalise each layer first (``masked_layer_norm``), as ELMo optionally does.
     """
 
-    def __init__(self, num_layers: int, trainable: bool = True, only_layer: int | None = None,
-                 layer_norm: bool = False) -> None:
+    def __init__(
+        self, num_layers: int, trainable: bool = True, only_layer: int | None = None, layer_norm: bool = False
+    ) -> None:
         super().__init__()
         if num_layers < 1:
             raise ValueError(f"num_layers must be >= 1, got {num_layers}")
@@ -108,9 +109,7 @@ class ScalarMix(nn.Module):
             (B, T, D) mixed features, exactly zero at padding positions.
         """
         if layers.dim() != 4 or layers.size(0) != self.num_layers:
-            raise ValueError(
-                f"expected layers (L={self.num_layers}, B, T, D), got {tuple(layers.shape)}"
-            )
+            raise ValueError(f"expected layers (L={self.num_layers}, B, T, D), got {tuple(layers.shape)}")
         if mask.shape != layers.shape[1:3]:
             raise ValueError(f"mask {tuple(mask.shape)} does not fit layers {tuple(layers.shape)}")
         mask = mask.bool()
@@ -127,5 +126,7 @@ class ScalarMix(nn.Module):
         return mixed * mask.unsqueeze(-1).to(mixed.dtype)  # (B, T, D), zero at padding
 
     def extra_repr(self) -> str:
-        return (f"num_layers={self.num_layers}, trainable={self.trainable}, only_layer={self.only_layer}, "
-                f"layer_norm={self.layer_norm}")
+        return (
+            f"num_layers={self.num_layers}, trainable={self.trainable}, only_layer={self.only_layer}, "
+            f"layer_norm={self.layer_norm}"
+        )

@@ -53,10 +53,11 @@ class Mix:
         if name in MIX_KINDS:
             return cls(name)
         if isinstance(name, str) and name.startswith("layer:"):
-            index = name[len("layer:"):]
+            index = name[len("layer:") :]
             if not index.isdigit():
-                raise ValueError(f"mix={_shown(text)}: K in layer:K must be a whole number ≥ 0 (layer:0 is the "
-                                 f"token embedding)")
+                raise ValueError(
+                    f"mix={_shown(text)}: K in layer:K must be a whole number ≥ 0 (layer:0 is the token embedding)"
+                )
             return cls("layer", int(index))
         raise ValueError(f"mix={_shown(text)}: unknown mix; choose average, scalar, top or layer:K")
 
@@ -71,8 +72,9 @@ class Mix:
             return num_layers - 1
         if self.kind == "layer" and self.layer >= num_layers:
             last = num_layers - 1
-            raise ValueError(f"mix={self}: the encoder has layers 0..{last} (L={num_layers}); "
-                             f"use layer:0 .. layer:{last}")
+            raise ValueError(
+                f"mix={self}: the encoder has layers 0..{last} (L={num_layers}); use layer:0 .. layer:{last}"
+            )
         return self.layer
 
     @property
@@ -95,7 +97,6 @@ class Mix:
 
     def __hash__(self) -> int:
         return hash((self.kind, self.layer))
-
 
 
 def parse_head(name: str) -> str:

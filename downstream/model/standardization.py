@@ -61,8 +61,12 @@ class FeatureStandardizer(nn.Module):
         squares = np.zeros(tuple(self.mean.shape))  # (L, D)
         count = 0
         for first in range(0, len(ranges), SENTENCES_PER_CHUNK):
-            values = np.concatenate([np.asarray(store.features[start:end], dtype=np.float64)
-                                     for start, end in ranges[first:first + SENTENCES_PER_CHUNK]])  # (N, L, D)
+            values = np.concatenate(
+                [
+                    np.asarray(store.features[start:end], dtype=np.float64)
+                    for start, end in ranges[first : first + SENTENCES_PER_CHUNK]
+                ]
+            )  # (N, L, D)
             total += values.sum(axis=0)
             squares += np.square(values).sum(axis=0)
             count += len(values)

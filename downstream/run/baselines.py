@@ -37,8 +37,9 @@ def _labels(pairs: Sequence) -> np.ndarray:
     return np.asarray([int(pair.label) for pair in pairs], dtype=int)
 
 
-def majority_baseline(train: Sequence, evaluation_sets: dict[str, Sequence], num_classes: int = 2
-                      ) -> dict[str, np.ndarray]:
+def majority_baseline(
+    train: Sequence, evaluation_sets: dict[str, Sequence], num_classes: int = 2
+) -> dict[str, np.ndarray]:
     """The class frequencies of ``train`` as every pair's probabilities.
 
     Returns:
@@ -148,8 +149,10 @@ def tfidf_lr_baseline(
         raise ValueError("tfidf_lr_baseline: the training set needs at least 2 classes")
     featurizer = PairFeaturizer().fit(train)
     model = cross_validated_logistic(featurizer.transform(train), labels, seed)
-    return {name: class_probabilities(model, featurizer.transform(pairs), num_classes)
-            for name, pairs in evaluation_sets.items()}
+    return {
+        name: class_probabilities(model, featurizer.transform(pairs), num_classes)
+        for name, pairs in evaluation_sets.items()
+    }
 
 
 def cross_validated_logistic(features: np.ndarray, labels: np.ndarray, seed: int = 0):
@@ -158,8 +161,7 @@ def cross_validated_logistic(features: np.ndarray, labels: np.ndarray, seed: int
     (accuracy) on these pairs only, shuffled with ``seed``. Returns: the refitted best pipeline."""
     present = np.unique(labels)
     folds = StratifiedKFold(
-        n_splits=min(CROSS_VALIDATION_FOLDS, int(np.bincount(labels)[present].min())), shuffle=True,
-        random_state=seed
+        n_splits=min(CROSS_VALIDATION_FOLDS, int(np.bincount(labels)[present].min())), shuffle=True, random_state=seed
     )
     search = GridSearchCV(
         make_pipeline(StandardScaler(), LogisticRegression(solver="lbfgs", max_iter=1000, random_state=seed)),

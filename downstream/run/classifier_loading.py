@@ -27,14 +27,19 @@ def load_classifier(path: str | Path, map_location: str = "cpu") -> LitPairClass
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
         record, finetune = checkpoint["encoder"], checkpoint["hyper_parameters"]["finetune"]
     except (OSError, RuntimeError, KeyError, TypeError) as error:
-        raise UserError(f"{path}: not a finetune checkpoint of `python -m downstream` ({type(error).__name__})") from None
+        raise UserError(
+            f"{path}: not a finetune checkpoint of `python -m downstream` ({type(error).__name__})"
+        ) from None
     state = (checkpoint.get("callbacks") or {}).get(RESUME_STATE_KEY)
     check_run_checkpoint(path, state.get("run_id") if isinstance(state, dict) else None)
     encoder = encoder_from_record(record, weights=finetune == "frozen")
     try:
-        model = LitPairClassifier.load_from_checkpoint(path, map_location=map_location, weights_only=True,
-                                                       encoder=encoder)
+        model = LitPairClassifier.load_from_checkpoint(
+            path, map_location=map_location, weights_only=True, encoder=encoder
+        )
     except (TypeError, RuntimeError) as error:  # arguments or weights of another version of the classifier
-        raise UserError(f"{path}: a finetune checkpoint this version cannot rebuild ({type(error).__name__}: "
-                        f"{str(error).splitlines()[0][:160]}); fine-tune again with this version") from None
+        raise UserError(
+            f"{path}: a finetune checkpoint this version cannot rebuild ({type(error).__name__}: "
+            f"{str(error).splitlines()[0][:160]}); fine-tune again with this version"
+        ) from None
     return model.eval()

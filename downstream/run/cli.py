@@ -108,10 +108,15 @@ class FinetuneCLI(TrackedCLI):
 
     def add_arguments_to_parser(self, parser) -> None:
         super().add_arguments_to_parser(parser)
-        parser.add_argument("--method", type=str | None, default=None,
-                            help="method tag for reports (default: <encoder>-<mix>-<head>)")
-        parser.add_argument("--parent_run_id", type=str | None, default=None,
-                            help="make this run a child of that MLflow run (benchmarks set it)")
+        parser.add_argument(
+            "--method", type=str | None, default=None, help="method tag for reports (default: <encoder>-<mix>-<head>)"
+        )
+        parser.add_argument(
+            "--parent_run_id",
+            type=str | None,
+            default=None,
+            help="make this run a child of that MLflow run (benchmarks set it)",
+        )
         parser.set_defaults({"experiment_name": None})  # None: the data set's name
         parser.link_arguments("data.num_classes", "model.num_classes", apply_on="instantiate")
         parser.link_arguments("data.positive_class", "model.positive_class", apply_on="instantiate")
@@ -148,13 +153,19 @@ class FinetuneCLI(TrackedCLI):
             return run_name_prefix(self.datamodule.pair_data) + cell_run_name(self.setting("method"), seed)
         kind = encoder_kind(model.encoder) + ("-smoke" if self.smoke_encoder() else "")
         return run_name_prefix(self.datamodule.pair_data) + finetune_run_name(
-            kind, model.hparams.finetune, None if model.mix is None else model.hparams.mix,
-            model.hparams.head, self.setting("data.train_fraction"), seed)
+            kind,
+            model.hparams.finetune,
+            None if model.mix is None else model.hparams.mix,
+            model.hparams.head,
+            self.setting("data.train_fraction"),
+            seed,
+        )
 
     def encoder_tag(self) -> str:
         encoder = self.model.encoder
-        return encoder_label(encoder.family, encoder.config, encoder.run_id, encoder.is_random,
-                             getattr(encoder, "name", None))
+        return encoder_label(
+            encoder.family, encoder.config, encoder.run_id, encoder.is_random, getattr(encoder, "name", None)
+        )
 
     def resolved_encoder(self) -> str:
         """What ``--model.encoder`` resolved to, for the params: a valid value of the flag that
@@ -164,18 +175,25 @@ class FinetuneCLI(TrackedCLI):
     def resolved_model_params(self) -> dict:
         """The encoder as resolved (never ``latest``) in place of ``model.encoder``/``random_like``,
         and ``standardize`` as applied (never ``auto``)."""
-        return {"encoder": self.resolved_encoder(), "random_like": None,
-                "standardize": self.model.hparams.standardize}
+        return {"encoder": self.resolved_encoder(), "random_like": None, "standardize": self.model.hparams.standardize}
 
     def run_tags(self) -> dict[str, str]:
         model = self.model
         encoder = model.encoder
-        tags = {"stage": self.stage, "method": self.method(), "seed": str(self.setting("seed_everything")),
-                "pretrain_run_id": pretrain_run_tag(encoder), "encoder_source": encoder.copies or encoder.source,
-                "family": encoder.family, "finetune_mode": model.hparams.finetune,
-                "mix": model.hparams.mix, "head": model.hparams.head,
-                "train_fraction": str(self.setting("data.train_fraction")),
-                "dataset": self.datamodule.pair_data.name, "encoder": self.encoder_tag()}
+        tags = {
+            "stage": self.stage,
+            "method": self.method(),
+            "seed": str(self.setting("seed_everything")),
+            "pretrain_run_id": pretrain_run_tag(encoder),
+            "encoder_source": encoder.copies or encoder.source,
+            "family": encoder.family,
+            "finetune_mode": model.hparams.finetune,
+            "mix": model.hparams.mix,
+            "head": model.hparams.head,
+            "train_fraction": str(self.setting("data.train_fraction")),
+            "dataset": self.datamodule.pair_data.name,
+            "encoder": self.encoder_tag(),
+        }
         if self.smoke_encoder():
             tags[SMOKE_TAG] = "true"
         if self.setting("parent_run_id"):
@@ -222,12 +240,18 @@ class FinetuneCLI(TrackedCLI):
     def before_fit(self) -> None:
         self.datamodule.attach(self.model.encoder, self.model.input_kind)
         encoder = self.model.encoder
-        log_params(self.trainer.logger, {
-            **self.datamodule.summary(), "encoder_fingerprint": encoder.fingerprint,
-            "encoder_run_id": encoder.run_id, "encoder_random_seed": encoder.random_seed,
-            "encoder_layers": encoder.num_layers, "encoder_dim": encoder.dim,
-            "trainable_parameters": sum(p.numel() for p in self.model.parameters() if p.requires_grad),
-        })
+        log_params(
+            self.trainer.logger,
+            {
+                **self.datamodule.summary(),
+                "encoder_fingerprint": encoder.fingerprint,
+                "encoder_run_id": encoder.run_id,
+                "encoder_random_seed": encoder.random_seed,
+                "encoder_layers": encoder.num_layers,
+                "encoder_dim": encoder.dim,
+                "trainable_parameters": sum(p.numel() for p in self.model.parameters() if p.requires_grad),
+            },
+        )
 
     def after_fit(self) -> None:
         if not self.trainer.is_global_zero:
@@ -237,41 +261,67 @@ class FinetuneCLI(TrackedCLI):
         dev_name, test_name = split_title(data, "dev"), split_title(data, "test")
         f1_kind = "" if data.f1_average == "binary" else " (macro)"
         mix = self.model.mix
-        weights = ("none (the joint pair classifier)" if mix is None else "weights [" + " ".join(
-            f"{results[f'mix_weight_{k}']:.2f}" for k in range(mix.num_layers)) + f"]  γ {results['mix_gamma']:.2f}")
+        weights = (
+            "none (the joint pair classifier)"
+            if mix is None
+            else "weights ["
+            + " ".join(f"{results[f'mix_weight_{k}']:.2f}" for k in range(mix.num_layers))
+            + f"]  γ {results['mix_gamma']:.2f}"
+        )
         run_id = self.trainer.logger.run_id
-        self.twin = summary_comparisons.twin_run(self.trainer.logger.experiment, self.trainer.logger.experiment_id,
-                                                 run_id, self.run_tags())
-        print("\n".join([
-            "",
-            "── finetune finished " + "─" * 50,
-            f"  method     {self.method()}  (encoder {self.model.encoder.source},"
-            f" seed {self.setting('seed_everything')})",
-            f"  train      {len(self.datamodule.pairs['train'])} pairs"
-            f" (fraction {self.setting('data.train_fraction'):g}), {results['train_steps']:.0f} optimiser steps"
-            f" in {results['train_epochs']:.0f} epochs; best dev epoch selected",
-            *summary_comparisons.features_lines(self.model.hparams.finetune, self.model.hparams.standardize),
-            f"  dev        acc {results['dev_acc']:.3f}  F1{f1_kind} {results['dev_f1']:.3f}"
-            f"   ({dev_name}, {len(self.datamodule.pairs['dev'])} pairs)",
-            f"  test       acc {results['test_acc']:.3f}  F1{f1_kind} {results['test_f1']:.3f}"
-            f"   ({test_name}, {len(self.datamodule.pairs['test'])} pairs)",
-            *self.context_lines(results, f1_kind, test_name),
-            f"  mix        {weights}",
-            f"  run        {run_id}  (experiment '{self.experiment_name()}')",
-            *summary_lines(self.trainer.logger.experiment_id, run_id, view=COMPARE_VIEW,
-                           compare=[run_id, self.twin.info.run_id] if self.twin else [],
-                           compare_label="random twin" if not self.model.encoder.is_random else "pretrained twin"),
-        ]))
+        self.twin = summary_comparisons.twin_run(
+            self.trainer.logger.experiment, self.trainer.logger.experiment_id, run_id, self.run_tags()
+        )
+        print(
+            "\n".join(
+                [
+                    "",
+                    "── finetune finished " + "─" * 50,
+                    f"  method     {self.method()}  (encoder {self.model.encoder.source},"
+                    f" seed {self.setting('seed_everything')})",
+                    f"  train      {len(self.datamodule.pairs['train'])} pairs"
+                    f" (fraction {self.setting('data.train_fraction'):g}), {results['train_steps']:.0f} optimiser steps"
+                    f" in {results['train_epochs']:.0f} epochs; best dev epoch selected",
+                    *summary_comparisons.features_lines(self.model.hparams.finetune, self.model.hparams.standardize),
+                    f"  dev        acc {results['dev_acc']:.3f}  F1{f1_kind} {results['dev_f1']:.3f}"
+                    f"   ({dev_name}, {len(self.datamodule.pairs['dev'])} pairs)",
+                    f"  test       acc {results['test_acc']:.3f}  F1{f1_kind} {results['test_f1']:.3f}"
+                    f"   ({test_name}, {len(self.datamodule.pairs['test'])} pairs)",
+                    *self.context_lines(results, f1_kind, test_name),
+                    f"  mix        {weights}",
+                    f"  run        {run_id}  (experiment '{self.experiment_name()}')",
+                    *summary_lines(
+                        self.trainer.logger.experiment_id,
+                        run_id,
+                        view=COMPARE_VIEW,
+                        compare=[run_id, self.twin.info.run_id] if self.twin else [],
+                        compare_label="random twin" if not self.model.encoder.is_random else "pretrained twin",
+                    ),
+                ]
+            )
+        )
 
     def context_lines(self, results: dict[str, float], f1_kind: str, test_name: str) -> list[str]:
         """This run's test scores beside its data set's baselines (not computed in a benchmark's
         cell: its own baseline cells hold them) and its other arm, ``self.twin``
         (``downstream.run.summary_comparisons``)."""
         data = self.datamodule
-        scores = None if reusing() else summary_comparisons.baseline_scores(
-            data.pair_data, data.pairs, None if data.hparams.cache_dir in (None, "none") else data.hparams.cache_dir)
-        return summary_comparisons.context_lines(results, scores, self.twin, self.model.encoder.is_random, f1_kind,
-                                                 test_name, summary_comparisons.twin_flags(self.model.encoder),
-                                                 collapsed=self.evaluation.frames["test"]["pred"].nunique() == 1,
-                                                 test_pairs=len(data.pairs["test"]),
-                                                 all_test_pairs=len(data.pair_data.split("test")))
+        scores = (
+            None
+            if reusing()
+            else summary_comparisons.baseline_scores(
+                data.pair_data, data.pairs, None if data.hparams.cache_dir in (None, "none") else data.hparams.cache_dir
+            )
+        )
+        return summary_comparisons.context_lines(
+            results,
+            scores,
+            self.twin,
+            self.model.encoder.is_random,
+            f1_kind,
+            test_name,
+            summary_comparisons.twin_flags(self.model.encoder),
+            collapsed=self.evaluation.frames["test"]["pred"].nunique() == 1,
+            test_pairs=len(data.pairs["test"]),
+            all_test_pairs=len(data.pair_data.split("test")),
+        )

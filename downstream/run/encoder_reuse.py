@@ -58,8 +58,10 @@ def loaded(reference: EncoderReference) -> Encoder:
     if not reference.random:
         return _kept(key, lambda: load_encoder(trained))
     seed = reference.seed or 0
-    return _kept(None if key is None else ("random", seed, *key),
-                 lambda: random_encoder(_kept(key, lambda: load_encoder(trained)), seed))
+    return _kept(
+        None if key is None else ("random", seed, *key),
+        lambda: random_encoder(_kept(key, lambda: load_encoder(trained)), seed),
+    )
 
 
 def own_copy(encoder: Encoder) -> Encoder:

@@ -37,8 +37,9 @@ def probability_columns(data: PairData) -> list[str]:
     return ["prob"] if data.num_classes == 2 else [f"prob_{label}" for label in data.labels]
 
 
-def predictions_frame(data: PairData, pairs: list[Pair], probabilities, indices: torch.Tensor | None = None
-                      ) -> pd.DataFrame:
+def predictions_frame(
+    data: PairData, pairs: list[Pair], probabilities, indices: torch.Tensor | None = None
+) -> pd.DataFrame:
     """The predictions file of a split, one row per pair, in split order.
 
     ``probabilities``: (N, C) class probabilities (tensor or array) of ``pairs[indices[i]]``
@@ -91,12 +92,19 @@ def confusion_figure(frames: dict[str, pd.DataFrame], data: PairData):
     display = class_titles(data)
     classes = data.num_classes
     side = min(max(4, 1.2 * classes + 1.6), 16)
-    figure, axes = plt.subplots(1, len(frames), figsize=(side * len(frames), 3.6 if classes <= 3 else side),
-                                squeeze=False)
+    figure, axes = plt.subplots(
+        1, len(frames), figsize=(side * len(frames), 3.6 if classes <= 3 else side), squeeze=False
+    )
     for axis, (split, frame) in zip(axes[0], frames.items()):
-        ConfusionMatrixDisplay.from_predictions(frame["label"].astype(str), frame["pred"].astype(str),
-                                                labels=data.labels, display_labels=display, ax=axis, colorbar=False,
-                                                include_values=classes <= COUNTED_CELLS_UP_TO)
+        ConfusionMatrixDisplay.from_predictions(
+            frame["label"].astype(str),
+            frame["pred"].astype(str),
+            labels=data.labels,
+            display_labels=display,
+            ax=axis,
+            colorbar=False,
+            include_values=classes <= COUNTED_CELLS_UP_TO,
+        )
         axis.set_title(f"{split} ({len(frame)} pairs)")
     figure.tight_layout()
     return figure
@@ -157,7 +165,8 @@ class EvaluateBest(pl.Callback):
         self.images = {"confusion_matrix": rendered(confusion_figure(self.frames, data.pair_data))}
         if pl_module.mix is not None:
             weights = [self.results[f"mix_weight_{k}"] for k in range(pl_module.mix.num_layers)]
-            self.images["mix_weights"] = rendered(mix_figure(weights, self.results["mix_gamma"],
-                                                             f"mix = {pl_module.hparams.mix}"))
+            self.images["mix_weights"] = rendered(
+                mix_figure(weights, self.results["mix_gamma"], f"mix = {pl_module.hparams.mix}")
+            )
         for name, image in self.images.items():
             client.log_image(run_id, image, artifact_file=f"figures/{name}.png")

@@ -35,9 +35,11 @@ QUIET = ["--trainer.enable_progress_bar=false"]
 TRANSFER = ["--data.max_pairs=1000", "--trainer.max_epochs=6"]  # on top of the smoke config
 SUMMARY_START = "── finetune finished"  # the first line of a finetune run's summary (downstream.run.cli)
 SUMMARY_END = "  mix "  # the summary's lines after the numbers: the mix and the links
-HEADLINE = ("first look, smoke-sized: a tiny biLM (400 MRPC sentences, 10 steps) and its random twin, each\n"
-            "frozen under a small head, trained on 1000 MRPC pairs for 6 epochs. The numbers test the pipeline, not\n"
-            "transfer: `make pretrain` and `make finetune` are the real runs.")
+HEADLINE = (
+    "first look, smoke-sized: a tiny biLM (400 MRPC sentences, 10 steps) and its random twin, each\n"
+    "frozen under a small head, trained on 1000 MRPC pairs for 6 epochs. The numbers test the pipeline, not\n"
+    "transfer: `make pretrain` and `make finetune` are the real runs."
+)
 
 
 def shown(path: Path) -> str:
@@ -51,8 +53,9 @@ def run_step(title: str, module: str, args: list[str], log: Path) -> float:
     print(f"  {title:<28}", end="", flush=True)
     start = time.monotonic()
     with log.open("w") as output:
-        code = subprocess.call([sys.executable, "-m", module, *args], stdout=output, stderr=subprocess.STDOUT,
-                               cwd=REPO_ROOT)
+        code = subprocess.call(
+            [sys.executable, "-m", module, *args], stdout=output, stderr=subprocess.STDOUT, cwd=REPO_ROOT
+        )
     seconds = time.monotonic() - start
     if code != 0:
         print(f"failed (exit {code})")
@@ -68,8 +71,9 @@ def tagged_run(token: str, condition: str):
     (an MLflow filter on its tags)."""
     client = MlflowClient(tracking_uri())
     experiments = [experiment.experiment_id for experiment in client.search_experiments()]
-    runs = client.search_runs(experiments, f"tags.first_look = '{token}' and {condition} "
-                                           f"and attributes.status = 'FINISHED'", max_results=1)
+    runs = client.search_runs(
+        experiments, f"tags.first_look = '{token}' and {condition} and attributes.status = 'FINISHED'", max_results=1
+    )
     if not runs:
         raise SystemExit(f"error: no finished run with {condition} tagged first_look={token}")
     return runs[0]
@@ -82,7 +86,7 @@ def summary_block(log: Path) -> list[str]:
     if start is None:
         raise SystemExit(f"error: no finetune summary in {log}")
     end = next((k for k in range(start, len(lines)) if lines[k].startswith(SUMMARY_END)), len(lines))
-    return lines[start + 1:end]
+    return lines[start + 1 : end]
 
 
 def link_lines(client: MlflowClient, pretrain, transfer, twin) -> list[str]:
@@ -90,11 +94,13 @@ def link_lines(client: MlflowClient, pretrain, transfer, twin) -> list[str]:
     the UI is up there or how to start it (:mod:`harness.tracking.links`)."""
     experiment = transfer.info.experiment_id
     compare = metrics_compare_link(client, experiment, [transfer.info.run_id, twin.info.run_id])
-    return [f"  {'pretrain':<10} {run_link(pretrain.info.experiment_id, pretrain.info.run_id)}",
-            f"  {'transfer':<10} {run_link(experiment, transfer.info.run_id)}",
-            f"  {'twin':<10} {run_link(experiment, twin.info.run_id)}",
-            f"  {'compare':<10} {compare}",
-            *serve_lines()]
+    return [
+        f"  {'pretrain':<10} {run_link(pretrain.info.experiment_id, pretrain.info.run_id)}",
+        f"  {'transfer':<10} {run_link(experiment, transfer.info.run_id)}",
+        f"  {'twin':<10} {run_link(experiment, twin.info.run_id)}",
+        f"  {'compare':<10} {compare}",
+        *serve_lines(),
+    ]
 
 
 def main() -> int:
@@ -103,17 +109,23 @@ def main() -> int:
     LOG_FOLDER.mkdir(parents=True, exist_ok=True)
     print(HEADLINE)
     start = time.monotonic()
-    run_step("1/3 pretrain (smoke biLM)", "pretrain", ["fit", "--config", PRETRAIN_CONFIG, *QUIET, *tags],
-             LOG_FOLDER / "pretrain.log")
+    run_step(
+        "1/3 pretrain (smoke biLM)",
+        "pretrain",
+        ["fit", "--config", PRETRAIN_CONFIG, *QUIET, *tags],
+        LOG_FOLDER / "pretrain.log",
+    )
     pretrain = tagged_run(token, "tags.stage = 'pretrain'")
     pretrained = pretrain.info.run_id
     finetune = ["fit", "--config", FINETUNE_CONFIG, *TRANSFER, *QUIET, *tags]
-    run_step("2/3 random-init twin", "downstream",
-             [*finetune, "--model.encoder=random", f"--model.random_like=runs:/{pretrained}"],
-             LOG_FOLDER / "finetune-twin.log")
+    run_step(
+        "2/3 random-init twin",
+        "downstream",
+        [*finetune, "--model.encoder=random", f"--model.random_like=runs:/{pretrained}"],
+        LOG_FOLDER / "finetune-twin.log",
+    )
     transfer_log = LOG_FOLDER / "finetune.log"
-    run_step("3/3 pretrained transfer", "downstream", [*finetune, f"--model.encoder=runs:/{pretrained}"],
-             transfer_log)
+    run_step("3/3 pretrained transfer", "downstream", [*finetune, f"--model.encoder=runs:/{pretrained}"], transfer_log)
     twin = tagged_run(token, "tags.stage = 'finetune' and tags.pretrain_run_id = 'random'")
     transfer = tagged_run(token, f"tags.stage = 'finetune' and tags.pretrain_run_id = '{pretrained}'")
     print(f"  {'total':<28}{time.monotonic() - start:4.0f} s\n")

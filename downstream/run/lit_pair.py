@@ -18,8 +18,7 @@ from typing import Literal
 
 import pytorch_lightning as pl
 import torch
-from torchmetrics.classification import (BinaryAccuracy, BinaryF1Score, MulticlassAccuracy,
-                                         MulticlassF1Score)
+from torchmetrics.classification import BinaryAccuracy, BinaryF1Score, MulticlassAccuracy, MulticlassF1Score
 
 from downstream.model.pair_classifier import FeaturePair, JointPair, PairClassifier, SegmentPair, TokenPair
 from downstream.model.settings import Finetune, Head, Mix
@@ -98,9 +97,18 @@ class LitPairClassifier(pl.LightningModule):
         if num_classes == 2 and positive_class not in (0, 1):
             raise ValueError(f"positive_class={positive_class}: with 2 classes, 0 or 1")
         self.save_hyperparameters(ignore=["encoder"], logger=False)
-        self.classifier = PairClassifier(encoder, mix, head, finetune, layer_norm=layer_norm, hidden_size=hidden_size,
-                                         dropout=dropout, num_classes=num_classes,
-                                         lm_weight=lm_weight, standardize=standardize)
+        self.classifier = PairClassifier(
+            encoder,
+            mix,
+            head,
+            finetune,
+            layer_norm=layer_norm,
+            hidden_size=hidden_size,
+            dropout=dropout,
+            num_classes=num_classes,
+            lm_weight=lm_weight,
+            standardize=standardize,
+        )
         if num_classes == 2:
             self.dev_accuracy, self.dev_f1, self.train_accuracy = BinaryAccuracy(), BinaryF1Score(), BinaryAccuracy()
         else:
@@ -169,8 +177,10 @@ class LitPairClassifier(pl.LightningModule):
             return
         data = getattr(self.trainer, "datamodule", None)
         if data is None or getattr(data, "store", None) is None:
-            raise RuntimeError("standardize (on by default for frozen features) needs the pair data module's "
-                               "feature store; standardize=False trains on the raw features")
+            raise RuntimeError(
+                "standardize (on by default for frozen features) needs the pair data module's "
+                "feature store; standardize=False trains on the raw features"
+            )
         standardizer.fit(data.store, data.train_rows())
 
     def on_train_epoch_end(self):
@@ -207,7 +217,8 @@ class LitPairClassifier(pl.LightningModule):
             return optimizer
         total = max(1, int(self.trainer.estimated_stepping_batches))
         scheduler = torch.optim.lr_scheduler.LambdaLR(
-            optimizer, lambda step: slanted_triangular(step, total, hparams.warmup_fraction, hparams.stlr_ratio))
+            optimizer, lambda step: slanted_triangular(step, total, hparams.warmup_fraction, hparams.stlr_ratio)
+        )
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
     def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None):
@@ -218,4 +229,3 @@ class LitPairClassifier(pl.LightningModule):
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["encoder"] = self.encoder.record()
-

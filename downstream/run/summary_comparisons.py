@@ -22,8 +22,10 @@ from pretrain.encoders.references import reference_of
 BASELINE_SEED = 0  # a benchmark's baseline cells run at seed 0
 TFIDF_MAX_TRAIN_PAIRS = 50_000  # above: its Python featurizer takes minutes; a benchmark still runs it
 BASELINE_TITLES = {"majority": "majority class", "tfidf-lr": "TF-IDF + LR"}
-BASELINE_NOTES = {"majority": "every pair: the most frequent train label",
-                  "tfidf-lr": "word overlap + logistic regression, same train pairs"}
+BASELINE_NOTES = {
+    "majority": "every pair: the most frequent train label",
+    "tfidf-lr": "word overlap + logistic regression, same train pairs",
+}
 TWIN_TAGS = ("finetune_mode", "mix", "head", "train_fraction", "seed", "dataset")
 SETTING_PREFIXES = ("model.", "data.", "trainer.", "seed_everything")
 ENCODER_PARAMS = {"model.encoder", "model.random_like"}  # what differs between a run and its twin
@@ -34,9 +36,14 @@ def baseline_key(data, pairs: dict[str, list]) -> str:
     """Digest of what the baselines' scores depend on: the data's content and labels, the ids of
     each split's pairs (a train fraction or ``max_pairs`` is another key) and the baselines' code."""
     code = Path(baselines.__file__).read_bytes()
-    identity = {"content": data.content_hash, "labels": list(data.labels), "positive": data.positive_label,
-                "splits": {split: data.ids_by_column(rows) for split, rows in sorted(pairs.items())},
-                "code": hashlib.sha256(code).hexdigest(), "seed": BASELINE_SEED}
+    identity = {
+        "content": data.content_hash,
+        "labels": list(data.labels),
+        "positive": data.positive_label,
+        "splits": {split: data.ids_by_column(rows) for split, rows in sorted(pairs.items())},
+        "code": hashlib.sha256(code).hexdigest(),
+        "seed": BASELINE_SEED,
+    }
     return hashlib.sha256(json.dumps(identity, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:32]
 
 
@@ -82,9 +89,14 @@ def baseline_scores(data, pairs: dict[str, list], cache_dir: str | Path | None) 
 def same_settings(params: dict[str, str], other: dict[str, str]) -> bool:
     """Whether two runs' params agree on every model, data and trainer setting and the seed, the
     encoder they name aside."""
+
     def settings(values: dict[str, str]) -> dict[str, str]:
-        return {key: value for key, value in values.items()
-                if key.startswith(SETTING_PREFIXES) and key not in ENCODER_PARAMS}
+        return {
+            key: value
+            for key, value in values.items()
+            if key.startswith(SETTING_PREFIXES) and key not in ENCODER_PARAMS
+        }
+
     return settings(params) == settings(other)
 
 
@@ -95,8 +107,9 @@ def twin_run(client, experiment_id: str, run_id: str, tags: dict[str, str]):
     query = " and ".join(f"tags.{key} = '{tags[key]}'" for key in TWIN_TAGS if key in tags)
     query += f" and tags.encoder = '{twin_label(tags['encoder'])}' and attributes.status = 'FINISHED'"
     params = client.get_run(run_id).data.params
-    for candidate in client.search_runs([experiment_id], query, order_by=["attributes.start_time DESC"],
-                                        max_results=TWIN_CANDIDATES):
+    for candidate in client.search_runs(
+        [experiment_id], query, order_by=["attributes.start_time DESC"], max_results=TWIN_CANDIDATES
+    ):
         if candidate.info.run_id != run_id and same_settings(params, candidate.data.params):
             return candidate
     return None
@@ -112,9 +125,18 @@ def test_pairs_title(test_title: str, test_pairs: int | None, all_test_pairs: in
     return f"{test_title}, {test_pairs} pairs"
 
 
-def context_lines(results: dict[str, float], scores: dict[str, dict | str] | None, twin, is_random: bool,
-                  f1_kind: str, test_title: str, twin_flags: str, collapsed: bool = False,
-                  test_pairs: int | None = None, all_test_pairs: int | None = None) -> list[str]:
+def context_lines(
+    results: dict[str, float],
+    scores: dict[str, dict | str] | None,
+    twin,
+    is_random: bool,
+    f1_kind: str,
+    test_title: str,
+    twin_flags: str,
+    collapsed: bool = False,
+    test_pairs: int | None = None,
+    all_test_pairs: int | None = None,
+) -> list[str]:
     """The summary's ``context`` block: this run's test accuracy and F1 above the majority class,
     TF-IDF + LR and the other arm (``twin``: an MLflow run or None), then the gap pretrained − random,
     all as fractions, like the metrics. ``scores`` None: the baselines were not computed here (a
@@ -124,9 +146,11 @@ def context_lines(results: dict[str, float], scores: dict[str, dict | str] | Non
     and beside the majority class (whose rate is that subset's, not the published one)."""
     other = "pretrained counterpart" if is_random else "random twin"
     scored_on = test_pairs_title(test_title, test_pairs, all_test_pairs)
-    lines = [f"  {'context':<10} test acc  F1{f1_kind:<8} ({scored_on}, the same pairs in every row)",
-             f"  {'':<10} {results['test_acc']:.3f}     {results['test_f1']:.3f}     this run"
-             + (" (one label for every pair: collapsed)" if collapsed else "")]
+    lines = [
+        f"  {'context':<10} test acc  F1{f1_kind:<8} ({scored_on}, the same pairs in every row)",
+        f"  {'':<10} {results['test_acc']:.3f}     {results['test_f1']:.3f}     this run"
+        + (" (one label for every pair: collapsed)" if collapsed else ""),
+    ]
     for name, title in BASELINE_TITLES.items():
         value = (scores or {}).get(name)
         if isinstance(value, dict):
@@ -140,8 +164,9 @@ def context_lines(results: dict[str, float], scores: dict[str, dict | str] | Non
         lines.append(f"  {'':<10}   {twin_flags}")
         return lines
     metrics = twin.data.metrics
-    lines.append(f"  {'':<10} {metrics['test_acc']:.3f}     {metrics['test_f1']:.3f}     {other}"
-                 f" (run {twin.info.run_id})")
+    lines.append(
+        f"  {'':<10} {metrics['test_acc']:.3f}     {metrics['test_f1']:.3f}     {other} (run {twin.info.run_id})"
+    )
     pretrained, random = (metrics, results) if is_random else (results, metrics)
     gap = pretrained["test_acc"] - random["test_acc"]
     lines.append(f"  {'gap':<10} {gap:+.3f}    test acc (pretrained − random twin), 1 seed each:")
@@ -162,7 +187,11 @@ def features_lines(finetune: str, standardize: bool) -> list[str]:
     if finetune != "frozen":
         return [f"  {'encoder':<10} trained under the head ({finetune}); features not standardised"]
     if standardize:
-        return [f"  {'features':<10} frozen, standardised per dimension on the train tokens",
-                f"  {'':<10} (--model.standardize: the default for frozen transfers, twins alike)"]
-    return [f"  {'features':<10} frozen, raw (--model.standardize=false: a random twin's head may not",
-            f"  {'':<10} learn from raw features)"]
+        return [
+            f"  {'features':<10} frozen, standardised per dimension on the train tokens",
+            f"  {'':<10} (--model.standardize: the default for frozen transfers, twins alike)",
+        ]
+    return [
+        f"  {'features':<10} frozen, raw (--model.standardize=false: a random twin's head may not",
+        f"  {'':<10} learn from raw features)",
+    ]

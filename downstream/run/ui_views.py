@@ -34,8 +34,14 @@ SENTENCE_COLUMNS = ("sentence1", "sentence2")
 
 def split_frame(data, pairs) -> pd.DataFrame:
     """One row per pair: ids, label name and both sentences (the content the dataset digest covers)."""
-    return pd.DataFrame({**data.ids_by_column(pairs), "label": [data.labels[p.label] for p in pairs],
-                         "sentence1": [p.sentence1 for p in pairs], "sentence2": [p.sentence2 for p in pairs]})
+    return pd.DataFrame(
+        {
+            **data.ids_by_column(pairs),
+            "label": [data.labels[p.label] for p in pairs],
+            "sentence1": [p.sentence1 for p in pairs],
+            "sentence2": [p.sentence2 for p in pairs],
+        }
+    )
 
 
 def dataset_source(source: str) -> DatasetSource:
@@ -60,8 +66,12 @@ def dataset_inputs(data, pairs: dict[str, list], source: str) -> list[DatasetInp
         key = _split_key(data, split, pairs[split], source)
         entity = _DIGESTED.get(key) if reusing() else None
         if entity is None:
-            dataset = mlflow.data.from_pandas(split_frame(data, pairs[split]), source=dataset_source(source),
-                                              targets="label", name=f"{data.name}-{split}")
+            dataset = mlflow.data.from_pandas(
+                split_frame(data, pairs[split]),
+                source=dataset_source(source),
+                targets="label",
+                name=f"{data.name}-{split}",
+            )
             entity = dataset._to_mlflow_entity()  # the client API takes entities
             if reusing():
                 _DIGESTED[key] = entity

@@ -27,7 +27,10 @@ from pytorch_lightning.utilities.model_summary.model_summary import _format_summ
 from harness.training.progress_lines import EpochBar, LineProgress, StopReason
 
 TIP_LOGGER = "pytorch_lightning.utilities.rank_zero"  # rank_zero_info's logger, which prints the tips
-DROPPED_PREFIXES = ("💡 Tip:", "`Trainer.fit` stopped:")  # the second: harness.training.progress_lines.StopReason says why
+DROPPED_PREFIXES = (
+    "💡 Tip:",
+    "`Trainer.fit` stopped:",
+)  # the second: harness.training.progress_lines.StopReason says why
 LEAF_SPEC_MESSAGE = r"`isinstance\(treespec, LeafSpec\)` is deprecated"
 LEAF_SPEC_MODULE = r"pytorch_lightning\.utilities\._pytree"
 
@@ -50,11 +53,19 @@ class ParameterSummary(ModelSummary):
     total only when Lightning measured FLOPs (the model has an ``example_input_array``)."""
 
     @staticmethod
-    def summarize(summary_data, total_parameters, trainable_parameters, model_size, total_training_modes,
-                  total_flops, **summarize_kwargs) -> None:
+    def summarize(
+        summary_data,
+        total_parameters,
+        trainable_parameters,
+        model_size,
+        total_training_modes,
+        total_flops,
+        **summarize_kwargs,
+    ) -> None:
         columns = [column for column in summary_data if column[0] != "FLOPs" or total_flops]
-        table = _format_summary_table(total_parameters, trainable_parameters, model_size, total_training_modes,
-                                      total_flops, *columns)
+        table = _format_summary_table(
+            total_parameters, trainable_parameters, model_size, total_training_modes, total_flops, *columns
+        )
         if not total_flops:
             lines = table.splitlines()
             table = "\n".join(lines[:-1] if lines[-1].endswith("Total Flops") else lines)

@@ -68,8 +68,8 @@ def data_flags(argv: list[str]) -> dict | None:
             flags.update({name: setting for name, setting in config_data(value).items() if name in SPEC_KEYS})
         elif key == "data":
             return None
-        elif key.startswith("data.") and key[len("data."):] in SPEC_KEYS and value is not None:
-            flags[key[len("data."):]] = flag_value(key[len("data."):], value)
+        elif key.startswith("data.") and key[len("data.") :] in SPEC_KEYS and value is not None:
+            flags[key[len("data.") :]] = flag_value(key[len("data.") :], value)
     return flags
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 
-
 PARSER_KEY = re.compile(r'Parser key "([^"]+)":\s*(.*)', re.DOTALL)
 LITERAL = re.compile(r"Expected a typing\.Literal\[(.*)\]\. Got value: (.*)")
 SIMPLE_TYPE = re.compile(r"Expected a <class '(\w+)'>\. Got value: (.*)")
@@ -33,7 +32,7 @@ def flag_error(message: str, argv: list[str]) -> str:
     name = key.rsplit(".", 1)[-1]
     if detail.startswith(f"{name}=") and ": " in detail:  # a value type's own message names the value
         shown, detail = detail.split(": ", 1)
-        value = value if value is not None else shown[len(name) + 1:]
+        value = value if value is not None else shown[len(name) + 1 :]
     return f"--{key}={value}: {detail}" if value is not None else f"--{key}: {detail}"
 
 

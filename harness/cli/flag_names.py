@@ -39,7 +39,7 @@ def parsers(parser) -> list:
     """``parser`` and its subcommands' parsers, depth first."""
     found = [parser]
     action = getattr(parser, "_subcommands_action", None)
-    for subparser in (action.choices.values() if action else []):
+    for subparser in action.choices.values() if action else []:
         found.extend(parsers(subparser))
     return found
 
@@ -51,8 +51,11 @@ def subclass_arguments(action, package: str) -> set[str]:
     hint = getattr(action, "_typehint", None)
     if action.dest.endswith("help"):
         return set()
-    pending = [cls for cls in (hint, *typing.get_args(hint)) if isinstance(cls, type)
-               and cls.__module__.startswith(f"{package}.")]  # the stage's own base class: --model
+    pending = [
+        cls
+        for cls in (hint, *typing.get_args(hint))
+        if isinstance(cls, type) and cls.__module__.startswith(f"{package}.")
+    ]  # the stage's own base class: --model
     names = {f"{action.dest}.class_path", f"{action.dest}.init_args"} if pending else set()
     while pending:
         cls = pending.pop()
@@ -69,8 +72,11 @@ def subclass_choices(action, package: str) -> list[str]:
     """The dot paths of the concrete classes (defined in ``package``) that a subclass argument
     such as ``--model`` takes; none for an argument of one fixed class."""
     hint = getattr(action, "_typehint", None)
-    bases = [cls for cls in (hint, *typing.get_args(hint)) if isinstance(cls, type)
-             and cls.__module__.startswith(f"{package}.")]
+    bases = [
+        cls
+        for cls in (hint, *typing.get_args(hint))
+        if isinstance(cls, type) and cls.__module__.startswith(f"{package}.")
+    ]
     pending, found = list(bases), set()
     while pending:
         cls = pending.pop()
@@ -83,8 +89,12 @@ def subclass_choices(action, package: str) -> list[str]:
 def class_choices(cli_class: type) -> dict[str, list[str]]:
     """``{"model": [<dot path>, ...]}``: the classes each subclass argument of ``cli_class`` takes."""
     package = cli_class.__module__.split(".")[0]
-    return {action.dest: choices for parser in parsers(parser_of(cli_class)) for action in parser._actions
-            if not action.dest.endswith("help") and (choices := subclass_choices(action, package))}
+    return {
+        action.dest: choices
+        for parser in parsers(parser_of(cli_class))
+        for action in parser._actions
+        if not action.dest.endswith("help") and (choices := subclass_choices(action, package))
+    }
 
 
 def flag_names(cli_class: type) -> tuple[list[str], list[str]]:
@@ -118,13 +128,16 @@ def module_text(cli_class: type) -> str:
     def listed(values, indent=4):
         return "".join(f"{' ' * indent}{value!r},\n" for value in values)
 
-    classes = "".join(f"    {key!r}: (\n{listed(values, 8)}    ),\n"
-                      for key, values in sorted(class_choices(cli_class).items()))
+    classes = "".join(
+        f"    {key!r}: (\n{listed(values, 8)}    ),\n" for key, values in sorted(class_choices(cli_class).items())
+    )
     classes = f"{{\n{classes}}}" if classes else "{}"
-    return (f'"""The flags of ``{spec}``, for the check before the heavy imports (harness.cli.preflight).\n\n'
-            f"Generated: python -m harness.cli.flag_names {spec} > {folder}/cli_flags.py\n"
-            f'"""\n\nFLAGS = frozenset({{\n{listed(names)}}})\n\nLEAVES = frozenset({{\n{listed(leaves)}}})\n'
-            f"\nCLASSES = {classes}\n")
+    return (
+        f'"""The flags of ``{spec}``, for the check before the heavy imports (harness.cli.preflight).\n\n'
+        f"Generated: python -m harness.cli.flag_names {spec} > {folder}/cli_flags.py\n"
+        f'"""\n\nFLAGS = frozenset({{\n{listed(names)}}})\n\nLEAVES = frozenset({{\n{listed(leaves)}}})\n'
+        f"\nCLASSES = {classes}\n"
+    )
 
 
 def main(argv: list[str]) -> int:

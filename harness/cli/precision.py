@@ -60,8 +60,11 @@ def cuda_bf16_supported() -> bool:
 def device_type(accelerator) -> str:
     """The device a Trainer with ``accelerator`` (a name or an Accelerator) will train on:
     ``cpu``, ``cuda`` or another name; ``auto`` picks CUDA when it is there, as Lightning does."""
-    name = str(accelerator if isinstance(accelerator, str) or accelerator is None
-               else type(accelerator).__name__.removesuffix("Accelerator")).lower()
+    name = str(
+        accelerator
+        if isinstance(accelerator, str) or accelerator is None
+        else type(accelerator).__name__.removesuffix("Accelerator")
+    ).lower()
     if name in ("auto", "none", ""):
         return "cuda" if torch.cuda.is_available() else "cpu"
     return "cuda" if name == "gpu" else name
@@ -91,8 +94,11 @@ def check_precision(precision, accelerator) -> None:
     device = device_type(accelerator)
     if bf16_supported(device):
         return
-    hardware = ("this CPU has no native bf16 (AVX512-BF16, AMX or Arm BF16), so autocast would emulate it, "
-                "slower than float32" if device == "cpu" else "this GPU has no native bf16 (needs Ampere or later)")
+    hardware = (
+        "this CPU has no native bf16 (AVX512-BF16, AMX or Arm BF16), so autocast would emulate it, slower than float32"
+        if device == "cpu"
+        else "this GPU has no native bf16 (needs Ampere or later)"
+    )
     raise UserError(f"--trainer.precision={precision}: {hardware}; use --trainer.precision=32-true")
 
 
@@ -109,5 +115,6 @@ def clip_gradients(module, optimizer, gradient_clip_val, gradient_clip_algorithm
         algorithm = GradClipAlgorithmType((gradient_clip_algorithm or "norm").lower())
         Precision.clip_gradients(plugin, optimizer, gradient_clip_val, algorithm)
     else:
-        module.clip_gradients(optimizer, gradient_clip_val=gradient_clip_val,
-                              gradient_clip_algorithm=gradient_clip_algorithm)
+        module.clip_gradients(
+            optimizer, gradient_clip_val=gradient_clip_val, gradient_clip_algorithm=gradient_clip_algorithm
+        )

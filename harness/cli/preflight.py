@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import difflib
 import sys
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable, Iterable
 
 ValueCheck = Callable[[str], "str | None"]
 
@@ -59,8 +59,14 @@ def config_problem(key: str, value: str | None) -> str | None:
     return f"--{key}={value}: no such file" + (f"; did you mean {path.parent / close[0]}?" if close else "")
 
 
-def group_problem(key: str, value: str | None, flags: frozenset[str], leaves: frozenset[str],
-                  classes: dict[str, tuple[str, ...]], hints: dict[str, str]) -> str | None:
+def group_problem(
+    key: str,
+    value: str | None,
+    flags: frozenset[str],
+    leaves: frozenset[str],
+    classes: dict[str, tuple[str, ...]],
+    hints: dict[str, str],
+) -> str | None:
     """``--model=<value>``, ``--data=<value>``: a top-level group flag takes a config file, a
     mapping of its flags or, where it is a subclass argument, a class (by name or dot path). A bare
     word that is none of these gets the classes to choose from, or the ``hints`` of a group whose
@@ -68,22 +74,34 @@ def group_problem(key: str, value: str | None, flags: frozenset[str], leaves: fr
     if value is None or "." in key or key in leaves or not any(flag.startswith(f"{key}.") for flag in flags):
         return None
     text = value.strip()
-    if not text or text[0] in "{[" or any(mark in text for mark in (":", "\n", ".", "/", "=")) \
-            or text.lower() in ("null", "none", "~") or Path(text).expanduser().exists():
+    if (
+        not text
+        or text[0] in "{["
+        or any(mark in text for mark in (":", "\n", ".", "/", "="))
+        or text.lower() in ("null", "none", "~")
+        or Path(text).expanduser().exists()
+    ):
         return None  # a mapping, a path, a dot path or no value: the full parse decides
     if key in classes:
         names = [path.rsplit(".", 1)[-1] for path in classes[key]]
         if text in names:
             return None
-        return (f"choose one of {', '.join(names)} (or its class path, or a config file)"
-                f"{suggestion(text, names, cutoff=0.75)}")  # LitGPTT, not LitBERT, is a typo of LitGPT
+        return (
+            f"choose one of {', '.join(names)} (or its class path, or a config file)"
+            f"{suggestion(text, names, cutoff=0.75)}"
+        )  # LitGPTT, not LitBERT, is a typo of LitGPT
     hint = hints.get(key)
     return f"not a config file, and --{key}'s class is fixed here" + (f"; {hint}" if hint else "")
 
 
-def problems(argv: list[str], flags: frozenset[str], leaves: frozenset[str],
-             value_checks: dict[str, ValueCheck] | None = None, classes: dict[str, tuple[str, ...]] | None = None,
-             hints: dict[str, str] | None = None) -> list[str]:
+def problems(
+    argv: list[str],
+    flags: frozenset[str],
+    leaves: frozenset[str],
+    value_checks: dict[str, ValueCheck] | None = None,
+    classes: dict[str, tuple[str, ...]] | None = None,
+    hints: dict[str, str] | None = None,
+) -> list[str]:
     """One line per problem found on ``argv``, in command-line order. ``classes``: the class paths
     each subclass argument takes (the generated ``CLASSES``); ``hints``: what to say of a group
     flag whose class is fixed (``--data=SST2``)."""
@@ -106,9 +124,14 @@ def problems(argv: list[str], flags: frozenset[str], leaves: frozenset[str],
     return found
 
 
-def preflight(argv: list[str], flags: frozenset[str], leaves: frozenset[str],
-              value_checks: dict[str, ValueCheck] | None = None, classes: dict[str, tuple[str, ...]] | None = None,
-              hints: dict[str, str] | None = None) -> None:
+def preflight(
+    argv: list[str],
+    flags: frozenset[str],
+    leaves: frozenset[str],
+    value_checks: dict[str, ValueCheck] | None = None,
+    classes: dict[str, tuple[str, ...]] | None = None,
+    hints: dict[str, str] | None = None,
+) -> None:
     """Exit with status 2 and the first problem as one line (``error: …``) if ``argv`` has one."""
     found = problems(argv, flags, leaves, value_checks, classes, hints)
     if found:

@@ -15,8 +15,6 @@ from mlflow.tracking import MlflowClient
 from pytorch_lightning.cli import LightningCLI
 from pytorch_lightning.utilities import rank_zero_only
 
-from harness.training.checkpoints import (ResumePoint, check_checkpoint_room, load_weights_only, resume_point,
-                                          with_atomic_checkpoints)
 from harness.cli.console import console_callbacks, quiet_libraries
 from harness.cli.flag_errors import flag_error
 from harness.cli.precision import FLOAT32, check_precision, default_precision
@@ -28,6 +26,13 @@ from harness.tracking.liveness import mark_dead_runs
 from harness.tracking.run_config import MLflowConfig
 from harness.tracking.runs import fail_open_runs, keep_checkpoints_in, kill_open_runs, make_logger, server_lost
 from harness.tracking.store import auth_denial, check_can_log, prepare_store, tracking_uri
+from harness.training.checkpoints import (
+    ResumePoint,
+    check_checkpoint_room,
+    load_weights_only,
+    resume_point,
+    with_atomic_checkpoints,
+)
 from harness.training.resume import ResumeState
 from harness.unique_keys import install_jsonargparse_loader
 
@@ -57,12 +62,18 @@ class TrackedCLI(LightningCLI):
         return super().init_parser(**{**kwargs, "exit_on_error": False, "allow_abbrev": False})
 
     def add_arguments_to_parser(self, parser) -> None:
-        parser.add_argument("--experiment_name", type=str | None, default=self.experiment,
-                            help="MLflow experiment that receives the run")
-        parser.add_argument("--run_name", type=str | None, default=None,
-                            help="MLflow run name (default: made from the config)")
-        parser.add_argument("--tags", type=dict[str, str], default={},
-                            help="extra MLflow run tags, e.g. --tags='{\"note\": \"try\"}'")
+        parser.add_argument(
+            "--experiment_name",
+            type=str | None,
+            default=self.experiment,
+            help="MLflow experiment that receives the run",
+        )
+        parser.add_argument(
+            "--run_name", type=str | None, default=None, help="MLflow run name (default: made from the config)"
+        )
+        parser.add_argument(
+            "--tags", type=dict[str, str], default={}, help='extra MLflow run tags, e.g. --tags=\'{"note": "try"}\''
+        )
 
     def setting(self, key: str, default: Any = None) -> Any:
         """A value of the parsed config of the current subcommand, by dotted key."""
@@ -103,8 +114,10 @@ class TrackedCLI(LightningCLI):
             raise UserError(f"--data.batch_size={batch_size}: must be at least 1")
         for flag in ("max_epochs", "max_steps"):
             if self.setting(f"trainer.{flag}") == 0:
-                raise UserError(f"--trainer.{flag}=0: nothing would be trained, yet the run would count as "
-                                f"finished; use at least 1 (or -1 for no limit)")
+                raise UserError(
+                    f"--trainer.{flag}=0: nothing would be trained, yet the run would count as "
+                    f"finished; use at least 1 (or -1 for no limit)"
+                )
         check_precision(self.setting("trainer.precision"), self.setting("trainer.accelerator"))
 
     def resolve_precision(self, resumed_params: dict[str, str] | None = None) -> None:
@@ -174,11 +187,14 @@ class TrackedCLI(LightningCLI):
         try:
             run = client.get_run(run_id)
         except MlflowException:
-            raise UserError(f"--ckpt_path={ckpt_path}: its run {run_id} is not in {uri}; resume against the "
-                            f"store it was logged to (MLFLOW_TRACKING_URI)") from None
+            raise UserError(
+                f"--ckpt_path={ckpt_path}: its run {run_id} is not in {uri}; resume against the "
+                f"store it was logged to (MLFLOW_TRACKING_URI)"
+            ) from None
         if run.data.tags.get("stage") != self.stage:
-            raise UserError(f"--ckpt_path={ckpt_path}: run {run_id} is a {run.data.tags.get('stage')} run, "
-                            f"not a {self.stage} run")
+            raise UserError(
+                f"--ckpt_path={ckpt_path}: run {run_id} is a {run.data.tags.get('stage')} run, not a {self.stage} run"
+            )
         check_can_log(uri, client.get_experiment(run.info.experiment_id).name)
         self.config[self.subcommand]["ckpt_path"] = str(self.resume_point.path)
         self.resolve_precision(run.data.params)
@@ -189,15 +205,23 @@ class TrackedCLI(LightningCLI):
         tags = {**self.run_tags(), **(self.setting("tags") or {})}
         if self.resume_point:
             tags[RESUMED_TAG] = str(self.resume_point.path)
-        logger = make_logger(self.experiment_name(), self.setting("run_name") or self.run_name(), tags,
-                             run_id=self.resume_point.run_id if self.resume_point else None)
+        logger = make_logger(
+            self.experiment_name(),
+            self.setting("run_name") or self.run_name(),
+            tags,
+            run_id=self.resume_point.run_id if self.resume_point else None,
+        )
         run_id = logger.run_id
         keep_checkpoints_in(logger, self.checkpoint_dir(run_id))
         trainer_config = self._get(self.config_init, "trainer")
         console, settings = console_callbacks(trainer_config)
         kwargs.update(settings)
-        trainer_config["callbacks"] = [*(trainer_config.get("callbacks") or []), *self.stage_callbacks(run_id),
-                                       ResumeState(run_id), *console]
+        trainer_config["callbacks"] = [
+            *(trainer_config.get("callbacks") or []),
+            *self.stage_callbacks(run_id),
+            ResumeState(run_id),
+            *console,
+        ]
         plugins = with_atomic_checkpoints(kwargs.pop("plugins", trainer_config.get("plugins")))
         return super().instantiate_trainer(logger=logger, plugins=plugins, **kwargs)
 
@@ -228,8 +252,11 @@ def run_cli(cli_class: type[TrackedCLI], args: list[str] | None = None, reraise_
             cli_class(args=args)
     except (UserError, ArgumentError) as error:
         fail_open_runs()
-        message = flag_error(str(error), args if args is not None else sys.argv[1:]) \
-            if isinstance(error, ArgumentError) else error
+        message = (
+            flag_error(str(error), args if args is not None else sys.argv[1:])
+            if isinstance(error, ArgumentError)
+            else error
+        )
         print(f"error: {message}", file=sys.stderr)
         return 2
     except BaseException as error:
@@ -251,8 +278,11 @@ def run_cli(cli_class: type[TrackedCLI], args: list[str] | None = None, reraise_
         fail_open_runs()
         disk = disk_problem(error, f"the run store {tracking_uri()}")
         if disk:
-            print(f"error: {disk}; free space there or point the run elsewhere (--trainer.default_root_dir, "
-                  f"--data.cache_dir, MLFLOW_TRACKING_URI)", file=sys.stderr)
+            print(
+                f"error: {disk}; free space there or point the run elsewhere (--trainer.default_root_dir, "
+                f"--data.cache_dir, MLFLOW_TRACKING_URI)",
+                file=sys.stderr,
+            )
             return 2
         raise
     return 0

@@ -18,6 +18,8 @@ def check_label_count(labels: list[str], where: str, column_flag: str = "--data.
     """Refuse, in one line naming ``where`` (the train file's flag), more than :data:`MAX_LABELS` labels."""
     if len(labels) > MAX_LABELS:
         shown = ", ".join(map(repr, labels[:3]))
-        raise UserError(f"{where}: {len(labels)} distinct labels ({shown}, …); a pair data set here has at most "
-                        f"{MAX_LABELS} (each is a predictions column, a confusion-matrix row and a share of the "
-                        f"F1 state): is {column_flag} the right column?")
+        raise UserError(
+            f"{where}: {len(labels)} distinct labels ({shown}, …); a pair data set here has at most "
+            f"{MAX_LABELS} (each is a predictions column, a confusion-matrix row and a share of the "
+            f"F1 state): is {column_flag} the right column?"
+        )

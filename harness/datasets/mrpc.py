@@ -35,8 +35,16 @@ MAX_DOWNLOAD_BYTES = 50_000_000
 HINT_MRPC_DIR = f"set MRPC_DIR to a folder holding {TRAIN_FILE} and {TEST_FILE}"
 LABELS = ["0", "1"]  # class 1 = paraphrase, the positive class of F1
 ID_COLUMNS = ("id1", "id2")
-MSR_FORMAT = dict(sentence1_column="#1 String", sentence2_column="#2 String", label_column="Quality",
-                  id_column=("#1 ID", "#2 ID"), header=HEADER, labels=LABELS, flag=None, labels_from="MRPC's labels")
+MSR_FORMAT = dict(
+    sentence1_column="#1 String",
+    sentence2_column="#2 String",
+    label_column="Quality",
+    id_column=("#1 ID", "#2 ID"),
+    header=HEADER,
+    labels=LABELS,
+    flag=None,
+    labels_from="MRPC's labels",
+)
 ANCHORS = Anchors(
     split="MSR test",
     rows=(  # (system, test acc, test F1, source) on MSR test: the papers' numbers (None: not published)
@@ -49,11 +57,13 @@ ANCHORS = Anchors(
         ("BERT-Small (4 × 512), fine-tuned", 76.2, 83.4, "Turc et al. 2019, GLUE test"),
         ("BERT-Medium (8 × 512), fine-tuned", 81.6, 86.6, "Turc et al. 2019, GLUE test"),
     ),
-    note=("GLUE rows come from other encoders, corpora and training budgets: context, not targets. GPT's own "
-          "ablation (Radford et al. 2018, Table 5) puts the same transformer without pretraining at F1 79.4, a "
-          "published pretrained − random gap of about 3 F1 points. TF-IDF + LR "
-          "is no published system: the benchmark's own `tfidf-lr` baseline measures it (its row above, where the "
-          "matrix runs it)."),
+    note=(
+        "GLUE rows come from other encoders, corpora and training budgets: context, not targets. GPT's own "
+        "ablation (Radford et al. 2018, Table 5) puts the same transformer without pretraining at F1 79.4, a "
+        "published pretrained − random gap of about 3 F1 points. TF-IDF + LR "
+        "is no published system: the benchmark's own `tfidf-lr` baseline measures it (its row above, where the "
+        "matrix runs it)."
+    ),
 )
 
 
@@ -197,24 +207,41 @@ def load_mrpc(
             f"{folder / TRAIN_FILE}: {len(absent)} of the GLUE dev id pairs are missing "
             f"(e.g. {absent[0][0]}/{absent[0][1]}); use the full MSR train file"
         )
-    return PairData(name="mrpc", labels=list(LABELS), id_columns=ID_COLUMNS,
-                    train=[pair for pair in train.pairs if pair.ids not in dev_ids],
-                    dev=[pair for pair in train.pairs if pair.ids in dev_ids], test=test.pairs,
-                    content_hash=combine_digests([train.digest, test.digest]), positive_label=LABELS[1],
-                    kind="mrpc", source=str(folder), train_file=str(folder / TRAIN_FILE))
+    return PairData(
+        name="mrpc",
+        labels=list(LABELS),
+        id_columns=ID_COLUMNS,
+        train=[pair for pair in train.pairs if pair.ids not in dev_ids],
+        dev=[pair for pair in train.pairs if pair.ids in dev_ids],
+        test=test.pairs,
+        content_hash=combine_digests([train.digest, test.digest]),
+        positive_label=LABELS[1],
+        kind="mrpc",
+        source=str(folder),
+        train_file=str(folder / TRAIN_FILE),
+    )
 
 
 def load(spec: PairDataSpec) -> PairData:
     """MRPC as ``--data.dataset=mrpc`` names it: the MSR files of ``--data.mrpc_dir``."""
     given = [split for split in ("train", "dev", "test") if getattr(spec, split) is not None]
     if given:
-        raise UserError(f"--data.{given[0]}: pair files are read only with --data.dataset=tsv "
-                        f"(MRPC's splits are fixed)")
+        raise UserError(
+            f"--data.{given[0]}: pair files are read only with --data.dataset=tsv (MRPC's splits are fixed)"
+        )
     return load_mrpc(spec.mrpc_dir)
 
 
-MRPC = DataSet(name="mrpc", load=load, default_name=lambda spec: "mrpc",
-               split_titles={"dev": "GLUE dev", "test": "MSR test"}, class_titles=("not para.", "paraphrase"),
-               anchors=ANCHORS, plain_run_names=True, hash_param="mrpc_hash",
-               split_sizes={CONTENT_HASH: {"train": EXPECTED["train"][1] - DEV_PAIRS, "dev": DEV_PAIRS,
-                                           "test": EXPECTED["test"][1]}})
+MRPC = DataSet(
+    name="mrpc",
+    load=load,
+    default_name=lambda spec: "mrpc",
+    split_titles={"dev": "GLUE dev", "test": "MSR test"},
+    class_titles=("not para.", "paraphrase"),
+    anchors=ANCHORS,
+    plain_run_names=True,
+    hash_param="mrpc_hash",
+    split_sizes={
+        CONTENT_HASH: {"train": EXPECTED["train"][1] - DEV_PAIRS, "dev": DEV_PAIRS, "test": EXPECTED["test"][1]}
+    },
+)

@@ -55,8 +55,10 @@ def split_overlap(splits: dict[str, list]) -> SplitOverlap:
     """Count, for each of train/dev, train/test and dev/test, the pairs of the second split that
     are (as :func:`pair_key`) pairs of the first."""
     keys = {name: {pair_key(p.sentence1, p.sentence2) for p in pairs} for name, pairs in splits.items()}
-    counts = {f"{earlier}/{later}": sum(pair_key(p.sentence1, p.sentence2) in keys[earlier] for p in splits[later])
-              for earlier, later in COMPARED}
+    counts = {
+        f"{earlier}/{later}": sum(pair_key(p.sentence1, p.sentence2) in keys[earlier] for p in splits[later])
+        for earlier, later in COMPARED
+    }
     return SplitOverlap(counts, {name: len(pairs) for name, pairs in splits.items()})
 
 
@@ -75,8 +77,10 @@ def check_split_overlap(splits: dict[str, list], max_fraction: float | None, nam
         count = overlap.counts[f"{earlier}/{later}"]
         smaller = min(overlap.sizes[earlier], overlap.sizes[later])
         if count and count > max_fraction * smaller:
-            raise UserError(f"{names[later]}: {count} of its {overlap.sizes[later]} pairs are also pairs of "
-                            f"{names[earlier]} ({count / smaller:.1%} of the smaller split, either order, case, spacing "
-                            f"and invisible characters ignored; allowed: {max_fraction:.1%}): remove them from one split, or raise "
-                            f"{FLAG} to accept the leak")
+            raise UserError(
+                f"{names[later]}: {count} of its {overlap.sizes[later]} pairs are also pairs of "
+                f"{names[earlier]} ({count / smaller:.1%} of the smaller split, either order, case, spacing "
+                f"and invisible characters ignored; allowed: {max_fraction:.1%}): remove them from one split, or raise "
+                f"{FLAG} to accept the leak"
+            )
     return overlap

@@ -129,19 +129,24 @@ def _column_index(role: str, value, header: list[str] | None, width: int, path: 
         elif header is None and value == role:  # a default name without a header: the standard order
             value = ROLES.index(role)
         elif header is None:
-            raise UserError(f"{flag}={value}: a file without a header needs a 0-based column index; "
-                            f"give a number or set --data.has_header=true")
+            raise UserError(
+                f"{flag}={value}: a file without a header needs a 0-based column index; "
+                f"give a number or set --data.has_header=true"
+            )
     if isinstance(value, bool) or not isinstance(value, (int, str)):
         raise UserError(f"{flag}={value}: expected a column name or a 0-based index")
     if isinstance(value, int):
         if not 0 <= value < width:
-            raise UserError(f"{flag}={value}: column index out of range; {path}:1 has {width} columns "
-                            f"(0 to {width - 1})")
+            raise UserError(
+                f"{flag}={value}: column index out of range; {path}:1 has {width} columns (0 to {width - 1})"
+            )
         return value
     if names.count(value) != 1:
         problem = "twice" if names.count(value) else "no column"
-        raise UserError(f"{path}:1: {problem} {value!r} in the header ({shown_header(names, path)}); "
-                        f"rename the column or set {flag}")
+        raise UserError(
+            f"{path}:1: {problem} {value!r} in the header ({shown_header(names, path)}); "
+            f"rename the column or set {flag}"
+        )
     return names.index(value)
 
 
@@ -158,17 +163,26 @@ def _columns(columns: dict, header: list[str] | None, width: int, path: Path) ->
     taken = {}
     for role, index in zip(roles, indexes):
         if taken.setdefault(index, role) != role or (role == "id" and indexes.count(index) > 1):
-            raise UserError(f"{FLAGS[role]}: column {index} of {path} is already the {taken[index]} column; "
-                            f"give each of {', '.join(ROLES)} its own column")
+            raise UserError(
+                f"{FLAGS[role]}: column {index} of {path} is already the {taken[index]} column; "
+                f"give each of {', '.join(ROLES)} its own column"
+            )
     return indexes[0], indexes[1], indexes[2], tuple(indexes[3:])
 
 
 def read_pair_tsv(
-    path: str | os.PathLike, labels: list[str] | None = None, *,
-    sentence1_column: str | int = "sentence1", sentence2_column: str | int = "sentence2",
-    label_column: str | int = "label", id_column: str | int | tuple[str | int, ...] | None = None,
-    has_header: bool = True, header: tuple[str, ...] | None = None, flag: str | None = "--data.train",
-    labels_from: str = "the train labels", content: bytes | None = None,
+    path: str | os.PathLike,
+    labels: list[str] | None = None,
+    *,
+    sentence1_column: str | int = "sentence1",
+    sentence2_column: str | int = "sentence2",
+    label_column: str | int = "label",
+    id_column: str | int | tuple[str | int, ...] | None = None,
+    has_header: bool = True,
+    header: tuple[str, ...] | None = None,
+    flag: str | None = "--data.train",
+    labels_from: str = "the train labels",
+    content: bytes | None = None,
 ) -> PairFile:
     """Read one pair file strictly, streaming it line by line.
 
@@ -211,10 +225,12 @@ def read_pair_tsv(
                 hashing.append(line)
                 control = _CONTROL.search(line)
                 if control:
-                    column = line[:control.start()].count("\t")
-                    raise UserError(f"{path}:{number}: control character U+{ord(control.group()):04X} in column "
-                                    f"{column}; remove it (NUL and line separators would split or end the pair in "
-                                    f"other readers)")
+                    column = line[: control.start()].count("\t")
+                    raise UserError(
+                        f"{path}:{number}: control character U+{ord(control.group()):04X} in column "
+                        f"{column}; remove it (NUL and line separators would split or end the pair in "
+                        f"other readers)"
+                    )
                 fields = line.split("\t")  # quoting off: a '"' is just a character
                 if width is None:
                     width = len(fields)
@@ -228,16 +244,19 @@ def read_pair_tsv(
                     if has_header:
                         continue
                 if len(fields) != width:
-                    raise UserError(f"{path}:{number}: expected {width} tab-separated fields, found {len(fields)} "
-                                    f"(quotes are text here: a tab always separates fields)")
+                    raise UserError(
+                        f"{path}:{number}: expected {width} tab-separated fields, found {len(fields)} "
+                        f"(quotes are text here: a tab always separates fields)"
+                    )
                 sentence1, sentence2 = fields[first].strip(), fields[second].strip()
                 if not sentence1 or not sentence2:
                     role, column = ("sentence1", first) if not sentence1 else ("sentence2", second)
                     raise UserError(f"{path}:{number}: empty {role} (column {column}); every pair needs two sentences")
                 label = index_of.get(fields[label_at])
                 if label is None:
-                    label = _new_label(fields[label_at], found, index_of, fixed, f"{path}:{number}", labels_from,
-                                       folded)
+                    label = _new_label(
+                        fields[label_at], found, index_of, fixed, f"{path}:{number}", labels_from, folded
+                    )
                 if single_id is not None:
                     identifiers = (fields[single_id].strip(),)
                 elif id_at:
@@ -247,12 +266,15 @@ def read_pair_tsv(
                 if id_at:
                     if not all(identifiers):
                         column = id_at[identifiers.index("")]
-                        raise UserError(f"{path}:{number}: empty id (column {column}); give every pair an id "
-                                        f"or drop the column")
+                        raise UserError(
+                            f"{path}:{number}: empty id (column {column}); give every pair an id or drop the column"
+                        )
                     if first_line.setdefault(identifiers, number) != number:
                         shown = identifiers[0] if len(identifiers) == 1 else "/".join(identifiers)
-                        raise UserError(f"{path}:{number}: id {shown!r} already used at line "
-                                        f"{first_line[identifiers]}; ids must be unique within a file")
+                        raise UserError(
+                            f"{path}:{number}: id {shown!r} already used at line "
+                            f"{first_line[identifiers]}; ids must be unique within a file"
+                        )
                 rows[0].append(label)
                 rows[1].append(identifiers)
                 rows[2].append(sentence1)
@@ -274,8 +296,15 @@ def read_pair_tsv(
     return PairFile(pairs=pairs, labels=found, digest=digest.hexdigest())
 
 
-def _new_label(raw: str, found: list[str], index_of: dict[str, int], fixed: bool, where: str, labels_from: str,
-               folded: dict[str, tuple[str, str]] | None = None) -> int:
+def _new_label(
+    raw: str,
+    found: list[str],
+    index_of: dict[str, int],
+    fixed: bool,
+    where: str,
+    labels_from: str,
+    folded: dict[str, tuple[str, str]] | None = None,
+) -> int:
     """Index of a label text not seen before in this file: known in canonical form, new (train) or an
     error; a new train label that differs from a known one only by case or spacing is an error."""
     label = canonical_label(raw)
@@ -288,8 +317,10 @@ def _new_label(raw: str, found: list[str], index_of: dict[str, int], fixed: bool
         if folded is not None:
             other, first = folded.setdefault(" ".join(label.casefold().split()), (label, where))
             if other != label:
-                raise UserError(f"{where}: label {label!r} differs from {other!r} ({first}) only by case or "
-                                f"spacing; write each class one way")
+                raise UserError(
+                    f"{where}: label {label!r} differs from {other!r} ({first}) only by case or "
+                    f"spacing; write each class one way"
+                )
         index_of[label] = len(found)
         found.append(label)
     index_of[raw] = index_of[label]
@@ -299,8 +330,10 @@ def _new_label(raw: str, found: list[str], index_of: dict[str, int], fixed: bool
 def _sorted_labels(found: list[str], rows: tuple[list, ...], where: str) -> tuple[list[str], tuple[list, ...]]:
     """Put a train file's labels (first-seen order) in label order and renumber its rows."""
     if len(found) < 2:
-        raise UserError(f"{where}: every pair has label {found[0]!r}; a pair data set needs at least "
-                        f"2 classes (is {FLAGS['label']} the right column?)")
+        raise UserError(
+            f"{where}: every pair has label {found[0]!r}; a pair data set needs at least "
+            f"2 classes (is {FLAGS['label']} the right column?)"
+        )
     order = label_order(found)
     renumber = [order.index(label) for label in found]
     return order, (list(map(renumber.__getitem__, rows[0])), *rows[1:])

@@ -50,8 +50,10 @@ def positive_label_of(labels: list[str], requested: str | int | None) -> str | N
         return labels[-1] if len(labels) == 2 else None
     label = canonical_label(str(requested))
     if len(labels) != 2:
-        raise UserError(f"--data.positive_label={requested}: only for 2-label data sets; this one has "
-                        f"{len(labels)} labels and reports macro F1")
+        raise UserError(
+            f"--data.positive_label={requested}: only for 2-label data sets; this one has "
+            f"{len(labels)} labels and reports macro F1"
+        )
     if label not in labels:
         raise UserError(f"--data.positive_label={requested}: not a label of the data set ({', '.join(labels)})")
     return label
@@ -77,13 +79,18 @@ def load_pair_data(spec: PairDataSpec | None = None, **flags) -> PairData:
 def checked(data: PairData, spec: PairDataSpec) -> dict[str, int]:
     """The label count and the split overlap of a freshly read data set (one line on stderr when its
     splits share pairs below the threshold). Returns the overlap params."""
-    names = {split: f"--data.{split}={getattr(spec, split)}" if getattr(spec, split) else split_title(data, split)
-             for split in SPLITS}
+    names = {
+        split: f"--data.{split}={getattr(spec, split)}" if getattr(spec, split) else split_title(data, split)
+        for split in SPLITS
+    }
     check_label_count(data.labels, names["train"])
     overlap = check_split_overlap({split: data.split(split) for split in SPLITS}, spec.max_split_overlap, names)
     if any(overlap.counts.values()):
-        print(f"{data.name}: pairs shared between splits: {overlap.summary()} (below --data.max_split_overlap="
-              f"{spec.max_split_overlap:g} of the smaller split)", file=sys.stderr)
+        print(
+            f"{data.name}: pairs shared between splits: {overlap.summary()} (below --data.max_split_overlap="
+            f"{spec.max_split_overlap:g} of the smaller split)",
+            file=sys.stderr,
+        )
     return overlap.params()
 
 
@@ -134,6 +141,9 @@ def dataset_params(data: PairData) -> dict[str, str]:
     """The params naming a run's data set: ``dataset``, ``dataset_hash`` (and the entry's second name for
     it), and the pairs its splits share (``overlap_train_dev``, ``overlap_train_test``, ``overlap_dev_test``)."""
     entry = DATASETS[data.kind]
-    return {"dataset": data.name, "dataset_hash": data.content_hash,
-            **({entry.hash_param: data.content_hash} if entry.hash_param else {}), **data.split_overlap}
-
+    return {
+        "dataset": data.name,
+        "dataset_hash": data.content_hash,
+        **({entry.hash_param: data.content_hash} if entry.hash_param else {}),
+        **data.split_overlap,
+    }

@@ -49,8 +49,10 @@ class PairData:
             classes = {pair.label for pair in self.split(split)}
             id_widths = {len(pair.ids) for pair in self.split(split)}
             if not classes <= set(range(len(self.labels))) or id_widths - {len(self.id_columns)}:
-                raise ValueError(f"{split} pairs have labels {sorted(classes)} and {sorted(id_widths)} ids; "
-                                 f"expected indexes into {self.labels} and {len(self.id_columns)} ids")
+                raise ValueError(
+                    f"{split} pairs have labels {sorted(classes)} and {sorted(id_widths)} ids; "
+                    f"expected indexes into {self.labels} and {len(self.id_columns)} ids"
+                )
 
     @property
     def num_classes(self) -> int:

@@ -65,20 +65,26 @@ class AuthFiles:
                 write_secret(self.admin_password, secrets.token_urlsafe(24))
                 notes.append(f"admin password: generated into {self.admin_password}")
         elif given and given[1] != read_secret(self.admin_password):
-            notes.append(f"{given[0]} is read at the first start only; the admin password is the one in "
-                         f"{self.admin_password}")
+            notes.append(
+                f"{given[0]} is read at the first start only; the admin password is the one in {self.admin_password}"
+            )
         secret(self.secret_key, secrets.token_hex(32))
         # The config names the database (its URI may hold a password: hence 0600); no admin password
         # in it: the server gets that in its environment.
-        write_secret(self.config, "\n".join([
-            "[mlflow]",
-            f"default_permission = {DEFAULT_PERMISSION}",
-            f"database_uri = {database_uri.replace('%', '%%')}",
-            f"admin_username = {ADMIN}",
-            "authorization_function = mlflow.server.auth:authenticate_request_basic_auth",
-            "grant_default_workspace_access = false",
-            f"auth_cache_ttl_seconds = {AUTH_CACHE_SECONDS}",
-        ]))
+        write_secret(
+            self.config,
+            "\n".join(
+                [
+                    "[mlflow]",
+                    f"default_permission = {DEFAULT_PERMISSION}",
+                    f"database_uri = {database_uri.replace('%', '%%')}",
+                    f"admin_username = {ADMIN}",
+                    "authorization_function = mlflow.server.auth:authenticate_request_basic_auth",
+                    "grant_default_workspace_access = false",
+                    f"auth_cache_ttl_seconds = {AUTH_CACHE_SECONDS}",
+                ]
+            ),
+        )
         return notes
 
     def server_env(self) -> dict[str, str]:

@@ -74,8 +74,10 @@ def postgres_bin() -> Path:
     found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda path: int(Path(path).parts[4]))
     initdb = found[-1] if found else shutil.which("initdb")
     if not initdb:
-        raise UserError("PostgreSQL server binaries not found (initdb): `apt-get install postgresql`, "
-                        "or set BACKEND_STORE_URI=postgresql://… to use an existing database")
+        raise UserError(
+            "PostgreSQL server binaries not found (initdb): `apt-get install postgresql`, "
+            "or set BACKEND_STORE_URI=postgresql://… to use an existing database"
+        )
     return Path(initdb).parent
 
 
@@ -122,8 +124,10 @@ class LocalPostgres:
         process = subprocess.run([*prefix, *command], capture_output=True, text=True)
         if process.returncode != 0:
             log = self.directory / "postgres.log"
-            raise UserError(f"{Path(command[0]).name} failed (exit {process.returncode}): "
-                            f"{(process.stderr or process.stdout).strip().splitlines()[-1:]}; see {log}")
+            raise UserError(
+                f"{Path(command[0]).name} failed (exit {process.returncode}): "
+                f"{(process.stderr or process.stdout).strip().splitlines()[-1:]}; see {log}"
+            )
         return process
 
     def give(self, path: Path) -> None:
@@ -141,11 +145,14 @@ class LocalPostgres:
         self.give(path)
         return path
 
-    def start(self) -> "LocalPostgres":
+    def start(self) -> LocalPostgres:
         """Create the cluster on first use (or migrate an open one), write its access rules, start
         it, and set up role and database; then check that the rules in force trust no one."""
-        if self.user and not (self.data / "PG_VERSION").is_file() and not reachable_by(self.user,
-                                                                                        self.directory.parent):
+        if (
+            self.user
+            and not (self.data / "PG_VERSION").is_file()
+            and not reachable_by(self.user, self.directory.parent)
+        ):
             self.move_to_host_folder()
         self.directory.mkdir(parents=True, exist_ok=True)
         self.give(self.directory)
@@ -171,8 +178,11 @@ class LocalPostgres:
         HOST_ROOT.chmod(0o711)
         self.directory = HOST_ROOT / hashlib.sha256(str(requested).encode()).hexdigest()[:16]
         self.data = self.directory / "data"
-        print(f"PostgreSQL  user {self.user} cannot enter {requested.parent} (a folder above it is only root's): "
-              f"the cluster lives in {self.directory}", flush=True)
+        print(
+            f"PostgreSQL  user {self.user} cannot enter {requested.parent} (a folder above it is only root's): "
+            f"the cluster lives in {self.directory}",
+            flush=True,
+        )
 
     def is_open(self) -> bool:
         """Whether the cluster was made by an older ``make server``: trust rules, no superuser password."""
@@ -185,8 +195,17 @@ class LocalPostgres:
         folder, deleted right after) and scram-sha-256 for every rule it writes."""
         staged = self.stage(".superuser-password", superuser_password)
         try:
-            self.run(str(self.bin / "initdb"), "-D", str(self.data), "-U", SUPERUSER, "--auth=scram-sha-256",
-                     f"--pwfile={staged}", "--encoding=UTF8", "--no-locale")
+            self.run(
+                str(self.bin / "initdb"),
+                "-D",
+                str(self.data),
+                "-U",
+                SUPERUSER,
+                "--auth=scram-sha-256",
+                f"--pwfile={staged}",
+                "--encoding=UTF8",
+                "--no-locale",
+            )
         finally:
             staged.unlink(missing_ok=True)
 
@@ -197,14 +216,32 @@ class LocalPostgres:
         hba.chmod(0o600)
 
     def pg_ctl_start(self, options: str) -> None:
-        self.run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", str(self.directory / "postgres.log"),
-                 "-o", options, "-w", "-t", "60", "start")
+        self.run(
+            str(self.bin / "pg_ctl"),
+            "-D",
+            str(self.data),
+            "-l",
+            str(self.directory / "postgres.log"),
+            "-o",
+            options,
+            "-w",
+            "-t",
+            "60",
+            "start",
+        )
 
     def connect(self, user: str, password: str, database: str = "postgres"):
         import psycopg  # only the server needs the driver (MLflow's too)
 
-        return psycopg.connect(host="127.0.0.1", port=self.port, user=user, password=password, dbname=database,
-                               autocommit=True, connect_timeout=10)
+        return psycopg.connect(
+            host="127.0.0.1",
+            port=self.port,
+            user=user,
+            password=password,
+            dbname=database,
+            autocommit=True,
+            connect_timeout=10,
+        )
 
     def set_up(self, superuser_password: str, password: str) -> None:
         """As the superuser: role ``mlflow`` with exactly its limits and current password (sent as a
@@ -215,19 +252,24 @@ class LocalPostgres:
             verifier = connection.pgconn.encrypt_password(password.encode(), ROLE.encode(), b"scram-sha-256").decode()
             exists = connection.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (ROLE,)).fetchone()
             statement = "ALTER ROLE {} WITH " if exists else "CREATE ROLE {} WITH "
-            connection.execute(sql.SQL(statement + ROLE_LIMITS + " PASSWORD {}").format(
-                sql.Identifier(ROLE), sql.Literal(verifier)))
+            connection.execute(
+                sql.SQL(statement + ROLE_LIMITS + " PASSWORD {}").format(sql.Identifier(ROLE), sql.Literal(verifier))
+            )
             for granted in SERVER_FILE_ROLES:
                 connection.execute(sql.SQL("REVOKE {} FROM {}").format(sql.Identifier(granted), sql.Identifier(ROLE)))
             if connection.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE,)).fetchone() is None:
-                connection.execute(sql.SQL("CREATE DATABASE {} OWNER {}").format(sql.Identifier(DATABASE),
-                                                                                  sql.Identifier(ROLE)))
+                connection.execute(
+                    sql.SQL("CREATE DATABASE {} OWNER {}").format(sql.Identifier(DATABASE), sql.Identifier(ROLE))
+                )
             connection.execute(sql.SQL("REVOKE ALL ON DATABASE {} FROM PUBLIC").format(sql.Identifier(DATABASE)))
-            methods = {row[0] for row in connection.execute(
-                "SELECT auth_method FROM pg_hba_file_rules WHERE error IS NULL")}
+            methods = {
+                row[0] for row in connection.execute("SELECT auth_method FROM pg_hba_file_rules WHERE error IS NULL")
+            }
             if methods - {"scram-sha-256", "reject"}:
-                raise UserError(f"{self.data / 'pg_hba.conf'}: rules in force allow {sorted(methods)}; "
-                                f"only scram-sha-256 is accepted")
+                raise UserError(
+                    f"{self.data / 'pg_hba.conf'}: rules in force allow {sorted(methods)}; "
+                    f"only scram-sha-256 is accepted"
+                )
 
     def migrate(self, superuser_password: str) -> None:
         """An open cluster from an older ``make server``: start it reachable only through a Unix
@@ -237,12 +279,28 @@ class LocalPostgres:
         socket_dir.mkdir(mode=0o700, exist_ok=True)
         self.give(socket_dir)
         dump = self.directory / "mlflow-before-migration.dump"
-        print(f"PostgreSQL  {self.data} trusts every local connection (an older make server made it): "
-              f"copying database {DATABASE} into a closed cluster …", flush=True)
+        print(
+            f"PostgreSQL  {self.data} trusts every local connection (an older make server made it): "
+            f"copying database {DATABASE} into a closed cluster …",
+            flush=True,
+        )
         self.pg_ctl_start(f"-c listen_addresses='' -c unix_socket_directories={socket_dir} -c port={self.port}")
         try:
-            self.run(str(self.bin / "pg_dump"), "-h", str(socket_dir), "-p", str(self.port), "-U", ROLE,
-                     "--format=custom", "--no-owner", "--no-privileges", "-f", str(dump), DATABASE)
+            self.run(
+                str(self.bin / "pg_dump"),
+                "-h",
+                str(socket_dir),
+                "-p",
+                str(self.port),
+                "-U",
+                ROLE,
+                "--format=custom",
+                "--no-owner",
+                "--no-privileges",
+                "-f",
+                str(dump),
+                DATABASE,
+            )
         finally:
             self.stop()
         kept = self.data.with_name(f"data.open-{time.strftime('%Y%m%d-%H%M%S')}")
@@ -254,20 +312,37 @@ class LocalPostgres:
             password = secret(self.password_file)[0]
             self.set_up(superuser_password, password)
             staged = self.stage(".restore-pgpass", f"127.0.0.1:*:{DATABASE}:{ROLE}:{password}")
-            restore = [str(self.bin / "pg_restore"), "-h", "127.0.0.1", "-p", str(self.port), "-U", ROLE,
-                       "-d", DATABASE, "--no-owner", "--no-privileges", "--exit-on-error", str(dump)]
+            restore = [
+                str(self.bin / "pg_restore"),
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(self.port),
+                "-U",
+                ROLE,
+                "-d",
+                DATABASE,
+                "--no-owner",
+                "--no-privileges",
+                "--exit-on-error",
+                str(dump),
+            ]
             prefix = ["runuser", "-u", self.user, "--"] if self.user else []
-            process = subprocess.run([*prefix, "env", f"PGPASSFILE={staged}", *restore], capture_output=True,
-                                     text=True)
+            process = subprocess.run([*prefix, "env", f"PGPASSFILE={staged}", *restore], capture_output=True, text=True)
             staged.unlink(missing_ok=True)
             if process.returncode != 0:
-                raise UserError(f"pg_restore into the closed cluster failed: {process.stderr.strip()[-300:]}; "
-                                f"the old cluster is kept in {kept}, the dump in {dump}")
+                raise UserError(
+                    f"pg_restore into the closed cluster failed: {process.stderr.strip()[-300:]}; "
+                    f"the old cluster is kept in {kept}, the dump in {dump}"
+                )
         finally:
             self.stop()
         socket_dir.rmdir()
-        print(f"PostgreSQL  migrated: the old, open cluster is kept in {kept} (delete it once you have checked "
-              f"the runs), the dump in {dump}", flush=True)
+        print(
+            f"PostgreSQL  migrated: the old, open cluster is kept in {kept} (delete it once you have checked "
+            f"the runs), the dump in {dump}",
+            flush=True,
+        )
 
     def stop(self) -> None:
         if (self.data / "postmaster.pid").is_file():

@@ -49,8 +49,10 @@ def private_tree(folder: Path) -> Path:
 
 def check_owner(path: Path) -> None:
     if path.stat().st_uid != os.geteuid():
-        raise UserError(f"{path} belongs to another user (uid {path.stat().st_uid}); the server's secrets must be "
-                        f"the starting user's own: start the server as that user or move {path} away")
+        raise UserError(
+            f"{path} belongs to another user (uid {path.stat().st_uid}); the server's secrets must be "
+            f"the starting user's own: start the server as that user or move {path} away"
+        )
 
 
 def write_secret(path: Path, value: str) -> Path:
@@ -72,8 +74,10 @@ def read_secret(path: Path) -> str:
     check_owner(path)
     mode = stat.S_IMODE(path.stat().st_mode)
     if mode & 0o077:
-        raise UserError(f"{path}: mode {mode:04o} lets other users read a secret; `chmod 600 {path}` "
-                        f"(and change the secret if others may have read it)")
+        raise UserError(
+            f"{path}: mode {mode:04o} lets other users read a secret; `chmod 600 {path}` "
+            f"(and change the secret if others may have read it)"
+        )
     value = path.read_text().strip()
     if not value:
         raise UserError(f"{path} is empty; delete it to have a new secret generated")

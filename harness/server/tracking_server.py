@@ -62,15 +62,26 @@ class Team:
     models: dict[str, str] = field(default_factory=dict)  # registered model name → its description
 
 
-OWN_FLAGS = ("--app-name", "--backend-store-uri", "--artifacts-destination", "--default-artifact-root",
-             "--registry-store-uri", "--host", "--port")  # set by this module; ARGS may not override them
+OWN_FLAGS = (
+    "--app-name",
+    "--backend-store-uri",
+    "--artifacts-destination",
+    "--default-artifact-root",
+    "--registry-store-uri",
+    "--host",
+    "--port",
+)  # set by this module; ARGS may not override them
 # What ``--no-auth`` lets through to ``mlflow server``: options that cannot widen who reaches it
 # (a server option not named here, such as --gunicorn-opts='--bind 0.0.0.0:…', is refused).
-NO_AUTH_OPTIONS = ("--workers", "-w", "--static-prefix", "--allowed-hosts", "--x-frame-options",
-                   "--expose-prometheus")
+NO_AUTH_OPTIONS = ("--workers", "-w", "--static-prefix", "--allowed-hosts", "--x-frame-options", "--expose-prometheus")
 # The environment's ways to pass the web server options (refused with ``--no-auth`` for the same reason).
-NO_AUTH_VARIABLE_PREFIXES = ("MLFLOW_GUNICORN_OPTS", "MLFLOW_UVICORN_OPTS", "MLFLOW_WAITRESS_OPTS", "GUNICORN_",
-                             "UVICORN_")
+NO_AUTH_VARIABLE_PREFIXES = (
+    "MLFLOW_GUNICORN_OPTS",
+    "MLFLOW_UVICORN_OPTS",
+    "MLFLOW_WAITRESS_OPTS",
+    "GUNICORN_",
+    "UVICORN_",
+)
 ARTIFACT_UMASK = 0o077  # the server's artifact files 0600, its folders 0700
 
 
@@ -84,22 +95,50 @@ def without_password(uri: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-def start_mlflow_server(backend_uri: str, artifacts: Path, host: str, port: int, log=None,
-                        extra: list[str] | None = None, env: dict[str, str] | None = None) -> subprocess.Popen:
+def start_mlflow_server(
+    backend_uri: str,
+    artifacts: Path,
+    host: str,
+    port: int,
+    log=None,
+    extra: list[str] | None = None,
+    env: dict[str, str] | None = None,
+) -> subprocess.Popen:
     """``mlflow server`` in its own process group (so one signal stops its workers too), the store URI
     in its environment (``MLFLOW_BACKEND_STORE_URI``), without MLflow's GenAI job runner (seven
     consumer processes this harness never uses) unless ``MLFLOW_SERVER_ENABLE_JOB_EXECUTION`` says otherwise.
     The artifacts are the starting user's alone: what is there is narrowed to 0600 files in 0700
     folders, and the server writes new ones so (its umask)."""
     private_tree(artifacts)
-    command = [sys.executable, "-m", "mlflow", "server", "--artifacts-destination", str(artifacts),
-               "--host", host, "--port", str(port), *(extra or [])]
-    environment = {**os.environ, **(env or {}), "MLFLOW_BACKEND_STORE_URI": backend_uri,
-                   "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": os.environ.get("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")}
+    command = [
+        sys.executable,
+        "-m",
+        "mlflow",
+        "server",
+        "--artifacts-destination",
+        str(artifacts),
+        "--host",
+        host,
+        "--port",
+        str(port),
+        *(extra or []),
+    ]
+    environment = {
+        **os.environ,
+        **(env or {}),
+        "MLFLOW_BACKEND_STORE_URI": backend_uri,
+        "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": os.environ.get("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false"),
+    }
     for name in ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD", "MLFLOW_ADMIN_PASSWORD"):
         environment.pop(name, None)  # a client's credentials are no business of the server's
-    return subprocess.Popen(command, start_new_session=True, env=environment, stdout=log, umask=ARTIFACT_UMASK,
-                            stderr=subprocess.STDOUT if log else None)
+    return subprocess.Popen(
+        command,
+        start_new_session=True,
+        env=environment,
+        stdout=log,
+        umask=ARTIFACT_UMASK,
+        stderr=subprocess.STDOUT if log else None,
+    )
 
 
 def wait_healthy(url: str, process: subprocess.Popen, timeout: float = 120.0) -> None:
@@ -123,8 +162,9 @@ def check_locked(url: str, admin_password: str) -> None:
     anonymous = requests.get(search, timeout=10).status_code
     admin = requests.get(search, auth=(ADMIN, admin_password), timeout=10).status_code
     if anonymous != 401 or admin != 200:
-        raise UserError(f"the auth app is not guarding {url}: anonymous {anonymous}, admin {admin} "
-                        f"(expected 401 and 200); stopping")
+        raise UserError(
+            f"the auth app is not guarding {url}: anonymous {anonymous}, admin {admin} (expected 401 and 200); stopping"
+        )
 
 
 def create_team_resources(url: str, admin_password: str, team: Team) -> None:
@@ -169,18 +209,26 @@ def parse(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--host", default=os.environ.get("HOST") or "127.0.0.1")
     parser.add_argument("--port", type=int, default=int(os.environ.get("PORT") or DEFAULT_PORT))
     parser.add_argument("--backend-store-uri", default=os.environ.get("BACKEND_STORE_URI") or None)
-    parser.add_argument("--artifacts-destination", type=Path,
-                        default=Path(os.environ.get("ARTIFACTS_DESTINATION") or ARTIFACTS_DIR))
+    parser.add_argument(
+        "--artifacts-destination", type=Path, default=Path(os.environ.get("ARTIFACTS_DESTINATION") or ARTIFACTS_DIR)
+    )
     parser.add_argument("--postgres-dir", type=Path, default=DATA_DIR)
-    parser.add_argument("--secrets-dir", type=Path, default=SECRETS_DIR,
-                        help="where the generated passwords and keys are kept (mode 0700, files 0600)")
-    parser.add_argument("--no-auth", action="store_true",
-                        help="no users: anyone who reaches the port may do anything (127.0.0.1 only)")
+    parser.add_argument(
+        "--secrets-dir",
+        type=Path,
+        default=SECRETS_DIR,
+        help="where the generated passwords and keys are kept (mode 0700, files 0600)",
+    )
+    parser.add_argument(
+        "--no-auth", action="store_true", help="no users: anyone who reaches the port may do anything (127.0.0.1 only)"
+    )
     args, extra = parser.parse_known_args(argv)  # anything else goes to `mlflow server` (--allowed-hosts …)
     for flag in extra:
         if flag.split("=")[0] in OWN_FLAGS:
-            raise UserError(f"{flag.split('=')[0]}: set by make server itself; use its own flags (--host, --port, "
-                            f"BACKEND_STORE_URI, ARTIFACTS_DESTINATION, --no-auth)")
+            raise UserError(
+                f"{flag.split('=')[0]}: set by make server itself; use its own flags (--host, --port, "
+                f"BACKEND_STORE_URI, ARTIFACTS_DESTINATION, --no-auth)"
+            )
     if args.no_auth:
         check_loopback_only(args.host, extra)
     return args, extra
@@ -190,18 +238,24 @@ def check_loopback_only(host: str, extra: list[str]) -> None:
     """``--no-auth`` serves 127.0.0.1 only, whatever else is passed: a non-loopback host, a server
     option not in :data:`NO_AUTH_OPTIONS` or a web server's options in the environment is one line."""
     if not is_loopback(host):
-        raise UserError(f"--host {host} with --no-auth: anyone who reaches the port could read, change and "
-                        f"delete every run; drop --no-auth (users and passwords) or serve on 127.0.0.1")
+        raise UserError(
+            f"--host {host} with --no-auth: anyone who reaches the port could read, change and "
+            f"delete every run; drop --no-auth (users and passwords) or serve on 127.0.0.1"
+        )
     for argument in extra:
         name = argument.split("=")[0]
         if argument.startswith("-") and name not in NO_AUTH_OPTIONS:
-            raise UserError(f"{name} with --no-auth: only {', '.join(NO_AUTH_OPTIONS)} may be passed to a server "
-                            f"without users (it must stay on 127.0.0.1); drop --no-auth (users and passwords) "
-                            f"or {name}")
+            raise UserError(
+                f"{name} with --no-auth: only {', '.join(NO_AUTH_OPTIONS)} may be passed to a server "
+                f"without users (it must stay on 127.0.0.1); drop --no-auth (users and passwords) "
+                f"or {name}"
+            )
     for variable in sorted(os.environ):
         if variable.startswith(NO_AUTH_VARIABLE_PREFIXES) and os.environ[variable]:
-            raise UserError(f"{variable} is set: with --no-auth the web server takes no options from the "
-                            f"environment (it must stay on 127.0.0.1); unset it or drop --no-auth")
+            raise UserError(
+                f"{variable} is set: with --no-auth the web server takes no options from the "
+                f"environment (it must stay on 127.0.0.1); unset it or drop --no-auth"
+            )
 
 
 def main(argv: list[str] | None = None, team: Team = Team()) -> int:
@@ -214,8 +268,11 @@ def main(argv: list[str] | None = None, team: Team = Team()) -> int:
         if not backend:
             database = LocalPostgres(args.postgres_dir, args.secrets_dir).start()
             backend, env = database.uri, database.client_env
-            print(f"PostgreSQL  {backend}  (cluster {database.data}, as {database.user or 'this user'}; password "
-                  f"authentication, 127.0.0.1 only; role password in {database.password_file})", flush=True)
+            print(
+                f"PostgreSQL  {backend}  (cluster {database.data}, as {database.user or 'this user'}; password "
+                f"authentication, 127.0.0.1 only; role password in {database.password_file})",
+                flush=True,
+            )
         else:
             print(f"PostgreSQL  {without_password(backend)}  (BACKEND_STORE_URI, as given)", flush=True)
         auth = None if args.no_auth else AuthFiles(args.secrets_dir)
@@ -225,8 +282,9 @@ def main(argv: list[str] | None = None, team: Team = Team()) -> int:
             env.update(auth.server_env())
             extra = ["--app-name", "basic-auth", *extra]
         url = f"http://{'127.0.0.1' if args.host in ('0.0.0.0', '::') else args.host}:{args.port}"
-        server = start_mlflow_server(backend, args.artifacts_destination.resolve(), args.host, args.port,
-                                     extra=extra, env=env)
+        server = start_mlflow_server(
+            backend, args.artifacts_destination.resolve(), args.host, args.port, extra=extra, env=env
+        )
         wait_healthy(url, server)
         if auth:
             check_locked(url, env["MLFLOW_AUTH_ADMIN_PASSWORD"])
@@ -251,20 +309,30 @@ def summary(args: argparse.Namespace, url: str, auth: AuthFiles | None) -> list[
     team = f"http://{socket.gethostname()}:{args.port}"
     lines = [f"MLflow server  http://{args.host}:{args.port}  (artifacts in {args.artifacts_destination.resolve()})"]
     if auth:
-        lines += ["  users:         every request needs a user; new users can read every experiment (READ)",
-                  f"  admin:         user {ADMIN}, password in {auth.admin_password} (readable only by you)",
-                  "  add a user:    make server-user NAME=<name> ROLE=read|edit|manage"
-                  + ("" if args.port == DEFAULT_PORT else f" PORT={args.port}") + "  (prints what the user exports)"]
+        lines += [
+            "  users:         every request needs a user; new users can read every experiment (READ)",
+            f"  admin:         user {ADMIN}, password in {auth.admin_password} (readable only by you)",
+            "  add a user:    make server-user NAME=<name> ROLE=read|edit|manage"
+            + ("" if args.port == DEFAULT_PORT else f" PORT={args.port}")
+            + "  (prints what the user exports)",
+        ]
     else:
         lines += [f"  no users (--no-auth): anyone who reaches 127.0.0.1:{args.port} can read, change and delete runs"]
-    lines += [f"  this machine:  export MLFLOW_TRACKING_URI={url}",
-              f"  a team:        export MLFLOW_TRACKING_URI={team}"
-              + ("  (start with HOST=0.0.0.0 and --allowed-hosts for other machines)" if is_loopback(args.host)
-                 else "  (plain HTTP: put TLS in front, docs/server.md)"),
-              "  Ctrl-C stops the server and the database."]
+    lines += [
+        f"  this machine:  export MLFLOW_TRACKING_URI={url}",
+        f"  a team:        export MLFLOW_TRACKING_URI={team}"
+        + (
+            "  (start with HOST=0.0.0.0 and --allowed-hosts for other machines)"
+            if is_loopback(args.host)
+            else "  (plain HTTP: put TLS in front, docs/server.md)"
+        ),
+        "  Ctrl-C stops the server and the database.",
+    ]
     return lines
 
 
 if __name__ == "__main__":
-    sys.exit("error: start the team server with `make server` (python -m pretrain.team_server), which names "
-             "the stages' experiments and encoder models")
+    sys.exit(
+        "error: start the team server with `make server` (python -m pretrain.team_server), which names "
+        "the stages' experiments and encoder models"
+    )

@@ -67,10 +67,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="add a user to the team server, or change their role")
     parser.add_argument("name", help="user name (3-64 letters, digits, . _ @ -)")
     parser.add_argument("--role", choices=ROLES, default="read")
-    parser.add_argument("--experiments", default="",
-                        help="experiment names (comma or space separated) the role applies to; default: all")
-    parser.add_argument("--url", default=f"http://127.0.0.1:{os.environ.get('PORT') or 5001}",
-                        help="the server, as this machine reaches it")
+    parser.add_argument(
+        "--experiments",
+        default="",
+        help="experiment names (comma or space separated) the role applies to; default: all",
+    )
+    parser.add_argument(
+        "--url",
+        default=f"http://127.0.0.1:{os.environ.get('PORT') or 5001}",
+        help="the server, as this machine reaches it",
+    )
     parser.add_argument("--secrets-dir", type=Path, default=SECRETS_DIR)
     parser.add_argument("--reset-password", action="store_true", help="give an existing user a new password")
     args = parser.parse_args(argv)
@@ -79,8 +85,10 @@ def main(argv: list[str] | None = None) -> int:
             raise UserError(f"NAME={args.name}: use 2-64 letters, digits or . _ @ - (and not {ADMIN!r})")
         problem = server_problem(args.url)
         if problem:
-            raise UserError(f"{args.url}: the server does not answer ({problem}); start it with `make server` "
-                            f"(or pass PORT=… / --url)")
+            raise UserError(
+                f"{args.url}: the server does not answer ({problem}); start it with `make server` "
+                f"(or pass PORT=… / --url)"
+            )
         as_admin(args.secrets_dir)
         with warnings.catch_warnings():  # the auth client imports MLflow's server app, which warns about Starlette
             warnings.simplefilter("ignore")
@@ -109,18 +117,24 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {args.url}: {first}", file=sys.stderr)
         return 2
     scope = "every experiment" if experiments == [EVERY] else "experiments " + ", ".join(names)
-    what = {"read": "reads every experiment and encoder",
-            "edit": f"EDIT on {scope} and every registered encoder",
-            "manage": f"MANAGE on {scope} and every registered encoder"}[args.role]
+    what = {
+        "read": "reads every experiment and encoder",
+        "edit": f"EDIT on {scope} and every registered encoder",
+        "manage": f"MANAGE on {scope} and every registered encoder",
+    }[args.role]
     print(f"user {args.name} {'created' if not exists else 'updated'}: {args.role} ({what})")
     if password:
-        print("\n".join([
-            "  give the user these lines, privately; the password is shown only now and stored nowhere:",
-            f"    export MLFLOW_TRACKING_URI=<this server, e.g. http://{os.uname().nodename}:"
-            f"{args.url.rsplit(':', 1)[-1]}>",
-            f"    export MLFLOW_TRACKING_USERNAME={args.name}",
-            f"    export MLFLOW_TRACKING_PASSWORD={password}",
-        ]))
+        print(
+            "\n".join(
+                [
+                    "  give the user these lines, privately; the password is shown only now and stored nowhere:",
+                    f"    export MLFLOW_TRACKING_URI=<this server, e.g. http://{os.uname().nodename}:"
+                    f"{args.url.rsplit(':', 1)[-1]}>",
+                    f"    export MLFLOW_TRACKING_USERNAME={args.name}",
+                    f"    export MLFLOW_TRACKING_PASSWORD={password}",
+                ]
+            )
+        )
     else:
         print("  password unchanged (--reset-password makes a new one)")
     return 0

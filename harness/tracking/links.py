@@ -56,8 +56,11 @@ def serve_command(base: str) -> str:
     they are not the defaults)."""
     parsed = urlparse(base)
     host, port = parsed.hostname or DEFAULT_HOST, parsed.port or DEFAULT_PORT
-    return "make ui" + (f" HOST={host}" if host != DEFAULT_HOST else "") + (f" PORT={port}" if port != DEFAULT_PORT
-                                                                           else "")
+    return (
+        "make ui"
+        + (f" HOST={host}" if host != DEFAULT_HOST else "")
+        + (f" PORT={port}" if port != DEFAULT_PORT else "")
+    )
 
 
 def ui_answers(base: str, timeout: float = 0.5) -> bool:
@@ -75,8 +78,9 @@ def serve_hint(base: str) -> str:
     there (and that a UI on another port makes later links follow it)."""
     if ui_answers(base):
         return f"(the UI at {base} serves them)"
-    return (f"(no UI answers at {base} now: start it with `{serve_command(base)}`; "
-            f"on another port, later links follow it)")
+    return (
+        f"(no UI answers at {base} now: start it with `{serve_command(base)}`; on another port, later links follow it)"
+    )
 
 
 def experiment_link(experiment_id: str, view: str | None = None, base: str | None = None) -> str:
@@ -93,15 +97,18 @@ def run_link(experiment_id: str, run_id: str, base: str | None = None, tab: str 
 
 def compare_link(run_ids: list[str], experiment_ids: list[str], base: str | None = None) -> str:
     """The compare page of ``run_ids`` (params, metrics, charts side by side)."""
+
     def encoded(values: list[str]) -> str:
         return quote(json.dumps([str(value) for value in values], separators=(",", ":")), safe="")
+
     experiments = list(dict.fromkeys(experiment_ids))
-    return (f"{base or ui_base()}/#/compare-runs?runs={encoded(run_ids)}&experiments={encoded(experiments)}"
-            f"&{urlencode(WORKFLOW)}")
+    return (
+        f"{base or ui_base()}/#/compare-runs?runs={encoded(run_ids)}&experiments={encoded(experiments)}"
+        f"&{urlencode(WORKFLOW)}"
+    )
 
 
-def metrics_compare_link(client: MlflowClient, experiment_id: str, run_ids: list[str], base: str | None = None
-                         ) -> str:
+def metrics_compare_link(client: MlflowClient, experiment_id: str, run_ids: list[str], base: str | None = None) -> str:
     """The runs ``run_ids`` side by side on their test and dev accuracy and F1 (the chart view of
     a saved view of them); the plain compare page where the view cannot be saved."""
     try:
@@ -111,13 +118,20 @@ def metrics_compare_link(client: MlflowClient, experiment_id: str, run_ids: list
     return experiment_link(experiment_id, view, base) + "&compareRunsMode=CHART"
 
 
-def summary_lines(experiment_id: str, run_id: str, view: str | None = None,
-                  compare: list[str] | None = None, compare_label: str = "twin") -> list[str]:
+def summary_lines(
+    experiment_id: str,
+    run_id: str,
+    view: str | None = None,
+    compare: list[str] | None = None,
+    compare_label: str = "twin",
+) -> list[str]:
     """The ``UI`` lines of a command's one-screen summary: the run, the runs table (in ``view``)
     and, with ``compare`` (run ids), their metrics side by side (saving the view that shows them).
     A local store adds how to start its UI."""
-    lines = [f"  {'run page':<10} {run_link(experiment_id, run_id)}",
-             f"  {'runs':<10} {experiment_link(experiment_id, view)}"]
+    lines = [
+        f"  {'run page':<10} {run_link(experiment_id, run_id)}",
+        f"  {'runs':<10} {experiment_link(experiment_id, view)}",
+    ]
     if compare and len(compare) > 1:
         link = metrics_compare_link(MlflowClient(tracking_uri()), experiment_id, compare)
         lines.append(f"  {'compare':<10} {link}  (with its {compare_label})")

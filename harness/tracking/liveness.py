@@ -62,8 +62,11 @@ def mark_dead_runs(client: MlflowClient, parent_run_id: str | None = None) -> li
     for run in client.search_runs(experiments, query, run_view_type=ViewType.ALL, max_results=1000):
         if owner_alive(run.data.tags) is False:
             try:
-                client.set_tag(run.info.run_id, ENDED_TAG,
-                               f"process {run.data.tags[PID_TAG]} died; marked KILLED by process {os.getpid()}")
+                client.set_tag(
+                    run.info.run_id,
+                    ENDED_TAG,
+                    f"process {run.data.tags[PID_TAG]} died; marked KILLED by process {os.getpid()}",
+                )
                 client.set_terminated(run.info.run_id, "KILLED")
             except MlflowException:  # a team server's run this user may not change: its owner's next start marks it
                 continue

@@ -59,12 +59,20 @@ def cell_run_name(method: str, seed) -> str:
     return join(method, f"s{seed}")
 
 
-def pretrain_run_name(family: str, config: dict, variant: str | None, corpus: str, task_stage: bool, seed,
-                      smoke: bool = False) -> str:
+def pretrain_run_name(
+    family: str, config: dict, variant: str | None, corpus: str, task_stage: bool, seed, smoke: bool = False
+) -> str:
     """``elmo·2x256·full·mrpc·s0``; ``ulmfit·3x1150·mrpc+extra·task·s0`` for a target-task LM;
     ``elmo·2x32·full·mrpc·smoke·s0`` for a toy run that only tests the pipeline."""
-    return join(family, size_label(config), variant, corpus, "task" if task_stage else None,
-                "smoke" if smoke else None, f"s{seed}")
+    return join(
+        family,
+        size_label(config),
+        variant,
+        corpus,
+        "task" if task_stage else None,
+        "smoke" if smoke else None,
+        f"s{seed}",
+    )
 
 
 def benchmark_run_name(name: str) -> str:

@@ -21,15 +21,39 @@ CHANGED_PARAMS_TAG = "harness.changed_params"  # params a resumed fit was given 
 
 # Trainer settings that change what a run computes, with Lightning's defaults (dropped when equal).
 TRAINER_KEPT = {
-    "max_epochs": None, "min_epochs": None, "max_steps": -1, "min_steps": None, "max_time": None,
-    "precision": None, "accumulate_grad_batches": 1, "gradient_clip_val": None, "gradient_clip_algorithm": None,
-    "limit_train_batches": None, "limit_val_batches": None, "val_check_interval": None,
-    "overfit_batches": 0.0, "deterministic": None, "devices": "auto", "num_nodes": 1, "strategy": "auto",
+    "max_epochs": None,
+    "min_epochs": None,
+    "max_steps": -1,
+    "min_steps": None,
+    "max_time": None,
+    "precision": None,
+    "accumulate_grad_batches": 1,
+    "gradient_clip_val": None,
+    "gradient_clip_algorithm": None,
+    "limit_train_batches": None,
+    "limit_val_batches": None,
+    "val_check_interval": None,
+    "overfit_batches": 0.0,
+    "deterministic": None,
+    "devices": "auto",
+    "num_nodes": 1,
+    "strategy": "auto",
     "accelerator": "auto",
 }
 # Plumbing: where things go and how the run is labelled, not what it computes.
-DROPPED = {"run_name", "tags", "experiment_name", "method", "parent_run_id", "ckpt_path", "weights_only",
-           "data.cache_dir", "data.num_workers", "feature_cache", "samples_every_n_steps"}
+DROPPED = {
+    "run_name",
+    "tags",
+    "experiment_name",
+    "method",
+    "parent_run_id",
+    "ckpt_path",
+    "weights_only",
+    "data.cache_dir",
+    "data.num_workers",
+    "feature_cache",
+    "samples_every_n_steps",
+}
 
 
 def is_empty(value: Any) -> bool:
@@ -66,7 +90,7 @@ def log_params(logger: MLFlowLogger, params: dict[str, Any]) -> None:
     existing = run.data.params
     items = [Param(key, value) for key, value in values.items() if key not in existing]
     for start in range(0, len(items), 100):
-        client.log_batch(run_id, params=items[start:start + 100])
+        client.log_batch(run_id, params=items[start : start + 100])
     changed = {key for key, value in values.items() if key in existing and existing[key] != value}
     if changed:
         changed |= set(filter(None, run.data.tags.get(CHANGED_PARAMS_TAG, "").split(",")))

@@ -65,7 +65,11 @@ class RunTimes(pl.Callback):
             return
         now = time.monotonic()
         fit_ended = self.fit_ended or now
-        self.times = {"time_fit_s": fit_ended - self.fit_started, "time_eval_s": now - fit_ended,
-                      "time_total_s": now - run_started(), "time_cpu_s": time.process_time() - _cell_cpu_start}
+        self.times = {
+            "time_fit_s": fit_ended - self.fit_started,
+            "time_eval_s": now - fit_ended,
+            "time_total_s": now - run_started(),
+            "time_cpu_s": time.process_time() - _cell_cpu_start,
+        }
         if trainer.logger is not None:
             trainer.logger.log_metrics(self.times, step=trainer.global_step + 1)

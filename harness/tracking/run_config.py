@@ -29,7 +29,9 @@ class MLflowConfig(SaveConfigCallback):
             return
         text = self.parser.dump(self.config, skip_none=False)
         # a resumed fit keeps the config the run started with and adds its own beside it
-        name = f"config-resumed-{time.strftime('%Y%m%d-%H%M%S')}.yaml" if self.config.get("ckpt_path") else "config.yaml"
+        name = (
+            f"config-resumed-{time.strftime('%Y%m%d-%H%M%S')}.yaml" if self.config.get("ckpt_path") else "config.yaml"
+        )
         logger.experiment.log_text(logger.run_id, text, name)
         config = self.config.as_dict()
         for key in ("config", "_instantiator"):

@@ -15,11 +15,12 @@ from pytorch_lightning.utilities import rank_zero_only
 
 from harness.interruption import interruption
 from harness.tracking.liveness import ENDED_TAG, process_tags
-from harness.training.checkpoints import LAST
 from harness.tracking.store import REPO_ROOT as REPO_ROOT  # re-exported
 from harness.tracking.store import SERVER_SCHEMES, ensure_experiment, scheme_of, server_problem, tracking_uri
+from harness.training.checkpoints import LAST
 
 CHECKPOINT_DIR_TAG = "harness.checkpoint_dir"
+
 
 @dataclass
 class OpenRun:
@@ -57,8 +58,12 @@ def make_logger(experiment: str, run_name: str, tags: dict[str, str], run_id: st
     uri = tracking_uri()
     if run_id is None:
         ensure_experiment(experiment, uri)
-        logger = TrackedLogger(experiment_name=experiment, run_name=run_name, tracking_uri=uri,
-                               tags={**{key: str(value) for key, value in tags.items()}, **process_tags()})
+        logger = TrackedLogger(
+            experiment_name=experiment,
+            run_name=run_name,
+            tracking_uri=uri,
+            tags={**{key: str(value) for key, value in tags.items()}, **process_tags()},
+        )
     else:
         logger = TrackedLogger(tracking_uri=uri, run_id=run_id)
         if rank_zero_only.rank == 0:
@@ -110,8 +115,11 @@ def kill_open_runs(signal_name: str) -> str:
         if not run_id:
             continue
         last = open_run.checkpoint_dir / LAST if open_run.checkpoint_dir else None
-        resume = (f"continue it with --ckpt_path={last}" if last is not None and last.is_file()
-                  else "it had written no checkpoint yet: start it again")
+        resume = (
+            f"continue it with --ckpt_path={last}"
+            if last is not None and last.is_file()
+            else "it had written no checkpoint yet: start it again"
+        )
         notes.append(f"run {run_id} marked KILLED; {resume}")
     fail_open_runs("KILLED", interrupted_note(signal_name))
     return "; ".join(notes) or "no run was started"
@@ -134,10 +142,11 @@ def server_lost() -> str | None:
             continue
         last = open_run.checkpoint_dir / LAST if open_run.checkpoint_dir else None
         if last is not None and last.is_file():
-            message += (f"; run {run_id} stays RUNNING there; local checkpoints are kept in {last.parent}; "
-                        f"once the server is back, continue the same run with --ckpt_path={last}")
+            message += (
+                f"; run {run_id} stays RUNNING there; local checkpoints are kept in {last.parent}; "
+                f"once the server is back, continue the same run with --ckpt_path={last}"
+            )
         else:
             message += f"; run {run_id} had written no checkpoint yet: start it again once the server is back"
     _OPEN_RUNS.clear()
     return message
-

@@ -63,10 +63,15 @@ def check_no_password(uri: str) -> str:
     server = scheme_of(uri) in SERVER_SCHEMES
     shown = urlunsplit(parts._replace(netloc=f"{parts.username}:…@{address}"))
     bare = urlunsplit(parts._replace(netloc=address if server else f"{parts.username}@{address}"))
-    where = (f"{PASSWORD_VARIABLE} (and the user in {USER_VARIABLE})" if server
-             else "the database's own password file or variable (PostgreSQL: ~/.pgpass or PGPASSWORD)")
-    raise UserError(f"{URI_VARIABLE}={shown} holds a password, which would be printed in links, logs and Ray's "
-                    f"environment: set {URI_VARIABLE}={bare} and the password in {where}")
+    where = (
+        f"{PASSWORD_VARIABLE} (and the user in {USER_VARIABLE})"
+        if server
+        else "the database's own password file or variable (PostgreSQL: ~/.pgpass or PGPASSWORD)"
+    )
+    raise UserError(
+        f"{URI_VARIABLE}={shown} holds a password, which would be printed in links, logs and Ray's "
+        f"environment: set {URI_VARIABLE}={bare} and the password in {where}"
+    )
 
 
 def scheme_of(uri: str) -> str:
@@ -92,15 +97,19 @@ def check_uri(uri: str) -> None:
     flag = f"{URI_VARIABLE}={uri}"
     scheme = scheme_of(uri)
     if scheme in ("", "file"):
-        raise UserError(f"{flag}: file stores are not supported (MLflow 3 deprecates them); "
-                        f"use sqlite:///<folder>/mlflow.db or an http(s):// tracking server")
+        raise UserError(
+            f"{flag}: file stores are not supported (MLflow 3 deprecates them); "
+            f"use sqlite:///<folder>/mlflow.db or an http(s):// tracking server"
+        )
     if scheme == "sqlite":
         check_sqlite(uri, flag)
     elif scheme in SERVER_SCHEMES:
         problem = server_problem(uri)
         if problem:
-            raise UserError(f"{flag}: the tracking server does not answer ({problem}); "
-                            f"start it, or unset {URI_VARIABLE} to use the local SQLite store")
+            raise UserError(
+                f"{flag}: the tracking server does not answer ({problem}); "
+                f"start it, or unset {URI_VARIABLE} to use the local SQLite store"
+            )
         problem = access_problem(uri)
         if problem:
             raise UserError(f"{flag}: {problem}")
@@ -112,8 +121,10 @@ def check_uri(uri: str) -> None:
 def check_sqlite(uri: str, flag: str) -> None:
     path = sqlite_path(uri)
     if path is None or str(path) in ("", ":memory:") or not uri.startswith("sqlite:///"):
-        raise UserError(f"{flag}: name a database file, e.g. sqlite:////abs/path/mlflow.db "
-                        f"(an in-memory store loses every run when the process ends)")
+        raise UserError(
+            f"{flag}: name a database file, e.g. sqlite:////abs/path/mlflow.db "
+            f"(an in-memory store loses every run when the process ends)"
+        )
     if not path.parent.is_dir():
         raise UserError(f"{flag}: folder {path.parent} does not exist; create it or choose another path")
     if path.is_dir():
@@ -143,8 +154,15 @@ def server_problem(uri: str, timeout: tuple[float, float] = HEALTH_TIMEOUT) -> s
 
 def server_request(uri: str, endpoint: str, **params) -> requests.Response:
     """One GET to the server with MLflow's own credentials, no retries, the health check's timeouts."""
-    return http_request(get_default_host_creds(uri), endpoint, "GET", max_retries=0, timeout=HEALTH_TIMEOUT[1],
-                        raise_on_status=False, params=params)
+    return http_request(
+        get_default_host_creds(uri),
+        endpoint,
+        "GET",
+        max_retries=0,
+        timeout=HEALTH_TIMEOUT[1],
+        raise_on_status=False,
+        params=params,
+    )
 
 
 def user_name() -> str | None:
@@ -155,8 +173,10 @@ def denial(status: int, action: str) -> str:
     """What a 401 or 403 from the server means for this client, in one line."""
     user = user_name()
     if status == 401 and not user:
-        return (f"the tracking server needs credentials (401): export {USER_VARIABLE} and {PASSWORD_VARIABLE} "
-                f"(its admin creates users: make server-user NAME=<you>)")
+        return (
+            f"the tracking server needs credentials (401): export {USER_VARIABLE} and {PASSWORD_VARIABLE} "
+            f"(its admin creates users: make server-user NAME=<you>)"
+        )
     if status == 401:
         return f"the tracking server rejected the password of {USER_VARIABLE}={user} (401): check {PASSWORD_VARIABLE}"
     return f"{USER_VARIABLE}={user} may not {action} on this tracking server (403 forbidden): ask its admin"
@@ -187,8 +207,13 @@ def write_problem(uri: str, experiment: str) -> str | None:
         if found.status_code != 200:
             return None  # RESOURCE_DOES_NOT_EXIST: the run will create it (and its creator manages it)
         experiment_id = found.json()["experiment"]["experiment_id"]
-        answer = server_request(uri, "/api/3.0/mlflow/users/permissions/get", username=user_name(),
-                                resource_type="experiment", resource_id=experiment_id)
+        answer = server_request(
+            uri,
+            "/api/3.0/mlflow/users/permissions/get",
+            username=user_name(),
+            resource_type="experiment",
+            resource_id=experiment_id,
+        )
         if answer.status_code != 200:
             return None  # no auth app on this server: nothing is refused
         permission = answer.json().get("permission", "")
@@ -196,8 +221,10 @@ def write_problem(uri: str, experiment: str) -> str | None:
         return None
     if permission in WRITE_PERMISSIONS:
         return None
-    return (f"{USER_VARIABLE}={user_name()} has {permission or 'no'} permission on experiment '{experiment}' of "
-            f"{uri}; logging a run needs EDIT: ask the server's admin (make server-user NAME={user_name()} ROLE=edit)")
+    return (
+        f"{USER_VARIABLE}={user_name()} has {permission or 'no'} permission on experiment '{experiment}' of "
+        f"{uri}; logging a run needs EDIT: ask the server's admin (make server-user NAME={user_name()} ROLE=edit)"
+    )
 
 
 def check_can_log(uri: str, experiment: str) -> None:
@@ -252,7 +279,7 @@ def prepare_store(uri: str) -> None:
 def artifact_location(uri: str) -> str | None:
     """Artifacts of a local SQLite store live beside the database file (not in the cwd)."""
     if uri.startswith("sqlite:///"):
-        database = Path(uri[len("sqlite:///"):])
+        database = Path(uri[len("sqlite:///") :])
         return (database.parent / "mlartifacts").resolve().as_uri()
     return None
 
@@ -267,8 +294,9 @@ def ensure_experiment(name: str, uri: str | None = None) -> str:
         experiment = client.get_experiment_by_name(name)
         if experiment is None:
             try:
-                experiment_id = client.create_experiment(name, artifact_location=artifact_location(uri),
-                                                         tags=EXPERIMENT_KIND)
+                experiment_id = client.create_experiment(
+                    name, artifact_location=artifact_location(uri), tags=EXPERIMENT_KIND
+                )
                 prepare_experiment(client, experiment_id, name)
                 return experiment_id
             except MlflowException as error:  # another process (on a server store) was first

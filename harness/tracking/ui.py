@@ -55,8 +55,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     record_address(uri, base)
     sys.stdout.flush()
-    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": os.environ.get("MLFLOW_SERVER_ENABLE_JOB_EXECUTION",
-                                                                                "false")}
+    env = {
+        **os.environ,
+        "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": os.environ.get("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false"),
+    }
     command = ui_command(uri, args.host, args.port)
     os.execve(command[0], command, env)  # the UI takes over this process: Ctrl-C stops it
     return 0  # not reached

@@ -36,24 +36,44 @@ COMPARE_VIEW = "compare"
 GROUPED_VIEW = "by-method"
 
 COLUMNS = {
-    "pretrain": ["tags.`family`", "tags.`lm_stage`", "metrics.`best_val_ppl`", "metrics.`best_val_ppl_word`",
-                 "metrics.`train_seconds`", "tags.`seed`", "tags.`benchmark`", "attributes.`Duration`"],
-    "finetune": ["metrics.`test_acc`", "metrics.`test_f1`", "metrics.`dev_acc`", "metrics.`dev_f1`", "tags.`method`",
-                 "tags.`encoder`", "tags.`seed`", "tags.`benchmark`"],
+    "pretrain": [
+        "tags.`family`",
+        "tags.`lm_stage`",
+        "metrics.`best_val_ppl`",
+        "metrics.`best_val_ppl_word`",
+        "metrics.`train_seconds`",
+        "tags.`seed`",
+        "tags.`benchmark`",
+        "attributes.`Duration`",
+    ],
+    "finetune": [
+        "metrics.`test_acc`",
+        "metrics.`test_f1`",
+        "metrics.`dev_acc`",
+        "metrics.`dev_f1`",
+        "tags.`method`",
+        "tags.`encoder`",
+        "tags.`seed`",
+        "tags.`benchmark`",
+    ],
 }
 COMPARED_METRICS = ("test_acc", "test_f1", "dev_acc", "dev_f1")  # the charts a compare view opens on
 PARENT_TAG = "mlflow.parentRunId"
 MODEL_METRICS = "Model metrics"  # the UI's section of metrics without a ``system/`` prefix
 DESCRIPTIONS = {
-    "pretrain": ("Language-model pretraining runs (tag `stage=pretrain`), one per family, size and corpus. "
-                 "Compare `best_val_ppl` (the best checkpoint's held-out perplexity per token of its own "
-                 "tokenizer) within a tokenizer, `best_val_ppl_word` across tokenizers. Each run holds "
-                 "`checkpoint/encoder.ckpt`; registered as `<family>-encoder` in the model registry."),
-    "finetune": ("Transfer runs (tag `stage=finetune`): an encoder's features under a pair classifier, "
-                 "each pretrained encoder beside its random-init twin (`encoder` tag `random-…`). "
-                 "`test_acc`/`test_f1` on the test split, `dev_acc` on dev (the epoch selected). "
-                 "Benchmarks are parent runs (`stage=benchmark`) with their cells nested below; "
-                 "baselines are `stage=baseline`. Group by `method` and `encoder` to average seeds."),
+    "pretrain": (
+        "Language-model pretraining runs (tag `stage=pretrain`), one per family, size and corpus. "
+        "Compare `best_val_ppl` (the best checkpoint's held-out perplexity per token of its own "
+        "tokenizer) within a tokenizer, `best_val_ppl_word` across tokenizers. Each run holds "
+        "`checkpoint/encoder.ckpt`; registered as `<family>-encoder` in the model registry."
+    ),
+    "finetune": (
+        "Transfer runs (tag `stage=finetune`): an encoder's features under a pair classifier, "
+        "each pretrained encoder beside its random-init twin (`encoder` tag `random-…`). "
+        "`test_acc`/`test_f1` on the test split, `dev_acc` on dev (the epoch selected). "
+        "Benchmarks are parent runs (`stage=benchmark`) with their cells nested below; "
+        "baselines are `stage=baseline`. Group by `method` and `encoder` to average seeds."
+    ),
 }
 
 
@@ -64,11 +84,18 @@ def kind_of(experiment_name: str) -> str:
 
 def view_state(columns: list[str], search_filter: str = "", group_by: list[str] | None = None) -> dict:
     """The runs-table state a saved view restores (keys of the UI's search facets and view state)."""
-    state = {"searchFilter": search_filter, "orderByKey": "attributes.start_time", "orderByAsc": False,
-             "selectedColumns": columns, "groupBy": None}
+    state = {
+        "searchFilter": search_filter,
+        "orderByKey": "attributes.start_time",
+        "orderByAsc": False,
+        "selectedColumns": columns,
+        "groupBy": None,
+    }
     if group_by:
-        state["groupBy"] = {"aggregateFunction": "average",
-                            "groupByKeys": [{"mode": "tag", "groupByData": tag} for tag in group_by]}
+        state["groupBy"] = {
+            "aggregateFunction": "average",
+            "groupByKeys": [{"mode": "tag", "groupByData": tag} for tag in group_by],
+        }
     return state
 
 
@@ -85,8 +112,12 @@ def save_view(client: MlflowClient, experiment_id: str, key: str, name: str, sta
         except (ValueError, AttributeError):
             pass
     now = int(time.time() * 1000)
-    set_experiment_tag(client, experiment_id, tag, json.dumps(
-        {"name": name, "createdAt": now, "updatedAt": now, "state": json.dumps(state)}))
+    set_experiment_tag(
+        client,
+        experiment_id,
+        tag,
+        json.dumps({"name": name, "createdAt": now, "updatedAt": now, "state": json.dumps(state)}),
+    )
 
 
 def set_experiment_tag(client: MlflowClient, experiment_id: str, key: str, value: str) -> None:
@@ -108,8 +139,13 @@ def prepare_experiment(client: MlflowClient, experiment_id: str, experiment_name
         set_experiment_tag(client, experiment_id, DESCRIPTION_TAG, DESCRIPTIONS[kind])
     save_view(client, experiment_id, COMPARE_VIEW, "Compare runs", view_state(COLUMNS[kind]))
     if kind == "finetune":
-        save_view(client, experiment_id, GROUPED_VIEW, "By method and encoder",
-                  view_state(COLUMNS[kind], group_by=["method", "encoder"]))
+        save_view(
+            client,
+            experiment_id,
+            GROUPED_VIEW,
+            "By method and encoder",
+            view_state(COLUMNS[kind], group_by=["method", "encoder"]),
+        )
     hide_empty_default(client)
 
 
@@ -118,16 +154,28 @@ def benchmark_view(client: MlflowClient, experiment_id: str, benchmark: str) -> 
     parent, under "Additional runs"); returns its key."""
     key = f"benchmark-{benchmark}"
     cells = f"tags.benchmark = '{benchmark}' and tags.stage != 'benchmark'"
-    save_view(client, experiment_id, key, f"Benchmark {benchmark}",
-              view_state(COLUMNS["finetune"], search_filter=cells, group_by=["method"]))
+    save_view(
+        client,
+        experiment_id,
+        key,
+        f"Benchmark {benchmark}",
+        view_state(COLUMNS["finetune"], search_filter=cells, group_by=["method"]),
+    )
     return key
 
 
 def _bar_chart(metric: str, shown: bool) -> dict:
     """A bar chart of ``metric`` in the UI's chart view (its "BAR" card); ``shown=False`` marks a
     metric's chart deleted, so the UI does not add one of its own."""
-    return {"uuid": f"chart-{metric}", "type": "BAR", "deleted": not shown, "isGenerated": False,
-            "metricSectionId": "metrics", "metricKey": metric, "displayName": metric}
+    return {
+        "uuid": f"chart-{metric}",
+        "type": "BAR",
+        "deleted": not shown,
+        "isGenerated": False,
+        "metricSectionId": "metrics",
+        "metricKey": metric,
+        "displayName": metric,
+    }
 
 
 def compare_view(client: MlflowClient, experiment_id: str, run_ids: list[str]) -> str:
@@ -144,8 +192,10 @@ def compare_view(client: MlflowClient, experiment_id: str, run_ids: list[str]) -
     # Grouped by method: a benchmark cell's parent, which the UI adds to the rows, then cannot hold its
     # children collapsed under it; it lands in "Additional runs", its own metrics' charts hidden.
     state = view_state(COLUMNS["finetune"], search_filter=f"attributes.run_id IN ({listed})", group_by=["method"])
-    state.update(compareRunCharts=charts, compareRunSections=[
-        {"uuid": "metrics", "name": MODEL_METRICS, "display": True, "isReordered": True}])
+    state.update(
+        compareRunCharts=charts,
+        compareRunSections=[{"uuid": "metrics", "name": MODEL_METRICS, "display": True, "isReordered": True}],
+    )
     save_view(client, experiment_id, key, f"Compare {len(run_ids)} runs", state)
     return key
 
@@ -158,8 +208,11 @@ def hide_empty_default(client: MlflowClient) -> None:
         default = client.get_experiment("0")
     except Exception:  # noqa: BLE001 - a store without experiment 0
         return
-    if (default.name == "Default" and default.lifecycle_stage == "active"
-            and not client.search_runs(["0"], max_results=1)):
+    if (
+        default.name == "Default"
+        and default.lifecycle_stage == "active"
+        and not client.search_runs(["0"], max_results=1)
+    ):
         try:
             client.delete_experiment("0")
         except MlflowException:  # another process deleted it first

@@ -24,8 +24,15 @@ class BucketBatchSampler(ResumableBatchSampler):
     cut into batches, and the batches are shuffled when the sampler is random.
     """
 
-    def __init__(self, sampler: Sampler, batch_size: int, drop_last: bool, lengths: list[int], pool_batches: int = 50,
-                 position: EpochPosition | None = None):
+    def __init__(
+        self,
+        sampler: Sampler,
+        batch_size: int,
+        drop_last: bool,
+        lengths: list[int],
+        pool_batches: int = 50,
+        position: EpochPosition | None = None,
+    ):
         super().__init__(sampler, batch_size, drop_last, position)
         self.lengths = lengths
         self.pool_batches = pool_batches
@@ -35,8 +42,8 @@ class BucketBatchSampler(ResumableBatchSampler):
         pool_size = self.batch_size * self.pool_batches
         batches = []
         for start in range(0, len(indices), pool_size):
-            pool = sorted(indices[start:start + pool_size], key=lambda index: self.lengths[index])
-            batches += [pool[i:i + self.batch_size] for i in range(0, len(pool), self.batch_size)]
+            pool = sorted(indices[start : start + pool_size], key=lambda index: self.lengths[index])
+            batches += [pool[i : i + self.batch_size] for i in range(0, len(pool), self.batch_size)]
         if self.drop_last:
             batches = [batch for batch in batches if len(batch) == self.batch_size]
         if not isinstance(self.sampler, SequentialSampler):

@@ -51,11 +51,16 @@ def run_checkpoints(directory: Path, monitor: str, mode: str, every: timedelta |
     ``last.ckpt`` is also written after the first batch that ends that long after the previous
     save (a long epoch then loses at most that much when the run is stopped)."""
     last = LAST.removesuffix(".ckpt")
-    callbacks = [ModelCheckpoint(dirpath=directory, filename="best", monitor=monitor, mode=mode, save_top_k=1),
-                 ModelCheckpoint(dirpath=directory, filename=last, save_top_k=1, enable_version_counter=False)]
+    callbacks = [
+        ModelCheckpoint(dirpath=directory, filename="best", monitor=monitor, mode=mode, save_top_k=1),
+        ModelCheckpoint(dirpath=directory, filename=last, save_top_k=1, enable_version_counter=False),
+    ]
     if every is not None:
-        callbacks.append(ModelCheckpoint(dirpath=directory, filename=last, save_top_k=1, enable_version_counter=False,
-                                         train_time_interval=every))
+        callbacks.append(
+            ModelCheckpoint(
+                dirpath=directory, filename=last, save_top_k=1, enable_version_counter=False, train_time_interval=every
+            )
+        )
     return callbacks
 
 
@@ -88,8 +93,9 @@ def inside(path: str | Path, directory: Path) -> bool:
 def read_best(path: str, directory: Path) -> dict:
     """The best checkpoint a run's ModelCheckpoint recorded, which must lie in ``directory``."""
     if not inside(path, directory):
-        raise UserError(f"best checkpoint {path} lies outside the run's checkpoint folder {directory}; "
-                        f"refusing to read it")
+        raise UserError(
+            f"best checkpoint {path} lies outside the run's checkpoint folder {directory}; refusing to read it"
+        )
     return load_weights_only(Path(path), f"best checkpoint {path}")
 
 
@@ -110,8 +116,10 @@ def checked_paths(checkpoint: dict, directory: Path, what: str) -> None:
         paths = [state.get(field) for field in PATH_FIELDS] + list((state.get("best_k_models") or {}).keys())
         for path in paths:
             if path and not inside(str(path), directory):
-                raise UserError(f"{what}: its {key.split('{')[0]} state names {path}, outside the run's "
-                                f"checkpoint folder {directory}; refusing to resume from it")
+                raise UserError(
+                    f"{what}: its {key.split('{')[0]} state names {path}, outside the run's "
+                    f"checkpoint folder {directory}; refusing to resume from it"
+                )
 
 
 def resume_point(ckpt_path: str, checkpoint_root: Path) -> ResumePoint:
@@ -123,23 +131,28 @@ def resume_point(ckpt_path: str, checkpoint_root: Path) -> ResumePoint:
     if ckpt_path == "last":
         found = find_last(checkpoint_root)
         if found is None:
-            raise UserError(f"--ckpt_path=last: no {LAST} under {checkpoint_root}; pass the path of a checkpoint "
-                            f"(checkpoints/<stage>/<run_id>/{LAST} under the --trainer.default_root_dir of the run)")
+            raise UserError(
+                f"--ckpt_path=last: no {LAST} under {checkpoint_root}; pass the path of a checkpoint "
+                f"(checkpoints/<stage>/<run_id>/{LAST} under the --trainer.default_root_dir of the run)"
+            )
         path = found
     else:
         path = Path(ckpt_path).expanduser()
     what = f"--ckpt_path={ckpt_path}"
     checkpoint = load_weights_only(path, what)
     if "loops" not in checkpoint or "optimizer_states" not in checkpoint:
-        raise UserError(f"{what}: a weights-only export, not a training checkpoint; resume from "
-                        f"checkpoints/<stage>/<run_id>/{LAST}")
+        raise UserError(
+            f"{what}: a weights-only export, not a training checkpoint; resume from checkpoints/<stage>/<run_id>/{LAST}"
+        )
     state = (checkpoint.get("callbacks") or {}).get(RESUME_STATE_KEY) or {}
     run_id = state.get("run_id") if isinstance(state, dict) else None
     if not run_id and RUN_ID.match(path.parent.name):
         run_id = path.parent.name
     if not run_id:
-        raise UserError(f"{what}: the checkpoint does not say which MLflow run it belongs to (and its folder "
-                        f"is not named by a run id); start a new run without --ckpt_path")
+        raise UserError(
+            f"{what}: the checkpoint does not say which MLflow run it belongs to (and its folder "
+            f"is not named by a run id); start a new run without --ckpt_path"
+        )
     directory = path.parent.resolve()
     checked_paths(checkpoint, directory, what)
     return ResumePoint(path.resolve(), str(run_id), directory)
@@ -160,8 +173,10 @@ class AtomicCheckpointIO(TorchCheckpointIO):
             atomic_torch_save(checkpoint, path)
         except OSError as error:
             problem = disk_problem(error) or f"{type(error).__name__}: {error}"
-            raise UserError(f"{ROOT_FLAG}: cannot write checkpoint {path} ({problem}); free space there or point "
-                            f"{ROOT_FLAG} at another disk") from None
+            raise UserError(
+                f"{ROOT_FLAG}: cannot write checkpoint {path} ({problem}); free space there or point "
+                f"{ROOT_FLAG} at another disk"
+            ) from None
 
 
 def with_atomic_checkpoints(plugins) -> list:
@@ -174,8 +189,11 @@ def with_atomic_checkpoints(plugins) -> list:
 
 def state_bytes(module: torch.nn.Module) -> int:
     """Bytes of the tensors of ``module``'s state_dict (what its checkpoint's weights take)."""
-    return sum(tensor.numel() * tensor.element_size() for tensor in module.state_dict().values()
-               if isinstance(tensor, torch.Tensor))
+    return sum(
+        tensor.numel() * tensor.element_size()
+        for tensor in module.state_dict().values()
+        if isinstance(tensor, torch.Tensor)
+    )
 
 
 def check_checkpoint_room(directory: Path, module: torch.nn.Module) -> None:
@@ -188,9 +206,14 @@ def check_checkpoint_room(directory: Path, module: torch.nn.Module) -> None:
             pass
     except OSError as error:
         problem = disk_problem(error) or f"{type(error).__name__}: {error}"
-        raise UserError(f"{ROOT_FLAG}: cannot write checkpoints under {directory} ({problem}); point "
-                        f"{ROOT_FLAG} at a writable folder") from None
+        raise UserError(
+            f"{ROOT_FLAG}: cannot write checkpoints under {directory} ({problem}); point "
+            f"{ROOT_FLAG} at a writable folder"
+        ) from None
     needed = 2 * 3 * state_bytes(module)
-    check_free(directory, needed, f"{ROOT_FLAG} ({directory})",
-               f"the run's best and last checkpoints would not fit; free space there or point {ROOT_FLAG} "
-               f"at another disk")
+    check_free(
+        directory,
+        needed,
+        f"{ROOT_FLAG} ({directory})",
+        f"the run's best and last checkpoints would not fit; free space there or point {ROOT_FLAG} at another disk",
+    )

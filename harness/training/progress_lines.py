@@ -77,14 +77,18 @@ class LineProgress(ProgressBar):
         if time.monotonic() - self.last_line < self.every_seconds or (known and batch_idx + 1 >= total):
             return  # the epoch's own line follows its last batch
         of = f"/{int(total)}" if known else ""
-        self.print_line(f"{epoch_label(trainer)}  batch {batch_idx + 1}{of}  "
-                        f"{metric_text(self.get_metrics(trainer, pl_module))}  "
-                        f"({time.monotonic() - self.epoch_start:.0f} s)")
+        self.print_line(
+            f"{epoch_label(trainer)}  batch {batch_idx + 1}{of}  "
+            f"{metric_text(self.get_metrics(trainer, pl_module))}  "
+            f"({time.monotonic() - self.epoch_start:.0f} s)"
+        )
 
     def on_train_epoch_end(self, trainer, pl_module) -> None:
-        self.print_line(f"{epoch_label(trainer)}  step {trainer.global_step}  "
-                        f"{metric_text(self.get_metrics(trainer, pl_module))}  "
-                        f"({time.monotonic() - self.epoch_start:.0f} s)")
+        self.print_line(
+            f"{epoch_label(trainer)}  step {trainer.global_step}  "
+            f"{metric_text(self.get_metrics(trainer, pl_module))}  "
+            f"({time.monotonic() - self.epoch_start:.0f} s)"
+        )
 
 
 def stop_reason(trainer) -> str:
@@ -95,8 +99,10 @@ def stop_reason(trainer) -> str:
         if isinstance(callback, EarlyStopping) and callback.stopped_epoch > 0:
             best = callback.best_score.item() if hasattr(callback.best_score, "item") else callback.best_score
             checks = f"{callback.wait_count} validation{'s' if callback.wait_count != 1 else ''}"
-            return (f"early stopping on {callback.monitor} after {checks} without improvement "
-                    f"(patience {callback.patience}; best {best:.4g}) in epoch {callback.stopped_epoch + 1}")
+            return (
+                f"early stopping on {callback.monitor} after {checks} without improvement "
+                f"(patience {callback.patience}; best {best:.4g}) in epoch {callback.stopped_epoch + 1}"
+            )
         if isinstance(callback, Timer) and callback.time_remaining() is not None and callback.time_remaining() <= 0:
             return f"time limit {timedelta(seconds=round(callback._duration))} reached (--trainer.max_time)"
     if trainer.max_steps not in (None, -1) and trainer.global_step >= trainer.max_steps:

@@ -50,7 +50,7 @@ class ResumableBatchSampler(BatchSampler):
         self.position.order_rng = resume["order_rng"]
         batches = self.epoch_batches()
         torch.set_rng_state(resume["rng"])
-        yield from batches[resume["skip"]:]
+        yield from batches[resume["skip"] :]
 
 
 def mid_epoch_state(position: EpochPosition, trainer) -> dict:
@@ -59,5 +59,8 @@ def mid_epoch_state(position: EpochPosition, trainer) -> dict:
     loop = trainer.fit_loop.epoch_loop if trainer is not None else None
     if loop is None or position.order_rng is None or loop._num_ready_batches_reached():
         return {}
-    return {"order_rng": position.order_rng.clone(), "skip": int(loop.batch_progress.current.processed),
-            "rng": torch.get_rng_state()}
+    return {
+        "order_rng": position.order_rng.clone(),
+        "skip": int(loop.batch_progress.current.processed),
+        "rng": torch.get_rng_state(),
+    }

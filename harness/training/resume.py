@@ -31,8 +31,12 @@ def rng_state() -> dict:
     _, numpy_keys, numpy_position, has_gauss, cached_gaussian = np.random.get_state()
     state = {
         "python": {"version": version, "state": list(python_state), "gauss": gauss},
-        "numpy": {"keys": torch.from_numpy(numpy_keys.astype(np.int64)), "position": int(numpy_position),
-                  "has_gauss": int(has_gauss), "cached_gaussian": float(cached_gaussian)},
+        "numpy": {
+            "keys": torch.from_numpy(numpy_keys.astype(np.int64)),
+            "position": int(numpy_position),
+            "has_gauss": int(has_gauss),
+            "cached_gaussian": float(cached_gaussian),
+        },
         "torch": torch.get_rng_state(),
     }
     if torch.cuda.is_available():
@@ -45,8 +49,15 @@ def set_rng_state(state: dict) -> None:
     python = state["python"]
     random.setstate((python["version"], tuple(python["state"]), python["gauss"]))
     numpy = state["numpy"]
-    np.random.set_state(("MT19937", numpy["keys"].numpy().astype(np.uint32), numpy["position"],
-                         numpy["has_gauss"], numpy["cached_gaussian"]))
+    np.random.set_state(
+        (
+            "MT19937",
+            numpy["keys"].numpy().astype(np.uint32),
+            numpy["position"],
+            numpy["has_gauss"],
+            numpy["cached_gaussian"],
+        )
+    )
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
@@ -93,8 +104,9 @@ class ResumeState(pl.Callback):
     def on_train_start(self, trainer, pl_module) -> None:
         if self._pending is None:
             return
-        configs = [config for config in trainer.lr_scheduler_configs
-                   if config.reduce_on_plateau and config.interval == "epoch"]
+        configs = [
+            config for config in trainer.lr_scheduler_configs if config.reduce_on_plateau and config.interval == "epoch"
+        ]
         for config, value in zip(configs, self._pending.get("plateau_metrics") or []):
             if value is not None:
                 config.scheduler.step(value)

@@ -37,8 +37,11 @@ def discriminative_groups(groups: list[list[torch.nn.Parameter]], learning_rate:
     """Optimizer groups for parameters listed input → top: the top group gets ``learning_rate``,
     each lower one the one above it divided by ``decay`` (ULMFiT: 2.6)."""
     depth = len(groups)
-    return [{"params": params, "lr": learning_rate / decay ** (depth - 1 - index), "name": f"group{index}"}
-            for index, params in enumerate(groups) if params]
+    return [
+        {"params": params, "lr": learning_rate / decay ** (depth - 1 - index), "name": f"group{index}"}
+        for index, params in enumerate(groups)
+        if params
+    ]
 
 
 def scheduler_lambda(schedule: str, total_steps: int, warmup_fraction: float, stlr_ratio: float):

@@ -76,7 +76,7 @@ def digest_of(sentences: list[str]) -> str:
     """sha256 hex of the sentences, one per line."""
     hasher = hashlib.sha256()
     for start in range(0, len(sentences), 4096):
-        hasher.update("".join(sentence + "\n" for sentence in sentences[start:start + 4096]).encode("utf-8"))
+        hasher.update("".join(sentence + "\n" for sentence in sentences[start : start + 4096]).encode("utf-8"))
     return hasher.hexdigest()
 
 
@@ -106,8 +106,14 @@ def _unique_name(name: str, taken: set[str]) -> str:
     return candidate
 
 
-def read_corpora(corpus: str | list[str] | None, extra_corpus: list[str] | None, pair_train: list[str],
-                 pair_source: str, pair_name: str = PAIR_TRAIN, corpora_dir: str | None = None) -> list[Corpus]:
+def read_corpora(
+    corpus: str | list[str] | None,
+    extra_corpus: list[str] | None,
+    pair_train: list[str],
+    pair_source: str,
+    pair_name: str = PAIR_TRAIN,
+    corpora_dir: str | None = None,
+) -> list[Corpus]:
     """Read every corpus ``--data.corpus`` and ``--data.extra_corpus`` name, in order.
 
     ``pair_train``: the pair data set's train sentences (the ``mrpc`` set), read from ``pair_source``;
@@ -121,14 +127,15 @@ def read_corpora(corpus: str | list[str] | None, extra_corpus: list[str] | None,
     corpora = []
     for entry in entries(corpus):
         if entry == PAIR_TRAIN:
-            corpora.append(Corpus(_unique_name(pair_name, taken), pair_source, list(pair_train),
-                                  digest_of(pair_train)))
+            corpora.append(Corpus(_unique_name(pair_name, taken), pair_source, list(pair_train), digest_of(pair_train)))
             continue
         if entry in SHARED_FOLDERS:
             path = folder / SHARED_FOLDERS[entry] / SENTENCES_FILE
             if not path.is_file():
-                raise UserError(f"--data.corpus={entry}: {path} not found; set --data.corpora_dir (or CORPORA_DIR) "
-                                f"to the folder holding {SHARED_FOLDERS[entry]}/{SENTENCES_FILE}")
+                raise UserError(
+                    f"--data.corpus={entry}: {path} not found; set --data.corpora_dir (or CORPORA_DIR) "
+                    f"to the folder holding {SHARED_FOLDERS[entry]}/{SENTENCES_FILE}"
+                )
             name, flag = entry, "--data.corpus"
         else:
             path, name, flag = Path(entry), Path(entry).stem, "--data.corpus"
@@ -153,8 +160,9 @@ def combine(corpora: list[Corpus]) -> tuple[list[str], dict[str, str]]:
     return list(origin), origin
 
 
-def contribution(corpora: list[Corpus], origin: dict[str, str], sentences: list[str],
-                 token_counts: list[int]) -> dict[str, dict[str, int]]:
+def contribution(
+    corpora: list[Corpus], origin: dict[str, str], sentences: list[str], token_counts: list[int]
+) -> dict[str, dict[str, int]]:
     """Per corpus, the sentences and tokens it contributed to the final pretraining text.
 
     Returns:
@@ -167,23 +175,28 @@ def contribution(corpora: list[Corpus], origin: dict[str, str], sentences: list[
         counted_sentences[name] += 1
         counted_tokens[name] += tokens
     names = [corpus.name for corpus in corpora] + (["evaluation"] if "evaluation" in counted_sentences else [])
-    return {"corpus_sentences": {name: counted_sentences[name] for name in names},
-            "corpus_tokens": {name: counted_tokens[name] for name in names}}
+    return {
+        "corpus_sentences": {name: counted_sentences[name] for name in names},
+        "corpus_tokens": {name: counted_tokens[name] for name in names},
+    }
 
 
 def log_corpora(client, run_id: str, corpora: list[Corpus]) -> None:
     """Log each corpus as an MLflow dataset input of the run (context ``pretrain``): its name, a
     content digest (sha256 prefix of its sentences) and its source file."""
-    from mlflow.data.sources import LocalArtifactDatasetSource
-    from mlflow.exceptions import MlflowException
     from mlflow.data.meta_dataset import MetaDataset
+    from mlflow.data.sources import LocalArtifactDatasetSource
     from mlflow.entities import DatasetInput, InputTag
+    from mlflow.exceptions import MlflowException
     from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT
 
     inputs = []
     for corpus in corpora:
-        dataset = MetaDataset(LocalArtifactDatasetSource(str(Path(corpus.source).resolve())), name=corpus.name,
-                              digest=corpus.digest[:DIGEST_LENGTH])
+        dataset = MetaDataset(
+            LocalArtifactDatasetSource(str(Path(corpus.source).resolve())),
+            name=corpus.name,
+            digest=corpus.digest[:DIGEST_LENGTH],
+        )
         inputs.append(DatasetInput(dataset._to_mlflow_entity(), tags=[InputTag(MLFLOW_DATASET_CONTEXT, "pretrain")]))
     for attempt in range(3):
         try:

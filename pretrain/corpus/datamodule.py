@@ -63,16 +63,19 @@ def collate_with_words(items: list[tuple[torch.Tensor, int]]) -> tuple[torch.Ten
     return token_ids, lengths, torch.tensor([words for _, words in items])
 
 
-def hold_out(sentences: list[str], keep: set[str], fraction: float = 0.02, minimum: int = 100,
-             seed: int = 0) -> tuple[list[str], list[str]]:
+def hold_out(
+    sentences: list[str], keep: set[str], fraction: float = 0.02, minimum: int = 100, seed: int = 0
+) -> tuple[list[str], list[str]]:
     """Split a seeded random ``fraction`` (at least ``minimum``) of the sentences not in ``keep``
     off ``sentences``, for held-out perplexity. Returns (kept, held_out)."""
     candidates = [i for i, sentence in enumerate(sentences) if sentence not in keep]
     count = min(len(candidates) // 2, max(minimum, round(fraction * len(sentences))))
     order = torch.randperm(len(candidates), generator=torch.Generator().manual_seed(seed)).tolist()
     chosen = {candidates[i] for i in order[:count]}
-    return ([s for i, s in enumerate(sentences) if i not in chosen],
-            [s for i, s in enumerate(sentences) if i in chosen])
+    return (
+        [s for i, s in enumerate(sentences) if i not in chosen],
+        [s for i, s in enumerate(sentences) if i in chosen],
+    )
 
 
 def split_long(sequences: list[torch.Tensor], max_tokens: int) -> tuple[list[torch.Tensor], int]:
@@ -151,8 +154,7 @@ class CorpusDataModule(pl.LightningDataModule):
         pairs = load_pair_data(PairDataSpec(**pair_data))
         self.pair_data = pairs
         pair_train, held_out, test = pairs.sentences("train"), pairs.sentences("dev"), pairs.sentences("test")
-        self.corpora = read_corpora(corpus, extra_corpus, pair_train, pairs.train_file,
-                                    pairs.name, corpora_dir)
+        self.corpora = read_corpora(corpus, extra_corpus, pair_train, pairs.train_file, pairs.name, corpora_dir)
         train, origin = combine(self.corpora)
         if transductive:
             train = unique(train + held_out + test)
@@ -186,8 +188,11 @@ class CorpusDataModule(pl.LightningDataModule):
             "\n".join(["train", *train, "validation", *validation, *cutting]).encode()
         ).hexdigest()
         if self.long_sentences and rank_zero_only.rank == 0:
-            print(f"corpus: {self.long_sentences} sentence(s) longer than --data.max_tokens={max_tokens} words "
-                  f"cut into pieces ({len(self.train_ids)} training sequences)", file=sys.stderr)
+            print(
+                f"corpus: {self.long_sentences} sentence(s) longer than --data.max_tokens={max_tokens} words "
+                f"cut into pieces ({len(self.train_ids)} training sequences)",
+                file=sys.stderr,
+            )
         self.summary = {
             "data_hash": self.content_hash,
             **dataset_params(pairs),
@@ -238,12 +243,14 @@ class CorpusDataModule(pl.LightningDataModule):
         if self.hparams.bucket or not train:
             lengths = [len(sequence) if train else len(sequence[0]) for sequence in sequences]
             pool = 50 if train else len(sequences)
-            batch_sampler = BucketBatchSampler(sampler, batch_size, drop_last=False, lengths=lengths, pool_batches=pool,
-                                               position=position)
+            batch_sampler = BucketBatchSampler(
+                sampler, batch_size, drop_last=False, lengths=lengths, pool_batches=pool, position=position
+            )
         else:
             batch_sampler = ResumableBatchSampler(sampler, batch_size, drop_last=False, position=position)
-        return DataLoader(sequences, batch_sampler=batch_sampler, collate_fn=collate,
-                          num_workers=self.hparams.num_workers)
+        return DataLoader(
+            sequences, batch_sampler=batch_sampler, collate_fn=collate, num_workers=self.hparams.num_workers
+        )
 
     def train_dataloader(self) -> DataLoader:
         return self._loader(self.train_ids, train=True)

@@ -105,17 +105,21 @@ def normalise(checkpoint: dict, source: str) -> dict:
     tokenizer_class(checkpoint["tokenizer"].get("type", "word"))
     weights = checkpoint["state_dict"]
     if any(key.startswith("model.") for key in weights):
-        weights = {key[len("model."):]: value for key, value in weights.items() if key.startswith("model.")}
-    return {"family": family, "model_config": config, "tokenizer": dict(checkpoint["tokenizer"]),
-            "state_dict": weights}
+        weights = {key[len("model.") :]: value for key, value in weights.items() if key.startswith("model.")}
+    return {"family": family, "model_config": config, "tokenizer": dict(checkpoint["tokenizer"]), "state_dict": weights}
 
 
 def slim_checkpoint(checkpoint: dict, source: str = "checkpoint") -> dict:
     """What rebuilding the encoder needs (no optimiser state), as plain containers."""
     slim = normalise(checkpoint, source)
     kind = slim["tokenizer"].get("type", "word")
-    return {"format": FORMAT, **slim, "code_version": code_version(slim["family"], kind),
-            "epoch": checkpoint.get("epoch"), "global_step": checkpoint.get("global_step")}
+    return {
+        "format": FORMAT,
+        **slim,
+        "code_version": code_version(slim["family"], kind),
+        "epoch": checkpoint.get("epoch"),
+        "global_step": checkpoint.get("global_step"),
+    }
 
 
 def read_checkpoint(path: str | Path, source: str) -> tuple[dict, str]:

@@ -37,24 +37,42 @@ def openai_gpt_config(config: dict, tokenizer):
 
     hidden = config["hidden_size"]
     if (config.get("ffn_size") or 4 * hidden) != 4 * hidden:
-        raise UserError(f"ffn_size {config['ffn_size']} ≠ 4 × hidden_size {hidden}: GPT-1's architecture fixes the "
-                        f"MLP width at 4 × hidden, so this model has no OpenAIGPTLMHeadModel equivalent")
+        raise UserError(
+            f"ffn_size {config['ffn_size']} ≠ 4 × hidden_size {hidden}: GPT-1's architecture fixes the "
+            f"MLP width at 4 × hidden, so this model has no OpenAIGPTLMHeadModel equivalent"
+        )
     vocab = tokenizer._tokenizer.get_vocab(with_added_tokens=True)  # the library object itself
-    return OpenAIGPTConfig(vocab_size=config["vocab_size"], n_positions=config["max_positions"], n_embd=hidden,
-                           n_layer=config["num_layers"], n_head=config["num_heads"], afn="gelu",
-                           resid_pdrop=config.get("dropout", 0.1), embd_pdrop=config.get("dropout", 0.1),
-                           attn_pdrop=config.get("attention_dropout", 0.1), layer_norm_epsilon=1e-5,
-                           bos_token_id=vocab[BOS], eos_token_id=vocab[EOS], pad_token_id=vocab[PAD],
-                           architectures=["OpenAIGPTLMHeadModel"])
+    return OpenAIGPTConfig(
+        vocab_size=config["vocab_size"],
+        n_positions=config["max_positions"],
+        n_embd=hidden,
+        n_layer=config["num_layers"],
+        n_head=config["num_heads"],
+        afn="gelu",
+        resid_pdrop=config.get("dropout", 0.1),
+        embd_pdrop=config.get("dropout", 0.1),
+        attn_pdrop=config.get("attention_dropout", 0.1),
+        layer_norm_epsilon=1e-5,
+        bos_token_id=vocab[BOS],
+        eos_token_id=vocab[EOS],
+        pad_token_id=vocab[PAD],
+        architectures=["OpenAIGPTLMHeadModel"],
+    )
 
 
 def openai_gpt_state(state: dict[str, torch.Tensor], num_layers: int) -> dict[str, torch.Tensor]:
     """Our weights under ``OpenAIGPTLMHeadModel``'s names; Conv1D weights transposed."""
-    mapped = {"transformer.tokens_embed.weight": state["token_embedding.weight"],
-              "transformer.positions_embed.weight": state["position_embedding.weight"],
-              "lm_head.weight": state["token_embedding.weight"]}  # tied, as ours
-    linear = {"attn.c_attn": "attention.query_key_value", "attn.c_proj": "attention.output",
-              "mlp.c_fc": "mlp.0", "mlp.c_proj": "mlp.2"}
+    mapped = {
+        "transformer.tokens_embed.weight": state["token_embedding.weight"],
+        "transformer.positions_embed.weight": state["position_embedding.weight"],
+        "lm_head.weight": state["token_embedding.weight"],
+    }  # tied, as ours
+    linear = {
+        "attn.c_attn": "attention.query_key_value",
+        "attn.c_proj": "attention.output",
+        "mlp.c_fc": "mlp.0",
+        "mlp.c_proj": "mlp.2",
+    }
     norms = {"ln_1": "attention_norm", "ln_2": "mlp_norm"}
     for layer in range(num_layers):
         ours, theirs = f"blocks.{layer}.", f"transformer.h.{layer}."
@@ -75,11 +93,18 @@ def transformers_tokenizer(tokenizer, max_positions: int):
     backend = Tokenizer.from_str(tokenizer._tokenizer.to_str())  # a copy of the library object
     ids = {token: backend.token_to_id(token) for token in (BOS, EOS, DELIM, CLS)}
     backend.post_processor = processors.TemplateProcessing(
-        single=f"{BOS} $A {EOS}", pair=f"{BOS} $A {DELIM} $B:1 {CLS}:1", special_tokens=list(ids.items()))
-    return PreTrainedTokenizerFast(tokenizer_object=backend, bos_token=BOS, eos_token=EOS, pad_token=PAD,
-                                   extra_special_tokens={"delim_token": DELIM, "cls_token": CLS},
-                                   model_max_length=max_positions, model_input_names=["input_ids", "attention_mask"],
-                                   split_special_tokens=True)  # "<cls>" in a sentence is text, as ours
+        single=f"{BOS} $A {EOS}", pair=f"{BOS} $A {DELIM} $B:1 {CLS}:1", special_tokens=list(ids.items())
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        bos_token=BOS,
+        eos_token=EOS,
+        pad_token=PAD,
+        extra_special_tokens={"delim_token": DELIM, "cls_token": CLS},
+        model_max_length=max_positions,
+        model_input_names=["input_ids", "attention_mask"],
+        split_special_tokens=True,
+    )  # "<cls>" in a sentence is text, as ours
 
 
 def ours_and_theirs(encoder, model) -> float:
@@ -100,17 +125,20 @@ def export(source: str, out: Path) -> float:
     Returns:
         the max difference of hidden states and logits, ours against the reloaded folder's.
     """
-    from pretrain.encoders.loading import load_encoder
     from transformers import OpenAIGPTLMHeadModel
     from transformers.utils import logging
+
+    from pretrain.encoders.loading import load_encoder
 
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UserError(f"--out={out}: exists and is not an empty folder; choose a new one")
     encoder = load_encoder(source)
     if encoder.family != EXPORTED_FAMILY:
-        raise UserError(f"--encoder={source}: a {encoder.family} encoder; only gpt-family encoders export (as "
-                        f"OpenAIGPTLMHeadModel): there is no standard transformers class for {encoder.family}")
+        raise UserError(
+            f"--encoder={source}: a {encoder.family} encoder; only gpt-family encoders export (as "
+            f"OpenAIGPTLMHeadModel): there is no standard transformers class for {encoder.family}"
+        )
     try:
         config = openai_gpt_config(encoder.config, encoder.tokenizer)
     except UserError as error:
@@ -126,11 +154,23 @@ def export(source: str, out: Path) -> float:
         nonlocal difference
         model.save_pretrained(temporary)
         transformers_tokenizer(encoder.tokenizer, encoder.config["max_positions"]).save_pretrained(temporary)
-        (temporary / "lm_transfer_bench.json").write_text(json.dumps(
-            {"exported_from": encoder.source, "run_id": encoder.run_id, "fingerprint": encoder.fingerprint,
-             "family": encoder.family, "model_config": encoder.config}, indent=2) + "\n", encoding="utf-8")
-        reloaded = OpenAIGPTLMHeadModel.from_pretrained(temporary, use_safetensors=True, trust_remote_code=False,
-                                                        local_files_only=True).eval()
+        (temporary / "lm_transfer_bench.json").write_text(
+            json.dumps(
+                {
+                    "exported_from": encoder.source,
+                    "run_id": encoder.run_id,
+                    "fingerprint": encoder.fingerprint,
+                    "family": encoder.family,
+                    "model_config": encoder.config,
+                },
+                indent=2,
+            )
+            + "\n",
+            encoding="utf-8",
+        )
+        reloaded = OpenAIGPTLMHeadModel.from_pretrained(
+            temporary, use_safetensors=True, trust_remote_code=False, local_files_only=True
+        ).eval()
         difference = ours_and_theirs(encoder, reloaded)
         if not difference <= TOLERANCE:
             raise RuntimeError(f"the exported model differs from {source} by {difference:.2e} (> {TOLERANCE:g})")
@@ -141,8 +181,11 @@ def export(source: str, out: Path) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pretrain export", description=__doc__.split("\n")[0])
-    parser.add_argument("--encoder", required=True,
-                        help="a gpt-family encoder: runs:/<id>, models:/<name>@<alias>, latest:gpt or a .ckpt path")
+    parser.add_argument(
+        "--encoder",
+        required=True,
+        help="a gpt-family encoder: runs:/<id>, models:/<name>@<alias>, latest:gpt or a .ckpt path",
+    )
     parser.add_argument("--out", required=True, type=Path, help="the folder to write (new or empty)")
     args = parser.parse_args(argv)
     try:
@@ -150,13 +193,18 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    print("\n".join([
-        "", "── export finished " + "─" * 52,
-        f"  encoder    {args.encoder}",
-        f"  folder     {args.out.resolve()}  (OpenAIGPTLMHeadModel + tokenizer, safetensors)",
-        f"  checked    hidden states and LM logits reloaded by transformers: max |Δ| {difference:.1e}",
-        "  load it    transformers.AutoModelForCausalLM.from_pretrained(folder),"
-        " AutoTokenizer.from_pretrained(folder)",
-        f"  use it     make finetune ARGS=\"--model.encoder=hf:{args.out}\"",
-    ]))
+    print(
+        "\n".join(
+            [
+                "",
+                "── export finished " + "─" * 52,
+                f"  encoder    {args.encoder}",
+                f"  folder     {args.out.resolve()}  (OpenAIGPTLMHeadModel + tokenizer, safetensors)",
+                f"  checked    hidden states and LM logits reloaded by transformers: max |Δ| {difference:.1e}",
+                "  load it    transformers.AutoModelForCausalLM.from_pretrained(folder),"
+                " AutoTokenizer.from_pretrained(folder)",
+                f'  use it     make finetune ARGS="--model.encoder=hf:{args.out}"',
+            ]
+        )
+    )
     return 0

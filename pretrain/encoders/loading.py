@@ -24,7 +24,8 @@ from harness.digests import check_digest, matches_record
 from harness.errors import UserError
 from harness.tracking.runs import REPO_ROOT, tracking_uri
 from pretrain.encoders.checkpoints import build_tokenizer, code_version, read_checkpoint
-from pretrain.encoders.hf.encoder import FAMILY as HF_FAMILY, HFEncoder, hf_encoder_from_record, load_hf_encoder
+from pretrain.encoders.hf.encoder import FAMILY as HF_FAMILY
+from pretrain.encoders.hf.encoder import HFEncoder, hf_encoder_from_record, load_hf_encoder
 from pretrain.encoders.protocol import Encoder
 from pretrain.encoders.provenance import is_smoke
 from pretrain.encoders.references import EncoderReference, Source, reference_of_record
@@ -54,12 +55,16 @@ def latest_pretrain_run(family: str | None = None, lm_stage: str | None = None) 
     query = "tags.stage = 'pretrain' and attributes.status = 'FINISHED'"
     token, smoke = None, None
     while experiments:
-        page = client.search_runs(experiments, query, order_by=["attributes.start_time DESC"],
-                                  max_results=SEARCH_PAGE, page_token=token)
+        page = client.search_runs(
+            experiments, query, order_by=["attributes.start_time DESC"], max_results=SEARCH_PAGE, page_token=token
+        )
         for run in page:
             tags = run.data.tags
-            if ("benchmark" in tags or (family and tags.get("family", FIRST_FORMAT_FAMILY) != family)
-                    or (lm_stage and tags.get("lm_stage", "general") != lm_stage)):
+            if (
+                "benchmark" in tags
+                or (family and tags.get("family", FIRST_FORMAT_FAMILY) != family)
+                or (lm_stage and tags.get("lm_stage", "general") != lm_stage)
+            ):
                 continue
             if not is_smoke(run):
                 return run.info.run_id
@@ -69,14 +74,17 @@ def latest_pretrain_run(family: str | None = None, lm_stage: str | None = None) 
             break
     which = " ".join(filter(None, [family, lm_stage]))
     if smoke:
-        print(f"note: latest: only smoke {which + ' ' if which else ''}pretrain runs are finished in "
-              f"{tracking_uri()}; using the newest, {smoke} (a toy that tests the pipeline: `make pretrain` "
-              f"makes a real encoder)")
+        print(
+            f"note: latest: only smoke {which + ' ' if which else ''}pretrain runs are finished in "
+            f"{tracking_uri()}; using the newest, {smoke} (a toy that tests the pipeline: `make pretrain` "
+            f"makes a real encoder)"
+        )
         return smoke
     names = trusted_names()
     inside = f" (experiments {', '.join(names)}; ENCODER_EXPERIMENTS adds more)" if names else ""
-    raise UserError(f"no finished {which + ' ' if which else ''}pretrain run in {tracking_uri()}{inside}; "
-                    f"run `make pretrain` first")
+    raise UserError(
+        f"no finished {which + ' ' if which else ''}pretrain run in {tracking_uri()}{inside}; run `make pretrain` first"
+    )
 
 
 def resolve(source: Source | str) -> Source:
@@ -128,8 +136,10 @@ def checkpoint_of_run(run_id: str, source: str) -> tuple[dict, str]:
     except MlflowException:
         raise UserError(f"{source}: no run {run_id} in {tracking_uri()}") from None
     if "deleted" in (run.info.lifecycle_stage, client.get_experiment(run.info.experiment_id).lifecycle_stage):
-        raise UserError(f"{source}: run {run_id} is deleted (in the trash of {tracking_uri()}); restore it "
-                        f"(mlflow runs restore --run-id {run_id}, or its experiment) or choose another run")
+        raise UserError(
+            f"{source}: run {run_id} is deleted (in the trash of {tracking_uri()}); restore it "
+            f"(mlflow runs restore --run-id {run_id}, or its experiment) or choose another run"
+        )
     stage = run.data.tags.get("stage")
     if stage != "pretrain":
         raise UserError(f"{source}: run {run_id} is a {stage or 'untagged'} run, not a pretrain run")
@@ -153,8 +163,10 @@ def checkpoint_of_run(run_id: str, source: str) -> tuple[dict, str]:
         try:
             return read_checkpoint(local, source)
         except UserError:
-            raise UserError(f"{source}: the downloaded checkpoint {local} is unreadable twice; delete it and "
-                            f"check run {run_id}'s {CHECKPOINT_ARTIFACT} artifact") from None
+            raise UserError(
+                f"{source}: the downloaded checkpoint {local} is unreadable twice; delete it and "
+                f"check run {run_id}'s {CHECKPOINT_ARTIFACT} artifact"
+            ) from None
 
 
 def fingerprint_of(file_digest: str, family: str, tokenizer: dict) -> str:
@@ -172,8 +184,15 @@ def encoder_from_checkpoint(checkpoint: dict, file_digest: str, source: str, run
         first = str(error).strip().splitlines()[0]
         raise UserError(f"{source}: weights do not fit the {family} model in its config ({first})") from None
     tokenizer = build_tokenizer(checkpoint["tokenizer"])
-    return Encoder(model, tokenizer, family, config, fingerprint_of(file_digest, family, checkpoint["tokenizer"]),
-                   source, run_id=run_id)
+    return Encoder(
+        model,
+        tokenizer,
+        family,
+        config,
+        fingerprint_of(file_digest, family, checkpoint["tokenizer"]),
+        source,
+        run_id=run_id,
+    )
 
 
 def load_encoder(reference: str | os.PathLike | EncoderReference, device: str = "cpu") -> Encoder:
@@ -219,8 +238,17 @@ def random_encoder(like: Encoder, seed: int = 0) -> Encoder:
         torch.manual_seed(seed)
         model = family_of(like.family).build(like.config)
     fingerprint = hashlib.sha256(f"random\n{seed}\n{like.fingerprint}\n{torch.__version__}".encode()).hexdigest()
-    return Encoder(model, like.tokenizer, like.family, like.config, fingerprint, "random", run_id=like.run_id,
-                   random_seed=seed, copies=like.source).to(like.device)
+    return Encoder(
+        model,
+        like.tokenizer,
+        like.family,
+        like.config,
+        fingerprint,
+        "random",
+        run_id=like.run_id,
+        random_seed=seed,
+        copies=like.source,
+    ).to(like.device)
 
 
 def encoder_from_record(record: dict, weights: bool = True) -> Encoder:
@@ -234,16 +262,26 @@ def encoder_from_record(record: dict, weights: bool = True) -> Encoder:
         return hf_encoder_from_record(record, weights)
     if not weights:
         model = family_of(record["family"]).build(record["model_config"])
-        return Encoder(model, build_tokenizer(record["tokenizer"]), record["family"], record["model_config"],
-                       record["fingerprint"], record["source"], record.get("run_id"), record.get("random_seed"),
-                       record.get("copies"))
+        return Encoder(
+            model,
+            build_tokenizer(record["tokenizer"]),
+            record["family"],
+            record["model_config"],
+            record["fingerprint"],
+            record["source"],
+            record.get("run_id"),
+            record.get("random_seed"),
+            record.get("copies"),
+        )
     reference = reference_of_record(record)
     source = reference.source
     encoder = load_encoder(reference)
     if encoder.fingerprint != record["fingerprint"]:
-        raise UserError(f"{source}: the encoder there is not the one this checkpoint was trained on "
-                        f"(fingerprint {encoder.fingerprint[:12]} ≠ recorded {record['fingerprint'][:12]}: "
-                        f"other weights or other model code)")
+        raise UserError(
+            f"{source}: the encoder there is not the one this checkpoint was trained on "
+            f"(fingerprint {encoder.fingerprint[:12]} ≠ recorded {record['fingerprint'][:12]}: "
+            f"other weights or other model code)"
+        )
     return encoder
 
 
@@ -264,10 +302,14 @@ def init_checkpoint(source: str, family: str | None = None, tokenizer: str | Non
     theirs = checkpoint["family"]
     if family and theirs != family:
         article = "an" if theirs[0] in "aeiou" else "a"
-        raise UserError(f"{flag}: that is {article} {theirs} encoder; this model is {family} (continue a {family} "
-                        f"run, e.g. latest:{family}:general, or use a {theirs} config)")
+        raise UserError(
+            f"{flag}: that is {article} {theirs} encoder; this model is {family} (continue a {family} "
+            f"run, e.g. latest:{family}:general, or use a {theirs} config)"
+        )
     kind = checkpoint["tokenizer"].get("type", "word")
     if tokenizer and kind != tokenizer:
-        raise UserError(f"{flag}: that run's tokenizer is {kind}, not --data.tokenizer={tokenizer}; a continued run "
-                        f"keeps its tokenizer: set --data.tokenizer={kind}")
+        raise UserError(
+            f"{flag}: that run's tokenizer is {kind}, not --data.tokenizer={tokenizer}; a continued run "
+            f"keeps its tokenizer: set --data.tokenizer={kind}"
+        )
     return {**checkpoint, "source": f"runs:/{run_id}" if run_id else source, "run_id": run_id}

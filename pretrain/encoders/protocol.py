@@ -47,8 +47,18 @@ class Encoder:
         copies: the random twin's model of architecture and tokenizer (``runs:/<id>`` or a path).
     """
 
-    def __init__(self, model: nn.Module, tokenizer, family: str, config: dict, fingerprint: str, source: str,
-                 run_id: str | None = None, random_seed: int | None = None, copies: str | None = None):
+    def __init__(
+        self,
+        model: nn.Module,
+        tokenizer,
+        family: str,
+        config: dict,
+        fingerprint: str,
+        source: str,
+        run_id: str | None = None,
+        random_seed: int | None = None,
+        copies: str | None = None,
+    ):
         self.model = model
         self.tokenizer = tokenizer
         self.family = family
@@ -130,8 +140,10 @@ class Encoder:
         ids = self.tokenizer.encode(sentence)
         limit, words = self.max_tokens(), len(ids) - self.boundary_tokens()
         if limit is not None and words > limit:
-            raise UserError(f"a sentence of {words} tokens is longer than this {self.family} encoder's "
-                            f"{limit} (max_positions {self.max_positions()}): {sentence[:60]!r}…")
+            raise UserError(
+                f"a sentence of {words} tokens is longer than this {self.family} encoder's "
+                f"{limit} (max_positions {self.max_positions()}): {sentence[:60]!r}…"
+            )
         return torch.tensor(ids, dtype=torch.long)
 
     def encode(self, sentences: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -184,6 +196,13 @@ class Encoder:
         ``run_id`` is the pretrain run (for the random twin: the run whose architecture and
         tokenizer it copies, named by ``copies``); ``random_seed`` is None for trained weights.
         """
-        return {"family": self.family, "run_id": self.run_id, "source": self.source, "copies": self.copies,
-                "fingerprint": self.fingerprint, "random_seed": self.random_seed,
-                "model_config": self.config, "tokenizer": tokenizer_state(self.tokenizer)}
+        return {
+            "family": self.family,
+            "run_id": self.run_id,
+            "source": self.source,
+            "copies": self.copies,
+            "fingerprint": self.fingerprint,
+            "random_seed": self.random_seed,
+            "model_config": self.config,
+            "tokenizer": tokenizer_state(self.tokenizer),
+        }

@@ -37,12 +37,16 @@ class EncoderOrigin:
 
     def describe(self) -> str:
         """``elmo 2x32, run 3f2a1b2c…, corpus mrpc, finished 2026-12-05 09:41 UTC, val_ppl 512.3 — smoke run``."""
-        when = (datetime.fromtimestamp(self.finished / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-                if self.finished else "not finished")
+        when = (
+            datetime.fromtimestamp(self.finished / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+            if self.finished
+            else "not finished"
+        )
         ppl = f"{self.val_ppl:.1f}" if self.val_ppl is not None else "?"
         smoke = " — a smoke run (tests the pipeline; `make pretrain` makes a real encoder)" if self.smoke else ""
-        return (f"{self.family} {self.size}, run {self.run_id}, corpus {self.corpus}, finished {when}, "
-                f"val_ppl {ppl}{smoke}")
+        return (
+            f"{self.family} {self.size}, run {self.run_id}, corpus {self.corpus}, finished {when}, val_ppl {ppl}{smoke}"
+        )
 
 
 def origin_of(run_id: str | None, client: MlflowClient | None = None) -> EncoderOrigin | None:
@@ -57,10 +61,15 @@ def origin_of(run_id: str | None, client: MlflowClient | None = None) -> Encoder
         return None
     params, metrics = run.data.params, run.data.metrics
     config = {key: params[f"model.{key}"] for key in SIZE_PARAMS if f"model.{key}" in params}
-    return EncoderOrigin(run_id=run_id, family=run.data.tags.get("family", FIRST_FORMAT_FAMILY),
-                         size=size_label(config), corpus=params.get("data.corpus", "mrpc"),
-                         finished=run.info.end_time if run.info.status == "FINISHED" else None,
-                         val_ppl=metrics.get("best_val_ppl", metrics.get("val_ppl")), smoke=is_smoke(run))
+    return EncoderOrigin(
+        run_id=run_id,
+        family=run.data.tags.get("family", FIRST_FORMAT_FAMILY),
+        size=size_label(config),
+        corpus=params.get("data.corpus", "mrpc"),
+        finished=run.info.end_time if run.info.status == "FINISHED" else None,
+        val_ppl=metrics.get("best_val_ppl", metrics.get("val_ppl")),
+        smoke=is_smoke(run),
+    )
 
 
 def encoder_summary(encoder, origin: EncoderOrigin | None) -> str:

@@ -22,14 +22,14 @@ RUNS_PREFIX = "runs:/"
 def encoder_hint(value: str) -> str | None:
     """Why ``value`` cannot name an encoder, with the reference it is closest to; None when it may."""
     if value.startswith((RUNS_PREFIX, f"random:{RUNS_PREFIX}")):
-        return missing_run(value.removeprefix("random:")[len(RUNS_PREFIX):].split("/")[0].split("@")[0])
+        return missing_run(value.removeprefix("random:")[len(RUNS_PREFIX) :].split("/")[0].split("@")[0])
     if value in WORDS or value.startswith(SCHEMES) or Path(value).expanduser().exists():
         return None
     scheme, colon, _ = value.partition(":")
     if colon and "/" not in scheme and len(scheme) > 1:  # a scheme, not a path (C:\…)
         close = difflib.get_close_matches(f"{scheme}:", SCHEMES, n=1, cutoff=0.6)
         if close:
-            return f"unknown scheme {scheme}:; did you mean {close[0]}{value[len(scheme) + 1:].lstrip('/')}?"
+            return f"unknown scheme {scheme}:; did you mean {close[0]}{value[len(scheme) + 1 :].lstrip('/')}?"
         return None
     close = difflib.get_close_matches(value, WORDS, n=1, cutoff=0.6)
     return f"no such checkpoint file or encoder; did you mean {close[0]}?" if close else None
@@ -40,7 +40,7 @@ def local_store() -> Path | None:
     uri = os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{REPO_ROOT / 'mlflow.db'}"
     if not uri.startswith("sqlite:///"):
         return None
-    path = Path(uri[len("sqlite:///"):])
+    path = Path(uri[len("sqlite:///") :])
     return path if path.is_file() else None
 
 

@@ -58,31 +58,40 @@ class Source:
         ``hf:``), a twin where a trained encoder belongs, or an unknown family or LM stage after ``latest:``."""
         text = str(text)
         if text.startswith("runs:/"):
-            run_id = text[len("runs:/"):].strip("/").split("/")[0]
+            run_id = text[len("runs:/") :].strip("/").split("/")[0]
             if not run_id:
                 raise BadReference(text, "name the run: runs:/<run_id> (`make ui` lists them)")
             return cls("run", run_id)
         if text.startswith("models:/"):
-            name = text[len("models:/"):].strip("/")
+            name = text[len("models:/") :].strip("/")
             if not name:
-                raise BadReference(text, "name the model, e.g. models:/elmo-encoder@<alias> or "
-                                        "models:/elmo-encoder/<version>")
+                raise BadReference(
+                    text, "name the model, e.g. models:/elmo-encoder@<alias> or models:/elmo-encoder/<version>"
+                )
             return cls("model", name)
         if text.startswith(PUBLISHED_SCHEMES):
             if text in PUBLISHED_SCHEMES:
-                raise BadReference(text, "name the published model, e.g. hf:<folder>, hf:<owner>/<name> or "
-                                        "reference:<name>")
+                raise BadReference(
+                    text, "name the published model, e.g. hf:<folder>, hf:<owner>/<name> or reference:<name>"
+                )
             return cls("published", text)
         if text == RANDOM or text.startswith(f"{RANDOM}:"):
-            raise BadReference(text, "a random-init twin copies a trained encoder, not another twin; name that "
-                                    "encoder, e.g. random:runs:/<run_id>")
+            raise BadReference(
+                text,
+                "a random-init twin copies a trained encoder, not another twin; name that "
+                "encoder, e.g. random:runs:/<run_id>",
+            )
         if text == "latest" or text.startswith("latest:"):
             family, _, lm_stage = text.partition(":")[2].partition(":")
             if family and family not in pretrained_families():
-                elsewhere = f" ({family} encoders are not pretrained here: name one as hf:<folder>)" \
-                    if family in FAMILIES else ""
-                raise BadReference(text, f"unknown family {family!r}; choose {', '.join(pretrained_families())}"
-                                        f"{elsewhere}")
+                elsewhere = (
+                    f" ({family} encoders are not pretrained here: name one as hf:<folder>)"
+                    if family in FAMILIES
+                    else ""
+                )
+                raise BadReference(
+                    text, f"unknown family {family!r}; choose {', '.join(pretrained_families())}{elsewhere}"
+                )
             if lm_stage and lm_stage not in LM_STAGES:
                 raise BadReference(text, f"unknown LM stage {lm_stage!r}; choose {' or '.join(LM_STAGES)}")
             return cls("latest", text.partition(":")[2])
@@ -130,7 +139,7 @@ class EncoderReference:
         if text.startswith(f"{RANDOM}:"):
             if random_like:
                 raise BadReference(text, "names the encoder whose twin it is already; drop --model.random_like")
-            body, seed = text[len(RANDOM) + 1:], None
+            body, seed = text[len(RANDOM) + 1 :], None
             head, _, tail = body.rpartition("@")
             if "@" in body and tail.isdigit():  # the last @<digits> is the seed (models:/<name>@<alias> may precede it)
                 body, seed = head, int(tail)

@@ -55,8 +55,9 @@ def run_of_model(uri: str) -> str:
         elif "/" in reference:
             name, number = reference.split("/", 1)
             if number == "latest":
-                versions = client.search_model_versions(f"name = '{name}'", order_by=["version_number DESC"],
-                                                        max_results=1)
+                versions = client.search_model_versions(
+                    f"name = '{name}'", order_by=["version_number DESC"], max_results=1
+                )
                 if not versions:
                     raise UserError(f"{uri}: model {name!r} has no versions")
                 version = versions[0]

@@ -40,8 +40,11 @@ def trusted_experiment_ids(client: MlflowClient) -> list[str] | None:
     if names is None:
         return None
     found = [client.get_experiment_by_name(name) for name in names]
-    return [experiment.experiment_id for experiment in found if experiment is not None
-            and experiment.lifecycle_stage == "active"]
+    return [
+        experiment.experiment_id
+        for experiment in found
+        if experiment is not None and experiment.lifecycle_stage == "active"
+    ]
 
 
 def describe_owner(client: MlflowClient, run) -> str:
@@ -55,14 +58,19 @@ def check_trusted(client: MlflowClient, run_id: str, source: str) -> None:
     trusted = trusted_experiment_ids(client)
     run = client.get_run(run_id)
     if trusted is not None and run.info.experiment_id not in trusted:
-        raise UserError(f"{source}: names run {run_id} ({describe_owner(client, run)}), outside the experiments "
-                        f"trusted for encoders ({', '.join(trusted_names())}); use it only as "
-                        f"--model.encoder=runs:/{run_id}, or add its experiment to {VARIABLE}")
+        raise UserError(
+            f"{source}: names run {run_id} ({describe_owner(client, run)}), outside the experiments "
+            f"trusted for encoders ({', '.join(trusted_names())}); use it only as "
+            f"--model.encoder=runs:/{run_id}, or add its experiment to {VARIABLE}"
+        )
 
 
 def note_untrusted(client: MlflowClient, run, source: str) -> None:
     """One line on stderr when an explicitly named run lies outside the trusted experiments."""
     trusted = trusted_experiment_ids(client)
     if trusted is not None and run.info.experiment_id not in trusted:
-        print(f"note: {source} is run {run.info.run_id} of {describe_owner(client, run)}, outside the experiments "
-              f"trusted for encoders ({', '.join(trusted_names())}): used because it was named", file=sys.stderr)
+        print(
+            f"note: {source} is run {run.info.run_id} of {describe_owner(client, run)}, outside the experiments "
+            f"trusted for encoders ({', '.join(trusted_names())}): used because it was named",
+            file=sys.stderr,
+        )

@@ -157,8 +157,7 @@ class AWDLSTM(nn.Module):
         self.embedding = nn.Embedding(vocab_size, embedding_size, padding_idx=PADDING_ID)
         self.input_dropout = LockedDropout(scaled["dropout_input"])
         self.lstms = nn.ModuleList(
-            WeightDroppedLSTM(widths[depth], widths[depth + 1], scaled["weight_drop"])
-            for depth in range(num_layers)
+            WeightDroppedLSTM(widths[depth], widths[depth + 1], scaled["weight_drop"]) for depth in range(num_layers)
         )
         self.hidden_dropouts = nn.ModuleList(LockedDropout(scaled["dropout_hidden"]) for _ in range(num_layers - 1))
         self.output_dropout = LockedDropout(scaled["dropout_output"])
@@ -238,13 +237,18 @@ class AWDLSTM(nn.Module):
         regularization = top.new_zeros(())
         if self.training and self.alpha > 0:
             squares = dropped.pow(2).sum(-1)  # (B, T)
-            regularization = regularization + self.alpha * squares[mask].sum() / (mask.sum().clamp(min=1) * top.shape[-1])
+            regularization = regularization + self.alpha * squares[mask].sum() / (
+                mask.sum().clamp(min=1) * top.shape[-1]
+            )
         if self.training and self.beta > 0:
             steps = (top[:, 1:] - top[:, :-1]).pow(2).sum(-1)  # (B, T-1)
             pairs = predicts_next.sum().clamp(min=1) * top.shape[-1]
             regularization = regularization + self.beta * steps[predicts_next].sum() / pairs
-        return {"nll_forward": nll.sum(), "count": torch.tensor(targets.numel(), device=token_ids.device),
-                "regularization": regularization}
+        return {
+            "nll_forward": nll.sum(),
+            "count": torch.tensor(targets.numel(), device=token_ids.device),
+            "regularization": regularization,
+        }
 
     def token_nll(self, hidden: Tensor, targets: Tensor) -> Tensor:
         """Negative log-likelihood of each target, (N, E) → (N,)."""

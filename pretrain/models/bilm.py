@@ -45,8 +45,7 @@ class LSTMStack(nn.Module):
         super().__init__()
         projection = hidden_size if cell_size != hidden_size else 0
         self.layers = nn.ModuleList(
-            nn.LSTM(hidden_size, cell_size, batch_first=True, proj_size=projection)
-            for _ in range(num_layers)
+            nn.LSTM(hidden_size, cell_size, batch_first=True, proj_size=projection) for _ in range(num_layers)
         )
         self.dropout = nn.Dropout(dropout)
 
@@ -180,8 +179,11 @@ class BiLM(nn.Module):
         targets = torch.cat([forward_targets, backward_targets])  # (2N,)
         nll = self.token_nll(hidden, targets)  # (2N,)
         count = forward_targets.numel()
-        return {"nll_forward": nll[:count].sum(), "nll_backward": nll[count:].sum(),
-                "count": torch.tensor(count, device=token_ids.device)}
+        return {
+            "nll_forward": nll[:count].sum(),
+            "nll_backward": nll[count:].sum(),
+            "count": torch.tensor(count, device=token_ids.device),
+        }
 
     def token_nll(self, hidden: Tensor, targets: Tensor) -> Tensor:
         """Negative log-likelihood of each target, (N, H) → (N,)."""
@@ -232,7 +234,8 @@ def forward_flops(model: BiLM, token_ids: Tensor, lengths: Tensor, softmax: bool
     """Useful forward FLOPs on a batch (see ``pretrain.models.flops``): both LSTM stacks on every
     real token, the shared softmax for both directions' predictions (``softmax``; without it, the
     features alone)."""
-    per_token = sum(lstm_flops_per_token(lstm) for stack in (model.forward_stack, model.backward_stack)
-                    for lstm in stack.layers)
+    per_token = sum(
+        lstm_flops_per_token(lstm) for stack in (model.forward_stack, model.backward_stack) for lstm in stack.layers
+    )
     predictions = softmax_flops(model, predicted_targets(token_ids, lengths, 2)) if softmax else 0
     return per_token * int(lengths.sum()) + predictions

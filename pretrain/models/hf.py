@@ -54,8 +54,13 @@ class HFModel(nn.Module):
 
     objective = READS_ALL  # per model: set from the measured directions
 
-    def __init__(self, network: nn.Module, directions: tuple[str, ...], uses_segments: bool = False,
-                 max_positions: int | None = None):
+    def __init__(
+        self,
+        network: nn.Module,
+        directions: tuple[str, ...],
+        uses_segments: bool = False,
+        max_positions: int | None = None,
+    ):
         super().__init__()
         config = network.config
         self.network = network
@@ -70,16 +75,19 @@ class HFModel(nn.Module):
     def layer_states(self, token_ids: Tensor, lengths: Tensor, segments: Tensor | None = None) -> tuple[Tensor, ...]:
         """L (B, T, H) states from ``output_hidden_states``; padded positions hold whatever padding computed."""
         if self.max_positions is not None and token_ids.shape[1] > self.max_positions:
-            raise ValueError(f"a sequence of {token_ids.shape[1]} tokens is longer than the model's "
-                             f"{self.max_positions} positions")
+            raise ValueError(
+                f"a sequence of {token_ids.shape[1]} tokens is longer than the model's {self.max_positions} positions"
+            )
         mask = padding_mask(lengths.to(token_ids.device), token_ids.shape[1])  # (B, T)
         inputs = {"input_ids": token_ids, "attention_mask": mask.long()}
         if segments is not None and self.uses_segments:
             inputs["token_type_ids"] = segments
         states = self.network(**inputs, output_hidden_states=True, return_dict=True).hidden_states
         if states is None or len(states) != self.num_layers + 1:
-            raise ValueError(f"{type(self.network).__name__} returned {0 if states is None else len(states)} hidden "
-                             f"states, not {self.num_layers + 1} (embeddings + every layer)")
+            raise ValueError(
+                f"{type(self.network).__name__} returned {0 if states is None else len(states)} hidden "
+                f"states, not {self.num_layers + 1} (embeddings + every layer)"
+            )
         return states
 
     def layer_outputs(self, token_ids: Tensor, lengths: Tensor, segments: Tensor | None = None) -> Tensor:

@@ -44,8 +44,9 @@ class LinearCrossEntropy(torch.autograd.Function):
     ``dtype``: the matmuls' input dtype (None: ``hidden``'s); the rest runs in float32 at least."""
 
     @staticmethod
-    def forward(ctx, hidden: Tensor, weight: Tensor, bias: Tensor | None, targets: Tensor,
-                dtype: torch.dtype | None = None) -> Tensor:
+    def forward(
+        ctx, hidden: Tensor, weight: Tensor, bias: Tensor | None, targets: Tensor, dtype: torch.dtype | None = None
+    ) -> Tensor:
         dtype = dtype or hidden.dtype
         exact = torch.promote_types(dtype, torch.float32)  # exponentials, sums, loss and gradients
         hidden_in, weight_in = hidden.to(dtype), weight.to(dtype)  # the matmuls' inputs (no copy if same)
@@ -60,8 +61,11 @@ class LinearCrossEntropy(torch.autograd.Function):
                 stop = min(vocabulary, start + rows)
                 block = exps[start:stop]  # (rows, N), a contiguous view
                 if dtype != exact:  # scores rounded to ``dtype``, as autocast's linear returns them
-                    block.copy_(torch.mm(weight_in[start:stop], hidden_t) if bias is None else
-                                torch.addmm(bias_in[start:stop].unsqueeze(1), weight_in[start:stop], hidden_t))
+                    block.copy_(
+                        torch.mm(weight_in[start:stop], hidden_t)
+                        if bias is None
+                        else torch.addmm(bias_in[start:stop].unsqueeze(1), weight_in[start:stop], hidden_t)
+                    )
                 elif bias is None:
                     torch.mm(weight_in[start:stop], hidden_t, out=block)
                 else:
@@ -136,7 +140,7 @@ def packed_scores(exps: Tensor, scale: Tensor, rows: int, dtype: torch.dtype, gr
         (V, N) in ``dtype``, a view of ``exps``'s memory.
     """
     vocabulary, predictions = exps.shape
-    packed = exps.view(-1).view(dtype)[:vocabulary * predictions].view(vocabulary, predictions)  # (V, N)
+    packed = exps.view(-1).view(dtype)[: vocabulary * predictions].view(vocabulary, predictions)  # (V, N)
     for index, start in enumerate(range(0, vocabulary, rows)):
         stop = min(vocabulary, start + rows)
         block = exps[start:stop].mul_(scale[index])  # (rows, N)
@@ -168,6 +172,7 @@ def linear_cross_entropy(hidden: Tensor, weight: Tensor, bias: Tensor | None, ta
     """
     dtype = matmul_dtype(hidden)
     if hidden.shape[0] == 0 or dtype is None:
-        return torch.nn.functional.cross_entropy(torch.nn.functional.linear(hidden, weight, bias), targets,
-                                                 reduction="none")
+        return torch.nn.functional.cross_entropy(
+            torch.nn.functional.linear(hidden, weight, bias), targets, reduction="none"
+        )
     return LinearCrossEntropy.apply(hidden, weight, bias, targets, dtype)

@@ -40,5 +40,6 @@ class Objective:
 
 
 LEFT_TO_RIGHT = Objective("left-to-right", directions=("forward",), terms=("forward",), metric_names=("fwd",))
-BIDIRECTIONAL_LM = Objective("bidirectional-lm", directions=("forward", "backward"), terms=("forward", "backward"),
-                             metric_names=("fwd", "bwd"))
+BIDIRECTIONAL_LM = Objective(
+    "bidirectional-lm", directions=("forward", "backward"), terms=("forward", "backward"), metric_names=("fwd", "bwd")
+)

@@ -52,7 +52,8 @@ class CausalSelfAttention(nn.Module):
         projected = self.query_key_value(hidden).view(batch_size, steps, 3, self.num_heads, head_size)
         query, key, value = projected.permute(2, 0, 3, 1, 4).unbind(0)  # 3 × (B, heads, T, H / heads)
         attended = functional.scaled_dot_product_attention(
-            query, key, value, dropout_p=self.attention_dropout if self.training else 0.0, is_causal=True)
+            query, key, value, dropout_p=self.attention_dropout if self.training else 0.0, is_causal=True
+        )
         merged = attended.transpose(1, 2).reshape(batch_size, steps, hidden_size)  # (B, T, H)
         return self.dropout(self.output(merged))
 
@@ -65,8 +66,11 @@ class Block(nn.Module):
         self.attention = CausalSelfAttention(hidden_size, num_heads, attention_dropout, dropout)
         self.attention_norm = nn.LayerNorm(hidden_size)
         self.mlp = nn.Sequential(
-            nn.Linear(hidden_size, ffn_size), nn.GELU(approximate="tanh"),
-            nn.Linear(ffn_size, hidden_size), nn.Dropout(dropout))
+            nn.Linear(hidden_size, ffn_size),
+            nn.GELU(approximate="tanh"),
+            nn.Linear(ffn_size, hidden_size),
+            nn.Dropout(dropout),
+        )
         self.mlp_norm = nn.LayerNorm(hidden_size)
 
     def forward(self, hidden: Tensor) -> Tensor:
@@ -119,9 +123,15 @@ class TransformerLM(nn.Module):
         self.position_embedding = nn.Embedding(config.max_positions, hidden_size)
         self.embedding_dropout = nn.Dropout(config.dropout)
         self.blocks = nn.ModuleList(
-            Block(hidden_size, config.num_heads, config.ffn_size or 4 * hidden_size, config.dropout,
-                  config.attention_dropout)
-            for _ in range(config.num_layers))
+            Block(
+                hidden_size,
+                config.num_heads,
+                config.ffn_size or 4 * hidden_size,
+                config.dropout,
+                config.attention_dropout,
+            )
+            for _ in range(config.num_layers)
+        )
         self.apply(initialize)
         with torch.no_grad():
             self.token_embedding.weight[PADDING_ID].zero_()  # the pad row starts at zero, as padding_idx intends
@@ -131,8 +141,10 @@ class TransformerLM(nn.Module):
         each block's output. Padded positions hold whatever padding computed: mask before use."""
         steps = token_ids.shape[1]
         if steps > self.max_positions:
-            raise ValueError(f"a sequence of {steps} tokens is longer than max_positions={self.max_positions}: "
-                             f"truncate it or build the model with a larger max_positions")
+            raise ValueError(
+                f"a sequence of {steps} tokens is longer than max_positions={self.max_positions}: "
+                f"truncate it or build the model with a larger max_positions"
+            )
         positions = torch.arange(steps, device=token_ids.device)  # (T,)
         hidden = self.embedding_dropout(self.token_embedding(token_ids) + self.position_embedding(positions))
         states = [hidden]  # (B, T, H) each
@@ -180,8 +192,10 @@ class TransformerLM(nn.Module):
         predicts_next = mask[:, :-1] & mask[:, 1:]  # (B, T-1): positions t with a real t+1
         inputs = hidden[:, :-1][predicts_next]  # (N, H)
         targets = token_ids[:, 1:][predicts_next]  # (N,)
-        return {"nll_forward": self.token_nll(inputs, targets).sum(),
-                "count": torch.tensor(targets.numel(), device=token_ids.device)}
+        return {
+            "nll_forward": self.token_nll(inputs, targets).sum(),
+            "count": torch.tensor(targets.numel(), device=token_ids.device),
+        }
 
     def logits(self, hidden: Tensor) -> Tensor:
         """(N, H) states → (N, V) scores through the tied token embedding."""

@@ -59,7 +59,8 @@ class SubwordTokenizer:
         if vocab_size < MIN_VOCAB_SIZE:
             raise UserError(
                 f"--data.max_vocab_size={vocab_size} is too small for byte-level BPE: use at least "
-                f"{MIN_VOCAB_SIZE} ({len(SPECIALS)} special tokens + {len(BYTE_ALPHABET)} byte symbols)")
+                f"{MIN_VOCAB_SIZE} ({len(SPECIALS)} special tokens + {len(BYTE_ALPHABET)} byte symbols)"
+            )
         steps = [normalizers.NFC()] + ([normalizers.Lowercase()] if lowercase else [])
         steps += [normalizers.Replace(Regex(r"\s+"), " "), normalizers.Strip()]
         tokenizer = Tokenizer(models.BPE())
@@ -105,8 +106,7 @@ class SubwordTokenizer:
 
     def encode_pair(self, first: str, second: str) -> list[int]:
         """Returns GPT's pair input ``<s> first <delim> second <cls>`` as ids."""
-        return [BOS_ID, *self.encode(first, boundaries=False), DELIM_ID,
-                *self.encode(second, boundaries=False), CLS_ID]
+        return [BOS_ID, *self.encode(first, boundaries=False), DELIM_ID, *self.encode(second, boundaries=False), CLS_ID]
 
     def decode(self, ids: Iterable[int]) -> list[str]:
         """Returns the token strings of ``ids`` (specials included)."""

@@ -21,8 +21,10 @@ MIN_KNOWN_SHARE = 0.5  # of the pretraining text's words (sentence boundaries no
 DEFAULT_SUBWORD_SIZE = 8000
 # entries a vocabulary needs beyond its specials: one word (word); the 256 byte symbols (BPE)
 MINIMUM_SIZE = {"word": len(word_tokenizer.SPECIALS) + 1, "subword": bpe.MIN_VOCAB_SIZE}
-WHAT_IS_IN = {"word": f"{len(word_tokenizer.SPECIALS)} special tokens + at least one word",
-              "subword": f"{len(bpe.SPECIALS)} special tokens + {len(bpe.BYTE_ALPHABET)} byte symbols"}
+WHAT_IS_IN = {
+    "word": f"{len(word_tokenizer.SPECIALS)} special tokens + at least one word",
+    "subword": f"{len(bpe.SPECIALS)} special tokens + {len(bpe.BYTE_ALPHABET)} byte symbols",
+}
 
 
 def requested_size(kind: str, max_vocab_size: int | None) -> int | None:
@@ -30,18 +32,25 @@ def requested_size(kind: str, max_vocab_size: int | None) -> int | None:
     if max_vocab_size is None:
         return DEFAULT_SUBWORD_SIZE if kind == "subword" else None
     if isinstance(max_vocab_size, bool) or max_vocab_size < MINIMUM_SIZE[kind]:
-        unset = ("unset it for every word of the text" if kind == "word"
-                 else f"unset it for the default {DEFAULT_SUBWORD_SIZE}")
-        raise UserError(f"{SIZE_FLAG}={max_vocab_size}: a {kind} vocabulary needs at least {MINIMUM_SIZE[kind]} "
-                        f"entries ({WHAT_IS_IN[kind]}); {unset}")
+        unset = (
+            "unset it for every word of the text"
+            if kind == "word"
+            else f"unset it for the default {DEFAULT_SUBWORD_SIZE}"
+        )
+        raise UserError(
+            f"{SIZE_FLAG}={max_vocab_size}: a {kind} vocabulary needs at least {MINIMUM_SIZE[kind]} "
+            f"entries ({WHAT_IS_IN[kind]}); {unset}"
+        )
     return max_vocab_size
 
 
 def check_built(tokenizer, kind: str, min_frequency: int) -> None:
     """Refuse a built word vocabulary that holds only its special tokens (no word passed ``min_frequency``)."""
     if kind == "word" and len(tokenizer) <= len(word_tokenizer.SPECIALS):
-        raise UserError(f"{FREQUENCY_FLAG}={min_frequency}: no word of the pretraining text occurs that often, so "
-                        f"the vocabulary would hold only the special tokens (every word <UNK>); lower it")
+        raise UserError(
+            f"{FREQUENCY_FLAG}={min_frequency}: no word of the pretraining text occurs that often, so "
+            f"the vocabulary would hold only the special tokens (every word <UNK>); lower it"
+        )
 
 
 def known_share(tokenizer, sequences: list[torch.Tensor]) -> float:
@@ -55,16 +64,29 @@ def known_share(tokenizer, sequences: list[torch.Tensor]) -> float:
     return 1.0 if not len(words) else 1.0 - float((words == unknown).float().mean())
 
 
-def check_known_share(tokenizer, sequences: list[torch.Tensor], max_vocab_size: int | None, min_frequency: int,
-                      init_from: str | None = None) -> float:
+def check_known_share(
+    tokenizer,
+    sequences: list[torch.Tensor],
+    max_vocab_size: int | None,
+    min_frequency: int,
+    init_from: str | None = None,
+) -> float:
     """Refuse, before training, a vocabulary that turns most of the pretraining text into ``<UNK>``:
     the LM would learn to predict ``<UNK>`` and reach a flattering perplexity."""
     share = known_share(tokenizer, sequences)
     if share < MIN_KNOWN_SHARE:
-        source = (f"--model.init_from={init_from}: its vocabulary" if init_from else
-                  f"{SIZE_FLAG}={max_vocab_size} {FREQUENCY_FLAG}={min_frequency}: the vocabulary")
-        remedy = ("pretrain from scratch or on text closer to that run's" if init_from else
-                  f"raise {SIZE_FLAG} (or unset it) or lower {FREQUENCY_FLAG}")
-        raise UserError(f"{source} of {len(tokenizer)} entries knows {share:.0%} of the pretraining text's words "
-                        f"(the rest <UNK>, a flattering perplexity); at least {MIN_KNOWN_SHARE:.0%} needed: {remedy}")
+        source = (
+            f"--model.init_from={init_from}: its vocabulary"
+            if init_from
+            else f"{SIZE_FLAG}={max_vocab_size} {FREQUENCY_FLAG}={min_frequency}: the vocabulary"
+        )
+        remedy = (
+            "pretrain from scratch or on text closer to that run's"
+            if init_from
+            else f"raise {SIZE_FLAG} (or unset it) or lower {FREQUENCY_FLAG}"
+        )
+        raise UserError(
+            f"{source} of {len(tokenizer)} entries knows {share:.0%} of the pretraining text's words "
+            f"(the rest <UNK>, a flattering perplexity); at least {MIN_KNOWN_SHARE:.0%} needed: {remedy}"
+        )
     return share

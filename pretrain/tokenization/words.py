@@ -51,8 +51,9 @@ class Tokenizer:
         for special in SPECIALS:
             counts.pop(special, None)
         # Sort by frequency, ties alphabetically, so the vocabulary is deterministic.
-        words = sorted((word for word, count in counts.items() if count >= min_frequency),
-                       key=lambda word: (-counts[word], word))
+        words = sorted(
+            (word for word, count in counts.items() if count >= min_frequency), key=lambda word: (-counts[word], word)
+        )
         if max_size is not None:
             words = words[: max(0, max_size - len(SPECIALS))]
         return cls(list(SPECIALS) + words, lowercase=lowercase, numbers=numbers)

@@ -20,8 +20,9 @@ def test_aggregate_runs_mean_std_min_max_of_distinct_values():
     assert (elmo["dev_acc_mean"], elmo["dev_acc_std"]) == (pytest.approx(0.7), pytest.approx(0.1))
     assert (elmo["dev_acc_min"], elmo["dev_acc_max"]) == (pytest.approx(0.6), pytest.approx(0.8))
     assert elmo["test_acc_mean"] == pytest.approx(2.3 / 3)
-    assert elmo["test_acc_std"] == pytest.approx(math.sqrt(((0.65 - 2.3 / 3) ** 2 + (0.9 - 2.3 / 3) ** 2
-                                                            + (0.75 - 2.3 / 3) ** 2) / 2))
+    assert elmo["test_acc_std"] == pytest.approx(
+        math.sqrt(((0.65 - 2.3 / 3) ** 2 + (0.9 - 2.3 / 3) ** 2 + (0.75 - 2.3 / 3) ** 2) / 2)
+    )
     assert (elmo["test_acc_min"], elmo["test_acc_max"]) == (pytest.approx(0.65), pytest.approx(0.9))
     assert (elmo["test_f1_mean"], elmo["test_f1_std"]) == (pytest.approx(0.8), pytest.approx(0.05))
 

@@ -36,9 +36,17 @@ def test_a_finished_cell_leaves_no_cli_data_or_mapped_features(tmp_path, mrpc_di
     encoder, _ = save_encoder("elmo", tmp_path)
     before = alive()
     for seed in (0, 1):
-        args = ["fit", "--config", str(REPO / "configs/downstream/smoke.yaml"), f"--model.encoder={encoder}",
-                f"--seed_everything={seed}", "--trainer.max_epochs=1", "--trainer.enable_progress_bar=false",
-                f"--data.cache_dir={tmp_path / 'cache'}", f"--trainer.default_root_dir={tmp_path}"]
+        args = [
+            "fit",
+            "--config",
+            str(REPO / "configs/downstream/smoke.yaml"),
+            f"--model.encoder={encoder}",
+            f"--seed_everything={seed}",
+            "--trainer.max_epochs=1",
+            "--trainer.enable_progress_bar=false",
+            f"--data.cache_dir={tmp_path / 'cache'}",
+            f"--trainer.default_root_dir={tmp_path}",
+        ]
         log = tmp_path / f"cell-{seed}.log"
         assert run_quietly(FinetuneCLI, args, log) == 0, log.read_text()[-3000:]
         assert alive() == before, f"after cell {seed}"

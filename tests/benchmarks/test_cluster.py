@@ -46,11 +46,28 @@ def server(tmp_path_factory):
     root = tmp_path_factory.mktemp("server")
     port = free_port()
     log = (root / "server.log").open("w")
-    process = subprocess.Popen([sys.executable, "-m", "mlflow", "server", "--backend-store-uri",
-                                f"sqlite:///{root / 'mlflow.db'}", "--artifacts-destination", str(root / "artifacts"),
-                                "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
-                               env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
-                               stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mlflow",
+            "server",
+            "--backend-store-uri",
+            f"sqlite:///{root / 'mlflow.db'}",
+            "--artifacts-destination",
+            str(root / "artifacts"),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+        ],
+        env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
@@ -81,16 +98,31 @@ def cluster():
 
 
 def suite_env(uri: str, mrpc_dir: Path, address: str | None) -> dict:
-    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "MRPC_DIR": str(mrpc_dir), "OMP_NUM_THREADS": "1",
-           "MKL_NUM_THREADS": "1"}
+    env = {
+        **os.environ,
+        "MLFLOW_TRACKING_URI": uri,
+        "MRPC_DIR": str(mrpc_dir),
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+    }
     env.pop("RAY_ADDRESS", None)
     return {**env, "RAY_ADDRESS": address} if address else env
 
 
 def suite_command(root: Path, *extra: str) -> list[str]:
     scratch = f"--trainer.default_root_dir={root}"
-    return [sys.executable, "-m", "benchmarks.suite", "--config", str(QUICK), "--results-dir", str(root / "results"),
-            f"--pretrain-args={scratch}", f"--finetune-args={scratch} --data.cache_dir={root / 'cache'}", *extra]
+    return [
+        sys.executable,
+        "-m",
+        "benchmarks.suite",
+        "--config",
+        str(QUICK),
+        "--results-dir",
+        str(root / "results"),
+        f"--pretrain-args={scratch}",
+        f"--finetune-args={scratch} --data.cache_dir={root / 'cache'}",
+        *extra,
+    ]
 
 
 def all_runs(uri: str) -> list:
@@ -101,16 +133,23 @@ def all_runs(uri: str) -> list:
 
 def planned_cells() -> int:
     config = load_config(QUICK)
-    stand_ins = [{"name": e["name"], "run_id": f"run-{e['name']}", "family": e["name"], "num_layers": 3}
-                 for e in config.encoders]
+    stand_ins = [
+        {"name": e["name"], "run_id": f"run-{e['name']}", "family": e["name"], "num_layers": 3} for e in config.encoders
+    ]
     return len(plan(config, stand_ins, []))
 
 
 def test_a_sqlite_store_with_two_nodes_is_refused_before_anything_runs(cluster, tmp_path, mrpc_dir):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     env = suite_env(uri, mrpc_dir, cluster["cluster"].address)
-    process = subprocess.run(preloaded.as_preloaded(suite_command(tmp_path), env), cwd=REPO, env=env,
-                             capture_output=True, text=True, timeout=180)
+    process = subprocess.run(
+        preloaded.as_preloaded(suite_command(tmp_path), env),
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert process.returncode == 2, process.stderr[-3000:]
     lines = process.stderr.strip().splitlines()
     assert [line for line in lines if line.startswith("error:")] == [lines[-1]], process.stderr[-3000:]
@@ -145,14 +184,16 @@ def remove_when_busy(cluster: dict, uri: str, stop: threading.Event, removed: li
         experiment = client.get_experiment_by_name("mrpc")
         if experiment is None:
             return []
-        runs = client.search_runs([experiment.experiment_id], f"tags.`harness.node` LIKE '%{node_id}'",
-                                  max_results=1000)
+        runs = client.search_runs(
+            [experiment.experiment_id], f"tags.`harness.node` LIKE '%{node_id}'", max_results=1000
+        )
         return [run for run in runs if run.data.tags.get("stage") == "finetune"]
 
     def busy() -> bool:
         found = cells()
-        return (any(run.info.status == "FINISHED" for run in found)
-                and any(run.info.status == "RUNNING" for run in found))
+        return any(run.info.status == "FINISHED" for run in found) and any(
+            run.info.status == "RUNNING" for run in found
+        )
 
     while not stop.is_set():
         if busy():
@@ -177,16 +218,29 @@ def study(cluster, server, tmp_path_factory, mrpc_dir):
     watcher.start()
     try:
         env = suite_env(uri, mrpc_dir, cluster["cluster"].address)
-        process = subprocess.run(preloaded.as_preloaded(suite_command(root), env), cwd=REPO, env=env,
-                                 capture_output=True, text=True, timeout=900)
+        process = subprocess.run(
+            preloaded.as_preloaded(suite_command(root), env),
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
     finally:
         stop.set()
         watcher.join(timeout=10)
     assert process.returncode == 0, process.stdout[-3000:] + process.stderr[-4000:]
     runs = all_runs(uri)
     (parent,) = [run for run in runs if run.data.tags.get("stage") == "benchmark"]
-    return {"root": root, "uri": uri, "mrpc_dir": mrpc_dir, "process": process, "runs": runs, "parent": parent,
-            "removed": removed}
+    return {
+        "root": root,
+        "uri": uri,
+        "mrpc_dir": mrpc_dir,
+        "process": process,
+        "runs": runs,
+        "parent": parent,
+        "removed": removed,
+    }
 
 
 def cells_of(runs: list, parent) -> list:
@@ -215,8 +269,9 @@ def test_the_study_ran_on_both_nodes_and_survived_losing_one(study, cluster):
 
 
 def test_no_cell_starts_before_its_encoder_and_encoders_pretrain_side_by_side(study):
-    pretrain = [run for run in study["runs"] if run.data.tags.get("stage") == "pretrain"
-                and run.info.status == "FINISHED"]
+    pretrain = [
+        run for run in study["runs"] if run.data.tags.get("stage") == "pretrain" and run.info.status == "FINISHED"
+    ]
     stages = {(run.data.tags["family"], run.data.tags["lm_stage"]) for run in pretrain}
     assert stages == {("elmo", "general"), ("ulmfit", "general"), ("ulmfit", "task"), ("gpt", "general")}
     ready = {}  # encoder (= family here) → when its last stage ended
@@ -250,19 +305,32 @@ def stages_in_flight_together(stdout: str) -> list[tuple]:
 def test_the_study_resumed_on_a_local_instance_redoes_lost_cells_alike(study):
     client = MlflowClient(study["uri"])
     cells = [run for run in cells_of(study["runs"], study["parent"]) if run.info.status == "FINISHED"]
-    lost = {run.data.tags["method"]: run for run in cells
-            if run.data.tags["method"] in ("elmo-frozen-pool-mlp", "gpt-full-cls@0.5")}
+    lost = {
+        run.data.tags["method"]: run
+        for run in cells
+        if run.data.tags["method"] in ("elmo-frozen-pool-mlp", "gpt-full-cls@0.5")
+    }
     for run in lost.values():
         client.delete_run(run.info.run_id)
     env = suite_env(study["uri"], study["mrpc_dir"], None)
-    process = subprocess.run(preloaded.as_preloaded(suite_command(study["root"], "--jobs", "2"), env), cwd=REPO,
-                             env=env, capture_output=True, text=True, timeout=600)
+    process = subprocess.run(
+        preloaded.as_preloaded(suite_command(study["root"], "--jobs", "2"), env),
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert process.returncode == 0, process.stderr[-4000:]
     assert process.stdout.count("(reused)") == planned_cells() - 2
     assert "started a local Ray instance" in process.stdout and "pretraining encoder" not in process.stdout
-    redone = [run for run in cells_of(all_runs(study["uri"]), study["parent"])
-              if run.info.status == "FINISHED" and run.data.tags["method"] in lost
-              and run.info.run_id not in {old.info.run_id for old in lost.values()}]
+    redone = [
+        run
+        for run in cells_of(all_runs(study["uri"]), study["parent"])
+        if run.info.status == "FINISHED"
+        and run.data.tags["method"] in lost
+        and run.info.run_id not in {old.info.run_id for old in lost.values()}
+    ]
     assert sorted(run.data.tags["method"] for run in redone) == sorted(lost)
     for run in redone:  # the same numbers, on the cluster or the local instance
         before = lost[run.data.tags["method"]].data.metrics

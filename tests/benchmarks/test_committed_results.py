@@ -18,8 +18,9 @@ from harness.protocol import settings_hash
 from pretrain.corpus.corpora import SENTENCES_FILE, SHARED_FOLDERS, default_corpora_dir
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
-FOLDERS = sorted(path.parent for path in RESULTS.glob("*/*/benchmark.json")) + \
-    sorted(path.parent for path in RESULTS.glob("*/benchmark.json"))
+FOLDERS = sorted(path.parent for path in RESULTS.glob("*/*/benchmark.json")) + sorted(
+    path.parent for path in RESULTS.glob("*/benchmark.json")
+)
 
 
 def cells_of(folder: Path) -> list[dict]:
@@ -41,8 +42,11 @@ def pretrained_encoders(benchmark: dict) -> list[dict]:
     return [encoder for encoder in benchmark["settings"]["encoders"] if "pretrain" in encoder]
 
 
-@pytest.mark.parametrize("folder", CHUNKS + [folder for folder in FOLDERS if folder.name in ("calibration", "study-cells")],
-                         ids=lambda folder: folder.name)
+@pytest.mark.parametrize(
+    "folder",
+    CHUNKS + [folder for folder in FOLDERS if folder.name in ("calibration", "study-cells")],
+    ids=lambda folder: folder.name,
+)
 def test_a_chunk_encoder_identity_is_its_pretraining_stage_hash(folder):
     """Its stages as the suite ran them, under each cell's own protocol version, with the precision
     the folder's machine record names pinned into their flags (``benchmarks.plan.precision``)."""
@@ -65,8 +69,12 @@ def test_a_chunk_encoder_identity_is_its_pretraining_stage_hash(folder):
 @pytest.mark.parametrize("folder", FOLDERS, ids=lambda folder: str(folder.relative_to(RESULTS)))
 def test_a_folder_records_the_digest_of_every_shared_corpus_its_stages_read(folder):
     benchmark = json.loads((folder / "benchmark.json").read_text())
-    read = {name for encoder in pretrained_encoders(benchmark) for stage in stages_of(encoder)
-            for name in shared_corpus_names(stage.args, stage.config_text())}
+    read = {
+        name
+        for encoder in pretrained_encoders(benchmark)
+        for stage in stages_of(encoder)
+        for name in shared_corpus_names(stage.args, stage.config_text())
+    }
     assert set(benchmark["corpora"]) == read
     assert all(len(digest) == 64 for digest in benchmark["corpora"].values())
 
@@ -74,9 +82,14 @@ def test_a_folder_records_the_digest_of_every_shared_corpus_its_stages_read(fold
 @pytest.mark.parametrize("folder", FOLDERS, ids=lambda folder: str(folder.relative_to(RESULTS)))
 def test_a_folder_corpus_digests_are_those_of_the_corpora(folder):
     benchmark = json.loads((folder / "benchmark.json").read_text())
-    missing = [name for name in benchmark["corpora"]
-               if not (default_corpora_dir() / SHARED_FOLDERS[name] / SENTENCES_FILE).is_file()]
+    missing = [
+        name
+        for name in benchmark["corpora"]
+        if not (default_corpora_dir() / SHARED_FOLDERS[name] / SENTENCES_FILE).is_file()
+    ]
     if missing:
-        pytest.skip(f"set CORPORA_DIR to the folder holding {SHARED_FOLDERS[missing[0]]}/{SENTENCES_FILE} "
-                    f"to check the recorded corpus digests")
+        pytest.skip(
+            f"set CORPORA_DIR to the folder holding {SHARED_FOLDERS[missing[0]]}/{SENTENCES_FILE} "
+            f"to check the recorded corpus digests"
+        )
     assert corpus_digests(pretrained_encoders(benchmark)) == benchmark["corpora"]

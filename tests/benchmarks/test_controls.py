@@ -19,8 +19,7 @@ def predictions(accuracy: float, seed: int, collapsed: bool = False) -> pd.DataF
     """Test predictions right on about ``accuracy`` of the items (all positive when ``collapsed``)."""
     rng = np.random.default_rng(seed)
     pred = np.ones(ITEMS, int) if collapsed else np.where(rng.random(ITEMS) < accuracy, LABELS, 1 - LABELS)
-    return pd.DataFrame({"id1": np.arange(ITEMS), "id2": np.arange(ITEMS), "label": LABELS, "prob": 0.5,
-                         "pred": pred})
+    return pd.DataFrame({"id1": np.arange(ITEMS), "id2": np.arange(ITEMS), "label": LABELS, "prob": 0.5, "pred": pred})
 
 
 def arm(accuracy: float, collapsed_seeds=()) -> dict:
@@ -88,16 +87,60 @@ def test_the_report_shows_the_control_column_and_names_failed_comparisons(tmp_pa
     assert "A control that fails does not count" in report.split("## How to read")[1]
 
 
-STUDY = ["family", "encoder", "corpus", "words", "transfer", "head", "fraction", "method", "seeds", "test_acc",
-         "test_f1", "gap", "low", "high", "mde", "p", "p_adjusted", "registered", "control_ok", "control_reason"]
+STUDY = [
+    "family",
+    "encoder",
+    "corpus",
+    "words",
+    "transfer",
+    "head",
+    "fraction",
+    "method",
+    "seeds",
+    "test_acc",
+    "test_f1",
+    "gap",
+    "low",
+    "high",
+    "mde",
+    "p",
+    "p_adjusted",
+    "registered",
+    "control_ok",
+    "control_reason",
+]
 
 
 def study(*cells) -> pd.DataFrame:
     """Registered study rows of family ``ulmfit`` from ``(method, gap, low, high, p_adjusted, control_ok)``."""
-    return pd.DataFrame([["ulmfit", "u", "mrpc", 1e5, transfer, "attn", 1.0, method, 5, 70.0, 80.0, gap, low, high,
-                          3.0, p_adjusted / 10, p_adjusted, True, ok, "" if ok else "`twin`: one class in 4/5 runs"]
-                         for transfer, (method, gap, low, high, p_adjusted, ok) in
-                         zip(("gradual", "frozen", "full"), cells)], columns=STUDY)
+    return pd.DataFrame(
+        [
+            [
+                "ulmfit",
+                "u",
+                "mrpc",
+                1e5,
+                transfer,
+                "attn",
+                1.0,
+                method,
+                5,
+                70.0,
+                80.0,
+                gap,
+                low,
+                high,
+                3.0,
+                p_adjusted / 10,
+                p_adjusted,
+                True,
+                ok,
+                "" if ok else "`twin`: one class in 4/5 runs",
+            ]
+            for transfer, (method, gap, low, high, p_adjusted, ok) in zip(("gradual", "frozen", "full"), cells)
+        ],
+        columns=STUDY,
+    )
 
 
 def test_a_gap_over_a_twin_that_did_not_learn_is_never_the_one_that_holds():
@@ -108,8 +151,10 @@ def test_a_gap_over_a_twin_that_did_not_learn_is_never_the_one_that_holds():
     assert "Not counted, control failed: `ulmfit-gradual` +4.6" in remarks[0]
     (answer,) = [remark for remark in remarks if remark.startswith("The study:")]
     assert "pays most with `ulmfit-frozen`" in answer
-    assert "the only gap that holds whose arms both learned among the 3 pre-registered comparisons; 1 of them " \
-           "failed the control rule and are not counted" in answer
+    assert (
+        "the only gap that holds whose arms both learned among the 3 pre-registered comparisons; 1 of them "
+        "failed the control rule and are not counted" in answer
+    )
 
 
 def test_with_every_significant_gap_failed_nothing_holds_and_the_headline_says_why():
@@ -118,8 +163,9 @@ def test_with_every_significant_gap_failed_nothing_holds_and_the_headline_says_w
     assert remarks[0].startswith("ulmfit: no gap over the twin holds among the comparisons whose arms both learned")
     assert "pays most" not in " ".join(remarks)
     (answer,) = [remark for remark in remarks if remark.startswith("The study:")]
-    assert answer.startswith("The study: no pre-registered gap over the twin holds (p_adjusted < 0.05) whose arms "
-                             "both learned")
+    assert answer.startswith(
+        "The study: no pre-registered gap over the twin holds (p_adjusted < 0.05) whose arms both learned"
+    )
     assert "`ulmfit-gradual` +4.6" in answer
 
 

@@ -19,22 +19,34 @@ def chain(tmp_path, monkeypatch) -> dict:
     client = MlflowClient(uri)
     experiment = client.create_experiment("pretrain", artifact_location=(tmp_path / "artifacts").as_uri())
     general = client.create_run(experiment, tags={"stage": "pretrain", "family": "ulmfit", "lm_stage": "general"})
-    for key, value in {"data.corpus": "mrpc+reuters", "train_tokens": "3312754", "train_words": "2715108",
-                       "model.num_layers": "3"}.items():
+    for key, value in {
+        "data.corpus": "mrpc+reuters",
+        "train_tokens": "3312754",
+        "train_words": "2715108",
+        "model.num_layers": "3",
+    }.items():
         client.log_param(general.info.run_id, key, value)
     client.log_metric(general.info.run_id, "best_val_ppl", 180.0)
-    task = client.create_run(experiment, tags={"stage": "pretrain", "family": "ulmfit", "lm_stage": "task",
-                                               "init_run_id": general.info.run_id})
-    for key, value in {"data.corpus": "mrpc", "train_tokens": "168499", "train_words": "133727",
-                       "model.num_layers": "3", "model.init_from": f"runs:/{general.info.run_id}"}.items():
+    task = client.create_run(
+        experiment,
+        tags={"stage": "pretrain", "family": "ulmfit", "lm_stage": "task", "init_run_id": general.info.run_id},
+    )
+    for key, value in {
+        "data.corpus": "mrpc",
+        "train_tokens": "168499",
+        "train_words": "133727",
+        "model.num_layers": "3",
+        "model.init_from": f"runs:/{general.info.run_id}",
+    }.items():
         client.log_param(task.info.run_id, key, value)
     client.log_metric(task.info.run_id, "best_val_ppl", 167.1)
     return {"client": client, "general": general.info.run_id, "task": task.info.run_id}
 
 
 def test_a_two_stage_encoder_is_described_by_both_stages(chain):
-    described = describe_encoder({"name": "ulmfit-reuters", "pretrain": [{"config": "general.yaml"},
-                                                                          {"config": "task.yaml"}]}, chain["task"])
+    described = describe_encoder(
+        {"name": "ulmfit-reuters", "pretrain": [{"config": "general.yaml"}, {"config": "task.yaml"}]}, chain["task"]
+    )
     assert described["corpus"] == "mrpc+reuters → mrpc"
     assert described["train_words"] == 2715108 + 133727 and described["train_tokens"] == 3312754 + 168499
     assert described["val_ppl"] == pytest.approx(167.1)  # the encoder's: the last stage's
@@ -50,8 +62,16 @@ def test_a_one_stage_encoder_is_its_own_run(chain):
 
 
 def test_a_record_of_the_last_stage_alone_is_completed_from_the_store(chain):
-    old = {"name": "ulmfit-reuters", "run_id": chain["task"], "identity": "stage-hash", "digest": "d",
-           "corpus": "mrpc", "train_words": 133727, "train_tokens": 168499, "val_ppl": 167.1}
+    old = {
+        "name": "ulmfit-reuters",
+        "run_id": chain["task"],
+        "identity": "stage-hash",
+        "digest": "d",
+        "corpus": "mrpc",
+        "train_words": 133727,
+        "train_tokens": 168499,
+        "val_ppl": 167.1,
+    }
     completed = with_stages(old, chain["client"])
     assert completed["corpus"] == "mrpc+reuters → mrpc" and completed["train_words"] == 2715108 + 133727
     assert completed["identity"] == "stage-hash" and completed["digest"] == "d"  # what decides the cells: kept

@@ -38,9 +38,13 @@ def test_the_local_instance_admits_only_the_study(monkeypatch, capsys):
 
         address = ray.get_runtime_context().gcs_address
         outsider = {name: value for name, value in os.environ.items() if not name.startswith("RAY_AUTH")}
-        joined = subprocess.run([sys.executable, "-c", f"import ray; ray.init(address={address!r}, "
-                                 f"logging_level=40); print('joined')"], env={**outsider, "RAY_AUTH_MODE": "disabled"},
-                                capture_output=True, text=True, timeout=120)
+        joined = subprocess.run(
+            [sys.executable, "-c", f"import ray; ray.init(address={address!r}, logging_level=40); print('joined')"],
+            env={**outsider, "RAY_AUTH_MODE": "disabled"},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert joined.returncode != 0 and "joined" not in joined.stdout
     finally:
         engine.close()

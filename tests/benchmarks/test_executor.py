@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from benchmarks.cell.definition import Cell
 from benchmarks.engine import task_graph as executor_module
 from benchmarks.engine.progress import Progress
 from benchmarks.engine.ray_cluster import paths_to_check
@@ -14,7 +15,6 @@ from benchmarks.engine.task_graph import StudyExecutor, encoder_cells
 from benchmarks.plan.cells import plan
 from benchmarks.plan.matrix import parse_matrix
 from benchmarks.plan.scaleout import cell_seconds_estimate
-from benchmarks.cell.definition import Cell
 from benchmarks.tasks.entry_points import Study
 from benchmarks.tasks.resources import cell_resources, stage_resources
 from harness.errors import UserError
@@ -39,8 +39,13 @@ def test_a_stage_asks_devices_times_threads_or_a_gpu_and_a_cpu_per_device(tmp_pa
 
 
 def test_an_encoders_cells_are_named_as_the_whole_plan_names_them():
-    config = {"mixes": ["scalar", "layers"], "heads": ["pool-mlp"], "seeds": 2, "random_control": True,
-              "baselines": ["majority"]}
+    config = {
+        "mixes": ["scalar", "layers"],
+        "heads": ["pool-mlp"],
+        "seeds": 2,
+        "random_control": True,
+        "baselines": ["majority"],
+    }
     encoders = [{"name": "elmo", "run_id": "a", "num_layers": 3}, {"name": "big", "run_id": "b", "num_layers": 2}]
     config = parse_matrix(config)
     whole = plan(config, encoders, ["--x"])
@@ -54,22 +59,26 @@ def test_paths_every_node_must_read_come_from_flags_and_lists(tmp_path):
     corpus, other = tmp_path / "a.txt", tmp_path / "b.txt"
     corpus.write_text("x\n")
     other.write_text("y\n")
-    found = paths_to_check([f"--data.extra_corpus=[{corpus},{other}]", "--trainer.max_epochs=3", "relative.txt"],
-                           [str(corpus)])
+    found = paths_to_check(
+        [f"--data.extra_corpus=[{corpus},{other}]", "--trainer.max_epochs=3", "relative.txt"], [str(corpus)]
+    )
     assert found == [str(corpus), str(other)]
 
 
 def test_the_progress_lines_count_cells_as_they_end_and_say_when_more_are_coming():
-    heads = [Cell("elmo-scalar", "pretrained", seed, family="elmo", transfer="frozen", head="attn")
-             for seed in range(4)]
+    heads = [
+        Cell("elmo-scalar", "pretrained", seed, family="elmo", transfer="frozen", head="attn") for seed in range(4)
+    ]
     progress = Progress(stages_total=2, encoders_total=2)
     progress.planned(heads)
     assert progress.eta_minutes(slots=2) is None  # nothing ran yet
     assert progress.cell_line("elmo-scalar", 0, 0.7, 0.71, "9 s") == (
-        "  [  1/4+] elmo-scalar                        seed 0  dev acc 0.700  test acc 0.710  (9 s)")
+        "  [  1/4+] elmo-scalar                        seed 0  dev acc 0.700  test acc 0.710  (9 s)"
+    )
     progress.finished(heads[0], 60.0)
-    progress.planned([Cell("random-scalar", "random", seed, family="elmo", transfer="frozen", head="attn")
-                      for seed in range(4)])
+    progress.planned(
+        [Cell("random-scalar", "random", seed, family="elmo", transfer="frozen", head="attn") for seed in range(4)]
+    )
     assert progress.eta_minutes(slots=2) == pytest.approx(7 * 60 / 2 / 60)
     assert "cells 1/8 · 2 running" in progress.study_line(running=2, slots=2)
 
@@ -78,8 +87,9 @@ def test_the_eta_prices_each_cell_by_its_own_kind_not_by_the_quick_probes():
     """Probes take seconds and heads minutes: 3 probes done in 5 s must not make 2 heads look quick;
     a head before any head ran is priced by the cost table."""
     probes = [Cell("elmo-linear-probe", "probe", seed) for seed in range(4)]
-    heads = [Cell("elmo-frozen-attn", "pretrained", seed, family="elmo", transfer="frozen", head="attn")
-             for seed in range(2)]
+    heads = [
+        Cell("elmo-frozen-attn", "pretrained", seed, family="elmo", transfer="frozen", head="attn") for seed in range(2)
+    ]
     progress = Progress(stages_total=1, encoders_total=1, estimate=lambda cell: 300.0)
     progress.planned(probes + heads)
     for probe in probes[:3]:
@@ -142,8 +152,16 @@ def fake_store(monkeypatch):
     monkeypatch.setattr(executor_module, "reused_stages", lambda stages, digest: (0, None))
     monkeypatch.setattr(executor_module, "end_cancelled_runs", lambda driver, since: [])
     monkeypatch.setattr(executor_module, "finished_run", lambda *args: None)
-    monkeypatch.setattr(executor_module, "describe_encoder", lambda encoder, run_id, identity=None: {
-        "name": encoder["name"], "run_id": run_id, "family": encoder["name"], "num_layers": 3})
+    monkeypatch.setattr(
+        executor_module,
+        "describe_encoder",
+        lambda encoder, run_id, identity=None: {
+            "name": encoder["name"],
+            "run_id": run_id,
+            "family": encoder["name"],
+            "num_layers": 3,
+        },
+    )
     metrics = SimpleNamespace(data=SimpleNamespace(metrics={"dev_acc": 0.5, "test_acc": 0.5}, tags={}))
     monkeypatch.setattr(executor_module, "MlflowClient", lambda uri: SimpleNamespace(get_run=lambda run_id: metrics))
 
@@ -151,20 +169,32 @@ def fake_store(monkeypatch):
 def study_config(tmp_path):
     stage = tmp_path / "stage.yaml"
     stage.write_text("trainer:\n  max_epochs: 1\n")
-    return {"name": "dag", "experiment": "mrpc", "finetune": {"config": str(stage)},
-            "encoders": [{"name": "elmo", "pretrain": [{"config": str(stage)}]},
-                         {"name": "ulmfit", "pretrain": [{"config": str(stage)}, {"config": str(stage)}]}],
-            "transfers": {"elmo": [{"name": "frozen", "heads": ["pool-mlp"]}],
-                          "ulmfit": [{"name": "frozen", "heads": ["pool-mlp"]}]},
-            "fractions": [1.0], "seeds": 1, "random_control": True, "baselines": []}
+    return {
+        "name": "dag",
+        "experiment": "mrpc",
+        "finetune": {"config": str(stage)},
+        "encoders": [
+            {"name": "elmo", "pretrain": [{"config": str(stage)}]},
+            {"name": "ulmfit", "pretrain": [{"config": str(stage)}, {"config": str(stage)}]},
+        ],
+        "transfers": {
+            "elmo": [{"name": "frozen", "heads": ["pool-mlp"]}],
+            "ulmfit": [{"name": "frozen", "heads": ["pool-mlp"]}],
+        },
+        "fractions": [1.0],
+        "seeds": 1,
+        "random_control": True,
+        "baselines": [],
+    }
 
 
 def run_study(tmp_path, engine, threads=1):
     config = parse_matrix(study_config(tmp_path))
     study = Study("dag", "mrpc", "parent", "driver", tmp_path / "logs", "digest")
     data = SimpleNamespace(content_hash="digest")
-    executor = StudyExecutor(engine, study, config, data, config.finetune_config, [], threads,
-                             {"elmo": None, "ulmfit": None})
+    executor = StudyExecutor(
+        engine, study, config, data, config.finetune_config, [], threads, {"elmo": None, "ulmfit": None}
+    )
     return executor.run()
 
 
@@ -175,8 +205,11 @@ def test_cells_wait_for_their_encoders_last_stage_and_stages_run_side_by_side(tm
     starts = [name for event, name in log if event == "start"]
     assert starts[:2] == ["stage:elmo:1", "stage:ulmfit:1"]  # both in flight before either ends
     for encoder, last in (("elmo", "stage:elmo:1"), ("ulmfit", "stage:ulmfit:2")):
-        cells = [index for index, entry in enumerate(log) if entry[0] == "start" and f":{encoder}-" in entry[1]
-                 or entry[0] == "start" and f"({encoder})" in entry[1]]
+        cells = [
+            index
+            for index, entry in enumerate(log)
+            if entry[0] == "start" and f":{encoder}-" in entry[1] or entry[0] == "start" and f"({encoder})" in entry[1]
+        ]
         assert cells and min(cells) > log.index(("end", last))
     # a finished encoder's cells start while the other still pretrains
     assert log.index(("start", "cell:elmo-frozen-pool-mlp:0")) < log.index(("end", "stage:ulmfit:2"))
@@ -206,5 +239,17 @@ def test_the_cost_table_prices_a_head_above_a_probe_and_no_fraction_it_lacks():
     estimate = cell_seconds_estimate()
     head = Cell("elmo-frozen-attn", "pretrained", 0, family="elmo", transfer="frozen", head="attn")
     assert estimate(head) > estimate(Cell("elmo-linear-probe", "probe", 0)) > 0
-    assert estimate(Cell("elmo-frozen-attn@0.5", "pretrained", 0, family="elmo", transfer="frozen", head="attn",
-                         train_fraction=0.5)) is None
+    assert (
+        estimate(
+            Cell(
+                "elmo-frozen-attn@0.5",
+                "pretrained",
+                0,
+                family="elmo",
+                transfer="frozen",
+                head="attn",
+                train_fraction=0.5,
+            )
+        )
+        is None
+    )

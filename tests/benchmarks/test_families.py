@@ -18,8 +18,15 @@ QUICK = REPO / "configs" / "benchmarks" / "families-quick.yaml"
 
 def encoders(config: Matrix) -> list[dict]:
     """Stand-ins for resolved encoders: the family is the name's first part (MiniLM's is ``hf``)."""
-    return [{"name": e["name"], "run_id": f"run-{e['name']}", "num_layers": 3,
-             "family": "hf" if e["name"] == "minilm" else e["name"].split("-")[0]} for e in config.encoders]
+    return [
+        {
+            "name": e["name"],
+            "run_id": f"run-{e['name']}",
+            "num_layers": 3,
+            "family": "hf" if e["name"] == "minilm" else e["name"].split("-")[0],
+        }
+        for e in config.encoders
+    ]
 
 
 def expected_cells(config: Matrix) -> int:
@@ -31,9 +38,19 @@ def expected_cells(config: Matrix) -> int:
             total += 2 * len(transfer.heads) * len(transfer.fractions) * len(transfer.seeds)
         fractions = {1.0, *map(float, config.fractions)}  # each labelled fraction's subset, and the whole split
         total += 2 * len(config.seeds) * len(fractions) if config.linear_probe else 0  # it and its twin, per seed
-    seeds_below_full = sum(len({seed for transfers in config.transfers.values() for transfer in transfers
-                                if fraction in transfer.fractions for seed in transfer.seeds})
-                           for fraction in map(float, config.fractions) if fraction < 1)
+    seeds_below_full = sum(
+        len(
+            {
+                seed
+                for transfers in config.transfers.values()
+                for transfer in transfers
+                if fraction in transfer.fractions
+                for seed in transfer.seeds
+            }
+        )
+        for fraction in map(float, config.fractions)
+        if fraction < 1
+    )
     return total + len(config.baselines) * (1 + seeds_below_full)  # once whole, once per seed at each fraction
 
 
@@ -45,8 +62,9 @@ def test_the_plan_expands_to_the_declared_matrix(budget):
     assert len(cells) == expected_cells(config)
     pretrained = [cell for cell in cells if cell.kind == "pretrained"]
     per_axis = Counter((cell.family, cell.transfer) for cell in pretrained)
-    assert set(per_axis) == {(family, transfer.name) for family, transfers in config.transfers.items()
-                             for transfer in transfers}
+    assert set(per_axis) == {
+        (family, transfer.name) for family, transfers in config.transfers.items() for transfer in transfers
+    }
     assert {cell.encoder for cell in pretrained} == {encoder["name"] for encoder in config.encoders}
 
 
@@ -78,7 +96,9 @@ def test_every_frozen_cell_standardises_its_features_and_no_fine_tuned_one_does(
 def test_the_budget_is_a_subset_of_the_study():
     config = load_config(FAMILIES)
     full = {(c.method, c.seed) for c in plan(config, encoders(config), [])}
-    budget = {(c.method, c.seed) for c in plan(with_budget(config, FAMILIES), encoders(with_budget(config, FAMILIES)), [])}
+    budget = {
+        (c.method, c.seed) for c in plan(with_budget(config, FAMILIES), encoders(with_budget(config, FAMILIES)), [])
+    }
     assert budget < full
 
 
@@ -98,16 +118,21 @@ def test_a_transfer_may_name_the_encoders_of_its_family_it_applies_to(tmp_path):
     """The budget's text axis: GPT on MRPC only and on all corpora gets two of gpt-reuters' transfers."""
     config = with_budget(load_config(FAMILIES), FAMILIES)
     methods = {cell.method for cell in plan(config, encoders(config), []) if cell.kind == "pretrained"}
-    assert {method for method in methods if method.startswith("gpt-mrpc")} == {"gpt-mrpc-frozen-attn",
-                                                                               "gpt-mrpc-full-cls"}
+    assert {method for method in methods if method.startswith("gpt-mrpc")} == {
+        "gpt-mrpc-frozen-attn",
+        "gpt-mrpc-full-cls",
+    }
     assert "gpt-reuters-full-nolm-cls@0.1" in methods and "minilm-full-cls@0.1" in methods
     path = tmp_path / "study.yaml"
-    path.write_text("encoders: [{name: elmo, run: latest}]\n"
-                    "transfers: {elmo: [{name: frozen, heads: [attn], encoders: [elmo-all]}]}\n")
+    path.write_text(
+        "encoders: [{name: elmo, run: latest}]\n"
+        "transfers: {elmo: [{name: frozen, heads: [attn], encoders: [elmo-all]}]}\n"
+    )
     with pytest.raises(UserError, match=r"transfers.elmo.frozen.encoders: \['elmo-all'\] not in the config's encoders"):
         load_config(path)
-    path.write_text("encoders: [{name: elmo, run: latest}]\n"
-                    "transfers: {elmo: [{name: frozen, heads: [attn], encoders: elmo}]}\n")
+    path.write_text(
+        "encoders: [{name: elmo, run: latest}]\ntransfers: {elmo: [{name: frozen, heads: [attn], encoders: elmo}]}\n"
+    )
     with pytest.raises(UserError, match=r"transfers.elmo.frozen.encoders must be a list of encoder names"):
         load_config(path)
 

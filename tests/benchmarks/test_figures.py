@@ -30,8 +30,11 @@ def baseline(runs, method: str) -> float:
 
 
 ONE = {"learning_curve.png": "(1 seed)", "accuracy_by_layer.png": "(1 seed)", "mix_weights.png": "(1 seed)"}
-MANY = {"learning_curve.png": "(mean ± std over 3 seeds)", "accuracy_by_layer.png": "(mean ± std over 2–3 seeds)",
-        "mix_weights.png": "(mean ± std over 3 seeds)"}
+MANY = {
+    "learning_curve.png": "(mean ± std over 3 seeds)",
+    "accuracy_by_layer.png": "(mean ± std over 2–3 seeds)",
+    "mix_weights.png": "(mean ± std over 3 seeds)",
+}
 
 
 @pytest.mark.parametrize("cells, seeds", [(ONE_SEED, ONE), (CELLS, MANY)])
@@ -43,12 +46,15 @@ def test_accuracy_axes_start_at_a_floor_with_the_baselines_drawn(drawn, tmp_path
         axes = drawn[name].axes[0]
         low, high = axes.get_ylim()
         assert low <= min(50, majority - figures.MARGIN) and low % 5 == 0 and high >= tfidf
-        lines = {round(line.get_ydata()[0], 6) for line in axes.get_lines() if len(set(line.get_ydata())) == 1
-                 and len(line.get_xdata()) == 2}
+        lines = {
+            round(line.get_ydata()[0], 6)
+            for line in axes.get_lines()
+            if len(set(line.get_ydata())) == 1 and len(line.get_xdata()) == 2
+        }
         assert {round(majority, 6), round(tfidf, 6)} <= lines
         legend = [text.get_text() for text in axes.get_legend().get_texts()]
         assert f"majority class ({majority:.1f})" in legend and f"TF-IDF + LR ({tfidf:.1f})" in legend
-    assert {name: drawn[name].axes[0].get_title()[-len(text):] for name, text in seeds.items()} == seeds
+    assert {name: drawn[name].axes[0].get_title()[-len(text) :] for name, text in seeds.items()} == seeds
 
 
 def test_no_baseline_lines_without_baseline_runs(drawn, tmp_path):
@@ -61,8 +67,9 @@ def test_no_baseline_lines_without_baseline_runs(drawn, tmp_path):
 
 def test_gap_figures_promise_no_ci_with_one_seed(drawn, tmp_path):
     cells = [(*cell[:4], fraction, *cell[5:]) for cell in ONE_SEED for fraction in (0.5, 1.0) if cell[4] == 1.0]
-    cells = [(f"{cell[0]}@{cell[4]:g}", *cell[1:5], f"{cell[5]}@{cell[4]:g}" if cell[5] else "", *cell[6:])
-             for cell in cells]
+    cells = [
+        (f"{cell[0]}@{cell[4]:g}", *cell[1:5], f"{cell[5]}@{cell[4]:g}" if cell[5] else "", *cell[6:]) for cell in cells
+    ]
     runs, preds = make_benchmark(cells)
     runs = runs.assign(transfer="frozen", family="elmo")
     rows = study_rows(build_results(runs, preds), runs, [{"name": "elmo"}])

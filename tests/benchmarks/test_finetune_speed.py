@@ -16,15 +16,19 @@ def test_the_default_precision_is_bf16_where_the_cpu_has_it(monkeypatch, native)
 
 @pytest.mark.slow
 def test_rows_carry_their_precision_the_float32_path_the_naive_baseline_and_peak_fractions(
-        monkeypatch, mrpc_dir, tmp_path):
+    monkeypatch, mrpc_dir, tmp_path
+):
     monkeypatch.setenv("MRPC_DIR", str(mrpc_dir))
     monkeypatch.setattr(finetune_throughput, "CROSS_HEADS", ("attn",))
     monkeypatch.setattr(finetune_throughput, "BATCH_SIZE", 8)
     output = tmp_path / "speed.json"
     assert finetune_throughput.main(["--families", "elmo", "--batches", "2", "--json", str(output)]) == 0
     rows = json.loads(output.read_text())
-    assert [(row["mode"], row["head"]) for row in rows] == [("frozen", "pool-mlp"), ("frozen", "attn"),
-                                                            ("full", "pool-mlp")]
+    assert [(row["mode"], row["head"]) for row in rows] == [
+        ("frozen", "pool-mlp"),
+        ("frozen", "attn"),
+        ("full", "pool-mlp"),
+    ]
     for row in rows:
         assert row["precision"] == finetune_throughput.default_precision()
         assert row["pairs_per_s"] > 0 and row["fp32_pairs_per_s"] > 0 and row["model_gflop_per_pair"] > 0

@@ -12,8 +12,13 @@ from benchmarks.plan.scaleout import main as scaleout
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "configs" / "benchmarks" / "frozen-heads.yaml"
-HEADS = {("frozen", "pool-mlp"), ("frozen", "decomp"), ("frozen", "attn"), ("frozen-small", "pool-mlp"),
-         ("frozen-small", "decomp")}
+HEADS = {
+    ("frozen", "pool-mlp"),
+    ("frozen", "decomp"),
+    ("frozen", "attn"),
+    ("frozen-small", "pool-mlp"),
+    ("frozen-small", "decomp"),
+}
 
 
 def planned() -> list:
@@ -26,13 +31,20 @@ def test_each_head_runs_at_both_fractions_beside_its_twin_for_five_seeds():
     cells = planned()
     trained = [cell for cell in cells if cell.kind in ("pretrained", "random")]
     counts = Counter((cell.transfer, cell.head, cell.train_fraction, cell.kind) for cell in trained)
-    assert counts == {(transfer, head, fraction, kind): 5 for transfer, head in HEADS for fraction in (1.0, 0.1)
-                      for kind in ("pretrained", "random")}
+    assert counts == {
+        (transfer, head, fraction, kind): 5
+        for transfer, head in HEADS
+        for fraction in (1.0, 0.1)
+        for kind in ("pretrained", "random")
+    }
     by_method_seed = {(cell.method, cell.seed): cell for cell in trained}
     for cell in (cell for cell in trained if cell.kind == "pretrained"):
         twin = by_method_seed[(cell.control, cell.seed)]
         assert twin.kind == "random" and (twin.args, twin.head, twin.train_fraction) == (
-            cell.args, cell.head, cell.train_fraction)
+            cell.args,
+            cell.head,
+            cell.train_fraction,
+        )
 
 
 def test_every_cell_standardises_its_features_under_equal_steps_and_small_heads_keep_one_width():
@@ -47,8 +59,10 @@ def test_probes_per_arm_and_seed_and_the_baselines_are_planned():
     probes = Counter(cell.probe_of for cell in cells if cell.kind == "probe")
     assert probes == {"pretrained": 10, "random": 10}  # at 100% and on each seed's 10% subset
     assert {cell.train_fraction for cell in cells if cell.kind == "probe"} == {1.0, 0.1}
-    assert [cell.method for cell in cells if cell.kind == "baseline"] == ["majority", "tfidf-lr"] + \
-        ["majority@0.1", "tfidf-lr@0.1"] * 5  # and on each seed's 10% subset
+    assert [cell.method for cell in cells if cell.kind == "baseline"] == ["majority", "tfidf-lr"] + [
+        "majority@0.1",
+        "tfidf-lr@0.1",
+    ] * 5  # and on each seed's 10% subset
     assert len(cells) == 2 * 5 * 2 * len(HEADS) + 20 + 2 + 10
     assert [cell.head for cell in cells if cell.kind == "pretrained"][-1] == "attn"  # the costliest last
 

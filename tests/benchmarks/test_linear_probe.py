@@ -18,12 +18,12 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
 
+from benchmarks.cell.definition import Cell
 from benchmarks.plan.cells import plan
 from benchmarks.plan.matrix import parse_matrix
 from benchmarks.report.cells_from_store import read_predictions
 from benchmarks.report.probe_checks import probe_remarks, probe_section
 from benchmarks.report.results_table import build_results
-from benchmarks.cell.definition import Cell
 from benchmarks.tasks.cells import linear_probe
 from benchmarks.tasks.linear_probe import pair_features, probe_probabilities, sentence_vectors
 from downstream.data.features import FeatureStore
@@ -67,9 +67,12 @@ def test_the_probe_is_sklearns_logistic_regression_on_those_features(data, encod
         return pair_features(vectors, [row[p.sentence1] for p in pairs], [row[p.sentence2] for p in pairs])
 
     labels = np.array([p.label for p in data.train])
-    search = GridSearchCV(make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000, random_state=3)),
-                          {"logisticregression__C": REGULARISATION_GRID}, scoring="accuracy",
-                          cv=StratifiedKFold(5, shuffle=True, random_state=3))
+    search = GridSearchCV(
+        make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000, random_state=3)),
+        {"logisticregression__C": REGULARISATION_GRID},
+        scoring="accuracy",
+        cv=StratifiedKFold(5, shuffle=True, random_state=3),
+    )
     with threadpool_limits(1):  # BLAS threads on a busy 2-core machine cost seconds here
         search.fit(features(data.train), labels)
     for split in ("dev", "test"):
@@ -86,18 +89,29 @@ def test_a_probe_run_logs_sklearn_metrics_of_its_predictions(data, encoder_path,
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     client = MlflowClient(uri)
     parent = client.create_run(client.create_experiment("probe")).info.run_id
-    cell = Cell(f"{'elmo' if probe_of == 'pretrained' else 'random'}-linear-probe", "probe", 1, "elmo",
-                str(encoder_path), probe_of=probe_of)
+    cell = Cell(
+        f"{'elmo' if probe_of == 'pretrained' else 'random'}-linear-probe",
+        "probe",
+        1,
+        "elmo",
+        str(encoder_path),
+        probe_of=probe_of,
+    )
     run_id = linear_probe(cell, data, "probe", parent, "hash1", cache_dir=str(tmp_path / "cache"))
     run = client.get_run(run_id)
     assert run.info.status == "FINISHED"
     tags = run.data.tags
     assert (tags["stage"], tags["kind"], tags["probe_of"], tags["mlflow.parentRunId"]) == (
-        "baseline", "probe", probe_of, parent)
+        "baseline",
+        "probe",
+        probe_of,
+        parent,
+    )
     assert tags["pretrain_run_id"] == ("random" if probe_of == "random" else str(encoder_path))
     assert tags["encoder"].startswith("random-") == (probe_of == "random")
-    assert run.data.params["model.encoder"] == (f"random:{encoder_path}@1" if probe_of == "random"
-                                                else str(encoder_path))
+    assert run.data.params["model.encoder"] == (
+        f"random:{encoder_path}@1" if probe_of == "random" else str(encoder_path)
+    )
     for split in ("dev", "test"):
         frame = read_predictions(client.download_artifacts(run_id, f"predictions/{split}.csv", str(tmp_path)))
         assert len(frame) == len(data.split(split))
@@ -106,23 +120,30 @@ def test_a_probe_run_logs_sklearn_metrics_of_its_predictions(data, encoder_path,
 
 
 def test_a_plan_with_linear_probe_has_a_probe_per_encoder_twin_and_seed():
-    config = {"mixes": ["scalar"], "heads": ["pool-mlp"], "seeds": 2, "linear_probe": True,
-              "baselines": ["majority"]}
-    encoders = [{"name": "elmo", "run_id": "abc", "num_layers": 3, "family": "elmo"},
-                {"name": "gpt", "run_id": "def", "num_layers": 3, "family": "gpt"}]
+    config = {"mixes": ["scalar"], "heads": ["pool-mlp"], "seeds": 2, "linear_probe": True, "baselines": ["majority"]}
+    encoders = [
+        {"name": "elmo", "run_id": "abc", "num_layers": 3, "family": "elmo"},
+        {"name": "gpt", "run_id": "def", "num_layers": 3, "family": "gpt"},
+    ]
     probes = [cell for cell in plan(parse_matrix(config), encoders, []) if cell.kind == "probe"]
     assert [(cell.method, cell.seed, cell.probe_of, cell.encoder_run) for cell in probes[:4]] == [
-        ("elmo-linear-probe", 0, "pretrained", "abc"), ("random(elmo)-linear-probe", 0, "random", "abc"),
-        ("elmo-linear-probe", 1, "pretrained", "abc"), ("random(elmo)-linear-probe", 1, "random", "abc")]
+        ("elmo-linear-probe", 0, "pretrained", "abc"),
+        ("random(elmo)-linear-probe", 0, "random", "abc"),
+        ("elmo-linear-probe", 1, "pretrained", "abc"),
+        ("random(elmo)-linear-probe", 1, "random", "abc"),
+    ]
     assert len(probes) == 8 and not probes[0].control
     assert probes[0].spec() != probes[1].spec()  # the twin's probe is another cell
-    assert not [cell for cell in plan(parse_matrix({**config, "linear_probe": False}), encoders, []) if cell.kind == "probe"]
+    assert not [
+        cell for cell in plan(parse_matrix({**config, "linear_probe": False}), encoders, []) if cell.kind == "probe"
+    ]
 
 
 def _predictions(correct: np.ndarray, labels: np.ndarray) -> pd.DataFrame:
     pred = np.where(correct, labels, 1 - labels)
-    return pd.DataFrame({"id1": [str(i) for i in range(len(labels))], "id2": "x", "label": labels.astype(str),
-                         "pred": pred.astype(str)})
+    return pd.DataFrame(
+        {"id1": [str(i) for i in range(len(labels))], "id2": "x", "label": labels.astype(str), "pred": pred.astype(str)}
+    )
 
 
 def test_the_report_shows_probes_apart_and_names_a_collapsed_arm_with_a_usable_probe():
@@ -136,16 +157,34 @@ def test_the_report_shows_probes_apart_and_names_a_collapsed_arm_with_a_usable_p
         frame = _predictions(pred == labels, labels)
         predictions[run_id] = frame
         accuracy = float((pred == labels).mean())
-        rows.append({"run_id": run_id, "method": method, "seed": seed, "encoder": "elmo" if kind != "baseline" else "",
-                     "kind": kind, "control": control, "probe_of": probe_of, "dev_acc": accuracy, "dev_f1": 0.8,
-                     "test_acc": accuracy, "test_f1": 0.8, "test_pairs": 400})
+        rows.append(
+            {
+                "run_id": run_id,
+                "method": method,
+                "seed": seed,
+                "encoder": "elmo" if kind != "baseline" else "",
+                "kind": kind,
+                "control": control,
+                "probe_of": probe_of,
+                "dev_acc": accuracy,
+                "dev_f1": 0.8,
+                "test_acc": accuracy,
+                "test_f1": 0.8,
+                "test_pairs": 400,
+            }
+        )
 
     for seed in range(3):
         good = np.where(rng.random(400) < 0.8, labels, 1 - labels)
         add("elmo-scalar-attn", "pretrained", seed, good, control="random-scalar-attn")
         add("random-scalar-attn", "random", seed, majority)  # collapsed in every seed
-        add("random-linear-probe", "probe", seed, np.where(rng.random(400) < 0.75, labels, 1 - labels),
-            probe_of="random")
+        add(
+            "random-linear-probe",
+            "probe",
+            seed,
+            np.where(rng.random(400) < 0.75, labels, 1 - labels),
+            probe_of="random",
+        )
         add("elmo-linear-probe", "probe", seed, good, probe_of="pretrained")
     add("majority", "baseline", 0, majority)
     runs = pd.DataFrame(rows)

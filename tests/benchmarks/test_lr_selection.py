@@ -22,13 +22,16 @@ def test_every_grid_point_is_a_cell_of_each_arm():
         ("elmo-scalar-pool-mlp~lr0.001", 0, "elmo-scalar-pool-mlp", 1e-3),
         ("random-scalar-pool-mlp~lr0.001", 0, "random-scalar-pool-mlp", 1e-3),
         ("elmo-scalar-pool-mlp~lr0.001", 1, "elmo-scalar-pool-mlp", 1e-3),
-        ("random-scalar-pool-mlp~lr0.001", 1, "random-scalar-pool-mlp", 1e-3)]
+        ("random-scalar-pool-mlp~lr0.001", 1, "random-scalar-pool-mlp", 1e-3),
+    ]
     assert len(cells) == 8 and cells[0].control == "random-scalar-pool-mlp~lr0.001"
     assert cells[0].args == ["--data.flag=1", "--model.learning_rate=0.001"]
     assert cells[-1].args == ["--data.flag=1", "--model.learning_rate=0.003"]
     assert len({str(c.spec()) for c in cells}) == 8  # every point and seed its own settings
-    assert [c.method for c in plan(parse_matrix({**config, "lr_grid": []}), [{"name": "elmo", "run_id": "abc", "num_layers": 3}],
-                                   [])][:1] == ["elmo-scalar-pool-mlp"]
+    assert [
+        c.method
+        for c in plan(parse_matrix({**config, "lr_grid": []}), [{"name": "elmo", "run_id": "abc", "num_layers": 3}], [])
+    ][:1] == ["elmo-scalar-pool-mlp"]
 
 
 def grid_runs():
@@ -37,23 +40,49 @@ def grid_runs():
     rows, predictions = [], {}
     rng = np.random.default_rng(0)
     labels = rng.integers(0, 2, 300)
-    dev = {("elmo", 1e-3): 0.70, ("elmo", 3e-3): 0.76, ("elmo", 1e-2): 0.72,
-           ("random", 1e-3): 0.71, ("random", 3e-3): 0.69, ("random", 1e-2): 0.60}
-    test = {("elmo", 1e-3): 0.85, ("elmo", 3e-3): 0.78, ("elmo", 1e-2): 0.70,
-            ("random", 1e-3): 0.70, ("random", 3e-3): 0.80, ("random", 1e-2): 0.60}
+    dev = {
+        ("elmo", 1e-3): 0.70,
+        ("elmo", 3e-3): 0.76,
+        ("elmo", 1e-2): 0.72,
+        ("random", 1e-3): 0.71,
+        ("random", 3e-3): 0.69,
+        ("random", 1e-2): 0.60,
+    }
+    test = {
+        ("elmo", 1e-3): 0.85,
+        ("elmo", 3e-3): 0.78,
+        ("elmo", 1e-2): 0.70,
+        ("random", 1e-3): 0.70,
+        ("random", 3e-3): 0.80,
+        ("random", 1e-2): 0.60,
+    }
     for (arm, rate), dev_acc in dev.items():
         for seed in range(3):
             method = f"{arm}-scalar-attn~lr{rate:g}"
             run_id = f"{method}/{seed}"
             correct = rng.random(300) < test[(arm, rate)]
             pred = np.where(correct, labels, 1 - labels)
-            predictions[run_id] = pd.DataFrame({"id1": [str(i) for i in range(300)], "id2": "x",
-                                                "label": labels.astype(str), "pred": pred.astype(str)})
-            rows.append({"run_id": run_id, "method": method, "seed": seed, "encoder": "elmo",
-                         "kind": "pretrained" if arm == "elmo" else "random", "mix": "scalar", "head": "attn",
-                         "control": f"random-scalar-attn~lr{rate:g}" if arm == "elmo" else "",
-                         "grid_of": f"{arm}-scalar-attn", "learning_rate": rate, "dev_acc": dev_acc + 0.001 * seed,
-                         "dev_f1": 0.8, "test_acc": float(correct.mean()), "test_f1": 0.8})
+            predictions[run_id] = pd.DataFrame(
+                {"id1": [str(i) for i in range(300)], "id2": "x", "label": labels.astype(str), "pred": pred.astype(str)}
+            )
+            rows.append(
+                {
+                    "run_id": run_id,
+                    "method": method,
+                    "seed": seed,
+                    "encoder": "elmo",
+                    "kind": "pretrained" if arm == "elmo" else "random",
+                    "mix": "scalar",
+                    "head": "attn",
+                    "control": f"random-scalar-attn~lr{rate:g}" if arm == "elmo" else "",
+                    "grid_of": f"{arm}-scalar-attn",
+                    "learning_rate": rate,
+                    "dev_acc": dev_acc + 0.001 * seed,
+                    "dev_f1": 0.8,
+                    "test_acc": float(correct.mean()),
+                    "test_f1": 0.8,
+                }
+            )
     return pd.DataFrame(rows), predictions
 
 

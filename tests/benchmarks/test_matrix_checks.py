@@ -21,30 +21,36 @@ def write(tmp_path: Path, content: dict) -> Path:
     return path
 
 
-@pytest.mark.parametrize("content, fragment", [
-    ({**GOOD, "seeds": 0}, "`seeds` must be a count of at least 1"),
-    ({**GOOD, "seeds": -3}, "`seeds` must be a count of at least 1"),
-    ({**GOOD, "seeds": []}, "`seeds` must be a count"),
-    ({**GOOD, "seeds": [1, 1]}, "distinct seeds"),
-    ({**GOOD, "learning_curve": {"fractions": [0.5], "seeds": 0}}, "`learning_curve.seeds`"),
-    ({**GOOD, "transfers": {"elmo": [{"name": "frozen", "seeds": -1}]}}, "`transfers.elmo.frozen.seeds`"),
-    ({"encoders": 5}, "`encoders` must be a list of mappings"),
-    ({"encoders": ["elmo"]}, "`encoders` must be a list of mappings"),
-    ({**GOOD, "name": "../../../x"}, "`name` must be a name"),
-    ({**GOOD, "name": "a/b"}, "`name` must be a name"),
-    ({"encoders": [{"name": "../up", "run": "latest"}]}, "`encoders.name` must be a name"),
-    ({"encoders": [{"name": "a", "run": "latest"}, {"name": "a", "run": "latest"}]}, "['a'] repeat"),
-    ({**GOOD, "transfers": {"elmo": [{"name": "x/y"}]}}, "`transfers.elmo.name` must be a name"),
-    ({**GOOD, "mixes": "scalar"}, "`mixes` must be a list"),
-    ({**GOOD, "heads": "pool-mlp"}, "`heads` must be a list"),
-    ({**GOOD, "fractions": 0.5}, "`fractions` must be a list of fractions in (0, 1]"),
-    ({**GOOD, "fractions": [0.0, 1.0]}, "`fractions` must be a list of fractions in (0, 1]"),
-    ({**GOOD, "transfers": {"elmo": [{"name": "frozen", "heads": "attn"}]}}, "`transfers.elmo.frozen.heads` must be"),
-    ({**GOOD, "transfers": {"elmo": [{"name": "frozen", "args": "--x"}]}}, "`transfers.elmo.frozen.args` must be"),
-    ({**GOOD, "random_control": "yes"}, "`random_control` must be true or false"),
-    ({**GOOD, "finetune": {"config": "c.yaml", "arg": []}}, "unknown `finetune` key(s) ['arg']"),
-    ({**GOOD, "learning_curve": {"fractions": [0.5], "heads": ["attn"]}}, "unknown `learning_curve` key(s)"),
-])
+@pytest.mark.parametrize(
+    "content, fragment",
+    [
+        ({**GOOD, "seeds": 0}, "`seeds` must be a count of at least 1"),
+        ({**GOOD, "seeds": -3}, "`seeds` must be a count of at least 1"),
+        ({**GOOD, "seeds": []}, "`seeds` must be a count"),
+        ({**GOOD, "seeds": [1, 1]}, "distinct seeds"),
+        ({**GOOD, "learning_curve": {"fractions": [0.5], "seeds": 0}}, "`learning_curve.seeds`"),
+        ({**GOOD, "transfers": {"elmo": [{"name": "frozen", "seeds": -1}]}}, "`transfers.elmo.frozen.seeds`"),
+        ({"encoders": 5}, "`encoders` must be a list of mappings"),
+        ({"encoders": ["elmo"]}, "`encoders` must be a list of mappings"),
+        ({**GOOD, "name": "../../../x"}, "`name` must be a name"),
+        ({**GOOD, "name": "a/b"}, "`name` must be a name"),
+        ({"encoders": [{"name": "../up", "run": "latest"}]}, "`encoders.name` must be a name"),
+        ({"encoders": [{"name": "a", "run": "latest"}, {"name": "a", "run": "latest"}]}, "['a'] repeat"),
+        ({**GOOD, "transfers": {"elmo": [{"name": "x/y"}]}}, "`transfers.elmo.name` must be a name"),
+        ({**GOOD, "mixes": "scalar"}, "`mixes` must be a list"),
+        ({**GOOD, "heads": "pool-mlp"}, "`heads` must be a list"),
+        ({**GOOD, "fractions": 0.5}, "`fractions` must be a list of fractions in (0, 1]"),
+        ({**GOOD, "fractions": [0.0, 1.0]}, "`fractions` must be a list of fractions in (0, 1]"),
+        (
+            {**GOOD, "transfers": {"elmo": [{"name": "frozen", "heads": "attn"}]}},
+            "`transfers.elmo.frozen.heads` must be",
+        ),
+        ({**GOOD, "transfers": {"elmo": [{"name": "frozen", "args": "--x"}]}}, "`transfers.elmo.frozen.args` must be"),
+        ({**GOOD, "random_control": "yes"}, "`random_control` must be true or false"),
+        ({**GOOD, "finetune": {"config": "c.yaml", "arg": []}}, "unknown `finetune` key(s) ['arg']"),
+        ({**GOOD, "learning_curve": {"fractions": [0.5], "heads": ["attn"]}}, "unknown `learning_curve` key(s)"),
+    ],
+)
 def test_a_bad_matrix_is_one_line_before_any_work(tmp_path, content, fragment):
     path = write(tmp_path, content)
     assert_one_line_error(lambda: load_config(path), str(path), fragment)
@@ -53,12 +59,21 @@ def test_a_bad_matrix_is_one_line_before_any_work(tmp_path, content, fragment):
 def test_the_defaults_live_in_the_matrix_type(tmp_path):
     matrix = load_config(write(tmp_path, GOOD))
     assert matrix.seeds == Matrix().seeds == (0, 1, 2, 3, 4)
-    assert (matrix.mixes, matrix.heads, matrix.fractions, matrix.random_control) == (("scalar",), ("pool-mlp",),
-                                                                                     (1.0,), True)
-    transfer = parse_matrix({**GOOD, "seeds": 2, "fractions": [0.5, 1.0], "lr_grid": [1e-3],
-                             "transfers": {"elmo": [{"name": "frozen"}]}}).transfers["elmo"][0]
-    assert (transfer.seeds, transfer.fractions, transfer.lr_grid, transfer.heads) == ((0, 1), (0.5, 1.0), (1e-3,),
-                                                                                      ("pool-mlp",))
+    assert (matrix.mixes, matrix.heads, matrix.fractions, matrix.random_control) == (
+        ("scalar",),
+        ("pool-mlp",),
+        (1.0,),
+        True,
+    )
+    transfer = parse_matrix(
+        {**GOOD, "seeds": 2, "fractions": [0.5, 1.0], "lr_grid": [1e-3], "transfers": {"elmo": [{"name": "frozen"}]}}
+    ).transfers["elmo"][0]
+    assert (transfer.seeds, transfer.fractions, transfer.lr_grid, transfer.heads) == (
+        (0, 1),
+        (0.5, 1.0),
+        (1e-3,),
+        ("pool-mlp",),
+    )
     cells = plan(parse_matrix({**GOOD, "seeds": [3, 7]}), [{"name": "elmo", "run_id": "r", "num_layers": 2}], [])
     assert sorted({cell.seed for cell in cells}) == [3, 7]
 

@@ -26,8 +26,11 @@ def test_bilm_counts_both_stacks_and_the_shared_softmax_for_both_directions():
 
 
 def test_bilm_projection_and_adaptive_softmax():
-    model = BiLM(BiLMConfig(40, hidden_size=4, cell_size=8, num_layers=1, dropout=0.0, softmax="adaptive",
-                            adaptive_cutoffs=(20,)))
+    model = BiLM(
+        BiLMConfig(
+            40, hidden_size=4, cell_size=8, num_layers=1, dropout=0.0, softmax="adaptive", adaptive_cutoffs=(20,)
+        )
+    )
     ids = torch.tensor([[1, 25, 30, 2]])  # targets forward 25, 30, 2; backward 1, 25, 30
     lstm = 2 * 4 * 8 * (4 + 4) + 2 * 8 * 4  # gates + the projection
     head = 2 * 4 * (20 + 1) * 6  # shortlist + one cluster logit, every prediction
@@ -43,8 +46,7 @@ def test_awd_lstm_counts_every_layer_width_and_the_decoder():
 
 
 def test_transformer_counts_projections_causal_attention_and_the_tied_softmax():
-    model = TransformerLM(TransformerConfig(10, num_layers=2, hidden_size=8, num_heads=2, ffn_size=16,
-                                            max_positions=8))
+    model = TransformerLM(TransformerConfig(10, num_layers=2, hidden_size=8, num_heads=2, ffn_size=16, max_positions=8))
     projections = 2 * 8 * 24 + 2 * 8 * 8 + 2 * 2 * 8 * 16  # qkv, output, MLP in and out; one token
     pairs = 5 * 6 // 2 + 3 * 4 // 2  # causal (query, key) pairs: 15 + 6
     forward = 2 * (projections * 8 + 2 * 2 * 8 * pairs) + 2 * 8 * 10 * 6
@@ -59,15 +61,19 @@ def test_padding_adds_no_flops(name):
     assert step_flops(family, model, padded, LENGTHS) == step_flops(family, model, IDS, LENGTHS) > 0
 
 
-@pytest.mark.parametrize("name, softmax", [("elmo", 2 * 4 * 10 * 12), ("ulmfit", 2 * 4 * 10 * 6),
-                                           ("gpt", 2 * 8 * 10 * 6)])
+@pytest.mark.parametrize(
+    "name, softmax", [("elmo", 2 * 4 * 10 * 12), ("ulmfit", 2 * 4 * 10 * 6), ("gpt", 2 * 8 * 10 * 6)]
+)
 def test_features_alone_leave_out_exactly_the_softmax(name, softmax):
     """``softmax=False``: the per-layer features a fine-tuned encoder computes, without the LM's output layer."""
     family = family_of(name)
-    model = {"elmo": BiLM(BiLMConfig(10, hidden_size=4, num_layers=2, dropout=0.0)),
-             "ulmfit": AWDLSTM(AWDLSTMConfig(10, embedding_size=4, hidden_size=6, num_layers=2)),
-             "gpt": TransformerLM(TransformerConfig(10, num_layers=2, hidden_size=8, num_heads=2, ffn_size=16,
-                                                    max_positions=8))}[name]
+    model = {
+        "elmo": BiLM(BiLMConfig(10, hidden_size=4, num_layers=2, dropout=0.0)),
+        "ulmfit": AWDLSTM(AWDLSTMConfig(10, embedding_size=4, hidden_size=6, num_layers=2)),
+        "gpt": TransformerLM(
+            TransformerConfig(10, num_layers=2, hidden_size=8, num_heads=2, ffn_size=16, max_positions=8)
+        ),
+    }[name]
     assert family.flops(model, IDS, LENGTHS) - family.flops(model, IDS, LENGTHS, softmax=False) == softmax
 
 
@@ -81,8 +87,10 @@ def tiny_encoder(name):
 def test_a_fine_tuning_step_counts_both_sentences_features_or_both_orders_with_the_lm_softmax():
     elmo, gpt = tiny_encoder("elmo"), tiny_encoder("gpt")
     full = PairClassifier(elmo, head="pool-mlp", finetune="full")
-    features = [ELMO.flops(elmo.model, ids, lengths, softmax=False) for ids, lengths in ((IDS, LENGTHS),
-                                                                                         (IDS[:, :4], LENGTHS - 1))]
+    features = [
+        ELMO.flops(elmo.model, ids, lengths, softmax=False)
+        for ids, lengths in ((IDS, LENGTHS), (IDS[:, :4], LENGTHS - 1))
+    ]
     expected = 3 * sum(features)
     assert finetune_step_flops(full, TokenPair(IDS, LENGTHS, IDS[:, :4], LENGTHS - 1)) == expected
     joint = JointPair(IDS, LENGTHS, IDS, LENGTHS)
@@ -98,10 +106,18 @@ def test_a_frozen_attn_step_counts_the_heads_products_and_its_bilstm_on_real_tok
     classifier = PairClassifier(encoder, head="attn", finetune="frozen", hidden_size=hidden)
     mask_a = torch.tensor([[True] * 5, [True] * 3 + [False] * 2])  # 8 real tokens
     mask_b = torch.tensor([[True] * 4 + [False], [True] * 2 + [False] * 3])  # 6 real tokens
-    features = FeaturePair(torch.zeros(encoder.num_layers, batch, steps, dim), mask_a,
-                           torch.zeros(encoder.num_layers, batch, steps, dim), mask_b)
+    features = FeaturePair(
+        torch.zeros(encoder.num_layers, batch, steps, dim),
+        mask_a,
+        torch.zeros(encoder.num_layers, batch, steps, dim),
+        mask_b,
+    )
     rows = 2 * batch * steps  # both sentences as one batch, padded to the longer
-    products = (2 * rows * dim * hidden + 3 * 2 * batch * steps * steps * hidden  # projection; scores, attend ×2
-                + 2 * rows * 4 * hidden * hidden + 2 * batch * (8 * hidden * hidden + hidden * 2))  # compose; MLP
+    products = (
+        2 * rows * dim * hidden
+        + 3 * 2 * batch * steps * steps * hidden  # projection; scores, attend ×2
+        + 2 * rows * 4 * hidden * hidden
+        + 2 * batch * (8 * hidden * hidden + hidden * 2)
+    )  # compose; MLP
     recurrence = 2 * 2 * 4 * hidden * (hidden + hidden) * (8 + 6)  # both directions, real tokens only
     assert finetune_step_flops(classifier, features) == 3 * (products + recurrence)

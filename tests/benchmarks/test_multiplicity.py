@@ -41,8 +41,10 @@ def test_chance_counts_exclusions_and_holm_survivors():
 
 
 def test_chance_remark_words_the_counts():
-    assert chance_remark([0.01, -0.02], [0.05, 0.03], [0.01, 0.5], what="CIs against TF-IDF",
-                         adjusted_name="p_vs_tfidf_adjusted") == (
+    assert chance_remark(
+        [0.01, -0.02], [0.05, 0.03], [0.01, 0.5], what="CIs against TF-IDF", adjusted_name="p_vs_tfidf_adjusted"
+    ) == (
         "1 of 2 CIs against TF-IDF exclude 0; chance alone gives about 0.1 (each 95% CI excludes a true gap of 0 "
         "with probability 0.05); 1 of them stay below p = 0.05 after Holm's adjustment for the 2 comparisons "
-        "(`p_vs_tfidf_adjusted`).")
+        "(`p_vs_tfidf_adjusted`)."
+    )

@@ -17,8 +17,15 @@ from benchmarks.stats import results_columns
 from benchmarks.stats.controls import CONTROL_COLUMNS
 from benchmarks.stats.preregistration import PREREGISTERED_COLUMN
 from benchmarks.stats.pretraining_runs import CHECKPOINTS_COLUMNS, N_PRETRAININGS_COLUMN
-from benchmarks.stats.results_columns import (COLLAPSED_COLUMN, COLUMNS, STEPS_COLUMN, TFIDF_REFERENCE_COLUMN, Column,
-                                              Evidence, register)
+from benchmarks.stats.results_columns import (
+    COLLAPSED_COLUMN,
+    COLUMNS,
+    STEPS_COLUMN,
+    TFIDF_REFERENCE_COLUMN,
+    Column,
+    Evidence,
+    register,
+)
 
 ITEMS = 200
 LABELS = np.random.default_rng(0).integers(0, 2, ITEMS)
@@ -33,8 +40,15 @@ def gap_half_width(evidence: Evidence) -> float:
     return np.nan if gap is None else (gap.ci_high - gap.ci_low) / 2
 
 
-HALF_WIDTH = Column("gap_half_width", float, "half the width of the gap's 95% CI (fraction)", gap_half_width,
-                    shown="half-width", shown_format=".3f", summary=True)
+HALF_WIDTH = Column(
+    "gap_half_width",
+    float,
+    "half the width of the gap's 95% CI (fraction)",
+    gap_half_width,
+    shown="half-width",
+    shown_format=".3f",
+    summary=True,
+)
 
 
 @pytest.fixture
@@ -50,22 +64,42 @@ def declared():
 def predictions(accuracy: float, seed: int) -> pd.DataFrame:
     right = np.random.default_rng(seed).random(ITEMS) < accuracy
     predicted = np.where(right, LABELS, 1 - LABELS)
-    return pd.DataFrame({"id1": np.arange(ITEMS), "id2": np.arange(ITEMS) + 1000, "label": LABELS,
-                         "prob": predicted * 0.8 + 0.1, "pred": predicted})
+    return pd.DataFrame(
+        {
+            "id1": np.arange(ITEMS),
+            "id2": np.arange(ITEMS) + 1000,
+            "label": LABELS,
+            "prob": predicted * 0.8 + 0.1,
+            "pred": predicted,
+        }
+    )
 
 
 def tiny_benchmark() -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
     rows, preds = [], {}
-    for method, kind, control, accuracy, seeds in (("elmo-top-attn", "pretrained", "random-top-attn", 0.85, 3),
-                                                   ("random-top-attn", "random", "", 0.7, 3),
-                                                   ("tfidf-lr", "baseline", "", 0.72, 1)):
+    for method, kind, control, accuracy, seeds in (
+        ("elmo-top-attn", "pretrained", "random-top-attn", 0.85, 3),
+        ("random-top-attn", "random", "", 0.7, 3),
+        ("tfidf-lr", "baseline", "", 0.72, 1),
+    ):
         for seed in range(seeds):
             run_id = f"{method}/{seed}"
             preds[run_id] = predictions(accuracy, hash((method, seed)) % 1000)
             test_acc = float((preds[run_id]["pred"] == LABELS).mean())
-            rows.append({"run_id": run_id, "method": method, "seed": seed, "kind": kind, "control": control,
-                         "train_fraction": 1.0, "dev_acc": test_acc, "dev_f1": 0.5, "test_acc": test_acc,
-                         "test_f1": 0.5})
+            rows.append(
+                {
+                    "run_id": run_id,
+                    "method": method,
+                    "seed": seed,
+                    "kind": kind,
+                    "control": control,
+                    "train_fraction": 1.0,
+                    "dev_acc": test_acc,
+                    "dev_f1": 0.5,
+                    "test_acc": test_acc,
+                    "test_f1": 0.5,
+                }
+            )
     return pd.DataFrame(rows), preds
 
 
@@ -97,8 +131,16 @@ def test_a_column_is_declared_once():
 
 
 def test_every_column_the_code_names_is_declared_with_a_type_and_a_meaning():
-    named = [COLLAPSED_COLUMN, STEPS_COLUMN, TFIDF_REFERENCE_COLUMN, CHOSEN_COLUMN, *CONTROL_COLUMNS,
-             *CHECKPOINTS_COLUMNS, N_PRETRAININGS_COLUMN, PREREGISTERED_COLUMN]
+    named = [
+        COLLAPSED_COLUMN,
+        STEPS_COLUMN,
+        TFIDF_REFERENCE_COLUMN,
+        CHOSEN_COLUMN,
+        *CONTROL_COLUMNS,
+        *CHECKPOINTS_COLUMNS,
+        N_PRETRAININGS_COLUMN,
+        PREREGISTERED_COLUMN,
+    ]
     assert set(named) <= set(results_columns.names())
     assert len(set(results_columns.names())) == len(COLUMNS)
     for column in COLUMNS:

@@ -19,8 +19,14 @@ def test_id_columns_are_everything_but_labels_predictions_and_probabilities():
 
 def test_three_class_correctness_and_gap():
     labels = ["entailment", "neutral", "contradiction", "neutral", "entailment", "contradiction"]
-    method = pd.DataFrame({"id": range(6), "label": labels, "prob_entailment": 0.3,
-                           "pred": ["entailment", "neutral", "neutral", "neutral", "contradiction", "contradiction"]})
+    method = pd.DataFrame(
+        {
+            "id": range(6),
+            "label": labels,
+            "prob_entailment": 0.3,
+            "pred": ["entailment", "neutral", "neutral", "neutral", "contradiction", "contradiction"],
+        }
+    )
     twin = method.assign(pred=["neutral"] * 6)
     assert correctness(method).tolist() == [True, True, False, True, False, True]
     assert correctness(twin).tolist() == [False, True, False, True, False, False]

@@ -12,8 +12,13 @@ from benchmarks.report.study_table import PRETRAINED_RECIPE, study_remarks, stud
 from benchmarks.stats.preregistration import adjust_registered, missing_note, registered_comparisons
 from harness.errors import UserError
 
-P_VALUES = {"elmo-frozen-attn": 0.004, "elmo-frozen-attn@0.1": 0.03, "gpt-full-cls": 0.02,
-            "minilm-frozen-attn": 1e-6, "elmo-frozen-pool-mlp": 0.001}
+P_VALUES = {
+    "elmo-frozen-attn": 0.004,
+    "elmo-frozen-attn@0.1": 0.03,
+    "gpt-full-cls": 0.02,
+    "minilm-frozen-attn": 1e-6,
+    "elmo-frozen-pool-mlp": 0.001,
+}
 
 
 def results() -> pd.DataFrame:
@@ -57,14 +62,18 @@ def test_without_a_registered_family_nothing_changes():
 
 
 def test_the_chunks_register_the_union_of_their_lists_in_order():
-    assert registered_comparisons([{"comparisons": ["a-x", "b-y"]}, None, {"comparisons": ["b-y", "c-z"]}]) == \
-        ("a-x", "b-y", "c-z")
+    assert registered_comparisons([{"comparisons": ["a-x", "b-y"]}, None, {"comparisons": ["b-y", "c-z"]}]) == (
+        "a-x",
+        "b-y",
+        "c-z",
+    )
 
 
 def test_the_matrix_refuses_a_comparison_of_no_encoder_and_a_duplicate():
     matrix = {"encoders": [{"name": "elmo-reuters", "run": "runs:/abc"}]}
-    assert parse_matrix({**matrix, "comparisons": ["elmo-reuters-frozen-attn"]}).comparisons == \
-        ("elmo-reuters-frozen-attn",)
+    assert parse_matrix({**matrix, "comparisons": ["elmo-reuters-frozen-attn"]}).comparisons == (
+        "elmo-reuters-frozen-attn",
+    )
     with pytest.raises(UserError, match="'gpt-reuters-full-cls' is no method of an encoder here"):
         parse_matrix({**matrix, "comparisons": ["gpt-reuters-full-cls"]})
     with pytest.raises(UserError, match="names a method twice"):
@@ -75,27 +84,47 @@ def test_the_matrix_refuses_a_comparison_of_no_encoder_and_a_duplicate():
 
 def study(registered: list[bool], recipe: str = "") -> pd.DataFrame:
     """Study rows: two ELMo gaps that hold and the positive control's larger one."""
-    return pd.DataFrame({
-        "family": ["elmo", "elmo", "hf"], "encoder": ["e", "e", "m"], "corpus": ["r", "r", ""], "words": np.nan,
-        "transfer": ["gradual", "frozen", "frozen"], "head": ["attn", "attn", "attn"], "fraction": [1.0, 0.1, 1.0],
-        "method": ["e-gradual-attn", "e-frozen-attn@0.1", "m-frozen-attn"], "seeds": 5, "test_acc": 75.0,
-        "test_f1": 82.0, "gap": [4.0, 6.0, 9.0], "low": [1.0, 2.0, 7.0], "high": [7.0, 10.0, 11.0], "mde": 3.0,
-        "p": [0.01, 0.004, 1e-6], "p_adjusted": [0.02, 0.012 if registered[1] else np.nan, np.nan],
-        "registered": registered, "recipe": [recipe, "", ""], "collapsed": "",
-        "twin": ["r-gradual-attn", "r-frozen-attn@0.1", "rm"], "twin_collapsed": ["2/5", "", ""]})
+    return pd.DataFrame(
+        {
+            "family": ["elmo", "elmo", "hf"],
+            "encoder": ["e", "e", "m"],
+            "corpus": ["r", "r", ""],
+            "words": np.nan,
+            "transfer": ["gradual", "frozen", "frozen"],
+            "head": ["attn", "attn", "attn"],
+            "fraction": [1.0, 0.1, 1.0],
+            "method": ["e-gradual-attn", "e-frozen-attn@0.1", "m-frozen-attn"],
+            "seeds": 5,
+            "test_acc": 75.0,
+            "test_f1": 82.0,
+            "gap": [4.0, 6.0, 9.0],
+            "low": [1.0, 2.0, 7.0],
+            "high": [7.0, 10.0, 11.0],
+            "mde": 3.0,
+            "p": [0.01, 0.004, 1e-6],
+            "p_adjusted": [0.02, 0.012 if registered[1] else np.nan, np.nan],
+            "registered": registered,
+            "recipe": [recipe, "", ""],
+            "collapsed": "",
+            "twin": ["r-gradual-attn", "r-frozen-attn@0.1", "rm"],
+            "twin_collapsed": ["2/5", "", ""],
+        }
+    )
 
 
 def test_the_study_answer_selects_among_the_registered_and_sets_the_control_apart():
-    _, family = adjust_registered(pd.DataFrame({"method": ["e-gradual-attn", "e-frozen-attn@0.1"],
-                                                "p_value_vs_random": [0.01, 0.004]}),
-                                  ("e-gradual-attn", "e-frozen-attn@0.1", "g-full-cls"))
+    _, family = adjust_registered(
+        pd.DataFrame({"method": ["e-gradual-attn", "e-frozen-attn@0.1"], "p_value_vs_random": [0.01, 0.004]}),
+        ("e-gradual-attn", "e-frozen-attn@0.1", "g-full-cls"),
+    )
     remarks = study_remarks(study([True, True, False]), family=family)
     assert remarks[0].startswith("elmo: pretraining pays most with `e-frozen-attn@0.1`")
     assert "among the family's 2 registered comparisons" in remarks[0]
     assert remarks[1].startswith("hf: outside the pre-registered comparisons (exploratory")
     assert remarks[-1].startswith("The study: pretraining pays most with `e-frozen-attn@0.1` (elmo, 10% of the labels)")
-    assert remarks[-1].endswith("the largest of the 2 gaps that hold among the 3 pre-registered comparisons, "
-                                "1 of them not yet run.")
+    assert remarks[-1].endswith(
+        "the largest of the 2 gaps that hold among the 3 pre-registered comparisons, 1 of them not yet run."
+    )
     # an exploratory ELMo row is never the answer, however large its gap
     remarks = study_remarks(study([True, False, False]), family=family)
     assert "pays most with `e-gradual-attn`" in remarks[0] and "`e-frozen-attn@0.1`" not in remarks[0]
@@ -104,11 +133,15 @@ def test_the_study_answer_selects_among_the_registered_and_sets_the_control_apar
 def test_a_fine_tuned_gap_is_told_under_the_pretrained_arms_recipe_with_its_collapsed_twin():
     rows = study([True, True, False], recipe=PRETRAINED_RECIPE)
     rows.loc[1, "gap"] = 1.0  # the fine-tuned row is now the largest
-    _, family = adjust_registered(pd.DataFrame({"method": ["e-gradual-attn"], "p_value_vs_random": [0.01]}),
-                                  ("e-gradual-attn", "e-frozen-attn@0.1"))
+    _, family = adjust_registered(
+        pd.DataFrame({"method": ["e-gradual-attn"], "p_value_vs_random": [0.01]}),
+        ("e-gradual-attn", "e-frozen-attn@0.1"),
+    )
     remarks = study_remarks(rows, family=family)
-    assert ("`e-gradual-attn`: +4.0 (+1.0, +7.0) p=0.01 p_adj=0.02 over its twin (under the pretrained arm's recipe; "
-            "twin collapsed in 2/5 runs)") in remarks[0]
+    assert (
+        "`e-gradual-attn`: +4.0 (+1.0, +7.0) p=0.01 p_adj=0.02 over its twin (under the pretrained arm's recipe; "
+        "twin collapsed in 2/5 runs)"
+    ) in remarks[0]
     text = "\n".join(study_tables(rows, family))
     assert "Fine-tuned rows (gradual) are measured under the pretrained arm's recipe" in text
     assert "Collapsed arms (runs predicting one class): `r-gradual-attn` 2/5." in text
@@ -117,15 +150,30 @@ def test_a_fine_tuned_gap_is_told_under_the_pretrained_arms_recipe_with_its_coll
 def test_study_rows_read_the_recipe_from_the_runs_fine_tuning_and_the_chosen_rate():
     from benchmarks.report.study_table import study_rows
 
-    runs = pd.DataFrame({"method": ["e-frozen-attn", "e-gradual-attn", "e-full-cls", "r-gradual-attn"],
-                         "family": "elmo", "encoder": "e", "head": "attn", "train_fraction": 1.0,
-                         "transfer": ["frozen", "gradual", "full", "gradual"],
-                         "kind": ["pretrained", "pretrained", "pretrained", "random"],
-                         "finetune": ["frozen", "gradual", "full", "gradual"],
-                         "control": ["", "r-gradual-attn", "", ""]})
-    results = pd.DataFrame({"method": ["e-frozen-attn", "e-gradual-attn", "e-full-cls", "r-gradual-attn"],
-                            "n_seeds": 5, "test_acc_mean": 0.7, "test_f1_mean": 0.8, "p_value_vs_random": 0.01,
-                            "collapsed_runs": [0, 0, 0, 3], "learning_rate": [np.nan, np.nan, 1e-3, np.nan]})
+    runs = pd.DataFrame(
+        {
+            "method": ["e-frozen-attn", "e-gradual-attn", "e-full-cls", "r-gradual-attn"],
+            "family": "elmo",
+            "encoder": "e",
+            "head": "attn",
+            "train_fraction": 1.0,
+            "transfer": ["frozen", "gradual", "full", "gradual"],
+            "kind": ["pretrained", "pretrained", "pretrained", "random"],
+            "finetune": ["frozen", "gradual", "full", "gradual"],
+            "control": ["", "r-gradual-attn", "", ""],
+        }
+    )
+    results = pd.DataFrame(
+        {
+            "method": ["e-frozen-attn", "e-gradual-attn", "e-full-cls", "r-gradual-attn"],
+            "n_seeds": 5,
+            "test_acc_mean": 0.7,
+            "test_f1_mean": 0.8,
+            "p_value_vs_random": 0.01,
+            "collapsed_runs": [0, 0, 0, 3],
+            "learning_rate": [np.nan, np.nan, 1e-3, np.nan],
+        }
+    )
     rows = study_rows(results, runs, [{"name": "e"}]).set_index("method")
     assert rows.loc["e-frozen-attn", "recipe"] == ""
     assert rows.loc["e-gradual-attn", "recipe"] == PRETRAINED_RECIPE

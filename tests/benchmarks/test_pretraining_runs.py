@@ -8,14 +8,27 @@ import pandas as pd
 import pytest
 
 from benchmarks.stats.gaps import crossed_gap
-from benchmarks.stats.pretraining_runs import (CHECKPOINTS, NO_RUN_REPLICATION, RECIPE, compare_over_pretrainings,
-                                               nested_gap)
+from benchmarks.stats.pretraining_runs import (
+    CHECKPOINTS,
+    NO_RUN_REPLICATION,
+    RECIPE,
+    compare_over_pretrainings,
+    nested_gap,
+)
 
 RUNS, SEEDS, ITEMS = 5, 2, 400
 
 
-def simulate(seed: int, replicates: int, run_sd: float, fixed_runs: bool = False, seed_sd: float = 0.01,
-             item_sd: float = 0.3, run_item_sd: float = 0.1, residual_sd: float = 0.5) -> np.ndarray:
+def simulate(
+    seed: int,
+    replicates: int,
+    run_sd: float,
+    fixed_runs: bool = False,
+    seed_sd: float = 0.01,
+    item_sd: float = 0.3,
+    run_item_sd: float = 0.1,
+    residual_sd: float = 0.5,
+) -> np.ndarray:
     """Differences (B, R, S, N) under a true null: run + seed-within-run + item + run×item + residual,
     each normal with mean 0. ``fixed_runs``: the same zero-sum run effects in every replicate (the
     checkpoints at hand), the rest drawn afresh."""
@@ -29,16 +42,24 @@ def simulate(seed: int, replicates: int, run_sd: float, fixed_runs: bool = False
         runs = run_sd * np.linspace(-1.4, 1.4, RUNS, dtype=np.float32)[None, :, None, None]  # sum 0, sd ~ run_sd
     else:
         runs = normal(run_sd, (replicates, RUNS, 1, 1))
-    return (runs + normal(seed_sd, (replicates, RUNS, SEEDS, 1)) + normal(item_sd, (replicates, 1, 1, ITEMS))
-            + normal(run_item_sd, (replicates, RUNS, 1, ITEMS)) + normal(residual_sd, shape))
+    return (
+        runs
+        + normal(seed_sd, (replicates, RUNS, SEEDS, 1))
+        + normal(item_sd, (replicates, 1, 1, ITEMS))
+        + normal(run_item_sd, (replicates, RUNS, 1, ITEMS))
+        + normal(residual_sd, shape)
+    )
 
 
 def test_the_recipe_reading_is_crossed_gap_over_each_runs_mean_and_one_run_is_crossed_gap_itself():
     differences = np.random.default_rng(0).integers(-1, 2, (RUNS, SEEDS, 50)).astype(float)
     gaps = nested_gap(differences)
     over_runs = crossed_gap(differences.mean(axis=1))
-    assert (gaps.recipe.gap, gaps.recipe.p_value, gaps.recipe.ci_low) == (over_runs.gap, over_runs.p_value,
-                                                                          over_runs.ci_low)
+    assert (gaps.recipe.gap, gaps.recipe.p_value, gaps.recipe.ci_low) == (
+        over_runs.gap,
+        over_runs.p_value,
+        over_runs.ci_low,
+    )
     assert gaps.recipe.procedure == RECIPE and gaps.checkpoints.procedure == CHECKPOINTS
     assert (gaps.runs, gaps.seeds_per_run) == (RUNS, SEEDS)
     one = nested_gap(differences[:1])
@@ -91,8 +112,9 @@ def test_the_between_run_variance_is_recovered_on_average():
 
 
 def frame(correct: np.ndarray) -> pd.DataFrame:
-    return pd.DataFrame({"id1": np.arange(len(correct)), "id2": np.arange(len(correct)), "label": 1,
-                         "pred": correct.astype(int)})
+    return pd.DataFrame(
+        {"id1": np.arange(len(correct)), "id2": np.arange(len(correct)), "label": 1, "pred": correct.astype(int)}
+    )
 
 
 def test_compare_over_pretrainings_pairs_each_twin_cell_with_the_run_of_its_seed():
@@ -101,8 +123,9 @@ def test_compare_over_pretrainings_pairs_each_twin_cell_with_the_run_of_its_seed
     twin = {seed: rng.random(300) < 0.6 for seed in range(6)}
     method = {(seed // 2, seed): frame(correct[seed]) for seed in range(6)}  # run r has seeds 2r, 2r+1
     gaps = compare_over_pretrainings(method, {seed: frame(values) for seed, values in twin.items()})
-    expected = np.stack([[correct[seed].astype(float) - twin[seed] for seed in (2 * run, 2 * run + 1)]
-                         for run in range(3)])
+    expected = np.stack(
+        [[correct[seed].astype(float) - twin[seed] for seed in (2 * run, 2 * run + 1)] for run in range(3)]
+    )
     assert gaps.runs == 3 and gaps.seeds_per_run == 2
     assert gaps.recipe.p_value == pytest.approx(nested_gap(expected).recipe.p_value)
     with pytest.raises(ValueError, match="unequal numbers of paired seeds"):
@@ -121,8 +144,17 @@ def test_the_results_table_reads_a_method_pretrained_several_times_over_its_runs
     def add(method, kind, seed, correct, encoder_run, control=""):
         run_id = f"{method}/{seed}"
         predictions[run_id] = frame(correct)
-        rows.append({"run_id": run_id, "method": method, "seed": seed, "kind": kind, "control": control,
-                     "encoder_run": encoder_run, "test_acc": correct.mean()})
+        rows.append(
+            {
+                "run_id": run_id,
+                "method": method,
+                "seed": seed,
+                "kind": kind,
+                "control": control,
+                "encoder_run": encoder_run,
+                "test_acc": correct.mean(),
+            }
+        )
 
     for seed in range(6):
         add("m", "pretrained", seed, rng.random(300) < 0.75, f"pretrain-{seed // 2}", control="twin")
@@ -143,15 +175,31 @@ def test_the_results_table_reads_a_method_pretrained_several_times_over_its_runs
 def test_the_report_gives_both_readings_of_a_method_pretrained_several_times():
     from benchmarks.report.remarks import remarks
 
-    runs = pd.DataFrame({"method": ["m", "twin"], "kind": ["pretrained", "random"], "control": ["twin", ""],
-                         "seed": [0, 0]})
-    table = pd.DataFrame({"method": ["m", "twin"], "n_seeds": [6, 6], "test_acc_mean": [0.75, 0.7],
-                          "gap_vs_random": [0.05, np.nan], "gap_ci_low": [0.01, np.nan], "gap_ci_high": [0.09, np.nan],
-                          "p_value_vs_random": [0.03, np.nan], "mde_vs_random": [0.04, np.nan],
-                          "paired_seeds": [3, 0], "paired_items": [300, 0], "n_pretrainings": [3, np.nan],
-                          "checkpoints_ci_low": [0.03, np.nan], "checkpoints_ci_high": [0.07, np.nan],
-                          "checkpoints_p": [0.001, np.nan], "between_run_sd": [0.012, np.nan]})
+    runs = pd.DataFrame(
+        {"method": ["m", "twin"], "kind": ["pretrained", "random"], "control": ["twin", ""], "seed": [0, 0]}
+    )
+    table = pd.DataFrame(
+        {
+            "method": ["m", "twin"],
+            "n_seeds": [6, 6],
+            "test_acc_mean": [0.75, 0.7],
+            "gap_vs_random": [0.05, np.nan],
+            "gap_ci_low": [0.01, np.nan],
+            "gap_ci_high": [0.09, np.nan],
+            "p_value_vs_random": [0.03, np.nan],
+            "mde_vs_random": [0.04, np.nan],
+            "paired_seeds": [3, 0],
+            "paired_items": [300, 0],
+            "n_pretrainings": [3, np.nan],
+            "checkpoints_ci_low": [0.03, np.nan],
+            "checkpoints_ci_high": [0.07, np.nan],
+            "checkpoints_p": [0.001, np.nan],
+            "between_run_sd": [0.012, np.nan],
+        }
+    )
     (line,) = [remark for remark in remarks(table, runs) if "pretraining runs" in remark]
-    assert line == ("`m` over 3 pretraining runs: this recipe (runs random, the headline) +5.0 points (95% CI +1.0 to "
-                    "+9.0, p = 0.03); these checkpoints (runs fixed) CI +3.0 to +7.0, p = 0.001; the gap's SD between "
-                    "pretraining runs 1.2 points.")
+    assert line == (
+        "`m` over 3 pretraining runs: this recipe (runs random, the headline) +5.0 points (95% CI +1.0 to "
+        "+9.0, p = 0.03); these checkpoints (runs fixed) CI +3.0 to +7.0, p = 0.001; the gap's SD between "
+        "pretraining runs 1.2 points."
+    )

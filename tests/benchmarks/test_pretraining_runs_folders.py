@@ -18,23 +18,49 @@ METHOD, TWIN = "elmo-scalar-pool-mlp", "random-scalar-pool-mlp"
 
 
 def run_encoder(run: int, digest: str) -> dict:
-    return {**ENCODER, "name": f"elmo+run{run}", "identity": f"stage-run{run}", "digest": digest * 64,
-            "run_id": f"pretrain-{run}"}
+    return {
+        **ENCODER,
+        "name": f"elmo+run{run}",
+        "identity": f"stage-run{run}",
+        "digest": digest * 64,
+        "run_id": f"pretrain-{run}",
+    }
 
 
 def chunk(folder: Path, runs: dict[int, str], seed_digest: dict[int, str] | None = None) -> Path:
     """A chunk's folder: each run r's cells at seeds 2r and 2r+1, and the twin at the same seeds."""
     (folder / CELLS_DIR).mkdir(parents=True)
-    write_json(folder / BENCHMARK_FILE, {"format": FORMAT, "benchmark": folder.name, "experiment": "mrpc",
-                                         "dataset": "mrpc", "data_digest": DATA_DIGEST, "labels": ["0", "1"],
-                                         "positive_label": "1", "settings": {"seeds": 2}})
+    write_json(
+        folder / BENCHMARK_FILE,
+        {
+            "format": FORMAT,
+            "benchmark": folder.name,
+            "experiment": "mrpc",
+            "dataset": "mrpc",
+            "data_digest": DATA_DIGEST,
+            "labels": ["0", "1"],
+            "positive_label": "1",
+            "settings": {"seeds": 2},
+        },
+    )
     for run, digest in runs.items():
         for seed in (2 * run, 2 * run + 1):
             encoder = run_encoder(run, (seed_digest or {}).get(seed, digest))
-            paths = [write_cell(folder, METHOD, "pretrained", seed, [(i + run) % 10 != seed % 7 for i in range(40)],
-                                2 * seed, control=TWIN, encoder=encoder),
-                     write_cell(folder, TWIN, "random", seed, [i < 24 + seed for i in range(40)], 2 * seed + 1,
-                                encoder=encoder)]
+            paths = [
+                write_cell(
+                    folder,
+                    METHOD,
+                    "pretrained",
+                    seed,
+                    [(i + run) % 10 != seed % 7 for i in range(40)],
+                    2 * seed,
+                    control=TWIN,
+                    encoder=encoder,
+                ),
+                write_cell(
+                    folder, TWIN, "random", seed, [i < 24 + seed for i in range(40)], 2 * seed + 1, encoder=encoder
+                ),
+            ]
             for path in paths:  # the cell names the run's own pretraining run
                 record = json.loads(path.read_text())
                 record["cell"]["encoder_run"] = encoder["run_id"]

@@ -15,15 +15,25 @@ STAGE = {"config": "configs/pretrain/gpt.yaml", "args": ["--trainer.max_epochs=1
 
 
 def matrix(runs=3, **extra):
-    return parse_matrix({"encoders": [{"name": "gpt-reuters", "pretraining_runs": runs, "pretrain": STAGE}],
-                         "transfers": {"gpt": [{"name": "full", "heads": ["cls"]}]}, "fractions": [1.0, 0.1],
-                         "seeds": 2, "baselines": ["tfidf-lr"], "linear_probe": True,
-                         "comparisons": ["gpt-reuters-full-cls"], **extra})
+    return parse_matrix(
+        {
+            "encoders": [{"name": "gpt-reuters", "pretraining_runs": runs, "pretrain": STAGE}],
+            "transfers": {"gpt": [{"name": "full", "heads": ["cls"]}]},
+            "fractions": [1.0, 0.1],
+            "seeds": 2,
+            "baselines": ["tfidf-lr"],
+            "linear_probe": True,
+            "comparisons": ["gpt-reuters-full-cls"],
+            **extra,
+        }
+    )
 
 
 def described(config):
-    return [{"name": entry["name"], "run_id": f"id-{entry['name']}", "family": "gpt", "num_layers": 3}
-            for entry in config.encoders]
+    return [
+        {"name": entry["name"], "run_id": f"id-{entry['name']}", "family": "gpt", "num_layers": 3}
+        for entry in config.encoders
+    ]
 
 
 def test_each_run_pretrains_with_its_own_seed_and_hash():
@@ -42,7 +52,8 @@ def test_the_runs_cells_form_one_method_and_the_twin_pairs_by_seed():
     assert {cell.method for cell in pretrained} == {"gpt-reuters-full-cls"}
     assert {cell.encoder for cell in cells if cell.encoder} == {"gpt-reuters"}  # the method's encoder
     assert {(cell.seed, cell.encoder_run) for cell in pretrained} == {
-        (seed, f"id-gpt-reuters+run{seed // 2}") for seed in range(6)}
+        (seed, f"id-gpt-reuters+run{seed // 2}") for seed in range(6)
+    }
     assert {cell.control for cell in pretrained} == {"random-full-cls"}
     assert {cell.method for cell in twins} == {"random-full-cls"}
     assert sorted(cell.seed for cell in twins) == list(range(6))  # no run level: each seed once
@@ -77,11 +88,14 @@ def test_the_executor_plans_each_runs_own_cells():
     assert {cell.kind for cell in cells} == {"pretrained", "random", "probe"}
 
 
-@pytest.mark.parametrize("entry, message", [
-    ({"name": "gpt-reuters", "pretraining_runs": 3, "run": "latest"}, "needs `pretrain`"),
-    ({"name": "gpt-reuters", "pretraining_runs": 0, "pretrain": STAGE}, "pretraining_runs` must be a count"),
-    ({"name": "gpt-reuters", "pretraining_runs": [1, 1], "pretrain": STAGE}, "pretraining_runs` must be a count"),
-])
+@pytest.mark.parametrize(
+    "entry, message",
+    [
+        ({"name": "gpt-reuters", "pretraining_runs": 3, "run": "latest"}, "needs `pretrain`"),
+        ({"name": "gpt-reuters", "pretraining_runs": 0, "pretrain": STAGE}, "pretraining_runs` must be a count"),
+        ({"name": "gpt-reuters", "pretraining_runs": [1, 1], "pretrain": STAGE}, "pretraining_runs` must be a count"),
+    ],
+)
 def test_a_bad_pretraining_runs_is_one_line(entry, message):
     with pytest.raises(UserError, match=message):
         parse_matrix({"encoders": [entry]}, "m.yaml")

@@ -15,16 +15,37 @@ from benchmarks.stats.results_columns import TFIDF_REFERENCE_COLUMN
 N_ITEMS = 300
 LABELS = (np.random.default_rng(0).random(N_ITEMS) < 0.665).astype(int)
 COLUMNS = [
-    "method", "seed", "encoder", "kind", "mix", "head", "train_fraction", "control",
-    "dev_acc", "dev_f1", "test_acc", "test_f1", "mix_weight_0", "mix_weight_1", "mix_weight_2", "mix_gamma",
+    "method",
+    "seed",
+    "encoder",
+    "kind",
+    "mix",
+    "head",
+    "train_fraction",
+    "control",
+    "dev_acc",
+    "dev_f1",
+    "test_acc",
+    "test_f1",
+    "mix_weight_0",
+    "mix_weight_1",
+    "mix_weight_2",
+    "mix_gamma",
 ]
 
 
 def predictions(accuracy: float, seed: int, collapsed: bool = False) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     pred = np.ones(N_ITEMS, dtype=int) if collapsed else np.where(rng.random(N_ITEMS) < accuracy, LABELS, 1 - LABELS)
-    return pd.DataFrame({"id1": np.arange(N_ITEMS), "id2": np.arange(N_ITEMS) + 10000, "label": LABELS,
-                         "prob": pred * 0.8 + 0.1, "pred": pred})
+    return pd.DataFrame(
+        {
+            "id1": np.arange(N_ITEMS),
+            "id2": np.arange(N_ITEMS) + 10000,
+            "label": LABELS,
+            "prob": pred * 0.8 + 0.1,
+            "pred": pred,
+        }
+    )
 
 
 def f1(frame: pd.DataFrame) -> float:
@@ -60,8 +81,23 @@ def make_benchmark(cells=CELLS):
             preds[run_id] = predictions(accuracy or 0.0, 100 * cell_index + seed, collapsed=collapsed)
             weights = [0.2 + 0.1 * seed, 0.3, 0.5 - 0.1 * seed, 1.1] if mix == "scalar" else [math.nan] * 4
             test_acc = float((preds[run_id]["pred"] == LABELS).mean())
-            rows.append([method, seed, encoder, kind, mix, "pool-mlp" if kind != "baseline" else "", fraction,
-                         control, test_acc + 0.01 * seed, 0.8, test_acc, f1(preds[run_id]), *weights])
+            rows.append(
+                [
+                    method,
+                    seed,
+                    encoder,
+                    kind,
+                    mix,
+                    "pool-mlp" if kind != "baseline" else "",
+                    fraction,
+                    control,
+                    test_acc + 0.01 * seed,
+                    0.8,
+                    test_acc,
+                    f1(preds[run_id]),
+                    *weights,
+                ]
+            )
     runs = pd.DataFrame(rows, columns=COLUMNS)
     runs.insert(0, "run_id", [f"{method}/{seed}" for method, seed in zip(runs["method"], runs["seed"])])
     return runs, preds
@@ -77,18 +113,38 @@ def accuracy(frame: pd.DataFrame) -> float:
     return float((frame["pred"] == frame["label"]).mean())
 
 
-GAP_COLUMNS = ["gap_vs_random", "gap_ci_low", "gap_ci_high", "mde_vs_random", "paired_seeds", "paired_items",
-               "gap_test"]
-NEW_COLUMNS = ["p_adjusted", "gap_vs_tfidf", "gap_vs_tfidf_ci_low", "gap_vs_tfidf_ci_high", "p_vs_tfidf",
-               "p_vs_tfidf_adjusted"]
+GAP_COLUMNS = [
+    "gap_vs_random",
+    "gap_ci_low",
+    "gap_ci_high",
+    "mde_vs_random",
+    "paired_seeds",
+    "paired_items",
+    "gap_test",
+]
+NEW_COLUMNS = [
+    "p_adjusted",
+    "gap_vs_tfidf",
+    "gap_vs_tfidf_ci_low",
+    "gap_vs_tfidf_ci_high",
+    "p_vs_tfidf",
+    "p_vs_tfidf_adjusted",
+]
 
 
 def test_build_results_columns_and_method_order(benchmark):
     runs, _, results = benchmark
     statistics = ("mean", "std", "min", "max")
     expected = ["method", "n_seeds"] + [f"{metric}_{stat}" for metric in METRICS for stat in statistics]
-    assert list(results.columns) == expected + [PVALUE_COLUMN, "collapsed_runs", *GAP_COLUMNS, *NEW_COLUMNS,
-                                                *CONTROL_COLUMNS, TFIDF_REFERENCE_COLUMN, "n_pretrainings"]
+    assert list(results.columns) == expected + [
+        PVALUE_COLUMN,
+        "collapsed_runs",
+        *GAP_COLUMNS,
+        *NEW_COLUMNS,
+        *CONTROL_COLUMNS,
+        TFIDF_REFERENCE_COLUMN,
+        "n_pretrainings",
+    ]
     assert list(results["method"]) == list(dict.fromkeys(runs["method"]))
 
 
@@ -106,8 +162,12 @@ def test_gap_is_the_paired_accuracy_difference_with_a_ci(benchmark):
     _, preds, results = benchmark
     table = results.set_index("method")
     better = table.loc["elmo-scalar-pool-mlp"]  # 88% against 66%, 3 seeds
-    expected = np.mean([accuracy(preds[f"elmo-scalar-pool-mlp/{seed}"])
-                        - accuracy(preds[f"random-scalar-pool-mlp/{seed}"]) for seed in range(3)])
+    expected = np.mean(
+        [
+            accuracy(preds[f"elmo-scalar-pool-mlp/{seed}"]) - accuracy(preds[f"random-scalar-pool-mlp/{seed}"])
+            for seed in range(3)
+        ]
+    )
     assert better["gap_vs_random"] == pytest.approx(expected, abs=1e-12)
     assert 0 < better["gap_ci_low"] < better["gap_vs_random"] < better["gap_ci_high"]
     assert better[PVALUE_COLUMN] < 0.05 and (better["paired_seeds"], better["paired_items"]) == (3, N_ITEMS)
@@ -126,7 +186,9 @@ def test_holm_over_the_twin_comparisons_and_every_method_against_tfidf(benchmark
     learned = [method for method in table.index if method not in ("majority", "tfidf-lr")]
     for method in learned:  # twins included: each learned method against the deterministic baseline
         seeds = int(table.loc[method, "n_seeds"])
-        expected = np.mean([accuracy(preds[f"{method}/{seed}"]) for seed in range(seeds)]) - accuracy(preds["tfidf-lr/0"])
+        expected = np.mean([accuracy(preds[f"{method}/{seed}"]) for seed in range(seeds)]) - accuracy(
+            preds["tfidf-lr/0"]
+        )
         assert table.loc[method, "gap_vs_tfidf"] == pytest.approx(expected, abs=1e-12), method
         assert table.loc[method, "gap_vs_tfidf_ci_low"] < table.loc[method, "gap_vs_tfidf_ci_high"]
         assert 0 <= table.loc[method, "p_vs_tfidf"] <= 1
@@ -166,11 +228,26 @@ def test_collapsed_runs_counted(benchmark):
     assert collapsed["elmo-scalar-pool-mlp"] == 0
 
 
-CONTEXT = {"name": "unit", "parent_run_id": "parent123", "wall_seconds": 125.0, "settings": {"seeds": 3},
-           "encoders": [{"name": "elmo", "run_id": "pre1", "val_ppl": 123.4, "train_tokens": 160000,
-                         "config": {"hidden_size": 64}}],
-           "throughput": [{"name": "seed-full", "softmax": "full", "batch_size": 16, "real_tokens_per_s": 5000.0,
-                           "model_gflops_per_s": 3.2, "matmul_peak_gflops_per_s": 100.0, "peak_rss_mb": 900.0}]}
+CONTEXT = {
+    "name": "unit",
+    "parent_run_id": "parent123",
+    "wall_seconds": 125.0,
+    "settings": {"seeds": 3},
+    "encoders": [
+        {"name": "elmo", "run_id": "pre1", "val_ppl": 123.4, "train_tokens": 160000, "config": {"hidden_size": 64}}
+    ],
+    "throughput": [
+        {
+            "name": "seed-full",
+            "softmax": "full",
+            "batch_size": 16,
+            "real_tokens_per_s": 5000.0,
+            "model_gflops_per_s": 3.2,
+            "matmul_peak_gflops_per_s": 100.0,
+            "peak_rss_mb": 900.0,
+        }
+    ],
+}
 
 
 def test_write_outputs_tables_report_and_figures(benchmark, tmp_path):
@@ -186,22 +263,27 @@ def test_write_outputs_tables_report_and_figures(benchmark, tmp_path):
     report = (tmp_path / "report.md").read_text()
     row = results.set_index("method").loc["elmo-scalar-pool-mlp"]
     cell = f"{100 * row['test_acc_mean']:.1f} ± {100 * row['test_acc_std']:.1f}"
-    gap = (f"{100 * row['gap_vs_random']:+.1f} ({100 * row['gap_ci_low']:+.1f}, {100 * row['gap_ci_high']:+.1f})")
-    assert any(line.startswith("| `elmo-scalar-pool-mlp` | 3 |") and cell in line and gap in line
-               for line in report.splitlines())
+    gap = f"{100 * row['gap_vs_random']:+.1f} ({100 * row['gap_ci_low']:+.1f}, {100 * row['gap_ci_high']:+.1f})"
+    assert any(
+        line.startswith("| `elmo-scalar-pool-mlp` | 3 |") and cell in line and gap in line
+        for line in report.splitlines()
+    )
     assert "parent123" in report and "pre1" in report and "seed-full" in report
     assert "vs `tfidf-lr`" in report and "`majority` (1/1)" in report
     assert "Learning curve `elmo-scalar-pool-mlp`" in report
     curve = next(line for line in report.splitlines() if "Learning curve `elmo-scalar-pool-mlp`" in line)
-    gaps = [f"{100 * results.set_index('method').loc[method, 'gap_vs_random']:+.1f}"
-            for method in ("elmo-scalar-pool-mlp@0.1", "elmo-scalar-pool-mlp")]  # the signed gaps, in order
+    gaps = [
+        f"{100 * results.set_index('method').loc[method, 'gap_vs_random']:+.1f}"
+        for method in ("elmo-scalar-pool-mlp@0.1", "elmo-scalar-pool-mlp")
+    ]  # the signed gaps, in order
     assert f"moves from {gaps[0]} to {gaps[1]} points" in curve or gaps[0] == gaps[1], curve
     assert "66.5" in report and "Wang et al. 2019" in report and "figures/learning_curve.png" in report
 
 
 def remark(report: str, method: str) -> str:
-    (line,) = [line for line in report.splitlines() if line.startswith("- ") and f"`{method}`" in line
-               and "twin" in line]
+    (line,) = [
+        line for line in report.splitlines() if line.startswith("- ") and f"`{method}`" in line and "twin" in line
+    ]
     return line
 
 
@@ -230,8 +312,18 @@ def test_how_to_read_documents_the_procedure(benchmark, tmp_path):
     runs, _, results = benchmark
     write_outputs(tmp_path, results, runs, {})
     how = (tmp_path / "report.md").read_text().split("## How to read", 1)[1]
-    for phrase in ("same seed value", "id columns", "seed luck", "Clark 1973", "Satterthwaite", "95% CI",
-                   "excludes 0 exactly when p < 0.05", "MDE", "median of per-seed p-values", "47%"):
+    for phrase in (
+        "same seed value",
+        "id columns",
+        "seed luck",
+        "Clark 1973",
+        "Satterthwaite",
+        "95% CI",
+        "excludes 0 exactly when p < 0.05",
+        "MDE",
+        "median of per-seed p-values",
+        "47%",
+    ):
         assert phrase in how, phrase
 
 
@@ -243,8 +335,10 @@ def test_split_sizes_and_dataset_come_from_the_data(benchmark, tmp_path):
     assert f"test = test split ({N_ITEMS} pairs)" in plain and "408" not in plain and "1725" not in plain
     sized = runs.assign(dev_pairs=120, test_pairs=N_ITEMS)
     write_outputs(tmp_path / "runs", results, sized, {"dataset": "MRPC"})
-    assert "dev = MRPC dev split (120 pairs), test = MRPC test split (300 pairs)" in \
-        (tmp_path / "runs" / "report.md").read_text()
+    assert (
+        "dev = MRPC dev split (120 pairs), test = MRPC test split (300 pairs)"
+        in (tmp_path / "runs" / "report.md").read_text()
+    )
     write_outputs(tmp_path / "sick", results, runs, {"dataset": "SICK", "split_sizes": {"dev": 500, "test": 4906}})
     sick = (tmp_path / "sick" / "report.md").read_text()
     assert "dev = SICK dev split (500 pairs), test = SICK test split (4906 pairs)" in sick
@@ -269,8 +363,10 @@ def test_write_outputs_skips_learning_curve_without_fractions(tmp_path):
     assert "learning_curve" not in report and "Learning curve" not in report
 
 
-ONE_SEED = [("elmo-dense-one", "elmo", "pretrained", "scalar", 1.0, "random-dense-one", 0.8, 1),
-            ("random-dense-one", "elmo", "random", "scalar", 1.0, "", 0.7, 1)]
+ONE_SEED = [
+    ("elmo-dense-one", "elmo", "pretrained", "scalar", 1.0, "random-dense-one", 0.8, 1),
+    ("random-dense-one", "elmo", "random", "scalar", 1.0, "", 0.7, 1),
+]
 
 
 def test_suite_shaped_inputs_one_seed_baselines_and_plain_context(tmp_path):
@@ -282,16 +378,18 @@ def test_suite_shaped_inputs_one_seed_baselines_and_plain_context(tmp_path):
         assert math.isnan(results.loc[baseline, "gap_vs_random"]) and results.loc[baseline, "paired_seeds"] == 0
     one = results.loc["elmo-dense-one"]  # one seed pair: the gap, without a test
     assert one["gap_test"] == NO_SEED_REPLICATION and one["paired_seeds"] == 1
-    assert one["gap_vs_random"] == pytest.approx(accuracy(preds["elmo-dense-one/0"])
-                                                 - accuracy(preds["random-dense-one/0"]), abs=1e-12)
+    assert one["gap_vs_random"] == pytest.approx(
+        accuracy(preds["elmo-dense-one/0"]) - accuracy(preds["random-dense-one/0"]), abs=1e-12
+    )
     assert results.loc["elmo-dense-one", [PVALUE_COLUMN, "gap_ci_low", "mde_vs_random", "p_adjusted"]].isna().all()
     encoder = {"name": "elmo", "run_id": "pre1", "num_layers": 3, "config": "configs/pretrain/elmo.yaml"}
     context = {"encoders": [encoder], "settings": {"output": tmp_path, "seeds": [0, 1, 2]}, "throughput": None}
     write_outputs(tmp_path, results.reset_index(), runs, context)
     report = (tmp_path / "report.md").read_text()
     assert "`configs/pretrain/elmo.yaml`" in report and str(tmp_path) in report
-    assert any(line.startswith("| `elmo-dense-one` |") and f"({NO_SEED_REPLICATION})" in line
-               for line in report.splitlines())
+    assert any(
+        line.startswith("| `elmo-dense-one` |") and f"({NO_SEED_REPLICATION})" in line for line in report.splitlines()
+    )
     assert "no seed replication, so no CI or p" in remark(report, "elmo-dense-one")
     assert "beats `majority`" not in report and "beats `tfidf-lr`" not in report  # remarks compare pretrained only
 
@@ -318,8 +416,10 @@ def test_print_summary_shows_gap_ci_and_p(capsys, tmp_path):
     row = results.set_index("method").loc["elmo-scalar-pool-mlp"]
     (line,) = [line for line in lines if line.strip().startswith("elmo-scalar-pool-mlp ")]
     gap = f"{100 * row['gap_vs_random']:+.1f} ({100 * row['gap_ci_low']:+.1f}, {100 * row['gap_ci_high']:+.1f})"
-    tfidf = (f"{100 * row['gap_vs_tfidf']:+.1f} ({100 * row['gap_vs_tfidf_ci_low']:+.1f}, "
-             f"{100 * row['gap_vs_tfidf_ci_high']:+.1f})")
+    tfidf = (
+        f"{100 * row['gap_vs_tfidf']:+.1f} ({100 * row['gap_vs_tfidf_ci_low']:+.1f}, "
+        f"{100 * row['gap_vs_tfidf_ci_high']:+.1f})"
+    )
     p_values = f"{row['p_value_vs_random']:.3g} +{row['p_adjusted']:.3g}"
     assert re.search(rf"{re.escape(gap)} +{p_values} +{re.escape(tfidf)}$", line), line
     (twin,) = [line for line in lines if line.strip().startswith("random-scalar-pool-mlp ")]
@@ -334,8 +434,11 @@ def test_print_summary_shows_gap_ci_and_p(capsys, tmp_path):
 def test_the_report_sums_each_methods_cell_times(benchmark, tmp_path):
     runs, _, results = benchmark
     learned = runs["kind"] != "baseline"
-    timed = runs.assign(time_total_s=np.where(learned, 30.0 + runs["seed"], np.nan),
-                        time_fit_s=np.where(learned, 26.0, np.nan), time_eval_s=np.where(learned, 2.0, np.nan))
+    timed = runs.assign(
+        time_total_s=np.where(learned, 30.0 + runs["seed"], np.nan),
+        time_fit_s=np.where(learned, 26.0, np.nan),
+        time_eval_s=np.where(learned, 2.0, np.nan),
+    )
     write_outputs(tmp_path, results, timed, CONTEXT)
     report = (tmp_path / "report.md").read_text()
     section = report.split("## Where the cells' time went")[1].split("\n## ")[0]
@@ -343,13 +446,15 @@ def test_the_report_sums_each_methods_cell_times(benchmark, tmp_path):
     # 3 seeds: totals 30 + 31 + 32 s = 1.55 min, fit 3 × 26 s = 1.3 min, eval 0.1 min; median overhead 5 s
     assert [cell.strip() for cell in row.split("|")[2:-1]] == ["3", "1.6", "1.3", "0.1", "5.0"]
     assert "`majority`" not in section  # baselines have no time metrics
-    untimed = (tmp_path / "untimed")
+    untimed = tmp_path / "untimed"
     write_outputs(untimed, results, runs, CONTEXT)
     assert "Where the cells' time went" not in (untimed / "report.md").read_text()
 
 
 def remarks_of(report: str) -> list[str]:
-    return [line for line in report.split("## Remarks", 1)[1].split("\n## ", 1)[0].splitlines() if line.startswith("- ")]
+    return [
+        line for line in report.split("## Remarks", 1)[1].split("\n## ", 1)[0].splitlines() if line.startswith("- ")
+    ]
 
 
 def tfidf_remark(report: str) -> str:
@@ -381,16 +486,20 @@ def test_the_tfidf_remark_follows_the_ci_not_the_means(benchmark, tmp_path):
     for method in ahead_by_mean.index:  # a higher mean whose CI includes 0 is not "better"
         assert f"`{method}`" not in groups["above it"] and f"`{method}`" in groups["no measurable difference"]
     row = above.iloc[0]
-    assert (f"`{above.index[0]}` {100 * row['gap_vs_tfidf']:+.1f} (CI {100 * row['gap_vs_tfidf_ci_low']:+.1f} to "
-            f"{100 * row['gap_vs_tfidf_ci_high']:+.1f})") in groups["above it"]
+    assert (
+        f"`{above.index[0]}` {100 * row['gap_vs_tfidf']:+.1f} (CI {100 * row['gap_vs_tfidf_ci_low']:+.1f} to "
+        f"{100 * row['gap_vs_tfidf_ci_high']:+.1f})"
+    ) in groups["above it"]
     for baseline in ("majority", "tfidf-lr"):
         assert f"`{baseline}`" not in tfidf_remark(report).split(" — ", 1)[1]
     excluding = int(((table["gap_vs_tfidf_ci_low"] > 0) | (table["gap_vs_tfidf_ci_high"] < 0)).sum())
     tested = int(table["gap_vs_tfidf_ci_low"].notna().sum())
     assert f"Gaps to TF-IDF + LR: {excluding} of {tested} CIs against TF-IDF exclude 0" in report
     holding = int((table["p_vs_tfidf_adjusted"] < 0.05).sum())  # Holm within the TF-IDF family
-    assert (f"{holding} of them stay below p = 0.05 after Holm's adjustment for the {tested} comparisons "
-            "(`p_vs_tfidf_adjusted`)") in report
+    assert (
+        f"{holding} of them stay below p = 0.05 after Holm's adjustment for the {tested} comparisons "
+        "(`p_vs_tfidf_adjusted`)"
+    ) in report
 
 
 def test_tfidf_ahead_by_mean_is_no_claim_that_nothing_beats_it(tmp_path):
@@ -421,10 +530,16 @@ def test_the_best_method_is_a_learned_one_never_a_baseline(tmp_path):
     results = build_results(runs, preds)
     write_outputs(tmp_path, results, runs, {})
     line = next(line for line in (tmp_path / "report.md").read_text().splitlines() if "Best method" in line)
-    assert "`elmo-scalar-pool-mlp`" in line and "points vs `tfidf-lr`" in line and "Best method by mean test accuracy: `tfidf-lr`" not in line
+    assert (
+        "`elmo-scalar-pool-mlp`" in line
+        and "points vs `tfidf-lr`" in line
+        and "Best method by mean test accuracy: `tfidf-lr`" not in line
+    )
     published = {"encoders": [{"name": "elmo", "published": True}]}
     write_outputs(tmp_path / "reference", results, runs, published)
-    line = next(line for line in (tmp_path / "reference" / "report.md").read_text().splitlines() if "Best method" in line)
+    line = next(
+        line for line in (tmp_path / "reference" / "report.md").read_text().splitlines() if "Best method" in line
+    )
     assert "none of an encoder pretrained here" in line and "`tfidf-lr`" not in line
 
 
@@ -450,12 +565,14 @@ def test_the_table_shows_p_adjusted_and_the_gap_vs_tfidf(benchmark, tmp_path):
 
 def test_an_older_table_renders_without_the_new_columns(benchmark, tmp_path):
     runs, _, results = benchmark
-    write_outputs(tmp_path, results.drop(columns=[*NEW_COLUMNS, *CONTROL_COLUMNS, TFIDF_REFERENCE_COLUMN]), runs,
-                  CONTEXT)
+    write_outputs(
+        tmp_path, results.drop(columns=[*NEW_COLUMNS, *CONTROL_COLUMNS, TFIDF_REFERENCE_COLUMN]), runs, CONTEXT
+    )
     report = (tmp_path / "report.md").read_text()
     header = next(line for line in report.splitlines() if line.startswith("| method |"))
-    assert header == ("| method | seeds | dev acc | dev F1 | test acc | test F1 | gap vs random (95% CI) | p | MDE | "
-                      "collapsed |")
+    assert header == (
+        "| method | seeds | dev acc | dev F1 | test acc | test F1 | gap vs random (95% CI) | p | MDE | collapsed |"
+    )
     shown = report.split("## How to read")[0]
     assert "Against TF-IDF + LR" not in shown and "p_adjusted" not in shown and "gap vs TF-IDF" not in shown
     assert "vs `tfidf-lr`" in shown  # the best-method line keeps its difference of means, named as such

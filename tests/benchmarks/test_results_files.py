@@ -12,53 +12,122 @@ import pytest
 from sklearn.metrics import accuracy_score, f1_score
 
 from benchmarks.__main__ import main
-from benchmarks.results_files.folder import (BENCHMARK_FILE, CELLS_DIR, FORMAT, PREDICTIONS_SUFFIX, ResultSet,
-                                             predictions_bytes, read_folder, write_json)
+from benchmarks.results_files.folder import (
+    BENCHMARK_FILE,
+    CELLS_DIR,
+    FORMAT,
+    PREDICTIONS_SUFFIX,
+    ResultSet,
+    predictions_bytes,
+    read_folder,
+    write_json,
+)
 from benchmarks.results_files.folder_readme import readme_text
 from benchmarks.results_files.manifest import write_manifest
 from harness.errors import UserError
 from harness.protocol import PROTOCOL_VERSIONS, protocol_version, settings_hash
 
 DATA_DIGEST = "d" * 64
-ENCODER = {"name": "elmo", "identity": "stage-1", "digest": "c" * 64, "family": "elmo", "num_layers": 3,
-           "val_ppl": 120.0, "run_id": "pretrain-run"}
+ENCODER = {
+    "name": "elmo",
+    "identity": "stage-1",
+    "digest": "c" * 64,
+    "family": "elmo",
+    "num_layers": 3,
+    "val_ppl": 120.0,
+    "run_id": "pretrain-run",
+}
 
 
 def predictions(correct: list[bool]) -> pd.DataFrame:
     labels = ["1", "0"] * (len(correct) // 2)
     preds = [label if right else str(1 - int(label)) for label, right in zip(labels, correct)]
-    return pd.DataFrame({"id1": [str(100 + i) for i in range(len(correct))],
-                         "id2": [str(500 + i) for i in range(len(correct))], "label": labels,
-                         "prob": [0.9 if pred == "1" else 0.1 for pred in preds], "pred": preds,
-                         "sentence1": ["a sentence"] * len(correct), "sentence2": ["another"] * len(correct)})
+    return pd.DataFrame(
+        {
+            "id1": [str(100 + i) for i in range(len(correct))],
+            "id2": [str(500 + i) for i in range(len(correct))],
+            "label": labels,
+            "prob": [0.9 if pred == "1" else 0.1 for pred in preds],
+            "pred": preds,
+            "sentence1": ["a sentence"] * len(correct),
+            "sentence2": ["another"] * len(correct),
+        }
+    )
 
 
-def write_cell(folder: Path, method: str, kind: str, seed: int, correct: list[bool], order: int,
-               control: str = "", encoder: dict | None = ENCODER, protocol: str | None = None,
-               encoder_name: str = "elmo") -> Path:
+def write_cell(
+    folder: Path,
+    method: str,
+    kind: str,
+    seed: int,
+    correct: list[bool],
+    order: int,
+    control: str = "",
+    encoder: dict | None = ENCODER,
+    protocol: str | None = None,
+    encoder_name: str = "elmo",
+) -> Path:
     frames = {"dev": predictions(correct[:10]), "test": predictions(correct)}
-    spec = {"kind": kind, "seed": seed, "method": method, "encoder": encoder["identity"] if encoder else "",
-            "mix": "scalar", "head": "pool-mlp", "train_fraction": 1.0, "args": [], "config": "", "config_text": "",
-            "data": DATA_DIGEST}
+    spec = {
+        "kind": kind,
+        "seed": seed,
+        "method": method,
+        "encoder": encoder["identity"] if encoder else "",
+        "mix": "scalar",
+        "head": "pool-mlp",
+        "train_fraction": 1.0,
+        "args": [],
+        "config": "",
+        "config_text": "",
+        "data": DATA_DIGEST,
+    }
     protocol = protocol or protocol_version()
     cell_hash = settings_hash(spec, protocol)
     content = predictions_bytes(frames)
     (folder / CELLS_DIR / f"{cell_hash}{PREDICTIONS_SUFFIX}").write_bytes(content)
-    metrics = {f"{split}_{name}": score(frame["label"], frame["pred"], **options) for split, frame in frames.items()
-               for name, score, options in (("acc", accuracy_score, {}), ("f1", f1_score, {"pos_label": "1"}))}
-    record = {"format": FORMAT, "cell_hash": cell_hash, "protocol": protocol, "commit": "abc", "spec": spec,
-              "data_digest": DATA_DIGEST, "order": [0, order], "encoder": encoder,
-              "cell": {"method": method, "kind": kind, "seed": seed, "encoder": encoder_name if encoder else "",
-                       "encoder_run": "pretrain-run", "mix": "scalar", "head": "pool-mlp", "train_fraction": 1.0,
-                       "control": control, "args": [], "config": "", "family": "elmo", "transfer": "",
-                       "encoder_identity": spec["encoder"], "probe_of": "", "grid_of": "", "learning_rate": None},
-              "metrics": metrics,
-              "params": {"encoder_layers": "3", "dev_pairs": "10", "test_pairs": str(len(correct))},
-              "tags": {"method": method},
-              "run": {"run_id": f"run-{encoder_name}-{method}-{seed}", "parent_run_id": "parent"},
-              "predictions": {"file": f"{cell_hash}{PREDICTIONS_SUFFIX}",
-                              "sha256": hashlib.sha256(content).hexdigest(),
-                              "rows": {"dev": len(frames["dev"]), "test": len(frames["test"])}}}
+    metrics = {
+        f"{split}_{name}": score(frame["label"], frame["pred"], **options)
+        for split, frame in frames.items()
+        for name, score, options in (("acc", accuracy_score, {}), ("f1", f1_score, {"pos_label": "1"}))
+    }
+    record = {
+        "format": FORMAT,
+        "cell_hash": cell_hash,
+        "protocol": protocol,
+        "commit": "abc",
+        "spec": spec,
+        "data_digest": DATA_DIGEST,
+        "order": [0, order],
+        "encoder": encoder,
+        "cell": {
+            "method": method,
+            "kind": kind,
+            "seed": seed,
+            "encoder": encoder_name if encoder else "",
+            "encoder_run": "pretrain-run",
+            "mix": "scalar",
+            "head": "pool-mlp",
+            "train_fraction": 1.0,
+            "control": control,
+            "args": [],
+            "config": "",
+            "family": "elmo",
+            "transfer": "",
+            "encoder_identity": spec["encoder"],
+            "probe_of": "",
+            "grid_of": "",
+            "learning_rate": None,
+        },
+        "metrics": metrics,
+        "params": {"encoder_layers": "3", "dev_pairs": "10", "test_pairs": str(len(correct))},
+        "tags": {"method": method},
+        "run": {"run_id": f"run-{encoder_name}-{method}-{seed}", "parent_run_id": "parent"},
+        "predictions": {
+            "file": f"{cell_hash}{PREDICTIONS_SUFFIX}",
+            "sha256": hashlib.sha256(content).hexdigest(),
+            "rows": {"dev": len(frames["dev"]), "test": len(frames["test"])},
+        },
+    }
     path = folder / CELLS_DIR / f"{cell_hash}.json"
     write_json(path, record)
     return path
@@ -67,14 +136,32 @@ def write_cell(folder: Path, method: str, kind: str, seed: int, correct: list[bo
 def make_folder(folder: Path, seeds: int = 3, twin_right: int = 26) -> Path:
     """A method better than its twin on 40 test pairs, over ``seeds`` seeds."""
     (folder / CELLS_DIR).mkdir(parents=True)
-    write_json(folder / BENCHMARK_FILE, {"format": FORMAT, "benchmark": "tiny", "experiment": "mrpc",
-                                         "dataset": "mrpc", "data_digest": DATA_DIGEST, "labels": ["0", "1"],
-                                         "positive_label": "1", "settings": {"seeds": seeds}})
+    write_json(
+        folder / BENCHMARK_FILE,
+        {
+            "format": FORMAT,
+            "benchmark": "tiny",
+            "experiment": "mrpc",
+            "dataset": "mrpc",
+            "data_digest": DATA_DIGEST,
+            "labels": ["0", "1"],
+            "positive_label": "1",
+            "settings": {"seeds": seeds},
+        },
+    )
     for seed in range(seeds):
-        write_cell(folder, "elmo-scalar-pool-mlp", "pretrained", seed, [i % 10 != seed for i in range(40)], 2 * seed,
-                   control="random-scalar-pool-mlp")
-        write_cell(folder, "random-scalar-pool-mlp", "random", seed, [i < twin_right + seed for i in range(40)],
-                   2 * seed + 1)
+        write_cell(
+            folder,
+            "elmo-scalar-pool-mlp",
+            "pretrained",
+            seed,
+            [i % 10 != seed for i in range(40)],
+            2 * seed,
+            control="random-scalar-pool-mlp",
+        )
+        write_cell(
+            folder, "random-scalar-pool-mlp", "random", seed, [i < twin_right + seed for i in range(40)], 2 * seed + 1
+        )
     write_manifest(folder)
     return folder
 
@@ -95,9 +182,12 @@ def test_the_folder_readme_names_the_benchmark_protocol_cells_dates_and_machine(
     records[-1]["run"].update(end_time=1796288526687, host="node-b")
     text = readme_text(benchmark, records)
     assert text.startswith("# tiny\n") and "`python -m benchmarks export --benchmark tiny --out <this folder>`" in text
-    for line in (f"- **protocol**: `{protocol_version()}` (6)", "- **cells**: 6, 2 methods × seeds 0, 1, 2",
-                 "- **dates**: 2026-12-03 08:57 UTC to 2026-12-03 09:02 UTC (the cells' runs)",
-                 "- **machine**: `node-a` (1), `node-b` (1); code `abc` (6)"):
+    for line in (
+        f"- **protocol**: `{protocol_version()}` (6)",
+        "- **cells**: 6, 2 methods × seeds 0, 1, 2",
+        "- **dates**: 2026-12-03 08:57 UTC to 2026-12-03 09:02 UTC (the cells' runs)",
+        "- **machine**: `node-a` (1), `node-b` (1); code `abc` (6)",
+    ):
         assert line in text.splitlines(), line
     assert "python -m benchmarks report <this folder> --out <report folder>" in text
 
@@ -169,8 +259,16 @@ def edit_predictions(folder):
 
 def future_protocol(folder):
     newer = protocol_version({**PROTOCOL_VERSIONS, "heads": PROTOCOL_VERSIONS["heads"] + 1})
-    path = write_cell(folder, "elmo-scalar-pool-mlp", "pretrained", 9, [True] * 40, 99, control="random-scalar-pool-mlp",
-                      protocol=newer)
+    path = write_cell(
+        folder,
+        "elmo-scalar-pool-mlp",
+        "pretrained",
+        9,
+        [True] * 40,
+        99,
+        control="random-scalar-pool-mlp",
+        protocol=newer,
+    )
     return path.name, "newer than this harness's in heads"
 
 
@@ -185,8 +283,19 @@ def no_benchmark_file(folder):
     return folder.name, "not a results folder"
 
 
-@pytest.mark.parametrize("spoil", [truncate, edit_accuracy, edit_settings, drop_predictions, edit_predictions,
-                                   future_protocol, another_data_set, no_benchmark_file])
+@pytest.mark.parametrize(
+    "spoil",
+    [
+        truncate,
+        edit_accuracy,
+        edit_settings,
+        drop_predictions,
+        edit_predictions,
+        future_protocol,
+        another_data_set,
+        no_benchmark_file,
+    ],
+)
 def test_a_bad_folder_is_one_line_naming_the_file_and_nothing_is_imported(tmp_path, spoil, capsys, monkeypatch):
     folder = make_folder(tmp_path / "a")
     name, fragment = spoil(folder)
@@ -198,19 +307,35 @@ def test_a_bad_folder_is_one_line_naming_the_file_and_nothing_is_imported(tmp_pa
     assert main(["import", str(folder)]) == 2
     assert capsys.readouterr().err.count("\n") == 1
     from tests.helpers import all_runs
+
     assert all_runs(tmp_path) == []  # nothing imported half-way
 
 
 def test_a_conflict_between_folders_is_named_never_averaged(tmp_path):
     first, second = make_folder(tmp_path / "a"), make_folder(tmp_path / "b")
-    write_cell(second, "elmo-scalar-pool-mlp", "pretrained", 0, [i % 10 != 1 for i in range(40)], 0,
-               control="random-scalar-pool-mlp")  # the same cell, under the same checkpoint, other predictions
+    write_cell(
+        second,
+        "elmo-scalar-pool-mlp",
+        "pretrained",
+        0,
+        [i % 10 != 1 for i in range(40)],
+        0,
+        control="random-scalar-pool-mlp",
+    )  # the same cell, under the same checkpoint, other predictions
     write_manifest(second)
     with pytest.raises(UserError, match="has other numbers"):
         ResultSet([first, second])
     third = make_folder(tmp_path / "c", seeds=0)  # the same cell from another checkpoint, other predictions, the same
-    write_cell(third, "elmo-scalar-pool-mlp", "pretrained", 0, [i % 10 != 2 for i in range(40)], 0,  # scores
-               control="random-scalar-pool-mlp", encoder={**ENCODER, "digest": "f" * 64})
+    write_cell(
+        third,
+        "elmo-scalar-pool-mlp",
+        "pretrained",
+        0,
+        [i % 10 != 2 for i in range(40)],
+        0,  # scores
+        control="random-scalar-pool-mlp",
+        encoder={**ENCODER, "digest": "f" * 64},
+    )
     write_manifest(third)
     with pytest.raises(UserError, match="names another checkpoint"):
         ResultSet([first, third])
@@ -238,16 +363,34 @@ def test_a_cell_two_chunks_ran_from_two_pretrainings_of_one_stage_is_reported_on
     write_manifest(second)
     with pytest.raises(UserError, match="has other numbers"):  # one checkpoint, other numbers: a conflict
         ResultSet([first, second])
-    write_cell(second, "elmo-scalar-pool-mlp", "pretrained", 0, other_predictions, 0, control="random-scalar-pool-mlp",
-               encoder={**ENCODER, "digest": "f" * 64})
+    write_cell(
+        second,
+        "elmo-scalar-pool-mlp",
+        "pretrained",
+        0,
+        other_predictions,
+        0,
+        control="random-scalar-pool-mlp",
+        encoder={**ENCODER, "digest": "f" * 64},
+    )
     write_manifest(second)
     merged = ResultSet([first, second])
     assert len(merged.ordered) == 6 and {cell.folder.name for cell in merged.ordered} == {"a"}
-    assert any("ran again in b from another pretraining of the same stage (checkpoint ffffffffffff" in note
-               for note in merged.notes)
+    assert any(
+        "ran again in b from another pretraining of the same stage (checkpoint ffffffffffff" in note
+        for note in merged.notes
+    )
     for seed, right in ((2, 20), (0, 32)):  # two seeds scored apart: named per seed, in seed order
-        write_cell(second, "elmo-scalar-pool-mlp", "pretrained", seed, [i < right for i in range(40)], 2 * seed,
-                   control="random-scalar-pool-mlp", encoder={**ENCODER, "digest": "f" * 64})
+        write_cell(
+            second,
+            "elmo-scalar-pool-mlp",
+            "pretrained",
+            seed,
+            [i < right for i in range(40)],
+            2 * seed,
+            control="random-scalar-pool-mlp",
+            encoder={**ENCODER, "digest": "f" * 64},
+        )
     write_manifest(second)
     (note,) = [note for note in ResultSet([first, second]).notes if note.startswith("elmo-scalar-pool-mlp")]
     assert "(seed 0, 2)" in note and "scored 80.0%, 50.0% test accuracy, not 90.0%;" in note
@@ -256,14 +399,16 @@ def test_a_cell_two_chunks_ran_from_two_pretrainings_of_one_stage_is_reported_on
 def test_two_checkpoints_under_one_method_stop_the_merge_and_under_one_name_are_named(tmp_path):
     folder = make_folder(tmp_path / "a", seeds=1)
     other = {**ENCODER, "digest": "b" * 64, "identity": "stage-2"}
-    write_cell(folder, "elmo-scalar-pool-mlp", "pretrained", 5, [True] * 40, 9, control="random-scalar-pool-mlp",
-               encoder=other)
+    write_cell(
+        folder, "elmo-scalar-pool-mlp", "pretrained", 5, [True] * 40, 9, control="random-scalar-pool-mlp", encoder=other
+    )
     write_manifest(folder)
     with pytest.raises(UserError, match="encoder 'elmo'.* is two checkpoints"):
         ResultSet([folder])
     chunks = make_folder(tmp_path / "b", seeds=1)
-    write_cell(chunks, "elmo-gradual-attn", "pretrained", 0, [True] * 40, 9, control="random-gradual-attn",
-               encoder=other)
+    write_cell(
+        chunks, "elmo-gradual-attn", "pretrained", 0, [True] * 40, 9, control="random-gradual-attn", encoder=other
+    )
     write_manifest(chunks)
     (note,) = ResultSet([chunks]).notes
     assert note.startswith("encoder 'elmo' is 2 checkpoints") and "bbbbbbbbbbbb" in note
@@ -275,16 +420,37 @@ def test_the_twins_of_two_encoders_from_their_own_chunks_stay_two_methods_in_the
     elmo, gpt = make_folder(tmp_path / "elmo"), make_folder(tmp_path / "gpt", seeds=0)
     other = {**ENCODER, "name": "gpt", "identity": "stage-2", "digest": "b" * 64, "family": "gpt"}
     for seed in range(3):
-        write_cell(gpt, "gpt-scalar-pool-mlp", "pretrained", seed, [i % 5 != seed for i in range(40)], 2 * seed,
-                   control="random-scalar-pool-mlp", encoder=other, encoder_name="gpt")
-        write_cell(gpt, "random-scalar-pool-mlp", "random", seed, [i < 20 + seed for i in range(40)], 2 * seed + 1,
-                   encoder=other, encoder_name="gpt")
+        write_cell(
+            gpt,
+            "gpt-scalar-pool-mlp",
+            "pretrained",
+            seed,
+            [i % 5 != seed for i in range(40)],
+            2 * seed,
+            control="random-scalar-pool-mlp",
+            encoder=other,
+            encoder_name="gpt",
+        )
+        write_cell(
+            gpt,
+            "random-scalar-pool-mlp",
+            "random",
+            seed,
+            [i < 20 + seed for i in range(40)],
+            2 * seed + 1,
+            encoder=other,
+            encoder_name="gpt",
+        )
     write_manifest(gpt)
     with pytest.raises(UserError, match="'random-scalar-pool-mlp' .* is two checkpoints"):
         ResultSet([elmo, gpt])  # the files' own names: one twin method over two encoders
     merged = ResultSet([elmo, gpt], name_twins_by_encoder=True)
     assert {cell.record["cell"]["method"] for cell in merged.ordered} == {
-        "elmo-scalar-pool-mlp", "random(elmo)-scalar-pool-mlp", "gpt-scalar-pool-mlp", "random(gpt)-scalar-pool-mlp"}
+        "elmo-scalar-pool-mlp",
+        "random(elmo)-scalar-pool-mlp",
+        "gpt-scalar-pool-mlp",
+        "random(gpt)-scalar-pool-mlp",
+    }
     assert read_folder(gpt)[1][1].record["cell"]["method"] == "random-scalar-pool-mlp"  # the files stay as written
     assert main(["report", str(elmo), str(gpt), "--out", str(tmp_path / "report")]) == 0
     results = pd.read_csv(tmp_path / "report" / "results.csv").set_index("method")

@@ -89,9 +89,13 @@ def swap_predictions(folder):
     contents = [path.read_bytes() for path in files]
     for path, record, other, content in zip((first, second), records, reversed(records), reversed(contents)):
         (folder / CELLS_DIR / record["predictions"]["file"]).write_bytes(content)
-        edit_record(path, lambda changed, other=other: (
-            changed["predictions"].update(sha256=other["predictions"]["sha256"]),
-            changed["metrics"].update(other["metrics"])))
+        edit_record(
+            path,
+            lambda changed, other=other: (
+                changed["predictions"].update(sha256=other["predictions"]["sha256"]),
+                changed["metrics"].update(other["metrics"]),
+            ),
+        )
     return "predictions.sha256"
 
 
@@ -106,6 +110,7 @@ def escaping_name(name: str):
     def spoil(folder):
         edit_record(cells_by_arm(folder)[("random", 0)], lambda record: record["predictions"].update(file=name))
         return "predictions.file"
+
     spoil.__name__ = f"predictions_named_{name}"
     return spoil
 
@@ -164,12 +169,34 @@ def manifest_lacks_a_field(folder):
     return "labels"
 
 
-@pytest.mark.parametrize("spoil", [swap_arms, edit_seed, edit_fraction, edit_control, edit_test_f1, edit_encoder_block,
-                                   edit_settings, edit_positive_label, swap_predictions, drop_a_cell,
-                                   escaping_name("../../x"), escaping_name("/etc/hostname"),
-                                   escaping_name("../cells/x.predictions.csv.gz"), link_out, text_format, null_order,
-                                   list_for_object, text_seed, number_precision, deep_nesting, text_comparisons, manifest_lacks_a_field],
-                         ids=lambda spoil: spoil.__name__)
+@pytest.mark.parametrize(
+    "spoil",
+    [
+        swap_arms,
+        edit_seed,
+        edit_fraction,
+        edit_control,
+        edit_test_f1,
+        edit_encoder_block,
+        edit_settings,
+        edit_positive_label,
+        swap_predictions,
+        drop_a_cell,
+        escaping_name("../../x"),
+        escaping_name("/etc/hostname"),
+        escaping_name("../cells/x.predictions.csv.gz"),
+        link_out,
+        text_format,
+        null_order,
+        list_for_object,
+        text_seed,
+        number_precision,
+        deep_nesting,
+        text_comparisons,
+        manifest_lacks_a_field,
+    ],
+    ids=lambda spoil: spoil.__name__,
+)
 def test_an_edited_folder_is_one_line_naming_the_file_and_the_field_and_nothing_is_reported(tmp_path, spoil, capsys):
     folder = make_folder(tmp_path / "a")
     field = spoil(folder)
@@ -188,12 +215,19 @@ def test_the_arms_of_a_committed_folder_swapped_no_longer_flip_its_gap(tmp_path,
     shutil.copytree(RESULTS / "frozen-heads", folder)
     records = {path: json.loads(path.read_text()) for path in (folder / CELLS_DIR).glob("*.json")}
     pretrained = next(path for path, record in records.items() if record["cell"]["kind"] == "pretrained")
-    twin = next(path for path, record in records.items()
-                if record["cell"]["method"] == records[pretrained]["cell"]["control"]
-                and record["cell"]["seed"] == records[pretrained]["cell"]["seed"])
+    twin = next(
+        path
+        for path, record in records.items()
+        if record["cell"]["method"] == records[pretrained]["cell"]["control"]
+        and record["cell"]["seed"] == records[pretrained]["cell"]["seed"]
+    )
     for path, other in ((pretrained, twin), (twin, pretrained)):
-        edit_record(path, lambda record, other=other: record["cell"].update(
-            {key: records[other]["cell"][key] for key in ("method", "kind", "control")}))
+        edit_record(
+            path,
+            lambda record, other=other: record["cell"].update(
+                {key: records[other]["cell"][key] for key in ("method", "kind", "control")}
+            ),
+        )
     assert main(["report", str(folder), "--out", str(tmp_path / "report")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "cell.method" in err and "edited by hand" in err
@@ -219,9 +253,11 @@ def bomb(members: int) -> bytes:
     return gzip.compress(b"split,id1,id2,label,prob,pred\n", mtime=0) + member * members
 
 
-@pytest.mark.parametrize("members, refusal", [(24, "decompresses to more than the"),
-                                              (51, "more than predictions of this data set can take")],
-                         ids=["1MB-to-400MB", "2MB-to-900MB"])
+@pytest.mark.parametrize(
+    "members, refusal",
+    [(24, "decompresses to more than the"), (51, "more than predictions of this data set can take")],
+    ids=["1MB-to-400MB", "2MB-to-900MB"],
+)
 def test_a_gzip_bomb_with_a_matching_sha256_is_refused_in_seconds_within_a_few_mb(tmp_path, members, refusal):
     """The predictions' bound comes from MRPC's split sizes (408 + 1725 pairs), not from the file or
     its cell, whose sha256 the cell and the manifest were made to record."""
@@ -256,8 +292,13 @@ def test_more_rows_than_the_data_set_has_are_refused_whatever_the_folder_claims(
     content = gzip.compress(b"".join([*lines, *test_rows]), mtime=0)  # 3450 test rows: MRPC's test split has 1725
     path.write_bytes(content)
     sha256 = hashlib.sha256(content).hexdigest()
-    edit_record(cell, lambda changed: (changed["predictions"].update(sha256=sha256),
-                                       changed["predictions"]["rows"].update(test=2 * len(test_rows))))
+    edit_record(
+        cell,
+        lambda changed: (
+            changed["predictions"].update(sha256=sha256),
+            changed["predictions"]["rows"].update(test=2 * len(test_rows)),
+        ),
+    )
     edit_manifest(folder, lambda manifest: manifest["cells"][record["cell_hash"]].update(predictions=sha256))
     with pytest.raises(UserError, match=r"3450 test rows, more than the data set's 1725"):
         read_folder(folder)
@@ -300,7 +341,10 @@ def test_the_recomputed_metrics_are_sklearns(labels):
     for size in (1, 7, 400):
         frame = pd.DataFrame({"label": generator.choice(labels, size), "pred": generator.choice(labels[:-1], size)})
         binary = {"average": "binary", "pos_label": labels[-1]} if len(labels) == 2 else {"average": "macro"}
-        expected = {"test_acc": accuracy_score(frame["label"], frame["pred"]),
-                    "test_f1": f1_score(frame["label"], frame["pred"], zero_division=0, **binary)}
-        assert recomputed(frame, "test", labels, labels[-1] if len(labels) == 2 else None) == pytest.approx(expected,
-                                                                                                           abs=1e-12)
+        expected = {
+            "test_acc": accuracy_score(frame["label"], frame["pred"]),
+            "test_f1": f1_score(frame["label"], frame["pred"], zero_division=0, **binary),
+        }
+        assert recomputed(frame, "test", labels, labels[-1] if len(labels) == 2 else None) == pytest.approx(
+            expected, abs=1e-12
+        )

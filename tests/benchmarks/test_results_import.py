@@ -28,8 +28,9 @@ def store(tmp_path, monkeypatch):
 
 
 def cell_runs(tmp_path) -> list:
-    return [run for run in all_runs(tmp_path)
-            if run.data.tags.get("cell_hash") and run.info.lifecycle_stage == "active"]
+    return [
+        run for run in all_runs(tmp_path) if run.data.tags.get("cell_hash") and run.info.lifecycle_stage == "active"
+    ]
 
 
 def refused(capsys, *args: str) -> str:
@@ -64,8 +65,11 @@ def test_a_copy_with_other_numbers_is_refused_naming_both_digests(tmp_path, stor
     first, second = make_folder(tmp_path / "a"), make_folder(tmp_path / "b", twin_right=20)
     assert main(["import", str(first)]) == 0
     before = {run.info.run_id for run in all_runs(tmp_path)}
-    records = {json.loads(path.read_text())["cell_hash"]: json.loads(path.read_text())
-               for folder in (first, second) for path in sorted((folder / CELLS_DIR).glob("*.json"))}
+    records = {
+        json.loads(path.read_text())["cell_hash"]: json.loads(path.read_text())
+        for folder in (first, second)
+        for path in sorted((folder / CELLS_DIR).glob("*.json"))
+    }
     line = refused(capsys, "import", str(second))
     assert "is in the store already" in line and "other numbers" in line and "nothing imported" in line
     cell_hash = line.split("cell ")[1].split(" ")[0]
@@ -87,8 +91,12 @@ def test_two_folders_of_one_import_that_disagree_import_nothing(tmp_path, store,
 def test_only_the_harness_cell_tags_are_imported(tmp_path, store):
     folder = make_folder(tmp_path / "a", seeds=1)
     for path in (folder / CELLS_DIR).glob("*.json"):
-        edit_record(path, lambda record: record["tags"].update({"mlflow.user": "mallory", "mlflow.source.name": "x",
-                                                                "note": "planted", "stage": "finetune"}))
+        edit_record(
+            path,
+            lambda record: record["tags"].update(
+                {"mlflow.user": "mallory", "mlflow.source.name": "x", "note": "planted", "stage": "finetune"}
+            ),
+        )
     write_manifest(folder)  # a crafted folder: its manifest rewritten to match
     assert main(["import", str(folder)]) == 0
     for run in cell_runs(tmp_path):
@@ -105,8 +113,9 @@ def test_a_cell_tagged_with_another_stage_is_refused(tmp_path, store, capsys):
 
 
 @pytest.mark.parametrize("experiment, variable", [("pretrain", ""), ("team-lms", "team-lms")])
-def test_a_folder_may_not_target_an_experiment_encoders_come_from(tmp_path, store, capsys, monkeypatch,
-                                                                  experiment, variable):
+def test_a_folder_may_not_target_an_experiment_encoders_come_from(
+    tmp_path, store, capsys, monkeypatch, experiment, variable
+):
     monkeypatch.setenv("ENCODER_EXPERIMENTS", variable)
     folder = make_folder(tmp_path / "a", seeds=1)
     benchmark = folder / "benchmark.json"
@@ -130,8 +139,9 @@ def test_a_start_time_in_the_future_is_refused(tmp_path, store, capsys):
 def import_again(folder, tmp_path, experiment: str = "mrpc") -> list[str]:
     """The cells of ``folder`` written again, the way an import on today's main duplicated them."""
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
-    parent = client.create_run(client.get_experiment_by_name(experiment).experiment_id,
-                               tags={"imported_from": str(folder)}).info.run_id
+    parent = client.create_run(
+        client.get_experiment_by_name(experiment).experiment_id, tags={"imported_from": str(folder)}
+    ).info.run_id
     return [import_cell(cell, experiment, parent) for cell in ResultSet([folder]).ordered]
 
 
@@ -171,16 +181,17 @@ def test_suite_reuse_never_picks_between_copies_that_disagree(tmp_path, store):
     time.sleep(0.01)
     import_again(other, tmp_path)
     assert finished_run("mrpc", same) is not None
-    assert_one_line_error(lambda: finished_run("mrpc", twin), f"cell {twin}", "copies with other numbers",
-                          "none is chosen")
+    assert_one_line_error(
+        lambda: finished_run("mrpc", twin), f"cell {twin}", "copies with other numbers", "none is chosen"
+    )
 
 
 def test_a_suite_never_picks_between_the_store_and_a_results_folder(tmp_path, store):
     """``--results`` holds one copy of a cell, the store another with other numbers: the suite stops."""
     from types import SimpleNamespace
 
-    from benchmarks.engine.task_graph import StudyExecutor
     from benchmarks.cell.definition import Cell
+    from benchmarks.engine.task_graph import StudyExecutor
 
     folder, other = make_folder(tmp_path / "a", seeds=1), make_folder(tmp_path / "b", seeds=1, twin_right=20)
     assert main(["import", str(other)]) == 0
@@ -190,5 +201,9 @@ def test_a_suite_never_picks_between_the_store_and_a_results_folder(tmp_path, st
     executor.results, executor.client = results, MlflowClient(store)
     executor.study = SimpleNamespace(experiment="mrpc", parent="another-parent")
     executor.cell_settings = lambda cell: ("", twin.cell_hash)
-    assert_one_line_error(lambda: executor.add_cell(Cell("random-scalar-pool-mlp", "random", 0)),
-                          "have other numbers", "none is chosen", str(twin.path))
+    assert_one_line_error(
+        lambda: executor.add_cell(Cell("random-scalar-pool-mlp", "random", 0)),
+        "have other numbers",
+        "none is chosen",
+        str(twin.path),
+    )

@@ -17,6 +17,7 @@ def answering(monkeypatch, status: int, grants: list[dict] | None = None) -> lis
     def server_request(uri, endpoint, **params):
         asked.append(endpoint)
         return SimpleNamespace(status_code=status, json=lambda: {"is_admin": False, "permissions": grants or []})
+
     monkeypatch.setattr(reuse, "server_request", server_request)
     monkeypatch.delenv("ENCODER_EXPERIMENTS", raising=False)
     reuse.untrusted.cache_clear()
@@ -32,8 +33,11 @@ def test_an_experiment_the_user_manages_by_its_own_grant_is_trusted(monkeypatch)
     assert reuse.untrusted(URI, "editor", "own", "7") is None
 
 
-@pytest.mark.parametrize("grants", [[grant("*", "EDIT")], [grant("*", "MANAGE")], [grant("7", "EDIT")], []],
-                         ids=["edit-everywhere", "manage-everywhere", "edit-here", "none"])
+@pytest.mark.parametrize(
+    "grants",
+    [[grant("*", "EDIT")], [grant("*", "MANAGE")], [grant("7", "EDIT")], []],
+    ids=["edit-everywhere", "manage-everywhere", "edit-here", "none"],
+)
 def test_an_experiment_another_user_created_is_refused_in_one_line(monkeypatch, grants):
     answering(monkeypatch, 200, grants)
     message = reuse.untrusted(URI, "editor", "own", "7")

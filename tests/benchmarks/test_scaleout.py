@@ -6,17 +6,29 @@ the calibration folder's cells, measured with the machine they ran on, hold its 
 
 import pytest
 
+from benchmarks.cell.definition import Cell
 from benchmarks.plan.matrix import parse_matrix
 from benchmarks.plan.scaleout import Costs, critical_path, main, simulate, study_plan
 from benchmarks.results_files.folder import read_folder
-from benchmarks.cell.definition import Cell
 from harness.tracking.runs import REPO_ROOT
 
-CONFIG = parse_matrix({"encoders": [{"name": "elmo-a", "run": "latest"}, {"name": "gpt-b", "run": "latest"}],
-          "transfers": {"elmo": [{"name": "frozen", "heads": ["pool-mlp"]}], "gpt": [{"name": "full", "heads": ["cls"]}]},
-          "fractions": [1.0], "seeds": 1, "random_control": True, "baselines": []})
-COSTS = Costs(stages={"elmo-a": [10.0], "gpt-b": [5.0, 5.0]}, stage_cpus=1, cells={"gpt/full/cls": {"1": 3.0}},
-              default={"1": 2.0}, baseline=0.0)
+CONFIG = parse_matrix(
+    {
+        "encoders": [{"name": "elmo-a", "run": "latest"}, {"name": "gpt-b", "run": "latest"}],
+        "transfers": {"elmo": [{"name": "frozen", "heads": ["pool-mlp"]}], "gpt": [{"name": "full", "heads": ["cls"]}]},
+        "fractions": [1.0],
+        "seeds": 1,
+        "random_control": True,
+        "baselines": [],
+    }
+)
+COSTS = Costs(
+    stages={"elmo-a": [10.0], "gpt-b": [5.0, 5.0]},
+    stage_cpus=1,
+    cells={"gpt/full/cls": {"1": 3.0}},
+    default={"1": 2.0},
+    baseline=0.0,
+)
 
 
 def test_the_critical_path_is_the_longest_chain_of_stages_and_its_longest_cell():
@@ -34,12 +46,19 @@ def test_the_simulated_wall_time_follows_the_executors_policy(cpus, minutes):
 
 
 def cell(kind: str = "pretrained", fraction: float = 1.0, args: tuple[str, ...] = (), head: str = "attn") -> Cell:
-    return Cell("m", kind, 0, "minilm", "minilm", "scalar", head, fraction, args=list(args), transfer="frozen",
-                family="hf")
+    return Cell(
+        "m", kind, 0, "minilm", "minilm", "scalar", head, fraction, args=list(args), transfer="frozen", family="hf"
+    )
 
 
-FRACTIONS = Costs(stages={}, stage_cpus=2, cells={"hf/frozen/attn": {"0.05": 0.5, "0.1": 1.1, "1": 5.3}},
-                  default={"0.05": 1.0, "0.1": 1.8, "1": 13.5}, baseline=0.3, probe=0.8)
+FRACTIONS = Costs(
+    stages={},
+    stage_cpus=2,
+    cells={"hf/frozen/attn": {"0.05": 0.5, "0.1": 1.1, "1": 5.3}},
+    default={"0.05": 1.0, "0.1": 1.8, "1": 13.5},
+    baseline=0.3,
+    probe=0.8,
+)
 
 
 def test_a_probe_costs_its_measured_minutes_not_the_default_cell():
@@ -47,20 +66,26 @@ def test_a_probe_costs_its_measured_minutes_not_the_default_cell():
     assert FRACTIONS.cell(cell("baseline")) == pytest.approx(0.3)
 
 
-@pytest.mark.parametrize("fraction, args, minutes", [
-    (0.1, [], 1.1),  # a tenth of the steps: the fraction's own figure
-    (0.1, ["--data.equal_steps=true"], 5.3),  # the full set's steps: the full cell's figure
-    (1.0, ["--data.equal_steps=true"], 5.3),
-    (0.05, ["--data.equal_steps=true"], 2.65),  # 10 passes over 5% make half a full epoch
-    (0.05, ["--data.equal_steps=true", "--data.max_repeats=20"], 5.3),
-    (0.1, ["--data.equal_steps=true", "--data.equal_steps=false"], 1.1),  # the last flag wins
-])
+@pytest.mark.parametrize(
+    "fraction, args, minutes",
+    [
+        (0.1, [], 1.1),  # a tenth of the steps: the fraction's own figure
+        (0.1, ["--data.equal_steps=true"], 5.3),  # the full set's steps: the full cell's figure
+        (1.0, ["--data.equal_steps=true"], 5.3),
+        (0.05, ["--data.equal_steps=true"], 2.65),  # 10 passes over 5% make half a full epoch
+        (0.05, ["--data.equal_steps=true", "--data.max_repeats=20"], 5.3),
+        (0.1, ["--data.equal_steps=true", "--data.equal_steps=false"], 1.1),  # the last flag wins
+    ],
+)
 def test_equal_steps_cost_a_full_cell_at_any_fraction_the_repeats_reach(fraction, args, minutes):
     assert FRACTIONS.cell(cell(fraction=fraction, args=args)) == pytest.approx(minutes)
 
 
 def test_the_study_plan_carries_the_suites_finetune_args():
-    config = {**CONFIG.source, "finetune": {"config": "configs/downstream/mrpc.yaml", "args": ["--data.equal_steps=true"]}}
+    config = {
+        **CONFIG.source,
+        "finetune": {"config": "configs/downstream/mrpc.yaml", "args": ["--data.equal_steps=true"]},
+    }
     assert all("--data.equal_steps=true" in cell.args for cell in study_plan(parse_matrix(config)))
 
 
@@ -81,8 +106,15 @@ def test_the_costs_file_holds_the_measured_figures():
 def test_the_first_cell_to_read_an_arms_frozen_features_pays_for_them():
     """Each arm's features once (a twin's per seed), by the first frozen cell or probe to read
     them; a fine-tuned cell reads none."""
-    costs = Costs(stages={}, stage_cpus=1, cells={}, default={"1": 1.0, "0.1": 1.0}, baseline=0.0, probe=0.5,
-                  features={"minilm": 2.0})
+    costs = Costs(
+        stages={},
+        stage_cpus=1,
+        cells={},
+        default={"1": 1.0, "0.1": 1.0},
+        baseline=0.0,
+        probe=0.5,
+        features={"minilm": 2.0},
+    )
     frozen = [cell(kind, fraction) for kind in ("pretrained", "random") for fraction in (1.0, 0.1)]
     tuned = cell(args=("--model.finetune=full",))
     probe = cell("probe")
@@ -90,17 +122,25 @@ def test_the_first_cell_to_read_an_arms_frozen_features_pays_for_them():
     assert [planned[id(c)] for c in (tuned, probe, *frozen)] == [1.0, 2.5, 1.0, 1.0, 3.0, 1.0]
 
 
-@pytest.mark.parametrize("args, minutes", [
-    ([], 30.0),  # the config's 3 passes (45 minutes) stop at its max_time
-    (["--trainer.max_epochs=1"], 15.0),
-    (["--trainer.max_epochs=3", "--trainer.max_time=null"], 45.0),  # no cap
-    (["--trainer.max_time=00:00:40:30"], 40.5),
-])
+@pytest.mark.parametrize(
+    "args, minutes",
+    [
+        ([], 30.0),  # the config's 3 passes (45 minutes) stop at its max_time
+        (["--trainer.max_epochs=1"], 15.0),
+        (["--trainer.max_epochs=3", "--trainer.max_time=null"], 45.0),  # no cap
+        (["--trainer.max_time=00:00:40:30"], 40.5),
+    ],
+)
 def test_a_stage_priced_per_pass_costs_its_passes_capped_by_its_max_time(tmp_path, args, minutes):
     config = tmp_path / "lm.yaml"
     config.write_text('trainer:\n  max_epochs: 3\n  max_time: "00:00:30:00"\n')
-    costs = Costs(stages={"gpt-b": [{"per_pass": 15.0}], "elmo-a": [10.0]}, stage_cpus=2, cells={},
-                  default={"1": 2.0}, baseline=0.0)
+    costs = Costs(
+        stages={"gpt-b": [{"per_pass": 15.0}], "elmo-a": [10.0]},
+        stage_cpus=2,
+        cells={},
+        default={"1": 2.0},
+        baseline=0.0,
+    )
     encoders = [{"name": "gpt-b", "pretrain": {"config": str(config), "args": args}}, {"name": "elmo-a", "run": "x"}]
     assert costs.only(encoders).stages == {"gpt-b": [pytest.approx(minutes)], "elmo-a": [10.0]}
 
@@ -117,18 +157,24 @@ def test_the_budgets_one_pass_of_gpt_costs_its_measured_stage_not_the_full_study
 
 def test_a_baseline_is_scheduled_once():
     costs = Costs(stages=COSTS.stages, stage_cpus=1, cells=COSTS.cells, default=COSTS.default, baseline=1.0)
-    assert simulate(costs, study_plan(parse_matrix({**CONFIG.source, "baselines": ["majority"]})), 1) == pytest.approx(31.0)
+    assert simulate(costs, study_plan(parse_matrix({**CONFIG.source, "baselines": ["majority"]})), 1) == pytest.approx(
+        31.0
+    )
 
 
 def test_only_the_configs_encoders_are_pretrained(tmp_path, capsys):
     """The costs file holds every study's stages; a study pays for its own encoders' alone."""
     config = tmp_path / "study.yaml"
-    config.write_text("encoders: [{name: minilm, run: 'reference:all-minilm-l6-v2'}]\n"
-                      "transfers: {hf: [{name: frozen, heads: [pool-mlp]}]}\nfractions: [1.0]\nseeds: 1\n"
-                      "baselines: []\n")
+    config.write_text(
+        "encoders: [{name: minilm, run: 'reference:all-minilm-l6-v2'}]\n"
+        "transfers: {hf: [{name: frozen, heads: [pool-mlp]}]}\nfractions: [1.0]\nseeds: 1\n"
+        "baselines: []\n"
+    )
     costs = tmp_path / "costs.json"
-    costs.write_text('{"stages": {"minilm": [], "elmo-a": [60.0]}, "cells": {"hf/frozen/pool-mlp": {"1": 3.0}}, '
-                     '"default": {"1": 13.5}}')
+    costs.write_text(
+        '{"stages": {"minilm": [], "elmo-a": [60.0]}, "cells": {"hf/frozen/pool-mlp": {"1": 3.0}}, '
+        '"default": {"1": 13.5}}'
+    )
     assert main(["--config", str(config), "--costs", str(costs), "--cpus", "1"]) == 0
     output = capsys.readouterr().out
     assert "2 cells, 1 encoders, 0.1 CPU-hours" in output and "| 1 | 0.10 h |" in output

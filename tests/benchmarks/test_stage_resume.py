@@ -14,9 +14,15 @@ import pytest
 from tests.helpers import all_runs, cli_env, store_uri
 
 REPO = Path(__file__).resolve().parents[2]
-ARGS = ["--trainer.max_epochs=1", "--trainer.limit_train_batches=6", "--trainer.limit_val_batches=2",
-        "--data.max_sentences=400", "--samples_every_n_steps=0", "--checkpoint_every_minutes=0",
-        "--trainer.callbacks+=kill_mid_epoch.KillAtBatch"]
+ARGS = [
+    "--trainer.max_epochs=1",
+    "--trainer.limit_train_batches=6",
+    "--trainer.limit_val_batches=2",
+    "--data.max_sentences=400",
+    "--samples_every_n_steps=0",
+    "--checkpoint_every_minutes=0",
+    "--trainer.callbacks+=kill_mid_epoch.KillAtBatch",
+]
 SCRIPT = """
 import json, sys
 from pathlib import Path
@@ -31,11 +37,17 @@ pytestmark = pytest.mark.slow
 
 
 def attempt(directory: Path, mrpc_dir: Path, driver: str, **env: str) -> subprocess.CompletedProcess:
-    environment = cli_env(store_uri(directory), mrpc_dir, **env,
-                          PYTHONPATH=os.pathsep.join([str(REPO / "tests" / "pretrain"), str(REPO)]))
-    return subprocess.run([sys.executable, "-c", SCRIPT, str(REPO / "configs" / "pretrain" / "smoke.yaml"),
-                           json.dumps(ARGS), driver], cwd=directory, env=environment, capture_output=True,
-                          text=True, timeout=600)
+    environment = cli_env(
+        store_uri(directory), mrpc_dir, **env, PYTHONPATH=os.pathsep.join([str(REPO / "tests" / "pretrain"), str(REPO)])
+    )
+    return subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(REPO / "configs" / "pretrain" / "smoke.yaml"), json.dumps(ARGS), driver],
+        cwd=directory,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def test_a_stage_killed_mid_epoch_resumes_from_its_last_checkpoint(tmp_path, real_mrpc_dir):
@@ -60,4 +72,6 @@ def test_a_stage_without_a_stopped_attempt_starts_afresh(tmp_path, real_mrpc_dir
     assert not outcome["resumed"] and not outcome["reused"]
     (run,) = all_runs(tmp_path)
     assert "harness.resumed_from" not in run.data.tags
-    assert run.data.tags["harness.checkpoint_dir"] == str((tmp_path / "checkpoints" / "pretrain" / run.info.run_id).resolve())
+    assert run.data.tags["harness.checkpoint_dir"] == str(
+        (tmp_path / "checkpoints" / "pretrain" / run.info.run_id).resolve()
+    )

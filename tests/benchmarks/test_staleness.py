@@ -49,10 +49,28 @@ def test_a_protocol_bump_is_another_cell(monkeypatch):
 
 
 def test_a_cell_is_identified_by_its_encoder_identity_not_the_run_that_holds_it():
-    cell = Cell("elmo-scalar-pool-mlp", "pretrained", 0, "elmo", "run-a", "scalar", "pool-mlp",
-                args=["--data.mrpc_dir=/home/ada/mrpc", "--trainer.max_epochs=3"], encoder_identity="stage-hash")
-    moved = Cell("elmo-scalar-pool-mlp", "pretrained", 0, "elmo", "run-b", "scalar", "pool-mlp",
-                 args=["--data.mrpc_dir=/srv/data/mrpc", "--trainer.max_epochs=3"], encoder_identity="stage-hash")
+    cell = Cell(
+        "elmo-scalar-pool-mlp",
+        "pretrained",
+        0,
+        "elmo",
+        "run-a",
+        "scalar",
+        "pool-mlp",
+        args=["--data.mrpc_dir=/home/ada/mrpc", "--trainer.max_epochs=3"],
+        encoder_identity="stage-hash",
+    )
+    moved = Cell(
+        "elmo-scalar-pool-mlp",
+        "pretrained",
+        0,
+        "elmo",
+        "run-b",
+        "scalar",
+        "pool-mlp",
+        args=["--data.mrpc_dir=/srv/data/mrpc", "--trainer.max_epochs=3"],
+        encoder_identity="stage-hash",
+    )
     assert settings_hash(cell.spec()) == settings_hash(moved.spec())  # another store, another data folder
     retrained = Cell(**{**cell.fields(), "encoder_identity": "another-stage"})
     assert settings_hash(retrained.spec()) != settings_hash(cell.spec())
@@ -83,14 +101,15 @@ def test_a_stage_hash_holds_named_corpora_content_and_the_stage_before(tmp_path,
     folder.mkdir()
     (folder / "sentences.txt").write_text("shares fell .\n")
     monkeypatch.setenv("CORPORA_DIR", str(tmp_path))
-    stages = [Stage("lm", 1, "configs/pretrain/ulmfit.yaml", ["--data.corpus=mrpc+reuters"]),
-              Stage("lm", 2, "configs/pretrain/ulmfit-task.yaml")]
+    stages = [
+        Stage("lm", 1, "configs/pretrain/ulmfit.yaml", ["--data.corpus=mrpc+reuters"]),
+        Stage("lm", 2, "configs/pretrain/ulmfit-task.yaml"),
+    ]
     first = stage_hashes(stages, "data")
     (folder / "sentences.txt").write_text("shares rose .\n")
     second = stage_hashes(stages, "data")
     assert first[0] != second[0] and first[1] != second[1]  # the text changed: both stages are new
     assert stage_hashes(stages[1:], "data")[0] != second[1]  # a stage continues the one before it
-
 
 
 def test_a_stage_hash_recomputes_from_recorded_corpus_digests_without_the_corpora(tmp_path, monkeypatch):
@@ -100,11 +119,17 @@ def test_a_stage_hash_recomputes_from_recorded_corpus_digests_without_the_corpor
     folder.mkdir(parents=True)
     (folder / "sentences.txt").write_text("shares fell .\n")
     monkeypatch.setenv("CORPORA_DIR", str(tmp_path / "corpora"))
-    encoder = {"name": "lm", "pretrain": [
-        {"config": "configs/pretrain/ulmfit.yaml", "args": ["--data.corpus=mrpc+reuters"]},
-        {"config": "configs/pretrain/ulmfit-task.yaml"}]}
-    stages = [Stage("lm", 1, "configs/pretrain/ulmfit.yaml", ["--data.corpus=mrpc+reuters"]),
-              Stage("lm", 2, "configs/pretrain/ulmfit-task.yaml")]
+    encoder = {
+        "name": "lm",
+        "pretrain": [
+            {"config": "configs/pretrain/ulmfit.yaml", "args": ["--data.corpus=mrpc+reuters"]},
+            {"config": "configs/pretrain/ulmfit-task.yaml"},
+        ],
+    }
+    stages = [
+        Stage("lm", 1, "configs/pretrain/ulmfit.yaml", ["--data.corpus=mrpc+reuters"]),
+        Stage("lm", 2, "configs/pretrain/ulmfit-task.yaml"),
+    ]
     recorded = corpus_digests([encoder])
     with_corpora = stage_hashes(stages, "data")
     monkeypatch.setenv("CORPORA_DIR", str(tmp_path / "elsewhere"))  # a clone without the corpora
@@ -112,6 +137,7 @@ def test_a_stage_hash_recomputes_from_recorded_corpus_digests_without_the_corpor
     assert stage_hashes(stages, "data") != with_corpora
     assert stage_hashes(stages, "data", recorded) == with_corpora
     assert stage_hashes(stages, "data", {"reuters": "0" * 64}) != with_corpora
+
 
 @pytest.mark.slow
 def test_a_benchmark_reuses_its_own_child_before_another_benchmarks(store):

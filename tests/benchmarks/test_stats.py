@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from benchmarks.stats.multiplicity import holm
+from benchmarks.stats.aggregate import aggregate_runs
 from benchmarks.stats.gaps import (
     CROSSED,
     METRICS,
@@ -22,12 +22,12 @@ from benchmarks.stats.gaps import (
     minimum_detectable_effect,
     rejection_probability,
 )
-from benchmarks.stats.aggregate import aggregate_runs
+from benchmarks.stats.multiplicity import holm
 from benchmarks.stats.results_columns import Evidence, results_frame
 from tests.benchmarks.stats_inputs import frame, make_runs
 
-
 # ── the crossed estimate on hand-computed cases and against independent computations ──────────
+
 
 def test_crossed_gap_matches_the_hand_computed_anova():
     differences = np.array([[1, 0, 1, 0], [0, 0, 1, -1]])
@@ -47,7 +47,10 @@ def test_crossed_gap_matches_the_hand_computed_anova():
     width = stats.t.ppf(0.75, df) * error
     assert (half.ci_low, half.ci_high) == (pytest.approx(0.25 - width), pytest.approx(0.25 + width))
     assert (gap.seed_variance, gap.item_variance, gap.residual_variance) == (
-        pytest.approx((0.5 - 1 / 6) / 4), pytest.approx((5 / 6 - 1 / 6) / 2), pytest.approx(1 / 6))
+        pytest.approx((0.5 - 1 / 6) / 4),
+        pytest.approx((5 / 6 - 1 / 6) / 2),
+        pytest.approx(1 / 6),
+    )
 
 
 def test_negative_components_are_truncated_at_zero():
@@ -75,8 +78,14 @@ def direct_anova(d: list[list[float]]) -> dict:
     seed_part, item_part = max(ms_seed - ms_res, 0.0), max(ms_item - ms_res, 0.0)
     variance = (seed_part + item_part + ms_res) / (seeds * items)
     df = (seed_part + item_part + ms_res) / (ms_seed / dof[0] + ms_item / dof[1] + ms_res / dof[2])
-    return {"gap": grand, "standard_error": math.sqrt(variance), "degrees_of_freedom": df,
-            "seed_variance": seed_part / items, "item_variance": item_part / seeds, "residual_variance": ms_res}
+    return {
+        "gap": grand,
+        "standard_error": math.sqrt(variance),
+        "degrees_of_freedom": df,
+        "seed_variance": seed_part / items,
+        "item_variance": item_part / seeds,
+        "residual_variance": ms_res,
+    }
 
 
 def test_crossed_gap_matches_a_direct_anova_with_and_without_truncation():
@@ -102,12 +111,23 @@ def test_variance_components_and_standard_error_match_statsmodels_mixed_model():
 
     generator = np.random.default_rng(8)
     seeds, items = 5, 40
-    values = (0.3 + generator.normal(0, 0.6, (seeds, 1)) + generator.normal(0, 0.8, (1, items))
-              + generator.normal(0, 1.0, (seeds, items)))
-    data = pd.DataFrame({"d": values.ravel(), "seed": np.repeat(np.arange(seeds), items),
-                         "item": np.tile(np.arange(items), seeds), "everything": 0})
-    model = MixedLM.from_formula("d ~ 1", data, groups="everything", re_formula="0",
-                                 vc_formula={"seed": "0 + C(seed)", "item": "0 + C(item)"})  # crossed effects
+    values = (
+        0.3
+        + generator.normal(0, 0.6, (seeds, 1))
+        + generator.normal(0, 0.8, (1, items))
+        + generator.normal(0, 1.0, (seeds, items))
+    )
+    data = pd.DataFrame(
+        {
+            "d": values.ravel(),
+            "seed": np.repeat(np.arange(seeds), items),
+            "item": np.tile(np.arange(items), seeds),
+            "everything": 0,
+        }
+    )
+    model = MixedLM.from_formula(
+        "d ~ 1", data, groups="everything", re_formula="0", vc_formula={"seed": "0 + C(seed)", "item": "0 + C(item)"}
+    )  # crossed effects
     fit = model.fit(reml=True, method="lbfgs")
     components = dict(zip(model.exog_vc.names, fit.vcomp))
     gap = crossed_gap(values)
@@ -135,8 +155,9 @@ def test_degenerate_differences():
     identical = crossed_gap(np.zeros((3, 50)))  # e.g. method and twin both collapsed to one class
     assert identical.gap == 0.0 and identical.p_value == 1.0
     assert identical.standard_error == pytest.approx(1 / 150)  # floored at the gap's resolution, 1 / (S N)
-    effect = minimum_detectable_effect(identical.seed_variance, identical.item_variance, identical.residual_variance,
-                                       3, 50)
+    effect = minimum_detectable_effect(
+        identical.seed_variance, identical.item_variance, identical.residual_variance, 3, 50
+    )
     assert effect > 3 / 150  # the same floor: no design detects a gap finer than a few items
     always_better = crossed_gap(np.ones((3, 50)))  # method always right, twin always wrong
     assert always_better.gap == 1.0 and always_better.p_value < 1e-3 and always_better.ci_low > 0.9
@@ -146,8 +167,10 @@ def test_degenerate_differences():
 
 # ── simulations with known truth ─────────────────────────────────────────────────────────────
 
-def simulate(seed: int, replicates: int, seeds: int, items: int, seed_luck: float, shift: float = 0.0,
-             item_split: float = 0.0):
+
+def simulate(
+    seed: int, replicates: int, seeds: int, items: int, seed_luck: float, shift: float = 0.0, item_split: float = 0.0
+):
     """Correctness (R, S, N) of a method and its twin: latent = ability + item difficulty + run luck
     (one per run) + per-item-per-run noise; right when the latent is > 0. The difficulty is shared by
     both arms except an ``item_split`` part of its own per arm (equal accuracy, different hard items:
@@ -205,15 +228,26 @@ def population_components(differences: np.ndarray) -> list[float]:
     return [max(ms_seed - ms_res, 0.0) / items, max(ms_item - ms_res, 0.0) / seeds, float(ms_res)]
 
 
-NULL_SETTINGS = [(3, 0.0, 0.0), (3, 0.06, 0.0), (3, 0.1, 0.0), (3, 0.25, 0.0), (3, 0.0, 0.7), (3, 0.1, 0.7),
-                 (3, 0.4, 0.7), (5, 0.0, 0.0), (5, 0.15, 0.0), (5, 0.4, 0.7)]
+NULL_SETTINGS = [
+    (3, 0.0, 0.0),
+    (3, 0.06, 0.0),
+    (3, 0.1, 0.0),
+    (3, 0.25, 0.0),
+    (3, 0.0, 0.7),
+    (3, 0.1, 0.7),
+    (3, 0.4, 0.7),
+    (5, 0.0, 0.0),
+    (5, 0.15, 0.0),
+    (5, 0.4, 0.7),
+]
 
 
 @pytest.mark.parametrize("seeds, seed_luck, item_split", NULL_SETTINGS)
 def test_null_rejects_at_most_about_the_nominal_rate_and_the_ci_covers_zero(seeds, seed_luck, item_split):
     # seed luck 0.1: the accuracy of a run varies by ≈ 1.9 points over seeds (≈ 1.3 of it item noise)
-    method, twin = simulate(seeds * 100 + int(seed_luck * 100) + int(item_split * 10), 2000, seeds, 1000,
-                            seed_luck, item_split=item_split)
+    method, twin = simulate(
+        seeds * 100 + int(seed_luck * 100) + int(item_split * 10), 2000, seeds, 1000, seed_luck, item_split=item_split
+    )
     gap = crossed_gap(method.astype(float) - twin)  # fields (R,)
     rejected = np.mean(gap.p_value < 0.05)
     assert rejected <= 0.07, rejected
@@ -324,8 +358,10 @@ def test_minimum_detectable_effect_has_the_promised_power(seeds, luck):
 
 # ── against a deterministic baseline ─────────────────────────────────────────────────────────
 
-def simulate_against_baseline(seed: int, replicates: int, seeds: int, items: int, seed_luck: float,
-                              own_difficulty: float = 1.0):
+
+def simulate_against_baseline(
+    seed: int, replicates: int, seeds: int, items: int, seed_luck: float, own_difficulty: float = 1.0
+):
     """A method's correctness (R, S, N) and a deterministic baseline's (R, 1, N) with the same population
     accuracy: both see a shared difficulty plus one of their own per item (sd ``own_difficulty``); the
     method has seed luck and per-run noise, the baseline one fixed draw of its noise."""
@@ -372,8 +408,9 @@ def test_compare_with_baseline_repeats_the_baseline_at_every_seed():
     baseline = frame(np.arange(40) >= 15)  # 25 of 40, other items than the method's
     shuffled = baseline.sample(frac=1.0, random_state=1)
     gap = compare_with_baseline(method_runs, shuffled)
-    expected = crossed_gap(np.stack([correct[seed] for seed in range(3)]).astype(float)
-                           - (np.arange(40) >= 15).astype(float))
+    expected = crossed_gap(
+        np.stack([correct[seed] for seed in range(3)]).astype(float) - (np.arange(40) >= 15).astype(float)
+    )
     assert gap.gap == pytest.approx(expected.gap) and gap.p_value == pytest.approx(expected.p_value)
     assert gap.gap == pytest.approx((31 - 25) / 40) and gap.seeds == 3
     assert compare_with_baseline(method_runs, frame(np.ones(30, bool))) is None  # other items: no test
@@ -384,15 +421,26 @@ def test_compare_with_baseline_repeats_the_baseline_at_every_seed():
 
 # ── the results table ────────────────────────────────────────────────────────────────────────
 
-NEW_COLUMNS = ["p_adjusted", "gap_vs_tfidf", "gap_vs_tfidf_ci_low", "gap_vs_tfidf_ci_high", "p_vs_tfidf",
-               "p_vs_tfidf_adjusted"]
+NEW_COLUMNS = [
+    "p_adjusted",
+    "gap_vs_tfidf",
+    "gap_vs_tfidf_ci_low",
+    "gap_vs_tfidf_ci_high",
+    "p_vs_tfidf",
+    "p_vs_tfidf_adjusted",
+]
 
 
 def results_table(runs: pd.DataFrame, gaps: dict, baseline_gaps: dict | None = None) -> pd.DataFrame:
     """The results columns of ``runs`` and these gaps alone (no predictions: nothing collapsed, no control)."""
     baseline_gaps = baseline_gaps or {}
-    return results_frame([Evidence(row["method"], row, gaps.get(row["method"]), baseline_gaps.get(row["method"]))
-                          for row in aggregate_runs(runs).to_dict("records")])
+    return results_frame(
+        [
+            Evidence(row["method"], row, gaps.get(row["method"]), baseline_gaps.get(row["method"]))
+            for row in aggregate_runs(runs).to_dict("records")
+        ]
+    )
+
 
 def test_results_table_columns_and_gap_fields():
     correct = {seed: np.arange(40) < 30 + seed for seed in range(3)}
@@ -402,13 +450,30 @@ def test_results_table_columns_and_gap_fields():
     versus_tfidf = compare_with_baseline(method_runs, frame(np.arange(40) < 25))
     runs = pd.concat([make_runs(), make_runs().assign(method="one")[:1]], ignore_index=True)
     table = results_table(runs, {"elmo": gap, "one": single}, {"elmo": versus_tfidf})
-    expected = ["method", "n_seeds"] + [f"{metric}_{statistic}" for metric in METRICS
-                                        for statistic in ("mean", "std", "min", "max")]
-    assert list(table.columns) == expected + ["p_value_vs_random", "collapsed_runs", "gap_vs_random", "gap_ci_low",
-                                              "gap_ci_high", "mde_vs_random", "paired_seeds", "paired_items",
-                                              "gap_test", "p_adjusted", "gap_vs_tfidf", "gap_vs_tfidf_ci_low",
-                                              "gap_vs_tfidf_ci_high", "p_vs_tfidf", "p_vs_tfidf_adjusted", "control_ok",
-                                              "control_reason", "tfidf_reference", "n_pretrainings"]
+    expected = ["method", "n_seeds"] + [
+        f"{metric}_{statistic}" for metric in METRICS for statistic in ("mean", "std", "min", "max")
+    ]
+    assert list(table.columns) == expected + [
+        "p_value_vs_random",
+        "collapsed_runs",
+        "gap_vs_random",
+        "gap_ci_low",
+        "gap_ci_high",
+        "mde_vs_random",
+        "paired_seeds",
+        "paired_items",
+        "gap_test",
+        "p_adjusted",
+        "gap_vs_tfidf",
+        "gap_vs_tfidf_ci_low",
+        "gap_vs_tfidf_ci_high",
+        "p_vs_tfidf",
+        "p_vs_tfidf_adjusted",
+        "control_ok",
+        "control_reason",
+        "tfidf_reference",
+        "n_pretrainings",
+    ]
     rows = table.set_index("method")
     elmo, random, one = rows.loc["elmo"], rows.loc["random"], rows.loc["one"]
     assert elmo["gap_vs_random"] == pytest.approx(11 / 40)  # (30, 31, 32) right against 20, of 40
@@ -433,8 +498,10 @@ def test_results_table_adjusts_every_twin_comparison_together():
         twin = {seed: frame(generator.random(200) < 0.7) for seed in range(3)}
         method = {seed: frame(generator.random(200) < 0.7 + 0.02 * shift) for seed in range(3)}
         gaps[f"m{index}"] = compare_with_twin(method, twin)
-    runs = pd.DataFrame([(method, seed, 0.5, 0.5, 0.5, 0.5) for method in gaps for seed in range(3)],
-                        columns=["method", "seed"] + METRICS)
+    runs = pd.DataFrame(
+        [(method, seed, 0.5, 0.5, 0.5, 0.5) for method in gaps for seed in range(3)],
+        columns=["method", "seed"] + METRICS,
+    )
     table = results_table(runs, gaps)
     assert table["p_adjusted"].to_numpy() == pytest.approx(holm([gaps[method].p_value for method in gaps]))
     assert (table["p_adjusted"] >= table["p_value_vs_random"]).all()
@@ -442,7 +509,8 @@ def test_results_table_adjusts_every_twin_comparison_together():
     versus = {method: gaps[method] for method in ("m1", "m3")}
     table = results_table(runs, gaps, baseline_gaps=versus).set_index("method")
     assert table.loc[["m1", "m3"], "p_vs_tfidf_adjusted"].to_numpy() == pytest.approx(
-        holm([versus["m1"].p_value, versus["m3"].p_value]))
+        holm([versus["m1"].p_value, versus["m3"].p_value])
+    )
     assert table.loc[["m0", "m2"], "p_vs_tfidf_adjusted"].isna().all()
 
 
@@ -454,9 +522,12 @@ def test_rejection_probability_matches_a_simulation_of_the_normal_model():
     for seeds, seed_variance, item_variance in ((3, 0.0, 0.0), (3, 0.0007, 0.0), (3, 0.003, 0.0008), (5, 0.002, 0.0)):
         effect = minimum_detectable_effect(seed_variance, item_variance, residual, seeds, items)
         for shift, expected in ((0.0, None), (effect, 0.8)):
-            differences = (shift + generator.normal(0, math.sqrt(seed_variance), (replicates, seeds, 1))
-                           + generator.normal(0, math.sqrt(item_variance), (replicates, 1, items))
-                           + generator.normal(0, math.sqrt(residual), (replicates, seeds, items)))
+            differences = (
+                shift
+                + generator.normal(0, math.sqrt(seed_variance), (replicates, seeds, 1))
+                + generator.normal(0, math.sqrt(item_variance), (replicates, 1, items))
+                + generator.normal(0, math.sqrt(residual), (replicates, seeds, items))
+            )
             simulated = np.mean(crossed_gap(differences).p_value < 0.05)
             predicted = rejection_probability(shift, seed_variance, item_variance, residual, seeds, items)
             assert expected is None or predicted == pytest.approx(expected, abs=1e-4)

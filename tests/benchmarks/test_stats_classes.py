@@ -11,8 +11,16 @@ LABELS = ["contradiction", "entailment", "neutral"]
 
 
 def frame(gold: list[str], predicted: list[str], order: list[int] | None = None) -> pd.DataFrame:
-    table = pd.DataFrame({"id": [f"p{k}" for k in range(len(gold))], "label": gold, "prob_entailment": 0.5,
-                          "pred": predicted, "sentence1": "a", "sentence2": "b"})
+    table = pd.DataFrame(
+        {
+            "id": [f"p{k}" for k in range(len(gold))],
+            "label": gold,
+            "prob_entailment": 0.5,
+            "pred": predicted,
+            "sentence1": "a",
+            "sentence2": "b",
+        }
+    )
     return table.iloc[order] if order is not None else table
 
 

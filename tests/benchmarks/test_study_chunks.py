@@ -38,8 +38,12 @@ def test_the_chunks_cover_each_family_frozen_and_fine_tuned_at_both_fractions():
         for cell in study_plan(load_config(path)):
             if cell.kind == "pretrained":
                 covered.add((cell.encoder.split("-")[0], cell.transfer == "frozen", cell.train_fraction))
-    assert covered == {(family, frozen, fraction) for family in ("elmo", "ulmfit", "gpt")
-                       for frozen in (True, False) for fraction in (1.0, 0.1)}
+    assert covered == {
+        (family, frozen, fraction)
+        for family in ("elmo", "ulmfit", "gpt")
+        for frozen in (True, False)
+        for fraction in (1.0, 0.1)
+    }
 
 
 def test_no_method_is_registered_by_two_chunks():

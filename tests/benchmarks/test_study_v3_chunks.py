@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.plan.matrix import load_config
-from benchmarks.plan.matrix import PICKED_HEAD
+from benchmarks.plan.matrix import PICKED_HEAD, load_config
 from benchmarks.plan.pretraining_runs import RUN_INDEX
 from benchmarks.plan.recipe_picks import recipe_arms
 from benchmarks.plan.scaleout import Costs, simulate, study_plan
@@ -40,7 +39,8 @@ def test_a_v3_chunk_pairs_each_run_with_its_twin_and_fits_its_session(path):
         mine = [cell for cell in pretrained if cell.method == method]
         twin = {cell.seed for cell in cells if cell.kind == "random" and cell.method == mine[0].control}
         assert sorted((runs[cell.encoder_run], cell.seed) for cell in mine) == [
-            (run, SEEDS_PER_RUN * run + seed) for run in sorted(runs.values()) for seed in range(SEEDS_PER_RUN)]
+            (run, SEEDS_PER_RUN * run + seed) for run in sorted(runs.values()) for seed in range(SEEDS_PER_RUN)
+        ]
         assert twin == {cell.seed for cell in mine}  # the twin on the same seeds, no run level
 
 
@@ -56,8 +56,12 @@ def test_the_v3_chunks_hold_every_run_of_the_twelve_comparisons_once():
     for method, cells in held.items():
         assert sorted(cells) == [(seed // SEEDS_PER_RUN, seed) for seed in range(RUNS * SEEDS_PER_RUN)], method
     families = {(method.split("-")[0], "-frozen-" in method, "@0.1" in method) for method in held}
-    assert families == {(family, frozen, small) for family in ("elmo", "ulmfit", "gpt")
-                        for frozen in (True, False) for small in (True, False)}
+    assert families == {
+        (family, frozen, small)
+        for family in ("elmo", "ulmfit", "gpt")
+        for frozen in (True, False)
+        for small in (True, False)
+    }
 
 
 @pytest.mark.parametrize("path", SELECTIONS, ids=[path.stem for path in SELECTIONS])
@@ -85,12 +89,19 @@ def test_every_arm_of_every_chunk_takes_its_recipe_from_a_selection_of_its_famil
                 selection = selections[transfer.recipe_from]
                 kind = "frozen" if transfer.name == "frozen" else "finetuned"
                 assert transfer.recipe_from == f"results/families-v3-selection/{family}-{kind}"
-                assert [method for method in config.comparisons if PICKED_HEAD in method] == \
-                    [method for method in config.comparisons if "-frozen-" in method and "@0.1" in method]
+                assert [method for method in config.comparisons if PICKED_HEAD in method] == [
+                    method for method in config.comparisons if "-frozen-" in method and "@0.1" in method
+                ]
                 planned = study_plan(selection)
                 for arm in recipe_arms(config, family, transfer):
-                    points = [cell for cell in planned if cell.kind == arm.kind and cell.train_fraction == arm.fraction
-                              and cell.transfer == arm.transfer and (arm.head in (PICKED_HEAD, cell.head))]
+                    points = [
+                        cell
+                        for cell in planned
+                        if cell.kind == arm.kind
+                        and cell.train_fraction == arm.fraction
+                        and cell.transfer == arm.transfer
+                        and (arm.head in (PICKED_HEAD, cell.head))
+                    ]
                     selection_cells[family, arm.method] = len(points)  # twins of families share names
                     heads[family, arm.method] = {cell.head for cell in points}
         for cell in study_plan(config):

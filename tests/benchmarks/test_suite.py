@@ -17,9 +17,8 @@ import threading
 import time
 from pathlib import Path
 
-import psutil
-
 import pandas as pd
+import psutil
 import pytest
 import yaml
 from mlflow.entities import ViewType
@@ -36,15 +35,33 @@ from tests.helpers import all_runs
 
 REPO = Path(__file__).resolve().parents[2]
 QUICK = REPO / "configs" / "benchmarks" / "quick.yaml"
-CONTRACT_COLUMNS = (["method", "n_seeds"]
-                    + [f"{split}_{metric}_{statistic}" for split in ("dev", "test") for metric in ("acc", "f1")
-                       for statistic in ("mean", "std", "min", "max")]
-                    + ["p_value_vs_random"])
+CONTRACT_COLUMNS = (
+    ["method", "n_seeds"]
+    + [
+        f"{split}_{metric}_{statistic}"
+        for split in ("dev", "test")
+        for metric in ("acc", "f1")
+        for statistic in ("mean", "std", "min", "max")
+    ]
+    + ["p_value_vs_random"]
+)
 QUICK_METHODS = [
-    "elmo-average-pool-mlp", "random-average-pool-mlp", "elmo-scalar-pool-mlp", "random-scalar-pool-mlp",
-    "elmo-top-pool-mlp", "random-top-pool-mlp", "elmo-layer:0-pool-mlp", "random-layer:0-pool-mlp",
-    "elmo-layer:1-pool-mlp", "random-layer:1-pool-mlp", "elmo-scalar-pool-mlp@0.1", "random-scalar-pool-mlp@0.1",
-    "majority", "tfidf-lr", "majority@0.1", "tfidf-lr@0.1",  # the baselines at 0.1: on the curve seed's subset
+    "elmo-average-pool-mlp",
+    "random-average-pool-mlp",
+    "elmo-scalar-pool-mlp",
+    "random-scalar-pool-mlp",
+    "elmo-top-pool-mlp",
+    "random-top-pool-mlp",
+    "elmo-layer:0-pool-mlp",
+    "random-layer:0-pool-mlp",
+    "elmo-layer:1-pool-mlp",
+    "random-layer:1-pool-mlp",
+    "elmo-scalar-pool-mlp@0.1",
+    "random-scalar-pool-mlp@0.1",
+    "majority",
+    "tfidf-lr",
+    "majority@0.1",
+    "tfidf-lr@0.1",  # the baselines at 0.1: on the curve seed's subset
 ]
 
 
@@ -60,9 +77,14 @@ def test_expand_mixes_spells_out_the_single_layers_below_the_top():
 
 
 def suite_config(**overrides) -> dict:
-    config = {"mixes": ["average", "layers"], "heads": ["pool-mlp"], "seeds": 2, "random_control": True,
-              "baselines": ["majority", "tfidf-lr"],
-              "learning_curve": {"fractions": [0.1, 1.0], "mix": "scalar", "head": "pool-mlp", "seeds": 1}}
+    config = {
+        "mixes": ["average", "layers"],
+        "heads": ["pool-mlp"],
+        "seeds": 2,
+        "random_control": True,
+        "baselines": ["majority", "tfidf-lr"],
+        "learning_curve": {"fractions": [0.1, 1.0], "mix": "scalar", "head": "pool-mlp", "seeds": 1},
+    }
     return parse_matrix({**config, **overrides})
 
 
@@ -80,24 +102,40 @@ def test_plan_pairs_every_pretrained_cell_with_its_random_control():
         (control,) = controls
         assert cell.method.startswith("elmo-") and control.method == "random-" + cell.method.removeprefix("elmo-")
         assert (control.mix, control.head, control.train_fraction, control.seed, control.encoder_run) == (
-            cell.mix, cell.head, cell.train_fraction, cell.seed, cell.encoder_run)
+            cell.mix,
+            cell.head,
+            cell.train_fraction,
+            cell.seed,
+            cell.encoder_run,
+        )
     assert all(cell.control == "" for cell in random)
     assert [(cell.method, cell.seed) for cell in pretrained] == [
-        ("elmo-average-pool-mlp", 0), ("elmo-average-pool-mlp", 1), ("elmo-layer:0-pool-mlp", 0),
-        ("elmo-layer:0-pool-mlp", 1), ("elmo-layer:1-pool-mlp", 0), ("elmo-layer:1-pool-mlp", 1),
-        ("elmo-scalar-pool-mlp@0.1", 0)]
+        ("elmo-average-pool-mlp", 0),
+        ("elmo-average-pool-mlp", 1),
+        ("elmo-layer:0-pool-mlp", 0),
+        ("elmo-layer:0-pool-mlp", 1),
+        ("elmo-layer:1-pool-mlp", 0),
+        ("elmo-layer:1-pool-mlp", 1),
+        ("elmo-scalar-pool-mlp@0.1", 0),
+    ]
 
 
 def test_plan_learning_curve_adds_fractions_below_one_only():
     cells = plan(suite_config(mixes=["scalar"]), [ENCODER], [])
     curve = [cell for cell in cells if cell.train_fraction < 1 and cell.kind != "baseline"]
     assert [(cell.method, cell.train_fraction, cell.seed) for cell in curve] == [
-        ("elmo-scalar-pool-mlp@0.1", 0.1, 0), ("random-scalar-pool-mlp@0.1", 0.1, 0)]
+        ("elmo-scalar-pool-mlp@0.1", 0.1, 0),
+        ("random-scalar-pool-mlp@0.1", 0.1, 0),
+    ]
     assert all(cell.mix == "scalar" and cell.head == "pool-mlp" for cell in curve)
     # the 1.0 point is the matrix's own scalar cell: not a second copy, no "@1" method
     full = [(cell.method, cell.seed) for cell in cells if cell.kind != "baseline" and cell.train_fraction == 1.0]
-    assert full == [("elmo-scalar-pool-mlp", 0), ("random-scalar-pool-mlp", 0),
-                    ("elmo-scalar-pool-mlp", 1), ("random-scalar-pool-mlp", 1)]
+    assert full == [
+        ("elmo-scalar-pool-mlp", 0),
+        ("random-scalar-pool-mlp", 0),
+        ("elmo-scalar-pool-mlp", 1),
+        ("random-scalar-pool-mlp", 1),
+    ]
     assert not any("@1" in cell.method for cell in cells)
 
 
@@ -105,8 +143,11 @@ def test_plan_appends_baselines_with_no_twin():
     cells = plan(suite_config(), [ENCODER], ["--x"])
     baselines = cells[-4:]  # whole train split once, then the curve's 0.1 on its seed's subset
     assert [(cell.method, cell.kind, cell.seed, cell.train_fraction) for cell in baselines] == [
-        ("majority", "baseline", 0, 1.0), ("tfidf-lr", "baseline", 0, 1.0),
-        ("majority@0.1", "baseline", 0, 0.1), ("tfidf-lr@0.1", "baseline", 0, 0.1)]
+        ("majority", "baseline", 0, 1.0),
+        ("tfidf-lr", "baseline", 0, 1.0),
+        ("majority@0.1", "baseline", 0, 0.1),
+        ("tfidf-lr@0.1", "baseline", 0, 0.1),
+    ]
     assert all(cell.control == "" for cell in baselines)  # a baseline is compared with nothing
     assert all(cell.kind != "baseline" for cell in cells[:-4])
 
@@ -117,8 +158,11 @@ def test_plan_without_control_or_baselines_and_with_several_encoders():
     other = {"name": "big", "run_id": "def456", "num_layers": 2}
     cells = plan(suite_config(mixes=["top"], learning_curve=None, seeds=1, baselines=[]), [ENCODER, other], [])
     assert [(cell.method, cell.control, cell.encoder_run) for cell in cells] == [
-        ("elmo-top-pool-mlp", "random(elmo)-top-pool-mlp", "abc123"), ("random(elmo)-top-pool-mlp", "", "abc123"),
-        ("big-top-pool-mlp", "random(big)-top-pool-mlp", "def456"), ("random(big)-top-pool-mlp", "", "def456")]
+        ("elmo-top-pool-mlp", "random(elmo)-top-pool-mlp", "abc123"),
+        ("random(elmo)-top-pool-mlp", "", "abc123"),
+        ("big-top-pool-mlp", "random(big)-top-pool-mlp", "def456"),
+        ("random(big)-top-pool-mlp", "", "def456"),
+    ]
 
 
 # ── load_config ────────────────────────────────────────────────────────────────────────────────
@@ -145,20 +189,41 @@ def test_load_config_fills_defaults_and_reads_the_shipped_configs(tmp_path):
         assert all((REPO / e["pretrain"]["config"]).is_file() for e in shipped.encoders if "pretrain" in e)
 
 
-@pytest.mark.parametrize("content, fragment", [
-    ({**GOOD, "seed": 3}, "unknown key(s) ['seed']"),
-    ({"encoders": [{"name": "elmo"}]}, "`run`"),
-    ({"encoders": [{"run": "latest"}]}, "`name`"),
-    ({**GOOD, "baselines": ["majority", "bert"]}, "unknown baseline 'bert'"),
-    ({"mixes": ["scalar"]}, "encoders"),
-    ("encoders: [unclosed", "not valid YAML"),
-    ({**GOOD, "mixes": ["scalar", "scaler"]}, "`mixes`: mix=scaler: unknown mix; choose average, scalar, top or layer:K"),
-    ({**GOOD, "heads": ["pool-mlp", "esim"]}, "`heads`: head=esim: unknown head; choose one of pool-mlp"),
-    ({**GOOD, "learning_curve": {"fractions": [0.5], "mix": "layer:one"}}, "`learning_curve.mix`: mix=layer:one"),
-    ({**GOOD, "transfers": {"gpt": [{"name": "tuned", "heads": ["clss"]}]}}, "`transfers.gpt.tuned.heads`: head=clss"),
-    ({**GOOD, "budget": {"mixes": ["avg"]}}, "`mixes`: mix=avg"),
-], ids=["unknown-key", "encoder-without-run", "encoder-without-name", "unknown-baseline", "no-encoders", "bad-yaml",
-        "mix", "head", "curve-mix", "transfer-head", "budget-mix"])
+@pytest.mark.parametrize(
+    "content, fragment",
+    [
+        ({**GOOD, "seed": 3}, "unknown key(s) ['seed']"),
+        ({"encoders": [{"name": "elmo"}]}, "`run`"),
+        ({"encoders": [{"run": "latest"}]}, "`name`"),
+        ({**GOOD, "baselines": ["majority", "bert"]}, "unknown baseline 'bert'"),
+        ({"mixes": ["scalar"]}, "encoders"),
+        ("encoders: [unclosed", "not valid YAML"),
+        (
+            {**GOOD, "mixes": ["scalar", "scaler"]},
+            "`mixes`: mix=scaler: unknown mix; choose average, scalar, top or layer:K",
+        ),
+        ({**GOOD, "heads": ["pool-mlp", "esim"]}, "`heads`: head=esim: unknown head; choose one of pool-mlp"),
+        ({**GOOD, "learning_curve": {"fractions": [0.5], "mix": "layer:one"}}, "`learning_curve.mix`: mix=layer:one"),
+        (
+            {**GOOD, "transfers": {"gpt": [{"name": "tuned", "heads": ["clss"]}]}},
+            "`transfers.gpt.tuned.heads`: head=clss",
+        ),
+        ({**GOOD, "budget": {"mixes": ["avg"]}}, "`mixes`: mix=avg"),
+    ],
+    ids=[
+        "unknown-key",
+        "encoder-without-run",
+        "encoder-without-name",
+        "unknown-baseline",
+        "no-encoders",
+        "bad-yaml",
+        "mix",
+        "head",
+        "curve-mix",
+        "transfer-head",
+        "budget-mix",
+    ],
+)
 def test_load_config_errors_are_one_line_naming_the_file(tmp_path, content, fragment):
     path = write_config(tmp_path, content)
     with pytest.raises(UserError) as raised:
@@ -185,19 +250,41 @@ def test_load_config_missing_file(tmp_path):
 
 def suite_command(root: Path, jobs: int = 2) -> list[str]:
     scratch = f"--trainer.default_root_dir={root / 'lightning'}"  # checkpoints stay out of the repo
-    return [sys.executable, "-m", "benchmarks.suite", "--config", str(QUICK), "--results-dir", str(root / "results"),
-            "--jobs", str(jobs),
-            "--pretrain-args", f"--data.max_sentences=800 --trainer.limit_val_batches=5 --model.hidden_size=16 {scratch}",
-            "--finetune-args", f"--data.max_pairs=150 --trainer.max_epochs=1 --data.cache_dir={root / 'cache'} {scratch}"]
+    return [
+        sys.executable,
+        "-m",
+        "benchmarks.suite",
+        "--config",
+        str(QUICK),
+        "--results-dir",
+        str(root / "results"),
+        "--jobs",
+        str(jobs),
+        "--pretrain-args",
+        f"--data.max_sentences=800 --trainer.limit_val_batches=5 --model.hidden_size=16 {scratch}",
+        "--finetune-args",
+        f"--data.max_pairs=150 --trainer.max_epochs=1 --data.cache_dir={root / 'cache'} {scratch}",
+    ]
 
 
 def run_suite(root: Path, mrpc_dir: Path, command: list[str] | None = None, timeout: int = 1800):
     """The suite to its end; ``timeout`` only keeps a hung suite from hanging the tests (a quick
     matrix takes minutes on a loaded 2-core machine)."""
-    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}", "MRPC_DIR": str(mrpc_dir),
-           "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    return subprocess.run(preloaded.as_preloaded(command or suite_command(root), env), cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    env = {
+        **os.environ,
+        "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}",
+        "MRPC_DIR": str(mrpc_dir),
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+    }
+    return subprocess.run(
+        preloaded.as_preloaded(command or suite_command(root), env),
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def benchmark_parents(uri: str) -> list:
@@ -219,8 +306,14 @@ def first(tmp_path_factory, real_mrpc_dir):
     process = run_suite(root, real_mrpc_dir)
     uri = f"sqlite:///{root / 'mlflow.db'}"
     runs = all_runs(uri) if (root / "mlflow.db").exists() else []
-    yield {"root": root, "mrpc_dir": real_mrpc_dir, "uri": uri, "process": process, "runs": runs,
-           "results": (root / "results" / "results.csv").read_text() if process.returncode == 0 else None}
+    yield {
+        "root": root,
+        "mrpc_dir": real_mrpc_dir,
+        "uri": uri,
+        "process": process,
+        "runs": runs,
+        "results": (root / "results" / "results.csv").read_text() if process.returncode == 0 else None,
+    }
     # load_encoder caches checkpoints under the repo's .cache/encoders/<run id>: remove this store's
     for run in runs:
         if run.data.tags.get("stage") == "pretrain":
@@ -282,8 +375,9 @@ def test_every_cell_is_a_tagged_child_of_the_parent(first, parent_run):
         tags = run.data.tags
         assert run.info.status == "FINISHED"
         assert tags["seed"] == "0" and tags["cell_hash"]
-        assert tags["stage"] == ("baseline" if tags["method"].partition("@")[0] in ("majority", "tfidf-lr")
-                                 else "finetune")
+        assert tags["stage"] == (
+            "baseline" if tags["method"].partition("@")[0] in ("majority", "tfidf-lr") else "finetune"
+        )
         for metric in ("dev_acc", "dev_f1", "test_acc", "test_f1"):
             assert 0 <= run.data.metrics[metric] <= 1, (tags["method"], metric)
     pretrain_runs = [run for run in first["runs"] if run.data.tags.get("stage") == "pretrain"]
@@ -299,12 +393,27 @@ def test_every_cell_is_a_tagged_child_of_the_parent(first, parent_run):
 @pytest.mark.slow
 def test_results_table_follows_the_contract(first, parent_run):
     results = pd.read_csv(first["root"] / "results" / "results.csv")
-    assert list(results.columns) == CONTRACT_COLUMNS + ["collapsed_runs", "gap_vs_random", "gap_ci_low",
-                                                        "gap_ci_high", "mde_vs_random", "paired_seeds",
-                                                        "paired_items", "gap_test", "p_adjusted", "gap_vs_tfidf",
-                                                        "gap_vs_tfidf_ci_low", "gap_vs_tfidf_ci_high", "p_vs_tfidf",
-                                                        "p_vs_tfidf_adjusted", "control_ok", "control_reason",
-                                                        "tfidf_reference", "n_pretrainings", "train_steps_mean"]
+    assert list(results.columns) == CONTRACT_COLUMNS + [
+        "collapsed_runs",
+        "gap_vs_random",
+        "gap_ci_low",
+        "gap_ci_high",
+        "mde_vs_random",
+        "paired_seeds",
+        "paired_items",
+        "gap_test",
+        "p_adjusted",
+        "gap_vs_tfidf",
+        "gap_vs_tfidf_ci_low",
+        "gap_vs_tfidf_ci_high",
+        "p_vs_tfidf",
+        "p_vs_tfidf_adjusted",
+        "control_ok",
+        "control_reason",
+        "tfidf_reference",
+        "n_pretrainings",
+        "train_steps_mean",
+    ]
     assert results["method"].tolist() == QUICK_METHODS
     assert (results["n_seeds"] == 1).all()
     statistics = results[CONTRACT_COLUMNS[2:-1]]
@@ -349,8 +458,11 @@ def killed(first, parent_run, second):
     client.set_terminated(by_method["random-layer:0-pool-mlp"], "FAILED")
     exited = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     client.update_run(by_method["elmo-average-pool-mlp"], status="RUNNING")
-    for key, value in {"harness.host": socket.gethostname(), "harness.pid": exited.stdout.strip(),
-                       "harness.pid_started": "1000000000.00"}.items():
+    for key, value in {
+        "harness.host": socket.gethostname(),
+        "harness.pid": exited.stdout.strip(),
+        "harness.pid_started": "1000000000.00",
+    }.items():
         client.set_tag(by_method["elmo-average-pool-mlp"], key, value)
     client.set_terminated(parent, "KILLED")
     before = {run.info.run_id for run in all_runs(first["uri"])}
@@ -365,8 +477,10 @@ def test_rerun_after_a_kill_redoes_only_the_lost_cells(first, parent_run, killed
     assert process.returncode == 0, process.stderr[-5000:]
     lost = ["elmo-average-pool-mlp", "elmo-top-pool-mlp", "random-layer:0-pool-mlp"]
     assert sorted(run.data.tags["method"] for run in killed["new"]) == lost
-    assert all(run.info.status == "FINISHED" and run.data.tags["mlflow.parentRunId"] == parent_run.info.run_id
-               for run in killed["new"])
+    assert all(
+        run.info.status == "FINISHED" and run.data.tags["mlflow.parentRunId"] == parent_run.info.run_id
+        for run in killed["new"]
+    )
     lines = cell_lines(process.stdout)
     redone = [line for line in lines if not line.endswith("(reused)")]
     assert len(lines) == len(QUICK_METHODS) and len(redone) == 3, "\n".join(lines)
@@ -418,13 +532,22 @@ def terminated(first, parent_run, tmp_path_factory):
 
 def interrupt(first, root: Path, signal_number: int) -> dict:
     shutil.copy(first["root"] / "mlflow.db", root / "mlflow.db")
-    hold = (f"--trainer.callbacks+=tests.benchmarks.hold.HoldLaterCells "
-            f"--trainer.callbacks.init_args.folder={root / 'hold'}")
-    command = [f"{argument} {hold}" if argument.startswith("--data.max_pairs") else argument
-               for argument in suite_command(root)]
-    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}", "MRPC_DIR": str(first["mrpc_dir"]),
-           "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}  # the cells' callback
+    hold = (
+        f"--trainer.callbacks+=tests.benchmarks.hold.HoldLaterCells "
+        f"--trainer.callbacks.init_args.folder={root / 'hold'}"
+    )
+    command = [
+        f"{argument} {hold}" if argument.startswith("--data.max_pairs") else argument
+        for argument in suite_command(root)
+    ]
+    env = {
+        **os.environ,
+        "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}",
+        "MRPC_DIR": str(first["mrpc_dir"]),
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+    }  # the cells' callback
     errors = (root / "stderr.txt").open("w")  # a file: a full pipe would stall the suite while stdout is read
     process = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=errors, text=True)
     hang_guard = threading.Timer(1800, process.kill)  # only a suite that hangs meets it, never a slow one
@@ -446,8 +569,12 @@ def interrupt(first, root: Path, signal_number: int) -> dict:
             process.kill()
             process.communicate()
         errors.close()
-    return {"process": process, "stdout": "".join(lines) + stdout, "stderr": (root / "stderr.txt").read_text(),
-            "uri": f"sqlite:///{root / 'mlflow.db'}"}
+    return {
+        "process": process,
+        "stdout": "".join(lines) + stdout,
+        "stderr": (root / "stderr.txt").read_text(),
+        "uri": f"sqlite:///{root / 'mlflow.db'}",
+    }
 
 
 @pytest.mark.slow
@@ -472,8 +599,9 @@ def test_ctrl_c_cancels_the_tasks_and_leaves_nothing_running(parent_run, interru
 
 def benchmarks_command(uri: str, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "OMP_NUM_THREADS": "1"}
-    return subprocess.run(preloaded.command("benchmarks", *args, env=env), cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=600)
+    return subprocess.run(
+        preloaded.command("benchmarks", *args, env=env), cwd=REPO, env=env, capture_output=True, text=True, timeout=600
+    )
 
 
 @pytest.fixture(scope="module")
@@ -491,8 +619,9 @@ def test_a_report_from_the_exported_folder_alone_equals_the_suites(first, export
     assert readme.startswith("# quick\n") and f"- **cells**: {len(QUICK_METHODS)}, " in readme
     assert "- **machine**: `" in readme
     assert json.loads((exported / "benchmark.json").read_text())["corpora"] == {}  # quick reads MRPC alone
-    process = benchmarks_command("sqlite:///" + str(tmp_path / "unused.db"), "report", str(exported),
-                                 "--out", str(tmp_path / "report"))
+    process = benchmarks_command(
+        "sqlite:///" + str(tmp_path / "unused.db"), "report", str(exported), "--out", str(tmp_path / "report")
+    )
     assert process.returncode == 0, process.stderr[-3000:]
     assert (tmp_path / "report" / "results.csv").read_text() == first["results"]
     assert not (tmp_path / "unused.db").exists()  # no store was opened
@@ -507,10 +636,15 @@ def test_the_exported_folder_records_the_machine_the_wall_time_and_each_cells_pr
     precision = default_precision("cpu")
     # jobs: the suite's last run on this parent, --jobs 2, or 1 once the kill-and-rerun test continued it
     assert benchmark["machine"]["jobs"] in (1, 2)
-    assert benchmark["machine"] == {"cpu_model": cpu_model(), "cpus": usable_cpus(), "jobs": benchmark["machine"]["jobs"],
-                                    "cluster": False,
-                                    "finetune_threads": 1, "pretrain_threads": benchmark["machine"]["pretrain_threads"],
-                                    "precision": precision}
+    assert benchmark["machine"] == {
+        "cpu_model": cpu_model(),
+        "cpus": usable_cpus(),
+        "jobs": benchmark["machine"]["jobs"],
+        "cluster": False,
+        "finetune_threads": 1,
+        "pretrain_threads": benchmark["machine"]["pretrain_threads"],
+        "precision": precision,
+    }
     assert benchmark["machine"]["pretrain_threads"] >= 1 and benchmark["wall_seconds"] > 0
     cells = [json.loads(path.read_text()) for path in (exported / "cells").glob("*.json")]
     trained = [cell for cell in cells if cell["cell"]["kind"] in ("pretrained", "random")]
@@ -542,8 +676,11 @@ def test_a_suite_on_a_fresh_store_goes_on_from_the_folder_without_training(first
     assert "every cell is in the results folders; not pretrained again" in process.stdout
     assert len([line for line in cell_lines(process.stdout) if "(from results quick)" in line]) == len(QUICK_METHODS)
     assert (tmp_path / "results" / "results.csv").read_text() == first["results"]
-    assert not [run for run in all_runs(f"sqlite:///{tmp_path / 'mlflow.db'}")
-                if run.data.tags.get("stage") == "pretrain"]
+    assert not [
+        run for run in all_runs(f"sqlite:///{tmp_path / 'mlflow.db'}") if run.data.tags.get("stage") == "pretrain"
+    ]
+
+
 @pytest.mark.slow
 def test_sigterm_is_handled_like_ctrl_c(parent_run, terminated):
     """Not Ray's own handler, which exits at once (the parent FAILED, a cell FAILED, a C++ stack dump)."""

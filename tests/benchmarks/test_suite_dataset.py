@@ -22,15 +22,33 @@ def write_config(tmp_path: Path, content: dict) -> Path:
 
 
 def test_dataset_key_names_the_experiment_and_becomes_data_flags(tmp_path):
-    config = load_config(write_config(tmp_path, {"encoders": ENCODERS, "dataset": {
-        "dataset": "tsv", "train": "data/nli/train.tsv", "dev": str(tmp_path / "dev.tsv"), "test": "data/nli/test.tsv",
-        "label_column": 2, "has_header": False}}))
+    config = load_config(
+        write_config(
+            tmp_path,
+            {
+                "encoders": ENCODERS,
+                "dataset": {
+                    "dataset": "tsv",
+                    "train": "data/nli/train.tsv",
+                    "dev": str(tmp_path / "dev.tsv"),
+                    "test": "data/nli/test.tsv",
+                    "label_column": 2,
+                    "has_header": False,
+                },
+            },
+        )
+    )
     assert config.experiment == "nli"  # the train file's folder, as the data set's own default name
     spec = dataset_spec(config)
     assert spec["train"] == str(REPO / "data/nli/train.tsv") and spec["dev"] == str(tmp_path / "dev.tsv")
-    assert data_flags(spec) == ["--data.dataset=tsv", f"--data.train={REPO / 'data/nli/train.tsv'}",
-                                f"--data.dev={tmp_path / 'dev.tsv'}", f"--data.test={REPO / 'data/nli/test.tsv'}",
-                                "--data.label_column=2", "--data.has_header=false"]
+    assert data_flags(spec) == [
+        "--data.dataset=tsv",
+        f"--data.train={REPO / 'data/nli/train.tsv'}",
+        f"--data.dev={tmp_path / 'dev.tsv'}",
+        f"--data.test={REPO / 'data/nli/test.tsv'}",
+        "--data.label_column=2",
+        "--data.has_header=false",
+    ]
 
 
 def test_default_data_set_is_mrpc_without_flags_and_keeps_the_old_mrpc_dir_key(tmp_path):
@@ -42,10 +60,14 @@ def test_default_data_set_is_mrpc_without_flags_and_keeps_the_old_mrpc_dir_key(t
     assert named.experiment == "mine"
 
 
-@pytest.mark.parametrize("dataset, fragment", [
-    ({"dataset": "tsv", "trian": "x.tsv"}, "unknown `dataset` key(s) ['trian']"),
-    ("tsv", "`dataset` must be a mapping"),
-], ids=["unknown-key", "not-a-mapping"])
+@pytest.mark.parametrize(
+    "dataset, fragment",
+    [
+        ({"dataset": "tsv", "trian": "x.tsv"}, "unknown `dataset` key(s) ['trian']"),
+        ("tsv", "`dataset` must be a mapping"),
+    ],
+    ids=["unknown-key", "not-a-mapping"],
+)
 def test_bad_dataset_key_is_one_line_naming_the_file(tmp_path, dataset, fragment):
     path = write_config(tmp_path, {"encoders": ENCODERS, "dataset": dataset})
     with pytest.raises(UserError) as raised:
@@ -63,8 +85,14 @@ def test_the_shipped_example_points_at_files_the_user_supplies():
 
 
 def test_unpaired_controls_are_found_by_the_id_column_a_data_set_has(capsys):
-    runs = pd.DataFrame({"run_id": ["a", "b", "c"], "method": ["elmo", "random", "tfidf"], "seed": [0, 0, 0],
-                         "control": ["random", "", "random"]})
+    runs = pd.DataFrame(
+        {
+            "run_id": ["a", "b", "c"],
+            "method": ["elmo", "random", "tfidf"],
+            "seed": [0, 0, 0],
+            "control": ["random", "", "random"],
+        }
+    )
     frame = pd.DataFrame({"id": ["1", "2"], "label": ["x", "y"], "pred": ["x", "x"]})
     predictions = {"a": frame, "b": frame, "c": frame.iloc[:1]}
     assert drop_unpaired_controls(runs, predictions)["control"].tolist() == ["random", "", ""]

@@ -47,8 +47,13 @@ class ReferenceAttentionHead(nn.Module):
         self.projection = nn.Linear(input_dim, hidden_size)
         self.compose = nn.Sequential(nn.Linear(4 * hidden_size, hidden_size), nn.ReLU(), nn.Dropout(dropout))
         self.composer = PackedBiLSTM(hidden_size, hidden_size)
-        self.classifier = nn.Sequential(nn.Dropout(dropout), nn.Linear(8 * hidden_size, hidden_size), nn.Tanh(),
-                                        nn.Dropout(dropout), nn.Linear(hidden_size, num_classes))
+        self.classifier = nn.Sequential(
+            nn.Dropout(dropout),
+            nn.Linear(8 * hidden_size, hidden_size),
+            nn.Tanh(),
+            nn.Dropout(dropout),
+            nn.Linear(hidden_size, num_classes),
+        )
 
     def _infer(self, x: Tensor, aligned: Tensor, mask: Tensor) -> Tensor:
         enhanced = torch.cat([x, aligned, x - aligned, x * aligned], dim=-1)
@@ -67,8 +72,9 @@ class ReferenceBiLSTMHead(nn.Module):
     def __init__(self, input_dim: int, hidden_size: int, dropout: float, num_classes: int = 2) -> None:
         super().__init__()
         self.encoder = PackedBiLSTM(input_dim, hidden_size)
-        self.classifier = nn.Sequential(nn.Linear(8 * hidden_size, hidden_size), nn.Tanh(), nn.Dropout(dropout),
-                                        nn.Linear(hidden_size, num_classes))
+        self.classifier = nn.Sequential(
+            nn.Linear(8 * hidden_size, hidden_size), nn.Tanh(), nn.Dropout(dropout), nn.Linear(hidden_size, num_classes)
+        )
 
     def forward(self, a: Tensor, mask_a: Tensor, b: Tensor, mask_b: Tensor) -> Tensor:
         u = masked_max(self.encoder(_zero_padding(a, mask_a), mask_a), mask_a)
@@ -127,8 +133,9 @@ def test_same_weights_give_the_same_gradients(name):
         torch.nn.functional.cross_entropy(head.train()(*inputs), labels).backward()
     old_grads = dict(old.named_parameters())
     for parameter_name, parameter in new.named_parameters():
-        torch.testing.assert_close(parameter.grad, old_grads[parameter_name].grad, atol=1e-5, rtol=1e-4,
-                                   msg=parameter_name)
+        torch.testing.assert_close(
+            parameter.grad, old_grads[parameter_name].grad, atol=1e-5, rtol=1e-4, msg=parameter_name
+        )
 
 
 @pytest.mark.parametrize("name", PAIRS)

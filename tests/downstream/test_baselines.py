@@ -29,11 +29,13 @@ class Pair:
 
 def as_pair_data(train: list[Pair], evaluation: list[Pair]) -> pairdata.PairData:
     """Toy MRPC-style pairs as a 2-label data set (labels "0", "1"; ids id1, id2)."""
+
     def convert(pairs):
         return [pairdata.Pair(p.label, (p.id1, p.id2), p.sentence1, p.sentence2) for p in pairs]
 
-    return pairdata.PairData("toy", ["0", "1"], ("id1", "id2"), convert(train), convert(evaluation),
-                             convert(evaluation), "hash")
+    return pairdata.PairData(
+        "toy", ["0", "1"], ("id1", "id2"), convert(train), convert(evaluation), convert(evaluation), "hash"
+    )
 
 
 def frame_of(data: pairdata.PairData, probabilities: np.ndarray) -> pd.DataFrame:
@@ -135,15 +137,24 @@ def test_majority_with_three_labels_predicts_the_most_frequent_label(three_label
     probabilities = majority_baseline(train, {"dev": three_labels.dev}, num_classes=3)["dev"]
     assert np.allclose(probabilities, counts / counts.sum())
     frame = predictions_frame(three_labels, three_labels.dev, probabilities)
-    assert list(frame.columns) == ["id", "label", "prob_contradiction", "prob_entailment", "prob_neutral", "pred",
-                                   "sentence1", "sentence2"]
+    assert list(frame.columns) == [
+        "id",
+        "label",
+        "prob_contradiction",
+        "prob_entailment",
+        "prob_neutral",
+        "pred",
+        "sentence1",
+        "sentence2",
+    ]
     assert (frame["pred"] == three_labels.labels[int(np.argmax(counts))]).all()
 
 
 @pytest.mark.slow
 def test_tfidf_lr_with_three_labels(three_labels):
-    probabilities = tfidf_lr_baseline(three_labels.train, {"dev": three_labels.dev, "test": three_labels.test},
-                                      num_classes=3, seed=0)
+    probabilities = tfidf_lr_baseline(
+        three_labels.train, {"dev": three_labels.dev, "test": three_labels.test}, num_classes=3, seed=0
+    )
     for split, scores in probabilities.items():
         assert scores.shape == (60, 3) and np.allclose(scores.sum(axis=1), 1.0)
         frame = predictions_frame(three_labels, three_labels.split(split), scores)
@@ -154,9 +165,7 @@ def test_tfidf_lr_with_three_labels(three_labels):
 
 
 def read_glue(path: Path) -> list[Pair]:
-    frame = pd.read_csv(
-        path, sep="\t", quoting=csv.QUOTE_NONE, encoding="utf-8-sig", dtype=str, keep_default_na=False
-    )
+    frame = pd.read_csv(path, sep="\t", quoting=csv.QUOTE_NONE, encoding="utf-8-sig", dtype=str, keep_default_na=False)
     return [Pair(int(row[0]), row[1], row[2], row[3], row[4]) for row in frame.itertuples(index=False)]
 
 

@@ -19,9 +19,16 @@ from harness.training.schedules import slanted_triangular
 from pretrain.encoders.loading import load_encoder, random_encoder
 from pretrain.families import pretrained_families
 
-SENTENCES = ["the cat sat on the mat .", "a dog barked at the cat , loudly .", "shares fell 3 percent on monday .",
-             "the market rose sharply after the report .", "he said so .", "she agreed to the plan at once .",
-             "the cat said so .", "shares rose on monday ."]
+SENTENCES = [
+    "the cat sat on the mat .",
+    "a dog barked at the cat , loudly .",
+    "shares fell 3 percent on monday .",
+    "the market rose sharply after the report .",
+    "he said so .",
+    "she agreed to the plan at once .",
+    "the cat said so .",
+    "shares rose on monday .",
+]
 HEAD = {"head": "pool-mlp", "hidden_size": 8, "dropout": 0.0, "learning_rate": 1e-2}
 
 
@@ -43,8 +50,11 @@ class Pairs(pl.LightningDataModule):
     def __init__(self, encoder, batch_size: int = 4, frozen: bool = False):
         super().__init__()
         first, second = SENTENCES, SENTENCES[1:] + SENTENCES[:1]
-        inputs = [*encoder.embed_layers(first), *encoder.embed_layers(second)] if frozen else \
-            [*encoder.encode(first), *encoder.encode(second)]
+        inputs = (
+            [*encoder.embed_layers(first), *encoder.embed_layers(second)]
+            if frozen
+            else [*encoder.encode(first), *encoder.encode(second)]
+        )
         self.tensors = (*inputs, torch.tensor([0, 1] * 4), torch.arange(8))
         self.frozen, self.batch_size = frozen, batch_size
 
@@ -59,9 +69,18 @@ class Pairs(pl.LightningDataModule):
 
 
 def trainer(root, epochs: int, callbacks=()) -> pl.Trainer:
-    return pl.Trainer(max_epochs=epochs, logger=False, enable_progress_bar=False, enable_model_summary=False,
-                      enable_checkpointing=bool(callbacks), callbacks=list(callbacks), accelerator="cpu",
-                      devices=1, default_root_dir=root, num_sanity_val_steps=0)
+    return pl.Trainer(
+        max_epochs=epochs,
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        enable_checkpointing=bool(callbacks),
+        callbacks=list(callbacks),
+        accelerator="cpu",
+        devices=1,
+        default_root_dir=root,
+        num_sanity_val_steps=0,
+    )
 
 
 def classifier(checkpoint, finetune: str, random: bool = False) -> LitPairClassifier:
@@ -79,8 +98,11 @@ class RecordGradients(pl.Callback):
 
     def on_after_backward(self, trainer, pl_module):
         groups = pl_module.encoder.parameter_groups()
-        reached = {index for index, group in enumerate(groups)
-                   if any(p.grad is not None and p.grad.abs().sum() > 0 for p in group)}
+        reached = {
+            index
+            for index, group in enumerate(groups)
+            if any(p.grad is not None and p.grad.abs().sum() > 0 for p in group)
+        }
         self.reached.setdefault(trainer.current_epoch, set()).update(reached)
 
 
@@ -139,11 +161,13 @@ def test_the_frozen_heads_optimizer_is_the_fused_adamw_over_the_head_only(checkp
     optimizer = model.configure_optimizers()
     assert optimizer.defaults["fused"]
     assert {id(p) for group in optimizer.param_groups for p in group["params"]} == {
-        id(p) for p in model.classifier.head_parameters()}
+        id(p) for p in model.classifier.head_parameters()
+    }
 
 
-@pytest.mark.parametrize("step, expected", [(0, 1 / 32), (5, (1 + 0.5 * 31) / 32), (10, 1.0),
-                                            (55, (1 + 0.5 * 31) / 32), (100, 1 / 32)])
+@pytest.mark.parametrize(
+    "step, expected", [(0, 1 / 32), (5, (1 + 0.5 * 31) / 32), (10, 1.0), (55, (1 + 0.5 * 31) / 32), (100, 1 / 32)]
+)
 def test_slanted_triangular_equals_its_closed_form(step, expected):
     # T = 100 steps, cut_frac 0.1 → cut = 10; ratio 32 (Howard & Ruder 2018, eq. 3)
     assert slanted_triangular(step, 100, 0.1, 32) == pytest.approx(expected)
@@ -188,8 +212,11 @@ def test_a_checkpoint_of_another_classifier_version_is_refused_in_one_line(check
     saved = torch.load(saving.best_model_path, weights_only=True)
     saved["state_dict"] = {key.removeprefix("classifier."): value for key, value in saved["state_dict"].items()}
     torch.save(saved, tmp_path / "other.ckpt")
-    with pytest.raises(UserError, match=rf"^{re.escape(str(tmp_path / 'other.ckpt'))}: a finetune checkpoint this version cannot "
-                                        r"rebuild \((TypeError|RuntimeError): [^\n]*\); fine-tune again with this version$"):
+    with pytest.raises(
+        UserError,
+        match=rf"^{re.escape(str(tmp_path / 'other.ckpt'))}: a finetune checkpoint this version cannot "
+        r"rebuild \((TypeError|RuntimeError): [^\n]*\); fine-tune again with this version$",
+    ):
         load_classifier(tmp_path / "other.ckpt")
 
 
@@ -213,8 +240,12 @@ def joint_batch(encoder, first: list[str], second: list[str]) -> tuple:
     ab = [joint_ids(encoder, a, b) for a, b in zip(first, second)]
     ba = [joint_ids(encoder, b, a) for a, b in zip(first, second)]
     pad = torch.nn.utils.rnn.pad_sequence
-    return JointPair(pad(ab, batch_first=True), torch.tensor([len(x) for x in ab]),
-                     pad(ba, batch_first=True), torch.tensor([len(x) for x in ba]))
+    return JointPair(
+        pad(ab, batch_first=True),
+        torch.tensor([len(x) for x in ab]),
+        pad(ba, batch_first=True),
+        torch.tensor([len(x) for x in ba]),
+    )
 
 
 def test_gpt_classifier_reads_both_orders_so_swapping_the_sentences_changes_nothing(gpt_checkpoint):
@@ -224,16 +255,20 @@ def test_gpt_classifier_reads_both_orders_so_swapping_the_sentences_changes_noth
     logits = model(joint_batch(model.encoder, first, second))
     swapped = model(joint_batch(model.encoder, second, first))
     torch.testing.assert_close(logits, swapped, rtol=0, atol=1e-6)
-    one_order = model.head.linear(model.encoder.model.hidden_states(*joint_batch(model.encoder, first, second)[:2])
-                                  [torch.arange(4), joint_batch(model.encoder, first, second)[1] - 1])
+    one_order = model.head.linear(
+        model.encoder.model.hidden_states(*joint_batch(model.encoder, first, second)[:2])[
+            torch.arange(4), joint_batch(model.encoder, first, second)[1] - 1
+        ]
+    )
     assert not torch.allclose(logits, one_order)  # the sum of both orders, not one
 
 
 @pytest.mark.parametrize("lm_weight", [0.0, 0.5])
 def test_gpt_loss_is_the_classifier_loss_plus_lambda_times_the_lm_loss(gpt_checkpoint, lm_weight):
     torch.manual_seed(0)
-    model = LitPairClassifier(load_encoder(gpt_checkpoint), finetune="full", head="cls", dropout=0.0,
-                              lm_weight=lm_weight).eval()
+    model = LitPairClassifier(
+        load_encoder(gpt_checkpoint), finetune="full", head="cls", dropout=0.0, lm_weight=lm_weight
+    ).eval()
     model.log = lambda *args, **kwargs: None
     inputs = joint_batch(model.encoder, SENTENCES[:4], SENTENCES[4:])
     labels = torch.tensor([0, 1, 1, 0])
@@ -248,8 +283,11 @@ def test_gpt_loss_is_the_classifier_loss_plus_lambda_times_the_lm_loss(gpt_check
 
 
 def test_the_joint_classifier_needs_a_joint_pair_input_fine_tuned(gpt_checkpoint, save_encoder, tmp_path):
-    with pytest.raises(ValueError, match=r"^head=cls: .*needs an encoder that takes a joint pair input and "
-                                         r"finetune=full"):
+    with pytest.raises(
+        ValueError,
+        match=r"^head=cls: .*needs an encoder that takes a joint pair input and "
+        r"finetune=full",
+    ):
         LitPairClassifier(load_encoder(gpt_checkpoint), finetune="frozen", head="cls")
     elmo, _ = save_encoder("elmo", tmp_path)
     with pytest.raises(ValueError, match=r"this is elmo, full"):

@@ -8,8 +8,8 @@ import subprocess
 from pathlib import Path
 
 import pandas as pd
-import torch
 import pytest
+import torch
 from mlflow.tracking import MlflowClient
 
 from downstream.run.evaluation import PREDICTION_COLUMNS
@@ -41,8 +41,16 @@ def store(tmp_path_factory, real_mrpc_dir) -> dict:
 
 
 def run_stage(store: dict, module: str, config: Path, *flags: str) -> subprocess.CompletedProcess:
-    return run_module(module, "fit", "--config", str(config), *flags, uri=store["uri"], cwd=store["directory"],
-                      mrpc_dir=store["mrpc_dir"])
+    return run_module(
+        module,
+        "fit",
+        "--config",
+        str(config),
+        *flags,
+        uri=store["uri"],
+        cwd=store["directory"],
+        mrpc_dir=store["mrpc_dir"],
+    )
 
 
 def finetune(store: dict, *flags: str) -> subprocess.CompletedProcess:
@@ -73,8 +81,15 @@ def test_smoke_run_finishes_and_prints_a_summary(smoke):
     stdout, run = smoke["process"].stdout, smoke["run"]
     assert "finetune finished" in stdout
     assert f"run        {run.info.run_id}" in stdout
-    for fragment in ("dev        acc", "test       acc", "mix        weights", f"train      {SMOKE_PAIRS} pairs",
-                     "features   frozen, standardised", "majority class", "TF-IDF + LR"):
+    for fragment in (
+        "dev        acc",
+        "test       acc",
+        "mix        weights",
+        f"train      {SMOKE_PAIRS} pairs",
+        "features   frozen, standardised",
+        "majority class",
+        "TF-IDF + LR",
+    ):
         assert fragment in stdout, fragment
     assert "Traceback" not in smoke["process"].stderr
 
@@ -153,16 +168,22 @@ def test_smoke_run_shows_its_data_predictions_and_figures_in_the_ui(store, smoke
     """Dataset inputs (the splits, with digests and contexts), predictions tables with both
     sentences, and the confusion matrix and mix weights as keyed images."""
     run = MlflowClient(store["uri"]).get_run(smoke["run"].info.run_id)
-    inputs = {(item.dataset.name, {tag.key: tag.value for tag in item.tags}["mlflow.data.context"], item.dataset.digest)
-              for item in run.inputs.dataset_inputs}
-    assert {(name, context) for name, context, _ in inputs} == {("mrpc-train", "train"), ("mrpc-dev", "dev"),
-                                                                ("mrpc-test", "test")}
+    inputs = {
+        (item.dataset.name, {tag.key: tag.value for tag in item.tags}["mlflow.data.context"], item.dataset.digest)
+        for item in run.inputs.dataset_inputs
+    }
+    assert {(name, context) for name, context, _ in inputs} == {
+        ("mrpc-train", "train"),
+        ("mrpc-dev", "dev"),
+        ("mrpc-test", "test"),
+    }
     assert len({digest for _, _, digest in inputs}) == 3  # the splits' content differs, so do the digests
     client = MlflowClient(store["uri"])
     logged = json.loads(run.data.tags["mlflow.loggedArtifacts"])  # how the UI finds a run's tables
     assert {"path": "predictions/test.json", "type": "table"} in logged
-    stored = json.loads(Path(client.download_artifacts(run.info.run_id, "predictions/test.json", str(tmp_path)))
-                        .read_text())
+    stored = json.loads(
+        Path(client.download_artifacts(run.info.run_id, "predictions/test.json", str(tmp_path))).read_text()
+    )
     table = pd.DataFrame(stored["data"], columns=stored["columns"])
     pairs = load_mrpc(str(store["mrpc_dir"])).test[:SMOKE_PAIRS]
     assert table["sentence1"].tolist() == [p.sentence1 for p in pairs]
@@ -214,8 +235,9 @@ def test_random_control(store, smoke):
 
 
 def test_train_fraction_subsamples_train_stratified(store):
-    run = finished_run(store, finetune(store, f"--model.encoder=runs:/{store['pretrain_run_id']}",
-                                       "--data.train_fraction=0.5"))
+    run = finished_run(
+        store, finetune(store, f"--model.encoder=runs:/{store['pretrain_run_id']}", "--data.train_fraction=0.5")
+    )
     params = run.data.params
     assert int(params["train_pairs"]) == SMOKE_PAIRS // 2
     assert params["dev_pairs"] == params["test_pairs"] == str(SMOKE_PAIRS)
@@ -229,9 +251,16 @@ def test_equal_steps_validates_as_often_as_the_full_set(store):
     """A quarter of the pairs repeated 4 times an epoch: dev is scored on the schedule of every run,
     twice an epoch (4 times in 2 epochs), not once a pass, and the best validation's checkpoint is
     the one evaluated."""
-    run = finished_run(store, finetune(store, f"--model.encoder=runs:/{store['pretrain_run_id']}",
-                                       "--data.train_fraction=0.25", "--data.equal_steps=true",
-                                       "--model.standardize=true"))
+    run = finished_run(
+        store,
+        finetune(
+            store,
+            f"--model.encoder=runs:/{store['pretrain_run_id']}",
+            "--data.train_fraction=0.25",
+            "--data.equal_steps=true",
+            "--model.standardize=true",
+        ),
+    )
     assert run.data.params["data.validations_per_epoch"] == "2" and run.data.params["model.standardize"] == "True"
     history = MlflowClient(store["uri"]).get_metric_history(run.info.run_id, "dev_acc")
     assert len({point.step for point in history}) in (4, 5)  # 2 an epoch (the best checkpoint's evaluation may add one)
@@ -249,8 +278,11 @@ USER_ERRORS = [
 ]
 
 
-@pytest.mark.parametrize("flags, fragments", USER_ERRORS, ids=["mix", "unknown-run", "finetune-run", "missing-file",
-                                                               "head", "batch-size", "standardize-fine-tuned"])
+@pytest.mark.parametrize(
+    "flags, fragments",
+    USER_ERRORS,
+    ids=["mix", "unknown-run", "finetune-run", "missing-file", "head", "batch-size", "standardize-fine-tuned"],
+)
 def test_user_errors_end_in_one_line(store, smoke, flags, fragments):
     names = {"finetune_run_id": smoke["run"].info.run_id}
     before = {run.info.run_id for run in all_runs(store["uri"])}
@@ -273,8 +305,11 @@ def test_gradual_fine_tuning_of_the_pretrained_and_random_encoder(store, tmp_pat
         history = MlflowClient(store["uri"]).get_metric_history(run.info.run_id, "lr-AdamW/encoder-0")
         assert history and metrics["lr-AdamW/head"] > metrics["lr-AdamW/encoder-0"] > 0
         assert metrics["unfrozen_groups"] == 1  # 2 epochs: head only, then the top group
-        checkpoint = torch.load(next((store["directory"] / "checkpoints" / "finetune" / run.info.run_id).glob("*.ckpt")),
-                                map_location="cpu", weights_only=True)
+        checkpoint = torch.load(
+            next((store["directory"] / "checkpoints" / "finetune" / run.info.run_id).glob("*.ckpt")),
+            map_location="cpu",
+            weights_only=True,
+        )
         assert checkpoint["encoder"]["run_id"] == store["pretrain_run_id"]
         assert checkpoint["encoder"]["random_seed"] == (0 if encoder == "random" else None)
 
@@ -282,16 +317,35 @@ def test_gradual_fine_tuning_of_the_pretrained_and_random_encoder(store, tmp_pat
 def test_a_finetune_run_killed_after_an_epoch_resumes_to_its_uninterrupted_result(store, smoke, tmp_path):
     """``--ckpt_path=last`` on a finetune run: the same run goes on and ends as the uninterrupted smoke
     run did (the checkpoint's hyper-parameters go back to the pair classifier)."""
-    flags = ["--config", str(FINETUNE_SMOKE), f"--data.cache_dir={store['directory'] / 'cache'}",
-             "--trainer.enable_progress_bar=false", f"--model.encoder=runs:/{store['pretrain_run_id']}",
-             f"--trainer.default_root_dir={tmp_path}"]
+    flags = [
+        "--config",
+        str(FINETUNE_SMOKE),
+        f"--data.cache_dir={store['directory'] / 'cache'}",
+        "--trainer.enable_progress_bar=false",
+        f"--model.encoder=runs:/{store['pretrain_run_id']}",
+        f"--trainer.default_root_dir={tmp_path}",
+    ]
     helpers = str(REPO / "tests" / "pretrain")
-    killed = run_module("downstream", "fit", *flags, "--trainer.callbacks+=kill_after_first_epoch.KillAfterFirstEpoch",
-                        uri=store["uri"], cwd=store["directory"], mrpc_dir=store["mrpc_dir"],
-                        PYTHONPATH=f"{helpers}:{REPO}")
+    killed = run_module(
+        "downstream",
+        "fit",
+        *flags,
+        "--trainer.callbacks+=kill_after_first_epoch.KillAfterFirstEpoch",
+        uri=store["uri"],
+        cwd=store["directory"],
+        mrpc_dir=store["mrpc_dir"],
+        PYTHONPATH=f"{helpers}:{REPO}",
+    )
     assert killed.returncode == -9, killed.stderr[-3000:]
-    resumed = run_module("downstream", "fit", *flags, "--ckpt_path=last", uri=store["uri"], cwd=store["directory"],
-                         mrpc_dir=store["mrpc_dir"])
+    resumed = run_module(
+        "downstream",
+        "fit",
+        *flags,
+        "--ckpt_path=last",
+        uri=store["uri"],
+        cwd=store["directory"],
+        mrpc_dir=store["mrpc_dir"],
+    )
     run = finished_run(store, resumed)
     assert run.data.tags["harness.resumed_from"].endswith("last.ckpt")
     assert run.info.run_id in run.data.tags["harness.resumed_from"]

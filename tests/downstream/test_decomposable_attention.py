@@ -43,8 +43,9 @@ def test_the_batched_head_computes_the_papers_equations(seed):
     with torch.no_grad():
         expected = reference_logits(head, a, mask_a, b, mask_b)
         torch.testing.assert_close(head(a, mask_a, b, mask_b), expected, atol=1e-5, rtol=1e-5)
-        torch.testing.assert_close(head(b, mask_b, a, mask_a), reference_logits(head, b, mask_b, a, mask_a),
-                                   atol=1e-5, rtol=1e-5)  # swapped: Tb > Ta
+        torch.testing.assert_close(
+            head(b, mask_b, a, mask_a), reference_logits(head, b, mask_b, a, mask_a), atol=1e-5, rtol=1e-5
+        )  # swapped: Tb > Ta
         padded = head(*more_padding(a, mask_a, 5), *more_padding(b, mask_b, 9))
     torch.testing.assert_close(padded, expected, atol=1e-5, rtol=1e-5)
 
@@ -59,8 +60,9 @@ def test_the_batched_head_gets_the_papers_gradients():
         head.zero_grad()
         inputs = [a.clone().requires_grad_(True), mask_a, b.clone().requires_grad_(True), mask_b]
         torch.nn.functional.cross_entropy(forward(*inputs), labels).backward()
-        grads.append({"a": inputs[0].grad, "b": inputs[2].grad,
-                      **{name: p.grad.clone() for name, p in head.named_parameters()}})
+        grads.append(
+            {"a": inputs[0].grad, "b": inputs[2].grad, **{name: p.grad.clone() for name, p in head.named_parameters()}}
+        )
     for name, grad in grads[0].items():
         torch.testing.assert_close(grad, grads[1][name], atol=1e-5, rtol=1e-4, msg=name)
 
@@ -71,8 +73,7 @@ def test_the_aggregate_sums_over_tokens():
     a, mask_a, b, mask_b = batch(4)
     with torch.no_grad():
         once = head(a[:1], mask_a[:1], b[:1], mask_b[:1])
-        doubled = head(torch.cat([a[:1], a[:1]], dim=1), torch.cat([mask_a[:1], mask_a[:1]], dim=1),
-                       b[:1], mask_b[:1])
+        doubled = head(torch.cat([a[:1], a[:1]], dim=1), torch.cat([mask_a[:1], mask_a[:1]], dim=1), b[:1], mask_b[:1])
     assert not torch.allclose(once, doubled)
 
 

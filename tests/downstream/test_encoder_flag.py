@@ -8,18 +8,31 @@ from downstream.run.cli import resolve_encoder
 from harness.errors import UserError
 
 
-@pytest.mark.parametrize("encoder, random_like, message", [
-    ("runs:/", None, "--model.encoder=runs:/: name the run: runs:/<run_id> (`make ui` lists them)"),
-    ("random:random", None, "--model.encoder=random:random: a random-init twin copies a trained encoder, not "
-                            "another twin; name that encoder, e.g. random:runs:/<run_id>"),
-    ("random", "hf:", "--model.random_like=hf:: name the published model, e.g. hf:<folder>, hf:<owner>/<name> or "
-                      "reference:<name>"),
-    ("random:runs:/abc", "runs:/def", "--model.encoder=random:runs:/abc: names the encoder whose twin it is "
-                                      "already; drop --model.random_like"),
-])
+@pytest.mark.parametrize(
+    "encoder, random_like, message",
+    [
+        ("runs:/", None, "--model.encoder=runs:/: name the run: runs:/<run_id> (`make ui` lists them)"),
+        (
+            "random:random",
+            None,
+            "--model.encoder=random:random: a random-init twin copies a trained encoder, not "
+            "another twin; name that encoder, e.g. random:runs:/<run_id>",
+        ),
+        (
+            "random",
+            "hf:",
+            "--model.random_like=hf:: name the published model, e.g. hf:<folder>, hf:<owner>/<name> or "
+            "reference:<name>",
+        ),
+        (
+            "random:runs:/abc",
+            "runs:/def",
+            "--model.encoder=random:runs:/abc: names the encoder whose twin it is already; drop --model.random_like",
+        ),
+    ],
+)
 def test_a_bad_value_names_its_flag_in_one_line_and_loads_nothing(encoder, random_like, message, monkeypatch):
     monkeypatch.setattr(encoder_reuse, "loaded", lambda reference: pytest.fail(f"loaded {reference}"))
     with pytest.raises(UserError) as raised:
         resolve_encoder(encoder, random_like, 0)
     assert str(raised.value) == message
-

@@ -10,8 +10,16 @@ import pytest
 from tests.helpers import all_runs, run_module, store_uri
 
 REPO = Path(__file__).resolve().parents[2]
-PRETRAIN = ["pretrain", "fit", "--config", str(REPO / "configs/pretrain/smoke.yaml"), "--trainer.limit_train_batches=3",
-            "--trainer.limit_val_batches=2", "--samples_every_n_steps=0", "--trainer.enable_progress_bar=false"]
+PRETRAIN = [
+    "pretrain",
+    "fit",
+    "--config",
+    str(REPO / "configs/pretrain/smoke.yaml"),
+    "--trainer.limit_train_batches=3",
+    "--trainer.limit_val_batches=2",
+    "--samples_every_n_steps=0",
+    "--trainer.enable_progress_bar=false",
+]
 
 pytestmark = pytest.mark.slow
 
@@ -23,14 +31,26 @@ def run(store: Path, mrpc_dir: Path, *command: str) -> subprocess.CompletedProce
 
 
 def finetune(store: Path, mrpc_dir: Path, *flags: str) -> subprocess.CompletedProcess:
-    return run(store, mrpc_dir, "downstream", "fit", "--config", str(REPO / "configs/downstream/smoke.yaml"),
-               "--trainer.max_epochs=1", "--data.max_pairs=100", f"--data.cache_dir={store / 'cache'}",
-               "--trainer.enable_progress_bar=false", *flags)
+    return run(
+        store,
+        mrpc_dir,
+        "downstream",
+        "fit",
+        "--config",
+        str(REPO / "configs/downstream/smoke.yaml"),
+        "--trainer.max_epochs=1",
+        "--data.max_pairs=100",
+        f"--data.cache_dir={store / 'cache'}",
+        "--trainer.enable_progress_bar=false",
+        *flags,
+    )
 
 
 def newest(store: Path, stage: str):
-    return max((found for found in all_runs(store) if found.data.tags.get("stage") == stage),
-               key=lambda found: found.info.start_time)
+    return max(
+        (found for found in all_runs(store) if found.data.tags.get("stage") == stage),
+        key=lambda found: found.info.start_time,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +73,7 @@ def store(tmp_path_factory, mrpc_dir) -> dict:
 def first_lines(process: subprocess.CompletedProcess) -> list[str]:
     """What the command printed before training began (Lightning's device lines come then)."""
     lines = (process.stdout + process.stderr).splitlines()
-    return lines[:next(index for index, line in enumerate(lines) if line.startswith("GPU available"))]
+    return lines[: next(index for index, line in enumerate(lines) if line.startswith("GPU available"))]
 
 
 def test_a_smoke_pretraining_is_tagged_and_named_as_one(store):
@@ -76,7 +96,7 @@ def test_a_finetune_names_the_smoke_encoder_latest_fell_back_to_before_it_trains
 def test_latest_prefers_the_real_encoder_and_the_twin_names_the_run_it_copies(store):
     real = store["real"].info.run_id
     (named,) = [line for line in first_lines(store["twin"]) if line.startswith("encoder: ")]
-    assert named.startswith(f"encoder: random twin (untrained, seed ") and f"of elmo 2x32, run {real}, " in named
+    assert named.startswith("encoder: random twin (untrained, seed ") and f"of elmo 2x32, run {real}, " in named
     assert "smoke" not in named
     twin = store["twin_run"]
     assert twin.info.run_name == "random·scalar·pool-mlp·s0" and "smoke" not in twin.data.tags

@@ -53,8 +53,15 @@ def test_repeated_indices_are_seeded_permutations_trimmed():
 
 
 def data_module(mrpc_dir: Path, **kwargs) -> PairDataModule:
-    return PairDataModule(mrpc_dir=str(mrpc_dir), batch_size=16, max_pairs=MAX_PAIRS, cache_dir="none",
-                          subsample_seed=0, train_fraction=0.25, **kwargs)
+    return PairDataModule(
+        mrpc_dir=str(mrpc_dir),
+        batch_size=16,
+        max_pairs=MAX_PAIRS,
+        cache_dir="none",
+        subsample_seed=0,
+        train_fraction=0.25,
+        **kwargs,
+    )
 
 
 def test_the_repeated_subset_is_the_stratified_seeded_subset(real_mrpc_dir):
@@ -113,8 +120,9 @@ class RecordingLogger(Logger):
         self.metrics.update(metrics)
 
 
-@pytest.mark.parametrize("encoder, equal_steps, steps", [("pretrained", False, 2), ("pretrained", True, 8),
-                                                         ("random", True, 8)])
+@pytest.mark.parametrize(
+    "encoder, equal_steps, steps", [("pretrained", False, 2), ("pretrained", True, 8), ("random", True, 8)]
+)
 def test_a_fit_logs_its_optimiser_steps(checkpoint, real_mrpc_dir, tmp_path, encoder, equal_steps, steps):
     pl.seed_everything(0, verbose=False)
     reference = str(checkpoint) if encoder == "pretrained" else f"random:{checkpoint}@0"
@@ -122,9 +130,17 @@ def test_a_fit_logs_its_optimiser_steps(checkpoint, real_mrpc_dir, tmp_path, enc
     data = data_module(real_mrpc_dir, equal_steps=equal_steps)
     data.attach(model.encoder)
     logger = RecordingLogger()
-    trainer = pl.Trainer(max_epochs=2, logger=logger, enable_checkpointing=False, enable_progress_bar=False,
-                         enable_model_summary=False, accelerator="cpu", devices=1, default_root_dir=tmp_path,
-                         callbacks=[EvaluateBest()])
+    trainer = pl.Trainer(
+        max_epochs=2,
+        logger=logger,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        accelerator="cpu",
+        devices=1,
+        default_root_dir=tmp_path,
+        callbacks=[EvaluateBest()],
+    )
     trainer.fit(model, datamodule=data)
     assert trainer.global_step == steps  # 16 pairs in batches of 16: 1 step an epoch, 4 with equal steps
     assert logger.metrics["train_steps"] == steps and logger.metrics["train_epochs"] == 2
@@ -142,22 +158,39 @@ class Validations(pl.Callback):
 
 
 @pytest.mark.parametrize("validations_per_epoch", [1, 2])
-def test_a_fraction_under_equal_steps_validates_at_the_full_sets_steps(checkpoint, real_mrpc_dir, tmp_path,
-                                                                       validations_per_epoch):
+def test_a_fraction_under_equal_steps_validates_at_the_full_sets_steps(
+    checkpoint, real_mrpc_dir, tmp_path, validations_per_epoch
+):
     """A quarter of the pairs, repeated to the full set's 4 steps an epoch, is validated at the very
     optimiser steps of the full set: the same number of validations, at the same cost."""
     steps = {}
     for fraction in (1.0, 0.25):
         pl.seed_everything(0, verbose=False)
         model = pair_classifier(encoder=str(checkpoint), head="pool-mlp", hidden_size=8, learning_rate=1e-2)
-        data = PairDataModule(mrpc_dir=str(real_mrpc_dir), batch_size=16, max_pairs=MAX_PAIRS, cache_dir="none",
-                              subsample_seed=0, train_fraction=fraction, equal_steps=True,
-                              validations_per_epoch=validations_per_epoch)
+        data = PairDataModule(
+            mrpc_dir=str(real_mrpc_dir),
+            batch_size=16,
+            max_pairs=MAX_PAIRS,
+            cache_dir="none",
+            subsample_seed=0,
+            train_fraction=fraction,
+            equal_steps=True,
+            validations_per_epoch=validations_per_epoch,
+        )
         data.attach(model.encoder)
         validations = Validations()
-        trainer = pl.Trainer(max_epochs=2, logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                             enable_model_summary=False, accelerator="cpu", devices=1, default_root_dir=tmp_path,
-                             callbacks=[validations], **validation_schedule(data.hparams.validations_per_epoch))
+        trainer = pl.Trainer(
+            max_epochs=2,
+            logger=False,
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            accelerator="cpu",
+            devices=1,
+            default_root_dir=tmp_path,
+            callbacks=[validations],
+            **validation_schedule(data.hparams.validations_per_epoch),
+        )
         trainer.fit(model, datamodule=data)
         steps[fraction] = validations.steps
     expected = [2, 4, 6, 8] if validations_per_epoch == 2 else [4, 8]

@@ -47,8 +47,10 @@ def test_macro_f1_and_accuracy_equal_the_hand_computed_confusion_counts():
     # per label: (true positives, false positives, false negatives) read off GOLD / PREDICTED
     counts = {"a": (2, 1, 1), "b": (1, 2, 1), "c": (3, 1, 2)}
     f1 = [2 * tp / (2 * tp + fp + fn) for tp, fp, fn in counts.values()]  # 2/3, 2/5, 2/3
-    assert split_metrics(frame, "test", data) == {"test_acc": pytest.approx(6 / 10),
-                                                 "test_f1": pytest.approx(sum(f1) / 3)}
+    assert split_metrics(frame, "test", data) == {
+        "test_acc": pytest.approx(6 / 10),
+        "test_f1": pytest.approx(sum(f1) / 3),
+    }
     assert sum(f1) / 3 == pytest.approx(26 / 45)
     assert data.f1_average == "macro"
 
@@ -73,8 +75,11 @@ def test_confusion_figure_names_the_labels():
     figure = confusion_figure({"dev": frame, "test": frame}, data)
     axis = figure.axes[0]
     assert [label.get_text() for label in axis.get_xticklabels()] == ["a", "b", "c"]
-    assert [[int(text.get_text()) for text in axis.texts][k * 3:(k + 1) * 3] for k in range(3)] == [
-        [2, 1, 0], [0, 1, 1], [1, 1, 3]]
+    assert [[int(text.get_text()) for text in axis.texts][k * 3 : (k + 1) * 3] for k in range(3)] == [
+        [2, 1, 0],
+        [0, 1, 1],
+        [1, 1, 3],
+    ]
 
 
 # ── the CLI: the data set's classes reach the model ──────────────────────────────────────────────
@@ -95,16 +100,31 @@ def parse(checkpoint: Path, monkeypatch, tmp_path, *flags: str):
     from downstream.run.cli import FinetuneCLI
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
-    return FinetuneCLI(args=[f"--model.encoder={checkpoint}", "--model.hidden_size=8", "--data.cache_dir=none",
-                             f"--trainer.default_root_dir={tmp_path}", *flags], run=False)
+    return FinetuneCLI(
+        args=[
+            f"--model.encoder={checkpoint}",
+            "--model.hidden_size=8",
+            "--data.cache_dir=none",
+            f"--trainer.default_root_dir={tmp_path}",
+            *flags,
+        ],
+        run=False,
+    )
 
 
 @pytest.mark.slow
 def test_the_cli_links_three_classes_into_the_model(checkpoint, monkeypatch, tmp_path):
     folder = checkpoint.parent / "nli3"
-    cli = parse(checkpoint, monkeypatch, tmp_path, "--data.dataset=tsv", f"--data.train={folder / 'train.tsv'}",
-                f"--data.dev={folder / 'dev.tsv'}", f"--data.test={folder / 'test.tsv'}",
-                "--model.standardize=false")  # a forward pass outside fit: no statistics to standardise with
+    cli = parse(
+        checkpoint,
+        monkeypatch,
+        tmp_path,
+        "--data.dataset=tsv",
+        f"--data.train={folder / 'train.tsv'}",
+        f"--data.dev={folder / 'dev.tsv'}",
+        f"--data.test={folder / 'test.tsv'}",
+        "--model.standardize=false",
+    )  # a forward pass outside fit: no statistics to standardise with
     assert cli.datamodule.num_classes == 3 and cli.model.hparams.num_classes == 3
     cli.datamodule.attach(cli.model.encoder)
     cli.datamodule.setup()
@@ -116,8 +136,10 @@ def test_the_cli_links_three_classes_into_the_model(checkpoint, monkeypatch, tmp
 @pytest.mark.slow
 def test_a_benchmark_cell_is_named_by_its_method_and_seed(checkpoint, monkeypatch, tmp_path):
     """The method (led by the benchmark's encoder name) keeps the cells of elmo-mrpc and elmo-reuters apart."""
-    names = [parse(checkpoint, monkeypatch, tmp_path, f"--method={method}", "--seed_everything=2").run_name()
-             for method in ("elmo-mrpc-frozen-attn@0.1", "elmo-reuters-frozen-attn@0.1")]
+    names = [
+        parse(checkpoint, monkeypatch, tmp_path, f"--method={method}", "--seed_everything=2").run_name()
+        for method in ("elmo-mrpc-frozen-attn@0.1", "elmo-reuters-frozen-attn@0.1")
+    ]
     assert names == ["elmo-mrpc-frozen-attn@0.1·s2", "elmo-reuters-frozen-attn@0.1·s2"]
     assert parse(checkpoint, monkeypatch, tmp_path, "--seed_everything=0").run_name() == "elmo·scalar·pool-mlp·s0"
 
@@ -126,8 +148,11 @@ def test_a_benchmark_cell_is_named_by_its_method_and_seed(checkpoint, monkeypatc
 def test_the_cli_links_the_positive_class(checkpoint, monkeypatch, tmp_path):
     folder = tmp_path / "binary"
     folder.mkdir()
-    rows = {"train": ["a b\ta b\tyes", "a b\tc d\tno", "e f\te f\tyes", "e f\tg h\tno"],
-            "dev": ["c d\tc d\tyes", "c d\te f\tno"], "test": ["g h\tg h\tyes", "g h\ta b\tno"]}
+    rows = {
+        "train": ["a b\ta b\tyes", "a b\tc d\tno", "e f\te f\tyes", "e f\tg h\tno"],
+        "dev": ["c d\tc d\tyes", "c d\te f\tno"],
+        "test": ["g h\tg h\tyes", "g h\ta b\tno"],
+    }
     for split, lines in rows.items():
         (folder / f"{split}.tsv").write_text("sentence1\tsentence2\tlabel\n" + "\n".join(lines) + "\n")
     flags = ["--data.dataset=tsv", *(f"--data.{split}={folder / f'{split}.tsv'}" for split in rows)]

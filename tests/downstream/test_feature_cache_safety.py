@@ -19,8 +19,13 @@ from pretrain.encoders.protocol import Encoder
 from pretrain.models.bilm import BiLM, BiLMConfig
 from pretrain.tokenization.words import Tokenizer
 
-SENTENCES = ["He said yes to the plan.", "Shares fell 3 percent on Monday after the report.", "Prices rose.",
-             "The company said the deal would close next year, pending approval.", "Yes."]
+SENTENCES = [
+    "He said yes to the plan.",
+    "Shares fell 3 percent on Monday after the report.",
+    "Prices rose.",
+    "The company said the deal would close next year, pending approval.",
+    "Yes.",
+]
 
 
 def make_encoder() -> Encoder:
@@ -47,8 +52,9 @@ def one_line(error: pytest.ExceptionInfo) -> str:
 def mounted_tmpfs(directory, options: str):
     """Mount a tmpfs at ``directory`` (root with CAP_SYS_ADMIN only); skip the test when not allowed."""
     directory.mkdir(parents=True, exist_ok=True)
-    result = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(directory)],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(directory)], capture_output=True, text=True
+    )
     if result.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here ({result.stderr.strip() or result.returncode})")
     return directory
@@ -164,8 +170,10 @@ def test_flipped_bytes_that_stay_finite_are_noticed_and_rebuilt(tmp_path, monkey
     monkeypatch.setattr(encoder, "embed_layers", lambda sentences: calls.append(1) or original(sentences))
     rebuilt = FeatureStore.build(encoder, SENTENCES, tmp_path, progress=False)
     assert calls and not rebuilt.cache_hit
-    assert "does not match the checksum in its meta.json (its bytes changed on disk): rebuilding it" in \
-        capsys.readouterr().err
+    assert (
+        "does not match the checksum in its meta.json (its bytes changed on disk): rebuilding it"
+        in capsys.readouterr().err
+    )
     for index, tensor in enumerate(expected):
         assert torch.equal(rebuilt.get(index), tensor)
     assert FeatureStore.build(encoder, SENTENCES, tmp_path, progress=False).cache_hit

@@ -4,11 +4,11 @@ once per version of the file and each sentence list tokenised once; outside, eve
 
 from __future__ import annotations
 
+import importlib.util
 import threading
 import time
 from pathlib import Path
 
-import importlib.util
 import numpy as np
 import pytest
 
@@ -61,8 +61,10 @@ def test_different_features_do_not_wait_for_each_other(tmp_path, monkeypatch):
     for encoder in (first, second):
         slow_calls(encoder, monkeypatch, seconds=0.5)
     started = time.perf_counter()
-    threads = [threading.Thread(target=FeatureStore.build, args=(encoder, SENTENCES, tmp_path),
-                                kwargs={"progress": False}) for encoder in (first, second)]
+    threads = [
+        threading.Thread(target=FeatureStore.build, args=(encoder, SENTENCES, tmp_path), kwargs={"progress": False})
+        for encoder in (first, second)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -130,8 +132,9 @@ def test_every_train_fraction_reads_the_features_of_the_whole_data_set(mrpc_dir)
     from downstream.data.pair_datamodule import PairDataModule
 
     whole = PairDataModule(mrpc_dir=str(mrpc_dir), cache_dir="none", max_pairs=200)
-    tenth = PairDataModule(mrpc_dir=str(mrpc_dir), cache_dir="none", max_pairs=200, train_fraction=0.1,
-                           subsample_seed=3)
+    tenth = PairDataModule(
+        mrpc_dir=str(mrpc_dir), cache_dir="none", max_pairs=200, train_fraction=0.1, subsample_seed=3
+    )
     assert len(tenth.pairs["train"]) == 20 and len(whole.pairs["train"]) == 200
     assert tenth.sentences() == whole.sentences()  # the same store rows, so the same cache key
     trained = {s for p in tenth.pairs["train"] for s in (p.sentence1, p.sentence2)}

@@ -28,8 +28,13 @@ SENTENCES = [
 def make_encoder(seed: int = 0, fingerprint: str = "abc") -> Encoder:
     torch.manual_seed(seed)
     tokenizer = Tokenizer.build(SENTENCES)
-    config = {"vocab_size": len(tokenizer), "hidden_size": 8, "num_layers": 2, "dropout": 0.0,
-              "adaptive_cutoffs": [2000, 8000]}
+    config = {
+        "vocab_size": len(tokenizer),
+        "hidden_size": 8,
+        "num_layers": 2,
+        "dropout": 0.0,
+        "adaptive_cutoffs": [2000, 8000],
+    }
     model = BiLM(BiLMConfig(len(tokenizer), hidden_size=8, num_layers=2, dropout=0.0))
     return Encoder(model, tokenizer, family="elmo", config=config, fingerprint=fingerprint, source="test")
 
@@ -68,8 +73,9 @@ def entries(cache_dir: Path) -> list[str]:
 @pytest.mark.parametrize("on_disk", [False, True])
 def test_store_matches_encoder_per_sentence(tmp_path, on_disk):
     encoder = make_encoder()
-    store = FeatureStore.build(encoder, SENTENCES, tmp_path / "cache" if on_disk else None, batch_size=3,
-                               progress=False)
+    store = FeatureStore.build(
+        encoder, SENTENCES, tmp_path / "cache" if on_disk else None, batch_size=3, progress=False
+    )
     assert not store.cache_hit
     assert_matches_encoder(store, encoder)
     assert store.features.dtype == np.float16
@@ -148,8 +154,9 @@ def test_crash_mid_write_leaves_nothing(tmp_path, monkeypatch):
     assert_matches_encoder(store, encoder)
 
 
-@pytest.mark.parametrize("damage", ["delete_meta", "truncate_features", "wrong_meta", "garbage_meta",
-                                    "delete_features"])
+@pytest.mark.parametrize(
+    "damage", ["delete_meta", "truncate_features", "wrong_meta", "garbage_meta", "delete_features"]
+)
 def test_corrupt_cache_is_rebuilt(tmp_path, monkeypatch, damage):
     encoder = make_encoder()
     key = FeatureStore.build(encoder, SENTENCES, tmp_path, progress=False).key
@@ -215,8 +222,10 @@ def test_a_cache_holding_nan_is_rebuilt_once(tmp_path, monkeypatch, capsys):
     calls = count_calls(encoder, monkeypatch)
     store = FeatureStore.build(encoder, SENTENCES, tmp_path, progress=False)
     assert calls and not store.cache_hit
-    assert "does not match the checksum in its meta.json (its bytes changed on disk): rebuilding it" in \
-        capsys.readouterr().err
+    assert (
+        "does not match the checksum in its meta.json (its bytes changed on disk): rebuilding it"
+        in capsys.readouterr().err
+    )
     assert entries(tmp_path) == [key]
     assert_matches_encoder(store, encoder)
     assert np.isfinite(np.asarray(store.features)).all()

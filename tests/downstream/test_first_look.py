@@ -54,8 +54,10 @@ def test_the_links_open_the_tour_runs_at_the_address_of_the_ui(tmp_path, monkeyp
         lines = first_look.link_lines(client, pretrain, transfer, twin)
     assert [line.split()[0] for line in lines] == ["pretrain", "transfer", "twin", "compare", "(the"]
     for line, run in zip(lines, (pretrain, transfer, twin)):
-        assert line.split()[1] == (f"http://127.0.0.1:{port}/#/experiments/{run.info.experiment_id}/runs/"
-                                   f"{run.info.run_id}?workflowType=machine_learning")
+        assert line.split()[1] == (
+            f"http://127.0.0.1:{port}/#/experiments/{run.info.experiment_id}/runs/"
+            f"{run.info.run_id}?workflowType=machine_learning"
+        )
     assert lines[3].split()[1].startswith(f"http://127.0.0.1:{port}/#/experiments/{experiment}/runs?")
     assert lines[4].strip() == f"(the UI at http://127.0.0.1:{port} serves them)"
     stopped = first_look.link_lines(client, pretrain, transfer, twin)[-1]
@@ -71,8 +73,15 @@ def test_first_look_prints_the_gap_in_context(tmp_path, real_mrpc_dir, monkeypat
     assert first_look.main() == 0
     out = capsys.readouterr().out
     assert out.startswith("first look, smoke-sized")
-    for fragment in ("1/3 pretrain", "2/3 random-init twin", "3/3 pretrained transfer", "TF-IDF + LR",
-                     "  gap        ", "frozen, standardised", "    test acc (pretrained − random twin)"):
+    for fragment in (
+        "1/3 pretrain",
+        "2/3 random-init twin",
+        "3/3 pretrained transfer",
+        "TF-IDF + LR",
+        "  gap        ",
+        "frozen, standardised",
+        "    test acc (pretrained − random twin)",
+    ):
         assert fragment in out, fragment
     assert "this run" in out and "pretrained counterpart" not in out  # the summary is the pretrained arm's
     twin = re.search(r"random twin \(run (\w+)\)", out).group(1)
@@ -90,5 +99,5 @@ def test_first_look_prints_the_gap_in_context(tmp_path, real_mrpc_dir, monkeypat
         return [line[2:13].strip() for line in lines if line[2:13].strip()]
 
     real = (tmp_path / "logs" / "finetune.log").read_text().splitlines()
-    real = real[next(k for k, line in enumerate(real) if line.startswith(first_look.SUMMARY_START)):]
+    real = real[next(k for k, line in enumerate(real) if line.startswith(first_look.SUMMARY_START)) :]
     assert labels(summary_sample(README.read_text(encoding="utf-8"))[1:]) == labels(real[1:])  # the README's shape

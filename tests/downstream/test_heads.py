@@ -85,8 +85,9 @@ def test_an_all_padding_sentence_gives_finite_logits_and_grads(name):
 
 
 def test_masked_mean_and_max_ignore_padding():
-    x = torch.tensor([[[1.0, -2.0], [3.0, 4.0], [100.0, 100.0]],
-                      [[-5.0, 6.0], [float("nan"), float("inf")], [-100.0, 100.0]]])  # (2, 3, 2)
+    x = torch.tensor(
+        [[[1.0, -2.0], [3.0, 4.0], [100.0, 100.0]], [[-5.0, 6.0], [float("nan"), float("inf")], [-100.0, 100.0]]]
+    )  # (2, 3, 2)
     mask = torch.tensor([[True, True, False], [True, False, False]])
     torch.testing.assert_close(masked_mean(x, mask), torch.tensor([[2.0, 1.0], [-5.0, 6.0]]))
     torch.testing.assert_close(masked_max(x, mask), torch.tensor([[3.0, 4.0], [-5.0, 6.0]]))

@@ -14,8 +14,12 @@ from mlflow.tracking import MlflowClient
 from tests import preloaded
 
 REPO = Path(__file__).resolve().parents[2]
-TINY = ["--data.max_pairs=200", "--trainer.max_epochs=1", "--trainer.enable_progress_bar=false",
-        "--model.hidden_size=16"]
+TINY = [
+    "--data.max_pairs=200",
+    "--trainer.max_epochs=1",
+    "--trainer.enable_progress_bar=false",
+    "--model.hidden_size=16",
+]
 
 pytestmark = pytest.mark.slow
 
@@ -27,11 +31,30 @@ def store(tmp_path_factory, mrpc_dir) -> dict:
 
 
 def finetune(store: dict, config: str, *flags: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "MLFLOW_TRACKING_URI": store["uri"], "MRPC_DIR": str(store["mrpc_dir"]),
-           "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
-    return subprocess.run(preloaded.command("downstream", "fit", "--config", str(REPO / config),
-                                            f"--data.cache_dir={store['directory'] / 'cache'}", *TINY, *flags, env=env),
-                          cwd=store["directory"], env=env, capture_output=True, text=True, timeout=600)
+    env = {
+        **os.environ,
+        "MLFLOW_TRACKING_URI": store["uri"],
+        "MRPC_DIR": str(store["mrpc_dir"]),
+        "OMP_NUM_THREADS": "1",
+        "HF_HUB_OFFLINE": "1",
+    }
+    return subprocess.run(
+        preloaded.command(
+            "downstream",
+            "fit",
+            "--config",
+            str(REPO / config),
+            f"--data.cache_dir={store['directory'] / 'cache'}",
+            *TINY,
+            *flags,
+            env=env,
+        ),
+        cwd=store["directory"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def finished(store: dict, process: subprocess.CompletedProcess):
@@ -44,14 +67,23 @@ def finished(store: dict, process: subprocess.CompletedProcess):
 
 def test_a_published_encoder_and_its_twin_through_the_cli(store, tiny_bert):
     source = f"hf:{tiny_bert}"
-    frozen = finished(store, finetune(store, "configs/downstream/mrpc.yaml", f"--model.encoder={source}",
-                                      "--model.head=pool-mlp"))
+    frozen = finished(
+        store, finetune(store, "configs/downstream/mrpc.yaml", f"--model.encoder={source}", "--model.head=pool-mlp")
+    )
     tags, params = frozen.data.tags, frozen.data.params
     label = f"hf-2x16-{tiny_bert.name}"
     assert tags["family"] == "hf" and tags["encoder"] == label and tags["pretrain_run_id"] == source
     assert params["model.encoder"] == source and params["encoder_layers"] == "3"
-    twin = finished(store, finetune(store, "configs/downstream/mrpc.yaml", "--model.encoder=random",
-                                    f"--model.random_like={source}", "--model.head=pool-mlp"))
+    twin = finished(
+        store,
+        finetune(
+            store,
+            "configs/downstream/mrpc.yaml",
+            "--model.encoder=random",
+            f"--model.random_like={source}",
+            "--model.head=pool-mlp",
+        ),
+    )
     assert twin.data.tags["encoder"] == f"random-{label}" and twin.data.tags["pretrain_run_id"] == "random"
     assert twin.data.params["model.encoder"] == f"random:{source}@0"  # the twin as the flag takes it back
     assert twin.data.params["encoder_fingerprint"] != params["encoder_fingerprint"]

@@ -11,8 +11,11 @@ from downstream.model.pair_classifier import JointPair, SegmentPair, TokenPair
 from downstream.run.lit_pair import LitPairClassifier
 from pretrain import load_encoder
 
-PAIRS = [("He said so.", "He agreed."), ("Shares fell 3 percent on Monday.", "The market rose."),
-         ("Yes.", "The court approved the merger last week.")]
+PAIRS = [
+    ("He said so.", "He agreed."),
+    ("Shares fell 3 percent on Monday.", "The market rose."),
+    ("Yes.", "The court approved the merger last week."),
+]
 
 
 def segment_batch(encoder):
@@ -26,9 +29,9 @@ def test_segment_batches_pad_ids_and_segments_together(tiny_bert):
     assert ids.shape == segments.shape and torch.equal(lengths, lengths_again) and labels.tolist() == [1, 0, 1]
     for row, (first, second) in enumerate(PAIRS):
         expected_ids, expected_segments = encoder.tokenizer.encode_pair_segments(first, second)
-        assert ids[row, :lengths[row]].tolist() == expected_ids
-        assert segments[row, :lengths[row]].tolist() == expected_segments
-        assert set(segments[row, lengths[row]:].tolist()) <= {0}
+        assert ids[row, : lengths[row]].tolist() == expected_ids
+        assert segments[row, : lengths[row]].tolist() == expected_segments
+        assert set(segments[row, lengths[row] :].tolist()) <= {0}
     assert ids[:, 0].eq(encoder.tokenizer.encode("x")[0]).all()  # every row starts with [CLS]
 
 
@@ -76,8 +79,10 @@ def test_gpt2_both_orders_sum_the_last_token_states(tiny_gpt2):
     lengths_ab, lengths_ba = torch.tensor([forward.shape[1]]), torch.tensor([backward.shape[1]])
     with torch.no_grad():
         logits = model(JointPair(forward, lengths_ab, backward, lengths_ba))
-        states = [model.encoder.model.hidden_states(ids, lengths)[0, -1]
-                  for ids, lengths in ((forward, lengths_ab), (backward, lengths_ba))]
+        states = [
+            model.encoder.model.hidden_states(ids, lengths)[0, -1]
+            for ids, lengths in ((forward, lengths_ab), (backward, lengths_ba))
+        ]
         torch.testing.assert_close(logits[0], model.head.linear(states[0] + states[1]))
 
 

@@ -53,8 +53,14 @@ def elmo(tmp_path_factory, files) -> Path:
 
 
 def data(files, **flags) -> PairDataModule:
-    return PairDataModule(dataset="tsv", train=str(files["train"]), dev=str(files["dev"]), test=str(files["test"]),
-                          cache_dir="none", **flags)
+    return PairDataModule(
+        dataset="tsv",
+        train=str(files["train"]),
+        dev=str(files["dev"]),
+        test=str(files["test"]),
+        cache_dir="none",
+        **flags,
+    )
 
 
 def test_a_sentence_longer_than_the_cap_is_refused_naming_file_and_pair(files, elmo):
@@ -64,8 +70,10 @@ def test_a_sentence_longer_than_the_cap_is_refused_naming_file_and_pair(files, e
         data(files).check_inputs(load_encoder(elmo), "features")
     message = str(raised.value)
     assert "\n" not in message
-    assert message.startswith(f"--data.dev={files['dev']}: pair dev-long has a sentence1 of {LONG} tokens, more than "
-                              f"{DEFAULT_MAX_TOKENS} (--data.max_tokens)")
+    assert message.startswith(
+        f"--data.dev={files['dev']}: pair dev-long has a sentence1 of {LONG} tokens, more than "
+        f"{DEFAULT_MAX_TOKENS} (--data.max_tokens)"
+    )
 
 
 def test_the_encoders_positions_set_the_limit_when_lower(files, save_encoder, tmp_path):
@@ -81,8 +89,12 @@ def test_a_raised_cap_still_refuses_features_that_cannot_fit_in_memory(files, el
     with pytest.raises(UserError) as raised:
         data(files, max_tokens=200_000).check_inputs(load_encoder(elmo), "features")
     message = str(raised.value)
-    assert message.startswith(f"--data.max_tokens=200000: frozen features of a batch of the longest sentences "
-                              f"({LONG} tokens) need about ") and "only 1.0 GiB of memory is free" in message
+    assert (
+        message.startswith(
+            f"--data.max_tokens=200000: frozen features of a batch of the longest sentences ({LONG} tokens) need about "
+        )
+        and "only 1.0 GiB of memory is free" in message
+    )
 
 
 def test_short_pairs_pass(files, elmo):
@@ -101,13 +113,33 @@ def test_the_cli_under_a_memory_budget_refuses_in_one_line(files, elmo, tmp_path
         resource.setrlimit(resource.RLIMIT_AS, (MEMORY_BUDGET, MEMORY_BUDGET))
 
     process = subprocess.run(
-        [sys.executable, "-m", "downstream", "fit", "--config", str(FINETUNE_SMOKE), f"--model.encoder={elmo}",
-         "--data.dataset=tsv", f"--data.train={files['train']}", f"--data.dev={files['dev']}",
-         f"--data.test={files['test']}", f"--data.cache_dir={tmp_path / 'cache'}", "--trainer.enable_progress_bar=false"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, preexec_fn=budget)
+        [
+            sys.executable,
+            "-m",
+            "downstream",
+            "fit",
+            "--config",
+            str(FINETUNE_SMOKE),
+            f"--model.encoder={elmo}",
+            "--data.dataset=tsv",
+            f"--data.train={files['train']}",
+            f"--data.dev={files['dev']}",
+            f"--data.test={files['test']}",
+            f"--data.cache_dir={tmp_path / 'cache'}",
+            "--trainer.enable_progress_bar=false",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=budget,
+    )
     assert process.returncode == 2, process.stderr[-3000:]
     lines = process.stderr.strip().splitlines()
-    assert "Traceback" not in process.stderr and lines[-1].startswith(f"error: --data.dev={files['dev']}: pair dev-long")
+    assert "Traceback" not in process.stderr and lines[-1].startswith(
+        f"error: --data.dev={files['dev']}: pair dev-long"
+    )
     client = MlflowClient(uri)
     experiments = [e.experiment_id for e in client.search_experiments(view_type=ViewType.ALL)]
     assert not client.search_runs(experiments, run_view_type=ViewType.ALL)  # refused before any run

@@ -28,8 +28,17 @@ def pair_batch(seed: int, extra_ba: int = 0):
 
 def models(dropout: float = 0.0):
     torch.manual_seed(0)
-    language_model = TransformerLM(TransformerConfig(vocab_size=40, num_layers=2, hidden_size=16, num_heads=2,
-                                                     max_positions=32, dropout=dropout, attention_dropout=dropout))
+    language_model = TransformerLM(
+        TransformerConfig(
+            vocab_size=40,
+            num_layers=2,
+            hidden_size=16,
+            num_heads=2,
+            max_positions=32,
+            dropout=dropout,
+            attention_dropout=dropout,
+        )
+    )
     return language_model, JointClassifier(16, dropout=dropout)
 
 
@@ -77,4 +86,4 @@ def test_both_orders_pad_to_the_longer():
     ids_ab, lengths_ab, ids_ba, lengths_ba = pair_batch(2, extra_ba=3)
     ids, lengths = both_orders(ids_ab, lengths_ab, ids_ba, lengths_ba)
     assert ids.shape == (10, ids_ba.size(1)) and torch.equal(lengths, torch.cat([lengths_ab, lengths_ba]))
-    assert torch.equal(ids[:5, :ids_ab.size(1)], ids_ab) and not ids[:5, ids_ab.size(1):].any()
+    assert torch.equal(ids[:5, : ids_ab.size(1)], ids_ab) and not ids[:5, ids_ab.size(1) :].any()

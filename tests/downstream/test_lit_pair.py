@@ -39,15 +39,24 @@ def cache_dir(tmp_path_factory) -> Path:
 
 
 def make_data(model: LitPairClassifier, mrpc_dir: Path, cache_dir: Path) -> PairDataModule:
-    data = PairDataModule(mrpc_dir=str(mrpc_dir), batch_size=16, max_pairs=MAX_PAIRS, cache_dir=str(cache_dir),
-                     subsample_seed=0)
+    data = PairDataModule(
+        mrpc_dir=str(mrpc_dir), batch_size=16, max_pairs=MAX_PAIRS, cache_dir=str(cache_dir), subsample_seed=0
+    )
     data.attach(model.encoder)
     return data
 
 
 def make_trainer(root: Path, epochs: int = 2) -> pl.Trainer:
-    return pl.Trainer(max_epochs=epochs, logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                      enable_model_summary=False, accelerator="cpu", devices=1, default_root_dir=root)
+    return pl.Trainer(
+        max_epochs=epochs,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        accelerator="cpu",
+        devices=1,
+        default_root_dir=root,
+    )
 
 
 def fit(checkpoint: Path, mrpc_dir: Path, cache_dir: Path, root: Path, seed: int, **kwargs):
@@ -95,7 +104,11 @@ def test_training_never_touches_the_encoder(checkpoint, mrpc_dir, cache_dir, tmp
     assert not encoder_ids & optimised
     keys = list(model.state_dict())
     assert keys and not [key for key in keys if key.startswith(("encoder", "model.", "classifier.encoder"))], keys
-    assert {".".join(key.split(".")[:2]) for key in keys} <= {"classifier.mix", "classifier.head", "classifier.standardizer"}  # its statistics: buffers
+    assert {".".join(key.split(".")[:2]) for key in keys} <= {
+        "classifier.mix",
+        "classifier.head",
+        "classifier.standardizer",
+    }  # its statistics: buffers
 
 
 def test_encoder_from_a_checkpoint_path(checkpoint):
@@ -122,8 +135,12 @@ def test_average_mix_has_no_trainable_parameters(checkpoint):
     head = {id(p) for p in model.head.parameters()}
     assert all(id(p) in head for p in model.parameters() if p.requires_grad)
     metrics = model.mix_metrics()
-    assert metrics == {"mix_weight_0": pytest.approx(1 / 3), "mix_weight_1": pytest.approx(1 / 3),
-                       "mix_weight_2": pytest.approx(1 / 3), "mix_gamma": 1.0}
+    assert metrics == {
+        "mix_weight_0": pytest.approx(1 / 3),
+        "mix_weight_1": pytest.approx(1 / 3),
+        "mix_weight_2": pytest.approx(1 / 3),
+        "mix_gamma": 1.0,
+    }
 
 
 @pytest.mark.parametrize("mix, weights", [("layer:1", [0.0, 1.0, 0.0]), ("top", [0.0, 0.0, 1.0])])
@@ -225,8 +242,7 @@ def mrpc_like(pairs: list[Pair]) -> PairData:
 
 
 def test_predictions_frame_sorts_by_pair_and_thresholds_at_one_half():
-    pairs = [Pair(label, (str(10 + i), str(20 + i)), f"a{i}", "b")
-             for i, label in enumerate([1, 0, 1, 1, 0])]
+    pairs = [Pair(label, (str(10 + i), str(20 + i)), f"a{i}", "b") for i, label in enumerate([1, 0, 1, 1, 0])]
     data = mrpc_like(pairs)
     indices = torch.tensor([3, 0, 4, 1, 2])  # the order a loader might return them in
     paraphrase = torch.tensor([0.5, 0.9, 0.49999, 0.2, 0.7])
@@ -286,8 +302,9 @@ def test_same_seed_same_model(fitted, checkpoint, mrpc_dir, cache_dir, tmp_path)
         assert torch.equal(p, q), name
 
     other, other_data, _ = fit(checkpoint, mrpc_dir, cache_dir, tmp_path / "other", seed=8)
-    assert not np.array_equal(model.probabilities(data.loader("dev"))[0].numpy(),
-                              other.probabilities(other_data.loader("dev"))[0].numpy())
+    assert not np.array_equal(
+        model.probabilities(data.loader("dev"))[0].numpy(), other.probabilities(other_data.loader("dev"))[0].numpy()
+    )
 
 
 # ── the data module ──────────────────────────────────────────────────────────────────────────
@@ -300,7 +317,9 @@ def test_train_fraction_subsamples_the_capped_train_split(mrpc_dir):
     assert {p.ids for p in half.pairs["train"]} <= {p.ids for p in full.pairs["train"]}
     assert abs(sum(p.label for p in half.pairs["train"]) - sum(p.label for p in full.pairs["train"]) / 2) <= 1
     assert half.pairs["dev"] == full.pairs["dev"] and half.pairs["test"] == full.pairs["test"]
-    again = PairDataModule(mrpc_dir=str(mrpc_dir), max_pairs=200, train_fraction=0.5, cache_dir="none", subsample_seed=0)
+    again = PairDataModule(
+        mrpc_dir=str(mrpc_dir), max_pairs=200, train_fraction=0.5, cache_dir="none", subsample_seed=0
+    )
     assert again.pairs["train"] == half.pairs["train"]
 
 

@@ -54,14 +54,20 @@ def test_loss_and_groups(elmo):
     assert [group["name"] for group in frozen.optimizer_groups(1e-2, 2.0)] == ["head", "mix"]
 
 
-@pytest.mark.parametrize("settings, message", [
-    ({"mix": "layer:7"}, r"^mix=layer:7: the encoder has layers 0\.\.2"),
-    ({"mix": "mean"}, r"^mix=mean: unknown mix"),
-    ({"head": "nope"}, r"^head=nope: unknown head; choose one of pool-mlp, .*, cls$"),
-    ({"finetune": "partial"}, r"^finetune=partial: choose one of frozen, full, gradual$"),
-    ({"head": "cls", "finetune": "full"}, r"^head=cls: the joint pair classifier needs an encoder that takes a joint"),
-    ({"num_classes": 1}, r"^num_classes=1: "),
-])
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        ({"mix": "layer:7"}, r"^mix=layer:7: the encoder has layers 0\.\.2"),
+        ({"mix": "mean"}, r"^mix=mean: unknown mix"),
+        ({"head": "nope"}, r"^head=nope: unknown head; choose one of pool-mlp, .*, cls$"),
+        ({"finetune": "partial"}, r"^finetune=partial: choose one of frozen, full, gradual$"),
+        (
+            {"head": "cls", "finetune": "full"},
+            r"^head=cls: the joint pair classifier needs an encoder that takes a joint",
+        ),
+        ({"num_classes": 1}, r"^num_classes=1: "),
+    ],
+)
 def test_refused_settings_name_the_argument(elmo, settings, message):
     with pytest.raises(ValueError, match=message):
         PairClassifier(load_encoder(elmo), **{**HEAD, **settings})
@@ -69,9 +75,11 @@ def test_refused_settings_name_the_argument(elmo, settings, message):
 
 def test_torch_only_modules_import_no_user_facing_layer():
     """heads, mix, joint and the pair classifier raise ValueErrors; the CLI words them."""
-    code = ("import sys, downstream.model.pair_classifier; "
-            "print(' '.join(m for m in sys.modules if m.startswith(('harness.errors', 'pytorch_lightning', "
-            "'lightning', 'mlflow', 'jsonargparse', 'pretrain'))))")
+    code = (
+        "import sys, downstream.model.pair_classifier; "
+        "print(' '.join(m for m in sys.modules if m.startswith(('harness.errors', 'pytorch_lightning', "
+        "'lightning', 'mlflow', 'jsonargparse', 'pretrain'))))"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == ""
 

@@ -25,15 +25,16 @@ def imported_rooms(path: Path) -> set[str]:
 
 def test_the_package_is_its_rooms_and_its_entry_point():
     assert sorted(path.name for path in PACKAGE.glob("*.py")) == ["__init__.py", "__main__.py"]
-    assert sorted(path.name for path in PACKAGE.iterdir() if path.is_dir() and path.name != "__pycache__") == \
-        sorted(ROOMS)
+    assert sorted(path.name for path in PACKAGE.iterdir() if path.is_dir() and path.name != "__pycache__") == sorted(
+        ROOMS
+    )
 
 
 @pytest.mark.parametrize("room", ROOMS)
 def test_each_room_is_small_and_imports_only_the_rooms_before_it(room):
     files = sorted((PACKAGE / room).glob("*.py"))
     assert len(files) <= MOST_FILES, f"downstream/{room}/ holds {len(files)} files; split it by what changes together"
-    later = set(ROOMS[ROOMS.index(room) + 1:])
+    later = set(ROOMS[ROOMS.index(room) + 1 :])
     wrong = {path.name: sorted(imported_rooms(path) & later) for path in files if imported_rooms(path) & later}
     assert wrong == {}, f"downstream/{room}/ imports rooms above it"
 

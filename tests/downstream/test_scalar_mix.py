@@ -119,7 +119,12 @@ def test_mix_text_parses_once_and_prints_back():
     for text in ("scalar", "average", "top", "layer:0", "layer:12"):
         assert str(Mix.parse(text)) == text and Mix.parse(f" {text} ") == Mix.parse(text)
     assert [Mix.parse(text).layer_index(3) for text in ("scalar", "average", "top", "layer:0", "layer:2")] == [
-        None, None, 2, 0, 2]
+        None,
+        None,
+        2,
+        0,
+        2,
+    ]
     assert Mix.parse("scalar").trainable and not Mix.parse("average").trainable
 
 
@@ -134,7 +139,9 @@ def test_mix_text_that_is_no_mix_is_refused_in_one_line_naming_it(mix):
 
 @pytest.mark.parametrize("mix", ["layer:3", "layer:9"])
 def test_a_layer_the_encoder_lacks_is_refused_with_the_valid_range(mix):
-    with pytest.raises(ValueError, match=rf"^mix={mix}: the encoder has layers 0\.\.2 \(L=3\); use layer:0 \.\. layer:2$"):
+    with pytest.raises(
+        ValueError, match=rf"^mix={mix}: the encoder has layers 0\.\.2 \(L=3\); use layer:0 \.\. layer:2$"
+    ):
         scalar_mix(mix, 3)
 
 

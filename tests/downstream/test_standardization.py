@@ -62,10 +62,8 @@ def test_only_frozen_features_can_be_standardised(checkpoint, finetune, head):
         PairClassifier(encoder, "scalar", head, finetune, standardize=True)
 
 
-def test_a_fit_takes_statistics_from_its_training_subset_and_its_checkpoint_keeps_them(checkpoint, mrpc_dir,
-                                                                                      tmp_path):
-    model, data, trainer = fit(checkpoint, mrpc_dir, tmp_path / "features", tmp_path / "fit", seed=3,
-                               standardize=True)
+def test_a_fit_takes_statistics_from_its_training_subset_and_its_checkpoint_keeps_them(checkpoint, mrpc_dir, tmp_path):
+    model, data, trainer = fit(checkpoint, mrpc_dir, tmp_path / "features", tmp_path / "fit", seed=3, standardize=True)
     train_rows = data.train_rows()
     row = {sentence: index for index, sentence in enumerate(data.sentences())}
     assert train_rows == sorted({row[s] for p in data.pairs["train"] for s in (p.sentence1, p.sentence2)})

@@ -57,9 +57,19 @@ def test_a_baseline_that_cannot_fit_is_a_reason_not_a_failure():
 
 
 def make_run(client, experiment_id, encoder_label: str, standardize: str, test_acc: float, seed: str = "0") -> str:
-    run = client.create_run(experiment_id, tags={
-        "stage": "finetune", "finetune_mode": "frozen", "mix": "scalar", "head": "pool-mlp", "train_fraction": "1.0",
-        "seed": seed, "dataset": "mrpc", "encoder": encoder_label})
+    run = client.create_run(
+        experiment_id,
+        tags={
+            "stage": "finetune",
+            "finetune_mode": "frozen",
+            "mix": "scalar",
+            "head": "pool-mlp",
+            "train_fraction": "1.0",
+            "seed": seed,
+            "dataset": "mrpc",
+            "encoder": encoder_label,
+        },
+    )
     run_id = run.info.run_id
     client.log_param(run_id, "model.encoder", "runs:/abc" if not encoder_label.startswith("random") else "random")
     client.log_param(run_id, "model.standardize", standardize)
@@ -95,12 +105,20 @@ class Twin:
 SCORES = {"majority": {"test_acc": 0.665, "test_f1": 0.799}, "tfidf-lr": {"test_acc": 0.732, "test_f1": 0.815}}
 
 
-@pytest.mark.parametrize("is_random, this, other, gap", [(False, 0.733, 0.701, "+0.032"),
-                                                         (True, 0.701, 0.733, "+0.032"),
-                                                         (False, 0.690, 0.701, "-0.011")])
+@pytest.mark.parametrize(
+    "is_random, this, other, gap",
+    [(False, 0.733, 0.701, "+0.032"), (True, 0.701, 0.733, "+0.032"), (False, 0.690, 0.701, "-0.011")],
+)
 def test_the_gap_is_pretrained_minus_random_whichever_arm_prints_it(is_random, this, other, gap):
-    lines = summary_comparisons.context_lines({"test_acc": this, "test_f1": 0.8}, SCORES, Twin("t1", other, 0.79),
-                                              is_random, "", "MSR test", "--model.encoder=random")
+    lines = summary_comparisons.context_lines(
+        {"test_acc": this, "test_f1": 0.8},
+        SCORES,
+        Twin("t1", other, 0.79),
+        is_random,
+        "",
+        "MSR test",
+        "--model.encoder=random",
+    )
     text = "\n".join(lines)
     assert "0.665     0.799     majority class" in text and "0.732     0.815     TF-IDF + LR" in text
     assert ("pretrained counterpart (run t1)" if is_random else "random twin (run t1)") in text
@@ -108,30 +126,65 @@ def test_the_gap_is_pretrained_minus_random_whichever_arm_prints_it(is_random, t
 
 
 def test_the_majority_line_names_the_subset_of_test_pairs_it_was_scored_on():
-    subset = summary_comparisons.context_lines({"test_acc": 0.70, "test_f1": 0.8}, SCORES, None, False, "", "MSR test",
-                                               "--model.encoder=random", test_pairs=1000, all_test_pairs=1725)
+    subset = summary_comparisons.context_lines(
+        {"test_acc": 0.70, "test_f1": 0.8},
+        SCORES,
+        None,
+        False,
+        "",
+        "MSR test",
+        "--model.encoder=random",
+        test_pairs=1000,
+        all_test_pairs=1725,
+    )
     majority = next(line for line in subset if "majority class" in line)
-    assert majority.endswith("majority class (every pair: the most frequent train label; these 1000 of 1725 test "
-                             "pairs)")
+    assert majority.endswith(
+        "majority class (every pair: the most frequent train label; these 1000 of 1725 test pairs)"
+    )
     assert "(MSR test: 1000 of its 1725 pairs, the same pairs in every row)" in subset[0]
-    whole = summary_comparisons.context_lines({"test_acc": 0.70, "test_f1": 0.8}, SCORES, None, False, "", "MSR test",
-                                              "--model.encoder=random", test_pairs=1725, all_test_pairs=1725)
+    whole = summary_comparisons.context_lines(
+        {"test_acc": 0.70, "test_f1": 0.8},
+        SCORES,
+        None,
+        False,
+        "",
+        "MSR test",
+        "--model.encoder=random",
+        test_pairs=1725,
+        all_test_pairs=1725,
+    )
     assert "(MSR test, 1725 pairs, the same pairs in every row)" in whole[0]
 
 
 def test_without_a_twin_the_summary_says_how_to_run_it():
-    lines = summary_comparisons.context_lines({"test_acc": 0.665, "test_f1": 0.799}, None, None, False, "", "MSR test",
-                                              "--model.encoder=random --model.random_like=runs:/abc", collapsed=True)
+    lines = summary_comparisons.context_lines(
+        {"test_acc": 0.665, "test_f1": 0.799},
+        None,
+        None,
+        False,
+        "",
+        "MSR test",
+        "--model.encoder=random --model.random_like=runs:/abc",
+        collapsed=True,
+    )
     text = "\n".join(lines)
     assert "majority" not in text  # a benchmark's cell: its baseline cells hold them
     assert "this run (one label for every pair: collapsed)" in text
     assert "no random twin with these settings" in text and "--model.random_like=runs:/abc" in lines[-1]
 
 
-@pytest.mark.parametrize("value, finetune, head, expected", [
-    ("auto", "frozen", "pool-mlp", True), ("auto", "frozen", "attn", True), ("auto", "full", "pool-mlp", False),
-    ("auto", "gradual", "attn", False), ("auto", "full", "cls", False), (False, "frozen", "attn", False),
-    (True, "frozen", "attn", True)])
+@pytest.mark.parametrize(
+    "value, finetune, head, expected",
+    [
+        ("auto", "frozen", "pool-mlp", True),
+        ("auto", "frozen", "attn", True),
+        ("auto", "full", "pool-mlp", False),
+        ("auto", "gradual", "attn", False),
+        ("auto", "full", "cls", False),
+        (False, "frozen", "attn", False),
+        (True, "frozen", "attn", True),
+    ],
+)
 def test_standardize_auto_is_on_for_frozen_transfers_only(value, finetune, head, expected):
     assert resolved_standardize(value, finetune, head) is expected
 

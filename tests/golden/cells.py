@@ -31,11 +31,25 @@ CONFIGS = REPO / "configs"
 PAIRS = 96  # per split: the dev and test items whose probabilities are pinned
 
 # Every run: the CPU, deterministic kernels, nothing printed or timed that does not decide a number.
-COMMON = ["--trainer.accelerator=cpu", "--trainer.devices=1", "--trainer.deterministic=true",
-          "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false"]
-PRETRAIN = [*COMMON, "--trainer.max_epochs=1", "--trainer.limit_train_batches=4", "--trainer.limit_val_batches=2",
-            "--trainer.val_check_interval=1.0", "--trainer.max_time=null", "--data.max_sentences=200",
-            "--data.corpus=mrpc", "--samples_every_n_steps=0", "--checkpoint_every_minutes=null"]
+COMMON = [
+    "--trainer.accelerator=cpu",
+    "--trainer.devices=1",
+    "--trainer.deterministic=true",
+    "--trainer.enable_progress_bar=false",
+    "--trainer.enable_model_summary=false",
+]
+PRETRAIN = [
+    *COMMON,
+    "--trainer.max_epochs=1",
+    "--trainer.limit_train_batches=4",
+    "--trainer.limit_val_batches=2",
+    "--trainer.val_check_interval=1.0",
+    "--trainer.max_time=null",
+    "--data.max_sentences=200",
+    "--data.corpus=mrpc",
+    "--samples_every_n_steps=0",
+    "--checkpoint_every_minutes=null",
+]
 FINETUNE = [*COMMON, "--trainer.max_epochs=2", f"--data.max_pairs={PAIRS}"]
 # The frozen transfer as the study runs it (configs/benchmarks/families.yaml): mrpc.yaml's scalar mix
 # and attn head, standardised features; a narrower head keeps it seconds long.
@@ -44,15 +58,19 @@ FROZEN = ("downstream/mrpc.yaml", ["--model.standardize=true", "--model.hidden_s
 # name → (config, flags): the family's pretraining (ULMFiT: both LM stages).
 PRETRAINS = {
     "elmo": ("pretrain/smoke.yaml", ["--model.hidden_size=16"]),
-    "ulmfit": ("pretrain/ulmfit.yaml", ["--model.embedding_size=16", "--model.hidden_size=24",
-                                        "--data.min_frequency=1", "--data.batch_size=32"]),
+    "ulmfit": (
+        "pretrain/ulmfit.yaml",
+        ["--model.embedding_size=16", "--model.hidden_size=24", "--data.min_frequency=1", "--data.batch_size=32"],
+    ),
     "ulmfit-task": ("pretrain/ulmfit-task.yaml", ["--model.init_from={ulmfit}"]),
     "gpt": ("pretrain/gpt-tiny.yaml", ["--model.hidden_size=32", "--data.max_vocab_size=400"]),
 }
 # family → (encoder flag, {transfer: (config, flags)}): the frozen cell and the family's fine-tuning.
 CELLS = {
-    "elmo": ("{elmo}", {"frozen": FROZEN, "gradual": ("downstream/mrpc.yaml", [
-        "--model.finetune=gradual", "--model.hidden_size=16"])}),
+    "elmo": (
+        "{elmo}",
+        {"frozen": FROZEN, "gradual": ("downstream/mrpc.yaml", ["--model.finetune=gradual", "--model.hidden_size=16"])},
+    ),
     "ulmfit": ("{ulmfit-task}", {"frozen": FROZEN, "gradual": ("downstream/ulmfit.yaml", [])}),
     "gpt": ("{gpt}", {"frozen": FROZEN, "full": ("downstream/gpt.yaml", [])}),
     "hf": ("{hf}", {"frozen": FROZEN, "full": ("downstream/hf.yaml", [])}),
@@ -62,7 +80,8 @@ CELLS = {
 def golden_names() -> list[str]:
     """Every golden cell's name, in the order they are computed."""
     return [f"{name}-pretrain" for name in PRETRAINS] + [
-        f"{family}-{transfer}" for family, (_, transfers) in CELLS.items() for transfer in transfers]
+        f"{family}-{transfer}" for family, (_, transfers) in CELLS.items() for transfer in transfers
+    ]
 
 
 def _tagged_run(client: MlflowClient, name: str):
@@ -79,18 +98,30 @@ def _probabilities(client: MlflowClient, run_id: str, split: str, folder: Path) 
     return [round(float(p), 7) for p in pandas.read_csv(path)["prob"]]
 
 
-def _run(cli: type, name: str, config: str, flags: list[str], references: dict[str, str], root: Path,
-         precision: str) -> None:
-    arguments = ["fit", "--config", str(CONFIGS / config), *(flag.format(**references) for flag in flags),
-                 f"--trainer.precision={precision}",
-                 f"--trainer.default_root_dir={root}", f"--tags={json.dumps({'golden': name})}"]
+def _run(
+    cli: type, name: str, config: str, flags: list[str], references: dict[str, str], root: Path, precision: str
+) -> None:
+    arguments = [
+        "fit",
+        "--config",
+        str(CONFIGS / config),
+        *(flag.format(**references) for flag in flags),
+        f"--trainer.precision={precision}",
+        f"--trainer.default_root_dir={root}",
+        f"--tags={json.dumps({'golden': name})}",
+    ]
     code = run_cli(cli, arguments)
     if code != 0:
         raise RuntimeError(f"golden {name}: the CLI exited {code} ({' '.join(arguments)})")
 
 
-def compute_goldens(workdir: Path, threads: int = 1, only: Callable[[str], bool] = lambda name: True,
-                    precision: str = "32-true", cell_flags: tuple[str, ...] = ()) -> dict:
+def compute_goldens(
+    workdir: Path,
+    threads: int = 1,
+    only: Callable[[str], bool] = lambda name: True,
+    precision: str = "32-true",
+    cell_flags: tuple[str, ...] = (),
+) -> dict:
     """Run every golden cell (those ``only`` accepts, with the pretraining runs they need) in
     ``workdir`` with ``threads`` torch threads under ``precision``, the cells (not the pretraining)
     with ``cell_flags`` last (a test's deliberate change). Returns ``{name: {metric: value, ...,
@@ -114,14 +145,18 @@ def compute_goldens(workdir: Path, threads: int = 1, only: Callable[[str], bool]
             client = MlflowClient(uri)
             bert = make_tiny_bert(workdir / "tiny-bert", train_sentences(mrpc_dir), whole_words=True)
             references = {"hf": f"hf:{bert}"}
-            wanted = {family for family, (_, transfers) in CELLS.items()
-                      if any(only(f"{family}-{transfer}") for transfer in transfers)}
+            wanted = {
+                family
+                for family, (_, transfers) in CELLS.items()
+                if any(only(f"{family}-{transfer}") for transfer in transfers)
+            }
             for name, (config, flags) in PRETRAINS.items():
                 family = name.split("-")[0]
                 if not (only(f"{name}-pretrain") or family in wanted):
                     continue
-                _run(PretrainCLI, f"{name}-pretrain", config, [*PRETRAIN, *data, *flags], references, workdir,
-                     precision)
+                _run(
+                    PretrainCLI, f"{name}-pretrain", config, [*PRETRAIN, *data, *flags], references, workdir, precision
+                )
                 run = _tagged_run(client, f"{name}-pretrain")
                 references[name] = f"runs:/{run.info.run_id}"
                 if only(f"{name}-pretrain"):
@@ -131,14 +166,21 @@ def compute_goldens(workdir: Path, threads: int = 1, only: Callable[[str], bool]
                     name = f"{family}-{transfer}"
                     if not only(name):
                         continue
-                    cell = [*FINETUNE, *data, f"--model.encoder={encoder}", *flags,
-                            f"--data.cache_dir={workdir / 'features'}", *cell_flags]
+                    cell = [
+                        *FINETUNE,
+                        *data,
+                        f"--model.encoder={encoder}",
+                        *flags,
+                        f"--data.cache_dir={workdir / 'features'}",
+                        *cell_flags,
+                    ]
                     _run(FinetuneCLI, name, config, cell, references, workdir, precision)
                     run = _tagged_run(client, name)
                     results[name] = {key: run.data.metrics[key] for key in ("dev_acc", "dev_f1", "test_acc", "test_f1")}
                     for split in ("dev", "test"):
-                        results[name][f"{split}_prob"] = _probabilities(client, run.info.run_id, split,
-                                                                        workdir / "predictions" / name)
+                        results[name][f"{split}_prob"] = _probabilities(
+                            client, run.info.run_id, split, workdir / "predictions" / name
+                        )
         finally:
             torch.set_num_threads(previous_threads)
     return results

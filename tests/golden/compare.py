@@ -44,8 +44,7 @@ PERPLEXITY_TOLERANCE = FLOAT32.perplexity
 METRIC_TOLERANCE = 1e-9
 FLIP_ALLOWANCE = 4.0  # one flipped item moves accuracy by 1/n and F1 by at most ~3/n (2/3 positive)
 METRICS = ("dev_acc", "dev_f1", "test_acc", "test_f1")
-HINT = ("a change moved a number — bump its concern in harness/protocol.py and run `make goldens`, "
-        "or find the bug")
+HINT = "a change moved a number — bump its concern in harness/protocol.py and run `make goldens`, or find the bug"
 
 
 def moved(name: str, what: str) -> str:
@@ -69,8 +68,9 @@ def problems(name: str, pinned: dict, computed: dict, tolerance: Tolerance = FLO
         was, now = pinned["best_val_ppl"], computed["best_val_ppl"]
         relative = abs(now - was) / was
         if not relative <= tolerance.perplexity:
-            found.append(moved(name, f"best_val_ppl {was:.6g} → {now:.6g}, relative Δ {relative:.2g} > "
-                                     f"{tolerance.perplexity:g}"))
+            found.append(
+                moved(name, f"best_val_ppl {was:.6g} → {now:.6g}, relative Δ {relative:.2g} > {tolerance.perplexity:g}")
+            )
     flips = {}
     for split in ("dev", "test"):
         key = f"{split}_prob"
@@ -120,8 +120,10 @@ def version_problem(goldens: dict, path: Path = GOLDEN_FILE) -> str | None:
     """A one-line request to regenerate when the goldens were made under another protocol version."""
     made, current = goldens.get("protocol_version"), protocol_version()
     if made != current:
-        return (f"{Path(path).name} was made under protocol {made}, this code is {current}: regenerate "
-                f"the goldens (`make goldens`) and commit them with the version bump")
+        return (
+            f"{Path(path).name} was made under protocol {made}, this code is {current}: regenerate "
+            f"the goldens (`make goldens`) and commit them with the version bump"
+        )
     return None
 
 
@@ -130,15 +132,21 @@ def write_goldens(cells: dict, path: Path = GOLDEN_FILE, **about) -> None:
     import torch
     import transformers
 
-    header = {"protocol_version": protocol_version(), "torch": torch.__version__,
-              "transformers": transformers.__version__, **about}
+    header = {
+        "protocol_version": protocol_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        **about,
+    }
     lines = ["{"] + [f"  {json.dumps(key)}: {json.dumps(value)}," for key, value in header.items()] + ['  "cells": {']
     names = list(cells)
     for position, name in enumerate(names):
         entries = list(cells[name].items())
         lines.append(f"    {json.dumps(name)}: {{")
-        lines += [f"      {json.dumps(key)}: {json.dumps(value)}" + ("," if i < len(entries) - 1 else "")
-                  for i, (key, value) in enumerate(entries)]
+        lines += [
+            f"      {json.dumps(key)}: {json.dumps(value)}" + ("," if i < len(entries) - 1 else "")
+            for i, (key, value) in enumerate(entries)
+        ]
         lines.append("    }" + ("," if position < len(names) - 1 else ""))
     lines += ["  }", "}"]
     text = "\n".join(lines) + "\n"

@@ -32,10 +32,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1, as the goldens are made)")
     parser.add_argument("--check", action="store_true", help="compare with the pinned goldens instead of writing them")
     parser.add_argument("--family", action="append", help="with --check: only this family's cells (repeatable)")
-    parser.add_argument("--precision", action="append", choices=sorted(GOLDENS),
-                        help="only this precision's goldens (repeatable; default: both, bf16 where native)")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="the goldens file, with one --precision (default: that precision's file)")
+    parser.add_argument(
+        "--precision",
+        action="append",
+        choices=sorted(GOLDENS),
+        help="only this precision's goldens (repeatable; default: both, bf16 where native)",
+    )
+    parser.add_argument(
+        "--out", type=Path, default=None, help="the goldens file, with one --precision (default: that precision's file)"
+    )
     options = parser.parse_args(argv)
     sys.argv = sys.argv[:1]  # LightningCLI, run in process below, reads its arguments from the list it is given
     precisions = options.precision or list(GOLDENS)
@@ -54,9 +59,12 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         with tempfile.TemporaryDirectory(prefix="goldens-") as workdir:
             families = options.family if options.check and options.family else None
-            cells = compute_goldens(Path(workdir), threads=options.threads, precision=precision,
-                                    only=lambda name, families=families: families is None
-                                    or name.split("-")[0] in families)
+            cells = compute_goldens(
+                Path(workdir),
+                threads=options.threads,
+                precision=precision,
+                only=lambda name, families=families: families is None or name.split("-")[0] in families,
+            )
         if not options.check:
             write_goldens(cells, path, precision=precision)
             print(f"wrote {len(cells)} golden cells ({precision}) to {path}")
@@ -66,8 +74,9 @@ def main(argv: list[str] | None = None) -> int:
         for name, numbers in cells.items():
             deviations = largest_deviations(pinned.get(name, {}), numbers)
             print(f"{precision:10s} {name:22s} " + "  ".join(f"{key} {value:.2g}" for key, value in deviations.items()))
-            found += problems(name, pinned[name], numbers, tolerance) if name in pinned else \
-                [f"golden {name}: not pinned"]
+            found += (
+                problems(name, pinned[name], numbers, tolerance) if name in pinned else [f"golden {name}: not pinned"]
+            )
         for line in found:
             print(line)
         code = code or (1 if found else 0)

@@ -13,8 +13,10 @@ from tests.golden.cells import compute_goldens, golden_names
 from tests.golden.compare import BF16, GOLDENS, problems, read_goldens, version_problem
 
 FAMILIES = list(dict.fromkeys(name.split("-")[0] for name in golden_names()))
-NEEDS_BF16 = pytest.mark.skipif(not cpu_bf16_supported(), reason="the bf16 goldens need a CPU with native bf16 "
-                                                                  "(AVX512-BF16 or AMX): elsewhere bf16 is emulated")
+NEEDS_BF16 = pytest.mark.skipif(
+    not cpu_bf16_supported(),
+    reason="the bf16 goldens need a CPU with native bf16 (AVX512-BF16 or AMX): elsewhere bf16 is emulated",
+)
 
 
 def family_of_cell(name: str) -> str:
@@ -28,8 +30,11 @@ def pinned_cells(precision: str) -> dict:
     if problem:
         pytest.fail(problem, pytrace=False)
     if sorted(goldens["cells"]) != sorted(golden_names()):
-        pytest.fail(f"{path.name} pins {sorted(goldens['cells'])}, the golden cells are {sorted(golden_names())}: "
-                    f"regenerate them (`make goldens`)", pytrace=False)
+        pytest.fail(
+            f"{path.name} pins {sorted(goldens['cells'])}, the golden cells are {sorted(golden_names())}: "
+            f"regenerate them (`make goldens`)",
+            pytrace=False,
+        )
     return goldens["cells"]
 
 
@@ -62,6 +67,7 @@ def test_golden_bf16_cells_of_each_family_hold_their_numbers(family, tmp_path):
 def test_golden_bf16_tolerance_catches_a_learning_rate_changed_by_a_fifth(cell, rate, tmp_path):
     """The configs' rates (1e-3 for the frozen head, 2.5e-4 for GPT's fine-tuning) times 1.2."""
     pinned = pinned_cells("bf16-mixed")[cell]
-    computed = compute_goldens(tmp_path, only=lambda name: name == cell, precision="bf16-mixed",
-                               cell_flags=(f"--model.learning_rate={rate}",))[cell]
+    computed = compute_goldens(
+        tmp_path, only=lambda name: name == cell, precision="bf16-mixed", cell_flags=(f"--model.learning_rate={rate}",)
+    )[cell]
     assert problems(cell, pinned, computed, BF16) != []

@@ -5,11 +5,25 @@ metric, a count of items), its one-line hint, and the goldens' protocol version.
 import pytest
 
 from harness.protocol import PROTOCOL_VERSIONS, protocol_version
-from tests.golden.compare import (BF16, BF16_GOLDEN_FILE, HINT, PROBABILITY_TOLERANCE, problems, read_goldens,
-                                  version_problem, write_goldens)
+from tests.golden.compare import (
+    BF16,
+    BF16_GOLDEN_FILE,
+    HINT,
+    PROBABILITY_TOLERANCE,
+    problems,
+    read_goldens,
+    version_problem,
+    write_goldens,
+)
 
-CELL = {"dev_acc": 0.75, "dev_f1": 0.8, "test_acc": 0.5, "test_f1": 0.6,
-        "dev_prob": [0.9, 0.2, 0.7, 0.1], "test_prob": [0.8, 0.3, 0.6, 0.4]}
+CELL = {
+    "dev_acc": 0.75,
+    "dev_f1": 0.8,
+    "test_acc": 0.5,
+    "test_f1": 0.6,
+    "dev_prob": [0.9, 0.2, 0.7, 0.1],
+    "test_prob": [0.8, 0.3, 0.6, 0.4],
+}
 
 
 def changed(cell: dict, **values) -> dict:

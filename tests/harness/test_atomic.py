@@ -39,6 +39,7 @@ def fill(content: str):
     def write(folder: Path) -> None:
         (folder / "part").mkdir()
         (folder / "part" / "file.txt").write_text(content)
+
     return write
 
 
@@ -69,6 +70,12 @@ def test_a_finished_file_moves_into_place_within_its_folder(tmp_path):
 
 def test_the_helper_imports_no_torch():
     probe = "import sys, harness.atomic; print('torch' in sys.modules)"
-    process = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=120,
-                             env={**os.environ, "PYTHONPATH": str(REPO)})
+    process = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert process.stdout.strip() == "False", process.stderr[-2000:]

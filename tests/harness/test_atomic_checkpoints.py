@@ -51,7 +51,7 @@ def test_atomic_save_writes_beside_the_target(tmp_path, monkeypatch):
     original = os.replace
     monkeypatch.setattr(os, "replace", lambda source, target: seen.append((source, target)) or original(source, target))
     atomic_torch_save({"a": 1}, tmp_path / "encoder.ckpt")
-    (source, target), = seen
+    ((source, target),) = seen
     assert os.path.dirname(source) == os.path.dirname(target) == str(tmp_path)  # a rename, never a copy
 
 
@@ -90,7 +90,9 @@ def test_disk_problems_are_found_through_the_exception_chain():
             raise RuntimeError("the store wrapped it") from inner
     except RuntimeError as outer:
         assert "no space left (SQLite: database or disk is full)" in disk_problem(outer)
-    assert disk_problem(OSError(errno.EROFS, "Read-only file system", "/x")) == "/x: read-only filesystem " \
+    assert (
+        disk_problem(OSError(errno.EROFS, "Read-only file system", "/x")) == "/x: read-only filesystem "
         "(Read-only file system)"
+    )
     assert disk_problem(ValueError("database or disk is full")) is None
     assert disk_problem(OSError(errno.ENOENT, "missing")) is None

@@ -9,10 +9,14 @@ from pathlib import Path
 import pytest
 
 from downstream.__main__ import MODEL_HINT
-from downstream.run.cli_flags import CLASSES as FINETUNE_CLASSES, FLAGS as FINETUNE_FLAGS, LEAVES as FINETUNE_LEAVES
+from downstream.run.cli_flags import CLASSES as FINETUNE_CLASSES
+from downstream.run.cli_flags import FLAGS as FINETUNE_FLAGS
+from downstream.run.cli_flags import LEAVES as FINETUNE_LEAVES
 from harness.cli.data_check import data_hint
 from harness.cli.preflight import problems
-from pretrain.cli_flags import CLASSES as PRETRAIN_CLASSES, FLAGS as PRETRAIN_FLAGS, LEAVES as PRETRAIN_LEAVES
+from pretrain.cli_flags import CLASSES as PRETRAIN_CLASSES
+from pretrain.cli_flags import FLAGS as PRETRAIN_FLAGS
+from pretrain.cli_flags import LEAVES as PRETRAIN_LEAVES
 from pretrain.encoders.reference_hints import encoder_hint
 
 REPO = Path(__file__).resolve().parents[2]
@@ -24,30 +28,44 @@ def finetune_problems(argv):
     return problems(argv, FINETUNE_FLAGS, FINETUNE_LEAVES, CHECKS)
 
 
-@pytest.mark.parametrize("argv, line", [
-    (["fit", "--model.encdoer=latest"], "--model.encdoer: unknown flag; did you mean --model.encoder?"),
-    (["fit", "--data.batchsize", "3"], "--data.batchsize: unknown flag; did you mean --data.batch_size?"),
-    (["fit", "--trainer.max_epoch=3"], "--trainer.max_epoch: unknown flag; did you mean --trainer.max_epochs?"),
-    (["fit", "--model.encoder=lates"], "--model.encoder=lates: no such checkpoint file or encoder; did you mean latest?"),
-    (["fit", "--model.encoder", "rnadom"], "--model.encoder=rnadom: no such checkpoint file or encoder; did you mean random?"),
-    (["fit", "--model.encoder=run:/abc"], "--model.encoder=run:/abc: unknown scheme run:; did you mean runs:/abc?"),
-    (["fit", "--config", "configs/downstream/mrpx.yaml"],
-     "--config=configs/downstream/mrpx.yaml: no such file; did you mean configs/downstream/mrpc.yaml?"),
-])
+@pytest.mark.parametrize(
+    "argv, line",
+    [
+        (["fit", "--model.encdoer=latest"], "--model.encdoer: unknown flag; did you mean --model.encoder?"),
+        (["fit", "--data.batchsize", "3"], "--data.batchsize: unknown flag; did you mean --data.batch_size?"),
+        (["fit", "--trainer.max_epoch=3"], "--trainer.max_epoch: unknown flag; did you mean --trainer.max_epochs?"),
+        (
+            ["fit", "--model.encoder=lates"],
+            "--model.encoder=lates: no such checkpoint file or encoder; did you mean latest?",
+        ),
+        (
+            ["fit", "--model.encoder", "rnadom"],
+            "--model.encoder=rnadom: no such checkpoint file or encoder; did you mean random?",
+        ),
+        (["fit", "--model.encoder=run:/abc"], "--model.encoder=run:/abc: unknown scheme run:; did you mean runs:/abc?"),
+        (
+            ["fit", "--config", "configs/downstream/mrpx.yaml"],
+            "--config=configs/downstream/mrpx.yaml: no such file; did you mean configs/downstream/mrpc.yaml?",
+        ),
+    ],
+)
 def test_a_mistake_is_one_line_with_what_was_meant(argv, line, monkeypatch):
     monkeypatch.chdir(REPO)
     assert finetune_problems(argv) == [line]
 
 
-@pytest.mark.parametrize("argv", [
-    ["fit", "--config", "configs/downstream/smoke.yaml", "--model.encoder=latest", "--trainer.max_epochs", "-1"],
-    ["fit", "--model.encoder=runs:/0123abcd", "--model.random_like=latest:elmo", "--model.mix=layer:2"],
-    ["fit", "--model.encoder=random:models:/elmo-encoder@newest@3", "--data.train_fraction=0.1"],
-    ["fit", "--trainer.callbacks+=EarlyStopping", "--trainer.callbacks.patience=3", "--trainer.logger=false"],
-    ["fit", "--tags", '{"note": "try"}', "--print_config", "--seed_everything=1"],
-    ["fit", "--model.encoder=hf:some/folder", "--model.help", "x", "-c", "configs/downstream/mrpc.yaml"],
-    ["fit", "--model.encoder=rubbish-that-the-full-parse-answers"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["fit", "--config", "configs/downstream/smoke.yaml", "--model.encoder=latest", "--trainer.max_epochs", "-1"],
+        ["fit", "--model.encoder=runs:/0123abcd", "--model.random_like=latest:elmo", "--model.mix=layer:2"],
+        ["fit", "--model.encoder=random:models:/elmo-encoder@newest@3", "--data.train_fraction=0.1"],
+        ["fit", "--trainer.callbacks+=EarlyStopping", "--trainer.callbacks.patience=3", "--trainer.logger=false"],
+        ["fit", "--tags", '{"note": "try"}', "--print_config", "--seed_everything=1"],
+        ["fit", "--model.encoder=hf:some/folder", "--model.help", "x", "-c", "configs/downstream/mrpc.yaml"],
+        ["fit", "--model.encoder=rubbish-that-the-full-parse-answers"],
+    ],
+)
 def test_what_the_parser_accepts_passes(argv, monkeypatch, tmp_path):
     monkeypatch.chdir(REPO)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'none.db'}")  # no store: runs:/ left to the parse
@@ -63,20 +81,30 @@ def test_a_run_the_local_store_lacks_is_named_with_the_closest_before_mlflow_loa
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     typo = run_id[:-1] + ("0" if run_id[-1] != "0" else "1")
     assert finetune_problems(["fit", f"--model.encoder=runs:/{typo}"]) == [
-        f"--model.encoder=runs:/{typo}: no run {typo} in {uri}; did you mean runs:/{run_id}?"]
+        f"--model.encoder=runs:/{typo}: no run {typo} in {uri}; did you mean runs:/{run_id}?"
+    ]
     assert finetune_problems(["fit", f"--model.random_like=random:runs:/{typo}@0"])[0].startswith(
-        f"--model.random_like=random:runs:/{typo}@0: no run {typo} in {uri}")
+        f"--model.random_like=random:runs:/{typo}@0: no run {typo} in {uri}"
+    )
     assert finetune_problems(["fit", f"--model.encoder=runs:/{run_id}", f"--model.random_like=runs:/{run_id}/x"]) == []
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:9/")  # a server: left to the full parse
     assert finetune_problems(["fit", f"--model.encoder=runs:/{typo}"]) == []
 
 
 def test_the_pretrain_model_flags_of_every_family_pass():
-    argv = ["fit", "--model=pretrain.lit_gpt.LitGPT", "--model.num_heads=2", "--model.init_args.hidden_size=8",
-            "--model.weight_drop=0.1", "--model.init_from=latest:ulmfit", "--data.corpus=mrpc+reuters"]
+    argv = [
+        "fit",
+        "--model=pretrain.lit_gpt.LitGPT",
+        "--model.num_heads=2",
+        "--model.init_args.hidden_size=8",
+        "--model.weight_drop=0.1",
+        "--model.init_from=latest:ulmfit",
+        "--data.corpus=mrpc+reuters",
+    ]
     assert problems(argv, PRETRAIN_FLAGS, PRETRAIN_LEAVES) == []
     assert problems(["fit", "--model.hiden_size=8"], PRETRAIN_FLAGS, PRETRAIN_LEAVES) == [
-        "--model.hiden_size: unknown flag; did you mean --model.hidden_size?"]
+        "--model.hiden_size: unknown flag; did you mean --model.hidden_size?"
+    ]
 
 
 def test_a_class_a_group_flag_does_not_take_lists_the_choices_in_one_line(monkeypatch):
@@ -87,45 +115,71 @@ def test_a_class_a_group_flag_does_not_take_lists_the_choices_in_one_line(monkey
         return problems(argv, PRETRAIN_FLAGS, PRETRAIN_LEAVES, classes=PRETRAIN_CLASSES, hints={"data": data_hint()})
 
     assert pretrain_problems(["fit", "--model=LitBERT"]) == [
-        "--model=LitBERT: choose one of LitAWDLSTM, LitBiLM, LitGPT (or its class path, or a config file)"]
+        "--model=LitBERT: choose one of LitAWDLSTM, LitBiLM, LitGPT (or its class path, or a config file)"
+    ]
     assert pretrain_problems(["fit", "--model", "LitGPTT"])[0].endswith("; did you mean LitGPT?")
     assert pretrain_problems(["fit", "--data=SST2"]) == [
-        "--data=SST2: not a config file, and --data's class is fixed here; the data set is --data.dataset: mrpc or tsv"]
-    finetune = problems(["fit", "--model=LitBERT"], FINETUNE_FLAGS, FINETUNE_LEAVES, classes=FINETUNE_CLASSES,
-                        hints=hints)
-    assert finetune == ["--model=LitBERT: not a config file, and --model's class is fixed here; --model.encoder "
-                        "picks the encoder: runs:/<id>, latest[:<family>], hf:<folder>, random, …"]
-    for accepted in ("--model=LitGPT", "--model=pretrain.lit_gpt.LitGPT", "--model=configs/pretrain/gpt.yaml",
-                     "--model={class_path: pretrain.lit_gpt.LitGPT}", "--data=configs/pretrain/smoke.yaml",
-                     "--model=null"):
+        "--data=SST2: not a config file, and --data's class is fixed here; the data set is --data.dataset: mrpc or tsv"
+    ]
+    finetune = problems(
+        ["fit", "--model=LitBERT"], FINETUNE_FLAGS, FINETUNE_LEAVES, classes=FINETUNE_CLASSES, hints=hints
+    )
+    assert finetune == [
+        "--model=LitBERT: not a config file, and --model's class is fixed here; --model.encoder "
+        "picks the encoder: runs:/<id>, latest[:<family>], hf:<folder>, random, …"
+    ]
+    for accepted in (
+        "--model=LitGPT",
+        "--model=pretrain.lit_gpt.LitGPT",
+        "--model=configs/pretrain/gpt.yaml",
+        "--model={class_path: pretrain.lit_gpt.LitGPT}",
+        "--data=configs/pretrain/smoke.yaml",
+        "--model=null",
+    ):
         assert pretrain_problems(["fit", accepted]) == [], accepted
     for accepted in ("--model.mix=scalar", "--model.mix=average", "--trainer.strategy=ddp"):  # a value's own words
-        assert problems(["fit", accepted], FINETUNE_FLAGS, FINETUNE_LEAVES, classes=FINETUNE_CLASSES,
-                        hints=hints) == [], accepted
+        assert (
+            problems(["fit", accepted], FINETUNE_FLAGS, FINETUNE_LEAVES, classes=FINETUNE_CLASSES, hints=hints) == []
+        ), accepted
 
 
 @pytest.mark.parametrize("stage", ["downstream", "pretrain"])
 def test_a_bad_flag_is_answered_before_torch_lightning_or_mlflow_load(stage):
-    probe = ("import atexit, runpy, sys\n"
-             f"atexit.register(lambda: print('loaded', sorted(m for m in {HEAVY!r} if m in sys.modules)))\n"
-             f"sys.argv = ['{stage}', 'fit', '--trainer.max_epoch=1']\n"
-             f"runpy.run_module('{stage}', run_name='__main__')\n")
+    probe = (
+        "import atexit, runpy, sys\n"
+        f"atexit.register(lambda: print('loaded', sorted(m for m in {HEAVY!r} if m in sys.modules)))\n"
+        f"sys.argv = ['{stage}', 'fit', '--trainer.max_epoch=1']\n"
+        f"runpy.run_module('{stage}', run_name='__main__')\n"
+    )
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    process = subprocess.run([sys.executable, "-c", probe], cwd=REPO, env=env, capture_output=True, text=True,
-                             timeout=120)
+    process = subprocess.run(
+        [sys.executable, "-c", probe], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
+    )
     assert process.returncode == 2
     assert process.stderr.strip() == "error: --trainer.max_epoch: unknown flag; did you mean --trainer.max_epochs?"
     assert process.stdout.strip() == "loaded []"
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("spec, module", [("pretrain.cli:PretrainCLI", "pretrain/cli_flags.py"),
-                                          ("downstream.run.cli:FinetuneCLI", "downstream/run/cli_flags.py")])
+@pytest.mark.parametrize(
+    "spec, module",
+    [
+        ("pretrain.cli:PretrainCLI", "pretrain/cli_flags.py"),
+        ("downstream.run.cli:FinetuneCLI", "downstream/run/cli_flags.py"),
+    ],
+)
 def test_the_recorded_flags_are_the_parsers(spec, module):
     """The generated flag lists match the parsers; after a flag is added or renamed, regenerate."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    process = subprocess.run([sys.executable, "-m", "harness.cli.flag_names", spec], cwd=REPO, env=env,
-                             capture_output=True, text=True, timeout=600)
+    process = subprocess.run(
+        [sys.executable, "-m", "harness.cli.flag_names", spec],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert process.returncode == 0, process.stderr[-3000:]
-    assert process.stdout == (REPO / module).read_text(), \
+    assert process.stdout == (REPO / module).read_text(), (
         f"{module} is stale: python -m harness.cli.flag_names {spec} > {module}"
+    )

@@ -28,8 +28,9 @@ def test_the_flags_come_from_the_configs_then_the_command_line(tmp_path):
 
 def test_a_wrong_mrpc_dir_is_the_loaders_own_line(tmp_path, monkeypatch):
     monkeypatch.setenv("MRPC_DIR", str(tmp_path))
-    assert data_problem(["fit"]) == (f"MRPC_DIR={tmp_path}: msr_paraphrase_train.txt not found; put the MSR "
-                                     f"files there or unset MRPC_DIR")
+    assert data_problem(["fit"]) == (
+        f"MRPC_DIR={tmp_path}: msr_paraphrase_train.txt not found; put the MSR files there or unset MRPC_DIR"
+    )
 
 
 def test_pair_files_are_read_and_checked(tmp_path):
@@ -38,7 +39,8 @@ def test_pair_files_are_read_and_checked(tmp_path):
     assert data_problem(["fit", "--data.dataset=tsv", *flags]) is None
     missing = tmp_path / "nope.tsv"
     assert data_problem(["fit", "--data.dataset=tsv", *flags, f"--data.test={missing}"]) == (
-        f"--data.test={missing}: file not found; give a tab-separated pair file")
+        f"--data.test={missing}: file not found; give a tab-separated pair file"
+    )
     broken = tmp_path / "broken.tsv"
     broken.write_text(Path(files["train"]).read_text() + "only one column\n")
     problem = data_problem(["fit", "--data.dataset=tsv", *flags, f"--data.train={broken}"])
@@ -46,22 +48,31 @@ def test_pair_files_are_read_and_checked(tmp_path):
     assert data_problem(["fit", "--data.dataset=sst2"]) == "--data.dataset=sst2: expected mrpc or tsv"
 
 
-@pytest.mark.parametrize("stage, config", [("downstream", "configs/downstream/mrpc.yaml"),
-                                           ("pretrain", "configs/pretrain/smoke.yaml")])
+@pytest.mark.parametrize(
+    "stage, config", [("downstream", "configs/downstream/mrpc.yaml"), ("pretrain", "configs/pretrain/smoke.yaml")]
+)
 def test_wrong_data_is_answered_before_torch_lightning_or_mlflow_load(stage, config, tmp_path):
-    probe = ("import atexit, runpy, sys\n"
-             f"atexit.register(lambda: print('loaded', sorted(m for m in {HEAVY!r} if m in sys.modules)))\n"
-             f"sys.argv = ['{stage}', 'fit', '--config', '{config}']\n"
-             f"runpy.run_module('{stage}', run_name='__main__')\n")
-    env = {**os.environ, "PYTHONPATH": str(REPO), "MRPC_DIR": str(tmp_path),
-           "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
+    probe = (
+        "import atexit, runpy, sys\n"
+        f"atexit.register(lambda: print('loaded', sorted(m for m in {HEAVY!r} if m in sys.modules)))\n"
+        f"sys.argv = ['{stage}', 'fit', '--config', '{config}']\n"
+        f"runpy.run_module('{stage}', run_name='__main__')\n"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "MRPC_DIR": str(tmp_path),
+        "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}",
+    }
     start = time.monotonic()
-    process = subprocess.run([sys.executable, "-c", probe], cwd=REPO, env=env, capture_output=True, text=True,
-                             timeout=120)
+    process = subprocess.run(
+        [sys.executable, "-c", probe], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
+    )
     seconds = time.monotonic() - start
     assert process.returncode == 2
-    assert process.stderr.strip() == (f"error: MRPC_DIR={tmp_path}: msr_paraphrase_train.txt not found; put the "
-                                      f"MSR files there or unset MRPC_DIR")
+    assert process.stderr.strip() == (
+        f"error: MRPC_DIR={tmp_path}: msr_paraphrase_train.txt not found; put the MSR files there or unset MRPC_DIR"
+    )
     assert process.stdout.strip() == "loaded []"
     assert seconds < 5 * (1 + (os.getloadavg()[0] > (os.cpu_count() or 1)))  # ≤ 5 s, doubled on a loaded machine
     assert not (tmp_path / "mlflow.db").exists()  # no run, not even a store

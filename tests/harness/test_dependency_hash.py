@@ -15,7 +15,9 @@ PYPROJECT = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
 
 
 def test_hash_ignores_what_an_install_does_not_depend_on():
-    reworded = PYPROJECT.replace('version = "0.1.0"', 'version = "0.2.0"').replace("description = ", "description = 'x' #")
+    reworded = PYPROJECT.replace('version = "0.1.0"', 'version = "0.2.0"').replace(
+        "description = ", "description = 'x' #"
+    )
     assert dependency_hash(reworded + "\n# a comment\n") == dependency_hash(PYPROJECT)
 
 

@@ -39,8 +39,15 @@ def stored_run(tmp_path_factory, save_encoder):
     register_encoder(client, run_id, "elmo")
     stored = tmp_path / "artifacts" / run_id / "artifacts" / "checkpoint" / "encoder.ckpt"
     assert stored.is_file()
-    return {"uri": uri, "client": client, "run_id": run_id, "stored": stored, "genuine": genuine, "tmp": tmp_path,
-            "cache": tmp_path / "cache" / run_id / "encoder.ckpt"}
+    return {
+        "uri": uri,
+        "client": client,
+        "run_id": run_id,
+        "stored": stored,
+        "genuine": genuine,
+        "tmp": tmp_path,
+        "cache": tmp_path / "cache" / run_id / "encoder.ckpt",
+    }
 
 
 @pytest.fixture
@@ -56,8 +63,9 @@ def store(stored_run, monkeypatch):
 def negated(path: Path, target: Path) -> Path:
     """The same checkpoint with every floating-point weight negated: loads fine, computes other features."""
     checkpoint = torch.load(path, weights_only=True)
-    checkpoint["state_dict"] = {key: -value if value.is_floating_point() else value
-                                for key, value in checkpoint["state_dict"].items()}
+    checkpoint["state_dict"] = {
+        key: -value if value.is_floating_point() else value for key, value in checkpoint["state_dict"].items()
+    }
     torch.save(checkpoint, target)
     return target
 
@@ -74,8 +82,9 @@ def test_a_pretrain_run_records_the_sha256_of_its_checkpoint(store):
     assert encoder.run_id == store["run_id"] and sha256_of(store["cache"]) == params[DIGEST_PARAM]
 
 
-@pytest.mark.parametrize("source", ["runs:/{run_id}", "models:/elmo-encoder@newest", "models:/elmo-encoder/1",
-                                    "latest", "latest:elmo"])
+@pytest.mark.parametrize(
+    "source", ["runs:/{run_id}", "models:/elmo-encoder@newest", "models:/elmo-encoder/1", "latest", "latest:elmo"]
+)
 @pytest.mark.slow
 def test_a_checkpoint_replaced_in_the_artifact_store_is_refused_on_download(store, source):
     negated(store["genuine"], store["stored"])  # same path, other bytes
@@ -119,8 +128,10 @@ def test_a_run_without_a_digest_loads_with_a_note(store, capsys):
     finally:
         client.delete_run(run.info.run_id)  # `latest` of the other tests stays the recorded run
     notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note:")]
-    assert notes == [f"note: run {run.info.run_id} records no {DIGEST_PARAM} (made before checkpoint digests); "
-                     f"its checkpoint/encoder.ckpt is loaded unchecked"]  # once per run and process
+    assert notes == [
+        f"note: run {run.info.run_id} records no {DIGEST_PARAM} (made before checkpoint digests); "
+        f"its checkpoint/encoder.ckpt is loaded unchecked"
+    ]  # once per run and process
 
 
 @pytest.mark.slow

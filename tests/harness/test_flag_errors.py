@@ -25,12 +25,15 @@ def complaint(argv: list[str]) -> str:
     return flag_error(str(raised.value), argv)
 
 
-@pytest.mark.parametrize("argv, line", [
-    (["--model.head=nope"], "--model.head=nope: choose one of pool-mlp, attn"),
-    (["--model.head", "nope"], "--model.head=nope: choose one of pool-mlp, attn"),
-    (["--model.hidden_size=abc"], "--model.hidden_size=abc: expected int"),
-    (["--model.other=1"], "unrecognized arguments: --model.other=1"),
-])
+@pytest.mark.parametrize(
+    "argv, line",
+    [
+        (["--model.head=nope"], "--model.head=nope: choose one of pool-mlp, attn"),
+        (["--model.head", "nope"], "--model.head=nope: choose one of pool-mlp, attn"),
+        (["--model.hidden_size=abc"], "--model.hidden_size=abc: expected int"),
+        (["--model.other=1"], "unrecognized arguments: --model.other=1"),
+    ],
+)
 def test_one_line_naming_flag_value_and_choices(argv, line):
     assert complaint(argv) == line
 
@@ -41,8 +44,10 @@ def test_a_value_types_own_message_is_kept_and_names_the_flag():
 
 
 def test_a_subclass_argument_names_the_flag_the_user_typed():
-    message = ('Parser key "model":\n  Does not validate against any of the Union subtypes\nSubtypes: [...]\nErrors:\n'
-               '  - Problem with given class_path \'pretrain.lit_bilm.LitBiLM\':\n    Parser key "schedule":\n'
-               "      Expected a typing.Literal['constant', 'cosine']. Got value: cosin\n"
-               "  - Expected a <class 'NoneType'>\n")
+    message = (
+        'Parser key "model":\n  Does not validate against any of the Union subtypes\nSubtypes: [...]\nErrors:\n'
+        "  - Problem with given class_path 'pretrain.lit_bilm.LitBiLM':\n    Parser key \"schedule\":\n"
+        "      Expected a typing.Literal['constant', 'cosine']. Got value: cosin\n"
+        "  - Expected a <class 'NoneType'>\n"
+    )
     assert flag_error(message, ["--model.schedule=cosin"]) == "--model.schedule=cosin: choose one of constant, cosine"

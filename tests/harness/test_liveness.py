@@ -9,7 +9,15 @@ import sys
 import pytest
 from mlflow.tracking import MlflowClient
 
-from harness.tracking.liveness import ENDED_TAG, HOST_TAG, PID_TAG, STARTED_TAG, mark_dead_runs, owner_alive, process_tags
+from harness.tracking.liveness import (
+    ENDED_TAG,
+    HOST_TAG,
+    PID_TAG,
+    STARTED_TAG,
+    mark_dead_runs,
+    owner_alive,
+    process_tags,
+)
 from harness.tracking.store import ensure_experiment, prepare_store
 
 
@@ -53,8 +61,14 @@ def test_dead_runs_are_marked_killed_and_the_others_left_alone(store):
     client.set_terminated(ids["finished"], "FINISHED")
     assert sorted(mark_dead_runs(client)) == sorted([ids["dead"], ids["dead-child"]])
     status = {name: client.get_run(run_id).info.status for name, run_id in ids.items()}
-    assert status == {"dead": "KILLED", "dead-child": "KILLED", "alive": "RUNNING", "other-host": "RUNNING",
-                      "untagged": "RUNNING", "finished": "FINISHED"}
+    assert status == {
+        "dead": "KILLED",
+        "dead-child": "KILLED",
+        "alive": "RUNNING",
+        "other-host": "RUNNING",
+        "untagged": "RUNNING",
+        "finished": "FINISHED",
+    }
     assert "died" in client.get_run(ids["dead"]).data.tags[ENDED_TAG]
     assert mark_dead_runs(client) == []
 

@@ -23,8 +23,9 @@ def probe(home: Path, **settings: str) -> dict:
     """Import the harness in a clean environment (no CI or pytest variables, which turn MLflow's
     telemetry off by themselves) with ``home`` as the home folder."""
     env = {"PATH": os.environ.get("PATH", ""), "HOME": str(home), "PYTHONPATH": str(REPO), **settings}
-    process = subprocess.run([sys.executable, "-c", PROBE], cwd=home, env=env, capture_output=True, text=True,
-                             timeout=120)
+    process = subprocess.run(
+        [sys.executable, "-c", PROBE], cwd=home, env=env, capture_output=True, text=True, timeout=120
+    )
     assert process.returncode == 0, process.stderr[-3000:]
     return json.loads(process.stdout.strip().splitlines()[-1])
 
@@ -32,8 +33,11 @@ def probe(home: Path, **settings: str) -> dict:
 @pytest.mark.slow
 def test_telemetry_is_off_and_retries_are_bounded_by_default(tmp_path):
     seen = probe(tmp_path)
-    assert seen == {"MLFLOW_DISABLE_TELEMETRY": "true", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "3",
-                    "MLFLOW_HTTP_REQUEST_TIMEOUT": "10"}
+    assert seen == {
+        "MLFLOW_DISABLE_TELEMETRY": "true",
+        "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "3",
+        "MLFLOW_HTTP_REQUEST_TIMEOUT": "10",
+    }
     assert not (tmp_path / ".config" / "mlflow").exists()
 
 

@@ -36,10 +36,20 @@ TOLERANCE = math.log(1.02)  # nats: perplexity within 2%
 VOCAB = 40
 LANGUAGE_MODELS = {
     "elmo": lambda: LitBiLM(vocab_size=VOCAB, hidden_size=32, num_layers=2, dropout=0.0, learning_rate=1e-2),
-    "ulmfit": lambda: LitAWDLSTM(vocab_size=VOCAB, embedding_size=16, hidden_size=32, num_layers=2, drop_mult=0.0,
-                                 learning_rate=3e-2),
-    "gpt": lambda: LitGPT(vocab_size=VOCAB, num_layers=2, hidden_size=32, num_heads=2, max_positions=32, dropout=0.0,
-                          attention_dropout=0.0, schedule="constant", learning_rate=1e-2),
+    "ulmfit": lambda: LitAWDLSTM(
+        vocab_size=VOCAB, embedding_size=16, hidden_size=32, num_layers=2, drop_mult=0.0, learning_rate=3e-2
+    ),
+    "gpt": lambda: LitGPT(
+        vocab_size=VOCAB,
+        num_layers=2,
+        hidden_size=32,
+        num_heads=2,
+        max_positions=32,
+        dropout=0.0,
+        attention_dropout=0.0,
+        schedule="constant",
+        learning_rate=1e-2,
+    ),
 }
 
 
@@ -50,7 +60,7 @@ def counting_batches() -> list[tuple[torch.Tensor, torch.Tensor]]:
     for length in torch.randint(5, 15, (48,), generator=generator).tolist():
         start = int(torch.randint(0, VOCAB - 1, (1,), generator=generator))
         sentences.append(torch.tensor([1 + (start + step) % (VOCAB - 1) for step in range(length)]))
-    return [pad_batch(sentences[start:start + 16]) for start in range(0, len(sentences), 16)]
+    return [pad_batch(sentences[start : start + 16]) for start in range(0, len(sentences), 16)]
 
 
 class Losses(pl.Callback):
@@ -75,10 +85,20 @@ def train(make_module, loader, precision_flag: str, epochs: int, clip: float = 1
     torch.manual_seed(0)
     module = make_module()
     losses = Losses(module)
-    trainer = pl.Trainer(precision=precision_flag, max_epochs=epochs, accelerator="cpu", devices=1, logger=False,
-                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                         num_sanity_val_steps=0, limit_val_batches=0, gradient_clip_val=clip,
-                         callbacks=[losses, *callbacks])
+    trainer = pl.Trainer(
+        precision=precision_flag,
+        max_epochs=epochs,
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        limit_val_batches=0,
+        gradient_clip_val=clip,
+        callbacks=[losses, *callbacks],
+    )
     trainer.fit(module, train_dataloaders=loader)
     return losses
 
@@ -122,9 +142,16 @@ def test_gradient_clipping_runs_with_the_fused_optimizer_under_every_precision(p
 
 # ── fine-tuning ───────────────────────────────────────────────────────────────────────────────
 
-PAIR_SENTENCES = ["the cat sat on the mat .", "a dog barked at the cat , loudly .", "shares fell 3 percent on monday .",
-                  "the market rose sharply after the report .", "he said so .", "she agreed to the plan at once .",
-                  "the cat said so .", "shares rose on monday ."]
+PAIR_SENTENCES = [
+    "the cat sat on the mat .",
+    "a dog barked at the cat , loudly .",
+    "shares fell 3 percent on monday .",
+    "the market rose sharply after the report .",
+    "he said so .",
+    "she agreed to the plan at once .",
+    "the cat said so .",
+    "shares rose on monday .",
+]
 
 
 def pair_loader(encoder, kind: str) -> torch.utils.data.DataLoader:
@@ -147,17 +174,33 @@ def pair_loader(encoder, kind: str) -> torch.utils.data.DataLoader:
     return torch.utils.data.DataLoader(range(8), batch_size=4, collate_fn=collate)
 
 
-@pytest.mark.parametrize("family, finetune, head", [
-    ("elmo", "frozen", "pool-mlp"), ("elmo", "full", "pool-mlp"), ("ulmfit", "frozen", "pool-mlp"),
-    ("ulmfit", "full", "pool-mlp"), ("gpt", "frozen", "pool-mlp"), ("gpt", "full", "cls")])
+@pytest.mark.parametrize(
+    "family, finetune, head",
+    [
+        ("elmo", "frozen", "pool-mlp"),
+        ("elmo", "full", "pool-mlp"),
+        ("ulmfit", "frozen", "pool-mlp"),
+        ("ulmfit", "full", "pool-mlp"),
+        ("gpt", "frozen", "pool-mlp"),
+        ("gpt", "full", "cls"),
+    ],
+)
 def test_fine_tuning_under_bf16_mixed_matches_float32(family, finetune, head, save_encoder, tmp_path):
     path, _ = save_encoder(family, tmp_path)
 
     def classifier():  # every group, the scalar mix's too, at one rate: its default 0.1 on 8 pairs turns
         # bf16's rounding into another mix within 20 steps (GPT frozen: a loss gap of 0.035 nats)
-        return LitPairClassifier(load_encoder(path), finetune=finetune, head=head, hidden_size=16, dropout=0.0,
-                                 learning_rate=3e-2, mix_learning_rate=3e-2, lm_weight=0.5 if head == "cls" else 0.0,
-                                 standardize=False)  # raw features: these batches come from no feature store
+        return LitPairClassifier(
+            load_encoder(path),
+            finetune=finetune,
+            head=head,
+            hidden_size=16,
+            dropout=0.0,
+            learning_rate=3e-2,
+            mix_learning_rate=3e-2,
+            lm_weight=0.5 if head == "cls" else 0.0,
+            standardize=False,
+        )  # raw features: these batches come from no feature store
 
     kind = "features" if finetune == "frozen" else "joint" if head == "cls" else "tokens"
     loader = pair_loader(load_encoder(path), kind)
@@ -167,6 +210,7 @@ def test_fine_tuning_under_bf16_mixed_matches_float32(family, finetune, head, sa
 
 
 # ── frozen features ────────────────────────────────────────────────────────────────────────────
+
 
 @pytest.mark.parametrize("family", sorted(LANGUAGE_MODELS))
 def test_frozen_features_stay_float32_inside_bf16_autocast(family, save_encoder, tmp_path):
@@ -184,6 +228,7 @@ def test_frozen_features_stay_float32_inside_bf16_autocast(family, save_encoder,
 
 
 # ── the request check ─────────────────────────────────────────────────────────────────────────
+
 
 def test_float32_and_supported_bf16_pass(monkeypatch):
     monkeypatch.setattr(precision, "cpu_bf16_supported", lambda: True)
@@ -211,8 +256,9 @@ def test_auto_accelerator_is_the_device_lightning_picks(monkeypatch):
     assert precision.device_type("auto") == "cuda" and precision.device_type("cpu") == "cpu"
 
 
-@pytest.mark.skipif(platform.machine() != "x86_64" or not Path("/proc/cpuinfo").is_file(),
-                    reason="reads the kernel's x86 CPU flags")
+@pytest.mark.skipif(
+    platform.machine() != "x86_64" or not Path("/proc/cpuinfo").is_file(), reason="reads the kernel's x86 CPU flags"
+)
 def test_cpu_detection_agrees_with_the_kernels_cpu_flags():
     flags = next(line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags")).split()
     assert precision.cpu_bf16_supported() == ("avx512_bf16" in flags or "amx_bf16" in flags)
@@ -235,8 +281,17 @@ def smoke_store(monkeypatch, tmp_path, mrpc_dir) -> tuple[str, Path]:
 def test_the_cli_refuses_unsupported_bf16_before_a_run_exists(monkeypatch, capsys, tmp_path, mrpc_dir):
     monkeypatch.setattr(precision, "cpu_bf16_supported", lambda: False)
     uri, smoke = smoke_store(monkeypatch, tmp_path, mrpc_dir)
-    code = run_cli(PretrainCLI, ["fit", "--config", str(smoke), "--data.max_sentences=50",
-                                 "--trainer.accelerator=cpu", "--trainer.precision=bf16-mixed"])
+    code = run_cli(
+        PretrainCLI,
+        [
+            "fit",
+            "--config",
+            str(smoke),
+            "--data.max_sentences=50",
+            "--trainer.accelerator=cpu",
+            "--trainer.precision=bf16-mixed",
+        ],
+    )
     lines = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and lines[-1].startswith("error: --trainer.precision=bf16-mixed: this CPU has no native bf16")
     assert [line for line in lines if line.startswith("error:")] == [lines[-1]]
@@ -246,6 +301,7 @@ def test_the_cli_refuses_unsupported_bf16_before_a_run_exists(monkeypatch, capsy
 
 
 # ── the default ───────────────────────────────────────────────────────────────────────────────
+
 
 def test_the_default_is_bf16_mixed_where_native_and_float32_elsewhere(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
@@ -265,24 +321,38 @@ def test_a_run_without_a_precision_runs_and_records_the_hardwares_default(monkey
     in the run's params; an explicit flag is kept as given."""
     monkeypatch.setattr(precision, "cpu_bf16_supported", lambda: native)
     uri, smoke = smoke_store(monkeypatch, tmp_path, mrpc_dir)
-    quick = ["fit", "--config", str(smoke), "--data.max_sentences=50", "--trainer.max_epochs=1",
-             "--trainer.limit_train_batches=1", "--trainer.limit_val_batches=1", "--trainer.accelerator=cpu",
-             "--trainer.enable_progress_bar=false", "--samples_every_n_steps=0"]
+    quick = [
+        "fit",
+        "--config",
+        str(smoke),
+        "--data.max_sentences=50",
+        "--trainer.max_epochs=1",
+        "--trainer.limit_train_batches=1",
+        "--trainer.limit_val_batches=1",
+        "--trainer.accelerator=cpu",
+        "--trainer.enable_progress_bar=false",
+        "--samples_every_n_steps=0",
+    ]
     assert run_cli(PretrainCLI, quick) == 0
     assert run_cli(PretrainCLI, [*quick, "--trainer.precision=32-true"]) == 0
     client = MlflowClient(uri)
     experiments = [e.experiment_id for e in client.search_experiments()]
     runs = client.search_runs(experiments, order_by=["attributes.start_time ASC"])
-    assert [run.data.params.get("trainer.precision") for run in runs] == \
-        ["bf16-mixed" if native else "32-true", "32-true"]
+    assert [run.data.params.get("trainer.precision") for run in runs] == [
+        "bf16-mixed" if native else "32-true",
+        "32-true",
+    ]
 
 
-@pytest.mark.parametrize("recorded, expected", [
-    (None, "bf16-mixed"),  # a new run: this machine's default
-    ({"trainer.precision": "32-true"}, "32-true"),  # resumed: the precision it recorded
-    ({"trainer.precision": "bf16-mixed"}, "bf16-mixed"),
-    ({}, "32-true"),  # resumed, made before the precision was recorded: Lightning's float32
-])
+@pytest.mark.parametrize(
+    "recorded, expected",
+    [
+        (None, "bf16-mixed"),  # a new run: this machine's default
+        ({"trainer.precision": "32-true"}, "32-true"),  # resumed: the precision it recorded
+        ({"trainer.precision": "bf16-mixed"}, "bf16-mixed"),
+        ({}, "32-true"),  # resumed, made before the precision was recorded: Lightning's float32
+    ],
+)
 def test_a_resumed_run_keeps_the_precision_it_ran_in(monkeypatch, recorded, expected):
     monkeypatch.setattr(precision, "cpu_bf16_supported", lambda: True)
     cli = TrackedCLI.__new__(TrackedCLI)  # the settings alone, no parser

@@ -22,8 +22,15 @@ class LoggingModel(BoringModel):
 
 
 def fit(capsys, *callbacks, **settings) -> list[str]:
-    trainer = Trainer(callbacks=[LineProgress(), StopReason(), *callbacks], logger=False, enable_checkpointing=False,
-                      enable_model_summary=False, limit_train_batches=3, limit_val_batches=1, **settings)
+    trainer = Trainer(
+        callbacks=[LineProgress(), StopReason(), *callbacks],
+        logger=False,
+        enable_checkpointing=False,
+        enable_model_summary=False,
+        limit_train_batches=3,
+        limit_val_batches=1,
+        **settings,
+    )
     trainer.fit(LoggingModel())
     return [line for line in capsys.readouterr().out.splitlines() if line]
 
@@ -37,8 +44,9 @@ def test_one_line_per_epoch_then_the_epoch_limit(capsys):
 
 def test_early_stopping_names_its_metric_and_patience(capsys):
     lines = fit(capsys, EarlyStopping(monitor="dev_acc", mode="max", patience=2), max_epochs=10)
-    assert lines[-1] == ("stopped: early stopping on dev_acc after 2 validations without improvement "
-                         "(patience 2; best 0.5) in epoch 3")
+    assert lines[-1] == (
+        "stopped: early stopping on dev_acc after 2 validations without improvement (patience 2; best 0.5) in epoch 3"
+    )
     assert len(lines) == 4  # three epochs, then why
 
 
@@ -58,7 +66,14 @@ def test_the_terminal_bar_counts_epochs_from_1_as_the_lines_do(capsys):
         def on_train_epoch_end(self, trainer, pl_module):
             shown.append(bar.train_progress_bar.desc.rstrip(": "))
 
-    trainer = Trainer(callbacks=[bar, Watch()], logger=False, enable_checkpointing=False, enable_model_summary=False,
-                      limit_train_batches=2, limit_val_batches=1, max_epochs=2)
+    trainer = Trainer(
+        callbacks=[bar, Watch()],
+        logger=False,
+        enable_checkpointing=False,
+        enable_model_summary=False,
+        limit_train_batches=2,
+        limit_val_batches=1,
+        max_epochs=2,
+    )
     trainer.fit(LoggingModel())
     assert shown == ["Epoch 1/2", "Epoch 2/2"]  # Lightning's own bar says Epoch 0, Epoch 1

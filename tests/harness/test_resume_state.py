@@ -34,12 +34,14 @@ def test_rng_state_round_trips_through_a_weights_only_checkpoint():
 
 def test_resume_puts_back_the_plateau_step_and_should_stop():
     scheduler_steps = []
-    plateau = SimpleNamespace(reduce_on_plateau=True, interval="epoch",
-                              scheduler=SimpleNamespace(step=scheduler_steps.append))
+    plateau = SimpleNamespace(
+        reduce_on_plateau=True, interval="epoch", scheduler=SimpleNamespace(step=scheduler_steps.append)
+    )
     other = SimpleNamespace(reduce_on_plateau=False, interval="epoch", scheduler=None)
     callback = ResumeState("run")
-    callback.load_state_dict(weights_only_round_trip(
-        {"run_id": "run", "rng": rng_state(), "plateau_metrics": [529.1], "should_stop": True}))
+    callback.load_state_dict(
+        weights_only_round_trip({"run_id": "run", "rng": rng_state(), "plateau_metrics": [529.1], "should_stop": True})
+    )
     trainer = SimpleNamespace(lr_scheduler_configs=[other, plateau], should_stop=False)
     callback.on_train_start(trainer, pl_module=None)
     assert scheduler_steps == [529.1] and trainer.should_stop is True

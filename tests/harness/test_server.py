@@ -20,8 +20,13 @@ from tests import preloaded
 
 REPO = Path(__file__).resolve().parents[2]
 SMOKE = REPO / "configs" / "pretrain" / "smoke.yaml"
-QUICK = ["--samples_every_n_steps=0", "--trainer.enable_progress_bar=false", "--trainer.log_every_n_steps=1",
-         "--data.max_sentences=200", "--trainer.limit_val_batches=2"]
+QUICK = [
+    "--samples_every_n_steps=0",
+    "--trainer.enable_progress_bar=false",
+    "--trainer.log_every_n_steps=1",
+    "--data.max_sentences=200",
+    "--trainer.limit_val_batches=2",
+]
 
 
 def free_port() -> int:
@@ -33,10 +38,25 @@ def free_port() -> int:
 def start_server(folder: Path, port: int) -> subprocess.Popen:
     """``mlflow server`` in its own process group (it starts workers), answering /health."""
     server = subprocess.Popen(
-        [str(Path(sys.executable).with_name("mlflow")), "server", "--backend-store-uri",
-         f"sqlite:///{folder / 'server.db'}", "--artifacts-destination", str(folder / "artifacts"),
-         "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
-        cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        [
+            str(Path(sys.executable).with_name("mlflow")),
+            "server",
+            "--backend-store-uri",
+            f"sqlite:///{folder / 'server.db'}",
+            "--artifacts-destination",
+            str(folder / "artifacts"),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+        ],
+        cwd=folder,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         try:
@@ -78,9 +98,14 @@ def test_a_server_killed_mid_run_ends_the_run_in_one_line_keeping_its_checkpoint
     env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "MRPC_DIR": str(real_mrpc_dir), "OMP_NUM_THREADS": "1"}
     server, run = start_server(tmp_path, port), None
     try:
-        run = subprocess.Popen(preloaded.command("pretrain", "fit", "--config", str(SMOKE), *QUICK,
-                                                 "--trainer.max_epochs=1000", env=env), cwd=tmp_path, env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        run = subprocess.Popen(
+            preloaded.command("pretrain", "fit", "--config", str(SMOKE), *QUICK, "--trainer.max_epochs=1000", env=env),
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         deadline = time.monotonic() + 240
         while not list(tmp_path.glob("checkpoints/pretrain/*/last.ckpt")):
             assert run.poll() is None and time.monotonic() < deadline, "the run ended before its first checkpoint"
@@ -99,4 +124,3 @@ def test_a_server_killed_mid_run_ends_the_run_in_one_line_keeping_its_checkpoint
     (last,) = tmp_path.glob("checkpoints/pretrain/*/last.ckpt")
     assert lines[-1].startswith(f"error: tracking server {uri} stopped answering during the run")
     assert f"--ckpt_path={last}" in lines[-1]
-

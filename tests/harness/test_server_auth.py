@@ -11,14 +11,14 @@ import pytest
 
 from harness.datasets.registry import dataset_name
 from harness.errors import UserError
+from harness.server.auth import AUTH_CACHE_SECONDS, AuthFiles, is_loopback
 from harness.server.secret_files import read_secret, secret
 from harness.server.tracking_server import main, without_password
+from harness.tracking.store import denial
 from pretrain.cli import PretrainCLI
 from pretrain.encoders.registry import model_name
 from pretrain.families import pretrained_families
 from pretrain.team_server import team
-from harness.server.auth import AUTH_CACHE_SECONDS, AuthFiles, is_loopback
-from harness.tracking.store import denial
 
 
 def mode(path) -> int:
@@ -53,7 +53,10 @@ def test_the_admin_password_comes_from_the_variable_at_the_first_start_only(tmp_
     assert "default_permission = READ" in config and "password" not in config.replace("admin_username", "")
     assert all(mode(path) == 0o600 for path in files.folder.iterdir())
     env = files.server_env()
-    assert env["MLFLOW_AUTH_ADMIN_PASSWORD"] == "a-team-chosen-password" and len(env["MLFLOW_FLASK_SERVER_SECRET_KEY"]) == 64
+    assert (
+        env["MLFLOW_AUTH_ADMIN_PASSWORD"] == "a-team-chosen-password"
+        and len(env["MLFLOW_FLASK_SERVER_SECRET_KEY"]) == 64
+    )
 
 
 def test_mlflow_reads_the_config_with_its_credential_cache_on(tmp_path, monkeypatch):
@@ -67,8 +70,9 @@ def test_mlflow_reads_the_config_with_its_credential_cache_on(tmp_path, monkeypa
     assert (config.default_permission, config.admin_username) == ("READ", "admin")
 
 
-@pytest.mark.parametrize("value, message", [("short", "needs at least 12 characters"),
-                                            ("password1234", "MLflow's old published default")])
+@pytest.mark.parametrize(
+    "value, message", [("short", "needs at least 12 characters"), ("password1234", "MLflow's old published default")]
+)
 def test_a_weak_admin_password_is_refused_in_one_line(tmp_path, monkeypatch, value, message):
     monkeypatch.setenv("MLFLOW_ADMIN_PASSWORD", value)
     with pytest.raises(UserError, match=rf"^MLFLOW_ADMIN_PASSWORD: .*{message}"):
@@ -85,11 +89,16 @@ def test_loopback_hosts():
     assert not is_loopback("0.0.0.0") and not is_loopback("::") and not is_loopback("10.1.2.3")
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--host", "0.0.0.0", "--no-auth"], "error: --host 0.0.0.0 with --no-auth: anyone who reaches the port could "
-                                         "read, change and delete every run"),
-    (["--app-name", "basic-auth"], "error: --app-name: set by make server itself"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (
+            ["--host", "0.0.0.0", "--no-auth"],
+            "error: --host 0.0.0.0 with --no-auth: anyone who reaches the port could read, change and delete every run",
+        ),
+        (["--app-name", "basic-auth"], "error: --app-name: set by make server itself"),
+    ],
+)
 def test_an_open_door_is_refused_in_one_line_before_anything_starts(argv, message, capsys, tmp_path):
     assert main([*argv, "--postgres-dir", str(tmp_path / "pg"), "--secrets-dir", str(tmp_path / "s")]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
@@ -102,20 +111,25 @@ def test_a_refusal_names_the_variable_to_set_or_the_permission(monkeypatch):
     monkeypatch.delenv("MLFLOW_TRACKING_PASSWORD", raising=False)
     monkeypatch.setenv("HOME", "/nonexistent")  # no ~/.mlflow/credentials
     assert denial(401, "read experiments").startswith(
-        "the tracking server needs credentials (401): export MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD")
+        "the tracking server needs credentials (401): export MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD"
+    )
     monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "ada")
-    assert denial(401, "read experiments") == ("the tracking server rejected the password of "
-                                               "MLFLOW_TRACKING_USERNAME=ada (401): check MLFLOW_TRACKING_PASSWORD")
+    assert denial(401, "read experiments") == (
+        "the tracking server rejected the password of "
+        "MLFLOW_TRACKING_USERNAME=ada (401): check MLFLOW_TRACKING_PASSWORD"
+    )
     assert denial(403, "call /api/2.0/mlflow/runs/delete").startswith(
-        "MLFLOW_TRACKING_USERNAME=ada may not call /api/2.0/mlflow/runs/delete on this tracking server (403 forbidden)")
+        "MLFLOW_TRACKING_USERNAME=ada may not call /api/2.0/mlflow/runs/delete on this tracking server (403 forbidden)"
+    )
 
 
 def test_the_resources_the_server_creates_are_the_stages_own():
     """The experiments the stages log to, and the models ``register_encoder`` adds versions to."""
     created = team()
     assert created.experiments == (PretrainCLI.experiment, dataset_name({}))  # finetune runs: the data set's name
-    assert set(created.models) == {model_name(family, stage) for family in pretrained_families()
-                                   for stage in ("general", "task")}
+    assert set(created.models) == {
+        model_name(family, stage) for family in pretrained_families() for stage in ("general", "task")
+    }
     assert "hf-encoder" not in created.models  # published encoders are not pretrained here
 
 
@@ -126,14 +140,18 @@ def test_a_request_refused_during_a_run_is_named_in_one_line(monkeypatch):
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://team-host:5001")
     monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "ada")
-    refused = MlflowException("API request to endpoint /api/2.0/mlflow/runs/log-batch failed with error code 403 != 200."
-                              " Response body: 'Permission denied'")
+    refused = MlflowException(
+        "API request to endpoint /api/2.0/mlflow/runs/log-batch failed with error code 403 != 200."
+        " Response body: 'Permission denied'"
+    )
     try:
         raise RuntimeError("the trainer's own wrapper") from refused
     except RuntimeError as wrapped:
-        assert auth_denial(wrapped) == ("http://team-host:5001: MLFLOW_TRACKING_USERNAME=ada may not call "
-                                        "/api/2.0/mlflow/runs/log-batch on this tracking server (403 forbidden): "
-                                        "ask its admin")
+        assert auth_denial(wrapped) == (
+            "http://team-host:5001: MLFLOW_TRACKING_USERNAME=ada may not call "
+            "/api/2.0/mlflow/runs/log-batch on this tracking server (403 forbidden): "
+            "ask its admin"
+        )
     assert "(401)" in auth_denial(RestException({"error_code": "UNAUTHENTICATED", "message": "who are you"}))
     assert auth_denial(MlflowException("RESOURCE_DOES_NOT_EXIST: no run")) is None
     assert auth_denial(ValueError("not MLflow's")) is None

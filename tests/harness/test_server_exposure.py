@@ -12,7 +12,7 @@ import requests
 from mlflow.tracking import MlflowClient
 
 from harness.server.secret_files import private_tree
-from harness.server.tracking_server import parse, main, start_mlflow_server, stop_process_group
+from harness.server.tracking_server import main, parse, start_mlflow_server, stop_process_group
 from tests.harness.test_server import free_port
 from tests.helpers import assert_one_line_error
 
@@ -21,16 +21,19 @@ def mode(path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 
 
-@pytest.mark.parametrize("argv, name", [
-    (["--no-auth", "--gunicorn-opts=--bind 0.0.0.0:5013"], "--gunicorn-opts"),
-    (["--no-auth", "--gunicorn-opts", "--bind 0.0.0.0:5013"], "--gunicorn-opts"),
-    (["--no-auth", "--uvicorn-opts=--host 0.0.0.0"], "--uvicorn-opts"),
-    (["--no-auth", "--waitress-opts=--listen=*:5013"], "--waitress-opts"),
-    (["--no-auth", "--cors-allowed-origins=*"], "--cors-allowed-origins"),
-    (["--no-auth", "--disable-security-middleware"], "--disable-security-middleware"),
-    (["--no-auth", "--dev"], "--dev"),
-    (["--gunicorn-opts=--bind 0.0.0.0:5013", "--no-auth"], "--gunicorn-opts"),
-])
+@pytest.mark.parametrize(
+    "argv, name",
+    [
+        (["--no-auth", "--gunicorn-opts=--bind 0.0.0.0:5013"], "--gunicorn-opts"),
+        (["--no-auth", "--gunicorn-opts", "--bind 0.0.0.0:5013"], "--gunicorn-opts"),
+        (["--no-auth", "--uvicorn-opts=--host 0.0.0.0"], "--uvicorn-opts"),
+        (["--no-auth", "--waitress-opts=--listen=*:5013"], "--waitress-opts"),
+        (["--no-auth", "--cors-allowed-origins=*"], "--cors-allowed-origins"),
+        (["--no-auth", "--disable-security-middleware"], "--disable-security-middleware"),
+        (["--no-auth", "--dev"], "--dev"),
+        (["--gunicorn-opts=--bind 0.0.0.0:5013", "--no-auth"], "--gunicorn-opts"),
+    ],
+)
 def test_no_auth_refuses_every_option_not_known_safe_in_one_line(argv, name):
     assert_one_line_error(lambda: parse(argv), f"{name} with --no-auth: only --workers")
 
@@ -72,8 +75,9 @@ def test_the_server_keeps_old_and_new_artifacts_private(tmp_path):
     (artifacts / "old" / "a.txt").write_text("from an older server")
     (artifacts / "old" / "a.txt").chmod(0o644)
     port = free_port()
-    server = start_mlflow_server(f"sqlite:///{tmp_path / 'server.db'}", artifacts, "127.0.0.1", port,
-                                 extra=["--workers", "1"])
+    server = start_mlflow_server(
+        f"sqlite:///{tmp_path / 'server.db'}", artifacts, "127.0.0.1", port, extra=["--workers", "1"]
+    )
     try:
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 120

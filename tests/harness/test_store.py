@@ -32,13 +32,17 @@ def refused(uri: str) -> str:
     return message
 
 
-@pytest.mark.parametrize("uri, fragment", [
-    ("notascheme://somewhere/x", "unknown scheme 'notascheme'"),
-    ("file:///tmp/mlruns", "file stores are not supported"),
-    ("/tmp/mlruns", "file stores are not supported"),
-    ("sqlite://", "name a database file"),
-    ("sqlite:///:memory:", "name a database file"),
-], ids=["unknown-scheme", "file-uri", "bare-path", "sqlite-memory", "sqlite-memory-file"])
+@pytest.mark.parametrize(
+    "uri, fragment",
+    [
+        ("notascheme://somewhere/x", "unknown scheme 'notascheme'"),
+        ("file:///tmp/mlruns", "file stores are not supported"),
+        ("/tmp/mlruns", "file stores are not supported"),
+        ("sqlite://", "name a database file"),
+        ("sqlite:///:memory:", "name a database file"),
+    ],
+    ids=["unknown-scheme", "file-uri", "bare-path", "sqlite-memory", "sqlite-memory-file"],
+)
 def test_unusable_uris_are_refused_in_one_line(uri, fragment):
     assert fragment in refused(uri)
 
@@ -93,12 +97,33 @@ def test_prepare_store_creates_the_tables_once(tmp_path):
 def test_four_pretrain_runs_at_once_on_a_fresh_store_all_finish(tmp_path, real_mrpc_dir):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "MRPC_DIR": str(real_mrpc_dir), "OMP_NUM_THREADS": "1"}
-    flags = ["--trainer.max_epochs=1", "--trainer.limit_train_batches=2", "--trainer.limit_val_batches=1",
-             "--data.max_sentences=100", "--samples_every_n_steps=0", "--trainer.enable_progress_bar=false"]
-    processes = [subprocess.Popen(preloaded.command("pretrain", "fit", "--config", str(SMOKE), *flags,
-                                                    f"--trainer.default_root_dir={tmp_path / str(number)}", env=env),
-                                  cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-                 for number in range(4)]
+    flags = [
+        "--trainer.max_epochs=1",
+        "--trainer.limit_train_batches=2",
+        "--trainer.limit_val_batches=1",
+        "--data.max_sentences=100",
+        "--samples_every_n_steps=0",
+        "--trainer.enable_progress_bar=false",
+    ]
+    processes = [
+        subprocess.Popen(
+            preloaded.command(
+                "pretrain",
+                "fit",
+                "--config",
+                str(SMOKE),
+                *flags,
+                f"--trainer.default_root_dir={tmp_path / str(number)}",
+                env=env,
+            ),
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for number in range(4)
+    ]
     errors = [process.communicate(timeout=300)[1] for process in processes]
     assert [process.returncode for process in processes] == [0] * 4, "\n".join(e[-1500:] for e in errors)
     client = MlflowClient(uri)

@@ -17,11 +17,22 @@ REPO = Path(__file__).resolve().parents[2]
 SECRET = "s3cret-pw"
 
 
-@pytest.mark.parametrize("uri, bare, where", [
-    (f"http://ada:{SECRET}@127.0.0.1:5001", "MLFLOW_TRACKING_URI=http://127.0.0.1:5001", "MLFLOW_TRACKING_PASSWORD"),
-    (f"https://ada:{SECRET}@team.example/mlflow", "=https://team.example/mlflow", "MLFLOW_TRACKING_USERNAME"),
-    (f"postgresql://mlflow:{SECRET}@127.0.0.1:5432/mlflow", "=postgresql://mlflow@127.0.0.1:5432/mlflow", "PGPASSWORD"),
-])
+@pytest.mark.parametrize(
+    "uri, bare, where",
+    [
+        (
+            f"http://ada:{SECRET}@127.0.0.1:5001",
+            "MLFLOW_TRACKING_URI=http://127.0.0.1:5001",
+            "MLFLOW_TRACKING_PASSWORD",
+        ),
+        (f"https://ada:{SECRET}@team.example/mlflow", "=https://team.example/mlflow", "MLFLOW_TRACKING_USERNAME"),
+        (
+            f"postgresql://mlflow:{SECRET}@127.0.0.1:5432/mlflow",
+            "=postgresql://mlflow@127.0.0.1:5432/mlflow",
+            "PGPASSWORD",
+        ),
+    ],
+)
 def test_a_password_in_the_uri_is_refused_without_showing_it(monkeypatch, uri, bare, where):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     message = assert_one_line_error(tracking_uri, "holds a password", bare, where)
@@ -40,8 +51,19 @@ def test_the_stages_stop_in_one_line_before_any_work(monkeypatch, capsys, tmp_pa
     monkeypatch.chdir(tmp_path)
     code = run_cli(PretrainCLI, ["fit", "--config", str(REPO / "configs/pretrain/smoke.yaml")])
     assert code == 2
-    assert suite_main(["--config", str(REPO / "configs/benchmarks/quick.yaml"), "--jobs", "1",
-                       "--results-dir", str(tmp_path / "results")]) == 2
+    assert (
+        suite_main(
+            [
+                "--config",
+                str(REPO / "configs/benchmarks/quick.yaml"),
+                "--jobs",
+                "1",
+                "--results-dir",
+                str(tmp_path / "results"),
+            ]
+        )
+        == 2
+    )
     output = capsys.readouterr()
     assert SECRET not in output.out + output.err
     errors = [line for line in output.err.splitlines() if line.startswith("error:")]

@@ -47,9 +47,17 @@ def trained(tmp_path_factory) -> Path:
             loss = super().validation_step(batch, batch_index)["x"]
             self.log("valid_loss", loss)
 
-    trainer = pl.Trainer(max_epochs=1, limit_train_batches=2, limit_val_batches=1, logger=False,
-                         callbacks=[checkpoint, ResumeState(RUN_ID)], enable_progress_bar=False,
-                         enable_model_summary=False, accelerator="cpu", default_root_dir=folder.parent)
+    trainer = pl.Trainer(
+        max_epochs=1,
+        limit_train_batches=2,
+        limit_val_batches=1,
+        logger=False,
+        callbacks=[checkpoint, ResumeState(RUN_ID)],
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        accelerator="cpu",
+        default_root_dir=folder.parent,
+    )
     trainer.fit(Model())
     return folder
 
@@ -61,8 +69,9 @@ def test_a_crafted_best_model_path_never_runs_its_payload(tmp_path, callback, wh
     folder.mkdir()
     marker = tmp_path / "payload-ran"
     payload = crafted((folder if where == "inside" else tmp_path) / "best.ckpt", marker)
-    trainer = SimpleNamespace(is_global_zero=True,
-                              checkpoint_callback=SimpleNamespace(best_model_path=str(payload), dirpath=str(folder)))
+    trainer = SimpleNamespace(
+        is_global_zero=True, checkpoint_callback=SimpleNamespace(best_model_path=str(payload), dirpath=str(folder))
+    )
     hook = ExportEncoder(folder) if callback == "export" else EvaluateBest()
     with pytest.raises(UserError) as raised:
         hook.on_fit_end(trainer, pl_module=SimpleNamespace(load_state_dict=lambda state: None))

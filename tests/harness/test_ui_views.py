@@ -19,16 +19,21 @@ from harness.tracking.views import COMPARED_METRICS, DESCRIPTION_TAG, VIEW_PREFI
 
 
 def test_run_names_start_with_what_differs_and_fit_the_column():
-    names = [finetune_run_name(kind, mode, mix, "pool-mlp", 1.0, 0) for kind in ("elmo", "random")
-             for mode, mix in (("frozen", "scalar"), ("frozen", "layer:1"), ("gradual", "scalar"))]
+    names = [
+        finetune_run_name(kind, mode, mix, "pool-mlp", 1.0, 0)
+        for kind in ("elmo", "random")
+        for mode, mix in (("frozen", "scalar"), ("frozen", "layer:1"), ("gradual", "scalar"))
+    ]
     assert names[0] == "elmo·scalar·pool-mlp·s0" and names[5] == "random·gradual·scalar·pool-mlp·s0"
     assert len({name[:14] for name in names}) == len(names)  # distinct within the ~14 characters shown
     assert finetune_run_name("elmo", "frozen", "scalar", "pool-mlp", 0.1, 3) == "elmo·scalar·pool-mlp@0.1·s3"
     assert finetune_run_name("gpt", "full", None, "cls", 1.0, 1) == "gpt·full·cls·s1"  # no mix with GPT's head
     config = {"num_layers": 2, "hidden_size": 256}
     assert pretrain_run_name("elmo", config, "adaptive", "mrpc", False, 0) == "elmo·2x256·adaptive·mrpc·s0"
-    assert pretrain_run_name("ulmfit", {"num_layers": 3, "embedding_size": 400}, None, "text", True, 1) == \
-        "ulmfit·3x400·text·task·s1"
+    assert (
+        pretrain_run_name("ulmfit", {"num_layers": 3, "embedding_size": 400}, None, "text", True, 1)
+        == "ulmfit·3x400·text·task·s1"
+    )
 
 
 def test_encoder_labels_tell_encoders_apart_and_pair_twins():
@@ -44,16 +49,37 @@ def test_encoder_labels_tell_encoders_apart_and_pair_twins():
 
 
 def test_params_keep_what_a_user_compares():
-    flat = {"model.hidden_size": 256, "model.layer_norm": False, "model.random_like": None, "data.corpus": "mrpc",
-            "data.extra_corpus": [], "tags": {}, "run_name": None, "experiment_name": "mrpc", "data.cache_dir": "/x",
-            "trainer.max_epochs": 20, "trainer.max_steps": -1, "trainer.barebones": False,
-            "trainer.accumulate_grad_batches": 4, "trainer.precision": "bf16-mixed", "trainer.devices": "auto",
-            "trainer.enable_progress_bar": False, "trainer.deterministic": True, "encoder_random_seed": None,
-            "train_pairs": 3668}
+    flat = {
+        "model.hidden_size": 256,
+        "model.layer_norm": False,
+        "model.random_like": None,
+        "data.corpus": "mrpc",
+        "data.extra_corpus": [],
+        "tags": {},
+        "run_name": None,
+        "experiment_name": "mrpc",
+        "data.cache_dir": "/x",
+        "trainer.max_epochs": 20,
+        "trainer.max_steps": -1,
+        "trainer.barebones": False,
+        "trainer.accumulate_grad_batches": 4,
+        "trainer.precision": "bf16-mixed",
+        "trainer.devices": "auto",
+        "trainer.enable_progress_bar": False,
+        "trainer.deterministic": True,
+        "encoder_random_seed": None,
+        "train_pairs": 3668,
+    }
     assert comparable_params(flat) == {
-        "model.hidden_size": 256, "model.layer_norm": False, "data.corpus": "mrpc", "trainer.max_epochs": 20,
-        "trainer.accumulate_grad_batches": 4, "trainer.precision": "bf16-mixed", "trainer.deterministic": True,
-        "train_pairs": 3668}
+        "model.hidden_size": 256,
+        "model.layer_norm": False,
+        "data.corpus": "mrpc",
+        "trainer.max_epochs": 20,
+        "trainer.accumulate_grad_batches": 4,
+        "trainer.precision": "bf16-mixed",
+        "trainer.deterministic": True,
+        "train_pairs": 3668,
+    }
 
 
 def test_links_have_the_ui_formats(monkeypatch):
@@ -61,8 +87,9 @@ def test_links_have_the_ui_formats(monkeypatch):
     monkeypatch.delenv("MLFLOW_UI_URL", raising=False)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:////tmp/nowhere/mlflow.db")
     assert ui_base() == "http://127.0.0.1:5000"
-    assert experiment_link("3", "compare") == ("http://127.0.0.1:5000/#/experiments/3/runs"
-                                               "?workflowType=machine_learning&viewStateShareKey=compare")
+    assert experiment_link("3", "compare") == (
+        "http://127.0.0.1:5000/#/experiments/3/runs?workflowType=machine_learning&viewStateShareKey=compare"
+    )
     assert run_link("3", "abc") == "http://127.0.0.1:5000/#/experiments/3/runs/abc?workflowType=machine_learning"
     fragment = urlparse(compare_link(["a", "b"], ["3", "3"])).fragment
     path, _, query = fragment.partition("?")
@@ -114,20 +141,33 @@ def test_a_default_experiment_with_runs_stays(tmp_path, monkeypatch):
 
 
 def test_parent_summary_metrics_description_and_twin_pairs():
-    results = pd.DataFrame({"method": ["elmo-scalar-pool-mlp@0.1", "random(elmo)-top-pool-mlp", "majority"],
-                            "test_acc_mean": [0.70, 0.66, 0.665], "test_acc_std": [0.01, float("nan"), 0.0],
-                            "gap_vs_random": [0.04, float("nan"), float("nan")], "n_seeds": [2, 2, 1]})
+    results = pd.DataFrame(
+        {
+            "method": ["elmo-scalar-pool-mlp@0.1", "random(elmo)-top-pool-mlp", "majority"],
+            "test_acc_mean": [0.70, 0.66, 0.665],
+            "test_acc_std": [0.01, float("nan"), 0.0],
+            "gap_vs_random": [0.04, float("nan"), float("nan")],
+            "n_seeds": [2, 2, 1],
+        }
+    )
     metrics = summary_metrics(results)
     assert metrics["elmo-scalar-pool-mlp_0.1/test_acc_mean"] == 0.70
     assert metrics["elmo-scalar-pool-mlp_0.1/gap_vs_random"] == 0.04
     assert "random_elmo_-top-pool-mlp/test_acc_std" not in metrics  # NaN is left out
     assert metric_key("elmo-layer:1-pool-mlp") == "elmo-layer:1-pool-mlp"  # colons are fine in MLflow keys
-    report = ("# Benchmark report: quick\n\n- date: x\n\n## Results\n\n| a |\n\n## Remarks\n\n- r\n\n"
-              "## How to read\n\n- h\n")
+    report = (
+        "# Benchmark report: quick\n\n- date: x\n\n## Results\n\n| a |\n\n## Remarks\n\n- r\n\n## How to read\n\n- h\n"
+    )
     assert report_sections(report) == "# Benchmark report: quick\n\n## Results\n\n| a |\n\n## Remarks\n\n- r\n"
-    runs = pd.DataFrame({"run_id": ["p1", "r1", "p0", "r0", "b"], "method": ["m", "rm", "m", "rm", "majority"],
-                         "seed": [1, 1, 0, 0, 0], "control": ["rm", "", "rm", "", "rm"],
-                         "kind": ["pretrained", "random", "pretrained", "random", "baseline"]})
+    runs = pd.DataFrame(
+        {
+            "run_id": ["p1", "r1", "p0", "r0", "b"],
+            "method": ["m", "rm", "m", "rm", "majority"],
+            "seed": [1, 1, 0, 0, 0],
+            "control": ["rm", "", "rm", "", "rm"],
+            "kind": ["pretrained", "random", "pretrained", "random", "baseline"],
+        }
+    )
     assert twin_pairs(runs) == [("m", "p0", "r0")]  # the first seed both have; no "majority vs its twin"
 
 
@@ -141,14 +181,26 @@ def test_metric_keys_are_accepted_by_mlflow(tmp_path, name):
 
 @pytest.mark.slow
 def test_the_parent_logs_holm_and_the_gap_vs_tfidf_as_metrics_mlflow_accepts(tmp_path):
-    results = pd.DataFrame({"method": ["gpt-attn@0.1", "tfidf-lr"], "p_value_vs_random": [0.01, float("nan")],
-                            "p_adjusted": [0.04, float("nan")], "gap_vs_tfidf": [0.03, float("nan")],
-                            "gap_vs_tfidf_ci_low": [-0.01, float("nan")], "gap_vs_tfidf_ci_high": [0.07, float("nan")],
-                            "p_vs_tfidf": [0.12, float("nan")]})
+    results = pd.DataFrame(
+        {
+            "method": ["gpt-attn@0.1", "tfidf-lr"],
+            "p_value_vs_random": [0.01, float("nan")],
+            "p_adjusted": [0.04, float("nan")],
+            "gap_vs_tfidf": [0.03, float("nan")],
+            "gap_vs_tfidf_ci_low": [-0.01, float("nan")],
+            "gap_vs_tfidf_ci_high": [0.07, float("nan")],
+            "p_vs_tfidf": [0.12, float("nan")],
+        }
+    )
     metrics = summary_metrics(results)
-    assert metrics == {"gpt-attn_0.1/p_value_vs_random": 0.01, "gpt-attn_0.1/p_adjusted": 0.04,
-                       "gpt-attn_0.1/gap_vs_tfidf": 0.03, "gpt-attn_0.1/gap_vs_tfidf_ci_low": -0.01,
-                       "gpt-attn_0.1/gap_vs_tfidf_ci_high": 0.07, "gpt-attn_0.1/p_vs_tfidf": 0.12}
+    assert metrics == {
+        "gpt-attn_0.1/p_value_vs_random": 0.01,
+        "gpt-attn_0.1/p_adjusted": 0.04,
+        "gpt-attn_0.1/gap_vs_tfidf": 0.03,
+        "gpt-attn_0.1/gap_vs_tfidf_ci_low": -0.01,
+        "gpt-attn_0.1/gap_vs_tfidf_ci_high": 0.07,
+        "gpt-attn_0.1/p_vs_tfidf": 0.12,
+    }
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
     run = client.create_run("0").info.run_id
     for key, value in metrics.items():
@@ -197,7 +249,7 @@ def test_links_follow_the_host_and_port_make_ui_serves_the_store_on(records, mon
     started = []
     monkeypatch.setattr(ui.os, "execve", lambda path, command, env: started.append((command, env)))
     assert ui.main(["--host", "0.0.0.0", "--port", "5061"]) == 0
-    (command, env), = started
+    ((command, env),) = started
     assert command[command.index("--port") + 1] == "5061" and command[command.index("--host") + 1] == "0.0.0.0"
     assert command[command.index("--backend-store-uri") + 1] == records
     assert env["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] == "false"
@@ -222,8 +274,11 @@ def test_the_line_under_the_links_says_whether_a_ui_answers_where_they_point(rec
     stopped = summary_lines("1", "r")
     assert all(line.split()[-1].startswith(f"http://127.0.0.1:{port}/#/") for line in served[:2])
     assert served[-1].strip() == f"(the UI at http://127.0.0.1:{port} serves them)"
-    assert stopped[-1].strip().startswith(f"(no UI answers at http://127.0.0.1:{port} now: start it with "
-                                          f"`make ui PORT={port}`;")
+    assert (
+        stopped[-1]
+        .strip()
+        .startswith(f"(no UI answers at http://127.0.0.1:{port} now: start it with `make ui PORT={port}`;")
+    )
 
 
 def test_a_compare_link_opens_the_runs_metrics_in_the_chart_view(records):
@@ -234,8 +289,14 @@ def test_a_compare_link_opens_the_runs_metrics_in_the_chart_view(records):
     runs = []
     for method, accuracy in (("elmo-scalar-pool-mlp", 0.72), ("random-scalar-pool-mlp", 0.68)):
         run = client.create_run(experiment, tags={"method": method, "mlflow.parentRunId": parent}).info.run_id
-        for metric, value in {"test_acc": accuracy, "test_f1": 0.8, "dev_acc": 0.7, "dev_f1": 0.81,
-                              "train_loss": 0.5, "mix_weight_0": 0.3}.items():
+        for metric, value in {
+            "test_acc": accuracy,
+            "test_f1": 0.8,
+            "dev_acc": 0.7,
+            "dev_f1": 0.81,
+            "train_loss": 0.5,
+            "mix_weight_0": 0.3,
+        }.items():
             client.log_metric(run, metric, value)
         runs.append(run)
     lines = summary_lines(experiment, runs[0], "compare", compare=runs)

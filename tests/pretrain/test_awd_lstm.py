@@ -11,8 +11,13 @@ from pretrain.models.awd_lstm import AWDLSTM, AWDLSTMConfig, LockedDropout
 from pretrain.models.bilm import padding_mask
 
 VOCAB, EMBEDDING, HIDDEN = 50, 6, 10
-NO_DROPOUT = {"dropout_output": 0.0, "dropout_hidden": 0.0, "dropout_input": 0.0,
-              "dropout_embedding": 0.0, "weight_drop": 0.0}
+NO_DROPOUT = {
+    "dropout_output": 0.0,
+    "dropout_hidden": 0.0,
+    "dropout_input": 0.0,
+    "dropout_embedding": 0.0,
+    "weight_drop": 0.0,
+}
 
 
 def make_model(seed=0, num_layers=3, **options) -> AWDLSTM:
@@ -132,7 +137,11 @@ def test_weight_drop_draws_a_fresh_mask_each_training_forward(generator):
     torch.testing.assert_close(first_output[0], expected)
     assert raw.grad[first == 0].abs().max() == 0 and raw.grad[first != 0].abs().max() > 0
     # eval: the raw parameter itself, deterministic, the same as before training forwards
-    assert evaluated is raw and isinstance(raw, torch.nn.Parameter) and dict(lstm.named_parameters())["weight_hh_l0"] is raw
+    assert (
+        evaluated is raw
+        and isinstance(raw, torch.nn.Parameter)
+        and dict(lstm.named_parameters())["weight_hh_l0"] is raw
+    )
     assert torch.equal(after[0], after[1]) and torch.equal(after[0], before)
 
 
@@ -155,8 +164,11 @@ def test_locked_dropout_shares_its_mask_over_time():
 @pytest.mark.parametrize("which", ["dropout_input", "dropout_hidden", "dropout_output"])
 def test_each_locked_dropout_is_wired_in(generator, which):
     model = make_model(**{**NO_DROPOUT, which: 0.5}).train()
-    where = {"dropout_input": model.input_dropout, "dropout_hidden": model.hidden_dropouts[1],
-             "dropout_output": model.output_dropout}[which]
+    where = {
+        "dropout_input": model.input_dropout,
+        "dropout_hidden": model.hidden_dropouts[1],
+        "dropout_output": model.output_dropout,
+    }[which]
     inputs, in_handle = capture(where, "input")
     outputs, out_handle = capture(where, "output")
     lengths = torch.tensor([8, 8, 8, 8])
@@ -290,8 +302,12 @@ def test_overfits_a_tiny_batch():
     """Four sentences that share no word after <S>: every next word is determined except the first
     (4-way), so the best mean NLL is log(4) / predictions-per-sentence. Default dropouts and AR/TAR."""
     torch.manual_seed(0)
-    sentences = [[2, 10, 11, 12, 13, 14, 15, 3], [2, 20, 21, 22, 23, 24, 25, 3],
-                 [2, 30, 31, 32, 33, 34, 35, 3], [2, 40, 41, 42, 43, 44, 45, 0]]
+    sentences = [
+        [2, 10, 11, 12, 13, 14, 15, 3],
+        [2, 20, 21, 22, 23, 24, 25, 3],
+        [2, 30, 31, 32, 33, 34, 35, 3],
+        [2, 40, 41, 42, 43, 44, 45, 0],
+    ]
     ids, lengths = torch.tensor(sentences), torch.tensor([8, 8, 8, 7])
     ids[3, 6] = 3  # one shorter sentence, padded
     model = AWDLSTM(AWDLSTMConfig(VOCAB, embedding_size=16, hidden_size=32, num_layers=2))
@@ -313,4 +329,4 @@ def test_overfits_a_tiny_batch():
     assert sums["nll_forward"].item() / predictions < math.log(4) * 4 / predictions + 0.1
     (forward,) = model.predict(ids, lengths)
     for b, n in enumerate(lengths.tolist()):
-        assert forward[b, 1:n - 1].tolist() == ids[b, 2:n].tolist()  # after the first word
+        assert forward[b, 1 : n - 1].tolist() == ids[b, 2:n].tolist()  # after the first word

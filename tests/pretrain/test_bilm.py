@@ -92,8 +92,9 @@ def test_softmax_kinds(generator, softmax):
     hidden = torch.randn(5, size, dtype=torch.float64, generator=generator)
     targets = torch.tensor([0, 7, 15, 35, 49])
     with torch.no_grad():
-        torch.testing.assert_close(model.token_nll(hidden, targets),
-                                   -model.log_probabilities(hidden)[torch.arange(5), targets])
+        torch.testing.assert_close(
+            model.token_nll(hidden, targets), -model.log_probabilities(hidden)[torch.arange(5), targets]
+        )
     forward, backward = model.predict(ids, lengths)
     assert forward.shape == backward.shape == ids.shape
 
@@ -106,7 +107,9 @@ def test_adaptive_cutoffs_are_clipped_to_the_vocabulary():
 def test_tie_weights_shares_the_parameter():
     model = make_bilm(tie_weights=True)
     assert model.softmax.weight is model.embedding.weight
-    assert sum(p.numel() for p in model.parameters()) == sum(p.numel() for p in make_bilm().parameters()) - VOCAB * HIDDEN
+    assert (
+        sum(p.numel() for p in model.parameters()) == sum(p.numel() for p in make_bilm().parameters()) - VOCAB * HIDDEN
+    )
     with pytest.raises(ValueError):
         BiLM(BiLMConfig(VOCAB, HIDDEN, softmax="adaptive", tie_weights=True))
     with pytest.raises(ValueError):
@@ -130,8 +133,12 @@ def test_overfits_a_tiny_batch():
     determined except the first word (forward) and the last word (backward), 4-way each, so the
     best mean NLL is log(4) / predictions-per-sentence."""
     torch.manual_seed(0)
-    sentences = [[2, 10, 11, 12, 13, 14, 15, 3], [2, 20, 21, 22, 23, 24, 25, 3],
-                 [2, 30, 31, 32, 33, 34, 35, 3], [2, 40, 41, 42, 43, 44, 45, 3]]
+    sentences = [
+        [2, 10, 11, 12, 13, 14, 15, 3],
+        [2, 20, 21, 22, 23, 24, 25, 3],
+        [2, 30, 31, 32, 33, 34, 35, 3],
+        [2, 40, 41, 42, 43, 44, 45, 3],
+    ]
     ids, lengths = torch.tensor(sentences), torch.tensor([8] * 4)
     ids[3, 6:] = 0  # one shorter sentence, padded
     ids[3, 6] = 3
@@ -153,5 +160,5 @@ def test_overfits_a_tiny_batch():
     assert sums["nll_backward"].item() / predictions < floor + 0.05
     forward, backward = model.predict(ids, lengths)
     for b, n in enumerate(lengths.tolist()):
-        assert forward[b, 1:n - 1].tolist() == ids[b, 2:n].tolist()  # after the first word
-        assert backward[b, 1:n - 1].tolist() == ids[b, 0:n - 2].tolist()  # before the last word
+        assert forward[b, 1 : n - 1].tolist() == ids[b, 2:n].tolist()  # after the first word
+        assert backward[b, 1 : n - 1].tolist() == ids[b, 0 : n - 2].tolist()  # before the last word

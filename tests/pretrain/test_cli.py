@@ -11,8 +11,8 @@ import torch
 from mlflow.tracking import MlflowClient
 
 from harness.errors import UserError
-from pretrain import load_encoder
 from harness.training.batching import pad_batch
+from pretrain import load_encoder
 from pretrain.corpus.datamodule import encode_sentences
 from pretrain.lit_bilm import LitBiLM
 from pretrain.tokenization.words import Tokenizer
@@ -128,8 +128,10 @@ def test_encoder_is_registered_and_models_uris_resolve(smoke_run, monkeypatch):
     for uri in ("models:/elmo-encoder@newest", "models:/elmo-encoder/1", "models:/elmo-encoder/latest"):
         encoder = load_encoder(uri)
         assert encoder.run_id == run_id and encoder.source == f"runs:/{run_id}", uri
-    for uri, fragment in (("models:/elmo-encoder@nope", "not in the model registry"),
-                          ("models:/elmo-encoder", "name a version or an alias")):
+    for uri, fragment in (
+        ("models:/elmo-encoder@nope", "not in the model registry"),
+        ("models:/elmo-encoder", "name a version or an alias"),
+    ):
         with pytest.raises(UserError, match=fragment) as caught:
             load_encoder(uri)
         assert str(caught.value).startswith(uri) and "\n" not in str(caught.value)
@@ -198,8 +200,15 @@ def test_short_run_still_logs_train_loss(tmp_path):
     lit.tokenizer = tokenizer
     logger = MetricNames()
     loader = torch.utils.data.DataLoader(encode_sentences(tokenizer, sentences), batch_size=2, collate_fn=pad_batch)
-    trainer = pl.Trainer(max_epochs=1, log_every_n_steps=50, logger=logger, enable_checkpointing=False,
-                         enable_progress_bar=False, enable_model_summary=False, accelerator="cpu",
-                         default_root_dir=tmp_path)
+    trainer = pl.Trainer(
+        max_epochs=1,
+        log_every_n_steps=50,
+        logger=logger,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        accelerator="cpu",
+        default_root_dir=tmp_path,
+    )
     trainer.fit(lit, loader)
     assert "train_loss" in logger.names, sorted(logger.names)

@@ -33,8 +33,11 @@ def split_sentences(pair_files) -> dict[str, list[str]]:
     data = load_pair_data(**tsv_flags(pair_files))
     train = data.sentences("train")
     seen = set(train)
-    return {"train": train, "dev_only": [s for s in data.sentences("dev") if s not in seen],
-            "test_only": [s for s in data.sentences("test") if s not in seen and s not in set(data.sentences("dev"))]}
+    return {
+        "train": train,
+        "dev_only": [s for s in data.sentences("dev") if s not in seen],
+        "test_only": [s for s in data.sentences("test") if s not in seen and s not in set(data.sentences("dev"))],
+    }
 
 
 @pytest.fixture(scope="module")
@@ -43,8 +46,14 @@ def corpora_dir(tmp_path_factory, split_sentences) -> Path:
     of the pair data set, one of its train sentences, and a repeat."""
     folder = tmp_path_factory.mktemp("corpora")
     (folder / "brown").mkdir()
-    lines = [NEW_SENTENCES[0], split_sentences["dev_only"][0], split_sentences["test_only"][0],
-             split_sentences["train"][0], NEW_SENTENCES[1], NEW_SENTENCES[0]]
+    lines = [
+        NEW_SENTENCES[0],
+        split_sentences["dev_only"][0],
+        split_sentences["test_only"][0],
+        split_sentences["train"][0],
+        NEW_SENTENCES[1],
+        NEW_SENTENCES[0],
+    ]
     (folder / "brown" / "sentences.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return folder
 
@@ -94,8 +103,10 @@ def test_per_corpus_counts_add_up_and_name_the_data_set(mixed, split_sentences):
     summary = mixed.summary
     assert summary["dataset"] == "nli3"
     assert summary["corpus_sentences"] == {"nli3": len(split_sentences["train"]), "brown": 2}
-    tokens = {name: sum(len(mixed.tokenizer.encode(s)) for s in sentences)
-              for name, sentences in (("nli3", split_sentences["train"]), ("brown", NEW_SENTENCES))}
+    tokens = {
+        name: sum(len(mixed.tokenizer.encode(s)) for s in sentences)
+        for name, sentences in (("nli3", split_sentences["train"]), ("brown", NEW_SENTENCES))
+    }
     assert summary["corpus_tokens"] == tokens
     assert sum(summary["corpus_tokens"].values()) == summary["train_tokens"]
     assert sum(summary["corpus_sentences"].values()) == summary["train_sentences"]
@@ -110,8 +121,9 @@ def test_a_corpus_without_the_pair_sentences_still_keeps_dev_and_test_out(pair_f
 
 
 def test_transductive_counts_the_evaluation_sentences_apart(pair_files, corpora_dir):
-    module = CorpusDataModule(**tsv_flags(pair_files), corpus="mrpc+brown", corpora_dir=str(corpora_dir),
-                            transductive=True)
+    module = CorpusDataModule(
+        **tsv_flags(pair_files), corpus="mrpc+brown", corpora_dir=str(corpora_dir), transductive=True
+    )
     counts = module.summary["corpus_sentences"]
     assert counts["evaluation"] > 0 and sum(counts.values()) == module.summary["train_sentences"]
 
@@ -136,8 +148,10 @@ SHARED = default_corpora_dir()
 HAS_SHARED = all((SHARED / folder / "sentences.txt").is_file() for folder in ("reuters21578", "brown", "sotu"))
 
 
-@pytest.mark.skipif(not HAS_SHARED, reason="set CORPORA_DIR to the folder holding reuters21578/, brown/ and "
-                                               f"sotu/ (not found in {SHARED})")
+@pytest.mark.skipif(
+    not HAS_SHARED,
+    reason=f"set CORPORA_DIR to the folder holding reuters21578/, brown/ and sotu/ (not found in {SHARED})",
+)
 def test_all_shared_reads_every_shared_corpus(pair_files):
     module = CorpusDataModule(**tsv_flags(pair_files), corpus="all-shared", max_sentences=3000)
     assert [corpus.name for corpus in module.corpora] == ["nli3", "reuters", "brown", "sotu"]

@@ -6,11 +6,11 @@ import pytest
 import torch
 from torch.utils.data import BatchSampler, DataLoader, DistributedSampler, RandomSampler, SequentialSampler
 
+from harness.datasets.mrpc import load_mrpc
+from harness.errors import UserError
 from harness.training.batching import BucketBatchSampler, pad_batch
 from pretrain.corpus.corpora import read_text_file
 from pretrain.corpus.datamodule import CorpusDataModule, unique
-from harness.datasets.mrpc import load_mrpc
-from harness.errors import UserError
 from pretrain.tokenization.words import PAD_ID, SPECIALS, Tokenizer
 
 
@@ -33,15 +33,25 @@ def text(splits):
     """Sentences of each split, and the words that only the test split has."""
     train, dev, test = (sentences_of(split) for split in (splits.train, splits.dev, splits.test))
     probe = Tokenizer(list(SPECIALS))
-    words = {name: {w for s in sentences for w in probe.tokenize(s)}
-             for name, sentences in (("train", train), ("dev", dev), ("test", test))}
+    words = {
+        name: {w for s in sentences for w in probe.tokenize(s)}
+        for name, sentences in (("train", train), ("dev", dev), ("test", test))
+    }
     test_only_words = words["test"] - words["train"] - words["dev"]
     # a test sentence (in no train/dev pair) holding a word no other split has
-    test_only_sentence = next(s for s in test if s not in set(train) | set(dev)
-                              and test_only_words & set(probe.tokenize(s)))
+    test_only_sentence = next(
+        s for s in test if s not in set(train) | set(dev) and test_only_words & set(probe.tokenize(s))
+    )
     dev_only_sentence = next(s for s in dev if s not in set(train))
-    return {"train": train, "dev": dev, "test": test, "words": words, "test_only_words": test_only_words,
-            "test_only_sentence": test_only_sentence, "dev_only_sentence": dev_only_sentence}
+    return {
+        "train": train,
+        "dev": dev,
+        "test": test,
+        "words": words,
+        "test_only_words": test_only_words,
+        "test_only_sentence": test_only_sentence,
+        "dev_only_sentence": dev_only_sentence,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +88,9 @@ def test_transductive_adds_dev_and_test(mrpc_dir, text):
     assert tuple(transductive.tokenizer.encode(text["test_only_sentence"])) in pretraining
     assert tuple(transductive.tokenizer.encode(text["dev_only_sentence"])) in pretraining
     summary = transductive.summary
-    assert summary["train_sentences"] + summary["validation_sentences"] == len(unique(text["train"] + text["dev"] + text["test"]))
+    assert summary["train_sentences"] + summary["validation_sentences"] == len(
+        unique(text["train"] + text["dev"] + text["test"])
+    )
 
 
 def test_transductive_perplexity_is_held_out(mrpc_dir, text):
@@ -104,7 +116,9 @@ def test_max_sentences_limits_text_and_vocabulary(mrpc_dir, text):
     small = CorpusDataModule(mrpc_dir=str(mrpc_dir), max_sentences=50)
     assert encoded(small.tokenizer, text["train"][:50]) == [tuple(ids.tolist()) for ids in small.train_ids]
     probe = Tokenizer(list(SPECIALS))
-    assert set(small.tokenizer.vocab) - set(SPECIALS) == {w for s in text["train"][:50] for w in probe.tokenize(s)} - set(SPECIALS)
+    assert set(small.tokenizer.vocab) - set(SPECIALS) == {
+        w for s in text["train"][:50] for w in probe.tokenize(s)
+    } - set(SPECIALS)
     # held out: every dev sentence not among the 50
     assert small.validation_sentences == [s for s in text["dev"] if s not in set(text["train"][:50])]
 
@@ -119,8 +133,14 @@ def test_data_hash_is_stable_and_content_sensitive(mrpc_dir, datamodule):
 
 def test_extra_corpus_adds_sentences_but_never_evaluation_ones(mrpc_dir, tmp_path, datamodule, text):
     extra = tmp_path / "extra.txt"
-    lines = ["The zyzzyva quokka danced at midnight .", text["test_only_sentence"], "",
-             text["dev_only_sentence"], text["train"][0], "The zyzzyva quokka danced at midnight ."]
+    lines = [
+        "The zyzzyva quokka danced at midnight .",
+        text["test_only_sentence"],
+        "",
+        text["dev_only_sentence"],
+        text["train"][0],
+        "The zyzzyva quokka danced at midnight .",
+    ]
     extra.write_text("\n".join(lines) + "\n", encoding="utf-8")
     extended = CorpusDataModule(mrpc_dir=str(mrpc_dir), extra_corpus=[str(extra)])
     vocabulary = set(extended.tokenizer.vocab)
@@ -144,15 +164,20 @@ def test_extra_corpus_evaluation_lines_kept_when_transductive(mrpc_dir, tmp_path
 
 def test_corpus_file_replaces_mrpc_text(mrpc_dir, tmp_path, text):
     corpus = tmp_path / "corpus.txt"
-    lines = ["The zyzzyva quokka danced .", "A second line , with 42 words .", text["test_only_sentence"],
-             text["dev_only_sentence"]]
+    lines = [
+        "The zyzzyva quokka danced .",
+        "A second line , with 42 words .",
+        text["test_only_sentence"],
+        text["dev_only_sentence"],
+    ]
     corpus.write_bytes(b"\xef\xbb\xbf" + "\r\n".join(lines).encode("utf-8") + b"\r\n\r\n")
     module = CorpusDataModule(mrpc_dir=str(mrpc_dir), corpus=str(corpus))
     assert module.summary["train_sentences"] == 2
     assert module.removed_evaluation_sentences == 2
-    assert module.tokenizer.vocab[len(SPECIALS):] == sorted(
+    assert module.tokenizer.vocab[len(SPECIALS) :] == sorted(
         ["the", "zyzzyva", "quokka", "danced", ".", "a", "second", "line", ",", "with", "words"],
-        key=lambda w: (-(2 if w == "." else 1), w))
+        key=lambda w: (-(2 if w == "." else 1), w),
+    )
     assert module.validation_sentences == text["dev"]  # nothing of dev is trained on
 
 
@@ -212,7 +237,9 @@ def padding_fraction(batches, lengths) -> float:
 
 def test_bucket_batches_cover_every_index_once(lengths):
     torch.manual_seed(0)
-    sampler = BucketBatchSampler(RandomSampler(lengths), batch_size=16, drop_last=False, lengths=lengths, pool_batches=10)
+    sampler = BucketBatchSampler(
+        RandomSampler(lengths), batch_size=16, drop_last=False, lengths=lengths, pool_batches=10
+    )
     for _ in range(2):  # every epoch
         batches = list(sampler)
         assert sorted(i for batch in batches for i in batch) == list(range(len(lengths)))

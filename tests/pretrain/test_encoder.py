@@ -11,19 +11,25 @@ import torch
 from mlflow.tracking import MlflowClient
 from torch.utils.data import DataLoader
 
-from pretrain import load_encoder
+from harness.errors import UserError
 from harness.training.batching import pad_batch
+from pretrain import load_encoder
 from pretrain.corpus.datamodule import encode_sentences
 from pretrain.encoders.checkpoints import slim_checkpoint
 from pretrain.encoders.loading import fingerprint_of, latest_pretrain_run, random_encoder
-from harness.errors import UserError
 from pretrain.lit_bilm import LitBiLM
 from pretrain.tokenization.words import Tokenizer
 from tests.helpers import assert_one_line_error
 
 HIDDEN, LAYERS = 8, 2
-TRAIN = ["the cat sat on the mat .", "a dog ran home .", 'he said "so" .', "prices rose 3 percent in 1999 .",
-         "the dog sat on a mat .", "she ran home with the cat ."]
+TRAIN = [
+    "the cat sat on the mat .",
+    "a dog ran home .",
+    'he said "so" .',
+    "prices rose 3 percent in 1999 .",
+    "the dog sat on a mat .",
+    "she ran home with the cat .",
+]
 SENTENCES = ["The cat ran home.", "A dog said so, with zebras!", "Mat."]
 
 
@@ -36,8 +42,15 @@ def trained(tmp_path_factory):
     lit = LitBiLM(vocab_size=len(tokenizer), hidden_size=HIDDEN, num_layers=LAYERS, dropout=0.3, learning_rate=0.01)
     lit.tokenizer = tokenizer
     loader = DataLoader(encode_sentences(tokenizer, TRAIN), batch_size=3, collate_fn=pad_batch)
-    trainer = pl.Trainer(max_steps=4, logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                         enable_model_summary=False, accelerator="cpu", default_root_dir=directory)
+    trainer = pl.Trainer(
+        max_steps=4,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        accelerator="cpu",
+        default_root_dir=directory,
+    )
     trainer.fit(lit, loader)
     full = directory / "full.ckpt"
     trainer.save_checkpoint(full)

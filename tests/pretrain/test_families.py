@@ -13,6 +13,7 @@ from pretrain.encoders.loading import load_encoder, random_encoder
 from pretrain.families import FAMILIES, family_of, pretrained_families
 from pretrain.lit_awd_lstm import LitAWDLSTM
 
+
 @pytest.fixture(scope="module", params=sorted(pretrained_families()))
 def saved(request, tmp_path_factory, save_encoder):
     return (request.param, *save_encoder(request.param, tmp_path_factory.mktemp(request.param)))
@@ -43,7 +44,7 @@ def test_features_shapes_mask_and_padding(saved, tiny_sentences):
     assert torch.all(layers[:, ~mask] == 0)
     for index, sentence in enumerate(tiny_sentences):  # a sentence's features do not depend on its batch
         alone, _ = encoder.embed_layers([sentence])
-        torch.testing.assert_close(alone[:, 0], layers[:, index, :lengths[index]], rtol=0, atol=1e-5)
+        torch.testing.assert_close(alone[:, 0], layers[:, index, : lengths[index]], rtol=0, atol=1e-5)
 
 
 def test_no_position_sees_past_its_direction_on_any_layer(saved):
@@ -64,8 +65,8 @@ def test_no_position_sees_past_its_direction_on_any_layer(saved):
     assert not torch.equal(forward_before[:, word:], forward_after[:, word:])
     if "backward" in encoder.directions:
         backward_before, backward_after = before[1:, 0, :, width:], after[1:, 0, :, width:]
-        torch.testing.assert_close(backward_before[:, word + 1:], backward_after[:, word + 1:], rtol=0, atol=0)
-        assert not torch.equal(backward_before[:, :word + 1], backward_after[:, :word + 1])
+        torch.testing.assert_close(backward_before[:, word + 1 :], backward_after[:, word + 1 :], rtol=0, atol=0)
+        assert not torch.equal(backward_before[:, : word + 1], backward_after[:, : word + 1])
 
 
 def test_frozen_features_get_no_gradient(saved, tiny_sentences):
@@ -155,8 +156,11 @@ def test_a_model_config_this_version_does_not_know_is_one_line(tmp_path, save_en
     checkpoint = torch.load(path, weights_only=True)
     checkpoint["model_config"]["rotary"] = True
     torch.save(checkpoint, tmp_path / "future.ckpt")
-    with pytest.raises(UserError, match=r"future.ckpt: its gpt model config does not fit this version "
-                                        r"\(TransformerConfig has no rotary"):
+    with pytest.raises(
+        UserError,
+        match=r"future.ckpt: its gpt model config does not fit this version "
+        r"\(TransformerConfig has no rotary",
+    ):
         load_encoder(tmp_path / "future.ckpt")
 
 

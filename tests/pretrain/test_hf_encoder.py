@@ -16,8 +16,12 @@ from pretrain.encoders.hf.encoder import REFERENCES, hf_encoder_from_record
 from pretrain.encoders.loading import encoder_from_record
 from tests.hf_fixtures import POSITIONS
 
-SENTENCES = ["He said so.", "The market rose sharply after the report, analysts said on Monday.",
-             "Shares of the company fell 3 percent.", "Yes."]
+SENTENCES = [
+    "He said so.",
+    "The market rose sharply after the report, analysts said on Monday.",
+    "Shares of the company fell 3 percent.",
+    "Yes.",
+]
 
 
 @pytest.fixture(scope="module", params=["tiny_bert", "tiny_gpt2"])
@@ -46,7 +50,7 @@ def test_features_shapes_mask_and_padding_invariance(encoder):
     assert mask.sum(dim=1).tolist() == lengths and torch.all(layers[:, ~mask] == 0)
     for index, sentence in enumerate(SENTENCES):
         alone, _ = encoder.embed_layers([sentence])
-        torch.testing.assert_close(alone[:, 0], layers[:, index, :lengths[index]], rtol=0, atol=1e-5)
+        torch.testing.assert_close(alone[:, 0], layers[:, index, : lengths[index]], rtol=0, atol=1e-5)
 
 
 def test_features_are_the_models_own_hidden_states(encoder, folder):
@@ -59,7 +63,7 @@ def test_features_are_the_models_own_hidden_states(encoder, folder):
         states = torch.stack(model(**inputs, output_hidden_states=True).hidden_states)[:, 0]  # (L, T, D)
     prefix, suffix = encoder.tokenizer.boundaries
     layers, _ = encoder.embed_layers([SENTENCES[1]])
-    torch.testing.assert_close(layers[:, 0], states[:, prefix:states.shape[1] - suffix], rtol=0, atol=1e-5)
+    torch.testing.assert_close(layers[:, 0], states[:, prefix : states.shape[1] - suffix], rtol=0, atol=1e-5)
     assert encoder.tokenize(SENTENCES[1]) == tokenizer.tokenize(SENTENCES[1])
 
 
@@ -151,7 +155,9 @@ def test_a_sentence_may_take_every_position_but_the_models_own_boundaries(encode
     longest = " ".join(["the"] * (encoder.max_tokens() - first_word + 1))
     assert len(encoder.tokenize(longest)) == encoder.max_tokens()
     assert len(encoder.encode_ids(longest)) == POSITIONS
-    with pytest.raises(UserError, match=rf"^a sentence of {encoder.max_tokens() + 1} tokens .* \(max_positions {POSITIONS}\)"):
+    with pytest.raises(
+        UserError, match=rf"^a sentence of {encoder.max_tokens() + 1} tokens .* \(max_positions {POSITIONS}\)"
+    ):
         encoder.encode_ids(longest + " the")
 
 
@@ -182,13 +188,20 @@ def bad_folders(tiny_bert, tmp_path) -> dict:
     from transformers import ViTConfig, ViTModel
 
     vision = tmp_path / "vision"
-    ViTModel(ViTConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=16,
-                       image_size=8, patch_size=4)).save_pretrained(vision)
+    ViTModel(
+        ViTConfig(
+            hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=16, image_size=8, patch_size=4
+        )
+    ).save_pretrained(vision)
     for path in tokenizer_files:
         shutil.copy(path, vision / path.name)
-    return {tmp_path / "missing": "no such folder", no_tokenizer: "holds no usable tokenizer",
-            pickled: "holds only pickled weights (pytorch_model.bin)", remote: "remote code is never run",
-            vision: "not a text model"}
+    return {
+        tmp_path / "missing": "no such folder",
+        no_tokenizer: "holds no usable tokenizer",
+        pickled: "holds only pickled weights (pytorch_model.bin)",
+        remote: "remote code is never run",
+        vision: "not a text model",
+    }
 
 
 def test_refused_folders_are_one_line_naming_why(tiny_bert, tmp_path):
@@ -240,11 +253,19 @@ def test_a_hub_id_resolves_through_the_local_cache_only(tiny_bert, tmp_path):
     (tmp_path / "hub" / "models--tiny--bert" / "refs").mkdir()
     (tmp_path / "hub" / "models--tiny--bert" / "refs" / "main").write_text("0123abcd")
     env = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_OFFLINE": "1"}
-    code = ("from pretrain import load_encoder\nfrom harness.errors import UserError\n"
-            "e = load_encoder('hf:tiny/bert'); print(e.source, e.name, e.num_layers)\n"
-            "try:\n    load_encoder('hf:tiny/absent')\nexcept UserError as error:\n    print(error)\n")
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300,
-                          cwd=Path(__file__).resolve().parents[2])
+    code = (
+        "from pretrain import load_encoder\nfrom harness.errors import UserError\n"
+        "e = load_encoder('hf:tiny/bert'); print(e.source, e.name, e.num_layers)\n"
+        "try:\n    load_encoder('hf:tiny/absent')\nexcept UserError as error:\n    print(error)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     found, missing = done.stdout.strip().splitlines()[-2:]
     assert found == "hf:tiny/bert bert 3"

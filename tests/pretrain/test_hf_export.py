@@ -21,8 +21,14 @@ from pretrain.tokenization.bpe import SubwordTokenizer
 from tests import preloaded
 
 REPO = Path(__file__).resolve().parents[2]
-TRAIN = ["the cat sat on the mat .", "a dog barked at the cat , loudly .", "shares fell 3 percent on monday .",
-         "the market rose sharply after the report .", "he said so .", "she agreed to the plan at once ."]
+TRAIN = [
+    "the cat sat on the mat .",
+    "a dog barked at the cat , loudly .",
+    "shares fell 3 percent on monday .",
+    "the market rose sharply after the report .",
+    "he said so .",
+    "she agreed to the plan at once .",
+]
 SENTENCES = ["The market rose, he said.", "A dog sat on <cls> the mat!", "So."]
 
 
@@ -32,12 +38,26 @@ def trained(tmp_path_factory) -> Path:
     directory = tmp_path_factory.mktemp("gpt-export")
     pl.seed_everything(0, verbose=False)
     tokenizer = SubwordTokenizer.build(TRAIN * 3, vocab_size=300, min_frequency=1)
-    lit = LitGPT(vocab_size=len(tokenizer), num_layers=2, hidden_size=16, num_heads=2, max_positions=40,
-                 learning_rate=0.01, dropout=0.1)
+    lit = LitGPT(
+        vocab_size=len(tokenizer),
+        num_layers=2,
+        hidden_size=16,
+        num_heads=2,
+        max_positions=40,
+        learning_rate=0.01,
+        dropout=0.1,
+    )
     lit.tokenizer = tokenizer
     loader = DataLoader(encode_sentences(tokenizer, TRAIN), batch_size=3, collate_fn=pad_batch)
-    trainer = pl.Trainer(max_steps=6, logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                         enable_model_summary=False, accelerator="cpu", default_root_dir=directory)
+    trainer = pl.Trainer(
+        max_steps=6,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        accelerator="cpu",
+        default_root_dir=directory,
+    )
     trainer.fit(lit, loader)
     state = {"state_dict": lit.state_dict(), "epoch": 0, "global_step": 6}
     lit.on_save_checkpoint(state)
@@ -87,8 +107,9 @@ def test_hf_folder_gives_the_features_of_the_checkpoint(trained, exported):
     ids = torch.tensor([ours.tokenizer.encode_pair(*SENTENCES[:2])])
     lengths = torch.tensor([ids.shape[1]])
     with torch.no_grad():  # the states GPT's joint classifier reads
-        torch.testing.assert_close(theirs.model.hidden_states(ids, lengths), ours.model.hidden_states(ids, lengths),
-                                   rtol=0, atol=1e-5)
+        torch.testing.assert_close(
+            theirs.model.hidden_states(ids, lengths), ours.model.hidden_states(ids, lengths), rtol=0, atol=1e-5
+        )
 
 
 def test_other_families_and_used_folders_are_refused(tmp_path, save_encoder, trained, exported):
@@ -114,10 +135,20 @@ def test_a_wider_mlp_than_gpt1s_is_refused(tmp_path):
 @pytest.mark.slow
 def test_the_command_line(trained, tmp_path):
     out = tmp_path / "cli-hf"
-    done = subprocess.run(preloaded.command("pretrain", "export", "--encoder", str(trained), "--out", str(out)),
-                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        preloaded.command("pretrain", "export", "--encoder", str(trained), "--out", str(out)),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "── export finished" in done.stdout and "max |Δ|" in done.stdout and (out / "model.safetensors").is_file()
-    again = subprocess.run(preloaded.command("pretrain", "export", "--encoder", str(trained), "--out", str(out)),
-                           cwd=REPO, capture_output=True, text=True, timeout=300)
+    again = subprocess.run(
+        preloaded.command("pretrain", "export", "--encoder", str(trained), "--out", str(out)),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert again.returncode == 2 and again.stderr.strip().count("\n") == 0 and "exists" in again.stderr

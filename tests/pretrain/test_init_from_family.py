@@ -21,8 +21,14 @@ from pretrain.corpus.datamodule import CorpusDataModule
 REPO = Path(__file__).resolve().parents[2]
 ULMFIT_TASK = REPO / "configs" / "pretrain" / "ulmfit-task.yaml"
 GPT_TINY = REPO / "configs" / "pretrain" / "gpt-tiny.yaml"
-QUICK = ["--trainer.max_epochs=1", "--trainer.limit_train_batches=2", "--trainer.limit_val_batches=1",
-         "--data.max_sentences=60", "--samples_every_n_steps=0", "--trainer.enable_progress_bar=false"]
+QUICK = [
+    "--trainer.max_epochs=1",
+    "--trainer.limit_train_batches=2",
+    "--trainer.limit_val_batches=1",
+    "--data.max_sentences=60",
+    "--samples_every_n_steps=0",
+    "--trainer.enable_progress_bar=false",
+]
 
 
 @pytest.fixture
@@ -60,8 +66,9 @@ def all_runs(uri: str) -> list:
 
 @pytest.mark.parametrize("config, theirs, ours", [(ULMFIT_TASK, "elmo", "ulmfit"), (GPT_TINY, "ulmfit", "gpt")])
 @pytest.mark.slow
-def test_another_familys_run_is_refused_in_one_line_before_anything_is_built(store, capsys, monkeypatch,
-                                                                             config, theirs, ours):
+def test_another_familys_run_is_refused_in_one_line_before_anything_is_built(
+    store, capsys, monkeypatch, config, theirs, ours
+):
     built = []
     original = CorpusDataModule.__init__
 
@@ -77,18 +84,22 @@ def test_another_familys_run_is_refused_in_one_line_before_anything_is_built(sto
     lines = err.strip().splitlines()
     assert code == 2 and "Traceback" not in err and "Union subtypes" not in err, err[-3000:]
     article = "an" if theirs[0] in "aeiou" else "a"
-    assert lines[-1].startswith(f"error: --model.init_from={source}: that is {article} {theirs} encoder; "
-                                f"this model is {ours}"), lines[-1]
+    assert lines[-1].startswith(
+        f"error: --model.init_from={source}: that is {article} {theirs} encoder; this model is {ours}"
+    ), lines[-1]
     assert built == []  # no data module: no tokenizer adopted from the other family
-    before_test_runs = [run for run in all_runs(store["uri"]) if run.info.run_id not in (store["elmo"], store["ulmfit"])]
+    before_test_runs = [
+        run for run in all_runs(store["uri"]) if run.info.run_id not in (store["elmo"], store["ulmfit"])
+    ]
     assert before_test_runs == []
 
 
 @pytest.mark.slow
 def test_the_data_module_refuses_a_tokenizer_of_another_kind(store, mrpc_dir):
     with pytest.raises(UserError) as raised:
-        CorpusDataModule(mrpc_dir=str(mrpc_dir), tokenizer="subword", init_from=str(store["ulmfit_file"]),
-                       max_sentences=50)
+        CorpusDataModule(
+            mrpc_dir=str(mrpc_dir), tokenizer="subword", init_from=str(store["ulmfit_file"]), max_sentences=50
+        )
     assert "that run's tokenizer is word, not --data.tokenizer=subword" in str(raised.value)
 
 
@@ -97,14 +108,16 @@ def test_a_run_of_the_same_family_is_continued_under_its_resolved_id(store, caps
     # the tiny encoder's vocabulary was built on a handful of sentences, not on MRPC: its coverage
     # check (tests/pretrain/test_vocab_sizes.py) is not what this test is about
     monkeypatch.setattr("pretrain.tokenization.vocabulary_checks.MIN_KNOWN_SHARE", 0.0)
-    code = run_cli(PretrainCLI, ["fit", "--config", str(ULMFIT_TASK), "--model.init_args.init_from=latest:ulmfit:general",
-                                 *QUICK])
+    code = run_cli(
+        PretrainCLI, ["fit", "--config", str(ULMFIT_TASK), "--model.init_args.init_from=latest:ulmfit:general", *QUICK]
+    )
     assert code == 0, capsys.readouterr().err[-3000:]
     (task,) = [run for run in all_runs(store["uri"]) if run.data.tags.get("lm_stage") == "task"]
     assert task.info.status == "FINISHED" and task.data.tags["init_run_id"] == store["ulmfit"]
     assert task.data.params["model.init_from"] == f"runs:/{store['ulmfit']}"  # never latest
-    described = describe_encoder({"name": "ulmfit", "pretrain": [{"config": "general.yaml"},
-                                                                 {"config": str(ULMFIT_TASK)}]}, task.info.run_id)
+    described = describe_encoder(
+        {"name": "ulmfit", "pretrain": [{"config": "general.yaml"}, {"config": str(ULMFIT_TASK)}]}, task.info.run_id
+    )
     assert [stage["run_id"] for stage in described["stages"]] == [store["ulmfit"], task.info.run_id]
     assert described["corpus"] == f"mrpc+reuters → {task.data.params['data.corpus']}"
     assert described["train_words"] == 1000 + int(task.data.params["train_words"])

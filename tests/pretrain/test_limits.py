@@ -38,8 +38,9 @@ def test_split_long_cuts_into_near_equal_pieces_and_keeps_every_word():
     assert cut == 2
     assert [len(piece) - 2 for piece in pieces] == [3, 2, 4, 4, 3, 4]  # 11 words: 4 + 4 + 3, not 4 + 4 + 2 + 1
     assert all(piece[0] == BOS_ID and piece[-1] == EOS_ID for piece in pieces)
-    assert torch.equal(torch.cat([piece[1:-1] for piece in pieces]),
-                       torch.cat([sequence[1:-1] for sequence in sequences]))
+    assert torch.equal(
+        torch.cat([piece[1:-1] for piece in pieces]), torch.cat([sequence[1:-1] for sequence in sequences])
+    )
     untouched, cut = split_long(sequences, max_tokens=11)
     assert cut == 0 and all(kept is original for kept, original in zip(untouched, sequences))
 
@@ -54,8 +55,7 @@ def corpora(tmp_path_factory, real_mrpc_dir) -> dict:
     long_line = " ".join(random.Random(0).choice(words) for _ in range(LONG_LINE_WORDS))
     (folder / "plain.txt").write_text("\n".join(sentences) + "\n")
     (folder / "long.txt").write_text(long_line + "\n" + "\n".join(sentences) + "\n")
-    return {"folder": folder, "mrpc_dir": real_mrpc_dir, "plain": folder / "plain.txt",
-            "long": folder / "long.txt"}
+    return {"folder": folder, "mrpc_dir": real_mrpc_dir, "plain": folder / "plain.txt", "long": folder / "long.txt"}
 
 
 def test_a_long_line_is_cut_into_pieces_of_at_most_max_tokens(corpora):
@@ -67,8 +67,10 @@ def test_a_long_line_is_cut_into_pieces_of_at_most_max_tokens(corpora):
     assert long.summary["train_sequences"] == 399 + pieces
     assert max(len(ids) for ids in long.train_ids) == DEFAULT_MAX_TOKENS + 2
     assert long.train_tokens == plain.train_tokens + LONG_LINE_WORDS + 2 * pieces
-    assert long.content_hash != CorpusDataModule(mrpc_dir=str(corpora["mrpc_dir"]), corpus=str(corpora["long"]),
-                                                max_tokens=100).content_hash
+    assert (
+        long.content_hash
+        != CorpusDataModule(mrpc_dir=str(corpora["mrpc_dir"]), corpus=str(corpora["long"]), max_tokens=100).content_hash
+    )
     # held-out sentences are never cut: perplexity stays comparable across max_tokens
     short = CorpusDataModule(mrpc_dir=str(corpora["mrpc_dir"]), corpus=str(corpora["plain"]), max_tokens=5)
     assert [len(ids) for ids in short.validation_ids] == [len(ids) for ids in plain.validation_ids]
@@ -98,8 +100,9 @@ def test_a_step_that_cannot_fit_is_refused_before_the_run(corpora, tmp_path, mon
     monkeypatch.setenv("MRPC_DIR", str(corpora["mrpc_dir"]))
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr("pretrain.cli.available_bytes", lambda device: 2**30)  # a machine with 1 GiB free
-    code = run_cli(PretrainCLI, ["fit", "--config", str(SMOKE), f"--data.corpus={corpora['long']}",
-                                 "--data.max_tokens=100000"])
+    code = run_cli(
+        PretrainCLI, ["fit", "--config", str(SMOKE), f"--data.corpus={corpora['long']}", "--data.max_tokens=100000"]
+    )
     lines = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and lines[-1].startswith("error: --data.batch_size=32, --data.max_tokens=100000: "), lines
     assert "sequences of 50002 tokens needs about" in lines[-1] and "1.0 GiB of cpu memory is free" in lines[-1]
@@ -118,11 +121,30 @@ runpy.run_module("pretrain", run_name="__main__")
 
 def peak_rss(corpora: dict, corpus: Path, directory: Path) -> int:
     directory.mkdir()
-    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{directory / 'mlflow.db'}",
-           "MRPC_DIR": str(corpora["mrpc_dir"]), "OMP_NUM_THREADS": "1"}
-    process = subprocess.run([sys.executable, "-c", PEAK, "fit", "--config", str(SMOKE), f"--data.corpus={corpus}",
-                              "--samples_every_n_steps=0", "--trainer.enable_progress_bar=false"],
-                             cwd=directory, env=env, capture_output=True, text=True, timeout=300)
+    env = {
+        **os.environ,
+        "MLFLOW_TRACKING_URI": f"sqlite:///{directory / 'mlflow.db'}",
+        "MRPC_DIR": str(corpora["mrpc_dir"]),
+        "OMP_NUM_THREADS": "1",
+    }
+    process = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            PEAK,
+            "fit",
+            "--config",
+            str(SMOKE),
+            f"--data.corpus={corpus}",
+            "--samples_every_n_steps=0",
+            "--trainer.enable_progress_bar=false",
+        ],
+        cwd=directory,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert process.returncode == 0, process.stderr[-3000:]
     return int(process.stderr.rsplit("PEAK_RSS_KIB ", 1)[1].split()[0])
 
@@ -132,8 +154,12 @@ def test_a_50000_word_line_costs_no_more_peak_memory(corpora):
     """The line is cut, so the longest batch is no longer than MRPC's own and the peak memory does
     not grow with the line."""
     with ThreadPoolExecutor(2) as both:  # two processes side by side: each measures its own peak
-        without, with_line = both.map(peak_rss, [corpora] * 2, [corpora["plain"], corpora["long"]],
-                                      [corpora["folder"] / "without", corpora["folder"] / "with"])
+        without, with_line = both.map(
+            peak_rss,
+            [corpora] * 2,
+            [corpora["plain"], corpora["long"]],
+            [corpora["folder"] / "without", corpora["folder"] / "with"],
+        )
     assert with_line <= 1.10 * without, (with_line, without)
 
 

@@ -16,13 +16,28 @@ from tests.helpers import all_runs, run_module, store_uri
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIGS = REPO / "configs" / "pretrain"
-FAMILIES = {"elmo": [str(CONFIGS / "smoke.yaml")], "gpt": [str(CONFIGS / "gpt-tiny.yaml")],
-            "ulmfit": [str(CONFIGS / "ulmfit.yaml"), "--model.embedding_size=16", "--model.hidden_size=24",
-                       "--data.corpus=mrpc", "--trainer.max_time=null"]}
+FAMILIES = {
+    "elmo": [str(CONFIGS / "smoke.yaml")],
+    "gpt": [str(CONFIGS / "gpt-tiny.yaml")],
+    "ulmfit": [
+        str(CONFIGS / "ulmfit.yaml"),
+        "--model.embedding_size=16",
+        "--model.hidden_size=24",
+        "--data.corpus=mrpc",
+        "--trainer.max_time=null",
+    ],
+}
 # two epochs of 6 batches (of the 13 the 400 sentences make), a validation after every third
-FLAGS = ["--trainer.max_epochs=2", "--trainer.limit_train_batches=6", "--trainer.val_check_interval=3",
-         "--trainer.limit_val_batches=2", "--data.max_sentences=400", "--samples_every_n_steps=0",
-         "--checkpoint_every_minutes=0", "--trainer.enable_progress_bar=false"]
+FLAGS = [
+    "--trainer.max_epochs=2",
+    "--trainer.limit_train_batches=6",
+    "--trainer.val_check_interval=3",
+    "--trainer.limit_val_batches=2",
+    "--data.max_sentences=400",
+    "--samples_every_n_steps=0",
+    "--checkpoint_every_minutes=0",
+    "--trainer.enable_progress_bar=false",
+]
 KILL = "--trainer.callbacks+=kill_mid_epoch.KillAtBatch"
 
 pytestmark = pytest.mark.slow
@@ -30,9 +45,20 @@ pytestmark = pytest.mark.slow
 
 def pretrain(directory: Path, mrpc_dir: Path, family: str, *flags: str, **env: str):
     config, *family_flags = FAMILIES[family]
-    return run_module("pretrain", "fit", "--config", config, *family_flags, *FLAGS, *flags, uri=store_uri(directory),
-                      cwd=directory, mrpc_dir=mrpc_dir,
-                      PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), str(REPO)]), **env)
+    return run_module(
+        "pretrain",
+        "fit",
+        "--config",
+        config,
+        *family_flags,
+        *FLAGS,
+        *flags,
+        uri=store_uri(directory),
+        cwd=directory,
+        mrpc_dir=mrpc_dir,
+        PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), str(REPO)]),
+        **env,
+    )
 
 
 def history(directory: Path, run_id: str, metric: str) -> list[tuple[int, float]]:
@@ -79,7 +105,10 @@ def test_a_run_killed_mid_epoch_resumes_to_the_same_weights(tmp_path, real_mrpc_
     for metric in ("val_ppl", "train_loss"):
         assert history(tmp_path, run.info.run_id, metric) == history(twin_directory, twin_run, metric), metric
     for name in ("last.ckpt", "encoder.ckpt"):
-        resumed_weights, uninterrupted = weights(tmp_path, run.info.run_id, name), weights(twin_directory, twin_run, name)
+        resumed_weights, uninterrupted = (
+            weights(tmp_path, run.info.run_id, name),
+            weights(twin_directory, twin_run, name),
+        )
         assert resumed_weights.keys() == uninterrupted.keys()
         for key, value in uninterrupted.items():
             assert torch.equal(resumed_weights[key], value), (name, key)

@@ -160,7 +160,7 @@ def test_loss_counts_real_tokens_only(generator, family):
     keys = model.objective.nll_keys
     with torch.no_grad():
         together = model(batch, torch.tensor(lengths))
-        singles = [model(batch[b:b + 1, :n], torch.tensor([n])) for b, n in enumerate(lengths)]
+        singles = [model(batch[b : b + 1, :n], torch.tensor([n])) for b, n in enumerate(lengths)]
         for key in keys:
             torch.testing.assert_close(together[key], sum(single[key] for single in singles), rtol=0, atol=1e-9)
         assert int(together["count"]) == sum(n - 1 for n in lengths)

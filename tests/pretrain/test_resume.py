@@ -20,9 +20,16 @@ REPO = Path(__file__).resolve().parents[2]
 SMOKE = REPO / "configs" / "pretrain" / "smoke.yaml"
 # Three short epochs, a learning rate high enough that held-out perplexity gets worse after the
 # first epoch, so the plateau scheduler halves it: a resume must replay that step too.
-FLAGS = ["--trainer.max_epochs=3", "--trainer.limit_train_batches=4", "--trainer.limit_val_batches=2",
-         "--data.max_sentences=200", "--model.learning_rate=0.08", "--model.plateau_patience=0",
-         "--samples_every_n_steps=0", "--trainer.enable_progress_bar=false"]
+FLAGS = [
+    "--trainer.max_epochs=3",
+    "--trainer.limit_train_batches=4",
+    "--trainer.limit_val_batches=2",
+    "--data.max_sentences=200",
+    "--model.learning_rate=0.08",
+    "--model.plateau_patience=0",
+    "--samples_every_n_steps=0",
+    "--trainer.enable_progress_bar=false",
+]
 KILL = "--trainer.callbacks+=kill_after_first_epoch.KillAfterFirstEpoch"
 
 pytestmark = pytest.mark.slow
@@ -34,9 +41,18 @@ def mrpc_dir(real_mrpc_dir) -> Path:
 
 
 def pretrain(directory: Path, mrpc_dir: Path, *flags: str) -> subprocess.CompletedProcess:
-    return run_module("pretrain", "fit", "--config", str(SMOKE), *FLAGS, *flags, uri=store_uri(directory),
-                      cwd=directory, mrpc_dir=mrpc_dir,
-                      PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), str(REPO)]))
+    return run_module(
+        "pretrain",
+        "fit",
+        "--config",
+        str(SMOKE),
+        *FLAGS,
+        *flags,
+        uri=store_uri(directory),
+        cwd=directory,
+        mrpc_dir=mrpc_dir,
+        PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), str(REPO)]),
+    )
 
 
 def history(directory: Path, run_id: str, metric: str) -> list[tuple[int, float]]:
@@ -72,13 +88,15 @@ def test_the_runs_ran_as_planned(runs):
 def test_a_killed_run_is_marked_killed_at_the_next_start(runs):
     assert [run.info.status for run in runs["after_kill"]] == ["RUNNING"]
     assert [(run.info.run_id, run.info.status) for run in runs["after_missing"]] == [
-        (runs["after_kill"][0].info.run_id, "KILLED")]
+        (runs["after_kill"][0].info.run_id, "KILLED")
+    ]
     assert_one_line_exit(runs["missing"], "--ckpt_path=", "missing.ckpt: no such file")
 
 
 def test_resume_continues_the_same_run(runs):
     assert [(run.info.run_id, run.info.status) for run in runs["after_resume"]] == [
-        (runs["after_kill"][0].info.run_id, "FINISHED")]
+        (runs["after_kill"][0].info.run_id, "FINISHED")
+    ]
     (run,) = runs["after_resume"]
     assert run.data.tags["harness.resumed_from"].endswith("last.ckpt")
     assert "harness.ended" not in run.data.tags
@@ -90,12 +108,15 @@ def test_resume_continues_the_same_run(runs):
 def test_resumed_run_ends_like_its_uninterrupted_twin(runs):
     (run,), (twin,) = runs["after_resume"], runs["twin_runs"]
     for metric in ("val_ppl", "val_ppl_fwd", "val_ppl_bwd", "train_loss"):
-        assert history(runs["killed"], run.info.run_id, metric) == history(runs["twin"], twin.info.run_id, metric), metric
+        assert history(runs["killed"], run.info.run_id, metric) == history(runs["twin"], twin.info.run_id, metric), (
+            metric
+        )
     assert run.data.metrics["val_ppl"] == twin.data.metrics["val_ppl"]
     for name in ("last.ckpt", "encoder.ckpt"):
         resumed = torch.load(runs["killed"] / "checkpoints" / "pretrain" / run.info.run_id / name, weights_only=True)
-        uninterrupted = torch.load(runs["twin"] / "checkpoints" / "pretrain" / twin.info.run_id / name,
-                                   weights_only=True)
+        uninterrupted = torch.load(
+            runs["twin"] / "checkpoints" / "pretrain" / twin.info.run_id / name, weights_only=True
+        )
         assert resumed["state_dict"].keys() == uninterrupted["state_dict"].keys()
         for key, value in uninterrupted["state_dict"].items():
             assert torch.equal(resumed["state_dict"][key], value), (name, key)
@@ -128,12 +149,16 @@ def test_a_crafted_best_model_path_does_not_run_its_payload(runs, tmp_path):
     assert run.info.status == "FAILED"
 
 
-@pytest.mark.parametrize("flag, fragments", [
-    ("--data.batch_size=0", ["--data.batch_size=0", "at least 1"]),
-    ("--data.batch_size=-1", ["--data.batch_size=-1", "at least 1"]),
-    ("--trainer.max_epochs=0", ["--trainer.max_epochs=0", "nothing would be trained"]),
-    ("--ckpt_path=CORRUPT", ["--ckpt_path=", "truncated, or not a torch checkpoint"]),
-], ids=["batch-0", "batch-negative", "max-epochs-0", "corrupt-ckpt"])
+@pytest.mark.parametrize(
+    "flag, fragments",
+    [
+        ("--data.batch_size=0", ["--data.batch_size=0", "at least 1"]),
+        ("--data.batch_size=-1", ["--data.batch_size=-1", "at least 1"]),
+        ("--trainer.max_epochs=0", ["--trainer.max_epochs=0", "nothing would be trained"]),
+        ("--ckpt_path=CORRUPT", ["--ckpt_path=", "truncated, or not a torch checkpoint"]),
+    ],
+    ids=["batch-0", "batch-negative", "max-epochs-0", "corrupt-ckpt"],
+)
 def test_bad_settings_end_in_one_line_and_leave_no_run(tmp_path, mrpc_dir, monkeypatch, capsys, flag, fragments):
     """In this process (these stop before any data is read): one line, exit 2, no run."""
     if flag == "--ckpt_path=CORRUPT":
@@ -156,11 +181,24 @@ def test_without_validation_the_export_lands_in_the_runs_own_folder(tmp_path, mr
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     monkeypatch.setenv("MRPC_DIR", str(mrpc_dir))
     monkeypatch.chdir(tmp_path)
-    code = run_cli(PretrainCLI, ["fit", "--config", str(SMOKE), "--trainer.max_epochs=1", "--trainer.limit_train_batches=2",
-                                 "--trainer.limit_val_batches=0", "--data.max_sentences=64", "--samples_every_n_steps=0",
-                                 "--trainer.enable_progress_bar=false"])
+    code = run_cli(
+        PretrainCLI,
+        [
+            "fit",
+            "--config",
+            str(SMOKE),
+            "--trainer.max_epochs=1",
+            "--trainer.limit_train_batches=2",
+            "--trainer.limit_val_batches=0",
+            "--data.max_sentences=64",
+            "--samples_every_n_steps=0",
+            "--trainer.enable_progress_bar=false",
+        ],
+    )
     assert code == 0, capsys.readouterr().err[-3000:]
     (run,) = all_runs(tmp_path)
     assert run.info.status == "FINISHED"
     assert sorted(path.relative_to(tmp_path).as_posix() for path in tmp_path.glob("checkpoints/**/*.ckpt")) == [
-        f"checkpoints/pretrain/{run.info.run_id}/encoder.ckpt", f"checkpoints/pretrain/{run.info.run_id}/last.ckpt"]
+        f"checkpoints/pretrain/{run.info.run_id}/encoder.ckpt",
+        f"checkpoints/pretrain/{run.info.run_id}/last.ckpt",
+    ]

@@ -7,8 +7,16 @@ import sys
 import pytest
 
 from harness.errors import UserError
-from pretrain.tokenization.bpe import (BOS_ID, CLS_ID, DELIM_ID, EOS_ID, MIN_VOCAB_SIZE, PAD_ID, SPECIALS,
-                              SubwordTokenizer)
+from pretrain.tokenization.bpe import (
+    BOS_ID,
+    CLS_ID,
+    DELIM_ID,
+    EOS_ID,
+    MIN_VOCAB_SIZE,
+    PAD_ID,
+    SPECIALS,
+    SubwordTokenizer,
+)
 
 TRAIN = [
     "The company said its shares rose 5 percent in early trading.",
@@ -95,8 +103,13 @@ print(json.dumps(SubwordTokenizer.build(sentences, vocab_size=400).to_dict(), so
 def test_training_is_deterministic_across_processes():
     """Hash seeds differ per process (Python's and the Rust library's): ties must not depend on them."""
     corpus = TRAIN + [f"{a} {b}" for a in TRAIN[:6] for b in TRAIN[:6]]
-    elsewhere = subprocess.run([sys.executable, "-c", _TRAIN_IN_A_FRESH_PROCESS], input=json.dumps(corpus),
-                               text=True, capture_output=True, check=True).stdout
+    elsewhere = subprocess.run(
+        [sys.executable, "-c", _TRAIN_IN_A_FRESH_PROCESS],
+        input=json.dumps(corpus),
+        text=True,
+        capture_output=True,
+        check=True,
+    ).stdout
     here = SubwordTokenizer.build(corpus, vocab_size=400).to_dict()
     assert json.loads(elsewhere) == json.loads(json.dumps(here))
     assert SubwordTokenizer.build(corpus, vocab_size=400).to_dict() == here

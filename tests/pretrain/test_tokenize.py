@@ -36,7 +36,18 @@ def test_words_with_digits_are_not_numbers(plain):
 
 def test_punctuation_is_split(plain):
     assert plain.tokenize("Yes, he said: no! (Really?)") == [
-        "yes", ",", "he", "said", ":", "no", "!", "(", "really", "?", ")"]
+        "yes",
+        ",",
+        "he",
+        "said",
+        ":",
+        "no",
+        "!",
+        "(",
+        "really",
+        "?",
+        ")",
+    ]
     assert plain.tokenize("end.") == ["end", "."]
 
 
@@ -64,7 +75,7 @@ SENTENCES = ["the cat sat on the mat .", "a dog sat .", "the dog ran 3 miles .",
 def test_build_puts_specials_first_then_frequency_then_alphabet():
     tokenizer = Tokenizer.build(SENTENCES)
     assert tuple(tokenizer.vocab[: len(SPECIALS)]) == SPECIALS
-    words = tokenizer.vocab[len(SPECIALS):]
+    words = tokenizer.vocab[len(SPECIALS) :]
     # the ×3, '.' ×3, then ties at 2 alphabetically ('dog' < 'sat'), then singletons alphabetically
     assert words[:4] == [".", "the", "dog", "sat"]
     assert words[4:] == sorted(words[4:])
@@ -82,9 +93,12 @@ def test_build_is_deterministic_and_order_independent():
 
 def test_min_frequency_maps_rare_words_to_unk():
     tokenizer = Tokenizer.build(SENTENCES, min_frequency=2)
-    assert tokenizer.vocab[len(SPECIALS):] == [".", "the", "dog", "sat"]
+    assert tokenizer.vocab[len(SPECIALS) :] == [".", "the", "dog", "sat"]
     assert tokenizer.encode("the zebra sat", boundaries=False) == [
-        tokenizer.index["the"], UNK_ID, tokenizer.index["sat"]]
+        tokenizer.index["the"],
+        UNK_ID,
+        tokenizer.index["sat"],
+    ]
 
 
 def test_max_size_keeps_most_frequent():

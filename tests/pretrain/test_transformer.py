@@ -14,8 +14,15 @@ VOCAB, HIDDEN, HEADS = 50, 8, 2
 
 def make_model(seed=0, num_layers=3, **options) -> TransformerLM:
     torch.manual_seed(seed)
-    options = {"num_layers": num_layers, "hidden_size": HIDDEN, "num_heads": HEADS, "max_positions": 16,
-               "dropout": 0.0, "attention_dropout": 0.0, **options}
+    options = {
+        "num_layers": num_layers,
+        "hidden_size": HIDDEN,
+        "num_heads": HEADS,
+        "max_positions": 16,
+        "dropout": 0.0,
+        "attention_dropout": 0.0,
+        **options,
+    }
     return TransformerLM(TransformerConfig(VOCAB, **options)).double().eval()
 
 
@@ -46,8 +53,9 @@ def test_loss_matches_a_hand_computation(generator):
     hidden = torch.randn(5, HIDDEN, dtype=torch.float64, generator=generator)
     targets = torch.tensor([0, 7, 15, 35, 49])
     with torch.no_grad():
-        torch.testing.assert_close(model.token_nll(hidden, targets),
-                                   -model.log_probabilities(hidden)[torch.arange(5), targets])
+        torch.testing.assert_close(
+            model.token_nll(hidden, targets), -model.log_probabilities(hidden)[torch.arange(5), targets]
+        )
 
 
 # --- structure ------------------------------------------------------------------------------------
@@ -68,8 +76,13 @@ def test_hidden_states_are_the_top_layer_whatever_the_pad_ids(generator):
 def expected_parameters(vocab, layers, hidden, positions, ffn=None):
     """Closed form: tied embedding + positions + per block (QKV, output, MLP, two LayerNorms)."""
     ffn = ffn or 4 * hidden
-    block = (3 * hidden * hidden + 3 * hidden) + (hidden * hidden + hidden) \
-        + (hidden * ffn + ffn) + (ffn * hidden + hidden) + 4 * hidden
+    block = (
+        (3 * hidden * hidden + 3 * hidden)
+        + (hidden * hidden + hidden)
+        + (hidden * ffn + ffn)
+        + (ffn * hidden + hidden)
+        + 4 * hidden
+    )
     return vocab * hidden + positions * hidden + layers * block
 
 
@@ -84,11 +97,14 @@ def test_softmax_is_tied_to_the_embedding(generator):
         torch.testing.assert_close(model.logits(hidden), hidden @ model.token_embedding.weight.T, rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("name, options, parameters", [
-    ("tiny", {"num_layers": 2, "hidden_size": 64, "num_heads": 2, "max_positions": 128}, None),
-    ("cpu-default", {"num_layers": 6, "hidden_size": 384, "num_heads": 6, "max_positions": 256}, None),
-    ("gpt-1", {"num_layers": 12, "hidden_size": 768, "num_heads": 12, "max_positions": 512}, 116.5e6),
-])
+@pytest.mark.parametrize(
+    "name, options, parameters",
+    [
+        ("tiny", {"num_layers": 2, "hidden_size": 64, "num_heads": 2, "max_positions": 128}, None),
+        ("cpu-default", {"num_layers": 6, "hidden_size": 384, "num_heads": 6, "max_positions": 256}, None),
+        ("gpt-1", {"num_layers": 12, "hidden_size": 768, "num_heads": 12, "max_positions": 512}, 116.5e6),
+    ],
+)
 def test_configurations_construct(name, options, parameters):
     vocab = 40478  # GPT-1's vocabulary (40k merges + bytes + specials)
     with torch.device("meta"):  # shapes only: no memory, no time
@@ -150,11 +166,18 @@ def test_overfits_a_tiny_batch():
     """Four sentences that share no word after <s>: every prediction is determined except the
     first word (4-way), so the best mean NLL is log(4) / predictions-per-sentence."""
     torch.manual_seed(0)
-    sentences = [[1, 10, 11, 12, 13, 14, 15, 2], [1, 20, 21, 22, 23, 24, 25, 2],
-                 [1, 30, 31, 32, 33, 34, 35, 2], [1, 40, 41, 42, 43, 44, 2, 0]]
+    sentences = [
+        [1, 10, 11, 12, 13, 14, 15, 2],
+        [1, 20, 21, 22, 23, 24, 25, 2],
+        [1, 30, 31, 32, 33, 34, 35, 2],
+        [1, 40, 41, 42, 43, 44, 2, 0],
+    ]
     ids, lengths = torch.tensor(sentences), torch.tensor([8, 8, 8, 7])
-    model = TransformerLM(TransformerConfig(VOCAB, num_layers=2, hidden_size=32, num_heads=4, max_positions=8,
-                                            dropout=0.0, attention_dropout=0.0))
+    model = TransformerLM(
+        TransformerConfig(
+            VOCAB, num_layers=2, hidden_size=32, num_heads=4, max_positions=8, dropout=0.0, attention_dropout=0.0
+        )
+    )
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
     for _ in range(150):
         sums = model(ids, lengths)
@@ -168,7 +191,7 @@ def test_overfits_a_tiny_batch():
     assert sums["nll_forward"].item() / predictions < math.log(4) * 4 / predictions + 0.05
     predicted = model.predict(ids, lengths)  # (B, T)
     for b, n in enumerate(lengths.tolist()):
-        assert predicted[b, 1:n - 1].tolist() == ids[b, 2:n].tolist()  # after the first word
+        assert predicted[b, 1 : n - 1].tolist() == ids[b, 2:n].tolist()  # after the first word
 
 
 def test_attention_equals_an_explicit_causal_softmax(generator):

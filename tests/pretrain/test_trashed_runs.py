@@ -3,7 +3,6 @@ version, ``runs:/<id>``, ``latest`` or ``--model.random_like``; restored, it wor
 
 import shutil
 import time
-from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient

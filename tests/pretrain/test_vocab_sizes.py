@@ -56,8 +56,10 @@ def test_a_vocabulary_that_leaves_most_of_the_text_unknown_is_refused(mrpc_dir, 
     """A vocabulary that reads most text as unknown would pretrain to a flattering perplexity and be
     registered @newest: it is refused instead."""
     message = refusal(mrpc_dir, corpus, **flags)
-    assert message.startswith(f"--data.max_vocab_size={flags['max_vocab_size']} --data.min_frequency=1: the "
-                              f"vocabulary of {flags['max_vocab_size']} entries knows "), message
+    assert message.startswith(
+        f"--data.max_vocab_size={flags['max_vocab_size']} --data.min_frequency=1: the "
+        f"vocabulary of {flags['max_vocab_size']} entries knows "
+    ), message
     assert "at least 50% needed" in message
 
 
@@ -93,8 +95,10 @@ def test_the_cli_refuses_before_any_run_exists(tmp_path, monkeypatch, capsys, mr
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.setenv("MRPC_DIR", str(mrpc_dir))
     monkeypatch.chdir(tmp_path)
-    code = run_cli(PretrainCLI, ["fit", "--config", str(config), f"--data.max_vocab_size={size}",
-                                 "--trainer.enable_progress_bar=false"])
+    code = run_cli(
+        PretrainCLI,
+        ["fit", "--config", str(config), f"--data.max_vocab_size={size}", "--trainer.enable_progress_bar=false"],
+    )
     lines = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and lines[-1].startswith(f"error: --data.max_vocab_size={size}: "), lines[-3:]
     client = MlflowClient(uri)

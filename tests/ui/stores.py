@@ -19,8 +19,12 @@ __all__ = ["free_port", "Server", "pipeline", "link", "run_id_of", "cli_env", "s
 REPO = Path(__file__).resolve().parents[2]
 PRETRAIN_SMOKE = REPO / "configs" / "pretrain" / "smoke.yaml"
 FINETUNE_SMOKE = REPO / "configs" / "downstream" / "smoke.yaml"
-PRETRAIN_FLAGS = ["--trainer.max_epochs=1", "--trainer.limit_val_batches=2", "--data.max_sentences=200",
-                  "--trainer.enable_progress_bar=false"]
+PRETRAIN_FLAGS = [
+    "--trainer.max_epochs=1",
+    "--trainer.limit_val_batches=2",
+    "--data.max_sentences=200",
+    "--trainer.enable_progress_bar=false",
+]
 SCREENSHOTS = REPO / "tests" / "ui" / "screenshots"  # git-ignored; CI keeps them as artifacts
 CONSOLE: list[str] = []  # stdout and stderr of every CLI run through finish(), for the secrets check
 
@@ -31,8 +35,14 @@ def cli_env(uri: str, mrpc_dir: Path, ui: str | None = None) -> dict:
 
 
 def start(module: str, *args: str, env: dict, cwd: Path) -> subprocess.Popen:
-    return subprocess.Popen(preloaded.command(module, *args, env=env), cwd=cwd, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        preloaded.command(module, *args, env=env),
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def finish(process: subprocess.Popen, timeout: float = 600) -> str:
@@ -60,7 +70,8 @@ def tiny_benchmark(directory: Path, cache: Path) -> Path:
     """A benchmark of three cells: the newest pretrain run and its random twin on the smoke
     finetune config, one epoch, and the majority baseline."""
     path = directory / "tiny.yaml"
-    path.write_text(textwrap.dedent(f"""\
+    path.write_text(
+        textwrap.dedent(f"""\
         name: tiny
         encoders:
           - name: elmo
@@ -73,7 +84,8 @@ def tiny_benchmark(directory: Path, cache: Path) -> Path:
         seeds: 1
         random_control: true
         baselines: [majority]
-        """))
+        """)
+    )
     return path
 
 
@@ -83,15 +95,38 @@ def pipeline(uri: str, mrpc_dir: Path, directory: Path, ui: str | None = None, r
     stdout and run ids."""
     env = cli_env(uri, mrpc_dir, ui)
     cache = directory / "features"
-    outputs = {"pretrain": finish(start("pretrain", "fit", "--config", str(PRETRAIN_SMOKE), *PRETRAIN_FLAGS,
-                                        env=env, cwd=directory))}
-    finetunes = {encoder: start("downstream", "fit", "--config", str(FINETUNE_SMOKE), f"--model.encoder={encoder}",
-                                f"--model.random_like={random_like}", f"--data.cache_dir={cache}-{encoder}",
-                                "--trainer.enable_progress_bar=false", env=env, cwd=directory)
-                 for encoder in ("latest", "random")}
+    outputs = {
+        "pretrain": finish(
+            start("pretrain", "fit", "--config", str(PRETRAIN_SMOKE), *PRETRAIN_FLAGS, env=env, cwd=directory)
+        )
+    }
+    finetunes = {
+        encoder: start(
+            "downstream",
+            "fit",
+            "--config",
+            str(FINETUNE_SMOKE),
+            f"--model.encoder={encoder}",
+            f"--model.random_like={random_like}",
+            f"--data.cache_dir={cache}-{encoder}",
+            "--trainer.enable_progress_bar=false",
+            env=env,
+            cwd=directory,
+        )
+        for encoder in ("latest", "random")
+    }
     outputs.update({f"finetune-{encoder}": finish(process) for encoder, process in finetunes.items()})
-    outputs["benchmark"] = finish(start("benchmarks.suite", "--config", str(tiny_benchmark(directory, cache)),
-                                        "--results-dir", str(directory / "results"), env=env, cwd=directory))
+    outputs["benchmark"] = finish(
+        start(
+            "benchmarks.suite",
+            "--config",
+            str(tiny_benchmark(directory, cache)),
+            "--results-dir",
+            str(directory / "results"),
+            env=env,
+            cwd=directory,
+        )
+    )
     outputs["ids"] = {name: run_id_of(text) for name, text in outputs.items() if name.startswith(("pre", "fine"))}
     return outputs
 
@@ -102,10 +137,13 @@ class Server:
     def __init__(self, command: list[str], port: int, log: Path):
         self.url = f"http://127.0.0.1:{port}"
         self.log = log.open("w")
-        self.process = subprocess.Popen([sys.executable, "-m", "mlflow", *command, "--host", "127.0.0.1",
-                                         "--port", str(port), "--workers", "1"],
-                                        env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
-                                        start_new_session=True, stdout=self.log, stderr=subprocess.STDOUT)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "mlflow", *command, "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
+            env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
+            start_new_session=True,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
         wait_healthy(self.url, self.process)
 
     def stop(self) -> None:

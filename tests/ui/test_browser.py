@@ -67,8 +67,9 @@ def test_the_printed_link_opens_the_runs_table_with_test_acc_method_and_encoder(
     runs = {name: client.get_run(store["ids"][f"finetune-{name}"]) for name in ("latest", "random")}
     url = link(store["finetune-random"], "runs")
     assert url.startswith(store["url"]) and "workflowType=machine_learning" in url
-    text = open_and_wait(chromium, url, "test_acc", "method", "encoder", runs["latest"].info.run_name,
-                         runs["random"].info.run_name)
+    text = open_and_wait(
+        chromium, url, "test_acc", "method", "encoder", runs["latest"].info.run_name, runs["random"].info.run_name
+    )
     for run in runs.values():
         assert run.data.tags["method"] in text and run.data.tags["encoder"] in text
         assert f"{run.data.metrics['test_acc']:.4f}"[:5] in text  # the value, as the column shows it
@@ -85,8 +86,16 @@ def test_the_benchmark_view_shows_each_methods_results_without_expanding(store, 
     children = client.search_runs([client.get_run(parent).info.experiment_id], f"tags.mlflow.parentRunId = '{parent}'")
     assert len(children) == 3  # two finetune cells and the majority baseline
     names = [child.info.run_name for child in children]
-    text = open_and_wait(chromium, link(store["benchmark"], "runs"), "test_acc", "test_f1", "dev_acc", "dev_f1",
-                         *names, *[f"Group: {child.data.tags['method']}"[:18] for child in children])
+    text = open_and_wait(
+        chromium,
+        link(store["benchmark"], "runs"),
+        "test_acc",
+        "test_f1",
+        "dev_acc",
+        "dev_f1",
+        *names,
+        *[f"Group: {child.data.tags['method']}"[:18] for child in children],
+    )
     for child in children:
         assert f"{child.data.metrics['test_acc']:.4f}"[:5] in text and child.data.tags["benchmark"] == "tiny"
     screenshot(chromium, "benchmark-by-method")
@@ -97,8 +106,10 @@ def test_a_finetune_run_page_lists_its_figures_and_predictions(store, chromium):
     open_and_wait(chromium, run_page, "elmo-smoke·scalar·pool-mlp·s0", "test_acc")
     artifacts = run_page.replace("?", "/artifacts?")
     open_and_wait(chromium, artifacts, "figures", "predictions", "images")
-    for folder, files in (("predictions", ("test.csv", "test.json", "dev.csv")),
-                          ("figures", ("confusion_matrix.png", "mix_weights.png"))):
+    for folder, files in (
+        ("predictions", ("test.csv", "test.json", "dev.csv")),
+        ("figures", ("confusion_matrix.png", "mix_weights.png")),
+    ):
         chromium.find_element(By.XPATH, f"//*[normalize-space(text())='{folder}']").click()
         WebDriverWait(chromium, WAIT).until(lambda d, names=files: all(name in page_text(d) for name in names))
     chromium.find_element(By.XPATH, "//*[normalize-space(text())='test.json']").click()  # the table preview
@@ -109,10 +120,14 @@ def test_a_finetune_run_page_lists_its_figures_and_predictions(store, chromium):
 def test_the_compare_links_open_on_the_metrics_of_the_run_and_its_twin(store, chromium):
     """The finetune's and the benchmark's compare links: bar charts of test and dev accuracy and F1
     for the two runs, not a parallel-coordinates plot of checkpoint digests."""
-    methods = [MlflowClient(store["uri"]).get_run(store["ids"][f"finetune-{name}"]).data.tags["method"]
-               for name in ("latest", "random")]
+    methods = [
+        MlflowClient(store["uri"]).get_run(store["ids"][f"finetune-{name}"]).data.tags["method"]
+        for name in ("latest", "random")
+    ]
     # The two ran at once: the one that finished second found its twin finished and prints the link.
-    second = next(store[f"finetune-{name}"] for name in ("random", "latest") if "  compare" in store[f"finetune-{name}"])
+    second = next(
+        store[f"finetune-{name}"] for name in ("random", "latest") if "  compare" in store[f"finetune-{name}"]
+    )
     for name, summary in (("compare", second), ("benchmark-compare", store["benchmark"])):
         url = link(summary, "compare")
         assert url.startswith(store["url"]) and "compareRunsMode=CHART" in url
@@ -129,8 +144,14 @@ def test_make_ui_links_follow_its_port(store, chromium, monkeypatch):
     monkeypatch.delenv("MLFLOW_UI_URL", raising=False)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", store["uri"])
     env = {key: value for key, value in os.environ.items() if key != "MLFLOW_UI_URL"}
-    process = subprocess.Popen([sys.executable, "-m", "harness.tracking.ui", "--port", str(port)], env=env,
-                               start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "harness.tracking.ui", "--port", str(port)],
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         url = f"http://127.0.0.1:{port}"
         wait_healthy(url, process)

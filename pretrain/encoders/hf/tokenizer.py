@@ -37,7 +37,7 @@ def _separates(sequence_ids: list[int | None]) -> bool:
     if 0 not in sequence_ids or 1 not in sequence_ids:
         return False
     last_first = len(sequence_ids) - 1 - sequence_ids[::-1].index(0)
-    return None in sequence_ids[last_first + 1:sequence_ids.index(1)]
+    return None in sequence_ids[last_first + 1 : sequence_ids.index(1)]
 
 
 class HFTokenizer:
@@ -53,8 +53,14 @@ class HFTokenizer:
             (``transformers``' ``split_special_tokens``; the exported GPT family's tokenizers set it).
     """
 
-    def __init__(self, backend: Tokenizer, separator_id: int | None = None, uses_segments: bool = False,
-                 model_max_length: int | None = None, split_special_tokens: bool = False):
+    def __init__(
+        self,
+        backend: Tokenizer,
+        separator_id: int | None = None,
+        uses_segments: bool = False,
+        model_max_length: int | None = None,
+        split_special_tokens: bool = False,
+    ):
         backend = Tokenizer.from_str(backend.to_str())  # a copy: the settings below are ours
         backend.no_truncation()
         backend.no_padding()
@@ -75,10 +81,13 @@ class HFTokenizer:
         """From a loaded ``transformers`` tokenizer (it must be backed by ``tokenizers``)."""
         separator = tokenizer.sep_token_id if tokenizer.sep_token_id is not None else tokenizer.eos_token_id
         limit = tokenizer.model_max_length
-        return cls(tokenizer.backend_tokenizer, separator_id=separator,
-                   uses_segments="token_type_ids" in tokenizer.model_input_names,
-                   model_max_length=int(limit) if limit and limit < 1_000_000 else None,
-                   split_special_tokens=bool(getattr(tokenizer, "split_special_tokens", False)))
+        return cls(
+            tokenizer.backend_tokenizer,
+            separator_id=separator,
+            uses_segments="token_type_ids" in tokenizer.model_input_names,
+            model_max_length=int(limit) if limit and limit < 1_000_000 else None,
+            split_special_tokens=bool(getattr(tokenizer, "split_special_tokens", False)),
+        )
 
     def __len__(self) -> int:
         return self._backend.get_vocab_size(with_added_tokens=True)
@@ -97,7 +106,7 @@ class HFTokenizer:
     def tokenize(self, sentence: str) -> list[str]:
         """The tokens of ``sentence`` the features align to (the model's special tokens dropped)."""
         tokens = self._encoding(sentence).tokens
-        return tokens[self.prefix:len(tokens) - self.suffix]
+        return tokens[self.prefix : len(tokens) - self.suffix]
 
     def encode(self, sentence: str) -> list[int]:
         """The ids the model reads, its special tokens included."""
@@ -117,14 +126,23 @@ class HFTokenizer:
         return ids, [0] * (len(ids_first) + 1) + [1] * (len(ids_second) + 1)
 
     def to_dict(self) -> dict:
-        return {"kind": KIND, "tokenizer": json.loads(self._backend.to_str()), "separator_id": self.separator_id,
-                "uses_segments": self.uses_segments, "model_max_length": self.model_max_length,
-                "split_special_tokens": self.split_special_tokens}
+        return {
+            "kind": KIND,
+            "tokenizer": json.loads(self._backend.to_str()),
+            "separator_id": self.separator_id,
+            "uses_segments": self.uses_segments,
+            "model_max_length": self.model_max_length,
+            "split_special_tokens": self.split_special_tokens,
+        }
 
     @classmethod
     def from_dict(cls, state: dict) -> HFTokenizer:
         if state.get("kind") != KIND:
             raise ValueError(f"not a {KIND} tokenizer state: kind={state.get('kind')!r}")
-        return cls(Tokenizer.from_str(json.dumps(state["tokenizer"])), state.get("separator_id"),
-                   bool(state.get("uses_segments")), state.get("model_max_length"),
-                   bool(state.get("split_special_tokens")))
+        return cls(
+            Tokenizer.from_str(json.dumps(state["tokenizer"])),
+            state.get("separator_id"),
+            bool(state.get("uses_segments")),
+            state.get("model_max_length"),
+            bool(state.get("split_special_tokens")),
+        )

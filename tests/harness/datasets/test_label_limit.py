@@ -17,8 +17,10 @@ def labelled_set(folder, labels: int) -> dict:
     train = [(f"t{i}", f"train sentence {i} .", f"its partner {i} .", f"label-{i}") for i in range(labels)]
     dev = [(f"d{i}", f"dev sentence {i} .", f"its partner {i} .", f"label-{i}") for i in range(0, labels, 7)]
     test = [(f"e{i}", f"test sentence {i} .", f"its partner {i} .", f"label-{i}") for i in range(0, labels, 7)]
-    return {split: str(write_tsv(folder / f"{split}.tsv", rows)) for split, rows in
-            (("train", train), ("dev", dev), ("test", test))}
+    return {
+        split: str(write_tsv(folder / f"{split}.tsv", rows))
+        for split, rows in (("train", train), ("dev", dev), ("test", test))
+    }
 
 
 def test_ten_thousand_labels_are_refused_naming_the_file_and_the_column_flag(tmp_path):
@@ -51,8 +53,14 @@ def test_the_confusion_matrix_of_many_labels_is_shaded_not_counted_and_stays_sma
     from downstream.run.evaluation import COUNTED_CELLS_UP_TO, confusion_figure
 
     data = PairData(  # no pairs: the labels are all the figure needs from the data set
-        name="many", labels=[f"l{i}" for i in range(MAX_LABELS)], id_columns=("id",), train=[], dev=[], test=[],
-        content_hash="x")
+        name="many",
+        labels=[f"l{i}" for i in range(MAX_LABELS)],
+        id_columns=("id",),
+        train=[],
+        dev=[],
+        test=[],
+        content_hash="x",
+    )
     generator = np.random.default_rng(0)
     frame = pd.DataFrame({"label": generator.choice(data.labels, 300), "pred": generator.choice(data.labels, 300)})
     figure = confusion_figure({"dev": frame, "test": frame}, data)

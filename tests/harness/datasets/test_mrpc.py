@@ -265,8 +265,10 @@ def test_glue_split_as_pair_data(mrpc_dir):
     assert (data.num_classes, data.positive_label, data.positive_class, data.f1_average) == (2, "1", 1, "binary")
     assert (data.source, data.train_file) == (str(mrpc_dir), str(mrpc_dir / TRAIN_FILE))
     assert len(data.dev) == 408
-    assert data.ids_by_column(data.test[:2]) == {"id1": [p.ids[0] for p in data.test[:2]],
-                                                 "id2": [p.ids[1] for p in data.test[:2]]}
+    assert data.ids_by_column(data.test[:2]) == {
+        "id1": [p.ids[0] for p in data.test[:2]],
+        "id2": [p.ids[1] for p in data.test[:2]],
+    }
 
 
 def test_real_data_through_the_interface(real_mrpc_dir, monkeypatch):

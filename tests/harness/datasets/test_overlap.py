@@ -13,8 +13,10 @@ NAMES = {"train": "--data.train=train.tsv", "dev": "--data.dev=dev.tsv", "test":
 
 
 def pairs(count: int, prefix: str) -> list:
-    return [SimpleNamespace(sentence1=f"{prefix} sentence {i} one .", sentence2=f"{prefix} sentence {i} two .")
-            for i in range(count)]
+    return [
+        SimpleNamespace(sentence1=f"{prefix} sentence {i} one .", sentence2=f"{prefix} sentence {i} two .")
+        for i in range(count)
+    ]
 
 
 def swapped(pair) -> SimpleNamespace:
@@ -27,9 +29,11 @@ def test_the_key_ignores_order_whitespace_case_and_invisible_characters_but_not_
     assert pair_key("a b", "c") != pair_key("a b.", "c")
 
 
-@pytest.mark.parametrize("disguise", [str.upper, lambda text: text.replace(" ", " \u200b", 1),
-                                      lambda text: "\u2060" + text.title()],
-                         ids=["upper-cased", "zero-width space", "word joiner and title case"])
+@pytest.mark.parametrize(
+    "disguise",
+    [str.upper, lambda text: text.replace(" ", " \u200b", 1), lambda text: "\u2060" + text.title()],
+    ids=["upper-cased", "zero-width space", "word joiner and title case"],
+)
 def test_dev_that_is_train_disguised_is_refused(disguise):
     train = pairs(50, "t")
     dev = [SimpleNamespace(sentence1=disguise(p.sentence1), sentence2=disguise(p.sentence2)) for p in train[:10]]
@@ -54,16 +58,18 @@ def test_the_three_leaks_are_refused_in_one_line(shape):
         check_split_overlap(splits, 0.01, NAMES)
     message = str(raised.value)
     assert "\n" not in message
-    assert message.startswith(f"{NAMES[into]}: {leaked} of its {len(splits[into])} pairs are also pairs of "
-                              f"{NAMES['train']}")
+    assert message.startswith(
+        f"{NAMES[into]}: {leaked} of its {len(splits[into])} pairs are also pairs of {NAMES['train']}"
+    )
     assert "--data.max_split_overlap" in message
     assert check_split_overlap(splits, 1.0, NAMES).counts[f"train/{into}"] == leaked  # the flag accepts it
 
 
 def test_a_few_shared_pairs_under_the_threshold_are_counted_not_refused():
     train, test = pairs(1000, "train"), pairs(500, "test")
-    overlap = check_split_overlap({"train": train, "dev": pairs(100, "dev"), "test": test[:-5] + train[:5]}, 0.01,
-                                  NAMES)
+    overlap = check_split_overlap(
+        {"train": train, "dev": pairs(100, "dev"), "test": test[:-5] + train[:5]}, 0.01, NAMES
+    )
     assert overlap.counts == {"train/dev": 0, "train/test": 5, "dev/test": 0}
     assert overlap.params() == {"overlap_train_dev": 0, "overlap_train_test": 5, "overlap_dev_test": 0}
     with pytest.raises(UserError):
@@ -83,17 +89,27 @@ def test_a_fraction_outside_zero_one_is_refused():
 
 # ── through the registry: the user's TSV files, MRPC's own files, the CLI ─────────────────────
 
+
 def write_splits(folder, train_rows, dev_rows, test_rows) -> dict:
     from tests.pair_files import write_tsv
 
     folder.mkdir(parents=True, exist_ok=True)
-    return {split: str(write_tsv(folder / f"{split}.tsv", rows))
-            for split, rows in (("train", train_rows), ("dev", dev_rows), ("test", test_rows))}
+    return {
+        split: str(write_tsv(folder / f"{split}.tsv", rows))
+        for split, rows in (("train", train_rows), ("dev", dev_rows), ("test", test_rows))
+    }
 
 
 def rows(count: int, prefix: str) -> list[tuple[str, str, str, str]]:
-    return [(f"{prefix}{i}", f"{prefix} sentence {i} says one thing .", f"{prefix} sentence {i} says another .",
-             "yes" if i % 2 else "no") for i in range(count)]
+    return [
+        (
+            f"{prefix}{i}",
+            f"{prefix} sentence {i} says one thing .",
+            f"{prefix} sentence {i} says another .",
+            "yes" if i % 2 else "no",
+        )
+        for i in range(count)
+    ]
 
 
 @pytest.mark.parametrize("shape", ["dev = train + one row", "dev = train reversed", "half of test from train"])

@@ -1,6 +1,5 @@
 import gc
 import hashlib
-from pathlib import Path
 
 import pytest
 
@@ -67,8 +66,9 @@ def test_renamed_columns_in_any_order_with_extra_columns(tmp_path):
     header = ("genre", "gold", "hypothesis", "pairID", "premise")
     rows = [("fiction", label, second, identifier, first) for identifier, first, second, label in TRAIN_ROWS]
     path = write_tsv(tmp_path / "mnli_like.tsv", rows, header=header)
-    read = read_pair_tsv(path, sentence1_column="premise", sentence2_column="hypothesis", label_column="gold",
-                         id_column="pairID")
+    read = read_pair_tsv(
+        path, sentence1_column="premise", sentence2_column="hypothesis", label_column="gold", id_column="pairID"
+    )
     assert read.pairs == TRAIN_PAIRS
     by_index = read_pair_tsv(path, sentence1_column=4, sentence2_column="2", label_column=1, id_column=3)
     assert by_index.pairs == TRAIN_PAIRS  # "2" from a command line is an index when no column has that name
@@ -78,7 +78,9 @@ def test_no_header_default_order_and_indexes(tmp_path):
     standard = [row[1:] for row in TRAIN_ROWS]  # sentence1, sentence2, label
     read = read_pair_tsv(write_tsv(tmp_path / "a.tsv", standard, header=None), has_header=False)
     assert [(p.sentence1, p.label, p.ids) for p in read.pairs][:2] == [
-        (TRAIN_ROWS[0][1], 1, ("1",)), (TRAIN_ROWS[1][1], 0, ("2",))]
+        (TRAIN_ROWS[0][1], 1, ("1",)),
+        (TRAIN_ROWS[1][1], 0, ("2",)),
+    ]
     shuffled = [(label, identifier, second, first) for identifier, first, second, label in TRAIN_ROWS]
     path = write_tsv(tmp_path / "b.tsv", shuffled, header=None)
     read = read_pair_tsv(path, has_header=False, sentence1_column=3, sentence2_column="2", label_column=0, id_column=1)
@@ -94,8 +96,16 @@ def test_integer_labels_sort_numerically_and_read_canonically(tmp_path):
     assert dev.pairs[0].label == 2
 
 
-@pytest.mark.parametrize("options", [dict(bom=True), dict(newline="\r\n"), dict(newline="\r"), dict(trailing_blank=3),
-                                     dict(bom=True, newline="\r\n", trailing_blank=2)])
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(bom=True),
+        dict(newline="\r\n"),
+        dict(newline="\r"),
+        dict(trailing_blank=3),
+        dict(bom=True, newline="\r\n", trailing_blank=2),
+    ],
+)
 def test_bom_line_ends_and_trailing_blanks_read_alike(tmp_path, options):
     reference = read_pair_tsv(write_tsv(tmp_path / "reference.tsv", TRAIN_ROWS))
     read = read_pair_tsv(write_tsv(tmp_path / "variant.tsv", TRAIN_ROWS, **options))
@@ -120,7 +130,11 @@ def test_three_label_data_set_through_the_interface(three_label):
     assert [(p.ids, p.label) for p in data.test] == [(("e1",), 1), (("e2",), 2), (("e3",), 0)]
     assert data.label_counts("dev") == {"contradiction": 1, "entailment": 1, "neutral": 0}
     assert data.sentences("dev") == [
-        "A chef cooks pasta.", "Someone is cooking.", "The sky is clear.", "It is raining hard."]
+        "A chef cooks pasta.",
+        "Someone is cooking.",
+        "The sky is clear.",
+        "It is raining hard.",
+    ]
     assert len(data.sentences()) == 2 * (len(TRAIN_ROWS) + len(DEV_ROWS) + len(TEST_ROWS))
     assert data.ids_by_column(data.dev) == {"id": ["d1", "d2"]}
     digests = [read_pair_tsv(three_label[split]).digest for split in ("train", "dev", "test")]
@@ -130,15 +144,20 @@ def test_three_label_data_set_through_the_interface(three_label):
 
 def test_binary_positive_label_defaults_to_the_later_label_and_can_be_chosen(tmp_path):
     header = HEADER[1:]
-    files = {split: write_tsv(tmp_path / f"{split}.tsv", [(f"a {split}", "b", "yes"), ("c", f"d {split}", "no")], header=header)
-             for split in ("train", "dev", "test")}
+    files = {
+        split: write_tsv(
+            tmp_path / f"{split}.tsv", [(f"a {split}", "b", "yes"), ("c", f"d {split}", "no")], header=header
+        )
+        for split in ("train", "dev", "test")
+    }
     data = load_pair_data(dataset="tsv", **files)
     assert (data.labels, data.positive_label, data.positive_class) == (["no", "yes"], "yes", 1)
     assert data.f1_average == "binary"
     chosen = load_pair_data(dataset="tsv", **files, positive_label="no")
     assert (chosen.positive_label, chosen.positive_class) == ("no", 0)
-    assert_one_line_error(lambda: load_pair_data(dataset="tsv", **files, positive_label="maybe"),
-                          "--data.positive_label=maybe", "no, yes")
+    assert_one_line_error(
+        lambda: load_pair_data(dataset="tsv", **files, positive_label="maybe"), "--data.positive_label=maybe", "no, yes"
+    )
 
 
 def test_default_name_is_the_train_stem(tmp_path, three_label):
@@ -186,15 +205,19 @@ def test_unknown_dev_or_test_label_names_file_and_line(three_label):
     dev = write_tsv(three_label["dev"], DEV_ROWS + [("d3", "a", "b", "unrelated")])
     message = assert_one_line_error(
         lambda: load_pair_data(dataset="tsv", train=three_label["train"], dev=dev, test=three_label["test"]),
-        f"{dev}:4: ", "'unrelated'", "contradiction, entailment, neutral")
+        f"{dev}:4: ",
+        "'unrelated'",
+        "contradiction, entailment, neutral",
+    )
     assert "train" in message
 
 
 def test_train_labels_all_one_value(tmp_path):
     rows = [(identifier, first, second, "entailment") for identifier, first, second, _ in TRAIN_ROWS]
     path = write_tsv(tmp_path / "train.tsv", rows)
-    assert_one_line_error(lambda: read_pair_tsv(path), f"--data.train={path}", "'entailment'", "at least 2 classes",
-                          "--data.label_column")
+    assert_one_line_error(
+        lambda: read_pair_tsv(path), f"--data.train={path}", "'entailment'", "at least 2 classes", "--data.label_column"
+    )
 
 
 @pytest.mark.parametrize("newline", ["\n", "\r\n", "\r"])
@@ -236,35 +259,57 @@ def test_missing_or_doubled_header_column(tmp_path):
 @pytest.mark.parametrize("has_header", [True, False])
 def test_column_index_out_of_range(tmp_path, has_header):
     path = write_tsv(tmp_path / "a.tsv", TRAIN_ROWS, header=HEADER if has_header else None)
-    assert_one_line_error(lambda: read_pair_tsv(path, label_column=7, has_header=has_header),
-                          "--data.label_column=7", "out of range", "4 columns")
+    assert_one_line_error(
+        lambda: read_pair_tsv(path, label_column=7, has_header=has_header),
+        "--data.label_column=7",
+        "out of range",
+        "4 columns",
+    )
 
 
 def test_column_flag_mistakes_name_the_flag(tmp_path):
     path = write_tsv(tmp_path / "a.tsv", TRAIN_ROWS, header=None)
-    assert_one_line_error(lambda: read_pair_tsv(path, has_header=False, label_column="gold"),
-                          "--data.label_column=gold", "0-based column index")
-    assert_one_line_error(lambda: read_pair_tsv(path, has_header=False, label_column="²"),
-                          "--data.label_column=²", "0-based column index")
-    assert_one_line_error(lambda: read_pair_tsv(path, has_header=False, sentence2_column=0),
-                          "--data.sentence2_column", "already the sentence1 column")
+    assert_one_line_error(
+        lambda: read_pair_tsv(path, has_header=False, label_column="gold"),
+        "--data.label_column=gold",
+        "0-based column index",
+    )
+    assert_one_line_error(
+        lambda: read_pair_tsv(path, has_header=False, label_column="²"), "--data.label_column=²", "0-based column index"
+    )
+    assert_one_line_error(
+        lambda: read_pair_tsv(path, has_header=False, sentence2_column=0),
+        "--data.sentence2_column",
+        "already the sentence1 column",
+    )
 
 
 def test_load_flag_mistakes(three_label, tmp_path):
     files = dict(three_label)
-    assert_one_line_error(lambda: load_pair_data(dataset="tsv", train=files["train"], dev=files["dev"]),
-                          "--data.test", "required")
+    assert_one_line_error(
+        lambda: load_pair_data(dataset="tsv", train=files["train"], dev=files["dev"]), "--data.test", "required"
+    )
     assert_one_line_error(lambda: load_pair_data(dataset="csv", **files), "--data.dataset=csv", "mrpc or tsv")
-    assert_one_line_error(lambda: load_pair_data(dataset="mrpc", train=files["train"]), "--data.train", "--data.dataset=tsv")
+    assert_one_line_error(
+        lambda: load_pair_data(dataset="mrpc", train=files["train"]), "--data.train", "--data.dataset=tsv"
+    )
     missing = tmp_path / "nope.tsv"
-    assert_one_line_error(lambda: load_pair_data(dataset="tsv", **{**files, "dev": missing}),
-                          f"--data.dev={missing}", "not found")
-    assert_one_line_error(lambda: load_pair_data(dataset="tsv", **{**files, "dev": tmp_path}),
-                          f"--data.dev={tmp_path}", "folder")
-    assert_one_line_error(lambda: load_pair_data(dataset="tsv", **{**files, "test": files["dev"]}),
-                          f"--data.test={files['dev']}", "same content as --data.dev")
-    assert_one_line_error(lambda: load_pair_data(dataset="tsv", **files, positive_label="neutral"),
-                          "--data.positive_label=neutral", "only for 2-label")
+    assert_one_line_error(
+        lambda: load_pair_data(dataset="tsv", **{**files, "dev": missing}), f"--data.dev={missing}", "not found"
+    )
+    assert_one_line_error(
+        lambda: load_pair_data(dataset="tsv", **{**files, "dev": tmp_path}), f"--data.dev={tmp_path}", "folder"
+    )
+    assert_one_line_error(
+        lambda: load_pair_data(dataset="tsv", **{**files, "test": files["dev"]}),
+        f"--data.test={files['dev']}",
+        "same content as --data.dev",
+    )
+    assert_one_line_error(
+        lambda: load_pair_data(dataset="tsv", **files, positive_label="neutral"),
+        "--data.positive_label=neutral",
+        "only for 2-label",
+    )
 
 
 def test_garbage_collector_is_restored_after_an_error(tmp_path):

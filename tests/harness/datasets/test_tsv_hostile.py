@@ -9,16 +9,20 @@ from harness.datasets.reader import read_pair_tsv
 from tests.helpers import assert_one_line_error
 from tests.pair_files import write_tsv
 
-ROWS = [("t1", "A dog runs.", "An animal moves.", "yes"), ("t2", "A cat sleeps.", "Nobody rests.", "no"),
-        ("t3", "Kids play.", "Children are out.", "yes")]
+ROWS = [
+    ("t1", "A dog runs.", "An animal moves.", "yes"),
+    ("t2", "A cat sleeps.", "Nobody rests.", "no"),
+    ("t3", "Kids play.", "Children are out.", "yes"),
+]
 
 
 @pytest.mark.parametrize("label, other", [("Yes", "yes"), ("YES", "yes"), ("No", "no"), ("not  para", "Not para")])
 def test_a_label_differing_only_by_case_or_spacing_names_both_lines(tmp_path, label, other):
     rows = [("t1", "A dog runs.", "An animal moves.", other), *ROWS[1:]]
     path = write_tsv(tmp_path / "train.tsv", rows + [("t4", "A bird sings.", "A bird is silent.", label)])
-    assert_one_line_error(lambda: read_pair_tsv(path), f"{path}:5: ", repr(label), repr(other), f"{path}:2",
-                          "case or spacing")
+    assert_one_line_error(
+        lambda: read_pair_tsv(path), f"{path}:5: ", repr(label), repr(other), f"{path}:2", "case or spacing"
+    )
 
 
 def test_distinct_labels_still_read(tmp_path):
