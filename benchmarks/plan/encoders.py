@@ -26,6 +26,7 @@ from harness.tracking.runs import REPO_ROOT, tracking_uri
 from pretrain.corpus.corpora import SENTENCES_FILE, SHARED_FOLDERS, default_corpora_dir, entries
 from pretrain.encoders.hf.encoder import folder_digest, is_hf_source, resolve_folder
 from pretrain.encoders.loading import load_encoder, resolve
+from pretrain.encoders.references import Source
 from pretrain.families import FIRST_FORMAT_FAMILY
 
 PRETRAIN_EXPERIMENT = "pretrain"
@@ -113,7 +114,7 @@ def given_run(encoder: dict) -> str | None:
     if is_published(encoder):
         return str(encoder["run"])
     try:
-        return resolve(encoder["run"]).target  # runs:/<id>, latest…, models:/… → the run id
+        return resolve(Source.parse(str(encoder["run"]))).target  # runs:/<id>, latest…, models:/… → the run id
     except UserError:
         if "pretrain" not in encoder:
             raise

@@ -87,10 +87,9 @@ def latest_pretrain_run(family: str | None = None, lm_stage: str | None = None) 
     )
 
 
-def resolve(source: Source | str) -> Source:
+def resolve(source: Source) -> Source:
     """``latest…`` and ``models:/…`` → the run they name now (``runs:/<id>``: what a run records);
     a run, a file or a published model as it is. Errors name the source as written (``<source>: …``)."""
-    source = Source.parse(source) if isinstance(source, str) else source
     if source.kind == "model":
         run_id = run_of_model(str(source))
         check_trusted(MlflowClient(tracking_uri()), run_id, str(source))

@@ -305,6 +305,7 @@ def test_a_read_user_cannot_choose_anyone_elses_encoder(team_server):
     model name the user registered first) loaded. Now neither leaves the trusted experiments."""
     from harness.errors import UserError
     from pretrain.encoders.loading import latest_pretrain_run, resolve
+    from pretrain.encoders.references import Source
 
     reader = as_user(team_server["reader"])
     own = reader.create_experiment("reader-own")
@@ -318,7 +319,7 @@ def test_a_read_user_cannot_choose_anyone_elses_encoder(team_server):
     except UserError as error:  # no pretrain run of the team's yet
         assert "experiments pretrain" in str(error)
     with pytest.raises(UserError, match=r"experiment 'reader-own', run by .*runs:/" + planted):
-        resolve("models:/reader-encoder/1")
+        resolve(Source.parse("models:/reader-encoder/1"))
 
 
 def test_a_cell_a_read_user_planted_is_never_reused(team_server):
