@@ -51,8 +51,9 @@ _NUMPY_DTYPES = {torch.float16: np.float16, torch.float32: np.float32}
 _SLICE_ROWS = 8192  # tokens per slice when scanning or hashing a cache
 _META_SLACK = 4096  # bytes of meta.json beyond its lengths, and of the .npy header
 CACHE_FLAG = "--data.cache_dir"
-CACHE_FIX = (f"free space there, point {CACHE_FLAG} at another disk, or set {CACHE_FLAG}=none "
-             f"to keep the features in memory")
+CACHE_FIX = (
+    f"free space there, point {CACHE_FLAG} at another disk, or set {CACHE_FLAG}=none to keep the features in memory"
+)
 
 
 def cache_key(fingerprint: str, sentences: list[str], dtype: torch.dtype) -> str:
@@ -74,8 +75,15 @@ class FeatureStore:
         self._cache_hit = cache_hit
 
     @classmethod
-    def build(cls, encoder, sentences: list[str], cache_dir: str | Path | None, batch_size: int = 64,
-              dtype: torch.dtype = torch.float16, progress: bool = True) -> FeatureStore:
+    def build(
+        cls,
+        encoder,
+        sentences: list[str],
+        cache_dir: str | Path | None,
+        batch_size: int = 64,
+        dtype: torch.dtype = torch.float16,
+        progress: bool = True,
+    ) -> FeatureStore:
         """Features of ``sentences`` under ``encoder``, from ``cache_dir`` when a valid cache is there.
 
         The cache key is the data hash: sha256 of ``encoder.fingerprint``, the sha256 of the sentence
@@ -98,12 +106,21 @@ class FeatureStore:
 
         cache_dir = Path(cache_dir)
         with building(cache_dir, key):  # concurrent cells needing the same features compute them once
-            return cls._load_or_write(encoder, sentences, cache_dir, key, lengths, shape, dtype, batch_size,
-                                      progress)
+            return cls._load_or_write(encoder, sentences, cache_dir, key, lengths, shape, dtype, batch_size, progress)
 
     @classmethod
-    def _load_or_write(cls, encoder, sentences: list[str], cache_dir: Path, key: str, lengths: np.ndarray,
-                       shape: tuple[int, int], dtype: torch.dtype, batch_size: int, progress: bool) -> FeatureStore:
+    def _load_or_write(
+        cls,
+        encoder,
+        sentences: list[str],
+        cache_dir: Path,
+        key: str,
+        lengths: np.ndarray,
+        shape: tuple[int, int],
+        dtype: torch.dtype,
+        batch_size: int,
+        progress: bool,
+    ) -> FeatureStore:
         target = cache_dir / key
         loaded = _load(target, key, lengths, shape, dtype)
         if loaded is not None:
@@ -117,15 +134,18 @@ class FeatureStore:
             _write(cache_dir, key, encoder, sentences, lengths, shape, dtype, batch_size, progress)
         except OSError as error:
             problem = disk_problem(error) or f"{type(error).__name__}: {error}"
-            raise UserError(f"{CACHE_FLAG}={cache_dir}: cannot write the feature cache ({problem}); "
-                            f"{CACHE_FIX}") from None
+            raise UserError(
+                f"{CACHE_FLAG}={cache_dir}: cannot write the feature cache ({problem}); {CACHE_FIX}"
+            ) from None
 
         loaded = _load(target, key, lengths, shape, dtype)
         if loaded is None:
             raise RuntimeError(f"feature cache {target} failed validation right after it was written")
         if _checksum_problem(*loaded, target / FEATURES_FILE) is not None:
-            raise UserError(f"feature cache {target} still does not match its checksum after a rebuild; delete "
-                            f"{cache_dir} and check the disk it is on")
+            raise UserError(
+                f"feature cache {target} still does not match its checksum after a rebuild; delete "
+                f"{cache_dir} and check the disk it is on"
+            )
         return cls(loaded[0], lengths, key, cache_hit=False)
 
     @property
@@ -153,7 +173,7 @@ class FeatureStore:
     def _rows(self, index: int) -> np.ndarray:
         if not 0 <= index < len(self):
             raise IndexError(f"sentence index {index} out of range for {len(self)} sentences")
-        return self.features[self.offsets[index]:self.offsets[index + 1]]  # (T_i, L, D)
+        return self.features[self.offsets[index] : self.offsets[index + 1]]  # (T_i, L, D)
 
     def get(self, index: int) -> torch.Tensor:
         """Returns (L, T_i, D) float32, a copy (never a view of the cache)."""
@@ -173,8 +193,8 @@ class FeatureStore:
         written = layers.numpy()  # the same memory; NumPy copies from the read-only cache without a tensor view of it
         for position, row in enumerate(rows):  # each sentence's stored (half) rows, converted as they are copied
             if len(row):
-                written[:, position, :len(row)] = row.transpose(1, 0, 2)  # (L, T_i, D)
-            written[:, position, len(row):] = 0.0  # and its padding
+                written[:, position, : len(row)] = row.transpose(1, 0, 2)  # (L, T_i, D)
+            written[:, position, len(row) :] = 0.0  # and its padding
         return layers, mask
 
 
@@ -182,7 +202,7 @@ def checksum(features: np.ndarray) -> str:
     """``sha256:<hex>`` of a (total, L, D) array's bytes, read in slices (it may be a large memmap)."""
     digest = hashlib.sha256()
     for start in range(0, len(features), _SLICE_ROWS):
-        digest.update(np.ascontiguousarray(features[start:start + _SLICE_ROWS]))
+        digest.update(np.ascontiguousarray(features[start : start + _SLICE_ROWS]))
     return f"sha256:{digest.hexdigest()}"
 
 
@@ -243,8 +263,11 @@ def building(cache_dir: Path, key: str):
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            print(f"feature cache {Path(cache_dir) / key}: another process is computing these features; "
-                  f"waiting for it", file=sys.stderr, flush=True)
+            print(
+                f"feature cache {Path(cache_dir) / key}: another process is computing these features; waiting for it",
+                file=sys.stderr,
+                flush=True,
+            )
             fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
@@ -252,24 +275,45 @@ def building(cache_dir: Path, key: str):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _write(cache_dir: Path, key: str, encoder, sentences: list[str], lengths: np.ndarray, shape: tuple[int, int],
-           dtype: torch.dtype, batch_size: int, progress: bool) -> None:
+def _write(
+    cache_dir: Path,
+    key: str,
+    encoder,
+    sentences: list[str],
+    lengths: np.ndarray,
+    shape: tuple[int, int],
+    dtype: torch.dtype,
+    batch_size: int,
+    progress: bool,
+) -> None:
     """Compute the features into ``<cache_dir>/.<key>.tmp-<pid>/`` and rename that folder to ``<key>``.
 
     Raises:
         UserError when the disk lacks the space; OSError when a write fails (read-only, full).
     """
-    meta = {"key": key, "format_version": FORMAT_VERSION, "n_sentences": len(sentences),
-            "num_layers": shape[0], "dim": shape[1], "dtype": str(dtype), "lengths": lengths.tolist()}
+    meta = {
+        "key": key,
+        "format_version": FORMAT_VERSION,
+        "n_sentences": len(sentences),
+        "num_layers": shape[0],
+        "dim": shape[1],
+        "dtype": str(dtype),
+        "lengths": lengths.tolist(),
+    }
     array_bytes = int(lengths.sum()) * shape[0] * shape[1] * np.dtype(_NUMPY_DTYPES[dtype]).itemsize
     cache_dir.mkdir(parents=True, exist_ok=True)
     remove_dead_temporaries(cache_dir)
-    check_free(cache_dir, array_bytes + len(json.dumps(meta)) + _META_SLACK, f"{CACHE_FLAG}={cache_dir}",
-               f"the feature cache of {len(sentences)} sentences does not fit; {CACHE_FIX}")
+    check_free(
+        cache_dir,
+        array_bytes + len(json.dumps(meta)) + _META_SLACK,
+        f"{CACHE_FLAG}={cache_dir}",
+        f"the feature cache of {len(sentences)} sentences does not fit; {CACHE_FIX}",
+    )
 
     def write(temporary: Path) -> None:
-        features = np.lib.format.open_memmap(temporary / FEATURES_FILE, mode="w+", dtype=_NUMPY_DTYPES[dtype],
-                                             shape=(int(lengths.sum()), *shape))  # (total, L, D)
+        features = np.lib.format.open_memmap(
+            temporary / FEATURES_FILE, mode="w+", dtype=_NUMPY_DTYPES[dtype], shape=(int(lengths.sum()), *shape)
+        )  # (total, L, D)
         allocate(temporary / FEATURES_FILE)  # every block now, or ENOSPC now: never a SIGBUS mid-write
         _compute_into(features, encoder, sentences, lengths, batch_size, progress)
         features.flush()
@@ -305,13 +349,14 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _compute_into(features: np.ndarray, encoder, sentences: list[str], lengths: np.ndarray,
-                  batch_size: int, progress: bool) -> None:
+def _compute_into(
+    features: np.ndarray, encoder, sentences: list[str], lengths: np.ndarray, batch_size: int, progress: bool
+) -> None:
     """Fill ``features`` (total, L, D) from the encoder, in batches of sentences of similar length.
     An encoder output with NaN or inf is a :class:`UserError` naming the encoder and the sentence."""
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     order = sorted(range(len(sentences)), key=lambda i: (int(lengths[i]), i))  # length-sorted: little padding
-    batches = [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
+    batches = [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
     model = getattr(encoder, "model", None)
     if model is not None:
         model.eval()
@@ -323,17 +368,21 @@ def _compute_into(features: np.ndarray, encoder, sentences: list[str], lengths: 
             rows = layers.detach().to("cpu", torch.float32).permute(1, 2, 0, 3).numpy()  # (B, T, L, D)
             for row, index in enumerate(batch):
                 if counts[row] != lengths[index]:
-                    raise RuntimeError(f"encoder gave {counts[row]} words for sentence {index}, "
-                                       f"its tokenizer {int(lengths[index])}")
-                features[offsets[index]:offsets[index + 1]] = rows[row, :counts[row]]  # (T_i, L, D)
-                if not np.isfinite(features[offsets[index]:offsets[index + 1]]).all():  # also float16 overflow
-                    raise UserError(f"encoder {getattr(encoder, 'source', '')} gives NaN/inf features for sentence "
-                                    f"{index} ({sentences[index][:60]!r}); its weights are unusable: check the "
-                                    f"pretrain run that made them")
+                    raise RuntimeError(
+                        f"encoder gave {counts[row]} words for sentence {index}, its tokenizer {int(lengths[index])}"
+                    )
+                features[offsets[index] : offsets[index + 1]] = rows[row, : counts[row]]  # (T_i, L, D)
+                if not np.isfinite(features[offsets[index] : offsets[index + 1]]).all():  # also float16 overflow
+                    raise UserError(
+                        f"encoder {getattr(encoder, 'source', '')} gives NaN/inf features for sentence "
+                        f"{index} ({sentences[index][:60]!r}); its weights are unusable: check the "
+                        f"pretrain run that made them"
+                    )
 
 
-def _load(target: Path, key: str, lengths: np.ndarray, shape: tuple[int, int],
-          dtype: torch.dtype) -> tuple[np.ndarray, dict] | None:
+def _load(
+    target: Path, key: str, lengths: np.ndarray, shape: tuple[int, int], dtype: torch.dtype
+) -> tuple[np.ndarray, dict] | None:
     """The cached (total, L, D) memmap, read-only, and its meta; None when missing, incomplete or inconsistent."""
     try:
         meta = json.loads((target / META_FILE).read_text(encoding="utf-8"))
@@ -341,9 +390,16 @@ def _load(target: Path, key: str, lengths: np.ndarray, shape: tuple[int, int],
     except (OSError, ValueError, EOFError):
         return None
     expected = (int(lengths.sum()), *shape)
-    valid = (isinstance(meta, dict) and meta.get("key") == key and meta.get("format_version") == FORMAT_VERSION
-             and meta.get("n_sentences") == len(lengths) and meta.get("lengths") == lengths.tolist()
-             and meta.get("num_layers") == shape[0] and meta.get("dim") == shape[1]
-             and meta.get("dtype") == str(dtype)
-             and features.shape == expected and features.dtype == _NUMPY_DTYPES[dtype])
+    valid = (
+        isinstance(meta, dict)
+        and meta.get("key") == key
+        and meta.get("format_version") == FORMAT_VERSION
+        and meta.get("n_sentences") == len(lengths)
+        and meta.get("lengths") == lengths.tolist()
+        and meta.get("num_layers") == shape[0]
+        and meta.get("dim") == shape[1]
+        and meta.get("dtype") == str(dtype)
+        and features.shape == expected
+        and features.dtype == _NUMPY_DTYPES[dtype]
+    )
     return (features, meta) if valid else None

@@ -51,14 +51,18 @@ def longest_input(named_pairs: dict[str, list], encoder, input_kind: str, max_to
             if input_kind == "joint":
                 measured = [("pair", len(encoder.tokenizer.encode_pair(pair.sentence1, pair.sentence2)))]
             else:
-                measured = [(role, lengths.setdefault(text, len(encoder.tokenize(text))))
-                            for role, text in (("sentence1", pair.sentence1), ("sentence2", pair.sentence2))]
+                measured = [
+                    (role, lengths.setdefault(text, len(encoder.tokenize(text))))
+                    for role, text in (("sentence1", pair.sentence1), ("sentence2", pair.sentence2))
+                ]
             for role, length in measured:
                 if length > limit:
                     text = pair.sentence1 if role != "sentence2" else pair.sentence2
-                    raise UserError(f"{where}: pair {'/'.join(pair.ids)} has a {role} of {length} tokens, more than "
-                                    f"{limit} ({reason}): {text[:40]!r}…; shorten or drop it, or raise {FLAG} "
-                                    f"(within the encoder's positions)")
+                    raise UserError(
+                        f"{where}: pair {'/'.join(pair.ids)} has a {role} of {length} tokens, more than "
+                        f"{limit} ({reason}): {text[:40]!r}…; shorten or drop it, or raise {FLAG} "
+                        f"(within the encoder's positions)"
+                    )
                 longest = max(longest, length)
     return longest
 
@@ -75,6 +79,8 @@ def check_frozen_memory(encoder, batch_size: int, longest: int, max_tokens: int,
     """Refuse, in one line, frozen features of ``longest``-token sentences that cannot fit in ``free`` bytes."""
     needed = frozen_batch_bytes(encoder, batch_size, longest)
     if needed > free:
-        raise UserError(f"{FLAG}={max_tokens}: frozen features of a batch of the longest sentences ({longest} tokens) "
-                        f"need about {size_text(needed)}, only {size_text(free)} of memory is free; lower {FLAG} "
-                        f"(or --data.batch_size, --data.eval_batch_size) or shorten those sentences")
+        raise UserError(
+            f"{FLAG}={max_tokens}: frozen features of a batch of the longest sentences ({longest} tokens) "
+            f"need about {size_text(needed)}, only {size_text(free)} of memory is free; lower {FLAG} "
+            f"(or --data.batch_size, --data.eval_batch_size) or shorten those sentences"
+        )

@@ -23,8 +23,10 @@ def segment_pair(encoder, first: str, second: str) -> tuple[Tensor, Tensor]:
     ids, segments = encoder.tokenizer.encode_pair_segments(first, second)
     limit = encoder.model.max_positions
     if limit is not None and len(ids) > limit:
-        raise UserError(f"a pair of {len(ids)} tokens is longer than this {encoder.family} encoder's {limit} "
-                        f"positions: {first[:40]!r} / {second[:40]!r}")
+        raise UserError(
+            f"a pair of {len(ids)} tokens is longer than this {encoder.family} encoder's {limit} "
+            f"positions: {first[:40]!r} / {second[:40]!r}"
+        )
     return torch.tensor(ids, dtype=torch.long), torch.tensor(segments, dtype=torch.long)
 
 

@@ -47,8 +47,10 @@ def subsample(pairs: list[Pair], fraction: float, seed: int) -> list[Pair]:
     try:
         kept, _ = train_test_split(pairs, train_size=fraction, stratify=labels, random_state=seed)
     except ValueError:  # too few pairs left to hold both classes
-        raise UserError(f"--data.train_fraction={fraction}: too small for {len(pairs)} training pairs "
-                        f"(a stratified sample needs at least one pair per class); use a larger fraction") from None
+        raise UserError(
+            f"--data.train_fraction={fraction}: too small for {len(pairs)} training pairs "
+            f"(a stratified sample needs at least one pair per class); use a larger fraction"
+        ) from None
     return kept
 
 
@@ -113,8 +115,10 @@ def joint_ids(encoder, first: str, second: str) -> torch.Tensor:
     ids = encoder.tokenizer.encode_pair(first, second)
     limit = encoder.model.max_positions
     if limit is not None and len(ids) > limit:
-        raise UserError(f"a pair of {len(ids)} tokens is longer than this {encoder.family} encoder's max_positions "
-                        f"{limit}: {first[:40]!r} / {second[:40]!r}")
+        raise UserError(
+            f"a pair of {len(ids)} tokens is longer than this {encoder.family} encoder's max_positions "
+            f"{limit}: {first[:40]!r} / {second[:40]!r}"
+        )
     return torch.tensor(ids, dtype=torch.long)
 
 
@@ -206,8 +210,14 @@ class PairDataModule(pl.LightningDataModule):
         """Refuse, before the run exists, a pair longer than ``max_tokens`` or the encoder's
         positions, and frozen features of the longest batch that would not fit in memory."""
         data = self.pair_data
-        named = {(f"--data.{split}={getattr(self.hparams, split)}" if self.hparams.dataset == "tsv"
-                  else f"{data.name} {split}"): pairs for split, pairs in self.pairs.items()}
+        named = {
+            (
+                f"--data.{split}={getattr(self.hparams, split)}"
+                if self.hparams.dataset == "tsv"
+                else f"{data.name} {split}"
+            ): pairs
+            for split, pairs in self.pairs.items()
+        }
         longest = longest_input(named, encoder, input_kind, self.hparams.max_tokens)
         if input_kind == "features":
             largest = max(self.hparams.batch_size, self.hparams.eval_batch_size)
@@ -217,7 +227,9 @@ class PairDataModule(pl.LightningDataModule):
         """Unique sentences of all splits, in first-seen order (the feature store's rows): of the
         whole train split, not only the ``train_fraction`` subsample, so that every fraction and
         subsample seed of one encoder and data set reads one feature cache, computed once."""
-        return list(dict.fromkeys(s for name in SPLITS for p in self.all_pairs[name] for s in (p.sentence1, p.sentence2)))
+        return list(
+            dict.fromkeys(s for name in SPLITS for p in self.all_pairs[name] for s in (p.sentence1, p.sentence2))
+        )
 
     def setup(self, stage: str | None = None) -> None:
         if self.collators is not None:
@@ -227,9 +239,12 @@ class PairDataModule(pl.LightningDataModule):
         sentences = self.sentences()
         row = {sentence: index for index, sentence in enumerate(sentences)}
         if self.input_kind == "joint" and self.encoder.pair_input == "segments":
-            self.collators = {name: SegmentBatches([segment_pair(self.encoder, p.sentence1, p.sentence2)
-                                                    for p in pairs], [p.label for p in pairs])
-                              for name, pairs in self.pairs.items()}
+            self.collators = {
+                name: SegmentBatches(
+                    [segment_pair(self.encoder, p.sentence1, p.sentence2) for p in pairs], [p.label for p in pairs]
+                )
+                for name, pairs in self.pairs.items()
+            }
             return
         if self.input_kind == "joint":
             self.collators = {}
@@ -273,8 +288,9 @@ class PairDataModule(pl.LightningDataModule):
             indices, lengths = self.epoch_order, [lengths[i] for i in self.epoch_order]
         sampler = RandomSampler(range(len(indices))) if shuffle else SequentialSampler(range(len(indices)))
         size = self.hparams.batch_size if shuffle else self.hparams.eval_batch_size
-        batches = BucketBatchSampler(sampler, size, drop_last=False, lengths=lengths,
-                                     pool_batches=50 if shuffle else len(lengths))
+        batches = BucketBatchSampler(
+            sampler, size, drop_last=False, lengths=lengths, pool_batches=50 if shuffle else len(lengths)
+        )
         return DataLoader(indices, batch_sampler=batches, collate_fn=collate, num_workers=self.hparams.num_workers)
 
     def train_dataloader(self) -> DataLoader:
@@ -293,10 +309,23 @@ class PairDataModule(pl.LightningDataModule):
             by_label[f"{name}_label_counts"] = json.dumps({label: counted[k] for k, label in enumerate(data.labels)})
         positives = {}
         if data.positive_class is not None:
-            positives = {f"{name}_positive": sum(p.label == data.positive_class for p in pairs)
-                         for name, pairs in self.pairs.items()}
-        described = {**dataset_params(data), "labels": json.dumps(data.labels), "num_classes": data.num_classes,
-                     "f1_average": data.f1_average, "positive_label": data.positive_label}
+            positives = {
+                f"{name}_positive": sum(p.label == data.positive_class for p in pairs)
+                for name, pairs in self.pairs.items()
+            }
+        described = {
+            **dataset_params(data),
+            "labels": json.dumps(data.labels),
+            "num_classes": data.num_classes,
+            "f1_average": data.f1_average,
+            "positive_label": data.positive_label,
+        }
         epoch = len(self.epoch_order) if self.epoch_order is not None else len(self.pairs["train"])
-        return {**counts, "train_epoch_pairs": epoch, **positives, **by_label, **described,
-                "feature_cache": self.store.key if self.store else None}
+        return {
+            **counts,
+            "train_epoch_pairs": epoch,
+            **positives,
+            **by_label,
+            **described,
+            "feature_cache": self.store.key if self.store else None,
+        }
