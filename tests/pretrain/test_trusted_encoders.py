@@ -10,6 +10,7 @@ from mlflow.tracking import MlflowClient
 
 from harness.errors import UserError
 from pretrain.encoders.loading import latest_pretrain_run, resolve
+from pretrain.encoders.references import Source
 from pretrain.encoders.registry import register_encoder
 from pretrain.encoders.trusted import note_untrusted
 
@@ -37,7 +38,7 @@ def test_latest_stays_inside_the_trusted_experiments(monkeypatch, store):
     assert latest_pretrain_run() == store["other"]  # a local store is its user's own: every experiment
     monkeypatch.setenv("ENCODER_EXPERIMENTS", "pretrain")
     assert latest_pretrain_run() == store["own"]
-    assert resolve("latest").target == store["own"]
+    assert resolve(Source.parse("latest")).target == store["own"]
     monkeypatch.setenv("ENCODER_EXPERIMENTS", "pretrain, mallory")  # a list the user names
     assert latest_pretrain_run() == store["other"]
 
@@ -46,11 +47,11 @@ def test_a_model_version_of_an_untrusted_run_needs_its_run_id(monkeypatch, store
     register_encoder(store["client"], store["other"], "elmo")
     monkeypatch.setenv("ENCODER_EXPERIMENTS", "pretrain")
     with pytest.raises(UserError) as raised:
-        resolve("models:/elmo-encoder@newest")
+        resolve(Source.parse("models:/elmo-encoder@newest"))
     message = str(raised.value)
     assert "\n" not in message and "experiment 'mallory', run by mallory" in message
     assert f"runs:/{store['other']}" in message and "ENCODER_EXPERIMENTS" in message
     note_untrusted(store["client"], store["client"].get_run(store["other"]), f"runs:/{store['other']}")
     assert "experiment 'mallory', run by mallory" in capsys.readouterr().err  # named explicitly: used, and said
     register_encoder(store["client"], store["own"], "elmo")
-    assert resolve("models:/elmo-encoder@newest").target == store["own"]
+    assert resolve(Source.parse("models:/elmo-encoder@newest")).target == store["own"]
