@@ -132,7 +132,7 @@ def timed_evaluation(classifier: PairClassifier, batches, inputs, precision: str
         if index == 1:
             start = time.perf_counter()
         with autocast.forward_context() if autocast else nullcontext():
-            classifier(classifier.inputs(*inputs(pair_indices)[:4]))
+            classifier(classifier.inputs(*inputs(pair_indices)[:4]), language_modelling=False)  # as a dev pass
     classifier.train()
     return time.perf_counter() - start
 
@@ -298,16 +298,19 @@ def measure_family(family: str, encoder: Encoder, batches: int, profile: bool, p
     return rows
 
 
-def two_pass_joint(head: JointClassifier, language_model, ids_ab, lengths_ab, ids_ba, lengths_ba):
+def two_pass_joint(
+    head: JointClassifier, language_model, ids_ab, lengths_ab, ids_ba, lengths_ba, language_modelling: bool = True
+):
     """The joint classifier as it evaluated before both orders were batched (the baseline of the
     ``cls`` row, and the reference of ``tests/downstream/test_joint.py``): one model pass per order."""
     cls_states, lm = [], {"nll_forward": 0.0, "count": 0}
     for ids, lengths in ((ids_ab, lengths_ab), (ids_ba, lengths_ba)):
         hidden = language_model.hidden_states(ids, lengths)  # (B, T, H)
         cls_states.append(hidden[torch.arange(len(lengths)), lengths - 1])  # (B, H)
-        sums = language_model.next_token_nll(hidden, ids, lengths)
-        lm = {name: lm[name] + sums[name] for name in lm}
-    return head.linear(head.dropout(cls_states[0] + cls_states[1])), lm
+        if language_modelling:
+            sums = language_model.next_token_nll(hidden, ids, lengths)
+            lm = {name: lm[name] + sums[name] for name in lm}
+    return head.linear(head.dropout(cls_states[0] + cls_states[1])), lm if language_modelling else None
 
 
 @contextmanager

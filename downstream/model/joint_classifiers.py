@@ -33,20 +33,29 @@ class JointClassifier(nn.Module):
         self.linear = nn.Linear(hidden_size, num_classes)
 
     def forward(
-        self, language_model: nn.Module, ids_ab: Tensor, lengths_ab: Tensor, ids_ba: Tensor, lengths_ba: Tensor
+        self,
+        language_model: nn.Module,
+        ids_ab: Tensor,
+        lengths_ab: Tensor,
+        ids_ba: Tensor,
+        lengths_ba: Tensor,
+        language_modelling: bool = True,
     ) -> tuple[Tensor, dict[str, Tensor] | None]:
-        """Args: the transformer LM; (B, T) ids and (B,) lengths of ``s1 → s2`` and ``s2 → s1``.
+        """Args: the transformer LM; (B, T) ids and (B,) lengths of ``s1 → s2`` and ``s2 → s1``;
+        ``language_modelling=False`` skips the LM loss (a dev or test pass needs only the logits,
+        and the softmax over the vocabulary is about a third of its work).
 
         Returns:
             (B, C) logits, and the LM loss sums of both sequences (``nll_forward``, ``count``); None
-            for a model without a language-model head (a published decoder loaded as ``AutoModel``).
+            for a model without a language-model head (a published decoder loaded as ``AutoModel``)
+            or without ``language_modelling``.
         """
         batch = ids_ab.size(0)
         if language_model.training:  # dropout: one pass per order, each drawing its masks in turn
             passes = [(ids_ab, lengths_ab), (ids_ba, lengths_ba)]
         else:
             passes = [both_orders(ids_ab, lengths_ab, ids_ba, lengths_ba)]  # (2B, T), (2B,)
-        has_lm = hasattr(language_model, "next_token_nll")
+        has_lm = language_modelling and hasattr(language_model, "next_token_nll")
         cls_states, lm = [], {"nll_forward": 0.0, "count": 0}
         for ids, lengths in passes:
             hidden = language_model.hidden_states(ids, lengths)  # (B or 2B, T, H)
@@ -69,9 +78,16 @@ class FirstTokenClassifier(nn.Module):
         self.linear = nn.Linear(hidden_size, num_classes)
 
     def forward(
-        self, model: nn.Module, ids: Tensor, lengths: Tensor, segments: Tensor, _lengths: Tensor | None = None
+        self,
+        model: nn.Module,
+        ids: Tensor,
+        lengths: Tensor,
+        segments: Tensor,
+        _lengths: Tensor | None = None,
+        language_modelling: bool = True,
     ) -> tuple[Tensor, None]:
-        """Args: the encoder's model, (B, T) ids, (B,) lengths, (B, T) segment ids.
+        """Args: the encoder's model, (B, T) ids, (B,) lengths, (B, T) segment ids (``language_modelling``:
+        the joint classifiers' common flag; this one has no LM loss).
 
         Returns:
             (B, C) logits, and None (no language-model loss).

@@ -164,14 +164,16 @@ class PairClassifier(nn.Module):
             return JOINT_INPUTS[self.pair_input][0](*tensors)
         return INPUTS[self.input_kind](*tensors)
 
-    def forward(self, inputs: FeaturePair | TokenPair | JointPair | SegmentPair) -> PairOutput:
+    def forward(
+        self, inputs: FeaturePair | TokenPair | JointPair | SegmentPair, language_modelling: bool = True
+    ) -> PairOutput:
         """Returns (B, C) logits and, with ``head=cls``, the auxiliary LM loss (None for a model
-        without a language-model head)."""
+        without a language-model head, or with ``language_modelling=False``: logits alone)."""
         joint = isinstance(inputs, (JointPair, SegmentPair))
         if joint != (self.mix is None):
             raise ValueError(f"a {type(inputs).__name__} does not fit this classifier (inputs: {self.input_kind})")
         if joint:
-            logits, lm = self.head(self.encoder.model, *inputs)
+            logits, lm = self.head(self.encoder.model, *inputs, language_modelling=language_modelling)
             return PairOutput(logits, None if lm is None else lm["nll_forward"] / lm["count"].clamp(min=1))
         if isinstance(inputs, FeaturePair):
             layers_a, mask_a, layers_b, mask_b = inputs

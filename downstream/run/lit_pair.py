@@ -136,8 +136,8 @@ class LitPairClassifier(pl.LightningModule):
         return self.classifier.input_kind
 
     def forward(self, inputs: FeaturePair | TokenPair | JointPair | SegmentPair) -> torch.Tensor:
-        """Returns (B, C) logits."""
-        return self.classifier(inputs).logits
+        """Returns (B, C) logits (no auxiliary LM loss: nothing reads it outside training)."""
+        return self.classifier(inputs, language_modelling=False).logits
 
     def batch_inputs(self, batch) -> FeaturePair | TokenPair | JointPair | SegmentPair:
         """The data module's batch ``(4 input tensors, labels, pair indices)``: its inputs, named."""

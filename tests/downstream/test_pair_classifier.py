@@ -143,3 +143,29 @@ def test_the_mix_has_a_group_of_its_own(elmo):
     assert [(group["name"], group["lr"]) for group in optimizer.param_groups] == [("head", 1e-3), ("mix", 0.05)]
     with pytest.raises(ValueError, match="^mix_learning_rate=0"):
         LitPairClassifier(load_encoder(elmo), mix="scalar", mix_learning_rate=0, **HEAD)
+
+
+def test_a_dev_or_test_pass_skips_the_auxiliary_lm_loss(tmp_path, save_encoder, monkeypatch):
+    """Outside training only the logits are read: ``LitPairClassifier.forward`` (the dev pass, the
+    predictions) never runs GPT's softmax over the vocabulary, and its logits are those of the pass
+    that does; a training step still adds the LM loss."""
+    gpt = load_encoder(save_encoder("gpt", tmp_path)[0])
+    lit = LitPairClassifier(gpt, head="cls", finetune="full", lm_weight=0.5).eval()
+    generator = torch.Generator().manual_seed(0)
+    lengths = torch.tensor([7, 5, 6])
+    ids = torch.randint(3, len(gpt.tokenizer), (3, 7), generator=generator)
+    ids[torch.arange(7)[None] >= lengths[:, None]] = 0
+    inputs = JointPair(ids, lengths, ids.flip(0), lengths.flip(0))
+    with torch.no_grad():
+        full = lit.classifier(inputs)
+    assert full.lm_loss is not None
+    calls = []
+    language_model = lit.encoder.model
+    monkeypatch.setattr(language_model, "next_token_nll", lambda *a: calls.append(a) or {})
+    with torch.no_grad():
+        logits = lit(inputs)
+    assert not calls
+    torch.testing.assert_close(logits, full.logits, atol=0, rtol=0)
+    monkeypatch.undo()
+    lit.train()
+    assert lit.classifier(inputs).lm_loss is not None
