@@ -28,6 +28,18 @@ def retain_freed_memory() -> None:
     libc.mallopt(_M_TRIM_THRESHOLD, 1 << 31)
 
 
+def leave_new_memory_unfilled() -> None:
+    """Under ``torch.use_deterministic_algorithms`` (what a run's ``trainer.deterministic`` turns
+    on) torch also fills every new tensor with NaN, or the integer maximum, so that a read of
+    memory nobody wrote shows up as a different result. No operation of the harness reads such
+    memory (``tests/harness/test_runtime.py`` trains every family with and without the fill and
+    gets the same weights bit for bit), so the fill is cost alone: one ``fill_`` for every new
+    tensor of every step (docs/speed.md)."""
+    import torch
+
+    torch.utils.deterministic.fill_uninitialized_memory = False
+
+
 def release_freed_memory() -> None:
     """Give the heap's free memory back to the system (glibc ``malloc_trim``), e.g. between the
     cells of a benchmark: :func:`retain_freed_memory` keeps up to 2 GiB of freed blocks for the

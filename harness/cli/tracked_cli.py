@@ -18,7 +18,7 @@ from pytorch_lightning.utilities import rank_zero_only
 from harness.cli.console import console_callbacks, quiet_libraries
 from harness.cli.flag_errors import flag_error
 from harness.cli.precision import FLOAT32, check_precision, default_precision
-from harness.cli.runtime import retain_freed_memory
+from harness.cli.runtime import leave_new_memory_unfilled, retain_freed_memory
 from harness.diskspace import disk_problem
 from harness.errors import UserError
 from harness.interruption import EXIT_CODES, interruption, sigterm_as_interrupt
@@ -246,6 +246,7 @@ def run_cli(cli_class: type[TrackedCLI], args: list[str] | None = None, reraise_
     interruption is raised again instead, for a caller that runs CLIs in its own process); any
     other failure marks the run FAILED and raises."""
     retain_freed_memory()
+    leave_new_memory_unfilled()
     quiet_libraries()
     try:
         with sigterm_as_interrupt(only_if_unhandled=True):
