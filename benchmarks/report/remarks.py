@@ -21,7 +21,7 @@ from benchmarks.stats.controls import CONTROL_OK_COLUMN, CONTROL_REASON_COLUMN, 
 from benchmarks.stats.gaps import NO_SEED_REPLICATION, PVALUE_COLUMN
 from benchmarks.stats.multiplicity import chance_remark
 from benchmarks.stats.preregistration import PREREGISTERED_COLUMN, Family, family_text
-from benchmarks.stats.pretraining_runs import CHECKPOINTS_COLUMNS, N_PRETRAININGS_COLUMN
+from benchmarks.stats.pretraining_runs import CHECKPOINTS_COLUMNS, N_PRETRAININGS_COLUMN, RECIPE
 from benchmarks.stats.results_columns import COLLAPSED_COLUMN
 
 ALPHA = 0.05  # the level of every CI (95%) and of Holm's adjustment
@@ -82,7 +82,7 @@ def _control_remark(method: str, control: str, row: pd.Series, accuracy: pd.Seri
         f"{points(row['gap_vs_random'])} points, 95% CI {points(row['gap_ci_low'])} to "
         f"{points(row['gap_ci_high'])}, p = {row[PVALUE_COLUMN]:.3g}"
         + (f", Holm-adjusted {adjusted:.3g}" if pd.notna(adjusted) else "")
-        + f"; {int(row['paired_seeds'])} seed pair(s) × {int(row['paired_items'])} test items"
+        + f"; {_units(int(row['paired_seeds']), row.get('gap_test'))} × {int(row['paired_items'])} test items"
     )
     if (row["gap_ci_low"] > 0 or row["gap_ci_high"] < 0) and pd.notna(adjusted) and adjusted >= ALPHA:
         ahead = f"`{method}`" if row["gap_ci_low"] > 0 else f"the random twin `{control}`"
@@ -273,8 +273,20 @@ def _span(values: pd.Series) -> str:
     return f"{low}" if low == high else f"{low}–{high}"
 
 
+def _units(count: int | str, procedure) -> str:
+    """What a gap is over: seed pairs, or pretraining runs where it is read over runs (``paired_seeds``
+    then counts the runs, each run's seed pairs averaged)."""
+    return f"{count} pretraining run(s)" if procedure == RECIPE else f"{count} seed pair(s)"
+
+
 def _design(tested: pd.DataFrame) -> str:
-    return f"{_span(tested['paired_seeds'])} seed pair(s) × {_span(tested['paired_items'])} test items"
+    procedures = set(tested["gap_test"]) if "gap_test" in tested else set()
+    units = (
+        _units(_span(tested["paired_seeds"]), RECIPE if procedures == {RECIPE} else None)
+        if RECIPE not in procedures or procedures == {RECIPE}
+        else f"{_span(tested['paired_seeds'])} seed pairs or pretraining runs"
+    )
+    return f"{units} × {_span(tested['paired_items'])} test items"
 
 
 def _curve_remarks(runs: pd.DataFrame, table: pd.DataFrame, accuracy: pd.Series) -> list[str]:

@@ -166,7 +166,13 @@ COLUMNS: list[Column] = [
     Column(
         "mde_vs_random", float, "minimum detectable effect of the design (alpha 0.05, power 0.8)", detectable_effect
     ),
-    Column("paired_seeds", int, "seed pairs the gap is over (0: no twin comparison)", field_of(twin, "seeds", 0)),
+    Column(
+        "paired_seeds",
+        int,
+        "seed pairs the gap is over, or pretraining runs where it is read over runs (gap_test 'runs x items'); "
+        "0: no twin comparison",
+        field_of(twin, "seeds", 0),
+    ),
     Column("paired_items", int, "test items the gap is over", field_of(twin, "items", 0)),
     Column("gap_test", str, "the procedure: seeds x items, or no seed replication", field_of(twin, "procedure")),
     Column(

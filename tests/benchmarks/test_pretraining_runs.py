@@ -203,3 +203,30 @@ def test_the_report_gives_both_readings_of_a_method_pretrained_several_times():
         "+9.0, p = 0.03); these checkpoints (runs fixed) CI +3.0 to +7.0, p = 0.001; the gap's SD between "
         "pretraining runs 1.2 points."
     )
+
+
+def test_a_gap_read_over_runs_names_runs_not_seed_pairs():
+    """``paired_seeds`` counts pretraining runs where the gap is read over them: the report says runs."""
+    from benchmarks.report.remarks import remarks
+
+    runs = pd.DataFrame(
+        {"method": ["m", "twin"], "kind": ["pretrained", "random"], "control": ["twin", ""], "seed": [0, 0]}
+    )
+    table = pd.DataFrame(
+        {
+            "method": ["m", "twin"],
+            "n_seeds": [6, 6],
+            "test_acc_mean": [0.75, 0.7],
+            "gap_vs_random": [0.05, np.nan],
+            "gap_ci_low": [0.01, np.nan],
+            "gap_ci_high": [0.09, np.nan],
+            "p_value_vs_random": [0.03, np.nan],
+            "mde_vs_random": [0.04, np.nan],
+            "paired_seeds": [3, 0],
+            "paired_items": [300, 0],
+            "gap_test": [RECIPE, None],
+        }
+    )
+    text = "\n".join(remarks(table, runs))
+    assert "3 pretraining run(s) × 300 test items" in text
+    assert "seed pair" not in text
