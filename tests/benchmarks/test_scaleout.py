@@ -187,9 +187,11 @@ TIMED = [CALIBRATION, STUDY_CELLS]  # the folders the costs file is calibrated o
 
 @pytest.mark.parametrize("folder", TIMED, ids=lambda folder: folder.name)
 def test_a_timed_folder_records_what_its_times_were_measured_on(folder):
+    """A calibration folder says what ran it, and its cells had a core each (one thread, no more cells
+    at a time than CPUs), as the costs file's one-core minutes assume."""
     benchmark, cells = read_folder(folder)
     machine = benchmark["machine"]
-    assert machine["cpu_model"] and machine["finetune_threads"] == 1 and machine["jobs"] == 1
+    assert machine["cpu_model"] and machine["finetune_threads"] == 1 and machine["jobs"] <= machine["cpus"]
     assert machine["precision"] in ("bf16-mixed", "32-true") and benchmark["wall_seconds"] > 0
     assert cells and all(cell.record["precision"] == machine["precision"] for cell in cells)
 
