@@ -281,11 +281,11 @@ def _units(count: int | str, procedure) -> str:
 
 def _design(tested: pd.DataFrame) -> str:
     procedures = set(tested["gap_test"]) if "gap_test" in tested else set()
-    units = (
-        _units(_span(tested["paired_seeds"]), RECIPE if procedures == {RECIPE} else None)
-        if RECIPE not in procedures or procedures == {RECIPE}
-        else f"{_span(tested['paired_seeds'])} seed pairs or pretraining runs"
-    )
+    count = _span(tested["paired_seeds"])
+    if RECIPE in procedures and procedures != {RECIPE}:
+        units = f"{count} seed pairs or pretraining runs"
+    else:
+        units = _units(count, RECIPE if RECIPE in procedures else None)
     return f"{units} × {_span(tested['paired_items'])} test items"
 
 

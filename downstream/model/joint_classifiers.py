@@ -42,8 +42,8 @@ class JointClassifier(nn.Module):
         language_modelling: bool = True,
     ) -> tuple[Tensor, dict[str, Tensor] | None]:
         """Args: the transformer LM; (B, T) ids and (B,) lengths of ``s1 → s2`` and ``s2 → s1``;
-        ``language_modelling=False`` skips the LM loss (a dev or test pass needs only the logits,
-        and the softmax over the vocabulary is about a third of its work).
+        ``language_modelling=False`` skips the LM loss and its softmax over the vocabulary (a dev or
+        test pass needs only the logits).
 
         Returns:
             (B, C) logits, and the LM loss sums of both sequences (``nll_forward``, ``count``); None
