@@ -172,7 +172,9 @@ def test_the_results_table_reads_a_method_pretrained_several_times_over_its_runs
     assert results.loc["once", "gap_test"] == "seeds x items" and pd.isna(results.loc["once", "checkpoints_p"])
 
 
-def test_the_report_gives_both_readings_of_a_method_pretrained_several_times():
+def comparison_remarks(**columns) -> list[str]:
+    """The report's remarks on one method ``m`` (6 seeds, a gap of +5 points over 3 units of
+    ``paired_seeds``) beside its twin, with ``columns`` added to the results table."""
     from benchmarks.report.remarks import remarks
 
     runs = pd.DataFrame(
@@ -190,14 +192,24 @@ def test_the_report_gives_both_readings_of_a_method_pretrained_several_times():
             "mde_vs_random": [0.04, np.nan],
             "paired_seeds": [3, 0],
             "paired_items": [300, 0],
-            "n_pretrainings": [3, np.nan],
-            "checkpoints_ci_low": [0.03, np.nan],
-            "checkpoints_ci_high": [0.07, np.nan],
-            "checkpoints_p": [0.001, np.nan],
-            "between_run_sd": [0.012, np.nan],
+            **columns,
         }
     )
-    (line,) = [remark for remark in remarks(table, runs) if "pretraining runs" in remark]
+    return remarks(table, runs)
+
+
+def test_the_report_gives_both_readings_of_a_method_pretrained_several_times():
+    (line,) = [
+        remark
+        for remark in comparison_remarks(
+            n_pretrainings=[3, np.nan],
+            checkpoints_ci_low=[0.03, np.nan],
+            checkpoints_ci_high=[0.07, np.nan],
+            checkpoints_p=[0.001, np.nan],
+            between_run_sd=[0.012, np.nan],
+        )
+        if "pretraining runs" in remark
+    ]
     assert line == (
         "`m` over 3 pretraining runs: this recipe (runs random, the headline) +5.0 points (95% CI +1.0 to "
         "+9.0, p = 0.03); these checkpoints (runs fixed) CI +3.0 to +7.0, p = 0.001; the gap's SD between "
@@ -207,26 +219,6 @@ def test_the_report_gives_both_readings_of_a_method_pretrained_several_times():
 
 def test_a_gap_read_over_runs_names_runs_not_seed_pairs():
     """``paired_seeds`` counts pretraining runs where the gap is read over them: the report says runs."""
-    from benchmarks.report.remarks import remarks
-
-    runs = pd.DataFrame(
-        {"method": ["m", "twin"], "kind": ["pretrained", "random"], "control": ["twin", ""], "seed": [0, 0]}
-    )
-    table = pd.DataFrame(
-        {
-            "method": ["m", "twin"],
-            "n_seeds": [6, 6],
-            "test_acc_mean": [0.75, 0.7],
-            "gap_vs_random": [0.05, np.nan],
-            "gap_ci_low": [0.01, np.nan],
-            "gap_ci_high": [0.09, np.nan],
-            "p_value_vs_random": [0.03, np.nan],
-            "mde_vs_random": [0.04, np.nan],
-            "paired_seeds": [3, 0],
-            "paired_items": [300, 0],
-            "gap_test": [RECIPE, None],
-        }
-    )
-    text = "\n".join(remarks(table, runs))
+    text = "\n".join(comparison_remarks(gap_test=[RECIPE, None]))
     assert "3 pretraining run(s) × 300 test items" in text
     assert "seed pair" not in text
