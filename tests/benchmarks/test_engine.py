@@ -58,7 +58,7 @@ def test_the_suites_sigterm_handler_survives_rays_start(monkeypatch):
     import signal
     import time
 
-    from harness.interruption import Terminated, on_sigterm
+    from harness.interruption import SIGNALLED, Terminated, on_sigterm
 
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     previous = signal.signal(signal.SIGTERM, on_sigterm)
@@ -72,3 +72,4 @@ def test_the_suites_sigterm_handler_survives_rays_start(monkeypatch):
     finally:
         engine.close()
         signal.signal(signal.SIGTERM, previous)
+        SIGNALLED.clear()  # this worker goes on: a SIGTERM left seen names every later Ctrl-C SIGTERM
