@@ -167,7 +167,9 @@ def flag_value(args: list[str], name: str, default: str) -> str:
 
 def study_plan(config: Matrix) -> list[Cell]:
     """The plan with stand-in encoders (family = the name's first part, ``hf`` for a published one;
-    no run needed); every finetune cell carries the suite's ``finetune.args`` as it would run."""
+    no run needed); every finetune cell carries the suite's ``finetune.args`` as it would run, and
+    each ``recipe_from`` arm the head its selection picked (the dearest it may pick, ``attn``,
+    while a selection folder is missing)."""
     encoders = [
         {
             "name": e["name"],
@@ -177,7 +179,19 @@ def study_plan(config: Matrix) -> list[Cell]:
         }
         for e in config.encoders
     ]
-    return plan(with_estimated_picks(config), encoders, list(config.finetune_args))
+    return plan(with_known_picks(config), encoders, list(config.finetune_args))
+
+
+def with_known_picks(config: Matrix) -> Matrix:
+    """``config`` with the picks its selection folders hold, once every one of them exists (as
+    the suite reads them); else with the estimated ones."""
+    folders = {transfer.recipe_from for settings in config.transfers.values() for transfer in settings}
+    folders.discard("")
+    if not folders or not all((repo_path(folder) / "benchmark.json").is_file() for folder in folders):
+        return with_estimated_picks(config)
+    from benchmarks.results_files.recipe_folders import with_picks  # reads results folders: pandas
+
+    return with_picks(config, config.name)
 
 
 COSTS_FILE = REPO_ROOT / "benchmarks/scaleout-costs.json"
