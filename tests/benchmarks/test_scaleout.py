@@ -236,3 +236,20 @@ def test_the_cost_model_holds_every_timed_cell_within_a_quarter_of_its_recorded_
         recorded = result.record["metrics"]["time_cpu_s"] / 60
         estimate = estimates[id(cell)]
         assert abs(estimate - recorded) <= 0.25 * recorded, (cell.method, estimate, recorded)
+
+
+# Study folders that pretrained every run they hold (none found a stage in its store), run as a
+# session runs a chunk: two tasks at a time on the 2 cores, light work beside them.
+WHOLE = [REPO_ROOT / "results" / "families-v3-selection" / name for name in ("gpt-frozen", "elmo-frozen")]
+
+
+@pytest.mark.parametrize("folder", WHOLE, ids=lambda folder: folder.name)
+def test_the_cost_model_holds_a_whole_studys_wall_time_within_a_quarter(folder):
+    """What a session plans with: the simulated wall time of the settings a folder ran, pretraining
+    included, on its machine's CPUs, within ±25% of the suite's recorded ``wall_seconds``."""
+    benchmark, _ = read_folder(folder)
+    config = parse_matrix(benchmark["settings"], f"{folder}/benchmark.json")
+    costs = Costs.read(REPO_ROOT / "benchmarks" / "scaleout-costs.json").only(config.encoders)
+    estimate = simulate(costs, study_plan(config), benchmark["machine"]["cpus"], config.finetune_config)
+    recorded = benchmark["wall_seconds"] / 60
+    assert abs(estimate - recorded) <= 0.25 * recorded, (estimate, recorded)
