@@ -275,10 +275,10 @@ def main(argv: list[str] | None = None) -> int:
         if missing:
             raise UserError(f"--costs={args.costs}: no stage minutes for encoder(s) {missing}")
         costs = costs.only(config.encoders)
+        cells = study_plan(config)  # a selection folder of another recipe: one line
     except UserError as error:
         print(f"error: {error}")
         return 2
-    cells = study_plan(config)
     suite_config = config.finetune_config
     work = sum(costs.planned(cells, suite_config).values()) + sum(
         sum(m) * costs.stage_cpus for m in costs.stages.values() if m

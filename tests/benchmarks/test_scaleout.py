@@ -2,7 +2,8 @@
 cells once its last stage is done) and finds the critical path; worked out by hand on a tiny plan.
 Its cost model prices probes and equal-steps fractions as they run, and its file holds the
 figures measured on this machine, a pretraining stage by its passes where it is priced per pass;
-the calibration folder's cells, measured with the machine they ran on, hold its estimates."""
+the calibration folder's cells, measured with the machine they ran on, hold its estimates, and
+the study's folders that pretrained all their runs its wall times."""
 
 import pytest
 
@@ -108,6 +109,14 @@ def test_a_chunk_is_planned_at_the_heads_its_selection_picked(tmp_path):
         ("random", 0.1): "linear",
     }
     assert set(heads(parse_matrix(source)).values()) == {"attn"}
+
+
+def test_a_selection_folder_of_another_recipe_is_one_line(tmp_path, capsys):
+    chunk = (REPO_ROOT / "configs/benchmarks/families-v3/gpt-frozen-runs3-4.yaml").read_text()
+    config = tmp_path / "chunk.yaml"
+    config.write_text(chunk.replace("families-v3-selection/gpt-frozen", "families-v3-selection/gpt-finetuned"))
+    assert main(["--config", str(config), "--cpus", "2"]) == 2
+    assert "is no selection of this recipe" in capsys.readouterr().out
 
 
 def test_the_costs_file_holds_the_measured_figures():
