@@ -22,10 +22,10 @@ from mlflow.tracking import MlflowClient
 from benchmarks.cell.definition import Cell
 from benchmarks.engine.progress import Progress, time_split
 from benchmarks.plan.cells import baseline_cells, matrix_entry, plan
+from benchmarks.plan.cost_model import cell_seconds_estimate
 from benchmarks.plan.encoders import Stage, describe_encoder, stage_hashes, stages_of
 from benchmarks.plan.matrix import Matrix, repo_path
 from benchmarks.plan.pretraining_runs import method_encoder
-from benchmarks.plan.scaleout import cell_seconds_estimate
 from benchmarks.results_files.folder import ResultSet
 from benchmarks.results_files.store_transfer import import_cell
 from benchmarks.tasks.attempts import end_cancelled_runs

@@ -208,8 +208,8 @@ ESTIMATE_HEAD = "attn"  # a picked head before its selection has run: the deares
 
 
 def with_estimated_picks(matrix: Matrix) -> Matrix:
-    """For an estimate of the cost, before or after a selection has run: ``matrix`` with each
-    ``recipe_from`` arm at its declared head (``picked``: the dearest, ``attn``) and no rate."""
+    """For an estimate of the cost: ``matrix`` with each ``recipe_from`` arm whose pick is not read
+    yet at its declared head (``picked``: the dearest, ``attn``) and no rate."""
     transfers = {
         family: tuple(
             replace(
@@ -219,7 +219,7 @@ def with_estimated_picks(matrix: Matrix) -> Matrix:
                     for arm in recipe_arms(matrix, family, transfer)
                 },
             )
-            if transfer.recipe_from
+            if transfer.recipe_from and transfer.picks is None
             else transfer
             for transfer in settings
         )

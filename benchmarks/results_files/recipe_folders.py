@@ -1,7 +1,7 @@
 """Reading each arm's pick from a committed selection folder (``recipe_from:`` on a transfer;
 ``benchmarks.plan.recipe_picks`` says how a pick is made): the chunk's matrix with every arm's
-pick, checked against the selection's recipe and grid before anything runs, and the report's table
-of every arm's grid points and pick."""
+pick, checked against the selection's recipe and grid before anything runs (or, for a cost
+estimate, once the folders exist), and the report's table of every arm's grid points and pick."""
 
 from __future__ import annotations
 
@@ -82,6 +82,15 @@ def with_picks(matrix: Matrix, where: str, data_digest: str | None = None) -> Ma
             resolved.append(replace(transfer, picks=picks))
         transfers[family] = tuple(resolved)
     return replace(matrix, transfers=transfers)
+
+
+def with_known_picks(matrix: Matrix, where: str) -> Matrix:
+    """For an estimate of the cost: ``matrix`` with its picks read (:func:`with_picks`) once every
+    ``recipe_from`` folder it names exists; else as it is (the estimate takes each arm's dearest head)."""
+    folders = {transfer.recipe_from for settings in matrix.transfers.values() for transfer in settings} - {""}
+    if folders and all((repo_path(folder) / "benchmark.json").is_file() for folder in folders):
+        return with_picks(matrix, where)
+    return matrix
 
 
 def recipe_table(matrices: list[Matrix]) -> pd.DataFrame:

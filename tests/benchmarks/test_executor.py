@@ -13,8 +13,8 @@ from benchmarks.engine.progress import Progress
 from benchmarks.engine.ray_cluster import paths_to_check
 from benchmarks.engine.task_graph import StudyExecutor, encoder_cells
 from benchmarks.plan.cells import plan
+from benchmarks.plan.cost_model import cell_seconds_estimate
 from benchmarks.plan.matrix import parse_matrix
-from benchmarks.plan.scaleout import cell_seconds_estimate
 from benchmarks.tasks.entry_points import Study
 from benchmarks.tasks.resources import cell_resources, stage_resources
 from harness.errors import UserError

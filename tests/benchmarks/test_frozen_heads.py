@@ -8,7 +8,7 @@ from pathlib import Path
 
 from benchmarks.plan.cells import plan
 from benchmarks.plan.matrix import load_config
-from benchmarks.plan.scaleout import main as scaleout
+from benchmarks.scaleout import main as scaleout
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "configs" / "benchmarks" / "frozen-heads.yaml"

@@ -6,9 +6,9 @@ import pytest
 
 from benchmarks.engine.task_graph import encoder_cells
 from benchmarks.plan.cells import plan
+from benchmarks.plan.cost_model import Costs, simulate, study_plan
 from benchmarks.plan.encoders import stage_hashes, stages_of
 from benchmarks.plan.matrix import parse_matrix
-from benchmarks.plan.scaleout import Costs, simulate, study_plan
 from harness.errors import UserError
 
 STAGE = {"config": "configs/pretrain/gpt.yaml", "args": ["--trainer.max_epochs=1"]}

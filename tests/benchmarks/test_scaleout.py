@@ -8,9 +8,11 @@ the study's folders that pretrained all their runs its wall times."""
 import pytest
 
 from benchmarks.cell.definition import Cell
+from benchmarks.plan.cost_model import Costs, critical_path, simulate, study_plan
 from benchmarks.plan.matrix import load_config, parse_matrix
-from benchmarks.plan.scaleout import Costs, critical_path, main, simulate, study_plan
 from benchmarks.results_files.folder import read_folder
+from benchmarks.results_files.recipe_folders import with_known_picks
+from benchmarks.scaleout import main
 from harness.tracking.runs import REPO_ROOT
 
 CONFIG = parse_matrix(
@@ -100,7 +102,8 @@ def test_a_chunk_is_planned_at_the_heads_its_selection_picked(tmp_path):
     }
 
     def heads(matrix):
-        return {(c.kind, c.train_fraction): c.head for c in study_plan(matrix) if c.kind in ("pretrained", "random")}
+        planned = study_plan(with_known_picks(matrix, "chunk"))
+        return {(c.kind, c.train_fraction): c.head for c in planned if c.kind in ("pretrained", "random")}
 
     assert heads(config) == {
         ("pretrained", 1.0): "attn",

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.plan.cost_model import Costs, simulate, study_plan
 from benchmarks.plan.matrix import load_config
-from benchmarks.plan.scaleout import Costs, simulate, study_plan
 
 REPO = Path(__file__).resolve().parents[2]
 CHUNKS = sorted((REPO / "configs" / "benchmarks" / "families-budget").glob("*.yaml"))

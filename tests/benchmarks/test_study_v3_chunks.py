@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.plan.cost_model import Costs, simulate, study_plan
 from benchmarks.plan.matrix import PICKED_HEAD, load_config
 from benchmarks.plan.pretraining_runs import RUN_INDEX
 from benchmarks.plan.recipe_picks import recipe_arms
-from benchmarks.plan.scaleout import Costs, simulate, study_plan
 
 REPO = Path(__file__).resolve().parents[2]
 CHUNKS = sorted((REPO / "configs" / "benchmarks" / "families-v3").glob("*.yaml"))

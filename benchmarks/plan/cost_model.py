@@ -1,8 +1,7 @@
-"""``python -m benchmarks.plan.scaleout --costs benchmarks/scaleout-costs.json``: how long a study's plan
-would take on N CPUs, from stage and cell times measured on this machine — the critical path (the
-longest chain of pretraining stages plus its longest cell), the CPU-hours, and the wall time of the
-executor's own policy (stages first, then cells in plan order, a task as soon as its CPUs are free)
-simulated on 16, 64, 256 … CPUs. No task runs: it plans the config and schedules the costs.
+"""The cost model of a study's plan (``python -m benchmarks.scaleout`` prints it): minutes of each
+pretraining stage and cell measured on this machine, the critical path (the longest chain of
+pretraining stages plus its longest cell), and the wall time of the executor's own policy (stages
+first, then cells in plan order, a task as soon as its CPUs are free) simulated on N CPUs.
 
 The costs file gives, per encoder, the minutes of each pretraining stage (or of one pass over its
 corpus, ``{"per_pass": minutes}``: the stage then costs its passes, capped by its ``max_time``) and
@@ -22,7 +21,6 @@ import harness.tracking.mlflow_defaults  # noqa: F401 - first: MLflow's settings
 
 # isort: split
 
-import argparse
 import heapq
 import json
 from collections.abc import Callable
@@ -34,7 +32,7 @@ import yaml
 from benchmarks.cell.definition import Cell
 from benchmarks.plan.cells import plan
 from benchmarks.plan.encoders import is_published, pretrain_stages
-from benchmarks.plan.matrix import FINETUNE_CONFIG, Matrix, load_config, repo_path, with_budget
+from benchmarks.plan.matrix import FINETUNE_CONFIG, Matrix, repo_path
 from benchmarks.plan.pretraining_runs import method_encoder
 from benchmarks.plan.recipe_picks import with_estimated_picks
 from benchmarks.plan.trainer_settings import trainer_setting
@@ -168,8 +166,8 @@ def flag_value(args: list[str], name: str, default: str) -> str:
 def study_plan(config: Matrix) -> list[Cell]:
     """The plan with stand-in encoders (family = the name's first part, ``hf`` for a published one;
     no run needed); every finetune cell carries the suite's ``finetune.args`` as it would run, and
-    each ``recipe_from`` arm the head its selection picked (the dearest it may pick, ``attn``,
-    while a selection folder is missing)."""
+    each ``recipe_from`` arm its pick where ``config`` holds it (read from its selection folder),
+    else the dearest head it may pick (``attn``)."""
     encoders = [
         {
             "name": e["name"],
@@ -179,19 +177,7 @@ def study_plan(config: Matrix) -> list[Cell]:
         }
         for e in config.encoders
     ]
-    return plan(with_known_picks(config), encoders, list(config.finetune_args))
-
-
-def with_known_picks(config: Matrix) -> Matrix:
-    """``config`` with the picks its selection folders hold, once every one of them exists (as
-    the suite reads them); else with the estimated ones."""
-    folders = {transfer.recipe_from for settings in config.transfers.values() for transfer in settings}
-    folders.discard("")
-    if not folders or not all((repo_path(folder) / "benchmark.json").is_file() for folder in folders):
-        return with_estimated_picks(config)
-    from benchmarks.results_files.recipe_folders import with_picks  # reads results folders: pandas
-
-    return with_picks(config, config.name)
+    return plan(with_estimated_picks(config), encoders, list(config.finetune_args))
 
 
 COSTS_FILE = REPO_ROOT / "benchmarks/scaleout-costs.json"
@@ -256,45 +242,3 @@ def simulate(costs: Costs, cells: list[Cell], cpus: int, suite_config: str = FIN
         else:
             cell_queue += by_encoder.get(name, [])
     return now
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--config", type=Path, default=REPO_ROOT / "configs/benchmarks/families.yaml")
-    parser.add_argument("--budget", action="store_true", help="the config's `budget:` subset")
-    parser.add_argument("--costs", type=Path, default=COSTS_FILE)
-    parser.add_argument("--cpus", type=int, nargs="+", default=[2, 16, 64, 256])
-    args = parser.parse_args(argv)
-    try:
-        config = load_config(args.config)
-        config = with_budget(config, args.config) if args.budget else config
-        if not args.costs.is_file():
-            raise UserError(f"--costs={args.costs}: no such file")
-        costs = Costs.read(args.costs)
-        missing = sorted({method_encoder(e) for e in config.encoders if method_encoder(e) not in costs.stages})
-        if missing:
-            raise UserError(f"--costs={args.costs}: no stage minutes for encoder(s) {missing}")
-        costs = costs.only(config.encoders)
-        cells = study_plan(config)  # a selection folder of another recipe: one line
-    except UserError as error:
-        print(f"error: {error}")
-        return 2
-    suite_config = config.finetune_config
-    work = sum(costs.planned(cells, suite_config).values()) + sum(
-        sum(m) * costs.stage_cpus for m in costs.stages.values() if m
-    )
-    path = critical_path(costs, cells, suite_config)
-    print(
-        f"{config.name}: {len(cells)} cells, {len(config.encoders)} encoders, "
-        f"{work / 60:.1f} CPU-hours, critical path {path / 60:.2f} h"
-    )
-    print("| CPUs | simulated wall time | bound max(critical path, CPU-hours / CPUs) |")
-    print("|---:|---:|---:|")
-    for count in args.cpus:
-        simulated = simulate(costs, cells, count, suite_config)
-        print(f"| {count} | {simulated / 60:.2f} h | {max(path, work / count) / 60:.2f} h |")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
