@@ -82,7 +82,7 @@ def _control_remark(method: str, control: str, row: pd.Series, accuracy: pd.Seri
         f"{points(row['gap_vs_random'])} points, 95% CI {points(row['gap_ci_low'])} to "
         f"{points(row['gap_ci_high'])}, p = {row[PVALUE_COLUMN]:.3g}"
         + (f", Holm-adjusted {adjusted:.3g}" if pd.notna(adjusted) else "")
-        + f"; {_units(int(row['paired_seeds']), row.get('gap_test'))} × {int(row['paired_items'])} test items"
+        + f"; {_units(int(row['paired_seeds']), row.get('gap_test') == RECIPE)} × {int(row['paired_items'])} test items"
     )
     if (row["gap_ci_low"] > 0 or row["gap_ci_high"] < 0) and pd.notna(adjusted) and adjusted >= ALPHA:
         ahead = f"`{method}`" if row["gap_ci_low"] > 0 else f"the random twin `{control}`"
@@ -273,19 +273,18 @@ def _span(values: pd.Series) -> str:
     return f"{low}" if low == high else f"{low}–{high}"
 
 
-def _units(count: int | str, procedure) -> str:
+def _units(count: int | str, over_runs: bool) -> str:
     """What a gap is over: seed pairs, or pretraining runs where it is read over runs (``paired_seeds``
     then counts the runs, each run's seed pairs averaged)."""
-    return f"{count} pretraining run(s)" if procedure == RECIPE else f"{count} seed pair(s)"
+    return f"{count} pretraining run(s)" if over_runs else f"{count} seed pair(s)"
 
 
 def _design(tested: pd.DataFrame) -> str:
-    procedures = set(tested["gap_test"]) if "gap_test" in tested else set()
+    over_runs = {procedure == RECIPE for procedure in tested["gap_test"]} if "gap_test" in tested else {False}
     count = _span(tested["paired_seeds"])
-    if RECIPE in procedures and procedures != {RECIPE}:
-        units = f"{count} seed pairs or pretraining runs"
-    else:
-        units = _units(count, RECIPE if RECIPE in procedures else None)
+    units = (
+        f"{count} seed pairs or pretraining runs" if over_runs == {True, False} else _units(count, True in over_runs)
+    )
     return f"{units} × {_span(tested['paired_items'])} test items"
 
 
