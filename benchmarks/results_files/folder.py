@@ -208,6 +208,7 @@ class ResultSet:
         self.notes: list[str] = []
         self.cells: dict[str, CellResult] = {}
         self.ordered: list[CellResult] = []
+        self.twins_by_encoder = False  # whether twins are named ``random(<encoder>)-…`` (name_twins_by_encoder)
         reproduced: dict[tuple[str, str], int] = {}
         replicated: dict[tuple[str, str, str], list[tuple[CellResult, CellResult]]] = {}  # method, two folders
         for folder_index, folder in enumerate(folders):
@@ -263,6 +264,7 @@ class ResultSet:
         are never read as one method. Only the report's view changes; the files do not."""
         if len({cell.record["cell"].get("encoder") for cell in self.ordered} - {"", None}) < 2:
             return
+        self.twins_by_encoder = True
         for cell in self.ordered:
             fields = cell.record["cell"]
             is_twin = "random" in (fields["kind"], fields.get("probe_of"))

@@ -69,7 +69,7 @@ def build_report(
         "labels": first.get("labels"),
         "positive_label": first.get("positive_label"),
         "lr_grid": grid,
-        "recipes": recipe_table(selection_settings(results_set.benchmarks, registered)),
+        "recipes": recipe_table(selection_settings(results_set.benchmarks, registered), results_set.twins_by_encoder),
         "throughput": None,
         "family": family,
         "sources": [benchmark["folder"] for benchmark in results_set.benchmarks],

@@ -9,6 +9,7 @@ from dataclasses import replace
 
 import pandas as pd
 
+from benchmarks.cell.method_names import twin_name
 from benchmarks.plan.cells import run_seeds
 from benchmarks.plan.matrix import Matrix, parse_matrix, repo_path
 from benchmarks.plan.recipe_picks import (
@@ -20,7 +21,7 @@ from benchmarks.plan.recipe_picks import (
     recipe_arms,
     recipe_mismatch,
 )
-from benchmarks.results_files.folder import ResultSet
+from benchmarks.results_files.folder import TWIN_PREFIX, ResultSet
 from harness.errors import UserError
 
 
@@ -93,9 +94,10 @@ def with_known_picks(matrix: Matrix, where: str) -> Matrix:
     return matrix
 
 
-def recipe_table(matrices: list[Matrix]) -> pd.DataFrame:
+def recipe_table(matrices: list[Matrix], twins_by_encoder: bool = False) -> pd.DataFrame:
     """For a report: every ``recipe_from`` arm of ``matrices`` with its grid points and pick, from
-    the folders that exist (a selection not run yet is left out).
+    the folders that exist (a selection not run yet is left out). ``twins_by_encoder``: a twin's arm
+    is named ``random(<encoder>)-…``, as a report over several encoders names its twins' methods.
 
     Returns:
         DataFrame ``method, folder, head, learning_rate, n_seeds, dev_acc_mean, chosen``.
@@ -111,8 +113,11 @@ def recipe_table(matrices: list[Matrix]) -> pd.DataFrame:
                 if folder not in read:
                     read[folder] = read_selection(folder, folder)[1]  # the grid points
                 for arm in recipe_arms(matrix, family, transfer):
-                    if (arm.method, folder) not in seen:
-                        seen.add((arm.method, folder))
-                        frames.append(arm_points(read[folder], arm).assign(method=arm.method, folder=folder))
+                    method = arm.method
+                    if twins_by_encoder and arm.kind == "random":
+                        method = f"{twin_name(arm.encoder)}-{method.removeprefix(TWIN_PREFIX)}"
+                    if (method, folder) not in seen:
+                        seen.add((method, folder))
+                        frames.append(arm_points(read[folder], arm).assign(method=method, folder=folder))
     frames = [frame for frame in frames if len(frame)]
     return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)

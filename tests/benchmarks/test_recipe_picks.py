@@ -290,6 +290,12 @@ def test_the_report_lists_each_arms_grid_and_pick_and_the_head_it_ran_with(tmp_p
     )
     assert "attn 0.002: 75.0**" in section and "pool-mlp 0.001: 70.0**" in section
     assert recipe_table([parse_matrix(chunk(tmp_path / "not-run-yet"))]).empty
+    # in a report over several encoders a twin's arm is named as its cells' method: random(<encoder>)-…
+    by_encoder = recipe_table([parse_matrix(chunk(folder))], twins_by_encoder=True)
+    assert set(by_encoder["method"]) == {
+        method.replace("random-", "random(gpt-reuters)-") for method in table["method"]
+    }
+    assert by_encoder.drop(columns="method").equals(table.drop(columns="method"))
     runs = pd.DataFrame(
         {
             "method": ["e-frozen-picked@0.1", "random-frozen-picked@0.1"],
