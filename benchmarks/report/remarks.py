@@ -20,6 +20,7 @@ from benchmarks.report.results_table import CHECK_KINDS, TFIDF_BASELINE
 from benchmarks.stats.controls import CONTROL_OK_COLUMN, CONTROL_REASON_COLUMN, RULE_TEXT, control_failed
 from benchmarks.stats.gaps import NO_SEED_REPLICATION, PVALUE_COLUMN
 from benchmarks.stats.multiplicity import chance_remark
+from benchmarks.stats.paired_seeds import SEEDS_T_ADJUSTED_COLUMN, SEEDS_T_COLUMNS
 from benchmarks.stats.preregistration import PREREGISTERED_COLUMN, Family, family_text
 from benchmarks.stats.pretraining_runs import CHECKPOINTS_COLUMNS, N_PRETRAININGS_COLUMN, RECIPE
 from benchmarks.stats.results_columns import COLLAPSED_COLUMN
@@ -160,6 +161,7 @@ def remarks(
         remarks.append(f"Gaps to the random twin: {many}")
     remarks += _control_rule_remark(table)
     remarks += _pretraining_remarks(table)
+    remarks += _sensitivity_remarks(table)
     if COLLAPSED_COLUMN in table and table[COLLAPSED_COLUMN].sum() > 0:
         flagged = [
             f"`{method}` ({int(row[COLLAPSED_COLUMN])}/{int(row['n_seeds'])})"
@@ -218,6 +220,29 @@ def _pretraining_remarks(table: pd.DataFrame) -> list[str]:
         "points."
         for method, row in several.iterrows()
         if pd.notna(row.get("checkpoints_p", np.nan))
+    ]
+
+
+def _sensitivity_remarks(table: pd.DataFrame) -> list[str]:
+    """Per pre-registered comparison: the headline test beside the paired t over its seed pairs,
+    each with Holm's adjustment over the family; [] without a family or the sensitivity columns."""
+    if SEEDS_T_ADJUSTED_COLUMN not in table or PREREGISTERED_COLUMN not in table:
+        return []
+    tested = table[(table[PREREGISTERED_COLUMN] == True) & table[SEEDS_T_COLUMNS[-1]].notna()]  # noqa: E712
+    if not len(tested):
+        return []
+    low, high, p_value = SEEDS_T_COLUMNS
+    return [
+        "Sensitivity of the pre-registered comparisons: beside the headline test, a paired t-test over the "
+        "seed pairs' test accuracies, as most papers test a gap. It holds the test items fixed and ignores the "
+        "pretraining runs the pairs share, two sources of noise the headline counts; a claim that holds under "
+        "one test and not the other is one to read with care."
+    ] + [
+        f"Sensitivity, `{method}` ({points(row['gap_vs_random'])} points): headline CI {points(row['gap_ci_low'])} "
+        f"to {points(row['gap_ci_high'])}, Holm p {number(row['p_adjusted'], '.3g')}; paired t over "
+        f"{int(row['n_seeds'])} seed pairs CI {points(row[low])} to {points(row[high])}, p {row[p_value]:.3g}, "
+        f"Holm p {number(row[SEEDS_T_ADJUSTED_COLUMN], '.3g')}."
+        for method, row in tested.iterrows()
     ]
 
 

@@ -12,6 +12,7 @@ from benchmarks.report.recipe_section import picked_heads
 from benchmarks.stats.aggregate import aggregate_runs
 from benchmarks.stats.controls import control_check
 from benchmarks.stats.gaps import Gap, compare_with_baseline, compare_with_twin, is_collapsed
+from benchmarks.stats.paired_seeds import paired_t_over_seeds
 from benchmarks.stats.pairing import same_items
 from benchmarks.stats.pretraining_runs import PretrainingGaps, compare_over_pretrainings
 from benchmarks.stats.results_columns import Evidence, results_frame
@@ -68,7 +69,8 @@ def build_results(runs: pd.DataFrame, test_predictions: dict[str, pd.DataFrame])
 
     A method with a ``control`` is compared with that random-init twin: runs paired by seed value
     (seeds both have, with predictions), items by their id columns, the accuracy gap tested across
-    seeds and items (``stats.compare_with_twin``), and its control is checked against the
+    seeds and items (``stats.compare_with_twin``; beside it, a paired t over the seed pairs,
+    ``stats.paired_seeds``), and its control is checked against the
     pre-registered rule (``stats.controls``: both arms learned). Every method but the baselines is
     also compared with TF-IDF + LR at its own labelled fraction (``tfidf_gap``); baselines get no
     gap to a twin.
@@ -83,13 +85,14 @@ def build_results(runs: pd.DataFrame, test_predictions: dict[str, pd.DataFrame])
         for method, group in predicted.groupby("method")
     }
     baselines = set(runs.loc[text_column(runs, "kind").isin(CHECK_KINDS), "method"])  # no gaps: checks
-    gaps, baseline_gaps, nested = {}, {}, {}
+    gaps, baseline_gaps, nested, seeds_t = {}, {}, {}, {}
     run_of = pretraining_runs(predicted)
     for method, control in controls(runs).items():
         if control != method and method in by_seed and control in by_seed and method not in baselines:
             gap, over_runs = twin_gap(method, by_seed[method], by_seed[control], run_of.get(method, {}))
             if gap is not None:
                 gaps[method] = gap
+                seeds_t[method] = paired_t_over_seeds(by_seed[method], by_seed[control], method)
             if over_runs is not None:
                 nested[method] = over_runs
     fraction_of = train_fractions(runs).groupby(runs["method"]).first()
@@ -125,6 +128,7 @@ def build_results(runs: pd.DataFrame, test_predictions: dict[str, pd.DataFrame])
             rate=None if rates is None else rates.get(method, float("nan")),
             steps=None if steps is None else steps.get(method, float("nan")),
             head=heads.get(method, float("nan")) if heads else None,
+            seeds_t=seeds_t.get(method),
         )
         for method, row in ((row["method"], row) for row in aggregate_runs(runs).to_dict("records"))
     ]

@@ -19,6 +19,7 @@ import pandas as pd
 
 from benchmarks.stats.gaps import PVALUE_COLUMN
 from benchmarks.stats.multiplicity import holm
+from benchmarks.stats.paired_seeds import SEEDS_T_ADJUSTED_COLUMN, SEEDS_T_COLUMNS
 
 PREREGISTERED_COLUMN = "preregistered"  # results.csv: the row is one of the registered comparisons
 ADJUSTED_COLUMN = "p_adjusted"
@@ -47,20 +48,32 @@ def registered_comparisons(settings: list[dict | None]) -> tuple[str, ...]:
 
 def adjust_registered(results: pd.DataFrame, registered: tuple[str, ...]) -> tuple[pd.DataFrame, Family | None]:
     """``results`` with ``p_adjusted`` = Holm over exactly the ``registered`` methods (NaN on every
-    other row) and a ``preregistered`` column; unchanged, with no family, when nothing is registered.
+    other row), the same for the sensitivity reading's ``seeds_t_p`` where the table has it (in
+    ``seeds_t_p_adjusted``, beside it), and a ``preregistered`` column; unchanged, with no family,
+    when nothing is registered.
 
     A registered method without a row or a p (not run, or one seed pair) counts as p = 1.
     """
     if not registered:
         return results, None
     table = results.copy()
-    p_values = dict(zip(table["method"], pd.to_numeric(table[PVALUE_COLUMN], errors="coerce")))
+    table[ADJUSTED_COLUMN], missing = registered_holm(table, PVALUE_COLUMN, registered)
+    seeds_p = SEEDS_T_COLUMNS[-1]
+    if seeds_p in table:
+        adjusted, _ = registered_holm(table, seeds_p, registered)
+        table.insert(table.columns.get_loc(seeds_p) + 1, SEEDS_T_ADJUSTED_COLUMN, adjusted)
+    table[PREREGISTERED_COLUMN] = table["method"].isin(registered)
+    return table, Family(tuple(registered), missing)
+
+
+def registered_holm(table: pd.DataFrame, column: str, registered: tuple[str, ...]) -> tuple[list, tuple[str, ...]]:
+    """Holm over the ``registered`` methods' p-values in ``column`` (a missing one counts as 1): the
+    adjusted value of each row (NaN off the family and where the row has no p), and the missing names."""
+    p_values = dict(zip(table["method"], pd.to_numeric(table[column], errors="coerce")))
     present = [name for name in registered if pd.notna(p_values.get(name, np.nan))]
     missing = tuple(name for name in registered if name not in present)
     adjusted = dict(zip(registered, holm([p_values[name] if name in present else 1.0 for name in registered])))
-    table[ADJUSTED_COLUMN] = [adjusted[method] if method in present else np.nan for method in table["method"]]
-    table[PREREGISTERED_COLUMN] = table["method"].isin(registered)
-    return table, Family(tuple(registered), missing)
+    return [adjusted[method] if method in present else np.nan for method in table["method"]], missing
 
 
 def family_text(family: Family | None, comparisons: int | None = None) -> str:

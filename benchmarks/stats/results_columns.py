@@ -17,6 +17,7 @@ from benchmarks.stats.aggregate import METRICS, STATISTICS
 from benchmarks.stats.controls import CONTROL_OK_COLUMN, CONTROL_REASON_COLUMN
 from benchmarks.stats.gaps import PVALUE_COLUMN, Gap, minimum_detectable_effect
 from benchmarks.stats.multiplicity import holm
+from benchmarks.stats.paired_seeds import SEEDS_T_ADJUSTED_COLUMN, SEEDS_T_COLUMNS, SeedPairTest
 from benchmarks.stats.preregistration import PREREGISTERED_COLUMN
 from benchmarks.stats.pretraining_runs import CHECKPOINTS_COLUMNS, N_PRETRAININGS_COLUMN, PretrainingGaps
 
@@ -40,6 +41,7 @@ class Evidence:
         rate: the learning rate chosen from its grid (NaN: none for it; None: no grid in the benchmark).
         steps: its runs' mean optimiser steps (NaN: none logged for it; None: no run logged any).
         head: the head a ``picked`` arm chose on dev (NaN: its head was declared; None: no arm picked one).
+        seeds_t: the sensitivity reading, a paired t over its seed pairs, None without two.
     """
 
     method: str
@@ -54,6 +56,7 @@ class Evidence:
     rate: float | None = None
     steps: float | None = None
     head: str | float | None = None
+    seeds_t: SeedPairTest | None = None
 
 
 @dataclass(frozen=True)
@@ -124,6 +127,11 @@ def checkpoints_reading(index: int) -> Callable[[Evidence], Any]:
         )[index]
 
     return value
+
+
+def seeds_t_reading(field: str) -> Callable[[Evidence], Any]:
+    """One value of the paired t over seed pairs beside the twin gap; None without it."""
+    return lambda evidence: None if evidence.seeds_t is None else getattr(evidence.seeds_t, field)
 
 
 def metric_column(metric: str, statistic: str) -> Column:
@@ -232,6 +240,23 @@ COLUMNS: list[Column] = [
             )
         )
     ],
+    *[
+        Column(name, float, meaning, seeds_t_reading(field), optional=True)
+        for name, field, meaning in zip(
+            SEEDS_T_COLUMNS,
+            ("ci_low", "ci_high", "p_value"),
+            (
+                "sensitivity: the gap's 95% CI by a paired t over seed pairs' test accuracies (items fixed), low end",
+                "high end",
+                "its two-sided p",
+            ),
+        )
+    ],
+    Column(
+        SEEDS_T_ADJUSTED_COLUMN,
+        float,
+        "Holm's adjustment of seeds_t_p over the pre-registered comparisons (added with a registered family)",
+    ),
     Column(
         "learning_rate",
         float,

@@ -4,12 +4,14 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from benchmarks.report.outputs import write_outputs
 from benchmarks.report.results_table import build_results
 from benchmarks.stats.controls import CONTROL_COLUMNS
 from benchmarks.stats.gaps import METRICS, NO_SEED_REPLICATION, PVALUE_COLUMN
 from benchmarks.stats.multiplicity import holm
+from benchmarks.stats.paired_seeds import SEEDS_T_COLUMNS
 from benchmarks.stats.results_columns import TFIDF_REFERENCE_COLUMN
 
 N_ITEMS = 300
@@ -144,6 +146,7 @@ def test_build_results_columns_and_method_order(benchmark):
         *CONTROL_COLUMNS,
         TFIDF_REFERENCE_COLUMN,
         "n_pretrainings",
+        *SEEDS_T_COLUMNS,
     ]
     assert list(results["method"]) == list(dict.fromkeys(runs["method"]))
 
@@ -171,6 +174,10 @@ def test_gap_is_the_paired_accuracy_difference_with_a_ci(benchmark):
     assert better["gap_vs_random"] == pytest.approx(expected, abs=1e-12)
     assert 0 < better["gap_ci_low"] < better["gap_vs_random"] < better["gap_ci_high"]
     assert better[PVALUE_COLUMN] < 0.05 and (better["paired_seeds"], better["paired_items"]) == (3, N_ITEMS)
+    accuracies = [[accuracy(preds[f"{arm}-scalar-pool-mlp/{seed}"]) for seed in range(3)] for arm in ("elmo", "random")]
+    seeds_t = stats.ttest_rel(*accuracies)  # the sensitivity reading: a paired t over the seed pairs
+    assert better["seeds_t_p"] == pytest.approx(seeds_t.pvalue)
+    assert [better["seeds_t_ci_low"], better["seeds_t_ci_high"]] == pytest.approx(list(seeds_t.confidence_interval()))
     worse = table.loc["elmo-layer:0-pool-mlp"]  # 60% against 75% over 3 seeds: the twin is better
     assert worse["gap_ci_high"] < 0 and worse[PVALUE_COLUMN] < 0.05
     for method in ("random-scalar-pool-mlp", "majority", "tfidf-lr"):
