@@ -8,7 +8,7 @@ same batches.
 
 Every lever moves numbers (other dropout masks, another activation, another order of draws), so
 none is used by the harness; dropping dropout is not even a legitimate recipe. The rows bound what
-such a change could buy a study cell: the ``all`` row is a floor under any of them. The encoder is
+such a change could buy a study cell: the ``all three`` row is a floor under any of them. The encoder is
 GPT's CPU config with untrained weights (speed does not depend on them) unless ``--encoder`` names
 one (``runs:/<id>``, a checkpoint path); batch 16, λ = 0.5, as ``configs/downstream/gpt.yaml``.
 """
