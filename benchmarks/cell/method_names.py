@@ -25,6 +25,12 @@ def twin_name(encoder: str | None = None) -> str:
     return f"random({encoder})" if encoder else "random"
 
 
+def twin_by_encoder(method: str, encoder: str) -> str:
+    """A twin's method as a plan of one encoder names it (``random-…``), named as a plan over several
+    encoders would: ``random(<encoder>)-…``."""
+    return f"{twin_name(encoder)}-{method.removeprefix(f'{twin_name()}-')}"
+
+
 def baseline_name(method: str) -> str:
     """The baseline a method name runs: ``tfidf-lr@0.1`` → ``tfidf-lr``."""
     return method.partition("@")[0]

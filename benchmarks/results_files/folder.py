@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from benchmarks.cell.method_names import twin_name
+from benchmarks.cell.method_names import twin_by_encoder, twin_name
 from benchmarks.plan.pretraining_runs import is_run_of
 from benchmarks.report.cells_from_store import cell_row
 from benchmarks.results_files.cell_checks import check_cell
@@ -270,7 +270,7 @@ class ResultSet:
             is_twin = "random" in (fields["kind"], fields.get("probe_of"))
             twin_keys = ["control", *(("method", "grid_of") if is_twin else ())]
             renamed = {
-                key: f"{twin_name(fields['encoder'])}-{fields[key].removeprefix(TWIN_PREFIX)}"
+                key: twin_by_encoder(fields[key], fields["encoder"])
                 for key in twin_keys
                 if str(fields.get(key) or "").startswith(TWIN_PREFIX)
             }

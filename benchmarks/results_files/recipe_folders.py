@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pandas as pd
 
-from benchmarks.cell.method_names import twin_name
+from benchmarks.cell.method_names import twin_by_encoder
 from benchmarks.plan.cells import run_seeds
 from benchmarks.plan.matrix import Matrix, parse_matrix, repo_path
 from benchmarks.plan.recipe_picks import (
@@ -21,7 +21,7 @@ from benchmarks.plan.recipe_picks import (
     recipe_arms,
     recipe_mismatch,
 )
-from benchmarks.results_files.folder import TWIN_PREFIX, ResultSet
+from benchmarks.results_files.folder import ResultSet
 from harness.errors import UserError
 
 
@@ -113,9 +113,8 @@ def recipe_table(matrices: list[Matrix], twins_by_encoder: bool = False) -> pd.D
                 if folder not in read:
                     read[folder] = read_selection(folder, folder)[1]  # the grid points
                 for arm in recipe_arms(matrix, family, transfer):
-                    method = arm.method
-                    if twins_by_encoder and arm.kind == "random":
-                        method = f"{twin_name(arm.encoder)}-{method.removeprefix(TWIN_PREFIX)}"
+                    by_encoder = twins_by_encoder and arm.kind == "random"
+                    method = twin_by_encoder(arm.method, arm.encoder) if by_encoder else arm.method
                     if (method, folder) not in seen:
                         seen.add((method, folder))
                         frames.append(arm_points(read[folder], arm).assign(method=method, folder=folder))
