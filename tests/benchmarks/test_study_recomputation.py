@@ -1,0 +1,157 @@
+"""The transfer studies' reports agree with a recomputation from their committed predictions alone.
+
+Nothing from ``benchmarks`` is imported: the cells are read with ``json`` and ``pandas``, each arm's
+test accuracy is counted from its predictions file, every pretrained cell is paired with its twin
+(the cell's ``control`` under the same encoder) at the same seed and test item, and the gap's CI is
+the two-way crossed ANOVA docs/statistics.md describes, written out again here from mean squares:
+over pretraining runs (each run's mean over its seeds) where a comparison has several, over seeds
+where it has one. The control rule is the pre-registered one (docs/study.md): a control fails when
+any cell of either arm predicts one class on test, or either arm's mean is within 1 point of the
+majority rate. v2's committed report is checked as committed; v3's is built by ``make
+study-report`` from ``results/families-v3/`` alone, which must take under 3 minutes.
+"""
+
+import json
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+REPO = Path(__file__).resolve().parents[2]
+V2_REPORT = REPO / "docs" / "study-report"
+REBUILD_SECONDS = 180
+CLOSE = 1e-9
+
+
+def cells_of(study: str) -> pd.DataFrame:
+    """One row per distinct cell of the study's folders: a cell shared by two chunks (a probe) counts
+    once, from the first folder by name, as the report's merge takes it."""
+    rows = {}
+    for path in sorted((REPO / "results" / study).glob("*/cells/*.json")):
+        record = json.loads(path.read_text())
+        cell, encoder = record["cell"], record["encoder"] or {}
+        rows.setdefault(
+            record["cell_hash"],
+            {
+                "cell_hash": record["cell_hash"],
+                "predictions": path.parent / record["predictions"]["file"],
+                "kind": cell["kind"],
+                "method": cell["method"],
+                "control": cell["control"],
+                "encoder": cell["encoder"],
+                "run": encoder.get("run_id") if cell["kind"] == "pretrained" else None,
+                "seed": cell["seed"],
+                "fraction": cell["train_fraction"],
+            },
+        )
+    return pd.DataFrame(rows.values())
+
+
+def read_test_predictions(cells: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series, float]:
+    """(cell × test item) 1/0 correctness, the items ordered by their ids; whether each cell
+    predicted one class on every test item; and the test set's majority-class rate."""
+    correct, one_class, labels = {}, {}, None
+    for row in cells.itertuples():
+        frame = pd.read_csv(row.predictions)
+        frame = frame[frame["split"] == "test"].set_index(["id1", "id2"]).sort_index()
+        correct[row.cell_hash] = (frame["pred"] == frame["label"]).astype(float)
+        one_class[row.cell_hash] = frame["pred"].nunique() == 1
+        labels = frame["label"] if labels is None else labels
+        assert frame["label"].equals(labels), f"{row.predictions}: other test labels"
+    return pd.DataFrame(correct).T, pd.Series(one_class), labels.value_counts(normalize=True).max()
+
+
+def report_name(row) -> str:
+    """A cell's method as the report names it: a twin or random probe under its encoder's name."""
+    if row.kind == "random" or (row.kind == "probe" and row.method.startswith("random-")):
+        return f"random({row.encoder})-{row.method.removeprefix('random-')}"
+    return row.method
+
+
+def crossed_interval(table: np.ndarray) -> tuple[float, float, float, float]:
+    """Gap, 95% CI and two-sided p of the mean of a (replicates × items) table of differences, both
+    random: MS_replicate, MS_item and MS_residual of the two-way layout, each component truncated at
+    0, the degrees of freedom weighted by each mean square's share, the error at least the table's
+    resolution (one item of one replicate)."""
+    replicates, items = table.shape
+    grand = table.mean()
+    ms_rep = items * table.mean(axis=1).var(ddof=1)
+    ms_item = replicates * table.mean(axis=0).var(ddof=1)
+    residual = table - table.mean(axis=1, keepdims=True) - table.mean(axis=0, keepdims=True) + grand
+    ms_res = (residual**2).sum() / ((replicates - 1) * (items - 1))
+    variance = max(ms_rep, ms_res) + max(ms_item, ms_res) - ms_res
+    share = ms_rep / (replicates - 1) + ms_item / (items - 1) + ms_res / ((replicates - 1) * (items - 1))
+    df = variance / share if share > 0 else replicates - 1.0
+    cells = replicates * items
+    error = np.sqrt(max(variance / cells, 1.0 / cells**2))
+    half = stats.t.ppf(0.975, df) * error
+    return grand, max(grand - half, -1.0), min(grand + half, 1.0), 2 * stats.t.sf(abs(grand / error), df)
+
+
+def recomputed(study: str) -> pd.DataFrame:
+    """Per method: its cells, mean test accuracy and, for a pretrained arm, its gap to the twin and
+    the control rule's verdict."""
+    cells = cells_of(study)
+    cells["name"] = [report_name(row) for row in cells.itertuples()]
+    correct, one_class, majority = read_test_predictions(cells)
+    assert not correct.isna().any().any(), f"{study}: cells predicted different test items"
+    cells["accuracy"] = correct.mean(axis=1).loc[cells["cell_hash"]].to_numpy()
+    cells["one_class"] = one_class.loc[cells["cell_hash"]].to_numpy()
+    table = cells.groupby("name").agg(n_seeds=("seed", "size"), test_acc_mean=("accuracy", "mean"))
+    for method, arm in cells[cells["kind"] == "pretrained"].groupby("name"):
+        twin = cells[(cells["method"] == arm["control"].iat[0]) & (cells["encoder"] == arm["encoder"].iat[0])]
+        twin_by_seed = twin.set_index("seed")
+        paired = arm[arm["seed"].isin(twin_by_seed.index)]
+        differences = (
+            correct.loc[paired["cell_hash"]].to_numpy()
+            - correct.loc[twin_by_seed.loc[paired["seed"], "cell_hash"]].to_numpy()
+        )
+        runs = paired["run"].to_numpy()
+        if len(set(runs)) >= 2:  # this recipe: each pretraining run's mean over its seeds
+            differences = np.stack([differences[runs == run].mean(axis=0) for run in dict.fromkeys(runs)])
+        gap, low, high, p = crossed_interval(differences)
+        learned = all(abs(group["accuracy"].mean() - majority) > 0.01 for group in (arm, twin))
+        table.loc[method, ["gap_vs_random", "gap_ci_low", "gap_ci_high", "p_value_vs_random"]] = gap, low, high, p
+        table.loc[method, "control_ok"] = learned and not (arm["one_class"].any() or twin["one_class"].any())
+    return table
+
+
+def compare(report: pd.DataFrame, mine: pd.DataFrame) -> None:
+    report = report.set_index("method")
+    assert set(mine.index) <= set(report.index), "methods the report does not show"
+    for method, row in mine.iterrows():
+        shown = report.loc[method]
+        assert shown["n_seeds"] == row["n_seeds"], method
+        assert shown["test_acc_mean"] == pytest.approx(row["test_acc_mean"], abs=CLOSE), method
+        if pd.isna(row.get("gap_vs_random")):
+            continue
+        for column in ("gap_vs_random", "gap_ci_low", "gap_ci_high", "p_value_vs_random"):
+            assert shown[column] == pytest.approx(row[column], abs=CLOSE, rel=1e-6), (method, column)
+        if "control_ok" in report.columns:
+            assert bool(shown["control_ok"]) == bool(row["control_ok"]), method
+
+
+def test_the_committed_v2_report_is_its_predictions_recomputed():
+    compare(pd.read_csv(V2_REPORT / "results.csv"), recomputed("families-budget"))
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_the_v3_report_rebuilds_from_its_folders_alone_in_time_and_is_its_predictions_recomputed(tmp_path):
+    started = time.monotonic()
+    built = subprocess.run(
+        ["make", "-s", "--no-print-directory", "study-report", "STAMP=", "STUDY=families-v3", f"OUT={tmp_path}"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=2 * REBUILD_SECONDS,
+    )
+    assert built.returncode == 0, built.stderr[-2000:]
+    assert time.monotonic() - started < REBUILD_SECONDS
+    mine = recomputed("families-v3")
+    assert mine["gap_vs_random"].notna().sum() >= 8  # every registered comparison committed so far
+    compare(pd.read_csv(tmp_path / "results.csv"), mine)
