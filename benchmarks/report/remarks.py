@@ -22,7 +22,13 @@ from benchmarks.stats.gaps import NO_SEED_REPLICATION, PVALUE_COLUMN
 from benchmarks.stats.multiplicity import chance_remark
 from benchmarks.stats.paired_seeds import SEEDS_T_ADJUSTED_COLUMN, SEEDS_T_COLUMNS
 from benchmarks.stats.preregistration import PREREGISTERED_COLUMN, Family, family_text
-from benchmarks.stats.pretraining_runs import CHECKPOINTS_COLUMNS, N_PRETRAININGS_COLUMN, RECIPE
+from benchmarks.stats.pretraining_runs import (
+    CHECKPOINTS_ADJUSTED_COLUMN,
+    CHECKPOINTS_COLUMNS,
+    CHECKPOINTS_MDE_COLUMN,
+    N_PRETRAININGS_COLUMN,
+    RECIPE,
+)
 from benchmarks.stats.results_columns import COLLAPSED_COLUMN
 
 ALPHA = 0.05  # the level of every CI (95%) and of Holm's adjustment
@@ -214,13 +220,21 @@ def _pretraining_remarks(table: pd.DataFrame) -> list[str]:
     return [
         f"`{method}` over {int(row[N_PRETRAININGS_COLUMN])} pretraining runs: this recipe (runs random, the "
         f"headline) {points(row['gap_vs_random'])} points (95% CI {points(row['gap_ci_low'])} to "
-        f"{points(row['gap_ci_high'])}, p = {row[PVALUE_COLUMN]:.3g}); these checkpoints (runs fixed) CI "
+        f"{points(row['gap_ci_high'])}, p = {row[PVALUE_COLUMN]:.3g}"
+        f"{_holm_and_mde(row, 'p_adjusted', 'mde_vs_random')}); these checkpoints (runs fixed) CI "
         f"{points(row['checkpoints_ci_low'])} to {points(row['checkpoints_ci_high'])}, p = "
-        f"{row['checkpoints_p']:.3g}; the gap's SD between pretraining runs {100 * row['between_run_sd']:.1f} "
-        "points."
+        f"{row['checkpoints_p']:.3g}{_holm_and_mde(row, CHECKPOINTS_ADJUSTED_COLUMN, CHECKPOINTS_MDE_COLUMN)}; "
+        f"the gap's SD between pretraining runs {100 * row['between_run_sd']:.1f} points."
         for method, row in several.iterrows()
         if pd.notna(row.get("checkpoints_p", np.nan))
     ]
+
+
+def _holm_and_mde(row: pd.Series, adjusted: str, detectable: str) -> str:
+    """ ", Holm p …, MDE … points" of one reading, each only where the table has it."""
+    parts = [f"Holm p {row[adjusted]:.3g}" if pd.notna(row.get(adjusted, np.nan)) else ""]
+    parts.append(f"MDE {mde(row[detectable])} points" if pd.notna(row.get(detectable, np.nan)) else "")
+    return "".join(f", {part}" for part in parts if part)
 
 
 def _sensitivity_remarks(table: pd.DataFrame) -> list[str]:

@@ -81,11 +81,14 @@ class Gap:
     procedure: str
 
 
-def _degrees_of_freedom(variance, ms_seed, ms_item, ms_residual, seeds: int, items: int):
-    """``V / sum(MS_j / df_j)``; S - 1 where every mean square is 0 (nothing varies)."""
-    share = ms_seed / (seeds - 1) + ms_item / (items - 1) + ms_residual / ((seeds - 1) * (items - 1))
+def _degrees_of_freedom(variance, ms_seed, ms_item, ms_residual, seeds: int, items: int, seed_df: int | None = None):
+    """``V / sum(MS_j / df_j)``; the seed df where every mean square is 0 (nothing varies). ``seed_df``:
+    MS_seed's degrees of freedom, S - 1 unless the seeds are nested in pretraining runs; the residual's
+    are ``seed_df (N - 1)``."""
+    seed_df = seeds - 1 if seed_df is None else seed_df
+    share = ms_seed / seed_df + ms_item / (items - 1) + ms_residual / (seed_df * (items - 1))
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(share > 0, variance / np.where(share > 0, share, 1.0), seeds - 1.0)
+        return np.where(share > 0, variance / np.where(share > 0, share, 1.0), float(seed_df))
 
 
 def t_interval(gap, variance, df, cells: int, confidence: float = 0.95):
@@ -164,23 +167,29 @@ def rejection_probability(
     seeds: int,
     items: int,
     alpha: float = 0.05,
+    seed_df: int | None = None,
 ) -> float:
     """How often ``crossed_gap``'s two-sided test rejects at ``alpha`` when the true gap is ``effect``,
     for a design of ``seeds`` seed pairs and ``items`` items with these variance components (normal
     model). MS_item and MS_res are taken at their expectations (N - 1 and more df); MS_seed follows
     its scaled chi-square with S - 1 df, averaged over ``QUADRATURE_POINTS`` quantiles, through the
     same truncation, degrees of freedom and resolution floor as the test. ``effect = 0``: the size.
+    ``seed_df``: MS_seed's degrees of freedom where the S seed pairs are nested in R pretraining runs
+    held fixed (R (S/R - 1), the "these checkpoints" reading of ``pretraining_runs``), else S - 1.
     """
     if seeds < 2 or items < 2:
         raise ValueError(f"rejection_probability: need seeds >= 2 and items >= 2, got {seeds}, {items}")
+    seed_df = seeds - 1 if seed_df is None else seed_df
+    if not 1 <= seed_df <= seeds - 1:
+        raise ValueError(f"rejection_probability: seed_df must be 1 to {seeds - 1} for {seeds} seeds, got {seed_df}")
     if min(seed_variance, item_variance, residual_variance) < 0 or np.isnan(seed_variance):
         raise ValueError("rejection_probability: variance components must be known and >= 0")
     expected_seed = residual_variance + items * seed_variance
     expected_item = residual_variance + seeds * item_variance
     quantiles = (np.arange(QUADRATURE_POINTS) + 0.5) / QUADRATURE_POINTS
-    ms_seed = expected_seed * stats.chi2.ppf(quantiles, seeds - 1) / (seeds - 1)  # (Q,)
+    ms_seed = expected_seed * stats.chi2.ppf(quantiles, seed_df) / seed_df  # (Q,)
     variance = np.maximum(ms_seed, residual_variance) + expected_item - residual_variance  # S N Var, estimated
-    df = _degrees_of_freedom(variance, ms_seed, expected_item, residual_variance, seeds, items)
+    df = _degrees_of_freedom(variance, ms_seed, expected_item, residual_variance, seeds, items, seed_df)
     floor = 1.0 / (seeds * items)
     error = np.sqrt(np.maximum(variance, floor) / (seeds * items))  # (Q,)
     true_error = np.sqrt(max(expected_seed + expected_item - residual_variance, floor) / (seeds * items))
@@ -197,11 +206,12 @@ def minimum_detectable_effect(
     items: int,
     alpha: float = 0.05,
     power: float = 0.8,
+    seed_df: int | None = None,
 ) -> float:
     """The smallest true gap ``crossed_gap``'s two-sided test finds with probability ``power`` at
     ``alpha`` for a planned design of ``seeds`` (>= 2) seed pairs and ``items`` test items, from
     variance components (``Gap.seed_variance``, ``item_variance``, ``residual_variance``; truncated
-    at 0 as the test does), through ``rejection_probability``.
+    at 0 as the test does), through ``rejection_probability`` (``seed_df`` as there).
 
     Returns:
         The gap as a fraction (accuracy points / 100); above 1 when no possible gap reaches the power.
@@ -214,7 +224,8 @@ def minimum_detectable_effect(
 
     def shortfall(effect: float) -> float:
         return (
-            rejection_probability(effect, seed_variance, item_variance, residual_variance, seeds, items, alpha) - power
+            rejection_probability(effect, seed_variance, item_variance, residual_variance, seeds, items, alpha, seed_df)
+            - power
         )
 
     upper = 1.0 / (seeds * items)

@@ -20,6 +20,7 @@ import pandas as pd
 from benchmarks.stats.gaps import PVALUE_COLUMN
 from benchmarks.stats.multiplicity import holm
 from benchmarks.stats.paired_seeds import SEEDS_T_ADJUSTED_COLUMN, SEEDS_T_COLUMNS
+from benchmarks.stats.pretraining_runs import CHECKPOINTS_ADJUSTED_COLUMN, CHECKPOINTS_COLUMNS
 
 PREREGISTERED_COLUMN = "preregistered"  # results.csv: the row is one of the registered comparisons
 ADJUSTED_COLUMN = "p_adjusted"
@@ -48,9 +49,10 @@ def registered_comparisons(settings: list[dict | None]) -> tuple[str, ...]:
 
 def adjust_registered(results: pd.DataFrame, registered: tuple[str, ...]) -> tuple[pd.DataFrame, Family | None]:
     """``results`` with ``p_adjusted`` = Holm over exactly the ``registered`` methods (NaN on every
-    other row), the same for the sensitivity reading's ``seeds_t_p`` where the table has it (in
-    ``seeds_t_p_adjusted``, beside it), and a ``preregistered`` column; unchanged, with no family,
-    when nothing is registered.
+    other row), the same for the "these checkpoints" reading's ``checkpoints_p`` and the sensitivity
+    reading's ``seeds_t_p`` where the table has them (``checkpoints_p_adjusted`` and
+    ``seeds_t_p_adjusted``, each beside its p), and a ``preregistered`` column; unchanged, with no
+    family, when nothing is registered.
 
     A registered method without a row or a p (not run, or one seed pair) counts as p = 1.
     """
@@ -58,10 +60,13 @@ def adjust_registered(results: pd.DataFrame, registered: tuple[str, ...]) -> tup
         return results, None
     table = results.copy()
     table[ADJUSTED_COLUMN], missing = registered_holm(table, PVALUE_COLUMN, registered)
-    seeds_p = SEEDS_T_COLUMNS[-1]
-    if seeds_p in table:
-        adjusted, _ = registered_holm(table, seeds_p, registered)
-        table.insert(table.columns.get_loc(seeds_p) + 1, SEEDS_T_ADJUSTED_COLUMN, adjusted)
+    for p_column, adjusted_column in (
+        (CHECKPOINTS_COLUMNS[2], CHECKPOINTS_ADJUSTED_COLUMN),
+        (SEEDS_T_COLUMNS[-1], SEEDS_T_ADJUSTED_COLUMN),
+    ):
+        if p_column in table:
+            adjusted, _ = registered_holm(table, p_column, registered)
+            table.insert(table.columns.get_loc(p_column) + 1, adjusted_column, adjusted)
     table[PREREGISTERED_COLUMN] = table["method"].isin(registered)
     return table, Family(tuple(registered), missing)
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from benchmarks.stats.gaps import Gap, crossed_gap, t_interval
+from benchmarks.stats.gaps import Gap, crossed_gap, minimum_detectable_effect, t_interval
 from benchmarks.stats.pairing import paired_correctness
 
 RECIPE, CHECKPOINTS = "runs x items", "seeds within runs x items"
@@ -34,6 +34,8 @@ N_PRETRAININGS_COLUMN = "n_pretrainings"  # results.csv: pretraining runs among 
 # results.csv, for a method pretrained more than once: the "these checkpoints" reading beside the
 # headline "this recipe" one (gap_vs_random and its CI), and the SD of the gap between runs
 CHECKPOINTS_COLUMNS = ("checkpoints_ci_low", "checkpoints_ci_high", "checkpoints_p", "between_run_sd")
+CHECKPOINTS_ADJUSTED_COLUMN = "checkpoints_p_adjusted"  # Holm over the pre-registered family, beside checkpoints_p
+CHECKPOINTS_MDE_COLUMN = "checkpoints_mde"  # the "these checkpoints" reading's minimum detectable effect
 NO_RUN_REPLICATION, NO_SEED_REPLICATION = "no run replication", "no seed replication within runs"
 
 
@@ -121,6 +123,22 @@ def nested_gap(differences, confidence: float = 0.95) -> PretrainingGaps:
         within = np.nan_to_num(np.asarray(checkpoints.seed_variance, dtype=float)) / seeds
         between = np.maximum(np.asarray(recipe.seed_variance, dtype=float) - within, 0.0)
     return PretrainingGaps(recipe, checkpoints, runs, seeds, float(between) if d.ndim == 3 else between)
+
+
+def checkpoints_detectable_effect(gaps: PretrainingGaps) -> float:
+    """The smallest true gap the "these checkpoints" reading finds with power 0.8 at alpha 0.05: its
+    seed pairs nested in the runs (R (S - 1) seed degrees of freedom); NaN with one seed a run."""
+    reading = gaps.checkpoints
+    if gaps.seeds_per_run < 2:
+        return float("nan")
+    return minimum_detectable_effect(
+        float(reading.seed_variance),
+        float(reading.item_variance),
+        float(reading.residual_variance),
+        reading.seeds,
+        reading.items,
+        seed_df=gaps.runs * (gaps.seeds_per_run - 1),
+    )
 
 
 def compare_over_pretrainings(

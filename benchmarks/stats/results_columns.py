@@ -19,7 +19,14 @@ from benchmarks.stats.gaps import PVALUE_COLUMN, Gap, minimum_detectable_effect
 from benchmarks.stats.multiplicity import holm
 from benchmarks.stats.paired_seeds import SEEDS_T_ADJUSTED_COLUMN, SEEDS_T_COLUMNS, SeedPairTest
 from benchmarks.stats.preregistration import PREREGISTERED_COLUMN
-from benchmarks.stats.pretraining_runs import CHECKPOINTS_COLUMNS, N_PRETRAININGS_COLUMN, PretrainingGaps
+from benchmarks.stats.pretraining_runs import (
+    CHECKPOINTS_ADJUSTED_COLUMN,
+    CHECKPOINTS_COLUMNS,
+    CHECKPOINTS_MDE_COLUMN,
+    N_PRETRAININGS_COLUMN,
+    PretrainingGaps,
+    checkpoints_detectable_effect,
+)
 
 COLLAPSED_COLUMN = "collapsed_runs"
 TFIDF_REFERENCE_COLUMN = "tfidf_reference"  # which TF-IDF row a method's ``gap_vs_tfidf`` is against
@@ -230,16 +237,26 @@ COLUMNS: list[Column] = [
         Column(name, float, meaning, checkpoints_reading(index), optional=True)
         for index, (name, meaning) in enumerate(
             zip(
-                CHECKPOINTS_COLUMNS,
-                (
-                    "the gap's 95% CI with the pretraining runs fixed, low end",
-                    "high end",
-                    "its two-sided p",
-                    "SD of the gap between pretraining runs",
-                ),
+                CHECKPOINTS_COLUMNS[:3],
+                ("the gap's 95% CI with the pretraining runs fixed, low end", "high end", "its two-sided p"),
             )
         )
     ],
+    Column(
+        CHECKPOINTS_ADJUSTED_COLUMN,
+        float,
+        "Holm's adjustment of checkpoints_p over the pre-registered comparisons (added with a registered family)",
+    ),
+    Column(
+        CHECKPOINTS_COLUMNS[3], float, "SD of the gap between pretraining runs", checkpoints_reading(3), optional=True
+    ),
+    Column(
+        CHECKPOINTS_MDE_COLUMN,
+        float,
+        "minimum detectable effect with the pretraining runs fixed (alpha 0.05, power 0.8)",
+        lambda e: None if e.over_runs is None else checkpoints_detectable_effect(e.over_runs),
+        optional=True,
+    ),
     *[
         Column(name, float, meaning, seeds_t_reading(field), optional=True)
         for name, field, meaning in zip(

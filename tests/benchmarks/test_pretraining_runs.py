@@ -3,15 +3,18 @@ against ``crossed_gap`` where they must agree, and simulations of the normal mod
 "this recipe" calibrated when pretraining runs differ, "these checkpoints" calibrated given them, and
 the between-run variance recovered. Simulations are seeded and vectorised over replicates."""
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import pytest
 
-from benchmarks.stats.gaps import crossed_gap
+from benchmarks.stats.gaps import crossed_gap, minimum_detectable_effect
 from benchmarks.stats.pretraining_runs import (
     CHECKPOINTS,
     NO_RUN_REPLICATION,
     RECIPE,
+    checkpoints_detectable_effect,
     compare_over_pretrainings,
     nested_gap,
 )
@@ -106,6 +109,26 @@ def test_these_checkpoints_reject_a_true_null_at_about_the_nominal_rate_given_th
     assert np.mean(gaps.recipe.p_value < 0.05) < rejected  # over runs: these runs' spread counts as noise
 
 
+@pytest.mark.parametrize("seed_sd", [0.02, 0.2])
+def test_the_checkpoints_mde_has_the_promised_power_given_the_runs(seed_sd):
+    """At the MDE ``checkpoints_detectable_effect`` gives from the true components (seeds nested in
+    the runs: R (S - 1) seed degrees of freedom), the checkpoints reading rejects about 80% of the time."""
+    components = {"seed_sd": seed_sd, "item_sd": 0.3, "run_item_sd": 0.0, "residual_sd": 0.5}
+    truth = nested_gap(np.zeros((RUNS, SEEDS, ITEMS)))
+    truth = replace(
+        truth,
+        checkpoints=replace(
+            truth.checkpoints, seed_variance=seed_sd**2, item_variance=0.3**2, residual_variance=0.5**2
+        ),
+    )
+    effect = checkpoints_detectable_effect(truth)
+    gaps = nested_gap(simulate(21, 2000, 0.05, fixed_runs=True, **components) + effect)
+    power = np.mean(gaps.checkpoints.p_value < 0.05)
+    assert 0.75 <= power <= 0.85, (effect, power)  # with RS - 1 seed df: 0.72 at seed_sd 0.2
+    crossed_df = minimum_detectable_effect(seed_sd**2, 0.3**2, 0.5**2, RUNS * SEEDS, ITEMS)
+    assert effect >= crossed_df  # fewer seed degrees of freedom than RS - 1 seed pairs would give
+
+
 def test_the_between_run_variance_is_recovered_on_average():
     gaps = nested_gap(simulate(3, 1000, 0.03))
     assert np.mean(gaps.between_run_variance) == pytest.approx(0.03**2, rel=0.2)
@@ -169,6 +192,8 @@ def test_the_results_table_reads_a_method_pretrained_several_times_over_its_runs
     assert results.loc["m", "p_value_vs_random"] == pytest.approx(expected.recipe.p_value)
     assert results.loc["m", "checkpoints_p"] == pytest.approx(expected.checkpoints.p_value)
     assert results.loc["m", "between_run_sd"] == pytest.approx(np.sqrt(expected.between_run_variance))
+    assert results.loc["m", "checkpoints_mde"] == pytest.approx(checkpoints_detectable_effect(expected))
+    assert pd.isna(results.loc["once", "checkpoints_mde"])
     assert results.loc["once", "gap_test"] == "seeds x items" and pd.isna(results.loc["once", "checkpoints_p"])
 
 
@@ -206,14 +231,17 @@ def test_the_report_gives_both_readings_of_a_method_pretrained_several_times():
             checkpoints_ci_low=[0.03, np.nan],
             checkpoints_ci_high=[0.07, np.nan],
             checkpoints_p=[0.001, np.nan],
+            checkpoints_p_adjusted=[0.004, np.nan],
             between_run_sd=[0.012, np.nan],
+            checkpoints_mde=[0.02, np.nan],
+            p_adjusted=[0.06, np.nan],
         )
         if "pretraining runs" in remark
     ]
     assert line == (
         "`m` over 3 pretraining runs: this recipe (runs random, the headline) +5.0 points (95% CI +1.0 to "
-        "+9.0, p = 0.03); these checkpoints (runs fixed) CI +3.0 to +7.0, p = 0.001; the gap's SD between "
-        "pretraining runs 1.2 points."
+        "+9.0, p = 0.03, Holm p 0.06, MDE 4.0 points); these checkpoints (runs fixed) CI +3.0 to +7.0, "
+        "p = 0.001, Holm p 0.004, MDE 2.0 points; the gap's SD between pretraining runs 1.2 points."
     )
 
 
@@ -222,3 +250,24 @@ def test_a_gap_read_over_runs_names_runs_not_seed_pairs():
     text = "\n".join(comparison_remarks(gap_test=[RECIPE, None]))
     assert "3 pretraining run(s) × 300 test items" in text
     assert "seed pair" not in text
+
+
+def test_the_checkpoints_reading_is_adjusted_over_the_registered_family_beside_its_p():
+    from benchmarks.stats.multiplicity import holm
+    from benchmarks.stats.preregistration import adjust_registered
+
+    table = pd.DataFrame(
+        {
+            "method": ["a", "b", "one-run", "exploratory"],
+            "p_value_vs_random": [0.01, 0.2, 0.03, 0.04],
+            "checkpoints_p": [0.001, 0.3, np.nan, 0.02],
+            "between_run_sd": [0.01, 0.02, np.nan, 0.0],
+        }
+    )
+    adjusted, _ = adjust_registered(table, ("a", "b", "one-run", "not-run"))
+    columns = list(adjusted.columns)
+    assert columns[columns.index("checkpoints_p") + 1] == "checkpoints_p_adjusted"
+    expected = holm([0.001, 0.3, 1.0, 1.0])  # one pretraining run or not run yet: p = 1 in the family
+    shown = adjusted.set_index("method")["checkpoints_p_adjusted"]
+    assert shown[["a", "b"]].tolist() == pytest.approx(expected[:2])
+    assert shown[["one-run", "exploratory"]].isna().all()
