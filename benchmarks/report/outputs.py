@@ -367,7 +367,7 @@ def _markdown(
         lines += _table(header, [row for row, method in zip(rows, results["method"]) if method in published - probes])
     lines += probe_section(results, runs)
     lines += lr_grid_section(context.get("lr_grid", pd.DataFrame()))
-    lines += recipe_section(context.get("recipes", pd.DataFrame()))
+    lines += recipe_section(context.get("recipes", pd.DataFrame()), results)
     studied = study is not None and len(study) > 0
     if studied:
         lines += [""] + study_tables(study, family)

@@ -8,6 +8,14 @@ import pandas as pd
 
 from benchmarks.cell.run_table import text_column
 from benchmarks.plan.matrix import PICKED_HEAD
+from benchmarks.report.probe_checks import MAJORITY
+from benchmarks.stats.controls import (
+    CONTROL_OK_COLUMN,
+    CONTROL_REASON_COLUMN,
+    MAJORITY_MARGIN,
+    control_failed,
+    failed_arms,
+)
 
 
 def picked_heads(runs: pd.DataFrame) -> dict[str, str]:
@@ -23,9 +31,10 @@ def is_picked(method: str) -> bool:
     return str(method).partition("@")[0].endswith(f"-{PICKED_HEAD}")
 
 
-def recipe_section(table: pd.DataFrame) -> list[str]:
+def recipe_section(table: pd.DataFrame, results: pd.DataFrame | None = None) -> list[str]:
     """Markdown lines: per arm, its selection's grid (mean dev accuracy per head and rate, the pick in
-    bold) and the folder it came from; [] without one."""
+    bold) and the folder it came from, then why each arm that failed the control rule at its pick
+    did (``results``: the results table); [] without a selection."""
     if not len(table):
         return []
     rows = []
@@ -51,4 +60,42 @@ def recipe_section(table: pd.DataFrame) -> list[str]:
         "| arm | mean dev acc by grid point | pick | selection |",
         "|---|---|---|---|",
         *rows,
+        *failed_after_selection(table, results),
+    ]
+
+
+def failed_after_selection(table: pd.DataFrame, results: pd.DataFrame | None) -> list[str]:
+    """Why each arm of a comparison that failed the control rule failed at its own pick: no grid
+    point learned on dev (the best within 1 point of the majority baseline's dev accuracy, or below),
+    or the pick learned on its selection seed and not on the final ones; [] when none failed."""
+    if results is None or CONTROL_REASON_COLUMN not in results:
+        return []
+    reasons = results[results[CONTROL_OK_COLUMN].map(control_failed)][CONTROL_REASON_COLUMN]
+    arms = {name: failure for reason in reasons for name, failure in failed_arms(reason).items()}
+    majority = results.loc[results["method"] == MAJORITY, "dev_acc_mean"]
+    majority = float(majority.iloc[0]) if len(majority) else None
+    lines = []
+    for method, group in table.groupby("method", sort=False):
+        if method not in arms:
+            continue
+        best = float(group.loc[group["chosen"], "dev_acc_mean"].iloc[0])
+        if majority is not None and best <= majority + MAJORITY_MARGIN:
+            why = (
+                f"no point of its grid learned on dev (the best, {100 * best:.1f}%, against the majority "
+                f"baseline's {100 * majority:.1f}%), so its cells ran at a recipe that had not learned either"
+            )
+        else:
+            beside = "" if majority is None else f", the majority baseline {100 * majority:.1f}%"
+            why = (
+                f"its pick learned on dev on the selection's one seed ({100 * best:.1f}%{beside}) but not on "
+                "the final seeds"
+            )
+        lines.append(f"- `{method}` ({arms[method]}): {why}.")
+    if not lines:
+        return []
+    return [
+        "",
+        "Arms that failed the control rule at their own pick (shown, never counted), and what their selection saw:",
+        "",
+        *lines,
     ]

@@ -58,6 +58,16 @@ def _arm_failure(name: str, runs: Mapping, rate: float) -> str:
     return f"`{name}`: {', '.join(failures)}" if failures else ""
 
 
+def failed_arms(reason: str) -> dict[str, str]:
+    """The arms a ``control_check`` reason names, each with what the rule found wrong with it."""
+    arms = {}
+    for part in filter(None, (text.strip() for text in str(reason).split("; `"))):
+        name, _, failures = part.strip("`").partition("`: ")
+        if failures:
+            arms[name] = failures
+    return arms
+
+
 def control_check(method: str, method_runs: Mapping, twin: str, twin_runs: Mapping) -> tuple[bool, str]:
     """Whether the comparison of ``method`` with its ``twin`` passes the rule, and why not.
 

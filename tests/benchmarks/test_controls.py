@@ -5,9 +5,10 @@ import numpy as np
 import pandas as pd
 
 from benchmarks.report.outputs import write_outputs
+from benchmarks.report.recipe_section import recipe_section
 from benchmarks.report.results_table import build_results
 from benchmarks.report.study_table import study_remarks
-from benchmarks.stats.controls import control_check, control_failed, majority_rate
+from benchmarks.stats.controls import control_check, control_failed, failed_arms, majority_rate
 from benchmarks.stats.preregistration import Family
 from tests.benchmarks.test_report import CONTEXT, make_benchmark
 
@@ -173,3 +174,44 @@ def test_a_gap_that_holds_says_both_arms_learned_only_where_the_rule_was_checked
     rows = study(("ulmfit-gradual", 4.6, 2.6, 6.6, 0.0003, True))
     assert "; both arms learned) among" in study_remarks(rows)[0]
     assert "both arms learned" not in study_remarks(rows.drop(columns=["control_ok", "control_reason"]))[0]
+
+
+def test_failed_arms_reads_back_each_arm_a_reason_names():
+    _, reason = control_check("random(e)-m@0.1", arm(0.6, collapsed_seeds=(0,)), "twin", arm(0.62))
+    arms = failed_arms(reason)
+    assert list(arms) == ["random(e)-m@0.1", "twin"]
+    assert arms["random(e)-m@0.1"].startswith("one class in 1/3 runs, mean test acc")
+    assert failed_arms("") == {} and failed_arms(np.nan) == {}
+
+
+def test_the_recipe_section_says_why_an_arm_failed_after_its_own_selection():
+    """No grid point above the majority baseline on dev (+1 point): the grid held no learning recipe;
+    a pick that learned on its selection seed: it did not carry over to the final seeds."""
+    recipes = pd.DataFrame(
+        {
+            "method": ["m@0.1"] * 2 + ["twin@0.1"] * 2 + ["ok"],
+            "folder": ["sel"] * 5,
+            "head": ["cls"] * 5,
+            "learning_rate": [1e-4, 2e-4, 1e-4, 2e-4, 1e-4],
+            "n_seeds": [1] * 5,
+            "dev_acc_mean": [0.66, 0.69, 0.72, 0.70, 0.8],
+            "chosen": [False, True, True, False, True],
+        }
+    )
+    results = pd.DataFrame(
+        {
+            "method": ["m@0.1", "twin@0.1", "ok", "majority"],
+            "dev_acc_mean": [0.67, 0.68, 0.8, 0.684],
+            "control_ok": [False, np.nan, True, np.nan],
+            "control_reason": ["`m@0.1`: mean test acc 65.0% ≤ majority 66.5% + 1 point; `twin@0.1`: x", "", "", ""],
+        }
+    )
+    lines = [line for line in recipe_section(recipes, results) if line.startswith("- ")]
+    assert lines == [
+        "- `m@0.1` (mean test acc 65.0% ≤ majority 66.5% + 1 point): no point of its grid learned on dev (the "
+        "best, 69.0%, against the majority baseline's 68.4%), so its cells ran at a recipe that had not learned "
+        "either.",
+        "- `twin@0.1` (x): its pick learned on dev on the selection's one seed (72.0%, the majority baseline "
+        "68.4%) but not on the final seeds.",
+    ]
+    assert not [line for line in recipe_section(recipes) if line.startswith("- ")]  # no results: no account
