@@ -241,7 +241,8 @@ def test_the_report_gives_both_readings_of_a_method_pretrained_several_times():
     assert line == (
         "`m` over 3 pretraining runs: this recipe (runs random, the headline) +5.0 points (95% CI +1.0 to "
         "+9.0, p = 0.03, Holm p 0.06, MDE 4.0 points); these checkpoints (runs fixed) CI +3.0 to +7.0, "
-        "p = 0.001, Holm p 0.004, MDE 2.0 points; the gap's SD between pretraining runs 1.2 points."
+        "p = 0.001, Holm p 0.004, MDE 2.0 points; the gap's SD between pretraining runs 1.2 points (beyond "
+        "seed noise)."
     )
 
 
@@ -271,3 +272,39 @@ def test_the_checkpoints_reading_is_adjusted_over_the_registered_family_beside_i
     shown = adjusted.set_index("method")["checkpoints_p_adjusted"]
     assert shown[["a", "b"]].tolist() == pytest.approx(expected[:2])
     assert shown[["one-run", "exploratory"]].isna().all()
+
+
+def test_the_report_lists_the_gap_of_each_pretraining_run_in_seed_order():
+    from benchmarks.report.remarks import gaps_by_pretraining_run, remarks
+
+    runs = pd.DataFrame(
+        {
+            "method": ["m"] * 4 + ["twin"] * 4,
+            "kind": ["pretrained"] * 4 + ["random"] * 4,
+            "control": ["twin"] * 4 + [""] * 4,
+            "seed": [2, 3, 0, 1, 0, 1, 2, 3],
+            "encoder_run": ["b", "b", "a", "a", "a", "a", "a", "a"],
+            "test_acc": [0.70, 0.72, 0.80, 0.78, 0.70, 0.70, 0.70, 0.68],
+        }
+    )
+    assert gaps_by_pretraining_run("m", runs) == pytest.approx([0.09, 0.02])  # run "a" holds seeds 0-1
+    table = pd.DataFrame(
+        {
+            "method": ["m", "twin"],
+            "n_seeds": [4, 4],
+            "test_acc_mean": [0.75, 0.695],
+            "gap_vs_random": [0.055, np.nan],
+            "gap_ci_low": [0.01, np.nan],
+            "gap_ci_high": [0.1, np.nan],
+            "p_value_vs_random": [0.04, np.nan],
+            "paired_seeds": [2, 0],
+            "paired_items": [300, 0],
+            "n_pretrainings": [2, np.nan],
+            "checkpoints_ci_low": [0.02, np.nan],
+            "checkpoints_ci_high": [0.09, np.nan],
+            "checkpoints_p": [0.01, np.nan],
+            "between_run_sd": [0.03, np.nan],
+        }
+    )
+    (line,) = [remark for remark in remarks(table, runs) if "pretraining runs:" in remark]
+    assert "; the gap by pretraining run (in seed order) +9.0, +2.0; the gap's SD between pretraining runs 3.0" in line
