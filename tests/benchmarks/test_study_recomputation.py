@@ -167,6 +167,7 @@ def test_the_committed_v2_report_is_its_predictions_recomputed():
     compare(pd.read_csv(V2_REPORT / "results.csv"), recomputed("families-budget"))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
 def test_the_v3_report_rebuilds_from_its_folders_alone_in_time_and_is_its_predictions_recomputed(tmp_path):
     started = time.monotonic()
