@@ -174,8 +174,8 @@ def rejection_probability(
     model). MS_item and MS_res are taken at their expectations (N - 1 and more df); MS_seed follows
     its scaled chi-square with S - 1 df, averaged over ``QUADRATURE_POINTS`` quantiles, through the
     same truncation, degrees of freedom and resolution floor as the test. ``effect = 0``: the size.
-    ``seed_df``: MS_seed's degrees of freedom where the S seed pairs are nested in R pretraining runs
-    held fixed (R (S/R - 1), the "these checkpoints" reading of ``pretraining_runs``), else S - 1.
+    ``seed_df``: MS_seed's degrees of freedom, S - 1; S - R where the S seed pairs are nested in R
+    pretraining runs held fixed (the "these checkpoints" reading of ``pretraining_runs``).
     """
     if seeds < 2 or items < 2:
         raise ValueError(f"rejection_probability: need seeds >= 2 and items >= 2, got {seeds}, {items}")
