@@ -254,7 +254,9 @@ def test_the_cost_model_holds_every_timed_cell_within_a_quarter_of_its_recorded_
 
 # Study folders that pretrained every run they hold (none found a stage in its store), run as a
 # session runs a chunk: two tasks at a time on the 2 cores, light work beside them.
-WHOLE = [REPO_ROOT / "results" / "families-v3-selection" / name for name in ("gpt-frozen", "elmo-frozen")]
+WHOLE = [REPO_ROOT / "results" / "families-v3-selection" / name for name in ("gpt-frozen", "elmo-frozen")] + [
+    REPO_ROOT / "results" / "families-v3" / "elmo-frozen-runs2-3"
+]
 
 
 @pytest.mark.parametrize("folder", WHOLE, ids=lambda folder: folder.name)
