@@ -197,14 +197,16 @@ def test_the_results_table_reads_a_method_pretrained_several_times_over_its_runs
     assert results.loc["once", "gap_test"] == "seeds x items" and pd.isna(results.loc["once", "checkpoints_p"])
 
 
-def comparison_remarks(**columns) -> list[str]:
+def comparison_remarks(runs: pd.DataFrame | None = None, **columns) -> list[str]:
     """The report's remarks on one method ``m`` (6 seeds, a gap of +5 points over 3 units of
-    ``paired_seeds``) beside its twin, with ``columns`` added to the results table."""
+    ``paired_seeds``) beside its twin, with ``columns`` added to the results table; ``runs``: the
+    per-run table (default: one cell each)."""
     from benchmarks.report.remarks import remarks
 
-    runs = pd.DataFrame(
-        {"method": ["m", "twin"], "kind": ["pretrained", "random"], "control": ["twin", ""], "seed": [0, 0]}
-    )
+    if runs is None:
+        runs = pd.DataFrame(
+            {"method": ["m", "twin"], "kind": ["pretrained", "random"], "control": ["twin", ""], "seed": [0, 0]}
+        )
     table = pd.DataFrame(
         {
             "method": ["m", "twin"],
@@ -275,7 +277,7 @@ def test_the_checkpoints_reading_is_adjusted_over_the_registered_family_beside_i
 
 
 def test_the_report_lists_the_gap_of_each_pretraining_run_in_seed_order():
-    from benchmarks.report.remarks import gaps_by_pretraining_run, remarks
+    from benchmarks.report.remarks import gaps_by_pretraining_run
 
     runs = pd.DataFrame(
         {
@@ -288,23 +290,13 @@ def test_the_report_lists_the_gap_of_each_pretraining_run_in_seed_order():
         }
     )
     assert gaps_by_pretraining_run("m", runs) == pytest.approx([0.09, 0.02])  # run "a" holds seeds 0-1
-    table = pd.DataFrame(
-        {
-            "method": ["m", "twin"],
-            "n_seeds": [4, 4],
-            "test_acc_mean": [0.75, 0.695],
-            "gap_vs_random": [0.055, np.nan],
-            "gap_ci_low": [0.01, np.nan],
-            "gap_ci_high": [0.1, np.nan],
-            "p_value_vs_random": [0.04, np.nan],
-            "paired_seeds": [2, 0],
-            "paired_items": [300, 0],
-            "n_pretrainings": [2, np.nan],
-            "checkpoints_ci_low": [0.02, np.nan],
-            "checkpoints_ci_high": [0.09, np.nan],
-            "checkpoints_p": [0.01, np.nan],
-            "between_run_sd": [0.03, np.nan],
-        }
+    remarks = comparison_remarks(
+        runs,
+        n_pretrainings=[2, np.nan],
+        checkpoints_ci_low=[0.02, np.nan],
+        checkpoints_ci_high=[0.09, np.nan],
+        checkpoints_p=[0.01, np.nan],
+        between_run_sd=[0.03, np.nan],
     )
-    (line,) = [remark for remark in remarks(table, runs) if "pretraining runs:" in remark]
+    (line,) = [remark for remark in remarks if "pretraining runs:" in remark]
     assert "; the gap by pretraining run (in seed order) +9.0, +2.0; the gap's SD between pretraining runs 3.0" in line
