@@ -5,6 +5,8 @@ encoder record."""
 
 from __future__ import annotations
 
+import re
+
 from benchmarks.plan.matrix_values import seeds_of
 from harness.errors import UserError
 
@@ -39,6 +41,12 @@ def pretraining_runs_of(encoder: dict, where: str) -> list[dict]:
 def run_name(name: str, run: int) -> str:
     """The encoder of pretraining run ``run`` of the entry ``name``: ``<name>+run<r>``."""
     return f"{name}+run{run}"
+
+
+def entry_name(encoder_name: str) -> str:
+    """The entry an encoder belongs to: ``<name>`` for a run ``<name>+run<r>`` (:func:`run_name`),
+    else the name itself."""
+    return re.sub(r"\+run\d+$", "", encoder_name)
 
 
 def is_run_of(encoder_name: str, name: str) -> bool:

@@ -14,6 +14,7 @@ import pandas as pd
 import yaml
 
 from benchmarks.plan.lr_selection import lr_grid_section
+from benchmarks.plan.pretraining_runs import entry_name
 from benchmarks.report.control_rule import control_cell
 from benchmarks.report.figures import write_figures
 from benchmarks.report.mix_weights import mix_section
@@ -64,6 +65,7 @@ def title_line(name: str, smoke: bool) -> str:
     return f"# Benchmark report: {name}" + (f" — {SMOKE_NOTE}" if smoke else "")
 
 
+RUN_ROWS = " An encoder pretrained several times (`pretraining_runs`) has a row per run, `<encoder>+run<r>`."
 TWIN_GAP = ("gap_vs_random", "gap_ci_low", "gap_ci_high")
 TFIDF_GAP = ("gap_vs_tfidf", "gap_vs_tfidf_ci_low", "gap_vs_tfidf_ci_high")
 
@@ -101,7 +103,12 @@ def _context_sections(context: dict) -> list[str]:
             "## Encoders",
             "",
             "Corpus, tokens and words over all pretraining stages (a later stage "
-            "continues the one before it: `general → task`); the perplexity is the last stage's.",
+            "continues the one before it: `general → task`); the perplexity is the last stage's."
+            + (
+                RUN_ROWS
+                if any(entry_name(encoder["name"]) != encoder["name"] for encoder in context["encoders"])
+                else ""
+            ),
             "",
         ] + _table(
             ["encoder", "pretrain run / source", "corpus", "val ppl", "train tokens", "train words", "config"],

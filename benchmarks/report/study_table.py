@@ -20,6 +20,7 @@ from matplotlib.figure import Figure
 from benchmarks.cell.run_table import controls, text_column, train_fractions
 from benchmarks.plan.lr_selection import CHOSEN_COLUMN
 from benchmarks.plan.matrix import PICKED_HEAD
+from benchmarks.plan.pretraining_runs import entry_name
 from benchmarks.report.control_rule import control_fields, failed_control, failed_mask, failed_note, learned_text
 from benchmarks.report.recipe_section import is_picked
 from benchmarks.stats.preregistration import PREREGISTERED_COLUMN, Family, family_text
@@ -34,8 +35,8 @@ def study_rows(results: pd.DataFrame, runs: pd.DataFrame, encoders: list[dict]) 
     runs come from a mixes × heads matrix."""
     if "transfer" not in runs or not (text_column(runs, "transfer") != "").any():
         return pd.DataFrame()
-    words = {encoder["name"]: encoder.get("train_words") or np.nan for encoder in encoders}
-    corpora = {encoder["name"]: encoder.get("corpus", "") for encoder in encoders}
+    words = {entry_name(encoder["name"]): encoder.get("train_words") or np.nan for encoder in encoders}
+    corpora = {entry_name(encoder["name"]): encoder.get("corpus", "") for encoder in encoders}
     cells = runs.assign(fraction=train_fractions(runs), kind=text_column(runs, "kind"))
     cells = cells[cells["kind"] == "pretrained"].drop_duplicates("method")
     table = results.set_index("method")

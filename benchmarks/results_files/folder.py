@@ -336,11 +336,11 @@ class ResultSet:
         return pd.DataFrame(rows), {cell.record["run"]["run_id"]: cell.predictions["test"] for cell in ordered}
 
     def encoders(self) -> list[dict]:
-        """Every encoder the cells used, described once each, in plan order."""
+        """Every encoder the cells used, described once each, in plan order: one per pretraining run
+        (``<entry>+run<r>``) where a method is read over several, as the suite's report lists them."""
         seen: dict[str, dict] = {}
         for cell in sorted(self.ordered, key=lambda cell: cell.place):
             if cell.encoder:
-                seen.setdefault(
-                    cell.record["cell"]["encoder"], {**cell.encoder, "name": cell.record["cell"]["encoder"]}
-                )
+                name = pretraining_run(cell) or cell.record["cell"]["encoder"]
+                seen.setdefault(name, {**cell.encoder, "name": name})
         return list(seen.values())

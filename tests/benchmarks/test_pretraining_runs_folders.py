@@ -78,6 +78,19 @@ def test_the_runs_of_two_chunks_are_one_method_read_over_its_runs(tmp_path):
     assert results.loc[METHOD, "n_pretrainings"] == 3 and results.loc[METHOD, "n_seeds"] == 6
 
 
+def test_the_report_describes_each_pretraining_run_as_the_suites_does(tmp_path):
+    first, second = chunk(tmp_path / "runs0-1", {0: "a", 1: "b"}), chunk(tmp_path / "runs2", {2: "e"})
+    encoders = ResultSet([first, second], name_twins_by_encoder=True).encoders()
+    assert [(encoder["name"], encoder["run_id"]) for encoder in encoders] == [
+        ("elmo+run0", "pretrain-0"),
+        ("elmo+run1", "pretrain-1"),
+        ("elmo+run2", "pretrain-2"),
+    ]
+    assert main(["report", str(first), str(second), "--out", str(tmp_path / "report")]) == 0
+    report = (tmp_path / "report" / "report.md").read_text()
+    assert all(f"| elmo+run{run} | `pretrain-{run}` |" in report for run in range(3))
+
+
 def test_two_checkpoints_under_one_run_still_stop_the_merge(tmp_path):
     folder = chunk(tmp_path / "runs0-1", {0: "a", 1: "b"}, seed_digest={1: "f"})  # run 0's seed 1: another
     with pytest.raises(UserError, match="is two checkpoints"):

@@ -128,4 +128,6 @@ def test_study_rows_carry_p_adjusted_into_the_table():
     assert study.loc[0, "p_adjusted"] == 0.039
     assert any("+5.0 (+1.0, +9.0) p=0.013 p_adj=0.039" in line for line in study_tables(study))
     older = study_rows(results.drop(columns="p_adjusted"), runs, [{"name": "g", "corpus": "mrpc"}])
+    runs_of_g = [{"name": f"g+run{run}", "corpus": "mrpc", "train_words": 9} for run in (0, 1)]
+    assert study_rows(results, runs, runs_of_g).loc[0, ["corpus", "words"]].tolist() == ["mrpc", 9]
     assert "p_adjusted" not in older and any("+5.0 (+1.0, +9.0) p=0.013 |" in line for line in study_tables(older))
