@@ -20,6 +20,7 @@ from benchmarks.report.figures import write_figures
 from benchmarks.report.mix_weights import mix_section
 from benchmarks.report.probe_checks import probe_methods, probe_remarks, probe_section
 from benchmarks.report.recipe_section import recipe_section
+from benchmarks.report.references_section import references_section
 from benchmarks.report.remarks import mde, number, points, remarks
 from benchmarks.report.study_table import study_figures, study_remarks, study_rows, study_tables
 from benchmarks.stats.controls import CONTROL_OK_COLUMN, RULE_TEXT
@@ -378,6 +379,7 @@ def _markdown(
     studied = study is not None and len(study) > 0
     if studied:
         lines += [""] + study_tables(study, family)
+    lines += references_section(results)
     comparisons = int(results["p_adjusted"].notna().sum()) if "p_adjusted" in results else None
     said = missing_note(family)
     said += (study_remarks(study, comparisons, family) if studied else []) + remarks(results, runs, published, family)

@@ -55,6 +55,29 @@ def _percent(row: pd.Series, metric: str) -> str:
     return "—" if pd.isna(mean) else f"{mean:.1f} ± {std:.1f}"
 
 
+def probe_index(runs: pd.DataFrame) -> dict[tuple[str, str, float], str]:
+    """``{(encoder, pretrained | random, fraction): probe method}`` of a run table's linear probes."""
+    kinds, encoders, probe_of = text_column(runs, "kind"), text_column(runs, "encoder"), text_column(runs, "probe_of")
+    return {
+        (encoder, of, fraction): method
+        for method, encoder, of, kind, fraction in zip(runs["method"], encoders, probe_of, kinds, train_fractions(runs))
+        if kind == "probe"
+    }
+
+
+def twin_probes(runs: pd.DataFrame) -> dict[str, str]:
+    """``{pretrained method: its twin's linear probe}``: the probe of the random-init encoder of the
+    method's own encoder, fitted at the method's labelled fraction (the probe a head on the twin's
+    frozen features could at least reach); methods without one are left out."""
+    probes = probe_index(runs)
+    kinds, encoders, fractions = text_column(runs, "kind"), text_column(runs, "encoder"), train_fractions(runs)
+    found = {}
+    for method, encoder, kind, fraction in zip(runs["method"], encoders, kinds, fractions):
+        if kind == "pretrained" and (encoder, "random", fraction) in probes:
+            found.setdefault(method, probes[(encoder, "random", fraction)])
+    return found
+
+
 def probe_remarks(results: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
     """One remark per collapsed arm whose encoder's probe (same encoder, same pretrained or twin
     kind) beats the majority baseline's test accuracy by more than two binomial standard errors
@@ -66,13 +89,7 @@ def probe_remarks(results: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
     items = pd.to_numeric(runs["test_pairs"], errors="coerce").max() if "test_pairs" in runs else math.nan
     margin = 2 * math.sqrt(majority * (1 - majority) / items) if items and not math.isnan(items) else 0.02
     kinds, encoders = text_column(runs, "kind"), text_column(runs, "encoder")
-    probe_of = text_column(runs, "probe_of")
-    fractions = train_fractions(runs)
-    probes = {
-        (encoder, of, fraction): method
-        for method, encoder, of, kind, fraction in zip(runs["method"], encoders, probe_of, kinds, fractions)
-        if kind == "probe"
-    }
+    probes = probe_index(runs)
     remarks = []
     arms = runs[kinds.isin(["pretrained", "random"])].assign(encoder=encoders, kind=kinds)
     for method, group in arms.groupby("method", sort=False):

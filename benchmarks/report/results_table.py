@@ -8,6 +8,7 @@ import pandas as pd
 from benchmarks.cell.method_names import fraction_suffix
 from benchmarks.cell.run_table import controls, text_column, train_fractions
 from benchmarks.plan.lr_selection import CHOSEN_COLUMN
+from benchmarks.report.probe_checks import twin_probes
 from benchmarks.report.recipe_section import picked_heads
 from benchmarks.stats.aggregate import aggregate_runs
 from benchmarks.stats.controls import control_check
@@ -71,7 +72,8 @@ def build_results(runs: pd.DataFrame, test_predictions: dict[str, pd.DataFrame])
     (seeds both have, with predictions), items by their id columns, the accuracy gap tested across
     seeds and items (``stats.compare_with_twin``; beside it, a paired t over the seed pairs,
     ``stats.paired_seeds``), and its control is checked against the
-    pre-registered rule (``stats.controls``: both arms learned). Every method but the baselines is
+    pre-registered rule (``stats.controls``: both arms learned), and with the twin's linear probe at its
+    fraction (``probe_checks.twin_probes``), read as the twin gap is. Every method but the baselines is
     also compared with TF-IDF + LR at its own labelled fraction (``tfidf_gap``); baselines get no
     gap to a twin.
 
@@ -95,6 +97,12 @@ def build_results(runs: pd.DataFrame, test_predictions: dict[str, pd.DataFrame])
                 seeds_t[method] = paired_t_over_seeds(by_seed[method], by_seed[control], method)
             if over_runs is not None:
                 nested[method] = over_runs
+    probe_gaps, probe_of = {}, {}
+    for method, probe in twin_probes(predicted).items():
+        if method in gaps and probe in by_seed:  # the twin's probe as a third reference, read as the twin gap is
+            gap = twin_gap(method, by_seed[method], by_seed[probe], run_of.get(method, {}))[0]
+            if gap is not None:
+                probe_gaps[method], probe_of[method] = gap, probe
     fraction_of = train_fractions(runs).groupby(runs["method"]).first()
     references = {}
     for method in sorted(set(by_seed) - baselines):
@@ -129,6 +137,8 @@ def build_results(runs: pd.DataFrame, test_predictions: dict[str, pd.DataFrame])
             steps=None if steps is None else steps.get(method, float("nan")),
             head=heads.get(method, float("nan")) if heads else None,
             seeds_t=seeds_t.get(method),
+            probe=probe_gaps.get(method),
+            probe_reference=probe_of.get(method, ""),
         )
         for method, row in ((row["method"], row) for row in aggregate_runs(runs).to_dict("records"))
     ]

@@ -58,6 +58,11 @@ __all__ = [
 ]
 
 PVALUE_COLUMN = "p_value_vs_random"  # results.csv (benchmarks.stats.results_columns declares every column)
+# a pretrained method against its twin's linear probe: gap, CI ends, p, its Holm p, and which probe
+PROBE_GAP_COLUMNS = ("gap_vs_twin_probe", "gap_vs_twin_probe_ci_low", "gap_vs_twin_probe_ci_high", "p_vs_twin_probe")
+PROBE_ADJUSTED_COLUMN, TWIN_PROBE_COLUMN = "p_vs_twin_probe_adjusted", "twin_probe"
+# p_vs_tfidf adjusted over the pre-registered comparisons only (p_vs_tfidf_adjusted: over every method)
+TFIDF_REGISTERED_COLUMN = "p_vs_tfidf_registered_adjusted"
 CROSSED, NO_SEED_REPLICATION = "seeds x items", "no seed replication"
 ITEMS_ONLY = NO_SEED_REPLICATION  # the former name of the one-seed procedure
 QUADRATURE_POINTS = 2000  # quantiles of MS_seed's distribution averaged over in ``rejection_probability``

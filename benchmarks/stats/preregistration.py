@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from benchmarks.stats.gaps import PVALUE_COLUMN
+from benchmarks.stats.gaps import PROBE_ADJUSTED_COLUMN, PROBE_GAP_COLUMNS, PVALUE_COLUMN, TFIDF_REGISTERED_COLUMN
 from benchmarks.stats.multiplicity import holm
 from benchmarks.stats.paired_seeds import SEEDS_T_ADJUSTED_COLUMN, SEEDS_T_COLUMNS
 from benchmarks.stats.pretraining_runs import CHECKPOINTS_ADJUSTED_COLUMN, CHECKPOINTS_COLUMNS
@@ -50,8 +50,10 @@ def registered_comparisons(settings: list[dict | None]) -> tuple[str, ...]:
 def adjust_registered(results: pd.DataFrame, registered: tuple[str, ...]) -> tuple[pd.DataFrame, Family | None]:
     """``results`` with ``p_adjusted`` = Holm over exactly the ``registered`` methods (NaN on every
     other row), the same for the "these checkpoints" reading's ``checkpoints_p`` and the sensitivity
-    reading's ``seeds_t_p`` where the table has them (``checkpoints_p_adjusted`` and
-    ``seeds_t_p_adjusted``, each beside its p), and a ``preregistered`` column; unchanged, with no
+    reading's ``seeds_t_p``, the gap over the twin's probe's ``p_vs_twin_probe`` and the gap over
+    TF-IDF's ``p_vs_tfidf`` where the table has them (``checkpoints_p_adjusted``, ``seeds_t_p_adjusted``,
+    ``p_vs_twin_probe_adjusted`` and ``p_vs_tfidf_registered_adjusted``, each beside its p), and a
+    ``preregistered`` column; unchanged, with no
     family, when nothing is registered.
 
     A registered method without a row or a p (not run, or one seed pair) counts as p = 1.
@@ -60,13 +62,15 @@ def adjust_registered(results: pd.DataFrame, registered: tuple[str, ...]) -> tup
         return results, None
     table = results.copy()
     table[ADJUSTED_COLUMN], missing = registered_holm(table, PVALUE_COLUMN, registered)
-    for p_column, adjusted_column in (
-        (CHECKPOINTS_COLUMNS[2], CHECKPOINTS_ADJUSTED_COLUMN),
-        (SEEDS_T_COLUMNS[-1], SEEDS_T_ADJUSTED_COLUMN),
+    for p_column, adjusted_column, after in (
+        (CHECKPOINTS_COLUMNS[2], CHECKPOINTS_ADJUSTED_COLUMN, CHECKPOINTS_COLUMNS[2]),
+        (SEEDS_T_COLUMNS[-1], SEEDS_T_ADJUSTED_COLUMN, SEEDS_T_COLUMNS[-1]),
+        (PROBE_GAP_COLUMNS[3], PROBE_ADJUSTED_COLUMN, PROBE_GAP_COLUMNS[3]),
+        ("p_vs_tfidf", TFIDF_REGISTERED_COLUMN, "p_vs_tfidf_adjusted"),
     ):
-        if p_column in table:
+        if p_column in table and after in table:
             adjusted, _ = registered_holm(table, p_column, registered)
-            table.insert(table.columns.get_loc(p_column) + 1, adjusted_column, adjusted)
+            table.insert(table.columns.get_loc(after) + 1, adjusted_column, adjusted)
     table[PREREGISTERED_COLUMN] = table["method"].isin(registered)
     return table, Family(tuple(registered), missing)
 

@@ -15,7 +15,15 @@ import pandas as pd
 
 from benchmarks.stats.aggregate import METRICS, STATISTICS
 from benchmarks.stats.controls import CONTROL_OK_COLUMN, CONTROL_REASON_COLUMN
-from benchmarks.stats.gaps import PVALUE_COLUMN, Gap, minimum_detectable_effect
+from benchmarks.stats.gaps import (
+    PROBE_ADJUSTED_COLUMN,
+    PROBE_GAP_COLUMNS,
+    PVALUE_COLUMN,
+    TFIDF_REGISTERED_COLUMN,
+    TWIN_PROBE_COLUMN,
+    Gap,
+    minimum_detectable_effect,
+)
 from benchmarks.stats.multiplicity import holm
 from benchmarks.stats.paired_seeds import SEEDS_T_ADJUSTED_COLUMN, SEEDS_T_COLUMNS, SeedPairTest
 from benchmarks.stats.preregistration import PREREGISTERED_COLUMN
@@ -49,6 +57,8 @@ class Evidence:
         steps: its runs' mean optimiser steps (NaN: none logged for it; None: no run logged any).
         head: the head a ``picked`` arm chose on dev (NaN: its head was declared; None: no arm picked one).
         seeds_t: the sensitivity reading, a paired t over its seed pairs, None without two.
+        probe: the gap over the twin's linear probe at its fraction (read as ``gap``), None without one;
+            ``probe_reference``: that probe's method ("" none).
     """
 
     method: str
@@ -64,6 +74,8 @@ class Evidence:
     steps: float | None = None
     head: str | float | None = None
     seeds_t: SeedPairTest | None = None
+    probe: Gap | None = None
+    probe_reference: str = ""
 
 
 @dataclass(frozen=True)
@@ -104,6 +116,15 @@ def twin(evidence: Evidence) -> Gap | None:
 
 def tfidf(evidence: Evidence) -> Gap | None:
     return evidence.baseline
+
+
+def twin_probe(evidence: Evidence) -> Gap | None:
+    return evidence.probe
+
+
+def optional_field(gap_of: Callable[[Evidence], Gap | None], field: str) -> Callable[[Evidence], Any]:
+    """A value function for an optional column: ``field`` of the gap, None (not written) without one."""
+    return lambda evidence: None if gap_of(evidence) is None else getattr(gap_of(evidence), field)
 
 
 def detectable_effect(evidence: Evidence) -> float:
@@ -215,6 +236,11 @@ COLUMNS: list[Column] = [
         summary=True,
     ),
     Column(
+        TFIDF_REGISTERED_COLUMN,
+        float,
+        "Holm's adjustment of p_vs_tfidf over the pre-registered comparisons (added with a registered family)",
+    ),
+    Column(
         CONTROL_OK_COLUMN,
         bool,
         "whether both arms learned (the pre-registered control rule)",
@@ -227,6 +253,34 @@ COLUMNS: list[Column] = [
         lambda e: e.control[1] if e.control is not None and e.control[0] is False else np.nan,
     ),
     Column(TFIDF_REFERENCE_COLUMN, str, "the TF-IDF + LR row gap_vs_tfidf is against", lambda e: e.reference or np.nan),
+    Column(
+        PROBE_GAP_COLUMNS[0],
+        float,
+        "test accuracy gap over the twin's linear probe at the method's fraction (read as gap_vs_random)",
+        optional_field(twin_probe, "gap"),
+        optional=True,
+    ),
+    Column(PROBE_GAP_COLUMNS[1], float, "its 95% CI, low end", optional_field(twin_probe, "ci_low"), optional=True),
+    Column(PROBE_GAP_COLUMNS[2], float, "its 95% CI, high end", optional_field(twin_probe, "ci_high"), optional=True),
+    Column(
+        PROBE_GAP_COLUMNS[3],
+        float,
+        "two-sided p of the gap over the twin's linear probe",
+        optional_field(twin_probe, "p_value"),
+        optional=True,
+    ),
+    Column(
+        PROBE_ADJUSTED_COLUMN,
+        float,
+        "Holm's adjustment of p_vs_twin_probe over the pre-registered comparisons (added with a registered family)",
+    ),
+    Column(
+        TWIN_PROBE_COLUMN,
+        str,
+        "the twin's linear probe gap_vs_twin_probe is against",
+        lambda e: e.probe_reference or None,
+        optional=True,
+    ),
     Column(
         N_PRETRAININGS_COLUMN,
         float,

@@ -5,7 +5,8 @@ test accuracy is counted from its predictions file, every pretrained cell is pai
 (the cell's ``control`` under the same encoder) at the same seed and test item, and the gap's CI is
 the two-way crossed ANOVA docs/statistics.md describes, written out again here from mean squares:
 over pretraining runs (each run's mean over its seeds) where a comparison has several, over seeds
-where it has one; with several runs also the "these checkpoints" reading, seeds nested in runs.
+where it has one; with several runs also the "these checkpoints" reading, seeds nested in runs. The
+gap to the twin's linear probe at the arm's fraction is read the same way.
 The control rule is the pre-registered one (docs/study.md): a control fails when any cell of either
 arm predicts one class on test, or either arm's mean is within 1 point of the majority rate or
 below it. v2's committed report is checked as committed; v3's is built by ``make study-report``
@@ -28,6 +29,7 @@ V2_REPORT = REPO / "docs" / "study-report"
 REBUILD_SECONDS = 180
 CLOSE = 1e-9
 CHECKPOINTS = ("checkpoints_ci_low", "checkpoints_ci_high", "checkpoints_p")
+PROBE_GAP = ("gap_vs_twin_probe", "gap_vs_twin_probe_ci_low", "gap_vs_twin_probe_ci_high", "p_vs_twin_probe")
 
 
 def cells_of(study: str) -> pd.DataFrame:
@@ -127,24 +129,40 @@ def recomputed(study: str) -> pd.DataFrame:
     cells["one_class"] = one_class.loc[cells["cell_hash"]].to_numpy()
     table = cells.groupby("name").agg(n_seeds=("seed", "size"), test_acc_mean=("accuracy", "mean"))
     for method, arm in cells[cells["kind"] == "pretrained"].groupby("name"):
-        twin = cells[(cells["method"] == arm["control"].iat[0]) & (cells["encoder"] == arm["encoder"].iat[0])]
-        twin_by_seed = twin.set_index("seed")
-        paired = arm[arm["seed"].isin(twin_by_seed.index)]
-        differences = (
-            correct.loc[paired["cell_hash"]].to_numpy()
-            - correct.loc[twin_by_seed.loc[paired["seed"], "cell_hash"]].to_numpy()
-        )
-        runs = paired["run"].to_numpy()
-        if len(set(runs)) >= 2:  # this recipe: each pretraining run's mean over its seeds
-            nested = np.stack([differences[runs == run] for run in dict.fromkeys(runs)])  # (R, S, N)
-            columns = ["checkpoints_ci_low", "checkpoints_ci_high", "checkpoints_p"]
-            table.loc[method, columns] = nested_interval(nested)
-            differences = nested.mean(axis=1)
-        gap, low, high, p = crossed_interval(differences)
-        learned = all(group["accuracy"].mean() > majority + 0.01 for group in (arm, twin))
+        encoder, fraction = arm["encoder"].iat[0], arm["fraction"].iat[0]
+        twin = cells[(cells["method"] == arm["control"].iat[0]) & (cells["encoder"] == encoder)]
+        gap, low, high, p, checkpoints = gap_to(arm, twin, correct)
         table.loc[method, ["gap_vs_random", "gap_ci_low", "gap_ci_high", "p_value_vs_random"]] = gap, low, high, p
+        if checkpoints is not None:
+            table.loc[method, list(CHECKPOINTS)] = checkpoints
+        learned = all(group["accuracy"].mean() > majority + 0.01 for group in (arm, twin))
         table.loc[method, "control_ok"] = learned and not (arm["one_class"].any() or twin["one_class"].any())
+        twin_probe = cells[
+            (cells["kind"] == "probe")
+            & cells["method"].str.startswith("random-")
+            & (cells["encoder"] == encoder)
+            & (cells["fraction"] == fraction)
+        ]
+        if len(twin_probe):  # the twin's linear probe at the arm's fraction, read as the twin is
+            table.loc[method, list(PROBE_GAP)] = gap_to(arm, twin_probe, correct)[:4]
     return table
+
+
+def gap_to(arm: pd.DataFrame, reference: pd.DataFrame, correct: pd.DataFrame) -> tuple:
+    """Gap, 95% CI and p of an arm over a reference arm paired by seed and item: over pretraining runs
+    where the arm's cells come from several (with the "these checkpoints" CI and p beside it), else
+    over seeds; the checkpoints reading is None with one run."""
+    by_seed = reference.set_index("seed")
+    paired = arm[arm["seed"].isin(by_seed.index)]
+    differences = (
+        correct.loc[paired["cell_hash"]].to_numpy() - correct.loc[by_seed.loc[paired["seed"], "cell_hash"]].to_numpy()
+    )
+    runs, checkpoints = paired["run"].to_numpy(), None
+    if len(set(runs)) >= 2:  # this recipe: each pretraining run's mean over its seeds
+        nested = np.stack([differences[runs == run] for run in dict.fromkeys(runs)])  # (R, S, N)
+        checkpoints = nested_interval(nested)
+        differences = nested.mean(axis=1)
+    return (*crossed_interval(differences), checkpoints)
 
 
 def compare(report: pd.DataFrame, mine: pd.DataFrame) -> None:
@@ -156,7 +174,7 @@ def compare(report: pd.DataFrame, mine: pd.DataFrame) -> None:
         assert shown["test_acc_mean"] == pytest.approx(row["test_acc_mean"], abs=CLOSE), method
         if pd.isna(row.get("gap_vs_random")):
             continue
-        for column in ("gap_vs_random", "gap_ci_low", "gap_ci_high", "p_value_vs_random", *CHECKPOINTS):
+        for column in ("gap_vs_random", "gap_ci_low", "gap_ci_high", "p_value_vs_random", *CHECKPOINTS, *PROBE_GAP):
             if column in row.index and pd.notna(row[column]):
                 assert shown[column] == pytest.approx(row[column], abs=CLOSE, rel=1e-6), (method, column)
         if "control_ok" in report.columns:
