@@ -4,6 +4,7 @@ or sits within 1 point of the majority rate, is shown and named but never counte
 import numpy as np
 import pandas as pd
 
+from benchmarks.report.control_rule import failed_note
 from benchmarks.report.outputs import write_outputs
 from benchmarks.report.recipe_section import recipe_section
 from benchmarks.report.results_table import build_results
@@ -86,6 +87,18 @@ def test_the_report_shows_the_control_column_and_names_failed_comparisons(tmp_pa
     (rule,) = [line for line in report.splitlines() if line.startswith("- Control rule (pre-registered")]
     assert "1 of 6 twin comparisons failed it (`elmo-layer:1-pool-mlp`)" in rule
     assert "A control that fails does not count" in report.split("## How to read")[1]
+
+
+def test_the_study_note_names_each_failed_comparison_once_and_then_its_arms():
+    rows = pd.DataFrame(
+        {
+            "method": ["m", "n", "o"],
+            "control_ok": [False, False, True],
+            "control_reason": ["`m`: one class in 1/3 runs; `random-m`: one class in 2/3 runs", "`random-n`: mean", ""],
+        }
+    )
+    (note, _) = failed_note(rows)
+    assert note.endswith(". `m`: one class in 1/3 runs; `random-m`: one class in 2/3 runs; `n` — `random-n`: mean.")
 
 
 STUDY = [
