@@ -12,7 +12,7 @@ import pandas as pd
 from benchmarks.report.remarks import number, points
 from benchmarks.stats.controls import CONTROL_OK_COLUMN, control_failed
 from benchmarks.stats.gaps import PROBE_ADJUSTED_COLUMN, PROBE_GAP_COLUMNS, TFIDF_REGISTERED_COLUMN, TWIN_PROBE_COLUMN
-from benchmarks.stats.preregistration import PREREGISTERED_COLUMN
+from benchmarks.stats.preregistration import PREREGISTERED_COLUMN, Family
 
 ALPHA = 0.05
 TWIN = ("gap_vs_random", "gap_ci_low", "gap_ci_high", "p_adjusted")
@@ -89,5 +89,39 @@ def references_section(results: pd.DataFrame) -> list[str]:
         lines.append(
             f"| `{row['method']}` | {number(100 * row['test_acc_mean'], '.1f')} | {_gap(row, TWIN)} | "
             f"{probe_text} | {_gap(row, TFIDF)} | {verdict(row)} |"
+        )
+    return lines
+
+
+def console_summary(results: pd.DataFrame, family: Family | None) -> list[str]:
+    """The study's answer on one screen: each pre-registered comparison's test accuracy, its gap to
+    each reference (points, 95% CI, Holm p) and what it beats, the comparisons not yet run named;
+    [] without a registered family or a twin's probe."""
+    rows = registered_rows(results)
+    if family is None or not len(rows):
+        return []
+    missing = f"; not yet run: {', '.join(family.missing)}" if family.missing else ""
+    lines = [
+        f"── pre-registered comparisons: {len(rows)} of {family.size} with a gap{missing} " + "─" * 20,
+        f"  {'comparison':<40}{'acc':>5}   {'vs twin (95% CI)':<20}{'p':>8}   {'vs twin probe':<20}{'p':>8}   "
+        f"{'vs TF-IDF':<20}{'p':>8}   beats (Holm p < 0.05)",
+    ]
+    for _, row in rows.iterrows():
+        parts = []
+        for columns in (TWIN, PROBE, TFIDF):
+            gap, low, high, p_value = (row.get(column, np.nan) for column in columns)
+            interval = "—" if pd.isna(gap) else f"{points(gap)} ({points(low)}, {points(high)})"
+            parts.append(f"{interval:<20}{number(p_value, '.2g'):>8}")
+        lines.append(
+            f"  {row['method']:<40}{100 * row['test_acc_mean']:5.1f}   {'   '.join(parts)}   "
+            + verdict(row).replace("**", "")
+        )
+    baselines = results[results["method"].str.match(r"^(majority|tfidf-lr)(@|$)")]
+    if len(baselines):
+        lines.append(
+            "  baselines (test acc): "
+            + ", ".join(
+                f"{method} {100 * acc:.1f}" for method, acc in zip(baselines["method"], baselines["test_acc_mean"])
+            )
         )
     return lines

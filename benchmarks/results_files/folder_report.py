@@ -15,6 +15,7 @@ from benchmarks.plan.recipe_picks import selection_settings
 from benchmarks.report.cells_from_store import drop_unpaired_controls
 from benchmarks.report.fraction_baselines import with_fraction_baselines
 from benchmarks.report.outputs import write_outputs
+from benchmarks.report.references_section import console_summary
 from benchmarks.report.results_table import build_results
 from benchmarks.results_files.folder import ResultSet
 from benchmarks.results_files.recipe_folders import recipe_table
@@ -79,4 +80,7 @@ def build_report(
     for note in fitted:
         print(f"  note: {note}")
     context["notes"] = results_set.notes + fitted
-    return results, write_outputs(Path(out), results, runs, context)
+    written = write_outputs(Path(out), results, runs, context)
+    for line in console_summary(results, family):
+        print(line)
+    return results, written

@@ -5,7 +5,7 @@ which references each pre-registered comparison beats."""
 import numpy as np
 import pandas as pd
 
-from benchmarks.report.references_section import beats, references_section, verdict
+from benchmarks.report.references_section import beats, console_summary, references_section, verdict
 from benchmarks.report.results_table import build_results
 from benchmarks.stats.gaps import compare_with_twin
 from benchmarks.stats.preregistration import adjust_registered
@@ -108,3 +108,14 @@ def test_a_failed_control_never_beats_the_twin_and_all_three_is_said_once_all_ho
 def test_no_table_without_a_registered_family():
     runs, predictions = benchmark()
     assert references_section(build_results(runs, predictions)) == []
+
+
+def test_the_console_summary_gives_each_registered_gap_its_verdict_and_names_what_has_not_run():
+    runs, predictions = benchmark()
+    results, family = adjust_registered(build_results(runs, predictions), ("elmo-attn", "elmo-attn@0.1", "not-run"))
+    lines = console_summary(results, family)
+    assert lines[0].startswith("── pre-registered comparisons: 2 of 3 with a gap; not yet run: not-run ")
+    (row,) = [line for line in lines if line.startswith("  elmo-attn ")]
+    accuracy = results.set_index("method").loc["elmo-attn", "test_acc_mean"]
+    assert row.endswith("twin, twin's probe only") and row.split()[1] == f"{100 * accuracy:.1f}"
+    assert console_summary(build_results(runs, predictions), None) == []
