@@ -30,7 +30,8 @@ from benchmarks.engine.task_graph import StudyExecutor, StudyStopped
 from benchmarks.plan.encoders import corpus_digests, given_run, pretrain_stages
 from benchmarks.plan.lr_selection import lr_grid_table, select_learning_rates
 from benchmarks.plan.matrix import Matrix, data_flags, dataset_spec, load_config, repo_path, with_budget
-from benchmarks.plan.precision import named_precision, with_precision
+from benchmarks.plan.precision import check_study_precision, named_precision, with_precision
+from benchmarks.plan.trainer_settings import trainer_setting
 from benchmarks.report.cells_from_store import drop_unpaired_controls, run_table
 from benchmarks.report.console_summary import print_summary
 from benchmarks.report.outputs import write_outputs
@@ -169,6 +170,12 @@ def run_suite(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     if args.budget:
         config = with_budget(config, args.config)
+    finetune_config = str(repo_path(config.finetune_config))
+    check_study_precision(
+        config.precision,
+        str(args.config),
+        trainer_setting(finetune_config, list(config.finetune_args), "accelerator", "auto"),
+    )
     with one_suite(config.name, tracking_uri()):
         return run_study(args, config, started)
 
@@ -187,11 +194,15 @@ def run_study(args: argparse.Namespace, config: Matrix, started: float) -> int:
             stages = pretrain_stages(encoder)
             for stage in stages:
                 stage["args"] = with_precision(
-                    str(repo_path(stage["config"])), [*flags, *stage.get("args", []), *shlex.split(args.pretrain_args)]
+                    str(repo_path(stage["config"])),
+                    [*flags, *stage.get("args", []), *shlex.split(args.pretrain_args)],
+                    config.precision,
                 )
             encoder["pretrain"] = stages
     finetune_config = str(repo_path(config.finetune_config))
-    finetune_args = with_precision(finetune_config, [*flags, *config.finetune_args, *shlex.split(args.finetune_args)])
+    finetune_args = with_precision(
+        finetune_config, [*flags, *config.finetune_args, *shlex.split(args.finetune_args)], config.precision
+    )
     engine = (
         InlineEngine() if args.jobs == 1 and not os.environ.get("RAY_ADDRESS") else RayEngine(args.jobs, args.retries)
     )

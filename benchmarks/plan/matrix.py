@@ -48,6 +48,7 @@ KEYS = {
     "lr_grid",
     "smoke",
     "comparisons",
+    "precision",
 }
 TRANSFER_KEYS = {"name", "config", "args", "mix", "heads", "fractions", "seeds", "lr_grid", "encoders", "recipe_from"}
 CURVE_KEYS = {"fractions", "mix", "head", "seeds"}
@@ -57,6 +58,7 @@ DATASET_KEYS = set(SPEC_KEYS)  # a `dataset:` section holds the --data.* flags o
 LAYERS = "layers"  # in `mixes:`, each single layer below the top
 FINETUNE_CONFIG = "configs/downstream/mrpc.yaml"
 SEEDS = 5
+PRECISIONS = ("32-true", "bf16-mixed", "bf16-true", "16-mixed", "64-true")  # Lightning's, as `precision:` takes them
 MIX, HEAD = "scalar", "pool-mlp"
 PICKED_HEAD = "picked"  # in a transfer's `heads` with `recipe_from`: the head each arm chose on dev
 
@@ -114,6 +116,7 @@ class Matrix:
     mrpc_dir: str | None = None
     budget: dict | None = None
     comparisons: tuple[str, ...] = ()  # the pre-registered family: methods whose gap to the twin Holm adjusts
+    precision: str | None = None  # every stage's and cell's --trainer.precision (None: the machine's default)
     source: dict = field(default_factory=dict, repr=False, compare=False)
 
 
@@ -189,10 +192,21 @@ def parse_matrix(mapping: dict, where: str = "matrix", stem: str = "benchmark") 
         mrpc_dir=source.get("mrpc_dir"),
         budget=budget,
         comparisons=comparisons_of(source.get("comparisons", []), where, encoder_names),
+        precision=precision_of(source.get("precision"), where),
         source=source,
     )
     check_values(matrix, where)
     return matrix
+
+
+def precision_of(value, where: str) -> str | None:
+    """``precision:``, one Lightning precision for every stage and cell of the matrix, so that chunks of
+    one study run on other machines cannot mix precisions (None: each machine's default)."""
+    if value is None:
+        return None
+    if value not in PRECISIONS:
+        raise UserError(f"{where}: `precision`: {value!r} is none of {', '.join(PRECISIONS)}")
+    return value
 
 
 def encoders_of(value, where: str) -> tuple[dict, ...]:
