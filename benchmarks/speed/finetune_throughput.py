@@ -26,7 +26,7 @@ natively, as the CLIs do; else ``32-true``) under Lightning's autocast, and agai
 (``fp32_*``: the path before bf16); the naive rows always run in float32, so ``over_naive`` counts
 the precision's gain too. ``peak_fraction`` is a row's useful model FLOP/s
 (``benchmarks.speed.model_flops``) over the matmul peak of the precision it ran in, measured in
-this process before and after the row (``benchmarks.speed.pretrain_throughput``'s 2048² product).
+this process before and after the row (``benchmarks.speed.pretrain_throughput``'s product of up to 2048²).
 
 Every variant times the same number of training steps (forward, backward, AdamW); one batch is a
 warm-up. ``--profile`` prints torch.profiler's top operators of each harness step at the precision.
