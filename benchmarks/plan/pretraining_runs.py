@@ -51,8 +51,7 @@ def entry_name(encoder_name: str) -> str:
 
 def is_run_of(encoder_name: str, name: str) -> bool:
     """Whether ``encoder_name`` is one pretraining run of the entry ``name`` (:func:`run_name`)."""
-    run = encoder_name.removeprefix(f"{name}+run")
-    return run != encoder_name and run.isdigit()
+    return encoder_name != name and entry_name(encoder_name) == name
 
 
 def method_encoder(encoder: dict) -> str:

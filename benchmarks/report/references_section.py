@@ -53,12 +53,17 @@ def verdict(row: pd.Series) -> str:
     return prefix + (", ".join(won) + " only" if won else "none")
 
 
-def _gap(row: pd.Series, columns: tuple[str, ...]) -> str:
-    gap, low, high, p_value = (row.get(column, np.nan) for column in columns)
+def _interval(row: pd.Series, columns: tuple[str, ...]) -> str:
+    """``+5.0 (+1.2, +8.8)`` in points, the gap alone without a CI, — without a gap."""
+    gap, low, high = (row.get(column, np.nan) for column in columns[:3])
     if pd.isna(gap):
         return "—"
-    ci = f" ({points(low)}, {points(high)})" if pd.notna(low) else ""
-    return f"{points(gap)}{ci} p={number(p_value, '.2g')}"
+    return points(gap) + (f" ({points(low)}, {points(high)})" if pd.notna(low) else "")
+
+
+def _gap(row: pd.Series, columns: tuple[str, ...]) -> str:
+    interval = _interval(row, columns)
+    return interval if interval == "—" else f"{interval} p={number(row.get(columns[3], np.nan), '.2g')}"
 
 
 def references_section(results: pd.DataFrame) -> list[str]:
@@ -109,9 +114,7 @@ def console_summary(results: pd.DataFrame, family: Family | None) -> list[str]:
     for _, row in rows.iterrows():
         parts = []
         for columns in (TWIN, PROBE, TFIDF):
-            gap, low, high, p_value = (row.get(column, np.nan) for column in columns)
-            interval = "—" if pd.isna(gap) else f"{points(gap)} ({points(low)}, {points(high)})"
-            parts.append(f"{interval:<20}{number(p_value, '.2g'):>8}")
+            parts.append(f"{_interval(row, columns):<20}{number(row.get(columns[3], np.nan), '.2g'):>8}")
         lines.append(
             f"  {row['method']:<40}{100 * row['test_acc_mean']:5.1f}   {'   '.join(parts)}   "
             + verdict(row).replace("**", "")

@@ -122,11 +122,6 @@ def twin_probe(evidence: Evidence) -> Gap | None:
     return evidence.probe
 
 
-def optional_field(gap_of: Callable[[Evidence], Gap | None], field: str) -> Callable[[Evidence], Any]:
-    """A value function for an optional column: ``field`` of the gap, None (not written) without one."""
-    return lambda evidence: None if gap_of(evidence) is None else getattr(gap_of(evidence), field)
-
-
 def detectable_effect(evidence: Evidence) -> float:
     """The minimum detectable effect of the twin comparison's design (NaN with one seed pair or none)."""
     gap = evidence.gap
@@ -257,16 +252,16 @@ COLUMNS: list[Column] = [
         PROBE_GAP_COLUMNS[0],
         float,
         "test accuracy gap over the twin's linear probe at the method's fraction (read as gap_vs_random)",
-        optional_field(twin_probe, "gap"),
+        field_of(twin_probe, "gap", None),
         optional=True,
     ),
-    Column(PROBE_GAP_COLUMNS[1], float, "its 95% CI, low end", optional_field(twin_probe, "ci_low"), optional=True),
-    Column(PROBE_GAP_COLUMNS[2], float, "its 95% CI, high end", optional_field(twin_probe, "ci_high"), optional=True),
+    Column(PROBE_GAP_COLUMNS[1], float, "its 95% CI, low end", field_of(twin_probe, "ci_low", None), optional=True),
+    Column(PROBE_GAP_COLUMNS[2], float, "its 95% CI, high end", field_of(twin_probe, "ci_high", None), optional=True),
     Column(
         PROBE_GAP_COLUMNS[3],
         float,
         "two-sided p of the gap over the twin's linear probe",
-        optional_field(twin_probe, "p_value"),
+        field_of(twin_probe, "p_value", None),
         optional=True,
     ),
     Column(
