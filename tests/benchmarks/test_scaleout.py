@@ -216,7 +216,8 @@ def test_only_the_configs_encoders_are_pretrained(tmp_path, capsys):
 CALIBRATION = REPO_ROOT / "results" / "calibration"
 STUDY_CELLS = REPO_ROOT / "results" / "study-cells"
 ELMO_FINETUNED = REPO_ROOT / "results" / "families-v3-selection" / "elmo-finetuned"
-TIMED = [CALIBRATION, STUDY_CELLS, ELMO_FINETUNED]  # the folders the costs file is calibrated on
+ULMFIT_FINETUNED = REPO_ROOT / "results" / "families-v3-selection" / "ulmfit-finetuned"
+TIMED = [CALIBRATION, STUDY_CELLS, ELMO_FINETUNED, ULMFIT_FINETUNED]  # the folders the costs file is calibrated on
 
 
 @pytest.mark.parametrize("folder", TIMED, ids=lambda folder: folder.name)
@@ -234,8 +235,8 @@ def test_a_timed_folder_records_what_its_times_were_measured_on(folder):
 def test_the_cost_model_holds_every_timed_cell_within_a_quarter_of_its_recorded_time(folder):
     """The costs file's figures against the cells each folder ran (one at a time, after bf16 by
     default and one validation schedule): the calibration's tiny GPT (its `gpt-calibration/…`
-    figures), the study's own GPT cells (`gpt/full/cls`, `gpt/frozen/attn`) and ELMo's fine-tuned
-    recipe selection (`elmo/gradual/attn`, two cells at a time). Each cell's
+    figures), the study's own GPT cells (`gpt/full/cls`, `gpt/frozen/attn`) and ELMo's and ULMFiT's
+    fine-tuned recipe selections (`elmo/gradual/attn`, `ulmfit/gradual/concat-pool`). Each cell's
     recorded CPU minutes (``time_cpu_s``: a single-threaded cell's minutes of one core, which the
     load of a shared machine stretches far less than its wall time) within ±25% of the model's
     estimate — the 10% cells with equal steps priced at the 100% figure, the random-init twins at
