@@ -51,8 +51,9 @@ pretrain: $(STAMP)  ## pretrain the default biLM (configs/pretrain/elmo.yaml), t
 # run once), and files go out in the order tests/conftest.py gives them (the longest first)
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$((n + 1)))
 
+# `make test` ends with its 15 slowest tests (setup included), so a run that grows shows where
 test: $(STAMP)  ## run the test suite (set MRPC_DIR to run the real-data tests)
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(ARGS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15 $(ARGS)
 
 .PHONY: test-fast
 test-fast: $(STAMP)  ## every unit test, without the slow end-to-end ones (docs/contributing.md)
