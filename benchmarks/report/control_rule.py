@@ -51,13 +51,13 @@ def failed_note(rows: pd.DataFrame) -> list[str]:
     return [
         f"✗ control failed — the pre-registered rule ({RULE_TEXT}): such a gap is shown, never counted among "
         "the gaps that hold. "
-        + "; ".join(_named_reason(row["method"], row["control_reason"]) for _, row in failed.iterrows())
+        + "; ".join(named_reason(row["method"], row["control_reason"]) for _, row in failed.iterrows())
         + ".",
         "",
     ]
 
 
-def _named_reason(method: str, reason: str) -> str:
+def named_reason(method: str, reason: str) -> str:
     """A failed comparison and its reason, which names each arm that failed: the method once."""
     own = f"`{method}`: "
     return reason if str(reason).startswith(own) else f"`{method}` — {reason}"

@@ -8,7 +8,7 @@ from scipy import stats
 
 from benchmarks.report.outputs import write_outputs
 from benchmarks.report.results_table import build_results
-from benchmarks.stats.controls import CONTROL_COLUMNS
+from benchmarks.stats.controls import CONTROL_COLUMNS, CONTROL_OK_COLUMN, CONTROL_REASON_COLUMN
 from benchmarks.stats.gaps import METRICS, NO_SEED_REPLICATION, PVALUE_COLUMN
 from benchmarks.stats.multiplicity import holm
 from benchmarks.stats.paired_seeds import SEEDS_T_COLUMNS
@@ -436,6 +436,26 @@ def test_print_summary_shows_gap_ci_and_p(capsys, tmp_path):
     (baseline,) = [line for line in lines if line.strip().startswith("tfidf-lr ")]
     assert baseline.endswith("—")
     assert any(line.strip().startswith("† one seed pair") for line in lines)
+
+
+@pytest.mark.slow  # importing the suite loads Lightning and MLflow
+def test_print_summary_marks_a_gap_whose_control_failed_and_says_why(capsys, tmp_path):
+    from benchmarks.suite import print_summary
+
+    runs, preds = make_benchmark(CELLS + ONE_SEED)
+    results = build_results(runs, preds)
+    failed = results["method"] == "elmo-scalar-pool-mlp"
+    reason = "`random-scalar-pool-mlp`: one class in 3/3 runs"
+    results[CONTROL_OK_COLUMN] = np.where(failed, False, results[CONTROL_OK_COLUMN])
+    results[CONTROL_REASON_COLUMN] = np.where(failed, reason, "")
+    print_summary(results, {"name": "unit", "experiment": "mrpc"}, "parent1", tmp_path, 60.0)
+    lines = capsys.readouterr().out.splitlines()
+    (line,) = [line for line in lines if line.strip().startswith("elmo-scalar-pool-mlp ")]
+    assert re.search(r"\) ✗ +[\d.e-]+ ", line), line  # the gap is shown, marked
+    (note,) = [line for line in lines if line.strip().startswith("✗ control failed")]
+    assert "never counted" in note and f"`elmo-scalar-pool-mlp` — {reason}" in note
+    (passed,) = [line for line in lines if line.strip().startswith("elmo-top-pool-mlp ")]
+    assert "✗" not in passed
 
 
 def test_the_report_sums_each_methods_cell_times(benchmark, tmp_path):
