@@ -6,7 +6,9 @@ other encoders still pretrain), and independent encoders pretrain side by side w
 The driver keeps no more tasks in flight than the cluster's CPUs (``--jobs`` on a local
 instance), stages first: a stage is on the critical path, and a queue of one-CPU cells would
 otherwise starve a stage that needs several. Cells found already finished (by their settings
-hash) are reused or linked, never run again. The first task that fails stops the study: the
+hash) are reused or linked, never run again: when planned, and again when dispatched, so a cell
+that another benchmark on the same store finished meanwhile is linked, not trained twice. The
+first task that fails stops the study: the
 tasks in flight are cancelled (their runs end KILLED) and the failure is one line."""
 
 from __future__ import annotations
@@ -54,6 +56,8 @@ class Task:
     resources: dict
     on_done: Callable[[dict], None]
     log: Path | None = None
+    cell: Cell | None = None  # a cell's task: looked for in the store again before it is dispatched
+    cell_hash: str = ""
 
     @property
     def cpus(self) -> int:
@@ -241,21 +245,7 @@ class StudyExecutor:
             self.cell_done(cell, {"run_id": run_id, "reused": True}, f"from results {recorded.folder.name}")
             return
         if found is not None:
-            run = self.client.get_run(found)
-            if recorded is not None and result_numbers(recorded.record["metrics"]) != result_numbers(run.data.metrics):
-                raise UserError(
-                    f"cell {cell.method} seed {cell.seed} ({cell_hash}): run {found} of this store and "
-                    f"{recorded.path} have other numbers; not reused, none is chosen: delete the wrong "
-                    f"copy or leave its folder out"
-                )
-            owner = run.data.tags.get("mlflow.parentRunId")
-            if owner != self.study.parent:
-                self.linked.append(found)
-            self.cell_done(
-                cell,
-                {"run_id": found, "reused": True},
-                "reused" if owner == self.study.parent else f"linked from benchmark {str(owner)[:8]}",
-            )
+            self.take_finished(cell, cell_hash, found)
             return
         label = f"cell {cell.method} seed {cell.seed}"
         if cell.kind in ("baseline", "probe"):
@@ -267,6 +257,8 @@ class StudyExecutor:
                 (cell, self.data, cell_hash, self.study),
                 {"num_cpus": 1},
                 lambda value: self.cell_done(cell, value),
+                cell=cell,
+                cell_hash=cell_hash,
             )
         else:
             task = Task(
@@ -277,8 +269,40 @@ class StudyExecutor:
                 cell_resources(cell_config, cell.args),
                 lambda value: self.cell_done(cell, value),
                 cell_log(self.study.logs, cell),
+                cell=cell,
+                cell_hash=cell_hash,
             )
         self.cells.append(task)
+
+    def take_finished(self, cell: Cell, cell_hash: str, found: str) -> None:
+        """Reuse the finished run ``found`` of this benchmark, or link another benchmark's."""
+        run = self.client.get_run(found)
+        recorded = self.results.cells.get(cell_hash)
+        if recorded is not None and result_numbers(recorded.record["metrics"]) != result_numbers(run.data.metrics):
+            raise UserError(
+                f"cell {cell.method} seed {cell.seed} ({cell_hash}): run {found} of this store and "
+                f"{recorded.path} have other numbers; not reused, none is chosen: delete the wrong "
+                f"copy or leave its folder out"
+            )
+        owner = run.data.tags.get("mlflow.parentRunId")
+        if owner != self.study.parent:
+            self.linked.append(found)
+        self.cell_done(
+            cell,
+            {"run_id": found, "reused": True},
+            "reused" if owner == self.study.parent else f"linked from benchmark {str(owner)[:8]}",
+        )
+
+    def finished_meanwhile(self, task: Task) -> bool:
+        """Whether the cell of ``task`` was finished since it was planned (by another benchmark on
+        the same store, say); then it is taken as found, not dispatched."""
+        if task.cell is None:
+            return False
+        found = finished_run(self.study.experiment, task.cell_hash, self.study.parent)
+        if found is None:
+            return False
+        self.take_finished(task.cell, task.cell_hash, found)
+        return True
 
     def cell_done(self, cell: Cell, value: dict, status: str | None = None) -> None:
         self.run_ids[(cell.method, cell.seed)] = value["run_id"]
@@ -315,6 +339,8 @@ class StudyExecutor:
         for queue in (self.stages, self.cells):
             while queue and (used + queue[0].cpus <= capacity or not self.in_flight):
                 task = queue.popleft()
+                if self.finished_meanwhile(task):
+                    continue
                 if task.kind == "stage":
                     print(f"  pretraining {task.label} on {task.cpus} CPU(s) …", flush=True)
                 self.in_flight[self.engine.submit(task.function, task.args, task.resources)] = task

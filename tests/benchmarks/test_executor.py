@@ -253,3 +253,41 @@ def test_the_cost_table_prices_a_head_above_a_probe_and_no_fraction_it_lacks():
         )
         is None
     )
+
+
+def test_a_cell_another_benchmark_finished_while_it_waited_is_linked_not_dispatched(tmp_path, fake_store, monkeypatch):
+    planned_early: set[str] = set()  # cells planned while the first stage ran: the baselines
+    elsewhere = {"done": False}
+
+    def finished_run(experiment, cell_hash, parent=None):
+        if not elsewhere["done"]:
+            planned_early.add(cell_hash)
+            return None
+        return "run:other-benchmark" if cell_hash in planned_early else None
+
+    monkeypatch.setattr(executor_module, "finished_run", finished_run)
+
+    class OtherBenchmarkFinishesTheBaselines(FakeEngine):
+        def result(self, handle):
+            value = super().result(handle)
+            elsewhere["done"] = True  # meanwhile, a suite on the same store finished the baselines
+            return value
+
+    config = parse_matrix({**study_config(tmp_path), "baselines": ["majority"]})
+    study = Study("dag", "mrpc", "parent", "driver", tmp_path / "logs", "digest")
+    executor = StudyExecutor(
+        OtherBenchmarkFinishesTheBaselines(cpus=1),
+        study,
+        config,
+        SimpleNamespace(content_hash="digest"),
+        config.finetune_config,
+        [],
+        1,
+        {"elmo": None, "ulmfit": None},
+    )
+    _, done = executor.run()
+    started = [name for event, name in executor.engine.log if event == "start"]
+    assert planned_early and not [name for name in started if "majority" in name]
+    assert [run_id for cell, run_id in done if cell.kind == "baseline"] == ["run:other-benchmark"]
+    assert executor.linked == ["run:other-benchmark"]
+    assert len([name for name in started if name.startswith("cell:")]) == 4  # the heads still run
