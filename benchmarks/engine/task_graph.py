@@ -6,10 +6,10 @@ other encoders still pretrain), and independent encoders pretrain side by side w
 The driver keeps no more tasks in flight than the cluster's CPUs (``--jobs`` on a local
 instance), stages first: a stage is on the critical path, and a queue of one-CPU cells would
 otherwise starve a stage that needs several. Cells found already finished (by their settings
-hash) are reused or linked, never run again: when planned, and again when dispatched, so a cell
-that another benchmark on the same store finished meanwhile is linked, not trained twice. The
-first task that fails stops the study: the
-tasks in flight are cancelled (their runs end KILLED) and the failure is one line."""
+hash) are reused or linked, never run again: looked for when planned and again when dispatched,
+so a cell that another benchmark on the same store finished meanwhile is linked, not trained
+again. The first task that fails stops the study: the tasks in flight are cancelled (their runs
+end KILLED) and the failure is one line."""
 
 from __future__ import annotations
 
