@@ -130,14 +130,13 @@ report: $(STAMP)  ## a report from results folders alone (RESULTS="results/famil
 	$(PY) -m benchmarks report $(RESULTS) --out $(OUT)
 
 # The study `make study-report` builds: its chunks' folders in results/$(STUDY)/, its chunk configs (the
-# registered comparisons, run or not) in configs/benchmarks/$(STUDY)/. The default stays v2
-# (families-budget → docs/study-report/) until v3's chunks are committed in results/families-v3/; then
-# v3 becomes the default and v2's report is rebuilt beside its folders:
-# make study-report STUDY=families-budget OUT=results/families-budget/report
-STUDY ?= families-budget
-study-report: OUT ?= docs/study-report
+# registered comparisons, run or not) in configs/benchmarks/$(STUDY)/. The default is the published
+# study, v3 (families-v3 → docs/study-report/); any other study's report goes beside its folders
+# (STUDY=families-budget, v2 → results/families-budget/report/)
+STUDY ?= families-v3
+study-report: OUT ?= $(if $(filter families-v3,$(STUDY)),docs/study-report,results/$(STUDY)/report)
 study-report: STUDY_FOLDERS = $(patsubst %/benchmark.json,%,$(wildcard results/$(STUDY)/*/benchmark.json))
-study-report: $(STAMP)  ## a transfer study's report from its committed chunks alone (STUDY=families-budget: results/families-budget/ → docs/study-report/; OUT=<folder>)
+study-report: $(STAMP)  ## a transfer study's report from its committed chunks alone (default STUDY=families-v3 → docs/study-report/; OUT=<folder>)
 	@test -n "$(STUDY_FOLDERS)" || { echo "error: STUDY=$(STUDY): no results/$(STUDY)/*/benchmark.json; name a study with committed chunks (ls results/)" >&2; exit 2; }
 	$(PY) -m benchmarks report $(STUDY_FOLDERS) --out $(OUT) \
 		--name "transfer study ($(STUDY))" --registered $(wildcard configs/benchmarks/$(STUDY)/*.yaml)

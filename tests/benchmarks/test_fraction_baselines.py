@@ -172,10 +172,13 @@ def test_make_study_report_takes_the_study_as_a_variable():
         )
 
     default = make("-n")
-    assert "results/families-budget/gpt-frozen" in default.stdout and "--out docs/study-report" in default.stdout
-    assert "configs/benchmarks/families-budget/gpt-frozen.yaml" in default.stdout
+    assert "results/families-v3/gpt-frozen-runs0-2" in default.stdout and "--out docs/study-report" in default.stdout
+    assert "configs/benchmarks/families-v3/gpt-frozen-runs0-2.yaml" in default.stdout
+    assert "results/families-budget" not in default.stdout
+    v2 = make("-n", "STUDY=families-budget")  # beside its folders: never over the published report
+    assert "results/families-budget/gpt-frozen" in v2.stdout and "--out results/families-budget/report" in v2.stdout
     other = make("-n", "STUDY=frozen-heads-x", "OUT=/tmp/x")
-    assert "results/families-budget" not in other.stdout and "transfer study (frozen-heads-x)" in other.stdout
+    assert "results/families-v3" not in other.stdout and "transfer study (frozen-heads-x)" in other.stdout
     missing = make("STUDY=no-such-study")
     assert missing.returncode != 0
     assert missing.stderr.splitlines()[0] == (
