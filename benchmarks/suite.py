@@ -38,7 +38,7 @@ from benchmarks.report.outputs import write_outputs
 from benchmarks.report.parent_view import describe_parent, link_lines
 from benchmarks.report.results_table import build_results
 from benchmarks.results_files.folder import ResultSet
-from benchmarks.results_files.recipe_folders import recipe_table, with_picks
+from benchmarks.results_files.recipe_folders import check_selections_exist, recipe_table, with_picks
 from benchmarks.results_files.store_transfer import STUDY_ARTIFACT
 from benchmarks.stats.preregistration import adjust_registered
 from benchmarks.tasks.attempts import end_driver_runs, new_driver_id
@@ -176,6 +176,7 @@ def run_suite(args: argparse.Namespace) -> int:
         str(args.config),
         trainer_setting(finetune_config, list(config.finetune_args), "accelerator", "auto"),
     )
+    check_selections_exist(config, str(args.config))  # a selection not run yet: before the store and the data
     with one_suite(config.name, tracking_uri()):
         return run_study(args, config, started)
 

@@ -6,6 +6,7 @@ estimate, once the folders exist), and the report's table of every arm's grid po
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pandas as pd
 
@@ -25,15 +26,29 @@ from benchmarks.results_files.folder import ResultSet
 from harness.errors import UserError
 
 
-def read_selection(folder: str, where: str, data_digest: str | None = None) -> tuple[dict, pd.DataFrame, set[int]]:
-    """A selection folder's settings, grid points and seeds; a missing or unreadable folder is one line."""
+def selection_path(folder: str, where: str) -> Path:
+    """The results folder ``recipe_from: folder`` names; one line when there is none there yet."""
     path = repo_path(folder)
     if not (path / "benchmark.json").is_file():
         raise UserError(
             f"{where}: recipe_from {folder}: no results folder there (run the selection config and "
             f"export it with `python -m benchmarks export --out {folder}` first)"
         )
-    results = ResultSet([path], data_digest)
+    return path
+
+
+def check_selections_exist(matrix: Matrix, where: str) -> None:
+    """One line for the first ``recipe_from`` folder not there yet: checked before the data set is
+    read, which may mean a download."""
+    for settings in matrix.transfers.values():
+        for transfer in settings:
+            if transfer.recipe_from:
+                selection_path(transfer.recipe_from, where)
+
+
+def read_selection(folder: str, where: str, data_digest: str | None = None) -> tuple[dict, pd.DataFrame, set[int]]:
+    """A selection folder's settings, grid points and seeds; a missing or unreadable folder is one line."""
+    results = ResultSet([selection_path(folder, where)], data_digest)
     runs, _ = results.runs_and_predictions()
     seeds = set(runs["seed"].astype(int)) if "seed" in runs else set()
     return results.benchmarks[0].get("settings") or {}, grid_points(runs), seeds

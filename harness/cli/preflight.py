@@ -1,8 +1,8 @@
 """Checks of a command line that need no heavy import: unknown flags (with a did-you-mean), a
-missing ``--config`` file, a group flag given a class it does not take (``--model=LitBERT``: the
-choices, in one line) and values a stage checks by name. A stage's entry point runs them
-before it imports torch, Lightning or MLflow, so a typo answers in about a second; the full
-parser checks the rest afterwards. Nothing here may reject what the full parser accepts."""
+missing ``--config`` file or one that gives a key twice, a group flag given a class it does not
+take (``--model=LitBERT``: the choices, in one line) and values a stage checks by name. A stage's
+entry point runs them before it imports torch, Lightning or MLflow, so a typo answers in about a
+second; the full parser checks the rest afterwards. Nothing here may reject what the full parser accepts."""
 
 from __future__ import annotations
 
@@ -47,16 +47,34 @@ def unknown_flag(key: str, flags: frozenset[str], leaves: frozenset[str]) -> str
 
 
 def config_problem(key: str, value: str | None) -> str | None:
-    """``--config``/``-c``: the file must exist (a did-you-mean among the YAML files beside it)."""
+    """``--config``/``-c``: the file must exist (a did-you-mean among the YAML files beside it) and
+    give no key twice in one mapping, which the full parser refuses too (``harness.unique_keys``);
+    found here, it is named before the stage reads its data set."""
     if value is None or value.lstrip().startswith(("{", "[")) or "\n" in value:  # an inline config
         return None
     path = Path(value).expanduser()
     if path.is_file():
-        return None
+        return duplicate_key_problem(path)
     if not path.parent.is_dir():
         return f"--{key}={value}: no such file (nor its folder {path.parent})"
     close = difflib.get_close_matches(path.name, [entry.name for entry in path.parent.glob("*.y*ml")], n=1)
     return f"--{key}={value}: no such file" + (f"; did you mean {path.parent / close[0]}?" if close else "")
+
+
+def duplicate_key_problem(path: Path) -> str | None:
+    """The one line naming the file, line and key when ``path`` gives a key twice in one mapping;
+    None otherwise, and for a file that is unreadable or not valid YAML (the full parse names that)."""
+    import yaml
+
+    from harness.unique_keys import DuplicateKey, check_unique_keys
+
+    try:
+        check_unique_keys(path.read_text(encoding="utf-8"), str(path))
+    except DuplicateKey as error:
+        return str(error)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        pass  # the full parse names an unreadable or invalid file
+    return None
 
 
 def group_problem(

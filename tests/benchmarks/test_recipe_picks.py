@@ -324,6 +324,7 @@ def test_the_suite_stops_on_a_missing_selection_before_any_run(tmp_path, monkeyp
     config.write_text(yaml.safe_dump(chunk(tmp_path / "not-run-yet")))
     store = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", store)
+    monkeypatch.setenv("MRPC_DIR", str(tmp_path / "no-data-here"))  # named before the data set is read
     assert suite.main(["--config", str(config), "--results-dir", str(tmp_path / "out"), "--jobs", "1"]) == 2
     error = [line for line in capsys.readouterr().err.splitlines() if "INFO" not in line]  # MLflow's own lines aside
     assert len(error) == 1 and error[0].startswith(f"error: {config}: recipe_from {tmp_path / 'not-run-yet'}: ")

@@ -72,6 +72,17 @@ def test_what_the_parser_accepts_passes(argv, monkeypatch, tmp_path):
     assert finetune_problems(argv) == []
 
 
+def test_a_config_giving_a_key_twice_is_named_before_the_data_set_is_read(tmp_path):
+    twice = tmp_path / "twice.yaml"
+    twice.write_text("data:\n  train_fraction: 0.1\n  train_fraction: 0.5\n")
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("data: [unclosed\n")  # not valid YAML: the full parse names it
+    assert finetune_problems(["fit", "--config", str(twice)]) == [
+        f"{twice}:3: key 'train_fraction' given twice in one mapping (which value is meant?); keep one"
+    ]
+    assert finetune_problems(["fit", "--config", str(broken)]) == []
+
+
 def test_a_run_the_local_store_lacks_is_named_with_the_closest_before_mlflow_loads(monkeypatch, tmp_path):
     from mlflow.tracking import MlflowClient
 
