@@ -26,24 +26,32 @@ from benchmarks.results_files.folder import ResultSet
 from harness.errors import UserError
 
 
+def selection_folders(matrix: Matrix) -> list[str]:
+    """Every ``recipe_from`` folder ``matrix`` names, once each, in the order of its transfers."""
+    named = (transfer.recipe_from for settings in matrix.transfers.values() for transfer in settings)
+    return [folder for folder in dict.fromkeys(named) if folder]
+
+
+def is_exported(folder: str) -> bool:
+    """Whether ``folder`` holds a results folder (its ``benchmark.json``)."""
+    return (repo_path(folder) / "benchmark.json").is_file()
+
+
 def selection_path(folder: str, where: str) -> Path:
     """The results folder ``recipe_from: folder`` names; one line when there is none there yet."""
-    path = repo_path(folder)
-    if not (path / "benchmark.json").is_file():
+    if not is_exported(folder):
         raise UserError(
             f"{where}: recipe_from {folder}: no results folder there (run the selection config and "
             f"export it with `python -m benchmarks export --out {folder}` first)"
         )
-    return path
+    return repo_path(folder)
 
 
 def check_selections_exist(matrix: Matrix, where: str) -> None:
     """One line for the first ``recipe_from`` folder not there yet: checked before the data set is
     read, which may mean a download."""
-    for settings in matrix.transfers.values():
-        for transfer in settings:
-            if transfer.recipe_from:
-                selection_path(transfer.recipe_from, where)
+    for folder in selection_folders(matrix):
+        selection_path(folder, where)
 
 
 def read_selection(folder: str, where: str, data_digest: str | None = None) -> tuple[dict, pd.DataFrame, set[int]]:
@@ -103,8 +111,8 @@ def with_picks(matrix: Matrix, where: str, data_digest: str | None = None) -> Ma
 def with_known_picks(matrix: Matrix, where: str) -> Matrix:
     """For an estimate of the cost: ``matrix`` with its picks read (:func:`with_picks`) once every
     ``recipe_from`` folder it names exists; else as it is (the estimate takes each arm's dearest head)."""
-    folders = {transfer.recipe_from for settings in matrix.transfers.values() for transfer in settings} - {""}
-    if folders and all((repo_path(folder) / "benchmark.json").is_file() for folder in folders):
+    folders = selection_folders(matrix)
+    if folders and all(is_exported(folder) for folder in folders):
         return with_picks(matrix, where)
     return matrix
 
