@@ -12,26 +12,13 @@ from benchmarks.tasks.baselines import fit_baseline
 from harness.datasets import sick
 from harness.datasets.registry import dataset_choices, load_pair_data, split_title
 from harness.errors import UserError
+from tests.pair_files import write_sick
 
 REPO = Path(__file__).resolve().parents[3]
 RELEASE_DIR = Path(os.environ.get("SICK_DIR") or REPO.parent / "shared" / "data" / "sick")
 needs_release = pytest.mark.skipif(
     not (RELEASE_DIR / sick.FILES["test"]).is_file(), reason=f"the SICK release is not at {RELEASE_DIR}: set SICK_DIR"
 )
-
-
-def write_sick(folder: Path, rows_per_split: int = 6) -> Path:
-    """A SICK-format folder of made-up pairs: no header, id / A / B / relatedness / entailment."""
-    folder.mkdir(parents=True, exist_ok=True)
-    labels = ("NEUTRAL", "ENTAILMENT", "CONTRADICTION")
-    for number, name in enumerate(sick.FILES.values()):
-        lines = [
-            f"{number * 100 + k}\tA man plays the {name[5:9]} number {k}\tSomeone plays thing {number}-{k}\t"
-            f"{1 + k % 5}.0\t{labels[k % 3]}\n"
-            for k in range(rows_per_split)
-        ]
-        (folder / name).write_text("".join(lines), encoding="ascii")
-    return folder
 
 
 @needs_release
