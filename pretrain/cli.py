@@ -20,6 +20,7 @@ from harness.training.checkpoints import run_checkpoints
 from pretrain.callbacks import ExportEncoder, LanguageModelSamples
 from pretrain.corpus.corpora import GROUPS, PAIR_TRAIN, SHARED_FOLDERS, entries, log_corpora
 from pretrain.corpus.datamodule import CorpusDataModule
+from pretrain.corpus.evaluation_text import contamination_line
 from pretrain.encoders.loading import init_checkpoint
 from pretrain.encoders.provenance import SMOKE_TAG, origin_of
 from pretrain.encoders.registry import ALIAS, model_name, register_encoder
@@ -229,6 +230,7 @@ class PretrainCLI(TrackedCLI):
             f"  corpus     {summary['train_sentences']} sentences, {summary['train_tokens']} tokens"
             f"  (held out: {summary['validation_sentences']} {held_out} sentences)",
             f"  sources    {corpora} sentences",
+            f"  evaluation {contamination_line(summary)}",
             f"  val_ppl    {results.get('val_ppl', float('nan')):.2f}  ("
             + ", ".join(
                 f"{key.removeprefix('val_ppl_')} {results[key]:.2f}"

@@ -109,3 +109,20 @@ def write_three_label_set(folder: Path, sizes: tuple[int, int, int] = (240, 60, 
         paths[split] = folder / f"{split}.tsv"
         paths[split].write_text("\n".join(lines) + "\n", encoding="utf-8")
     return paths
+
+
+SICK_FILES = {"train": "SICK_train.txt", "dev": "SICK_trial.txt", "test": "SICK_test_annotated.txt"}
+
+
+def write_sick(folder: Path, rows_per_split: int = 6) -> Path:
+    """A SICK-format folder of made-up pairs: no header, id / A / B / relatedness / entailment."""
+    folder.mkdir(parents=True, exist_ok=True)
+    labels = ("NEUTRAL", "ENTAILMENT", "CONTRADICTION")
+    for number, name in enumerate(SICK_FILES.values()):
+        lines = [
+            f"{number * 100 + k}\tA man plays the {name[5:9]} number {k}\tSomeone plays thing {number}-{k}\t"
+            f"{1 + k % 5}.0\t{labels[k % 3]}\n"
+            for k in range(rows_per_split)
+        ]
+        (folder / name).write_text("".join(lines), encoding="ascii")
+    return folder

@@ -34,3 +34,6 @@ class DataSet:
     hash_param: str | None = None  # a second param name for its content hash (beside dataset_hash)
     split_sizes: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # {content hash: {split: pairs}}
     # of a release whose content is fixed: what bounds a results folder's predictions of it
+    release_overlap: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # {content hash:
+    # {"train/dev": pairs, ...}}: the pairs a fixed release's own splits share, which the literature's
+    # split keeps; exactly these are accepted (and said) whatever --data.max_split_overlap allows

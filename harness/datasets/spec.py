@@ -15,8 +15,11 @@ class PairDataSpec:
 
     Args:
         dataset: the named data set (``harness.datasets.registry``): ``mrpc`` (the MSR files and
-            the GLUE split) or ``tsv`` (the three files ``train``, ``dev``, ``test``).
+            the GLUE split), ``sick-e`` (SICK's entailment classes) or ``tsv`` (the three files
+            ``train``, ``dev``, ``test``).
         mrpc_dir: folder with the MSR release files (default: ``$MRPC_DIR`` or ``data/mrpc``).
+        data_dir: folder with the release files of another named data set (``sick-e``; default:
+            its variable, ``$SICK_DIR``, else ``$DATA_ROOT/<folder>``).
         train: a ``tsv`` data set's train file: tab-separated, a header naming ``sentence1``,
             ``sentence2``, ``label`` and optionally ``id``; its labels are the label set.
         dev: a ``tsv`` data set's dev file (model selection), in the train file's format.
@@ -37,6 +40,7 @@ class PairDataSpec:
 
     dataset: str = "mrpc"
     mrpc_dir: str | None = None
+    data_dir: str | None = None
     train: str | None = None
     dev: str | None = None
     test: str | None = None
@@ -51,4 +55,4 @@ class PairDataSpec:
 
 
 SPEC_KEYS = tuple(field.name for field in fields(PairDataSpec))
-PATH_KEYS = ("mrpc_dir", "train", "dev", "test")  # the keys that name files or folders
+PATH_KEYS = ("mrpc_dir", "data_dir", "train", "dev", "test")  # the keys that name files or folders

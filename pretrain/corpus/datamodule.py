@@ -30,6 +30,9 @@ from harness.errors import UserError
 from harness.training.batching import BucketBatchSampler, pad_batch
 from harness.training.resumable_batches import EpochPosition, ResumableBatchSampler, mid_epoch_state
 from pretrain.corpus.corpora import combine, contribution, read_corpora
+from pretrain.corpus.evaluation_text import FLAG as KEEP_OUT_FLAG
+from pretrain.corpus.evaluation_text import contamination, named_evaluation_texts
+from pretrain.corpus.evaluation_text import keep_out as keep_out_of
 from pretrain.encoders.checkpoints import build_tokenizer, tokenizer_class
 from pretrain.tokenization.vocabulary_checks import check_built, check_known_share, requested_size
 from pretrain.tokenization.words import Tokenizer
@@ -110,6 +113,11 @@ class CorpusDataModule(pl.LightningDataModule):
         transductive: also pretrain (and build the vocabulary) on the dev and test sentences;
             held-out perplexity then uses a seeded 2% of the other pretraining text, kept out of
             training (never the evaluation sentences themselves).
+        keep_out: named data sets (``mrpc``, ``sick-e``, …) whose dev and test sentences are
+            removed from the whole pretraining text, a pair data set's own train sentences
+            included (``pretrain.corpus.evaluation_text``); each is read from its default folder.
+            Every run counts the dev and test sentences of its pair data set and of these in its
+            pretraining text (``contamination_<task>_<split>`` params).
         min_frequency: words seen fewer times in the pretraining text become ``<UNK>``.
         max_vocab_size: keep at most this many entries, most frequent first (word: unset keeps every
             word; subword: the BPE vocabulary size, default 8000); a size that leaves no room for a
@@ -133,6 +141,7 @@ class CorpusDataModule(pl.LightningDataModule):
         corpus: str | list[str] = "mrpc",
         extra_corpus: list[str] | None = None,
         transductive: bool = False,
+        keep_out: list[str] | None = None,
         min_frequency: int = 1,
         max_vocab_size: int | None = None,
         batch_size: int = 16,
@@ -167,6 +176,13 @@ class CorpusDataModule(pl.LightningDataModule):
             before = len(train)
             train = [s for s in train if s in pair_train or s not in excluded]
             self.removed_evaluation_sentences = before - len(train)
+        if keep_out and transductive:
+            raise UserError(f"{KEEP_OUT_FLAG}: not with --data.transductive=true, which pretrains on them")
+        evaluation_texts = named_evaluation_texts(keep_out, pairs)
+        kept_out = None
+        if keep_out:
+            named = set(keep_out)
+            train, kept_out = keep_out_of(train, [text for text in evaluation_texts if text.task in named])
         if max_sentences is not None:
             train = train[:max_sentences]
         if not train:
@@ -181,6 +197,7 @@ class CorpusDataModule(pl.LightningDataModule):
         self.validation_ids = encode_sentences(self.tokenizer, validation)
         self.validation_words = [word_count(sentence) for sentence in validation]
         self.validation_sentences = validation
+        self.train_sentences = train  # the pretraining text, in order, before long sentences are cut
         self.train_tokens = sum(len(ids) for ids in self.train_ids)
         # the pieces are part of what is trained on; a corpus with nothing to cut keeps its hash
         cutting = [f"max_tokens={max_tokens}"] if self.long_sentences else []
@@ -209,6 +226,9 @@ class CorpusDataModule(pl.LightningDataModule):
         }
         if not transductive:
             self.summary["removed_evaluation_sentences"] = self.removed_evaluation_sentences
+        if kept_out is not None:
+            self.summary["kept_out_sentences"] = kept_out
+        self.summary.update(contamination(train, evaluation_texts))
 
     @staticmethod
     def _tokenizer(train: list[str], kind: str, min_frequency: int, max_vocab_size: int | None, init_from: str | None):
