@@ -14,6 +14,7 @@ from benchmarks.stats.pretraining_runs import (
     CHECKPOINTS,
     NO_RUN_REPLICATION,
     RECIPE,
+    REGISTERED_RECIPE,
     checkpoints_detectable_effect,
     compare_over_pretrainings,
     nested_gap,
@@ -54,15 +55,18 @@ def simulate(
     )
 
 
-def test_the_recipe_reading_is_crossed_gap_over_each_runs_mean_and_one_run_is_crossed_gap_itself():
+def test_the_registered_reading_is_crossed_gap_over_each_runs_mean_and_one_run_is_crossed_gap_itself():
     differences = np.random.default_rng(0).integers(-1, 2, (RUNS, SEEDS, 50)).astype(float)
     gaps = nested_gap(differences)
     over_runs = crossed_gap(differences.mean(axis=1))
-    assert (gaps.recipe.gap, gaps.recipe.p_value, gaps.recipe.ci_low) == (
+    assert (gaps.registered.gap, gaps.registered.p_value, gaps.registered.ci_low) == (
         over_runs.gap,
         over_runs.p_value,
         over_runs.ci_low,
     )
+    assert gaps.recipe.gap == over_runs.gap
+    assert gaps.recipe.ci_high - gaps.recipe.ci_low >= gaps.checkpoints.ci_high - gaps.checkpoints.ci_low
+    assert gaps.registered.procedure == REGISTERED_RECIPE
     assert gaps.recipe.procedure == RECIPE and gaps.checkpoints.procedure == CHECKPOINTS
     assert (gaps.runs, gaps.seeds_per_run) == (RUNS, SEEDS)
     one = nested_gap(differences[:1])
