@@ -131,7 +131,7 @@ def _tfidf_line(registered: pd.DataFrame) -> str:
     return (
         f"**Against TF-IDF + LR** at the same labels: {len(above)} of {len(registered)} above it after Holm"
         + (f" ({', '.join(f'`{method}`' for method in above.index)})" if len(above) else "")
-        + f", {len(below)} below it, the rest not distinguishable from it."
+        + f", {len(below)} below it; no gap detected for the rest."
     )
 
 

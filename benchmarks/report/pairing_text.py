@@ -38,7 +38,7 @@ def pairing_sentence(rows: pd.DataFrame) -> str:
     differing = {method: parts for method, parts in differing.items() if parts}
     sentence = "Each pair shares family, architecture, tokenizer, transfer, training data and seeds"
     if not differing:
-        return sentence + "; its arms ran the same recipe, so only the encoder's weights differ."
+        return sentence + "; no learning-rate or head difference between its arms is recorded."
     named = "; ".join(f"`{method}` {', '.join(parts)}" for method, parts in differing.items())
     sentence += (
         f"; each arm chose its recipe on dev, so in {len(differing)} of {len(counted)} comparisons more than the "
