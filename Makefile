@@ -140,6 +140,7 @@ study-report: $(STAMP)  ## a transfer study's report from its committed chunks a
 	@test -n "$(STUDY_FOLDERS)" || { echo "error: STUDY=$(STUDY): no results/$(STUDY)/*/benchmark.json; name a study with committed chunks (ls results/)" >&2; exit 2; }
 	$(PY) -m benchmarks report $(STUDY_FOLDERS) --out $(OUT) \
 		--name "transfer study ($(STUDY))" --registered $(wildcard configs/benchmarks/$(STUDY)/*.yaml)
+	$(if $(filter docs/study-report,$(OUT)),$(PY) -m benchmarks.report.answer $(OUT)/results.csv docs/study.md results/README.md)
 
 benchmark-corpus: $(STAMP)  ## does more pretraining text transfer? MRPC vs MRPC + Reuters-21578
 	$(PY) -m benchmarks.suite --config configs/benchmarks/corpus.yaml $(ARGS)

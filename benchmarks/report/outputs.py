@@ -15,6 +15,7 @@ import yaml
 
 from benchmarks.plan.lr_selection import lr_grid_section
 from benchmarks.plan.pretraining_runs import entry_name
+from benchmarks.report.answer import answer_section
 from benchmarks.report.control_rule import control_cell
 from benchmarks.report.figures import write_figures
 from benchmarks.report.mix_weights import mix_section
@@ -26,6 +27,7 @@ from benchmarks.report.study_table import study_figures, study_remarks, study_ro
 from benchmarks.stats.controls import CONTROL_OK_COLUMN, RULE_TEXT
 from benchmarks.stats.gaps import METRICS, NO_SEED_REPLICATION, PVALUE_COLUMN
 from benchmarks.stats.preregistration import PREREGISTERED_COLUMN, family_text, missing_note
+from benchmarks.stats.pretraining_runs import STATISTICS_VERSION
 from benchmarks.stats.results_columns import COLLAPSED_COLUMN, STEPS_COLUMN, shown_columns
 from harness.datasets.registry import published_anchors
 
@@ -189,8 +191,9 @@ def time_section(runs: pd.DataFrame) -> list[str]:
 
 HOW_TO_READ = [
     "- **What is paired.** A method's run at seed s is paired with its random-init twin's run at the same seed "
-    "value s (same architecture, mix, head and training data; only the encoder's weights differ; seeds only one of "
-    "them has are left out). Their test predictions are matched item by item on the id columns, and each item "
+    "value s (same architecture, mix and training data; seeds only one of them has are left out). Where each arm "
+    "chose its recipe on dev, the learning rate and head may differ too: the study section names them per "
+    "comparison. Their test predictions are matched item by item on the id columns, and each item "
     "scores d = 1 (only the method right), −1 (only the twin right) or 0.",
     "- **What varies.** Two things are random samples, and the gap must hold beyond both: the training seeds "
     "(initialisation and data order: *seed luck* moves a run's accuracy by itself) and the test items (drawn from "
@@ -297,6 +300,8 @@ def _markdown(
             if context.get("sources")
             else []
         ),
+        f"- statistics: {STATISTICS_VERSION} (`benchmarks.stats.pretraining_runs`; docs/statistics.md)",
+        *answer_section(results),
         "",
         "## Results",
         "",

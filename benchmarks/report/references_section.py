@@ -78,8 +78,9 @@ def references_section(results: pd.DataFrame) -> list[str]:
         "",
         "Each pre-registered comparison's pretrained arm against the three references a transfer claim has to "
         "beat: its random-init twin (the headline gap), the twin's linear probe at the same fraction (what a "
-        "linear read-out of random features reaches already; read as the twin gap is) and TF-IDF + LR fitted on "
-        "the same labels. Test accuracy gap in points, its 95% CI and p adjusted by Holm over the pre-registered "
+        "linear read-out of random features reaches already) and TF-IDF + LR fitted on the same labels, all three "
+        "in one unit: the same test, over pretraining runs where the arm has several. Test accuracy gap in "
+        "points, its 95% CI and p adjusted by Holm over the pre-registered "
         "comparisons, a family per reference (`p_adjusted`, `p_vs_twin_probe_adjusted`, "
         "`p_vs_tfidf_registered_adjusted`). Beats: the gap is positive with p < 0.05; the twin only where both "
         "arms learned.",

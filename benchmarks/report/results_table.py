@@ -12,7 +12,7 @@ from benchmarks.report.probe_checks import twin_probes
 from benchmarks.report.recipe_section import picked_heads
 from benchmarks.stats.aggregate import aggregate_runs
 from benchmarks.stats.controls import control_check
-from benchmarks.stats.gaps import Gap, compare_with_baseline, compare_with_twin, is_collapsed
+from benchmarks.stats.gaps import Gap, compare_with_twin, is_collapsed
 from benchmarks.stats.paired_seeds import paired_t_over_seeds
 from benchmarks.stats.pairing import same_items
 from benchmarks.stats.pretraining_runs import PretrainingGaps, compare_over_pretrainings
@@ -22,23 +22,29 @@ CHECK_KINDS = ("baseline", "probe")  # systems fitted beside the methods, with n
 TFIDF_BASELINE = "tfidf-lr"  # every learned method is also tested against it (``gap_vs_tfidf``)
 
 
-def tfidf_gap(method_runs: dict, fraction: float, by_seed: dict) -> tuple[Gap | None, str]:
+def tfidf_gap(
+    method: str, method_runs: dict, fraction: float, by_seed: dict, run_of: dict | None = None
+) -> tuple[Gap | None, str]:
     """A method's gap to TF-IDF + LR and the baseline row it is against: at a fraction below 1, the
     ``tfidf-lr@<fraction>`` fitted on each seed's own labelled subset, paired by seed like a twin;
-    else (or where that row did not run) the one deterministic ``tfidf-lr`` on the whole train split."""
+    else (or where that row did not run) the one deterministic ``tfidf-lr`` on the whole train split,
+    repeated at every seed. Read as the twin gap is (``twin_gap``: over pretraining runs where the
+    method's cells come from several), so every gap of a method is in one unit."""
     at_fraction = f"{TFIDF_BASELINE}{fraction_suffix(fraction)}"
     if (
         at_fraction != TFIDF_BASELINE
         and at_fraction in by_seed
         and same_items(next(iter(method_runs.values())), next(iter(by_seed[at_fraction].values())))
     ):  # not on capped cells
-        gap = compare_with_twin(method_runs, by_seed[at_fraction], at_fraction)
+        gap = twin_gap(method, method_runs, by_seed[at_fraction], run_of)[0]
         if gap is not None:
             return gap, at_fraction
     if TFIDF_BASELINE not in by_seed:
         return None, ""
     full = by_seed[TFIDF_BASELINE][min(by_seed[TFIDF_BASELINE])]  # deterministic: one run is all of it
-    gap = compare_with_baseline(method_runs, full, TFIDF_BASELINE)
+    if not same_items(next(iter(method_runs.values())), full):
+        return None, ""
+    gap = twin_gap(method, method_runs, {seed: full for seed in method_runs}, run_of)[0]
     return gap, TFIDF_BASELINE if gap is not None else ""
 
 
@@ -49,10 +55,11 @@ def pretraining_runs(runs: pd.DataFrame) -> dict[str, dict]:
 
 
 def twin_gap(
-    method: str, method_runs: dict, twin_runs: dict, run_of: dict
+    method: str, method_runs: dict, twin_runs: dict, run_of: dict | None
 ) -> tuple[Gap | None, PretrainingGaps | None]:
     """A method's gap over its twin: over its pretraining runs ("this recipe", with "these checkpoints"
     beside it) where its cells come from several, else the crossed seeds × items test."""
+    run_of = run_of or {}
     if len(set(run_of.get(seed) for seed in method_runs)) > 1:
         try:
             nested = compare_over_pretrainings(
@@ -106,7 +113,9 @@ def build_results(runs: pd.DataFrame, test_predictions: dict[str, pd.DataFrame])
     fraction_of = train_fractions(runs).groupby(runs["method"]).first()
     references = {}
     for method in sorted(set(by_seed) - baselines):
-        gap, references[method] = tfidf_gap(by_seed[method], fraction_of[method], by_seed)
+        gap, references[method] = tfidf_gap(
+            method, by_seed[method], fraction_of[method], by_seed, run_of.get(method, {})
+        )
         if gap is not None:
             baseline_gaps[method] = gap
     collapsed = predicted.assign(collapsed=[is_collapsed(test_predictions[run]) for run in predicted["run_id"]])

@@ -22,6 +22,7 @@ from benchmarks.plan.lr_selection import CHOSEN_COLUMN
 from benchmarks.plan.matrix import PICKED_HEAD
 from benchmarks.plan.pretraining_runs import entry_name
 from benchmarks.report.control_rule import control_fields, failed_control, failed_mask, failed_note, learned_text
+from benchmarks.report.pairing_text import pairing_sentence
 from benchmarks.report.recipe_section import is_picked
 from benchmarks.stats.preregistration import PREREGISTERED_COLUMN, Family, family_text
 from benchmarks.stats.results_columns import COLLAPSED_COLUMN
@@ -75,6 +76,10 @@ def study_rows(results: pd.DataFrame, runs: pd.DataFrame, encoders: list[dict]) 
                 "recipe": recipe_of(
                     getattr(cell, "finetune", None), result.get(CHOSEN_COLUMN, np.nan), getattr(cell, "recipe_from", "")
                 ),
+                "rate": result.get(CHOSEN_COLUMN, np.nan),
+                "twin_rate": table.loc[twin].get(CHOSEN_COLUMN, np.nan) if twin in table.index else np.nan,
+                "twin_head": table.loc[twin].get("picked_head", np.nan) if twin in table.index else np.nan,
+                "pretrainings": result.get("n_pretrainings", np.nan),
                 "collapsed": _collapsed(table, cell.method),
                 "twin": twin,
                 "twin_collapsed": _collapsed(table, twin),
@@ -125,6 +130,21 @@ def _gap_text(row: pd.Series) -> str:
     return f"{row['gap']:+.1f} ({row['low']:+.1f}, {row['high']:+.1f}) p={row['p']:.2g}{holm}{failed}"
 
 
+def _runs_note(rows: pd.DataFrame) -> str:
+    """Which pretraining runs the gaps generalise over: several (the recipe), or one (that checkpoint)."""
+    runs = pd.to_numeric(rows.get("pretrainings", pd.Series(dtype=float)), errors="coerce")
+    if runs.gt(1).any():
+        return (
+            f" Gaps are read over the {int(runs.max())} pretraining runs (this recipe: runs random; the run "
+            "variance floored at the seeds' own), these checkpoints (runs fixed) and study v3's registered test "
+            "beside them in the remarks."
+        )
+    return (
+        " Each encoder was pretrained once: the gaps are those of that checkpoint (runs fixed) and cannot "
+        "generalise over pretraining runs."
+    )
+
+
 def study_tables(rows: pd.DataFrame, family: Family | None = None) -> list[str]:
     """Markdown: per family, rows = encoder (corpus) · transfer · head, columns = labelled fraction."""
     adjusted = (
@@ -136,9 +156,7 @@ def study_tables(rows: pd.DataFrame, family: Family | None = None) -> list[str]:
         "## Transfer study: gap to the random-init twin",
         "",
         f"Test accuracy gap (pretrained − twin, points) with its 95% CI and p ({adjusted}), per labelled "
-        "fraction. "
-        "Each pair shares family, architecture, tokenizer, transfer, head, data and seeds; only the "
-        "encoder's weights differ.",
+        f"fraction. {pairing_sentence(rows)}{_runs_note(rows)}",
         "",
     ]
     fractions = sorted(rows["fraction"].unique())
@@ -264,7 +282,7 @@ def study_remarks(rows: pd.DataFrame, comparisons: int | None = None, family: Fa
             before = f"; {above} had a CI above 0 before Holm's adjustment" if adjusted and above else ""
             remarks.append(
                 f"{name}: no gap over the twin holds ({rule}; {len(tested)} {among}{before}; median MDE "
-                f"{tested['mde'].median():.1f} points) — no measurable transfer here."
+                f"{tested['mde'].median():.1f} points) — no gap detected (a gap below the MDE may go unseen)."
             )
         if len(losing):
             behind = f"CI below 0, {holm}" if adjusted else "CI below 0, not adjusted for the number of comparisons"

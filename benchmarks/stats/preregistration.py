@@ -20,7 +20,12 @@ import pandas as pd
 from benchmarks.stats.gaps import PROBE_ADJUSTED_COLUMN, PROBE_GAP_COLUMNS, PVALUE_COLUMN, TFIDF_REGISTERED_COLUMN
 from benchmarks.stats.multiplicity import holm
 from benchmarks.stats.paired_seeds import SEEDS_T_ADJUSTED_COLUMN, SEEDS_T_COLUMNS
-from benchmarks.stats.pretraining_runs import CHECKPOINTS_ADJUSTED_COLUMN, CHECKPOINTS_COLUMNS
+from benchmarks.stats.pretraining_runs import (
+    CHECKPOINTS_ADJUSTED_COLUMN,
+    CHECKPOINTS_COLUMNS,
+    REGISTERED_ADJUSTED_COLUMN,
+    REGISTERED_COLUMNS,
+)
 
 PREREGISTERED_COLUMN = "preregistered"  # results.csv: the row is one of the registered comparisons
 ADJUSTED_COLUMN = "p_adjusted"
@@ -49,12 +54,12 @@ def registered_comparisons(settings: list[dict | None]) -> tuple[str, ...]:
 
 def adjust_registered(results: pd.DataFrame, registered: tuple[str, ...]) -> tuple[pd.DataFrame, Family | None]:
     """``results`` with ``p_adjusted`` = Holm over exactly the ``registered`` methods (NaN on every
-    other row), the same for the "these checkpoints" reading's ``checkpoints_p`` and the sensitivity
-    reading's ``seeds_t_p``, the gap over the twin's probe's ``p_vs_twin_probe`` and the gap over
-    TF-IDF's ``p_vs_tfidf`` where the table has them (``checkpoints_p_adjusted``, ``seeds_t_p_adjusted``,
-    ``p_vs_twin_probe_adjusted`` and ``p_vs_tfidf_registered_adjusted``, each beside its p), and a
-    ``preregistered`` column; unchanged, with no
-    family, when nothing is registered.
+    other row), and the same, each beside its p where the table has it, for the "these checkpoints"
+    reading's ``checkpoints_p``, study v3's registered test's ``registered_p``, the sensitivity
+    reading's ``seeds_t_p``, the twin's probe's ``p_vs_twin_probe`` and TF-IDF's ``p_vs_tfidf``
+    (``checkpoints_p_adjusted``, ``registered_p_adjusted``, ``seeds_t_p_adjusted``,
+    ``p_vs_twin_probe_adjusted`` and ``p_vs_tfidf_registered_adjusted``), and a ``preregistered``
+    column; unchanged, with no family, when nothing is registered.
 
     A registered method without a row or a p (not run, or one seed pair) counts as p = 1.
     """
@@ -64,6 +69,7 @@ def adjust_registered(results: pd.DataFrame, registered: tuple[str, ...]) -> tup
     table[ADJUSTED_COLUMN], missing = registered_holm(table, PVALUE_COLUMN, registered)
     for p_column, adjusted_column, after in (
         (CHECKPOINTS_COLUMNS[2], CHECKPOINTS_ADJUSTED_COLUMN, CHECKPOINTS_COLUMNS[2]),
+        (REGISTERED_COLUMNS[2], REGISTERED_ADJUSTED_COLUMN, REGISTERED_COLUMNS[2]),
         (SEEDS_T_COLUMNS[-1], SEEDS_T_ADJUSTED_COLUMN, SEEDS_T_COLUMNS[-1]),
         (PROBE_GAP_COLUMNS[3], PROBE_ADJUSTED_COLUMN, PROBE_GAP_COLUMNS[3]),
         ("p_vs_tfidf", TFIDF_REGISTERED_COLUMN, "p_vs_tfidf_adjusted"),

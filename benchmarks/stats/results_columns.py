@@ -31,9 +31,14 @@ from benchmarks.stats.pretraining_runs import (
     CHECKPOINTS_ADJUSTED_COLUMN,
     CHECKPOINTS_COLUMNS,
     CHECKPOINTS_MDE_COLUMN,
+    MDE_UPPER_COLUMN,
     N_PRETRAININGS_COLUMN,
+    REGISTERED_ADJUSTED_COLUMN,
+    REGISTERED_COLUMNS,
+    SD_UPPER_COLUMN,
     PretrainingGaps,
     checkpoints_detectable_effect,
+    recipe_detectable_effects,
 )
 
 COLLAPSED_COLUMN = "collapsed_runs"
@@ -152,6 +157,29 @@ def checkpoints_reading(index: int) -> Callable[[Evidence], Any]:
     return value
 
 
+def registered_reading(field: str) -> Callable[[Evidence], Any]:
+    """One value of study v3's registered test over runs (run component truncated at 0); None without it."""
+
+    def value(evidence: Evidence):
+        if evidence.over_runs is None or evidence.over_runs.registered is None:
+            return None
+        return getattr(evidence.over_runs.registered, field)
+
+    return value
+
+
+def between_run_sd_upper(evidence: Evidence):
+    """The one-sided 95% upper bound of the between-run SD; None unless read over runs."""
+    if evidence.over_runs is None:
+        return None
+    return float(np.sqrt(evidence.over_runs.between_run_upper))
+
+
+def detectable_at_sd_upper(evidence: Evidence):
+    """The headline's MDE with the between-run SD at its upper bound; None unless read over runs."""
+    return None if evidence.over_runs is None else recipe_detectable_effects(evidence.over_runs)[1]
+
+
 def seeds_t_reading(field: str) -> Callable[[Evidence], Any]:
     """One value of the paired t over seed pairs beside the twin gap; None without it."""
     return lambda evidence: None if evidence.seeds_t is None else getattr(evidence.seeds_t, field)
@@ -195,7 +223,10 @@ COLUMNS: list[Column] = [
     Column("gap_ci_low", float, "its 95% CI, low end", field_of(twin, "ci_low"), summary=True),
     Column("gap_ci_high", float, "its 95% CI, high end", field_of(twin, "ci_high"), summary=True),
     Column(
-        "mde_vs_random", float, "minimum detectable effect of the design (alpha 0.05, power 0.8)", detectable_effect
+        "mde_vs_random",
+        float,
+        "minimum detectable effect of the design from the variance its test uses (alpha 0.05, power 0.8)",
+        detectable_effect,
     ),
     Column(
         "paired_seeds",
@@ -298,6 +329,38 @@ COLUMNS: list[Column] = [
     ),
     Column(
         CHECKPOINTS_COLUMNS[3], float, "SD of the gap between pretraining runs", checkpoints_reading(3), optional=True
+    ),
+    Column(
+        SD_UPPER_COLUMN,
+        float,
+        "one-sided 95% upper bound of between_run_sd",
+        between_run_sd_upper,
+        optional=True,
+    ),
+    Column(
+        MDE_UPPER_COLUMN,
+        float,
+        "minimum detectable effect of the headline with the between-run SD at its upper bound (conservative)",
+        detectable_at_sd_upper,
+        optional=True,
+    ),
+    *[
+        Column(name, float, meaning, registered_reading(field), optional=True)
+        for name, field, meaning in zip(
+            REGISTERED_COLUMNS,
+            ("ci_low", "ci_high", "p_value"),
+            (
+                "sensitivity: the gap's 95% CI by study v3's registered test over runs (run component "
+                "truncated at 0), low end",
+                "high end",
+                "its two-sided p",
+            ),
+        )
+    ],
+    Column(
+        REGISTERED_ADJUSTED_COLUMN,
+        float,
+        "Holm's adjustment of registered_p over the pre-registered comparisons (added with a registered family)",
     ),
     Column(
         CHECKPOINTS_MDE_COLUMN,

@@ -306,7 +306,7 @@ def test_remarks_follow_the_ci(benchmark, tmp_path):
     same = table.loc["elmo-average-pool-mlp"]  # 70% against 70%
     assert same["gap_ci_low"] < 0 < same["gap_ci_high"]
     text = remark(report, "elmo-average-pool-mlp")
-    assert "the CI includes 0" in text and f"{100 * same['mde_vs_random']:.1f} points (MDE)" in text
+    assert f"no gap detected (MDE {100 * same['mde_vs_random']:.1f} points" in text and "the CI spans 0" in text
     assert "beats" not in text
     effects = 100 * table["mde_vs_random"].dropna()
     assert f"Minimum detectable gap (MDE; α = 0.05, power 0.8) with 2–3 seed pair(s) × {N_ITEMS} test items" in report
@@ -511,7 +511,7 @@ def test_the_tfidf_remark_follows_the_ci_not_the_means(benchmark, tmp_path):
     for method in above.index:
         assert f"`{method}`" in groups["above it"], method
     for method in ahead_by_mean.index:  # a higher mean whose CI includes 0 is not "better"
-        assert f"`{method}`" not in groups["above it"] and f"`{method}`" in groups["no measurable difference"]
+        assert f"`{method}`" not in groups["above it"] and f"`{method}`" in groups["no gap detected"]
     row = above.iloc[0]
     assert (
         f"`{above.index[0]}` {100 * row['gap_vs_tfidf']:+.1f} (CI {100 * row['gap_vs_tfidf_ci_low']:+.1f} to "
@@ -544,7 +544,7 @@ def test_tfidf_ahead_by_mean_is_no_claim_that_nothing_beats_it(tmp_path):
     assert close["gap_vs_tfidf"] < 0 < close["gap_vs_tfidf_ci_high"]
     assert "No learned representation beats" not in report
     line = tfidf_remark(report)
-    assert "`elmo-scalar-pool-mlp`" in tfidf_groups(line)["no measurable difference"]
+    assert "`elmo-scalar-pool-mlp`" in tfidf_groups(line)["no gap detected"]
     assert "above it" not in tfidf_groups(line)
     assert "No method is measurably above TF-IDF + LR (a CI that includes 0 is not evidence of no gap)" in line
 

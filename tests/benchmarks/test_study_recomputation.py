@@ -3,10 +3,12 @@
 Nothing from ``benchmarks`` is imported: the cells are read with ``json`` and ``pandas``, each arm's
 test accuracy is counted from its predictions file, every pretrained cell is paired with its twin
 (the cell's ``control`` under the same encoder) at the same seed and test item, and the gap's CI is
-the two-way crossed ANOVA docs/statistics.md describes, written out again here from mean squares:
-over pretraining runs (each run's mean over its seeds) where a comparison has several, over seeds
-where it has one; with several runs also the "these checkpoints" reading, seeds nested in runs. The
-gap to the twin's linear probe at the arm's fraction is read the same way.
+the ANOVA docs/statistics.md describes, written out again here from mean squares. Over pretraining
+runs where a comparison has several (statistics v4): the run mean square floored at the within-run
+seed variation, Satterthwaite's degrees of freedom, never narrower than "these checkpoints" (seeds
+nested in runs, also checked), and study v3's registered test (the runs' means, run component
+truncated at 0) beside them; over seeds where it has one (the crossed test). The gaps to the twin's
+linear probe and to TF-IDF + LR at the arm's fraction are read the same way, in one unit.
 The control rule is the pre-registered one (docs/study.md): a control fails when any cell of either
 arm predicts one class on test, or either arm's mean is within 1 point of the majority rate or
 below it. Both committed reports are checked as committed (v2's beside its folders, v3's in
@@ -32,7 +34,9 @@ REGISTERED = 12  # v3's pre-registered comparisons
 REBUILD_SECONDS = 180
 CLOSE = 1e-9
 CHECKPOINTS = ("checkpoints_ci_low", "checkpoints_ci_high", "checkpoints_p")
+REGISTERED_TEST = ("registered_ci_low", "registered_ci_high", "registered_p")
 PROBE_GAP = ("gap_vs_twin_probe", "gap_vs_twin_probe_ci_low", "gap_vs_twin_probe_ci_high", "p_vs_twin_probe")
+TFIDF_GAP = ("gap_vs_tfidf", "gap_vs_tfidf_ci_low", "gap_vs_tfidf_ci_high", "p_vs_tfidf")
 
 
 def cells_of(study: str) -> pd.DataFrame:
@@ -100,25 +104,76 @@ def crossed_interval(table: np.ndarray) -> tuple[float, float, float, float]:
     return grand, max(grand - half, -1.0), min(grand + half, 1.0), 2 * stats.t.sf(abs(grand / error), df)
 
 
-def nested_interval(differences: np.ndarray) -> tuple[float, float, float]:
-    """95% CI and two-sided p of the mean of a (runs × seeds × items) array of differences with the
-    runs fixed: MS of seeds within runs, of items and of the residual, as ``crossed_interval``."""
-    runs, seeds, items = differences.shape
-    grand = differences.mean()
-    cell_means = differences.mean(axis=2, keepdims=True)
-    run_means = differences.mean(axis=(1, 2), keepdims=True)
-    run_item_means = differences.mean(axis=1, keepdims=True)
-    seed_df = runs * (seeds - 1)
-    ms_seed = items * ((cell_means - run_means) ** 2).sum() / seed_df
-    ms_item = runs * seeds * differences.mean(axis=(0, 1)).var(ddof=1)
-    ms_res = ((differences - cell_means - run_item_means + run_means) ** 2).sum() / (seed_df * (items - 1))
-    variance = max(ms_seed, ms_res) + max(ms_item, ms_res) - ms_res
-    share = ms_seed / seed_df + ms_item / (items - 1) + ms_res / (seed_df * (items - 1))
-    df = variance / share if share > 0 else float(seed_df)
-    cells = runs * seeds * items
+def interval(grand: float, variance: float, df: float, cells: int) -> tuple[float, float, float]:
+    """95% CI and two-sided p of a mean over ``cells`` differences with ``cells`` × Var(mean) =
+    ``variance`` on ``df`` degrees of freedom, the error at least one item of one cell."""
     error = np.sqrt(max(variance / cells, 1.0 / cells**2))
     half = stats.t.ppf(0.975, df) * error
     return max(grand - half, -1.0), min(grand + half, 1.0), 2 * stats.t.sf(abs(grand / error), df)
+
+
+def nested_squares(differences: np.ndarray) -> dict:
+    """The mean squares of a (runs × seeds × items) array: run, seed within run, item, run × item, residual."""
+    runs, seeds, items = differences.shape
+    grand = differences.mean()
+    cell = differences.mean(axis=2, keepdims=True)
+    run = differences.mean(axis=(1, 2), keepdims=True)
+    run_item = differences.mean(axis=1, keepdims=True)
+    item = differences.mean(axis=(0, 1), keepdims=True)
+    return {
+        "run": seeds * items * ((run - grand) ** 2).sum() / (runs - 1),
+        "seed": items * ((cell - run) ** 2).sum() / (runs * (seeds - 1)),
+        "item": runs * seeds * ((item - grand) ** 2).sum() / (items - 1),
+        "run_item": seeds * ((run_item - run - item + grand) ** 2).sum() / ((runs - 1) * (items - 1)),
+        "residual": ((differences - cell - run_item + run) ** 2).sum() / (runs * (seeds - 1) * (items - 1)),
+    }
+
+
+def nested_reading(differences: np.ndarray) -> tuple[float, float, float, float]:
+    """Variance (× cells), df, and the 95% CI and p with the runs fixed: seeds within runs × items,
+    each component truncated at 0, Satterthwaite's degrees of freedom."""
+    runs, seeds, items = differences.shape
+    ms = nested_squares(differences)
+    seed_df = runs * (seeds - 1)
+    variance = max(ms["seed"], ms["residual"]) + max(ms["item"], ms["residual"]) - ms["residual"]
+    share = ms["seed"] ** 2 / seed_df + ms["item"] ** 2 / (items - 1) + ms["residual"] ** 2 / (seed_df * (items - 1))
+    return variance, (variance**2 / share if share > 0 else float(seed_df))
+
+
+def nested_interval(differences: np.ndarray) -> tuple[float, float, float]:
+    """95% CI and two-sided p of the mean of a (runs × seeds × items) array with the runs fixed."""
+    variance, df = nested_reading(differences)
+    return interval(differences.mean(), variance, df, differences.size)
+
+
+def recipe_interval(differences: np.ndarray) -> tuple[float, float, float, float]:
+    """Gap, 95% CI and p over pretraining runs (statistics v4): MS_run floored at its expectation
+    without a run effect (MS_run x item + (MS_seed - MS_residual)+), the floored term on R - 1
+    degrees of freedom (the floor's Satterthwaite df where it binds) in Satterthwaite's combination
+    with MS_item - MS_run x item; the checkpoints reading where that interval would be narrower."""
+    runs, seeds, items = differences.shape
+    ms = nested_squares(differences)
+    seed_part = max(ms["seed"] - ms["residual"], 0.0)
+    floor = ms["run_item"] + seed_part
+    if ms["run"] >= floor:
+        run_term, run_df = ms["run"], runs - 1.0
+    else:
+        floor_share = ms["run_item"] ** 2 / ((runs - 1) * (items - 1))
+        if ms["seed"] > ms["residual"]:
+            floor_share += ms["seed"] ** 2 / (runs * (seeds - 1)) + ms["residual"] ** 2 / (
+                runs * (seeds - 1) * (items - 1)
+            )
+        run_term, run_df = floor, floor**2 / floor_share
+    variance = run_term + max(ms["item"] - ms["run_item"], 0.0)
+    share = run_term**2 / run_df + ms["item"] ** 2 / (items - 1) + ms["run_item"] ** 2 / ((runs - 1) * (items - 1))
+    df = variance**2 / share
+    fixed_variance, fixed_df = nested_reading(differences)
+    cells = differences.size
+    fixed_variance = max(fixed_variance, 1.0 / cells)
+    if stats.t.ppf(0.975, df) ** 2 * max(variance, 1.0 / cells) < stats.t.ppf(0.975, fixed_df) ** 2 * fixed_variance:
+        variance, df = fixed_variance, fixed_df
+    grand = differences.mean(axis=1).mean()
+    return (grand, *interval(grand, variance, df, cells))
 
 
 def recomputed(study: str) -> pd.DataFrame:
@@ -134,10 +189,14 @@ def recomputed(study: str) -> pd.DataFrame:
     for method, arm in cells[cells["kind"] == "pretrained"].groupby("name"):
         encoder, fraction = arm["encoder"].iat[0], arm["fraction"].iat[0]
         twin = cells[(cells["method"] == arm["control"].iat[0]) & (cells["encoder"] == encoder)]
-        gap, low, high, p, checkpoints = gap_to(arm, twin, correct)
+        gap, low, high, p, checkpoints, registered = gap_to(arm, twin, correct)
         table.loc[method, ["gap_vs_random", "gap_ci_low", "gap_ci_high", "p_value_vs_random"]] = gap, low, high, p
         if checkpoints is not None:
             table.loc[method, list(CHECKPOINTS)] = checkpoints
+            table.loc[method, list(REGISTERED_TEST)] = registered
+        tfidf = cells[(cells["kind"] == "baseline") & (cells["name"] == tfidf_name(fraction))]
+        if len(tfidf):  # TF-IDF + LR at the arm's fraction (v2 fits its 10% one from the data: not here)
+            table.loc[method, list(TFIDF_GAP)] = gap_to(arm, tfidf, correct)[:4]
         learned = all(group["accuracy"].mean() > majority + 0.01 for group in (arm, twin))
         table.loc[method, "control_ok"] = learned and not (arm["one_class"].any() or twin["one_class"].any())
         twin_probe = cells[
@@ -151,21 +210,30 @@ def recomputed(study: str) -> pd.DataFrame:
     return table
 
 
+def tfidf_name(fraction: float) -> str:
+    """The TF-IDF + LR row an arm at ``fraction`` of the labels is compared with."""
+    return "tfidf-lr" if fraction == 1 else f"tfidf-lr@{fraction:g}"
+
+
 def gap_to(arm: pd.DataFrame, reference: pd.DataFrame, correct: pd.DataFrame) -> tuple:
-    """Gap, 95% CI and p of an arm over a reference arm paired by seed and item: over pretraining runs
-    where the arm's cells come from several (with the "these checkpoints" CI and p beside it), else
-    over seeds; the checkpoints reading is None with one run."""
+    """Gap, 95% CI and p of an arm over a reference arm paired by seed and item (a reference with one
+    cell, a deterministic baseline, is repeated at every seed): over pretraining runs where the arm's
+    cells come from several, with the checkpoints reading and the registered test beside it (None
+    each with one run), else over seeds."""
     by_seed = reference.set_index("seed")
-    paired = arm[arm["seed"].isin(by_seed.index)]
-    differences = (
-        correct.loc[paired["cell_hash"]].to_numpy() - correct.loc[by_seed.loc[paired["seed"], "cell_hash"]].to_numpy()
+    paired = arm if len(reference) == 1 else arm[arm["seed"].isin(by_seed.index)]
+    reference_cells = (
+        [reference["cell_hash"].iat[0]] * len(paired)
+        if len(reference) == 1
+        else by_seed.loc[paired["seed"], "cell_hash"]
     )
-    runs, checkpoints = paired["run"].to_numpy(), None
-    if len(set(runs)) >= 2:  # this recipe: each pretraining run's mean over its seeds
-        nested = np.stack([differences[runs == run] for run in dict.fromkeys(runs)])  # (R, S, N)
-        checkpoints = nested_interval(nested)
-        differences = nested.mean(axis=1)
-    return (*crossed_interval(differences), checkpoints)
+    differences = correct.loc[paired["cell_hash"]].to_numpy() - correct.loc[reference_cells].to_numpy()
+    runs = paired["run"].to_numpy()
+    if len(set(runs)) < 2:
+        return (*crossed_interval(differences), None, None)
+    nested = np.stack([differences[runs == run] for run in dict.fromkeys(runs)])  # (R, S, N)
+    registered = crossed_interval(nested.mean(axis=1))[1:]
+    return (*recipe_interval(nested), nested_interval(nested), registered)
 
 
 def compare(report: pd.DataFrame, mine: pd.DataFrame) -> None:
@@ -177,7 +245,16 @@ def compare(report: pd.DataFrame, mine: pd.DataFrame) -> None:
         assert shown["test_acc_mean"] == pytest.approx(row["test_acc_mean"], abs=CLOSE), method
         if pd.isna(row.get("gap_vs_random")):
             continue
-        for column in ("gap_vs_random", "gap_ci_low", "gap_ci_high", "p_value_vs_random", *CHECKPOINTS, *PROBE_GAP):
+        for column in (
+            "gap_vs_random",
+            "gap_ci_low",
+            "gap_ci_high",
+            "p_value_vs_random",
+            *CHECKPOINTS,
+            *REGISTERED_TEST,
+            *PROBE_GAP,
+            *TFIDF_GAP,
+        ):
             if column in row.index and pd.notna(row[column]):
                 assert shown[column] == pytest.approx(row[column], abs=CLOSE, rel=1e-6), (method, column)
         if "control_ok" in report.columns:
