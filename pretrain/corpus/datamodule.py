@@ -29,7 +29,7 @@ from harness.datasets.spec import PairDataSpec
 from harness.errors import UserError
 from harness.training.batching import BucketBatchSampler, pad_batch
 from harness.training.resumable_batches import EpochPosition, ResumableBatchSampler, mid_epoch_state
-from pretrain.corpus.corpora import combine, contribution, read_corpora
+from pretrain.corpus.corpora import combine, contribution, cut_note, read_corpora
 from pretrain.encoders.checkpoints import build_tokenizer, tokenizer_class
 from pretrain.tokenization.vocabulary_checks import check_built, check_known_share, requested_size
 from pretrain.tokenization.words import Tokenizer
@@ -116,7 +116,8 @@ class CorpusDataModule(pl.LightningDataModule):
             word (or, with BPE, the 256 byte symbols) is refused (``pretrain.tokenization.vocabulary_checks``).
         batch_size: sentences per batch.
         bucket: length-bucketed batches (False: random batches, more padding).
-        max_sentences: use only the first N pretraining sentences (smoke tests, learning curves).
+        max_sentences: use only the first N pretraining sentences, in corpus order (smoke tests,
+            learning curves); a cut is named on stderr and in the summary, per corpus.
         init_from: linked from ``--model.init_from``: keep that run's tokenizer (ULMFiT stage 2).
         corpora_dir: the folder of the named corpora (default: ``$CORPORA_DIR`` or
             ``<repo>/../shared/data``).
@@ -167,8 +168,12 @@ class CorpusDataModule(pl.LightningDataModule):
             before = len(train)
             train = [s for s in train if s in pair_train or s not in excluded]
             self.removed_evaluation_sentences = before - len(train)
-        if max_sentences is not None:
+        self.cut_note = None
+        if max_sentences is not None and len(train) > max_sentences:
+            self.cut_note = cut_note(max_sentences, train, origin)
             train = train[:max_sentences]
+            if rank_zero_only.rank == 0:
+                print(f"corpus: {self.cut_note}", file=sys.stderr)
         if not train:
             raise UserError("--data.corpus: no pretraining sentences left")
         training = set(train)
