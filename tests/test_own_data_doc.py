@@ -148,3 +148,4 @@ def test_the_smoke_sized_commands_run_on_the_users_files_in_a_bare_clone(tmp_pat
     run = client.get_run(RUN_ID.search(copied.stdout).group(1))
     assert run.data.tags["dataset"] == "own" and run.data.tags["smoke"] == "true"
     assert run.data.tags["pretrain_run_id"] == pretrain_run
+    print(f"\n── pretrain finished{pretrain}\n── finetune finished{finetune}")
