@@ -91,7 +91,7 @@ server-user: $(STAMP)  ## add a user to the running `make server` (NAME=… ROLE
 bench-throughput: $(STAMP)  ## pretraining tokens/s and FLOP/s of every family, fp32 and bf16 (ARGS="--json PATH")
 	$(PY) -m benchmarks.speed.pretrain_throughput $(or $(ARGS),--json benchmarks/results/throughput.json)
 
-first-look: $(STAMP)  ## smoke-sized tour (~5 min): tiny pretrain, frozen transfer and its random twin, the gap in context
+first-look: $(STAMP)  ## smoke-sized tour (4–6 min on 2 cores): tiny pretrain, frozen transfer and its random twin, the gap in context
 	@$(PY) -m downstream.run.first_look
 
 finetune: $(STAMP)  ## MRPC on frozen features of the newest pretrain run (configs/downstream/mrpc.yaml)

@@ -10,6 +10,7 @@ from pytorch_lightning.utilities import rank_zero_only
 
 from harness.cli.tracked_cli import TrackedCLI
 from harness.datasets.registry import split_title
+from harness.datasets.spec import given_flags
 from harness.errors import UserError
 from harness.tracking.links import summary_lines
 from harness.tracking.naming import encoder_label, pretrain_run_name
@@ -29,6 +30,8 @@ from pretrain.lit_lm import LitLanguageModel
 from pretrain.memory import GIB, available_bytes, step_bytes, training_device
 
 DEFAULT_FAMILY = "elmo"
+FINETUNE_SMOKE = "configs/downstream/smoke.yaml"  # the finetuning a smoke run's summary suggests
+SMOKE_HEADER = "── pretrain finished: a smoke run, a toy that tests the pipeline, not an encoder to transfer ──"
 
 
 class PretrainCLI(TrackedCLI):
@@ -194,19 +197,27 @@ class PretrainCLI(TrackedCLI):
             log_corpora(logger.experiment, logger.run_id, self.datamodule.corpora)
 
     def register(self, run_id: str) -> str | None:
-        """Tag the run's ``encoder`` label and register its checkpoint as ``<family>-encoder``
-        (not a benchmark's own encoder: ``latest`` skips those too). Returns the model URI."""
+        """Tag the run's ``encoder`` label and register its checkpoint as ``<family>-encoder``, a
+        smoke run's as ``<family>-encoder-smoke`` (not a benchmark's own encoder: ``latest`` skips
+        those too). Returns the model URI."""
         client, model = self.trainer.logger.experiment, self.model
         client.set_tag(run_id, "encoder", encoder_label(model.family, model.built_config, run_id))
         if "benchmark" in (self.setting("tags") or {}):
             return None
-        lm_stage = "task" if model.init_source else "general"
+        lm_stage, smoke = "task" if model.init_source else "general", bool(self.setting("smoke"))
         try:
-            uri = register_encoder(client, run_id, model.family, lm_stage)
+            uri = register_encoder(client, run_id, model.family, lm_stage, smoke)
         except MlflowException as error:  # the run and its checkpoint stand without the registry
             print(f"warning: encoder not registered ({str(error.message).splitlines()[0]})")
             return None
-        return f"{uri}  (= models:/{model_name(model.family, lm_stage)}@{ALIAS})"
+        return f"{uri}  (= models:/{model_name(model.family, lm_stage, smoke)}@{ALIAS})"
+
+    def finetune_flags(self, run_id: str) -> list[str]:
+        """The flags of the summary's ``make finetune`` command: this run's encoder on the pair data
+        set it read (its ``--data.*`` flags: without them the command would read MRPC), smoke-sized
+        after a smoke run (``configs/downstream/smoke.yaml``)."""
+        smoke = ["--config", FINETUNE_SMOKE] if self.setting("smoke") else []
+        return [*smoke, f"--model.encoder=runs:/{run_id}", *given_flags(self.setting("data") or {})]
 
     def after_fit(self) -> None:
         if not self.trainer.is_global_zero:
@@ -225,12 +236,13 @@ class PretrainCLI(TrackedCLI):
         )
         lines = [
             "",
-            "── pretrain finished " + "─" * 50,
+            SMOKE_HEADER if self.setting("smoke") else "── pretrain finished " + "─" * 50,
             f"  model      {self.model.family}: {shape}; vocab {summary['vocab_size']}",
             f"  corpus     {summary['train_sentences']} sentences, {summary['train_tokens']} tokens"
             f"  (held out: {summary['validation_sentences']} {held_out} sentences)",
             f"  sources    {corpora} sentences",
             f"  evaluation {contamination_line(summary)}",
+            *([f"  cut        {self.datamodule.cut_note}"] if self.datamodule.cut_note else []),
             f"  val_ppl    {results.get('val_ppl', float('nan')):.2f}  ("
             + ", ".join(
                 f"{key.removeprefix('val_ppl_')} {results[key]:.2f}"
@@ -247,7 +259,7 @@ class PretrainCLI(TrackedCLI):
             ),
             f"  checkpoint {self.export.best_path}",
             *([f"  registered {registered}"] if registered else []),
-            f'  use it     make finetune ARGS="--model.encoder=runs:/{run_id}"',
+            f'  use it     make finetune ARGS="{" ".join(self.finetune_flags(run_id))}"',
             *summary_lines(self.trainer.logger.experiment_id, run_id, view=COMPARE_VIEW),
         ]
         print("\n".join(lines))

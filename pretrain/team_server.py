@@ -1,7 +1,8 @@
 """``python -m pretrain.team_server`` (``make server``): the team tracking server of
 :mod:`harness.server.tracking_server`, told what to create as its admin at start: the pretraining experiment, the
 default data set's (where finetune runs go), and ``<family>-encoder`` and ``<family>-task-encoder``
-for every family of the registry that this harness pretrains. A new family needs no edit here.
+(and their smoke runs' ``…-smoke`` models) for every family of the registry that this harness
+pretrains. A new family needs no edit here.
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ def team() -> Team:
     return Team(
         experiments=(PretrainCLI.experiment, dataset_name({})),
         models={
-            model_name(family, stage): model_description(family, stage)
+            model_name(family, stage, smoke): model_description(family, stage, smoke)
             for family in pretrained_families()
             for stage in LM_STAGES
+            for smoke in (False, True)
         },
     )
 

@@ -36,6 +36,7 @@ from pretrain.encoders.provenance import SMOKE_TAG, EncoderOrigin, encoder_summa
 from pretrain.encoders.references import RANDOM, BadReference, EncoderReference, reference_of
 
 register_type(Mix, serializer=str, deserializer=Mix.parse)  # --model.mix=layer:2 → Mix, printed back as text
+SMOKE_HEADER = "── finetune finished on a smoke encoder: a toy, these numbers test the pipeline, not transfer ──"
 
 
 def resolve_encoder(encoder: str, random_like: str | None, seed: int) -> Encoder:
@@ -276,8 +277,9 @@ class FinetuneCLI(TrackedCLI):
             "\n".join(
                 [
                     "",
-                    "── finetune finished " + "─" * 50,
-                    f"  method     {self.method()}  (encoder {self.model.encoder.source},"
+                    SMOKE_HEADER if self.smoke_encoder() else "── finetune finished " + "─" * 50,
+                    f"  method     {self.method()}  ({'smoke encoder' if self.smoke_encoder() else 'encoder'}"
+                    f" {self.model.encoder.source},"
                     f" seed {self.setting('seed_everything')})",
                     f"  train      {len(self.datamodule.pairs['train'])} pairs"
                     f" (fraction {self.setting('data.train_fraction'):g}), {results['train_steps']:.0f} optimiser steps"

@@ -4,6 +4,7 @@ data modules take them (as keyword arguments, so the flags stay ``--data.dataset
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, fields
 
 from harness.datasets.overlap import DEFAULT_MAX_FRACTION
@@ -56,3 +57,17 @@ class PairDataSpec:
 
 SPEC_KEYS = tuple(field.name for field in fields(PairDataSpec))
 PATH_KEYS = ("mrpc_dir", "data_dir", "train", "dev", "test")  # the keys that name files or folders
+
+
+def given_flags(settings: dict) -> list[str]:
+    """The ``--data.*`` flags of ``settings`` (a stage's parsed ``data`` section) that name its pair
+    data set where they differ from the defaults, quoted for a shell: what a command that must read
+    the same data set (the finetuning of a pretrained encoder) repeats."""
+    flags = []
+    for field in fields(PairDataSpec):
+        value = settings.get(field.name, field.default)
+        if value is None or value == field.default:
+            continue
+        text = str(value).lower() if isinstance(value, bool) else str(value)
+        flags.append(f"--data.{field.name}={shlex.quote(text)}")
+    return flags

@@ -160,6 +160,16 @@ def combine(corpora: list[Corpus]) -> tuple[list[str], dict[str, str]]:
     return list(origin), origin
 
 
+def cut_note(limit: int, sentences: list[str], origin: dict[str, str]) -> str:
+    """What keeping the first ``limit`` of ``sentences`` (in corpus order) cut, per corpus:
+    ``--data.max_sentences=400 kept the first 400 of 632 pretraining sentences: nli3 232 of 232,
+    notes 168 of 400`` (the corpora listed first fill the limit; a later one may lose the most)."""
+    before = Counter(origin.get(sentence, "evaluation") for sentence in sentences)
+    after = Counter(origin.get(sentence, "evaluation") for sentence in sentences[:limit])
+    kept = ", ".join(f"{name} {after[name]} of {count}" for name, count in before.items())
+    return f"--data.max_sentences={limit} kept the first {limit} of {len(sentences)} pretraining sentences: {kept}"
+
+
 def contribution(
     corpora: list[Corpus], origin: dict[str, str], sentences: list[str], token_counts: list[int]
 ) -> dict[str, dict[str, int]]:

@@ -29,7 +29,7 @@ from harness.datasets.spec import PairDataSpec
 from harness.errors import UserError
 from harness.training.batching import BucketBatchSampler, pad_batch
 from harness.training.resumable_batches import EpochPosition, ResumableBatchSampler, mid_epoch_state
-from pretrain.corpus.corpora import combine, contribution, read_corpora
+from pretrain.corpus.corpora import combine, contribution, cut_note, read_corpora
 from pretrain.corpus.evaluation_text import FLAG as KEEP_OUT_FLAG
 from pretrain.corpus.evaluation_text import contamination, named_evaluation_texts
 from pretrain.corpus.evaluation_text import keep_out as keep_out_of
@@ -124,7 +124,8 @@ class CorpusDataModule(pl.LightningDataModule):
             word (or, with BPE, the 256 byte symbols) is refused (``pretrain.tokenization.vocabulary_checks``).
         batch_size: sentences per batch.
         bucket: length-bucketed batches (False: random batches, more padding).
-        max_sentences: use only the first N pretraining sentences (smoke tests, learning curves).
+        max_sentences: use only the first N pretraining sentences, in corpus order (smoke tests,
+            learning curves); a cut is named on stderr and in the summary, per corpus.
         init_from: linked from ``--model.init_from``: keep that run's tokenizer (ULMFiT stage 2).
         corpora_dir: the folder of the named corpora (default: ``$CORPORA_DIR`` or
             ``<repo>/../shared/data``).
@@ -183,8 +184,12 @@ class CorpusDataModule(pl.LightningDataModule):
         if keep_out:
             named = set(keep_out)
             train, kept_out = keep_out_of(train, [text for text in evaluation_texts if text.task in named])
-        if max_sentences is not None:
+        self.cut_note = None
+        if max_sentences is not None and len(train) > max_sentences:
+            self.cut_note = cut_note(max_sentences, train, origin)
             train = train[:max_sentences]
+            if rank_zero_only.rank == 0:
+                print(f"corpus: {self.cut_note}", file=sys.stderr)
         if not train:
             raise UserError("--data.corpus: no pretraining sentences left")
         training = set(train)

@@ -1,6 +1,8 @@
 """Encoders in the MLflow model registry: each finished pretrain run (not a benchmark's own) is a
 version of ``<family>-encoder`` (``<family>-task-encoder`` for a target-task LM), whose source
-is the run's ``checkpoint/`` artifact folder, and the alias ``newest`` follows the newest one.
+is the run's ``checkpoint/`` artifact folder, and the alias ``newest`` follows the newest one. A
+smoke run (a toy that tests the pipeline, tag ``smoke=true``) is a version of a model of its own,
+``<family>-encoder-smoke``, so that a real encoder's name and its ``newest`` never point at a toy.
 
 ``--model.encoder=models:/elmo-encoder@newest`` (or ``models:/<name>/<version>``,
 ``models:/<name>/latest``) resolves to the version's run, then loads it like ``runs:/<id>``.
@@ -20,25 +22,32 @@ ALIAS = "newest"
 CHECKPOINT_FOLDER = "checkpoint"
 
 
-def model_name(family: str, lm_stage: str = "general") -> str:
-    return f"{family}-task-encoder" if lm_stage == "task" else f"{family}-encoder"
+def model_name(family: str, lm_stage: str = "general", smoke: bool = False) -> str:
+    """``elmo-encoder``, ``ulmfit-task-encoder``; a smoke run's ``elmo-encoder-smoke``."""
+    name = f"{family}-task-encoder" if lm_stage == "task" else f"{family}-encoder"
+    return f"{name}-smoke" if smoke else name
 
 
-def model_description(family: str, lm_stage: str = "general") -> str:
+def model_description(family: str, lm_stage: str = "general", smoke: bool = False) -> str:
+    if smoke:
+        return f"toy {family} encoders ({lm_stage} LM) of smoke runs: they test the pipeline, not transfer"
     return f"{family} encoders ({lm_stage} LM): checkpoint/encoder.ckpt of each pretrain run"
 
 
-def register_encoder(client: MlflowClient, run_id: str, family: str, lm_stage: str = "general") -> str:
-    """Register the run's checkpoint folder as a new version of :func:`model_name` and point
-    ``@newest`` at it. Returns ``models:/<name>/<version>``."""
-    name = model_name(family, lm_stage)
+def register_encoder(
+    client: MlflowClient, run_id: str, family: str, lm_stage: str = "general", smoke: bool = False
+) -> str:
+    """Register the run's checkpoint folder as a new version of :func:`model_name` (a smoke run's
+    own model when ``smoke``) and point ``@newest`` at it. Returns ``models:/<name>/<version>``."""
+    name = model_name(family, lm_stage, smoke)
     try:
-        client.create_registered_model(name, description=model_description(family, lm_stage))
+        client.create_registered_model(name, description=model_description(family, lm_stage, smoke))
     except MlflowException as error:
         if error.error_code != "RESOURCE_ALREADY_EXISTS":
             raise
     source = f"{client.get_run(run_id).info.artifact_uri.rstrip('/')}/{CHECKPOINT_FOLDER}"
-    version = client.create_model_version(name, source, run_id=run_id, tags={"family": family, "lm_stage": lm_stage})
+    tags = {"family": family, "lm_stage": lm_stage, **({"smoke": "true"} if smoke else {})}
+    version = client.create_model_version(name, source, run_id=run_id, tags=tags)
     client.set_registered_model_alias(name, ALIAS, version.version)
     return f"models:/{name}/{version.version}"
 

@@ -45,9 +45,67 @@ def test_one_line_per_epoch_then_the_epoch_limit(capsys):
 def test_early_stopping_names_its_metric_and_patience(capsys):
     lines = fit(capsys, EarlyStopping(monitor="dev_acc", mode="max", patience=2), max_epochs=10)
     assert lines[-1] == (
-        "stopped: early stopping on dev_acc after 2 validations without improvement (patience 2; best 0.5) in epoch 3"
+        "stopped: early stopping on dev_acc after 2 validations without improvement (patience 2): "
+        "best 0.5 at validation 1 (epoch 1), the last validation 3 (epoch 3)"
     )
     assert len(lines) == 4  # three epochs, then why
+    assert [line.split("  ")[2] for line in lines[:3]] == ["validation 1", "validation 2", "validation 3"]
+
+
+class RisingModel(LoggingModel):
+    """dev_acc rises for the first ``rising`` validations, then stays: the best is validation ``rising``."""
+
+    def __init__(self, rising: int):
+        super().__init__()
+        self.rising, self.validations = rising, 0
+
+    def on_validation_epoch_start(self):
+        if not self.trainer.sanity_checking:
+            self.validations += 1
+
+    def validation_step(self, batch, batch_idx):
+        self.log("dev_acc", torch.tensor(0.1 * min(self.validations, self.rising)), prog_bar=True)
+
+
+def test_with_two_validations_an_epoch_the_lines_count_validations_and_the_best_ones_epoch(capsys):
+    """The words count what the lines print: patience 4 at two validations an epoch is two
+    epochs, and the best (validation 4) was in epoch 2, not in the epoch the count reaches."""
+    trainer = Trainer(
+        callbacks=[LineProgress(), StopReason(), EarlyStopping(monitor="dev_acc", mode="max", patience=4)],
+        logger=False,
+        enable_checkpointing=False,
+        enable_model_summary=False,
+        limit_train_batches=4,
+        limit_val_batches=1,
+        val_check_interval=0.5,
+        max_epochs=10,
+    )
+    trainer.fit(RisingModel(rising=4))
+    lines = [line for line in capsys.readouterr().out.splitlines() if line]
+    assert [line.split("  ")[:3] for line in lines[:-1]] == [
+        ["epoch 1/10", "validation 1", "step 2"],
+        ["epoch 1/10", "step 4", "validation 2"],
+        ["epoch 2/10", "validation 3", "step 6"],
+        ["epoch 2/10", "step 8", "validation 4"],
+        ["epoch 3/10", "validation 5", "step 10"],
+        ["epoch 3/10", "step 12", "validation 6"],
+        ["epoch 4/10", "validation 7", "step 14"],
+        ["epoch 4/10", "step 16", "validation 8"],
+    ]
+    assert "dev_acc 0.4" in lines[3]
+    assert lines[-1] == (
+        "stopped: early stopping on dev_acc after 4 validations without improvement (patience 4): "
+        "best 0.4 at validation 4 (epoch 2), the last validation 8 (epoch 4)"
+    )
+
+
+def test_a_resumed_fit_goes_on_counting_validations():
+    count = StopReason()
+    count.load_state_dict({"validation_epochs": [0, 0, 1]})
+    assert count.state_dict() == {"validation_epochs": [0, 0, 1]}
+    progress = LineProgress()
+    progress.load_state_dict(count.state_dict())
+    assert progress.validations.epochs == [0, 0, 1]
 
 
 def test_the_step_limit(capsys):

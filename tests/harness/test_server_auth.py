@@ -128,8 +128,12 @@ def test_the_resources_the_server_creates_are_the_stages_own():
     created = team()
     assert created.experiments == (PretrainCLI.experiment, dataset_name({}))  # finetune runs: the data set's name
     assert set(created.models) == {
-        model_name(family, stage) for family in pretrained_families() for stage in ("general", "task")
+        model_name(family, stage, smoke)
+        for family in pretrained_families()
+        for stage in ("general", "task")
+        for smoke in (False, True)
     }
+    assert {"elmo-encoder", "elmo-encoder-smoke"} <= set(created.models)  # a toy never takes a real name
     assert "hf-encoder" not in created.models  # published encoders are not pretrained here
 
 

@@ -121,16 +121,22 @@ def test_encoder_is_registered_and_models_uris_resolve(smoke_run, monkeypatch):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", smoke_run["uri"])
     run_id = smoke_run["run"].info.run_id
     client = MlflowClient(smoke_run["uri"])
-    version = client.get_model_version_by_alias("elmo-encoder", "newest")
+    version = client.get_model_version_by_alias("elmo-encoder-smoke", "newest")  # a toy: a name of its own
     assert version.run_id == run_id and version.source.endswith(f"{run_id}/artifacts/checkpoint")
+    assert [model.name for model in client.search_registered_models()] == ["elmo-encoder-smoke"]
     assert MlflowClient(smoke_run["uri"]).get_run(run_id).data.tags["encoder"] == f"elmo-2x32-{run_id[:8]}"
-    assert "models:/elmo-encoder/1" in smoke_run["process"].stdout
-    for uri in ("models:/elmo-encoder@newest", "models:/elmo-encoder/1", "models:/elmo-encoder/latest"):
+    assert "models:/elmo-encoder-smoke/1  (= models:/elmo-encoder-smoke@newest)" in smoke_run["process"].stdout
+    for uri in (
+        "models:/elmo-encoder-smoke@newest",
+        "models:/elmo-encoder-smoke/1",
+        "models:/elmo-encoder-smoke/latest",
+    ):
         encoder = load_encoder(uri)
         assert encoder.run_id == run_id and encoder.source == f"runs:/{run_id}", uri
     for uri, fragment in (
-        ("models:/elmo-encoder@nope", "not in the model registry"),
-        ("models:/elmo-encoder", "name a version or an alias"),
+        ("models:/elmo-encoder@newest", "not in the model registry"),
+        ("models:/elmo-encoder-smoke@nope", "not in the model registry"),
+        ("models:/elmo-encoder-smoke", "name a version or an alias"),
     ):
         with pytest.raises(UserError, match=fragment) as caught:
             load_encoder(uri)

@@ -160,7 +160,7 @@ def through_server(team_server, mrpc_dir, tmp_path_factory) -> dict:
     """The smoke pipeline as the EDIT user, its console output kept for the secrets check."""
     directory = tmp_path_factory.mktemp("team-client")
     os.environ.update(team_server["editor"])
-    return pipeline(team_server["url"], mrpc_dir, directory, random_like="models:/elmo-encoder@newest")
+    return pipeline(team_server["url"], mrpc_dir, directory, random_like="models:/elmo-encoder-smoke@newest")
 
 
 def run_cli(team_server, who: str, mrpc_dir, cwd: Path, *args: str) -> subprocess.CompletedProcess:
@@ -227,7 +227,7 @@ def test_the_pipeline_runs_through_the_http_server_as_an_edit_user(team_server, 
     assert "postgresql://mlflow@127.0.0.1:" in team_server["log"].read_text()  # the store is the local cluster
     pretrain = client.get_run(ids["pretrain"])
     assert pretrain.info.status == "FINISHED" and pretrain.info.artifact_uri.startswith("mlflow-artifacts:/")
-    version = client.get_model_version_by_alias("elmo-encoder", "newest")
+    version = client.get_model_version_by_alias("elmo-encoder-smoke", "newest")  # a smoke run's own model
     assert version.run_id == ids["pretrain"]
     downloaded = client.download_artifacts(ids["pretrain"], "checkpoint/encoder.ckpt", str(tmp_path / "pretrain"))
     assert pretrain.data.params[DIGEST_PARAM] == sha256_of(downloaded)
@@ -288,15 +288,15 @@ def test_a_read_user_searches_runs_but_cannot_log_a_run_or_delete_one(team_serve
     admin = as_user(team_server["admin"])
     admin.delete_run(victim)
     assert admin.get_run(victim).info.lifecycle_stage == "deleted"
-    # the EDIT user registered versions of elmo-encoder, but the server's admin owns the model: no deleting it
+    # the EDIT user registered versions of elmo-encoder-smoke, but the server's admin owns the model: no deleting it
     editor = team_server["editor"]
     answer = requests.delete(
         f"{team_server['url']}/api/2.0/mlflow/registered-models/delete",
-        json={"name": "elmo-encoder"},
+        json={"name": "elmo-encoder-smoke"},
         timeout=10,
         auth=(editor["MLFLOW_TRACKING_USERNAME"], editor["MLFLOW_TRACKING_PASSWORD"]),
     )
-    assert answer.status_code == 403 and admin.get_registered_model("elmo-encoder").name == "elmo-encoder"
+    assert answer.status_code == 403 and admin.get_registered_model("elmo-encoder-smoke").name == "elmo-encoder-smoke"
 
 
 def test_a_read_user_cannot_choose_anyone_elses_encoder(team_server):
@@ -454,7 +454,7 @@ def test_a_checkpoint_swapped_through_the_artifact_api_is_refused_on_download(
     assert requests.put(path, data=negated(genuine.content), timeout=30).status_code == 401  # anonymous: no
     assert requests.put(path, data=negated(genuine.content), auth=auth, timeout=30).status_code == 200
     shutil.rmtree(ENCODER_CACHE / run_id, ignore_errors=True)  # this machine's genuine cached copy
-    for source in (f"runs:/{run_id}", "models:/elmo-encoder@newest"):
+    for source in (f"runs:/{run_id}", "models:/elmo-encoder-smoke@newest"):
         process = run_cli(
             team_server,
             "editor",
