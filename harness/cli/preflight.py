@@ -62,15 +62,16 @@ def config_problem(key: str, value: str | None) -> str | None:
 
 
 def duplicate_key_problem(path: Path) -> str | None:
-    """The one line naming the file, line and key when ``path`` gives a key twice in one mapping;
-    None otherwise, and for a file that is unreadable or not valid YAML (the full parse names that)."""
+    """The one line naming the file, line and key when ``path`` gives a key twice in one mapping
+    (or the line of an alias, which configs do not use); None otherwise, and for a file that is
+    unreadable or not valid YAML (the full parse names that)."""
     import yaml
 
-    from harness.unique_keys import DuplicateKey, check_unique_keys
+    from harness.unique_keys import AliasRefused, DuplicateKey, check_unique_keys
 
     try:
         check_unique_keys(path.read_text(encoding="utf-8"), str(path))
-    except DuplicateKey as error:
+    except (DuplicateKey, AliasRefused) as error:
         return str(error)
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
         pass  # the full parse names an unreadable or invalid file
