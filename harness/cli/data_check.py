@@ -55,7 +55,10 @@ def flag_value(key: str, value: str):
         return None if value in ("null", "None", "~", "") else value
     import yaml
 
+    from harness.unique_keys import check_no_aliases
+
     try:
+        check_no_aliases(value, f"--data.{key}")  # the full parser names it
         return yaml.safe_load(value)
     except yaml.YAMLError:
         return value
