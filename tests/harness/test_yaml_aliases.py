@@ -81,9 +81,13 @@ def test_a_cli_given_the_bomb_as_config_stops_at_one_line(bomb, tmp_path):
     assert time.perf_counter() - start < 30  # the process start included; the walk alone ran minutes
     assert process.returncode == 2, process.stderr[-2000:]
     assert "Traceback" not in process.stderr
-    assert process.stderr.strip().splitlines()[-1].endswith(
-        f"{bomb}:3: YAML aliases (*name) are not read in configs (nested ones expand without bound); "
-        "write the value out"
+    assert (
+        process.stderr.strip()
+        .splitlines()[-1]
+        .endswith(
+            f"{bomb}:3: YAML aliases (*name) are not read in configs (nested ones expand without bound); "
+            "write the value out"
+        )
     )
 
 
