@@ -1,8 +1,9 @@
-"""One suite per benchmark and store at a time. Two identical suites on one store would run
-every cell twice (two FINISHED runs per cell, two parents) without a word; the second stops
-in one line: on this machine by a lock held for the suite's lifetime (keyed by the store and the
-benchmark's name, released by the system when the process ends, however it ends), and across
-machines or checkouts by the parent run, which a live suite holds RUNNING."""
+"""One suite or import per benchmark and store at a time. Two identical suites on one store would
+run every cell twice (two FINISHED runs per cell, two parents) without a word, as would two imports
+of one folder; the second stops in one line: on this machine by a lock held for the suite's (or
+import's) lifetime (keyed by the store and the benchmark's name, released by the system when the
+process ends, however it ends), and across machines or checkouts by the parent run, which a live
+suite or import holds RUNNING."""
 
 from __future__ import annotations
 
@@ -30,8 +31,9 @@ def busy(name: str, uri: str, holder: str) -> UserError:
 
 
 @contextmanager
-def one_suite(name: str, uri: str) -> Iterator[None]:
-    """Hold the lock of benchmark ``name`` on store ``uri`` while the block runs."""
+def one_suite(name: str, uri: str, holder: str = "") -> Iterator[None]:
+    """Hold the lock of benchmark ``name`` on store ``uri`` while the block runs; ``holder`` says
+    what holds it to whoever finds it taken (``import of <folder>``), with the process."""
     LOCKS.mkdir(parents=True, exist_ok=True)
     key = hashlib.sha256(f"{uri}\n{name}".encode()).hexdigest()[:20]
     with open(LOCKS / f"benchmark-{key}.lock", "a+") as handle:
@@ -42,7 +44,7 @@ def one_suite(name: str, uri: str) -> Iterator[None]:
             raise busy(name, uri, handle.read().strip() or "another process") from None
         handle.seek(0)
         handle.truncate()
-        handle.write(f"process {os.getpid()} since {time.strftime('%H:%M:%S')}")
+        handle.write(f"{holder + ', ' if holder else ''}process {os.getpid()} since {time.strftime('%H:%M:%S')}")
         handle.flush()
         try:
             yield
