@@ -1,5 +1,5 @@
 """An import that races or dies leaves a store whole. One import (or suite) per benchmark and
-store at a time: the suite's lease (:mod:`benchmarks.engine.suite_lease`), so two imports of one
+store at a time: the suite's lease (:mod:`harness.tracking.lease`), so two imports of one
 folder cannot both find its cells missing and add them twice. An import's parent carries the
 liveness tags every run has, so a killed import's parent is marked KILLED, never RUNNING forever;
 and the next import of the same study finds that unfinished parent and completes it (its cells,
@@ -13,10 +13,10 @@ from pathlib import Path
 
 from mlflow.tracking import MlflowClient
 
-from benchmarks.engine.suite_lease import busy, one_suite
 from benchmarks.results_files.store_copies import IMPORTED_TAG
 from harness.diskspace import disk_problem
 from harness.errors import UserError
+from harness.tracking.lease import busy, lease
 from harness.tracking.liveness import ENDED_TAG, HOST_TAG, PID_TAG, mark_dead_runs, owner_alive, process_tags
 
 ORIGIN_PARENT_TAG = "origin_parent_run_id"  # on an import's parent: the parent run the folder was exported from
@@ -30,7 +30,7 @@ def one_import(names: list[str], folders: list[Path], uri: str) -> Iterator[None
     holder = f"import of {', '.join(str(folder) for folder in folders)}"
     with ExitStack() as stack:
         for name in sorted(set(names)):
-            stack.enter_context(one_suite(name, uri, holder))
+            stack.enter_context(lease("benchmark", name, uri, holder))
         try:
             mark_dead_runs(MlflowClient(uri))
             yield
@@ -73,7 +73,7 @@ def unfinished_parent(client: MlflowClient, experiment: str, benchmark: dict, ur
             continue
         if run.info.status == "RUNNING" and HOST_TAG in tags and owner_alive(tags) is not False:
             process = f"process {tags.get(PID_TAG, '?')} on {tags[HOST_TAG]}"
-            raise busy(name, uri, f"import parent run {run.info.run_id}, {process}")
+            raise busy("benchmark", name, uri, f"import parent run {run.info.run_id}, {process}")
         return run.info.run_id
     return None
 

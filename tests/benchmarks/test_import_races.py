@@ -16,9 +16,9 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from benchmarks.__main__ import main
-from benchmarks.engine.suite_lease import one_suite
 from benchmarks.results_files import store_transfer
 from benchmarks.results_files.folder import CELLS_DIR
+from harness.tracking.lease import lease
 from harness.tracking.liveness import mark_dead_runs
 from tests.benchmarks.test_results_files import make_folder
 from tests.helpers import all_runs
@@ -151,7 +151,7 @@ def test_two_imports_of_one_folder_at_once_add_its_cells_once(tmp_path, store):
 
 def test_an_import_while_the_lease_is_held_is_one_line(tmp_path, store, capsys):
     folder = make_folder(tmp_path / "a")
-    with one_suite("tiny", store, "import of elsewhere"):
+    with lease("benchmark", "tiny", store, "import of elsewhere"):
         assert main(["import", str(folder)]) == 2
     line = capsys.readouterr().err.strip().splitlines()[-1]
     holder = f"(import of elsewhere, process {os.getpid()}"
