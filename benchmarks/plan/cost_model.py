@@ -27,8 +27,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import yaml
-
 from benchmarks.cell.definition import Cell
 from benchmarks.plan.cells import plan
 from benchmarks.plan.encoders import is_published, pretrain_stages
@@ -39,6 +37,7 @@ from benchmarks.plan.trainer_settings import trainer_setting
 from downstream.data.equal_steps import DEFAULT_MAX_REPEATS
 from harness.errors import UserError
 from harness.tracking.runs import REPO_ROOT
+from harness.unique_keys import load_yaml
 
 
 @dataclass
@@ -122,7 +121,8 @@ def reads_frozen_features(cell: Cell, suite_config: str = FINETUNE_CONFIG) -> bo
     if cell.kind not in ("pretrained", "random"):
         return False
     path = repo_path(cell.config or suite_config)
-    model = ((yaml.safe_load(path.read_text()) or {}).get("model") or {}) if path.is_file() else {}
+    config = load_yaml(path) if path.is_file() else {}
+    model = (config if isinstance(config, dict) else {}).get("model") or {}
     return flag_value(cell.args, "model.finetune", str(model.get("finetune", "frozen"))) == "frozen"
 
 

@@ -63,9 +63,13 @@ class Stage:
         config_text = self.config_text()
         files = file_digests(self.args)
         named = (
-            named_corpus_digests(self.args, config_text)
+            named_corpus_digests(self.args, config_text, self.config)
             if corpora is None
-            else {name: corpora[name] for name in shared_corpus_names(self.args, config_text) if name in corpora}
+            else {
+                name: corpora[name]
+                for name in shared_corpus_names(self.args, config_text, self.config)
+                if name in corpora
+            }
         )
         return settings_hash(
             {
@@ -132,15 +136,17 @@ def portable_path(path: str) -> str:
 _CORPUS_DIGESTS: dict[tuple[str, float, int], str] = {}
 
 
-def shared_corpus_names(args: list[str], config_text: str) -> list[str]:
+def shared_corpus_names(args: list[str], config_text: str, where: str = "the stage's config") -> list[str]:
     """The shared corpora (``reuters``, ``brown``, ``sotu``) the stage's ``--data.corpus`` (else
-    its config's ``corpus:``) names, in order."""
-    import yaml  # only where a stage is hashed
+    its config's ``corpus:``, ``where`` naming the file) names, in order."""
+    from harness.unique_keys import load_yaml_text  # only where a stage is hashed
 
     flags = [argument.partition("=")[2] for argument in args if argument.startswith("--data.corpus=")]
-    corpus = (
-        yaml.safe_load(flags[-1]) if flags else ((yaml.safe_load(config_text) or {}).get("data") or {}).get("corpus")
-    )
+    if flags:
+        corpus = load_yaml_text(flags[-1], "--data.corpus")
+    else:
+        config = load_yaml_text(config_text, where)
+        corpus = ((config if isinstance(config, dict) else {}).get("data") or {}).get("corpus")
     try:
         names = entries(corpus) if corpus else []
     except UserError:
@@ -154,12 +160,12 @@ def corpora_root(args: list[str]) -> Path:
     return Path(folders[-1]) if folders else default_corpora_dir()
 
 
-def named_corpus_digests(args: list[str], config_text: str) -> dict[str, str]:
+def named_corpus_digests(args: list[str], config_text: str, where: str = "the stage's config") -> dict[str, str]:
     """sha256 of each shared corpus the stage names (:func:`shared_corpus_names`) that is there:
     the same name over other text is another stage."""
     root = corpora_root(args)
     digests = {}
-    for name in shared_corpus_names(args, config_text):
+    for name in shared_corpus_names(args, config_text, where):
         path = root / SHARED_FOLDERS[name] / SENTENCES_FILE
         if not path.is_file():
             continue

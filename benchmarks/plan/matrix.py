@@ -25,6 +25,7 @@ from downstream.model.settings import Mix, parse_head
 from harness.datasets.registry import dataset_name
 from harness.datasets.spec import PATH_KEYS, SPEC_KEYS
 from harness.errors import UserError
+from harness.tracking.experiment_names import experiment_name
 from harness.tracking.runs import REPO_ROOT
 from harness.unique_keys import load_yaml
 
@@ -170,7 +171,7 @@ def parse_matrix(mapping: dict, where: str = "matrix", stem: str = "benchmark") 
     known_keys(finetune, FINETUNE_KEYS, where, "`finetune`")
     matrix = Matrix(
         name=name_of(source["name"], where, "name"),
-        experiment=text_of(source["experiment"], where, "experiment"),
+        experiment=experiment_name(source["experiment"], f"{where}: `experiment`"),
         encoders=encoders,
         finetune_config=text_of(finetune.get("config"), where, "finetune.config"),
         finetune_args=list_of(finetune.get("args", []), where, "finetune.args", example='["--trainer.max_epochs=3"]'),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
+from harness.unique_keys import load_yaml, load_yaml_text
 
 
 def trainer_setting(config: str, args: list[str], key: str, default=None):
@@ -13,10 +13,11 @@ def trainer_setting(config: str, args: list[str], key: str, default=None):
     value = default
     path = Path(config)
     if path.is_file():
-        trainer = (yaml.safe_load(path.read_text()) or {}).get("trainer") or {}
+        config = load_yaml(path)
+        trainer = (config if isinstance(config, dict) else {}).get("trainer") or {}
         value = trainer.get(key, default)
     prefix = f"--trainer.{key}="
     for argument in args:
         if argument.startswith(prefix):
-            value = yaml.safe_load(argument[len(prefix) :])
+            value = load_yaml_text(argument[len(prefix) :], prefix.rstrip("="))
     return value

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from harness.errors import UserError
+from harness.tracking.experiment_names import experiment_name
 from pretrain.encoders.trusted import encoder_experiments
 
 # The tags the harness itself gives a cell's run (``downstream.run.cli``, ``benchmarks.tasks.cells``):
@@ -57,7 +58,7 @@ def cell_tags(tags: object, path: Path) -> dict[str, str]:
 
 def target_experiment(benchmark: dict, folder: Path) -> str:
     """The experiment a folder's cells go to; one that encoders are resolved from is refused."""
-    experiment = str(benchmark.get("experiment") or benchmark["dataset"])
+    experiment = experiment_name(str(benchmark.get("experiment") or benchmark["dataset"]), f"{folder}: experiment")
     if experiment in encoder_experiments():
         raise UserError(
             f"{folder}: targets experiment '{experiment}', where encoders are resolved from "

@@ -27,6 +27,14 @@ from benchmarks.results_files.folder import (
     write_json,
 )
 from benchmarks.results_files.folder_readme import README_FILE, readme_text
+from benchmarks.results_files.import_lease import (
+    discard,
+    one_import,
+    parent_tags,
+    resume_parent,
+    unfinished_import,
+    unfinished_parent,
+)
 from benchmarks.results_files.import_rules import cell_tags, run_times, target_experiment
 from benchmarks.results_files.manifest import write_manifest
 from benchmarks.results_files.store_copies import IMPORTED_TAG, held_copies, predictions_digest
@@ -34,7 +42,7 @@ from benchmarks.tasks.reuse import result_numbers
 from harness.atomic import atomic_folder
 from harness.cli.precision import FLOAT32
 from harness.errors import UserError
-from harness.tracking.liveness import HOST_TAG, PID_TAG, STARTED_TAG
+from harness.tracking.liveness import HOST_TAG, PID_TAG, STARTED_TAG, process_tags
 from harness.tracking.runs import ensure_experiment, tracking_uri
 
 STUDY_ARTIFACT = "study.json"  # the parent's record of its benchmark (the suite logs it)
@@ -62,10 +70,14 @@ def newest_parent(client: MlflowClient, name: str) -> tuple[str, dict]:
     with tempfile.TemporaryDirectory() as scratch:
         try:
             path = client.download_artifacts(parent, STUDY_ARTIFACT, scratch)
-        except Exception:  # noqa: BLE001 - a parent made before results files
+        except Exception:  # noqa: BLE001 - a parent made before results files, or an import that died
             raise UserError(
-                f"--benchmark {name}: its parent run {parent} has no {STUDY_ARTIFACT} (run before "
-                f"results files existed); run the benchmark again to export it"
+                f"--benchmark {name}: "
+                + (
+                    unfinished_import(runs[0])
+                    or f"its parent run {parent} has no {STUDY_ARTIFACT} (run before results files existed); run "
+                    "the benchmark again to export it"
+                )
             ) from None
         return parent, json.loads(Path(path).read_text())
 
@@ -213,6 +225,7 @@ def import_cell(cell: CellResult, experiment: str, parent: str, client: MlflowCl
         "origin_run_id": str(record["run"]["run_id"]),
         "origin_parent_run_id": str(record["run"].get("parent_run_id", "")),
         "origin_host": str(record["run"].get("host", "")),
+        **process_tags(),  # a cell whose import is killed half-way is marked KILLED, not RUNNING forever
         RECORD_TAG: json.dumps(
             {"cell": record["cell"], "order": record["order"], "encoder": record["encoder"], "spec": record["spec"]},
             sort_keys=True,
@@ -231,7 +244,7 @@ def import_cell(cell: CellResult, experiment: str, parent: str, client: MlflowCl
         for split in SPLITS:
             client.log_text(run_id, cell.predictions[split].to_csv(index=False), f"predictions/{split}.csv")
     except BaseException:
-        client.delete_run(run_id)
+        discard(client, [run_id])
         raise
     client.set_terminated(run_id, "FINISHED", end_time=end_time)
     return run_id
@@ -294,29 +307,44 @@ def plan_import(client: MlflowClient, folder: Path, result: ResultSet, planned: 
 def import_folders(folders: list[Path]) -> list[tuple[str | None, int, int]]:
     """Each folder (all checked first, against the store too) under a parent run of its own, with
     only the cells the store does not hold yet; returns (parent or None, cells added, cells already
-    held) per folder. Importing a folder again adds nothing."""
+    held) per folder. Importing a folder again adds nothing; an import that died is completed
+    (:mod:`benchmarks.results_files.import_lease`, whose lease the whole import holds)."""
     results = [ResultSet([folder]) for folder in folders]  # every check before anything is written
+    names = [str(result.benchmarks[0]["benchmark"]) for result in results]
+    with one_import(names, folders, tracking_uri()):
+        return import_results(folders, results)
+
+
+def import_results(folders: list[Path], results: list[ResultSet]) -> list[tuple[str | None, int, int]]:
+    """:func:`import_folders` once its folders are read and its lease held."""
     client = MlflowClient(tracking_uri())
     planned: dict[str, CellResult] = {}
     plans = [plan_import(client, Path(folder), result, planned) for folder, result in zip(folders, results)]
     imported, written = [], {}
     for plan in plans:
         plan.held += [written[cell_hash] for cell_hash in plan.shared if cell_hash in written]
-        if not plan.new:
+        benchmark = plan.result.benchmarks[0]
+        resumed = unfinished_parent(client, plan.experiment, benchmark, tracking_uri())
+        own = resume_parent(client, resumed) if resumed else set()  # its finished cells are its own
+        plan.held = [run_id for run_id in plan.held if run_id not in own]
+        if not plan.new and not resumed:
             imported.append((None, 0, len(plan.held)))
             continue
-        benchmark = plan.result.benchmarks[0]
-        parent = client.create_run(
-            ensure_experiment(plan.experiment),
-            run_name=f"benchmark {benchmark['benchmark']}",
-            tags={
-                "stage": "benchmark",
-                "benchmark": str(benchmark["benchmark"]),
-                "dataset": str(benchmark["dataset"]),
-                IMPORTED_TAG: str(plan.folder),
-            },
-        ).info.run_id
-        created = [parent]
+        parent = (
+            resumed
+            or client.create_run(
+                ensure_experiment(plan.experiment),
+                run_name=f"benchmark {benchmark['benchmark']}",
+                tags={
+                    "stage": "benchmark",
+                    "benchmark": str(benchmark["benchmark"]),
+                    "dataset": str(benchmark["dataset"]),
+                    IMPORTED_TAG: str(plan.folder),
+                    **parent_tags(benchmark),
+                },
+            ).info.run_id
+        )
+        created = [] if resumed else [parent]
         try:
             for cell in plan.new:
                 created.append(import_cell(cell, plan.experiment, parent, client))
@@ -332,8 +360,7 @@ def import_folders(folders: list[Path]) -> list[tuple[str | None, int, int]]:
             }
             client.log_dict(parent, study, STUDY_ARTIFACT)
         except BaseException:
-            for run_id in created:
-                client.delete_run(run_id)  # nothing imported half-way
+            discard(client, created)  # nothing imported half-way
             raise
         client.set_terminated(parent, "FINISHED")
         imported.append((parent, len(plan.new), len(plan.held)))

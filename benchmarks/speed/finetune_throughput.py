@@ -49,7 +49,6 @@ from functools import partial
 from pathlib import Path
 
 import torch
-import yaml
 from pytorch_lightning.plugins.precision import MixedPrecision
 from torch.utils.data import BatchSampler, RandomSampler
 
@@ -60,6 +59,7 @@ from downstream.model.joint_classifiers import JointClassifier
 from downstream.model.pair_classifier import PairClassifier
 from harness.cli.precision import cpu_bf16_supported
 from harness.cli.runtime import retain_freed_memory
+from harness.unique_keys import load_yaml
 from pretrain.corpus.datamodule import CorpusDataModule
 from pretrain.encoders.loading import load_encoder
 from pretrain.encoders.protocol import Encoder
@@ -79,7 +79,7 @@ def default_precision() -> str:
 
 def config_encoder(family: str) -> Encoder:
     """An untrained encoder at the family's CPU config, its tokenizer built on GLUE train only."""
-    config = yaml.safe_load(family_of(family).pretrain_config.read_text())
+    config = load_yaml(family_of(family).pretrain_config)
     spec, arguments = family_of_config(config, family)
     data = {key: value for key, value in (config.get("data") or {}).items() if key != "extra_corpus"}
     tokenizer = CorpusDataModule(**data).tokenizer

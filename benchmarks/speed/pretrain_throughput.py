@@ -43,13 +43,13 @@ from contextlib import nullcontext
 from pathlib import Path
 
 import torch
-import yaml
 from pytorch_lightning.plugins.precision import MixedPrecision
 
 from benchmarks.speed.model_flops import step_flops
 from harness.cli.precision import cpu_bf16_supported
 from harness.cli.runtime import retain_freed_memory
 from harness.errors import UserError
+from harness.unique_keys import load_yaml
 from pretrain.cli import DEFAULT_FAMILY
 from pretrain.corpus.datamodule import CorpusDataModule
 from pretrain.families import FAMILIES, Family, family_of, family_of_config, pretrained_families
@@ -119,7 +119,7 @@ def harness_loss(model: torch.nn.Module, token_ids: torch.Tensor, lengths: torch
 def build(row: dict) -> tuple[Family, torch.nn.Module, CorpusDataModule, dict, dict]:
     """The row's family, model, data and optimiser/trainer settings, from its config file."""
     path = family_of(row["config"]).pretrain_config if row["config"] in FAMILIES else CONFIGS / f"{row['config']}.yaml"
-    config = yaml.safe_load(path.read_text())
+    config = load_yaml(path)
     family, arguments = family_of_config(config, DEFAULT_FAMILY)
     if row["softmax"]:
         arguments["softmax"] = row["softmax"]

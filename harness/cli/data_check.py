@@ -32,8 +32,12 @@ def config_data(path: str) -> dict:
     """The ``data:`` section of a YAML config (under a subcommand's key when it has one)."""
     import yaml
 
+    from harness.unique_keys import check_no_aliases
+
     try:
-        config = yaml.safe_load(Path(path).expanduser().read_text()) or {}
+        text = Path(path).expanduser().read_text()
+        check_no_aliases(text, path)
+        config = yaml.safe_load(text) or {}
     except (OSError, yaml.YAMLError):
         return {}  # the full parse names what is wrong with it
     if not isinstance(config, dict):
@@ -51,7 +55,10 @@ def flag_value(key: str, value: str):
         return None if value in ("null", "None", "~", "") else value
     import yaml
 
+    from harness.unique_keys import check_no_aliases
+
     try:
+        check_no_aliases(value, f"--data.{key}")  # the full parser names it
         return yaml.safe_load(value)
     except yaml.YAMLError:
         return value

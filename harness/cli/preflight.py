@@ -14,6 +14,18 @@ from pathlib import Path
 ValueCheck = Callable[[str], "str | None"]
 
 
+def experiment_problem(value: str) -> str | None:
+    """``--experiment_name``: what :mod:`harness.tracking.experiment_names` refuses, said early."""
+    import unicodedata
+
+    from harness.tracking.experiment_names import experiment_name_problem
+
+    return experiment_name_problem(unicodedata.normalize("NFKC", value))
+
+
+EVERY_STAGE_CHECKS: dict[str, ValueCheck] = {"experiment_name": experiment_problem}  # flags of every stage
+
+
 def suggestion(given: str, choices: Iterable[str], prefix: str = "", cutoff: float = 0.6) -> str:
     """``; did you mean <prefix><choice>?`` for the closest choice, or ``""``."""
     close = difflib.get_close_matches(given, list(choices), n=1, cutoff=cutoff)
@@ -62,15 +74,16 @@ def config_problem(key: str, value: str | None) -> str | None:
 
 
 def duplicate_key_problem(path: Path) -> str | None:
-    """The one line naming the file, line and key when ``path`` gives a key twice in one mapping;
-    None otherwise, and for a file that is unreadable or not valid YAML (the full parse names that)."""
+    """The one line naming the file, line and key when ``path`` gives a key twice in one mapping
+    (or the line of an alias, which configs do not use); None otherwise, and for a file that is
+    unreadable or not valid YAML (the full parse names that)."""
     import yaml
 
-    from harness.unique_keys import DuplicateKey, check_unique_keys
+    from harness.unique_keys import AliasRefused, DuplicateKey, check_unique_keys
 
     try:
         check_unique_keys(path.read_text(encoding="utf-8"), str(path))
-    except DuplicateKey as error:
+    except (DuplicateKey, AliasRefused) as error:
         return str(error)
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
         pass  # the full parse names an unreadable or invalid file
@@ -133,7 +146,7 @@ def problems(
         if message is None:
             message = group_problem(key, value, flags, leaves, classes or {}, hints or {})
             message = f"--{key}={value}: {message}" if message else None
-        check = (value_checks or {}).get(key)
+        check = (value_checks or {}).get(key, EVERY_STAGE_CHECKS.get(key))
         if message is None and check is not None and value is not None:
             message = check(value)
             message = f"--{key}={value}: {message}" if message else None

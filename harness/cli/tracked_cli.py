@@ -22,6 +22,7 @@ from harness.cli.runtime import leave_new_memory_unfilled, retain_freed_memory
 from harness.diskspace import disk_problem
 from harness.errors import UserError
 from harness.interruption import EXIT_CODES, interruption, sigterm_as_interrupt
+from harness.tracking.experiment_names import experiment_name as checked_experiment_name
 from harness.tracking.liveness import mark_dead_runs
 from harness.tracking.run_config import MLflowConfig
 from harness.tracking.runs import fail_open_runs, keep_checkpoints_in, kill_open_runs, make_logger, server_lost
@@ -83,8 +84,10 @@ class TrackedCLI(LightningCLI):
         return node
 
     def experiment_name(self) -> str:
-        """``--experiment_name``, else :meth:`default_experiment`."""
-        return self.setting("experiment_name") or self.default_experiment()
+        """``--experiment_name``, else :meth:`default_experiment`; normalised and checked
+        (:mod:`harness.tracking.experiment_names`)."""
+        name = self.setting("experiment_name")
+        return checked_experiment_name(self.default_experiment() if name is None else name, "--experiment_name")
 
     def default_experiment(self) -> str:
         return self.experiment
@@ -92,7 +95,8 @@ class TrackedCLI(LightningCLI):
     def planned_experiment(self) -> str | None:
         """The experiment the run will go to, as far as the config alone tells (None: not before
         the data is read); checked for write permission before anything is instantiated."""
-        return self.setting("experiment_name") or self.experiment
+        name = self.setting("experiment_name")
+        return checked_experiment_name(self.experiment if name is None else name, "--experiment_name")
 
     def run_name(self) -> str:
         return self.stage

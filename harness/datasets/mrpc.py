@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import http.client
 import os
+import sys
 import urllib.error
 import urllib.request
 from importlib import resources
@@ -183,7 +184,8 @@ def load_mrpc(
     ``download``) only into a folder the caller chose: the repo default ``data/mrpc`` or an explicit
     ``directory`` argument. A folder named by ``$MRPC_DIR`` is never written to: missing files there
     raise UserError. Files present are read strictly but not hash-checked, so MRPC-format files of
-    your own work; downloads are verified.
+    your own work (a line on stderr says they are not the release: :func:`note_own_files`);
+    downloads are verified.
 
     Returns:
         the PairData ``mrpc``: labels ``["0", "1"]`` (positive "1"), ids ``(id1, id2)``, GLUE dev
@@ -200,6 +202,7 @@ def load_mrpc(
     if missing:
         _download(folder, missing, base_url)
     train, test = _read(folder / TRAIN_FILE), _read(folder / TEST_FILE)
+    note_own_files(folder, train, test)
     dev_ids = _dev_ids()
     absent = sorted(dev_ids - {pair.ids for pair in train.pairs})
     if absent:
@@ -219,6 +222,35 @@ def load_mrpc(
         kind="mrpc",
         source=str(folder),
         train_file=str(folder / TRAIN_FILE),
+    )
+
+
+_NOTED: set[tuple[str, str]] = set()  # (folder, content hash) already said in this process
+
+
+def release_difference(train: PairFile, test: PairFile) -> str | None:
+    """How read MSR-format files differ from the MSR release (the first file that does); None
+    when both are the release's text."""
+    for which, read in (("train", train), ("test", test)):
+        name, rows, positives, digest = EXPECTED[which]
+        if read.digest != digest:
+            found = f"{len(read.pairs)} pairs, {sum(pair.label for pair in read.pairs)} positive"
+            return f"{name} is not the MSR release's ({found}; the release: {rows}, {positives}; sha256 differs)"
+    return None
+
+
+def note_own_files(folder: Path, train: PairFile, test: PairFile) -> None:
+    """One line on stderr (once per folder and content) when the files are not the MSR release:
+    own MRPC-format files work, and their runs record ``data_release=own``."""
+    difference = release_difference(train, test)
+    key = (str(folder), combine_digests([train.digest, test.digest]))
+    if difference is None or key in _NOTED:
+        return
+    _NOTED.add(key)
+    print(
+        f"note: {folder}: {difference}; read as your own MRPC-format files, its runs record data_release=own "
+        f"and a study does not pool them with the release's",
+        file=sys.stderr,
     )
 
 

@@ -134,6 +134,17 @@ def published_anchors(name: str | None) -> Anchors | None:
     return entry.anchors if entry else None
 
 
+# Whether a run read a release the data set's entry knows (its ``split_sizes`` name the release's
+# content hashes: MRPC's MSR files), or other files in its format (an edited label included), so that
+# no study pools the two.
+RELEASE_PARAM, RELEASE, OWN_FILES = "data_release", "release", "own"
+
+
+def release_of(data: PairData) -> str:
+    """:data:`RELEASE` when ``data``'s content is a release its entry knows, else :data:`OWN_FILES`."""
+    return RELEASE if data.content_hash in DATASETS[data.kind].split_sizes else OWN_FILES
+
+
 def known_split_sizes(content_hash: str) -> dict[str, int] | None:
     """``{split: pairs}`` of the data set whose content has digest ``content_hash``, where an entry
     states them (a fixed release such as MRPC); None for any other data."""
@@ -145,11 +156,13 @@ def known_split_sizes(content_hash: str) -> dict[str, int] | None:
 
 def dataset_params(data: PairData) -> dict[str, str]:
     """The params naming a run's data set: ``dataset``, ``dataset_hash`` (and the entry's second name for
-    it), and the pairs its splits share (``overlap_train_dev``, ``overlap_train_test``, ``overlap_dev_test``)."""
+    it), :data:`RELEASE_PARAM` where the entry knows its releases, and the pairs its splits share
+    (``overlap_train_dev``, ``overlap_train_test``, ``overlap_dev_test``)."""
     entry = DATASETS[data.kind]
     return {
         "dataset": data.name,
         "dataset_hash": data.content_hash,
         **({entry.hash_param: data.content_hash} if entry.hash_param else {}),
+        **({RELEASE_PARAM: release_of(data)} if entry.split_sizes else {}),
         **data.split_overlap,
     }

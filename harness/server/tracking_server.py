@@ -13,7 +13,8 @@ a PostgreSQL backend store, with a proxied artifact root.
   proxied (``mlflow-artifacts:/`` URIs) under the same permissions, so clients need no file access;
 - ``--no-auth`` (no users, anyone who reaches the port can do anything) is for 127.0.0.1 only: a
   non-loopback host, or any server option but a few that cannot widen who reaches it, is refused
-  in one line;
+  in one line, in a flag or in the environment (:mod:`harness.server.server_options`, which also
+  bounds what a server with users takes);
 - artifact files are 0600 in 0700 folders, those already there too.
 
 The console shows where the secrets are, never a secret. Ctrl-C (or SIGTERM) stops the MLflow
@@ -46,6 +47,7 @@ from harness.server.auth import ADMIN, AuthFiles, is_loopback
 from harness.server.postgres import DATA_DIR, SECRETS_DIR, LocalPostgres
 from harness.server.postgres import free_port as free_port  # re-exported
 from harness.server.secret_files import private_tree
+from harness.server.server_options import check_server_options
 from harness.tracking.store import REPO_ROOT, ensure_experiment
 
 DEFAULT_PORT = 5001
@@ -62,26 +64,6 @@ class Team:
     models: dict[str, str] = field(default_factory=dict)  # registered model name → its description
 
 
-OWN_FLAGS = (
-    "--app-name",
-    "--backend-store-uri",
-    "--artifacts-destination",
-    "--default-artifact-root",
-    "--registry-store-uri",
-    "--host",
-    "--port",
-)  # set by this module; ARGS may not override them
-# What ``--no-auth`` lets through to ``mlflow server``: options that cannot widen who reaches it
-# (a server option not named here, such as --gunicorn-opts='--bind 0.0.0.0:…', is refused).
-NO_AUTH_OPTIONS = ("--workers", "-w", "--static-prefix", "--allowed-hosts", "--x-frame-options", "--expose-prometheus")
-# The environment's ways to pass the web server options (refused with ``--no-auth`` for the same reason).
-NO_AUTH_VARIABLE_PREFIXES = (
-    "MLFLOW_GUNICORN_OPTS",
-    "MLFLOW_UVICORN_OPTS",
-    "MLFLOW_WAITRESS_OPTS",
-    "GUNICORN_",
-    "UVICORN_",
-)
 ARTIFACT_UMASK = 0o077  # the server's artifact files 0600, its folders 0700
 
 
@@ -223,39 +205,13 @@ def parse(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
         "--no-auth", action="store_true", help="no users: anyone who reaches the port may do anything (127.0.0.1 only)"
     )
     args, extra = parser.parse_known_args(argv)  # anything else goes to `mlflow server` (--allowed-hosts …)
-    for flag in extra:
-        if flag.split("=")[0] in OWN_FLAGS:
-            raise UserError(
-                f"{flag.split('=')[0]}: set by make server itself; use its own flags (--host, --port, "
-                f"BACKEND_STORE_URI, ARTIFACTS_DESTINATION, --no-auth)"
-            )
-    if args.no_auth:
-        check_loopback_only(args.host, extra)
-    return args, extra
-
-
-def check_loopback_only(host: str, extra: list[str]) -> None:
-    """``--no-auth`` serves 127.0.0.1 only, whatever else is passed: a non-loopback host, a server
-    option not in :data:`NO_AUTH_OPTIONS` or a web server's options in the environment is one line."""
-    if not is_loopback(host):
+    if args.no_auth and not is_loopback(args.host):
         raise UserError(
-            f"--host {host} with --no-auth: anyone who reaches the port could read, change and "
+            f"--host {args.host} with --no-auth: anyone who reaches the port could read, change and "
             f"delete every run; drop --no-auth (users and passwords) or serve on 127.0.0.1"
         )
-    for argument in extra:
-        name = argument.split("=")[0]
-        if argument.startswith("-") and name not in NO_AUTH_OPTIONS:
-            raise UserError(
-                f"{name} with --no-auth: only {', '.join(NO_AUTH_OPTIONS)} may be passed to a server "
-                f"without users (it must stay on 127.0.0.1); drop --no-auth (users and passwords) "
-                f"or {name}"
-            )
-    for variable in sorted(os.environ):
-        if variable.startswith(NO_AUTH_VARIABLE_PREFIXES) and os.environ[variable]:
-            raise UserError(
-                f"{variable} is set: with --no-auth the web server takes no options from the "
-                f"environment (it must stay on 127.0.0.1); unset it or drop --no-auth"
-            )
+    check_server_options(args.no_auth, extra)  # the flags and their forms in the environment
+    return args, extra
 
 
 def main(argv: list[str] | None = None, team: Team = Team()) -> int:

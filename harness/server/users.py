@@ -36,7 +36,7 @@ from harness.server.secret_files import generate_password, read_secret
 from harness.tracking.store import ensure_experiment, server_problem
 
 ROLES = {"read": "READ", "edit": "EDIT", "manage": "MANAGE"}
-NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{1,63}$")
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{2,63}$")  # 3-64 characters, as --help and the docs say
 EVERY = "*"  # a wildcard grant: every experiment (or registered model), future ones too
 
 
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if not NAME.match(args.name) or args.name == ADMIN:
-            raise UserError(f"NAME={args.name}: use 2-64 letters, digits or . _ @ - (and not {ADMIN!r})")
+            raise UserError(f"NAME={args.name}: use 3-64 letters, digits or . _ @ - (and not {ADMIN!r})")
         problem = server_problem(args.url)
         if problem:
             raise UserError(

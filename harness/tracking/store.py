@@ -29,6 +29,7 @@ from mlflow.utils.credentials import get_default_host_creds, read_mlflow_creds
 from mlflow.utils.rest_utils import http_request
 
 from harness.errors import UserError
+from harness.tracking.experiment_names import experiment_name
 from harness.tracking.views import prepare_experiment
 
 SERVER_SCHEMES = ("http", "https")
@@ -286,7 +287,10 @@ def artifact_location(uri: str) -> str | None:
 
 def ensure_experiment(name: str, uri: str | None = None) -> str:
     """Returns the id of experiment ``name``, creating it (tagged for the "Model training" view).
-    Safe when several processes create it at once."""
+    Safe when several processes create it at once. A name that is not in its normal form (NFKC,
+    visible, 1-256 characters: :mod:`harness.tracking.experiment_names`) is refused in one line."""
+    if experiment_name(name, "experiment name") != name:
+        raise UserError(f"experiment name {name!r}: write it as {experiment_name(name, 'experiment name')!r}")
     uri = uri or tracking_uri()
     client = MlflowClient(uri)
     check_can_log(uri, name)

@@ -79,5 +79,5 @@ def test_the_defaults_live_in_the_matrix_type(tmp_path):
 
 
 def test_the_readmes_user_names_are_valid():
-    assert all(NAME.match(name) for name in ("ada", "bo", "cy"))
-    assert not any(NAME.match(name) for name in ("c", "../x", "-ab", "a b"))
+    assert all(NAME.match(name) for name in ("ada", "bob", "cyd"))
+    assert not any(NAME.match(name) for name in ("c", "ab", "../x", "-ab", "a b"))

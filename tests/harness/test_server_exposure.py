@@ -49,12 +49,12 @@ def test_a_refused_option_starts_nothing(capsys, tmp_path):
 @pytest.mark.parametrize("variable", ["MLFLOW_GUNICORN_OPTS", "MLFLOW_UVICORN_OPTS", "GUNICORN_CMD_ARGS"])
 def test_no_auth_refuses_web_server_options_from_the_environment(variable, monkeypatch):
     monkeypatch.setenv(variable, "--bind 0.0.0.0:5013")
-    assert_one_line_error(lambda: parse(["--no-auth"]), f"{variable} is set: with --no-auth")
+    assert_one_line_error(lambda: parse(["--no-auth"]), f"{variable} is set")
 
 
 def test_no_auth_passes_the_known_safe_options_and_auth_any_other():
-    args, extra = parse(["--no-auth", "--workers", "2", "--allowed-hosts=team-host", "--static-prefix", "/mlflow"])
-    assert args.no_auth and extra == ["--workers", "2", "--allowed-hosts=team-host", "--static-prefix", "/mlflow"]
+    args, extra = parse(["--no-auth", "--workers", "2", "--allowed-hosts=localhost", "--static-prefix", "/mlflow"])
+    assert args.no_auth and extra == ["--workers", "2", "--allowed-hosts=localhost", "--static-prefix", "/mlflow"]
     assert parse(["--gunicorn-opts=--timeout 120"])[1] == ["--gunicorn-opts=--timeout 120"]  # with users: allowed
 
 
