@@ -64,20 +64,25 @@ DEV = {
 
 
 def chunk(folder: Path, **transfer) -> dict:
-    """A chunk of two pretraining runs whose frozen transfer takes its recipe from ``folder``."""
-    return {
-        "name": "chunk",
-        "encoders": [{"name": "gpt-reuters", "pretraining_runs": [0, 1], "pretrain": PRETRAIN}],
-        "finetune": SELECTION["finetune"],
-        "fractions": [1.0, 0.1],
-        "seeds": 2,
-        "transfers": {
-            "gpt": [
-                {**FROZEN, "heads": ["attn"], "fractions": [1.0], "recipe_from": str(folder)},
-                {**FROZEN, "heads": ["picked"], "fractions": [0.1], "recipe_from": str(folder), **transfer},
-            ]
-        },
-    }
+    """A chunk of two pretraining runs whose frozen transfer takes its recipe from ``folder``; no
+    two parts share an object, so ``yaml.safe_dump`` writes it without aliases (configs refuse them)."""
+    return json.loads(
+        json.dumps(
+            {
+                "name": "chunk",
+                "encoders": [{"name": "gpt-reuters", "pretraining_runs": [0, 1], "pretrain": PRETRAIN}],
+                "finetune": SELECTION["finetune"],
+                "fractions": [1.0, 0.1],
+                "seeds": 2,
+                "transfers": {
+                    "gpt": [
+                        {**FROZEN, "heads": ["attn"], "fractions": [1.0], "recipe_from": str(folder)},
+                        {**FROZEN, "heads": ["picked"], "fractions": [0.1], "recipe_from": str(folder), **transfer},
+                    ]
+                },
+            }
+        )
+    )
 
 
 def stand_ins(matrix) -> list[dict]:
