@@ -271,7 +271,7 @@ USER_ERRORS = [
     (["--model.mix=layer:9"], ["--model.mix=layer:9", "layer:2"]),
     (["--model.encoder=runs:/0123456789abcdef"], ["--model.encoder=runs:/0123456789abcdef", "no run"]),
     (["--model.encoder=runs:/{finetune_run_id}"], ["--model.encoder=runs:/{finetune_run_id}", "not a pretrain run"]),
-    (["--model.encoder=/nonexistent/bilm.ckpt"], ["--model.encoder=/nonexistent/bilm.ckpt", "not found"]),
+    (["--model.encoder=/nonexistent/bilm.ckpt"], ["--model.encoder=/nonexistent/bilm.ckpt", "no such file"]),
     (["--model.head=nope"], ["--model.head=nope", "pool-mlp"]),
     (["--data.batch_size=0"], ["--data.batch_size=0", "at least 1"]),
     (["--model.standardize=true", "--model.finetune=full"], ["--model.standardize=true", "finetune=frozen"]),
