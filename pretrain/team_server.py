@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 
+from harness.cli.entry_point import run_main
 from harness.datasets.registry import dataset_name
 from harness.server.tracking_server import Team, main
 from pretrain.cli import PretrainCLI
@@ -29,4 +30,4 @@ def team() -> Team:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:], team()))
+    run_main(lambda: main(sys.argv[1:], team()))

@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 
 from mlflow.tracking import MlflowClient
+from mlflow.utils.validation import MAX_TAG_VAL_LENGTH
 
 from benchmarks.engine.suite_lease import check_parent_free
 from harness.datasets.types import PairData
+from harness.errors import UserError
 from harness.interruption import interruption
 from harness.protocol import protocol_version
 from harness.tracking.liveness import ENDED_TAG, mark_dead_runs, process_tags
@@ -78,12 +80,23 @@ def close_parent(client: MlflowClient, parent: str) -> None:
 
 
 def abandon_parent(client: MlflowClient, parent: str, error: BaseException) -> None:
-    """KILLED after Ctrl-C or SIGTERM (tagged ``harness.ended`` with the signal), else FAILED (best
-    effort: a store that went away is marked on the next start)."""
+    """KILLED after Ctrl-C or SIGTERM (tagged ``harness.ended`` with the signal), else FAILED and
+    tagged ``harness.ended`` with the cause, the line the suite prints (best effort: a store that
+    went away is marked on the next start)."""
     signal_name = interruption(error)
     try:
         if signal_name:
             client.set_tag(parent, ENDED_TAG, interrupted_note(signal_name))
+        else:
+            client.set_tag(parent, ENDED_TAG, failure_note(error))
         client.set_terminated(parent, "KILLED" if signal_name else "FAILED")
     except Exception:  # noqa: BLE001 - best effort: a store that went away marks the run on its next start
         pass
+
+
+def failure_note(error: BaseException) -> str:
+    """``failed: <the error's first line>`` (named by its type unless it is a user's mistake, whose
+    line says it all), within a tag's length."""
+    text = (str(error).strip().splitlines() or [""])[0]
+    note = f"failed: {text}" if isinstance(error, UserError) and text else f"failed: {type(error).__name__}: {text}"
+    return note if len(note) <= MAX_TAG_VAL_LENGTH else note[: MAX_TAG_VAL_LENGTH - 1] + "…"

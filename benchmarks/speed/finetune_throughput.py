@@ -58,6 +58,7 @@ from benchmarks.speed.pretrain_throughput import matmul_peak_gflops
 from downstream.data.pair_datamodule import PairDataModule
 from downstream.model.joint_classifiers import JointClassifier
 from downstream.model.pair_classifier import PairClassifier
+from harness.cli.entry_point import run_main
 from harness.cli.precision import cpu_bf16_supported
 from harness.cli.runtime import retain_freed_memory
 from pretrain.corpus.datamodule import CorpusDataModule
@@ -405,4 +406,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

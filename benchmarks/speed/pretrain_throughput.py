@@ -47,6 +47,7 @@ import yaml
 from pytorch_lightning.plugins.precision import MixedPrecision
 
 from benchmarks.speed.model_flops import step_flops
+from harness.cli.entry_point import run_main
 from harness.cli.precision import cpu_bf16_supported
 from harness.cli.runtime import retain_freed_memory
 from harness.errors import UserError
@@ -316,4 +317,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)
