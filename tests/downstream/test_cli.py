@@ -89,6 +89,7 @@ def test_smoke_run_finishes_and_prints_a_summary(smoke):
         "features   frozen, standardised",
         "majority class",
         "TF-IDF + LR",
+        "95% interval over these pairs: acc ",
     ):
         assert fragment in stdout, fragment
     assert "Traceback" not in smoke["process"].stderr
