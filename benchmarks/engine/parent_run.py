@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 from mlflow.tracking import MlflowClient
-from mlflow.utils.validation import MAX_TAG_VAL_LENGTH
 
 from benchmarks.engine.suite_lease import check_parent_free
 from harness.datasets.types import PairData
@@ -14,6 +13,7 @@ from harness.errors import UserError
 from harness.interruption import interruption
 from harness.protocol import protocol_version
 from harness.tracking.liveness import ENDED_TAG, mark_dead_runs, process_tags
+from harness.tracking.long_values import param_value, tag_value
 from harness.tracking.naming import benchmark_run_name
 from harness.tracking.params import flatten
 from harness.tracking.runs import ensure_experiment, interrupted_note, tracking_uri
@@ -53,7 +53,7 @@ def open_parent(config: dict, suite_hash: str, data: PairData) -> str:
     run = client.create_run(experiment_id, run_name=benchmark_run_name(config["name"]), tags=tags)
     params = {key: json.dumps(value) if isinstance(value, list) else value for key, value in flatten(config).items()}
     for key, value in params.items():
-        client.log_param(run.info.run_id, key, str(value)[:6000])
+        client.log_param(run.info.run_id, key, param_value(client, run.info.run_id, key, str(value)))
     return run.info.run_id
 
 
@@ -88,15 +88,14 @@ def abandon_parent(client: MlflowClient, parent: str, error: BaseException) -> N
         if signal_name:
             client.set_tag(parent, ENDED_TAG, interrupted_note(signal_name))
         else:
-            client.set_tag(parent, ENDED_TAG, failure_note(error))
+            client.set_tag(parent, ENDED_TAG, tag_value(client, parent, ENDED_TAG, failure_note(error)))
         client.set_terminated(parent, "KILLED" if signal_name else "FAILED")
     except Exception:  # noqa: BLE001 - best effort: a store that went away marks the run on its next start
         pass
 
 
 def failure_note(error: BaseException) -> str:
-    """``failed: <the error's first line>`` (named by its type unless it is a user's mistake, whose
-    line says it all), within a tag's length."""
+    """``failed: <the error's first line>``, named by its type unless it is a user's mistake, whose
+    line says it all."""
     text = (str(error).strip().splitlines() or [""])[0]
-    note = f"failed: {text}" if isinstance(error, UserError) and text else f"failed: {type(error).__name__}: {text}"
-    return note if len(note) <= MAX_TAG_VAL_LENGTH else note[: MAX_TAG_VAL_LENGTH - 1] + "…"
+    return f"failed: {text}" if isinstance(error, UserError) and text else f"failed: {type(error).__name__}: {text}"
