@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness.cli.entry_point import run_main
+from harness.entry_point import run_main
 from harness.errors import UserError
 
 

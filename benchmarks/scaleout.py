@@ -18,7 +18,7 @@ from benchmarks.plan.cost_model import COSTS_FILE, Costs, critical_path, simulat
 from benchmarks.plan.matrix import load_config, with_budget
 from benchmarks.plan.pretraining_runs import method_encoder
 from benchmarks.results_files.recipe_folders import with_known_picks
-from harness.cli.entry_point import run_main
+from harness.entry_point import run_main
 from harness.errors import UserError
 from harness.tracking.runs import REPO_ROOT
 

@@ -44,8 +44,8 @@ from benchmarks.stats.preregistration import adjust_registered
 from benchmarks.tasks.attempts import end_driver_runs, new_driver_id
 from benchmarks.tasks.cells import FINETUNE_THREADS
 from benchmarks.tasks.entry_points import Study
-from harness.cli.entry_point import run_main
 from harness.datasets.registry import anchors_of, load_pair_data
+from harness.entry_point import run_main
 from harness.errors import UserError
 from harness.interruption import EXIT_CODES, interruption, sigterm_as_interrupt
 from harness.machine import cpu_model, usable_cpus

@@ -9,8 +9,8 @@ import sys
 
 from downstream.run.cli_flags import CLASSES, FLAGS, LEAVES
 from harness.cli.data_check import data_hint, data_problem
-from harness.cli.entry_point import run_main
 from harness.cli.preflight import preflight
+from harness.entry_point import run_main
 from pretrain.encoders.reference_hints import encoder_hint
 
 MODEL_HINT = "--model.encoder picks the encoder: runs:/<id>, latest[:<family>], hf:<folder>, random, …"

@@ -10,8 +10,8 @@ import harness.tracking.mlflow_defaults  # noqa: F401 - first: MLflow's settings
 import sys
 
 from harness.cli.data_check import data_hint, data_problem
-from harness.cli.entry_point import run_main
 from harness.cli.preflight import preflight
+from harness.entry_point import run_main
 from pretrain.cli_flags import CLASSES, FLAGS, LEAVES
 from pretrain.encoders.reference_hints import encoder_hint
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import sys
 
-from harness.cli.entry_point import run_main
 from harness.datasets.registry import dataset_name
+from harness.entry_point import run_main
 from harness.server.tracking_server import Team, main
 from pretrain.cli import PretrainCLI
 from pretrain.encoders.references import LM_STAGES

@@ -1,6 +1,6 @@
 """Every ``python -m`` entry point ends a user's mistake in one line: found here by the guard each
 one has (``if __name__ == "__main__"``), so a new entry point cannot escape the rule, and held to
-ending through :func:`harness.cli.entry_point.run_main` (a ``UserError`` is one ``error:`` line and
+ending through :func:`harness.entry_point.run_main` (a ``UserError`` is one ``error:`` line and
 exit 2, never a traceback). The Makefile's ``-m`` targets are among them."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli.entry_point import run_main
+from harness.entry_point import run_main
 from harness.errors import UserError
 from tests.helpers import assert_one_line_exit, run_module
 
@@ -59,7 +59,7 @@ def test_every_entry_point_ends_through_run_main():
         ]
         if calls != ["run_main"] or len(block.body) != 1:
             escaped.append(path)
-    assert not escaped, f"end these entry points with run_main(main) (harness.cli.entry_point): {escaped}"
+    assert not escaped, f"end these entry points with run_main(main) (harness.entry_point): {escaped}"
     assert set(NOT_ENTRY_POINTS) <= set(guarded), "an exemption names a file that is no longer an entry point"
 
 

@@ -35,8 +35,8 @@ from benchmarks.speed.finetune_throughput import config_encoder, default_precisi
 from downstream.data.pair_datamodule import PairDataModule
 from downstream.model.joint_classifiers import JointClassifier, both_orders
 from downstream.model.pair_classifier import PairClassifier
-from harness.cli.entry_point import run_main
 from harness.cli.runtime import leave_new_memory_unfilled, retain_freed_memory
+from harness.entry_point import run_main
 from pretrain.encoders.loading import load_encoder
 
 BATCH_SIZE = 16  # configs/downstream/gpt.yaml

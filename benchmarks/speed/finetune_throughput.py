@@ -58,9 +58,9 @@ from benchmarks.speed.pretrain_throughput import matmul_peak_gflops
 from downstream.data.pair_datamodule import PairDataModule
 from downstream.model.joint_classifiers import JointClassifier
 from downstream.model.pair_classifier import PairClassifier
-from harness.cli.entry_point import run_main
 from harness.cli.precision import cpu_bf16_supported
 from harness.cli.runtime import retain_freed_memory
+from harness.entry_point import run_main
 from pretrain.corpus.datamodule import CorpusDataModule
 from pretrain.encoders.loading import load_encoder
 from pretrain.encoders.protocol import Encoder

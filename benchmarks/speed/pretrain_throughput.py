@@ -47,9 +47,9 @@ import yaml
 from pytorch_lightning.plugins.precision import MixedPrecision
 
 from benchmarks.speed.model_flops import step_flops
-from harness.cli.entry_point import run_main
 from harness.cli.precision import cpu_bf16_supported
 from harness.cli.runtime import retain_freed_memory
+from harness.entry_point import run_main
 from harness.errors import UserError
 from pretrain.cli import DEFAULT_FAMILY
 from pretrain.corpus.datamodule import CorpusDataModule

@@ -31,7 +31,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from harness.cli.entry_point import run_main
+from harness.entry_point import run_main
 
 LABELS = ("entailment", "neutral", "contradiction")
 WORDS = (

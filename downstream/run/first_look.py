@@ -25,7 +25,7 @@ from pathlib import Path
 from mlflow.tracking import MlflowClient
 
 from harness.cli.child_cause import child_cause
-from harness.cli.entry_point import run_main
+from harness.entry_point import run_main
 from harness.tracking.links import metrics_compare_link, run_link, serve_lines
 from harness.tracking.runs import tracking_uri
 

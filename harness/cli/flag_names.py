@@ -16,7 +16,7 @@ import inspect
 import sys
 import typing
 
-from harness.cli.entry_point import run_main
+from harness.entry_point import run_main
 
 
 class _Built(Exception):

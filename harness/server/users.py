@@ -29,7 +29,7 @@ from pathlib import Path
 
 from mlflow.exceptions import MlflowException
 
-from harness.cli.entry_point import run_main
+from harness.entry_point import run_main
 from harness.errors import UserError
 from harness.server.auth import ADMIN, AuthFiles
 from harness.server.postgres import SECRETS_DIR

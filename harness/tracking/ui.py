@@ -12,7 +12,7 @@ import sys
 
 from mlflow.exceptions import MlflowException
 
-from harness.cli.entry_point import run_main
+from harness.entry_point import run_main
 from harness.errors import UserError
 from harness.tracking.links import store_links, ui_base
 from harness.tracking.runs import tracking_uri

@@ -22,8 +22,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from harness.cli.entry_point import run_main
 from harness.cli.precision import cpu_bf16_supported
+from harness.entry_point import run_main
 from tests.golden.cells import compute_goldens
 from tests.golden.compare import GOLDENS, largest_deviations, problems, read_goldens, write_goldens
 
