@@ -87,9 +87,9 @@ def abandon_parent(client: MlflowClient, parent: str, error: BaseException) -> N
     try:
         if signal_name:
             client.set_tag(parent, ENDED_TAG, interrupted_note(signal_name))
-        else:
-            client.set_tag(parent, ENDED_TAG, tag_value(client, parent, ENDED_TAG, failure_note(error)))
         client.set_terminated(parent, "KILLED" if signal_name else "FAILED")
+        if not signal_name:  # after the status: a note never stands between the run and its end
+            client.set_tag(parent, ENDED_TAG, tag_value(client, parent, ENDED_TAG, failure_note(error)))
     except Exception:  # noqa: BLE001 - best effort: a store that went away marks the run on its next start
         pass
 
