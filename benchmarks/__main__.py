@@ -21,6 +21,7 @@ import sys
 import time
 from pathlib import Path
 
+from harness.entry_point import run_main
 from harness.errors import UserError
 
 
@@ -105,4 +106,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

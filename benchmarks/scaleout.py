@@ -18,6 +18,7 @@ from benchmarks.plan.cost_model import COSTS_FILE, Costs, critical_path, simulat
 from benchmarks.plan.matrix import load_config, with_budget
 from benchmarks.plan.pretraining_runs import method_encoder
 from benchmarks.results_files.recipe_folders import with_known_picks
+from harness.entry_point import run_main
 from harness.errors import UserError
 from harness.tracking.runs import REPO_ROOT
 
@@ -61,4 +62,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_main(main)

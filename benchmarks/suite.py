@@ -45,6 +45,7 @@ from benchmarks.tasks.attempts import end_driver_runs, new_driver_id
 from benchmarks.tasks.cells import FINETUNE_THREADS
 from benchmarks.tasks.entry_points import Study
 from harness.datasets.registry import anchors_of, load_pair_data
+from harness.entry_point import run_main
 from harness.errors import UserError
 from harness.interruption import EXIT_CODES, interruption, sigterm_as_interrupt
 from harness.machine import cpu_model, usable_cpus
@@ -328,4 +329,4 @@ def cluster_paths(config: Matrix, finetune_config: str, finetune_args: list[str]
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

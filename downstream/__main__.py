@@ -10,11 +10,13 @@ import sys
 from downstream.run.cli_flags import CLASSES, FLAGS, LEAVES
 from harness.cli.data_check import data_hint, data_problem
 from harness.cli.preflight import preflight
+from harness.entry_point import run_main
 from pretrain.encoders.reference_hints import encoder_hint
 
 MODEL_HINT = "--model.encoder picks the encoder: runs:/<id>, latest[:<family>], hf:<folder>, random, …"
 
-if __name__ == "__main__":
+
+def main() -> int:
     preflight(
         sys.argv[1:],
         FLAGS,
@@ -26,8 +28,12 @@ if __name__ == "__main__":
     problem = data_problem(sys.argv[1:])
     if problem:
         print(f"error: {problem}", file=sys.stderr)
-        sys.exit(2)
+        return 2
     from downstream.run.cli import FinetuneCLI
     from harness.cli.tracked_cli import run_cli
 
-    sys.exit(run_cli(FinetuneCLI))
+    return run_cli(FinetuneCLI)
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -11,14 +11,16 @@ import sys
 
 from harness.cli.data_check import data_hint, data_problem
 from harness.cli.preflight import preflight
+from harness.entry_point import run_main
 from pretrain.cli_flags import CLASSES, FLAGS, LEAVES
 from pretrain.encoders.reference_hints import encoder_hint
 
-if __name__ == "__main__":
-    if sys.argv[1:2] == ["export"]:
-        from pretrain.encoders.export import main
 
-        sys.exit(main(sys.argv[2:]))
+def main() -> int:
+    if sys.argv[1:2] == ["export"]:
+        from pretrain.encoders.export import main as export
+
+        return export(sys.argv[2:])
     preflight(
         sys.argv[1:],
         FLAGS,
@@ -30,8 +32,12 @@ if __name__ == "__main__":
     problem = data_problem(sys.argv[1:])
     if problem:
         print(f"error: {problem}", file=sys.stderr)
-        sys.exit(2)
+        return 2
     from harness.cli.tracked_cli import run_cli
     from pretrain.cli import PretrainCLI
 
-    sys.exit(run_cli(PretrainCLI))
+    return run_cli(PretrainCLI)
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 
 from harness.datasets.registry import dataset_name
+from harness.entry_point import run_main
 from harness.server.tracking_server import Team, main
 from pretrain.cli import PretrainCLI
 from pretrain.encoders.references import LM_STAGES
@@ -31,4 +32,4 @@ def team() -> Team:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:], team()))
+    run_main(lambda: main(sys.argv[1:], team()))

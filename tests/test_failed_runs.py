@@ -91,7 +91,9 @@ def test_a_benchmark_whose_cell_crashes_leaves_nothing_running(store, mrpc_dir):
         "--data.max_sentences=300 --model.hidden_size=16 --trainer.limit_val_batches=3",
     )
     assert process.returncode == 2, process.stderr[-3000:]
-    assert process.stderr.strip().splitlines()[-1].startswith("error: cell ")
+    last = process.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: cell ") and "no_such_metric" in last  # the cell's own reason, in one line
+    assert ".log" in last.rsplit("its output is in ", 1)[-1]
     new = [r for r in all_runs(store) if r.info.run_id not in before]
     statuses = {}  # stage → the statuses of its new runs
     for r in new:
@@ -99,6 +101,8 @@ def test_a_benchmark_whose_cell_crashes_leaves_nothing_running(store, mrpc_dir):
     # the baselines finished and will be reused; the first finetune cell crashed, the one beside it
     # (two at a time) crashed too or was cancelled, and the parent says the benchmark failed
     assert statuses["benchmark"] == {"FAILED"} and "FAILED" in statuses["finetune"]
+    (parent,) = [r for r in new if r.data.tags.get("stage") == "benchmark"]
+    assert parent.data.tags["harness.ended"] == "failed: " + last.removeprefix("error: ")
     assert statuses["finetune"] <= {"FAILED", "KILLED"}
     assert statuses.get("baseline", {"FINISHED"}) == {"FINISHED"}
     assert not [r for r in all_runs(store) if r.info.status == "RUNNING"]

@@ -9,9 +9,11 @@ from mlflow.tracking import MlflowClient
 
 from benchmarks.engine.suite_lease import check_parent_free
 from harness.datasets.types import PairData
+from harness.errors import UserError
 from harness.interruption import interruption
 from harness.protocol import protocol_version
 from harness.tracking.liveness import ENDED_TAG, mark_dead_runs, process_tags
+from harness.tracking.long_values import param_value, tag_value
 from harness.tracking.naming import benchmark_run_name
 from harness.tracking.params import flatten
 from harness.tracking.runs import ensure_experiment, interrupted_note, tracking_uri
@@ -51,7 +53,7 @@ def open_parent(config: dict, suite_hash: str, data: PairData) -> str:
     run = client.create_run(experiment_id, run_name=benchmark_run_name(config["name"]), tags=tags)
     params = {key: json.dumps(value) if isinstance(value, list) else value for key, value in flatten(config).items()}
     for key, value in params.items():
-        client.log_param(run.info.run_id, key, str(value)[:6000])
+        client.log_param(run.info.run_id, key, param_value(client, run.info.run_id, key, str(value)))
     return run.info.run_id
 
 
@@ -78,12 +80,22 @@ def close_parent(client: MlflowClient, parent: str) -> None:
 
 
 def abandon_parent(client: MlflowClient, parent: str, error: BaseException) -> None:
-    """KILLED after Ctrl-C or SIGTERM (tagged ``harness.ended`` with the signal), else FAILED (best
-    effort: a store that went away is marked on the next start)."""
+    """KILLED after Ctrl-C or SIGTERM (tagged ``harness.ended`` with the signal), else FAILED and
+    tagged ``harness.ended`` with the cause, the line the suite prints (best effort: a store that
+    went away is marked on the next start)."""
     signal_name = interruption(error)
     try:
         if signal_name:
             client.set_tag(parent, ENDED_TAG, interrupted_note(signal_name))
         client.set_terminated(parent, "KILLED" if signal_name else "FAILED")
+        if not signal_name:  # after the status: a note never stands between the run and its end
+            client.set_tag(parent, ENDED_TAG, tag_value(client, parent, ENDED_TAG, failure_note(error)))
     except Exception:  # noqa: BLE001 - best effort: a store that went away marks the run on its next start
         pass
+
+
+def failure_note(error: BaseException) -> str:
+    """``failed: <the error's first line>``, named by its type unless it is a user's mistake, whose
+    line says it all."""
+    text = (str(error).strip().splitlines() or [""])[0]
+    return f"failed: {text}" if isinstance(error, UserError) and text else f"failed: {type(error).__name__}: {text}"

@@ -49,7 +49,7 @@ def _learning_curve(runs: pd.DataFrame, path: Path, data_name: str = "MRPC") -> 
         title=f"Learning curve ({seed_text(table, [*SETTING, 'fraction'])})",
     )
     _accuracy_axis(axes, runs)
-    axes.legend(fontsize=8)
+    legend_outside(axes)
     return _save(figure, path)
 
 
@@ -77,7 +77,7 @@ def _mix_weights(runs: pd.DataFrame, path: Path) -> Path | None:
         ylabel="softmax weight",
         title=f"Learned scalar-mix weights ({seed_text(scalar, ['method'])})",
     )
-    axes.legend(fontsize=8)
+    legend_outside(axes)
     return _save(figure, path)
 
 
@@ -118,7 +118,7 @@ def _accuracy_by_layer(runs: pd.DataFrame, path: Path) -> Path | None:
             title=f"{name}: single layers ({seed_text(rows, ['kind', 'head', 'layer'])})",
         )
         _accuracy_axis(axes, runs)
-        axes.legend(fontsize=8)
+        legend_outside(axes)
     return _save(figure, path)
 
 
@@ -169,9 +169,14 @@ def _accuracy_axis(axes, runs: pd.DataFrame) -> None:
     axes.set_ylim(max(0.0, 5 * math.floor(floor / 5)), min(100.0, 5 * math.ceil(top / 5)))
 
 
+def legend_outside(axes, fontsize: int = 8) -> None:
+    """The legend right of the axes, off the data: inside, it covered points and error bars."""
+    axes.legend(fontsize=fontsize, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+
+
 def _save(figure: Figure, path: Path) -> Path:
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    figure.tight_layout()  # the axes shrink to leave room for the legends beside them
+    figure.savefig(path, dpi=120, bbox_inches="tight")
     return path
 
 

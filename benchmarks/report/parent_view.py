@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
+from mlflow.utils.validation import MAX_TAG_VAL_LENGTH
 
 from benchmarks.report.results_table import CHECK_KINDS
 from benchmarks.stats.results_columns import COLUMNS
@@ -24,7 +25,6 @@ from harness.tracking.naming import metric_key
 from harness.tracking.views import DESCRIPTION_TAG, benchmark_view
 
 DESCRIPTION_SECTIONS = ("Results", "Remarks")
-DESCRIPTION_LIMIT = 40000  # characters; MLflow keeps tag values up to 8000 on some stores, 64k on SQL ones
 
 
 def summary_metrics(results: pd.DataFrame) -> dict[str, float]:
@@ -48,6 +48,24 @@ def report_sections(report: str, names: tuple[str, ...] = DESCRIPTION_SECTIONS) 
     return "\n\n".join([title, *kept]).strip() + "\n"
 
 
+def note_text(description: str, limit: int = MAX_TAG_VAL_LENGTH) -> str:
+    """The parent's description (a tag MLflow cuts at ``limit`` characters): the whole of it when
+    it fits, else its whole paragraphs that fit, then where the whole report is (``report.md``,
+    an artifact of the run) — never a paragraph cut in two."""
+    if len(description) <= limit:
+        return description
+    rest = (
+        f"\n\n… the rest ({len(description):,} characters in all, over the {limit:,} a description holds) "
+        "is in the whole report: `report.md` among this run's artifacts.\n"
+    )
+    kept: list[str] = []
+    for paragraph in description.split("\n\n"):
+        if len("\n\n".join([*kept, paragraph])) + len(rest) > limit:
+            break
+        kept.append(paragraph)
+    return "\n\n".join(kept) + rest
+
+
 def describe_parent(
     client: MlflowClient, parent: str, name: str, results: pd.DataFrame, report_path: Path, config_path: Path
 ) -> str:
@@ -58,7 +76,7 @@ def describe_parent(
     for start in range(0, len(metrics), 500):
         client.log_batch(parent, metrics=metrics[start : start + 500])
     description = report_sections(report_path.read_text(encoding="utf-8"))
-    client.set_tag(parent, DESCRIPTION_TAG, description[:DESCRIPTION_LIMIT])
+    client.set_tag(parent, DESCRIPTION_TAG, note_text(description))
     client.set_tag(parent, "mlflow.source.name", f"python -m benchmarks.suite --config {config_path}")
     client.set_tag(parent, "mlflow.source.type", "LOCAL")
     experiment_id = client.get_run(parent).info.experiment_id

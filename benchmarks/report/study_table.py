@@ -22,6 +22,7 @@ from benchmarks.plan.lr_selection import CHOSEN_COLUMN
 from benchmarks.plan.matrix import PICKED_HEAD
 from benchmarks.plan.pretraining_runs import entry_name
 from benchmarks.report.control_rule import control_fields, failed_control, failed_mask, failed_note, learned_text
+from benchmarks.report.figures import _save, legend_outside
 from benchmarks.report.pairing_text import pairing_sentence
 from benchmarks.report.recipe_section import is_picked
 from benchmarks.stats.preregistration import PREREGISTERED_COLUMN, Family, family_text
@@ -337,13 +338,23 @@ def _study_answer(rows: pd.DataFrame, family: Family) -> list[str]:
     ]
 
 
+FAILED_CONTROL_LABEL = "✗ control failed: shown, not counted"
+
+
 def _lines(axes, rows: pd.DataFrame, x: str, keys: list[str]) -> None:
+    """A line of gaps (with their intervals) per ``keys``; a comparison whose control failed
+    (:mod:`benchmarks.report.control_rule`) crossed out in red; the legend beside the axes."""
     for key, group in rows.sort_values(x).groupby(keys, sort=False):
         label = " · ".join(str(part) for part in (key if isinstance(key, tuple) else (key,)))
         errors = np.vstack([group["gap"] - group["low"], group["high"] - group["gap"]])
         axes.errorbar(group[x], group["gap"], yerr=errors, marker="o", capsize=3, label=label)
+    failed = rows[failed_mask(rows)]
+    if len(failed):
+        axes.scatter(
+            failed[x], failed["gap"], marker="x", s=110, linewidths=2, color="red", zorder=4, label=FAILED_CONTROL_LABEL
+        )
     axes.axhline(0, color="grey", linewidth=1, linestyle="--")
-    axes.legend(fontsize=7)
+    legend_outside(axes, fontsize=7)
 
 
 def study_figures(rows: pd.DataFrame, directory: Path) -> list[Path]:
@@ -381,9 +392,3 @@ def study_figures(rows: pd.DataFrame, directory: Path) -> list[Path]:
 def _interval_text(rows: pd.DataFrame) -> str:
     """What the error bars are: a 95% CI, or none where every gap rests on one seed pair."""
     return "1 seed: no CI" if (rows["seeds"] <= 1).all() else "95% CI"
-
-
-def _save(figure: Figure, path: Path) -> Path:
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    return path

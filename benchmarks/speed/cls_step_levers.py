@@ -36,6 +36,7 @@ from downstream.data.pair_datamodule import PairDataModule
 from downstream.model.joint_classifiers import JointClassifier, both_orders
 from downstream.model.pair_classifier import PairClassifier
 from harness.cli.runtime import leave_new_memory_unfilled, retain_freed_memory
+from harness.entry_point import run_main
 from pretrain.encoders.loading import load_encoder
 
 BATCH_SIZE = 16  # configs/downstream/gpt.yaml
@@ -180,4 +181,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

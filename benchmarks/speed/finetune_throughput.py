@@ -59,6 +59,7 @@ from downstream.model.joint_classifiers import JointClassifier
 from downstream.model.pair_classifier import PairClassifier
 from harness.cli.precision import cpu_bf16_supported
 from harness.cli.runtime import retain_freed_memory
+from harness.entry_point import run_main
 from harness.unique_keys import load_yaml
 from pretrain.corpus.datamodule import CorpusDataModule
 from pretrain.encoders.loading import load_encoder
@@ -405,4 +406,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

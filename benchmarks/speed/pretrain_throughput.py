@@ -48,6 +48,7 @@ from pytorch_lightning.plugins.precision import MixedPrecision
 from benchmarks.speed.model_flops import step_flops
 from harness.cli.precision import cpu_bf16_supported
 from harness.cli.runtime import retain_freed_memory
+from harness.entry_point import run_main
 from harness.errors import UserError
 from harness.unique_keys import load_yaml
 from pretrain.cli import DEFAULT_FAMILY
@@ -316,4 +317,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

@@ -31,6 +31,8 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from harness.entry_point import run_main
+
 LABELS = ("entailment", "neutral", "contradiction")
 WORDS = (
     'the shares company said percent year market quarter "profit" rose fell analysts expected '
@@ -126,4 +128,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

@@ -23,6 +23,7 @@ from downstream.data.pair_datamodule import DEFAULT_CACHE_DIR
 from downstream.run import encoder_reuse
 from downstream.run.cli import FinetuneCLI
 from downstream.run.evaluation import predictions_frame, split_metrics
+from harness.cli.child_cause import failure_line
 from harness.cli.runtime import intra_op_threads, release_freed_memory
 from harness.cli.tracked_cli import run_cli
 from harness.datasets.registry import run_name_prefix
@@ -114,7 +115,7 @@ def pretrain(
     code = run_quietly(PretrainCLI, ["fit", "--config", config, *args, f"--tags={tags}"], log_path)
     run_id = finished_run("pretrain", cell_hash)
     if code != 0 or run_id is None:
-        raise UserError(f"pretraining failed (exit {code}); its output is in {log_path}")
+        raise UserError(failure_line("pretraining", code, log_path))
     return run_id
 
 
@@ -165,7 +166,7 @@ def finetune(
         code = run_quietly(FinetuneCLI, args, log_path)
     run_id = finished_run(experiment, cell_hash, parent_run_id)
     if code != 0 or run_id is None:
-        raise UserError(f"cell {cell.method} seed {cell.seed} failed (exit {code}); its output is in {log_path}")
+        raise UserError(failure_line(f"cell {cell.method} seed {cell.seed}", code, log_path))
     return run_id
 
 

@@ -16,6 +16,7 @@ from downstream.data.validation_schedule import validation_schedule
 from downstream.model.settings import Mix
 from downstream.run import encoder_reuse, summary_comparisons
 from downstream.run.evaluation import EvaluateBest
+from downstream.run.item_intervals import interval_line
 from downstream.run.lit_pair import LitPairClassifier
 from downstream.run.ui_views import LogDatasets, LogPredictionViews
 from harness.cli.tracked_cli import TrackedCLI
@@ -326,4 +327,5 @@ class FinetuneCLI(TrackedCLI):
             collapsed=self.evaluation.frames["test"]["pred"].nunique() == 1,
             test_pairs=len(data.pairs["test"]),
             all_test_pairs=len(data.pair_data.split("test")),
+            interval=interval_line(self.evaluation.frames["test"], data.pair_data.positive_label, f1_kind),
         )

@@ -24,6 +24,8 @@ from pathlib import Path
 
 from mlflow.tracking import MlflowClient
 
+from harness.cli.child_cause import child_cause
+from harness.entry_point import run_main
 from harness.tracking.links import metrics_compare_link, run_link, serve_lines
 from harness.tracking.runs import tracking_uri
 
@@ -60,7 +62,8 @@ def run_step(title: str, module: str, args: list[str], log: Path) -> float:
     if code != 0:
         print(f"failed (exit {code})")
         lines = log.read_text(errors="replace").strip().splitlines()
-        print(f"error: {title} failed: {lines[-1] if lines else 'no output'} (all of it in {log})", file=sys.stderr)
+        cause = child_cause(log) or (lines[-1] if lines else "no output")
+        print(f"error: {title} failed: {cause} (all of it in {log})", file=sys.stderr)
         raise SystemExit(1)
     print(f"{seconds:4.0f} s   log {shown(log)}")
     return seconds
@@ -136,4 +139,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

@@ -136,6 +136,7 @@ def context_lines(
     collapsed: bool = False,
     test_pairs: int | None = None,
     all_test_pairs: int | None = None,
+    interval: str | None = None,
 ) -> list[str]:
     """The summary's ``context`` block: this run's test accuracy and F1 above the majority class,
     TF-IDF + LR and the other arm (``twin``: an MLflow run or None), then the gap pretrained − random,
@@ -143,13 +144,15 @@ def context_lines(
     benchmark's cell: its own baseline cells hold them). ``twin_flags``: what to add to this command
     to run the missing arm; ``collapsed``: this run predicted one label for every test pair (said
     beside its row); ``test_pairs`` of ``all_test_pairs``: the test pairs scored, named in the header
-    and beside the majority class (whose rate is that subset's, not the published one)."""
+    and beside the majority class (whose rate is that subset's, not the published one); ``interval``:
+    this run's 95% intervals over those pairs (:mod:`downstream.run.item_intervals`), below its row."""
     other = "pretrained counterpart" if is_random else "random twin"
     scored_on = test_pairs_title(test_title, test_pairs, all_test_pairs)
     lines = [
         f"  {'context':<10} test acc  F1{f1_kind:<8} ({scored_on}, the same pairs in every row)",
         f"  {'':<10} {results['test_acc']:.3f}     {results['test_f1']:.3f}     this run"
         + (" (one label for every pair: collapsed)" if collapsed else ""),
+        *([f"  {'':<10} {interval}"] if interval else []),
     ]
     for name, title in BASELINE_TITLES.items():
         value = (scores or {}).get(name)

@@ -16,6 +16,8 @@ import inspect
 import sys
 import typing
 
+from harness.entry_point import run_main
+
 
 class _Built(Exception):
     """Raised with the parser once the CLI has built it, before it parses anything."""
@@ -147,4 +149,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    run_main(main, sys.argv[1:])

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from mlflow.exceptions import MlflowException
 
+from harness.entry_point import run_main
 from harness.errors import UserError
 from harness.server.auth import ADMIN, AuthFiles
 from harness.server.postgres import SECRETS_DIR
@@ -141,4 +142,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

@@ -16,7 +16,8 @@ from mlflow.entities import Param
 from pytorch_lightning.loggers import MLFlowLogger
 from pytorch_lightning.utilities import rank_zero_only
 
-PARAM_LIMIT = 6000  # characters MLflow 3 keeps per param value
+from harness.tracking.long_values import param_value, shown_param, tag_value
+
 CHANGED_PARAMS_TAG = "harness.changed_params"  # params a resumed fit was given other values for
 
 # Trainer settings that change what a run computes, with Lightning's defaults (dropped when equal).
@@ -77,7 +78,8 @@ def comparable_params(flat: dict[str, Any]) -> dict[str, Any]:
 
 def log_params(logger: MLFlowLogger, params: dict[str, Any]) -> None:
     """Log the flat params a user compares (:func:`comparable_params`) in full (Lightning's own
-    logger cuts values at 250 characters).
+    logger cuts values at 250 characters; a value over MLflow's limit goes whole to an artifact
+    the param names, :mod:`harness.tracking.long_values`).
 
     A resumed run has its params already, and MLflow refuses to change one: keys it has are
     skipped, and those given another value are listed in the tag ``harness.changed_params``.
@@ -85,16 +87,22 @@ def log_params(logger: MLFlowLogger, params: dict[str, Any]) -> None:
     if rank_zero_only.rank != 0:
         return
     client, run_id = logger.experiment, logger.run_id
-    values = {key: str(value)[:PARAM_LIMIT] for key, value in comparable_params(flatten(params)).items()}
+    values = {key: str(value) for key, value in comparable_params(flatten(params)).items()}
     run = client.get_run(run_id)
     existing = run.data.params
-    items = [Param(key, value) for key, value in values.items() if key not in existing]
+    new = {key: value for key, value in values.items() if key not in existing}
+    items = [Param(key, param_value(client, run_id, key, value)) for key, value in new.items()]
     for start in range(0, len(items), 100):
         client.log_batch(run_id, params=items[start : start + 100])
-    changed = {key for key, value in values.items() if key in existing and existing[key] != value}
+    changed = {
+        key
+        for key, value in values.items()
+        if key in existing and existing[key] not in (value, shown_param(key, value))
+    }
     if changed:
         changed |= set(filter(None, run.data.tags.get(CHANGED_PARAMS_TAG, "").split(",")))
-        client.set_tag(run_id, CHANGED_PARAMS_TAG, ",".join(sorted(changed))[:5000])
+        names = ",".join(sorted(changed))
+        client.set_tag(run_id, CHANGED_PARAMS_TAG, tag_value(client, run_id, CHANGED_PARAMS_TAG, names))
 
 
 def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -12,6 +12,7 @@ import sys
 
 from mlflow.exceptions import MlflowException
 
+from harness.entry_point import run_main
 from harness.errors import UserError
 from harness.tracking.links import store_links, ui_base
 from harness.tracking.runs import tracking_uri
@@ -65,4 +66,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 
 from harness.errors import UserError
+from pretrain.encoders.reference_hints import NoSuchEncoder
 from pretrain.families import family_of
 
 FORMAT = "lm-transfer-bench/encoder"
@@ -130,7 +131,7 @@ def read_checkpoint(path: str | Path, source: str) -> tuple[dict, str]:
     """
     path = Path(path)
     if not path.is_file():
-        raise UserError(f"{source}: checkpoint file not found: {path}")
+        raise NoSuchEncoder(f"{source}: checkpoint file not found: {path}")
     data = path.read_bytes()
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)

@@ -28,6 +28,7 @@ from pretrain.encoders.hf.encoder import FAMILY as HF_FAMILY
 from pretrain.encoders.hf.encoder import HFEncoder, hf_encoder_from_record, load_hf_encoder
 from pretrain.encoders.protocol import Encoder
 from pretrain.encoders.provenance import is_smoke
+from pretrain.encoders.reference_hints import NoSuchEncoder
 from pretrain.encoders.references import EncoderReference, Source, reference_of_record
 from pretrain.encoders.registry import run_of_model
 from pretrain.encoders.trusted import check_trusted, note_untrusted, trusted_experiment_ids, trusted_names
@@ -133,7 +134,7 @@ def checkpoint_of_run(run_id: str, source: str) -> tuple[dict, str]:
     try:
         run = client.get_run(run_id)
     except MlflowException:
-        raise UserError(f"{source}: no run {run_id} in {tracking_uri()}") from None
+        raise NoSuchEncoder(f"{source}: no run {run_id} in {tracking_uri()}") from None
     if "deleted" in (run.info.lifecycle_stage, client.get_experiment(run.info.experiment_id).lifecycle_stage):
         raise UserError(
             f"{source}: run {run_id} is deleted (in the trash of {tracking_uri()}); restore it "

@@ -17,6 +17,7 @@ from mlflow.tracking import MlflowClient
 
 from harness.errors import UserError
 from harness.tracking.runs import tracking_uri
+from pretrain.encoders.reference_hints import NoSuchEncoder
 
 ALIAS = "newest"
 CHECKPOINT_FOLDER = "checkpoint"
@@ -76,7 +77,7 @@ def run_of_model(uri: str) -> str:
             raise UserError(f"{uri}: name a version or an alias: models:/<name>/<version> or models:/<name>@<alias>")
     except MlflowException as error:
         first = str(error.message).splitlines()[0]
-        raise UserError(f"{uri}: not in the model registry of {tracking_uri()} ({first})") from None
+        raise NoSuchEncoder(f"{uri}: not in the model registry of {tracking_uri()} ({first})") from None
     if not version.run_id:
         raise UserError(f"{uri}: version {version.version} of {version.name} names no pretrain run")
     return version.run_id

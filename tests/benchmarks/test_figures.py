@@ -2,10 +2,11 @@
 TF-IDF + LR baselines as lines, and titles that say how many seeds a point is."""
 
 import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from benchmarks.report import figures
 from benchmarks.report.results_table import build_results
-from benchmarks.report.study_table import study_figures, study_rows
+from benchmarks.report.study_table import FAILED_CONTROL_LABEL, study_figures, study_rows
 from tests.benchmarks.test_report import CELLS, make_benchmark
 
 ONE_SEED = [(*cell[:7], 1) for cell in CELLS]
@@ -76,3 +77,54 @@ def test_gap_figures_promise_no_ci_with_one_seed(drawn, tmp_path):
     study_figures(rows, tmp_path)
     title = drawn["gap_by_fraction.png"].axes[0].get_title()
     assert "1 seed: no CI" in title and "95% CI" not in title
+
+
+def overlaps(first, second) -> bool:
+    return first.x0 < second.x1 and second.x0 < first.x1 and first.y0 < second.y1 and second.y0 < first.y1
+
+
+def assert_legends_off_the_data(figure) -> None:
+    """Every legend of ``figure`` lies outside every one of its axes, as drawn."""
+    renderer = FigureCanvasAgg(figure).get_renderer()
+    figure.tight_layout()
+    for axes in figure.axes:
+        legend = axes.get_legend()
+        assert legend is not None
+        for other in figure.axes:
+            assert not overlaps(legend.get_window_extent(renderer), other.get_window_extent(renderer))
+
+
+def study_figure_rows(failed_methods: set[str]):
+    cells = [(*cell[:4], fraction, *cell[5:]) for cell in CELLS for fraction in (0.5, 1.0) if cell[4] == 1.0]
+    cells = [
+        (f"{cell[0]}@{cell[4]:g}", *cell[1:5], f"{cell[5]}@{cell[4]:g}" if cell[5] else "", *cell[6:]) for cell in cells
+    ]
+    runs, preds = make_benchmark(cells)
+    runs = runs.assign(transfer="frozen", family="elmo")
+    rows = study_rows(build_results(runs, preds), runs, [{"name": "elmo"}])
+    rows["control_ok"] = [method not in failed_methods for method in rows["method"]]
+    return rows
+
+
+def test_every_legend_is_off_the_data(drawn, tmp_path):
+    runs, _ = make_benchmark(CELLS)
+    figures.write_figures(runs, tmp_path)
+    study_figures(study_figure_rows(set()), tmp_path)
+    assert {"learning_curve.png", "accuracy_by_layer.png", "mix_weights.png", "gap_by_fraction.png"} <= set(drawn)
+    for name, figure in drawn.items():
+        assert_legends_off_the_data(figure), name
+
+
+def test_the_gap_figure_marks_the_comparisons_whose_control_failed(drawn, tmp_path):
+    tested = study_figure_rows(set())
+    tested = tested[tested["gap"].notna()]
+    failed = tested.iloc[0]
+    study_figures(study_figure_rows({failed["method"]}), tmp_path)
+    axes = drawn["gap_by_fraction.png"].axes[0]
+    legend = [text.get_text() for text in axes.get_legend().get_texts()]
+    assert FAILED_CONTROL_LABEL in legend
+    (marks,) = [collection for collection in axes.collections if collection.get_label() == FAILED_CONTROL_LABEL]
+    assert marks.get_offsets().tolist() == [[failed["fraction"], failed["gap"]]]
+    study_figures(study_figure_rows(set()), tmp_path)  # every control passed: nothing marked
+    legend = [text.get_text() for text in drawn["gap_by_fraction.png"].axes[0].get_legend().get_texts()]
+    assert FAILED_CONTROL_LABEL not in legend

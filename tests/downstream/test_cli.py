@@ -89,6 +89,7 @@ def test_smoke_run_finishes_and_prints_a_summary(smoke):
         "features   frozen, standardised",
         "majority class",
         "TF-IDF + LR",
+        "95% interval over these pairs: acc ",
     ):
         assert fragment in stdout, fragment
     assert "Traceback" not in smoke["process"].stderr
@@ -271,7 +272,7 @@ USER_ERRORS = [
     (["--model.mix=layer:9"], ["--model.mix=layer:9", "layer:2"]),
     (["--model.encoder=runs:/0123456789abcdef"], ["--model.encoder=runs:/0123456789abcdef", "no run"]),
     (["--model.encoder=runs:/{finetune_run_id}"], ["--model.encoder=runs:/{finetune_run_id}", "not a pretrain run"]),
-    (["--model.encoder=/nonexistent/bilm.ckpt"], ["--model.encoder=/nonexistent/bilm.ckpt", "not found"]),
+    (["--model.encoder=/nonexistent/bilm.ckpt"], ["--model.encoder=/nonexistent/bilm.ckpt", "no such file"]),
     (["--model.head=nope"], ["--model.head=nope", "pool-mlp"]),
     (["--data.batch_size=0"], ["--data.batch_size=0", "at least 1"]),
     (["--model.standardize=true", "--model.finetune=full"], ["--model.standardize=true", "finetune=frozen"]),

@@ -6,6 +6,7 @@ import pytest
 from downstream.run import encoder_reuse
 from downstream.run.cli import resolve_encoder
 from harness.errors import UserError
+from pretrain.encoders.reference_hints import ACCEPTED
 
 
 @pytest.mark.parametrize(
@@ -36,3 +37,15 @@ def test_a_bad_value_names_its_flag_in_one_line_and_loads_nothing(encoder, rando
     with pytest.raises(UserError) as raised:
         resolve_encoder(encoder, random_like, 0)
     assert str(raised.value) == message
+
+
+@pytest.mark.parametrize("kind", ["missing-file", "folder-without-config"])
+def test_a_reference_the_full_load_finds_naming_nothing_lists_the_accepted_forms(kind, tmp_path):
+    """What the check before the imports leaves (a value in a config file, a server's store) is
+    refused by the load itself with the same list of forms."""
+    value = str(tmp_path / "gone.ckpt") if kind == "missing-file" else f"hf:{tmp_path}"
+    with pytest.raises(UserError) as raised:
+        resolve_encoder(value, None, 0)
+    message = str(raised.value)
+    assert message.startswith(f"--model.encoder={value}: ") and message.endswith(ACCEPTED)
+    assert len(message.splitlines()) == 1

@@ -23,6 +23,7 @@ import tempfile
 from pathlib import Path
 
 from harness.cli.precision import cpu_bf16_supported
+from harness.entry_point import run_main
 from tests.golden.cells import compute_goldens
 from tests.golden.compare import GOLDENS, largest_deviations, problems, read_goldens, write_goldens
 
@@ -84,4 +85,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

@@ -33,6 +33,7 @@ import torch
 from harness.errors import UserError
 from pretrain.encoders.hf.tokenizer import HFTokenizer
 from pretrain.encoders.protocol import Encoder
+from pretrain.encoders.reference_hints import NoSuchEncoder
 from pretrain.models.hf import HFModel, measure_directions
 
 FAMILY = "hf"
@@ -92,7 +93,7 @@ def hub_folder(repo_id: str) -> Path:
         return Path(snapshot_download(repo_id, local_files_only=not _online(), allow_patterns=HUB_FILES))
     except Exception as error:  # noqa: BLE001 - any failure here is one line for the user
         how = "download failed" if _online() else "not in the local Hugging Face cache (HF_HUB_OFFLINE=0 downloads it)"
-        raise UserError(f"no such folder, and {how} ({type(error).__name__})") from None
+        raise NoSuchEncoder(f"no such folder, and {how} ({type(error).__name__})") from None
 
 
 def resolve_folder(source: str) -> Path:
@@ -106,10 +107,10 @@ def resolve_folder(source: str) -> Path:
     if path.is_dir():
         return path.resolve()
     if path.exists():
-        raise UserError(f"{path} is a file; hf: takes the folder `save_pretrained` wrote")
+        raise NoSuchEncoder(f"{path} is a file; hf: takes the folder `save_pretrained` wrote")
     looks_like_hub_id = target.count("/") == 1 and not target.startswith((".", "/", "~"))
     if not looks_like_hub_id:
-        raise UserError(f"no such folder: {path}")
+        raise NoSuchEncoder(f"no such folder: {path}")
     return hub_folder(target)
 
 
@@ -117,7 +118,7 @@ def check_folder(folder: Path) -> dict:
     """Refuse, in one line, what this family never loads. Returns the folder's config.json."""
     config_file = folder / "config.json"
     if not config_file.is_file():
-        raise UserError("no config.json: not a folder that `save_pretrained` wrote")
+        raise NoSuchEncoder("no config.json: not a folder that `save_pretrained` wrote")
     try:
         config = json.loads(config_file.read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
