@@ -30,6 +30,7 @@ from benchmarks.results_files.folder_readme import README_FILE, readme_text
 from benchmarks.results_files.import_rules import cell_tags, run_times, target_experiment
 from benchmarks.results_files.manifest import write_manifest
 from benchmarks.results_files.store_copies import IMPORTED_TAG, held_copies, predictions_digest
+from benchmarks.results_files.unique_cells import check_unique
 from benchmarks.tasks.reuse import result_numbers
 from harness.atomic import atomic_folder
 from harness.cli.precision import FLOAT32
@@ -296,6 +297,7 @@ def import_folders(folders: list[Path]) -> list[tuple[str | None, int, int]]:
     only the cells the store does not hold yet; returns (parent or None, cells added, cells already
     held) per folder. Importing a folder again adds nothing."""
     results = [ResultSet([folder]) for folder in folders]  # every check before anything is written
+    check_unique(cell for result in results for cell in result.ordered)  # and across the folders
     client = MlflowClient(tracking_uri())
     planned: dict[str, CellResult] = {}
     plans = [plan_import(client, Path(folder), result, planned) for folder, result in zip(folders, results)]
