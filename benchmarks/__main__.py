@@ -10,7 +10,9 @@
 - ``report <folder>... --out <folder> [--registered <config>...]``: ``results.csv``, ``report.md``
   and figures from the folders alone, no store, no training; ``--registered`` adds the
   ``comparisons:`` of study configs whose folders are not in yet (a chunked study's family);
-- ``seal <folder>...``: a folder written before manifests, checked and given its ``manifest.json``.
+- ``seal [--again] <folder>...``: a folder written before manifests (or, with ``--again``, a sealed
+  one), checked and given its ``manifest.json``, which records the commit that sealed and the
+  manifest it replaced.
 """
 
 from __future__ import annotations
@@ -52,6 +54,11 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     )
     seal = commands.add_parser("seal", help="check a results folder written before manifests and write its manifest")
     seal.add_argument("folders", type=Path, nargs="+")
+    seal.add_argument(
+        "--again",
+        action="store_true",
+        help="re-seal a sealed folder: its new manifest records the commit and the manifest it replaces",
+    )
     return parser.parse_args(argv)
 
 
@@ -88,7 +95,10 @@ def main(argv: list[str] | None = None) -> int:
             from benchmarks.results_files.seal import seal_folder
 
             for folder in args.folders:
-                print(f"sealed {folder}: {seal_folder(folder)} cell(s) checked, {folder / 'manifest.json'} written")
+                print(
+                    f"sealed {folder}: {seal_folder(folder, args.again)} cell(s) checked, "
+                    f"{folder / 'manifest.json'} written"
+                )
         else:
             from benchmarks.results_files.folder_report import build_report
 

@@ -297,6 +297,7 @@ def _markdown(
             if context.get("sources")
             else []
         ),
+        *(f"- seal of {line}" for line in context.get("seals") or ()),  # who sealed each folder, at what
         "",
         "## Results",
         "",

@@ -210,6 +210,7 @@ class ResultSet:
         self.notes: list[str] = []
         self.cells: dict[str, CellResult] = {}
         self.ordered: list[CellResult] = []
+        self.cell_commits: dict[str, set[str]] = {}  # each folder's cells' commits (its seal is read against them)
         self.twins_by_encoder = False  # whether twins are named ``random(<encoder>)-…`` (name_twins_by_encoder)
         reproduced: dict[tuple[str, str], int] = {}
         replicated: dict[tuple[str, str, str], list[tuple[CellResult, CellResult]]] = {}  # method, two folders
@@ -225,6 +226,7 @@ class ResultSet:
             self.benchmarks.append({**benchmark, "folder": str(folder)})
             for cell in cells:
                 unique.add(cell)
+                self.cell_commits.setdefault(str(folder), set()).add(cell.record["commit"])
                 known = self.cells.get(cell.cell_hash)
                 if known is None:
                     cell.folder_index = folder_index

@@ -19,6 +19,7 @@ from benchmarks.report.references_section import console_summary
 from benchmarks.report.results_table import build_results
 from benchmarks.results_files.folder import ResultSet
 from benchmarks.results_files.recipe_folders import recipe_table
+from benchmarks.results_files.seal_chain import seal_lines
 from benchmarks.stats.preregistration import adjust_registered, registered_comparisons
 from harness.errors import UserError
 
@@ -74,6 +75,7 @@ def build_report(
         "throughput": None,
         "family": family,
         "sources": [benchmark["folder"] for benchmark in results_set.benchmarks],
+        "seals": seal_lines([benchmark["folder"] for benchmark in results_set.benchmarks], results_set.cell_commits),
     }
     for note in results_set.notes:
         print(f"  note: {note}")

@@ -114,7 +114,12 @@ CELL = {
     "precision?": (str, type(None)),
 }
 
-MANIFEST = {"format": int, "benchmark": TEXT_FIELDS, "cells": Each(TEXT_FIELDS)}
+MANIFEST = {
+    "format": int,
+    "benchmark": TEXT_FIELDS,
+    "cells": Each(TEXT_FIELDS),
+    "seals?": [{"commit": str, "replaces": str}],
+}
 
 
 def type_name(shape) -> str:

@@ -29,6 +29,7 @@ from benchmarks.results_files.folder import (
 from benchmarks.results_files.folder_readme import README_FILE, readme_text
 from benchmarks.results_files.import_rules import cell_tags, run_times, target_experiment
 from benchmarks.results_files.manifest import write_manifest
+from benchmarks.results_files.seal_chain import next_seals
 from benchmarks.results_files.store_copies import IMPORTED_TAG, held_copies, predictions_digest
 from benchmarks.results_files.unique_cells import check_unique
 from benchmarks.tasks.reuse import result_numbers
@@ -189,7 +190,7 @@ def export_benchmark(name: str, out: Path) -> tuple[int, int]:
             "cells": len(runs),
         }
         write_json(staging / BENCHMARK_FILE, benchmark)
-        write_manifest(staging)
+        write_manifest(staging, next_seals(staging))  # the first seal: the commit exporting
         (staging / README_FILE).write_text(readme_text(benchmark, records), encoding="utf-8")
         ResultSet([staging])  # what was written reads back, every check passed
         written = sum(path.stat().st_size for path in staging.rglob("*") if path.is_file())
