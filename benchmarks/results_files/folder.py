@@ -33,6 +33,8 @@ from benchmarks.cell.run_table import PREDICTION_KEY
 from benchmarks.plan.pretraining_runs import is_run_of
 from benchmarks.report.cells_from_store import cell_row
 from benchmarks.results_files.cell_checks import check_cell
+from benchmarks.results_files.data_release import check_same_data
+from benchmarks.results_files.gold_labels import GoldLabels
 from benchmarks.results_files.manifest import (
     BENCHMARK_FILE,
     CELLS_DIR,
@@ -214,18 +216,16 @@ class ResultSet:
         self.twins_by_encoder = False  # whether twins are named ``random(<encoder>)-…`` (name_twins_by_encoder)
         reproduced: dict[tuple[str, str], int] = {}
         replicated: dict[tuple[str, str, str], list[tuple[CellResult, CellResult]]] = {}  # method, two folders
-        unique = CellIndex()  # one run id, one slot: one cell hash across every folder
+        unique, gold = CellIndex(), GoldLabels()  # one run id, one slot a cell hash; one label a pair
         for folder_index, folder in enumerate(folders):
             benchmark, cells = read_folder(Path(folder))
             expected = data_digest or (self.benchmarks[0]["data_digest"] if self.benchmarks else None)
-            if expected and benchmark["data_digest"] != expected:
-                raise UserError(
-                    f"{folder}: results of another data set ({benchmark['dataset']}, digest "
-                    f"{benchmark['data_digest'][:12]}) than {expected[:12]}"
-                )
+            if expected:
+                check_same_data(folder, benchmark, expected)
             self.benchmarks.append({**benchmark, "folder": str(folder)})
             for cell in cells:
                 unique.add(cell)
+                gold.add(cell, cell.predictions)
                 self.cell_commits.setdefault(str(folder), set()).add(cell.record["commit"])
                 known = self.cells.get(cell.cell_hash)
                 if known is None:

@@ -17,6 +17,7 @@ from benchmarks.report.fraction_baselines import with_fraction_baselines
 from benchmarks.report.outputs import write_outputs
 from benchmarks.report.references_section import console_summary
 from benchmarks.report.results_table import build_results
+from benchmarks.results_files.data_release import release_note
 from benchmarks.results_files.folder import ResultSet
 from benchmarks.results_files.recipe_folders import recipe_table
 from benchmarks.results_files.seal_chain import seal_lines
@@ -77,11 +78,9 @@ def build_report(
         "sources": [benchmark["folder"] for benchmark in results_set.benchmarks],
         "seals": seal_lines([benchmark["folder"] for benchmark in results_set.benchmarks], results_set.cell_commits),
     }
-    for note in results_set.notes:
+    context["notes"] = release_note(first) + results_set.notes + fitted
+    for note in context["notes"]:
         print(f"  note: {note}")
-    for note in fitted:
-        print(f"  note: {note}")
-    context["notes"] = results_set.notes + fitted
     written = write_outputs(Path(out), results, runs, context)
     for line in console_summary(results, family):
         print(line)
