@@ -50,7 +50,13 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
         nargs="*",
         default=[],
         metavar="CONFIG",
-        help="matrix configs whose `comparisons:` join the pre-registered family (every chunk of a study, run or not)",
+        help="matrix configs whose `comparisons:` join the pre-registered family (every chunk of a study, run or "
+        "not), and whose planned cells the folders must hold",
+    )
+    report.add_argument(
+        "--incomplete",
+        action="store_true",
+        help="the study lost planned cells: report, marking each comparison that lacks some, instead of refusing",
     )
     seal = commands.add_parser("seal", help="check a results folder written before manifests and write its manifest")
     seal.add_argument("folders", type=Path, nargs="+")
@@ -102,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             from benchmarks.results_files.folder_report import build_report
 
-            results, written = build_report(args.folders, args.out, args.name, args.registered)
+            results, written = build_report(args.folders, args.out, args.name, args.registered, args.incomplete)
             print(
                 f"report of {len(results)} method(s) from {len(args.folders)} folder(s): "
                 f"{args.out / 'report.md'}, {args.out / 'results.csv'} ({len(written)} files, "

@@ -213,6 +213,7 @@ class ResultSet:
         self.cells: dict[str, CellResult] = {}
         self.ordered: list[CellResult] = []
         self.cell_commits: dict[str, set[str]] = {}  # each folder's cells' commits (its seal is read against them)
+        self.folder_cells: dict[str, list[dict]] = {}  # each folder's cells' fields as written (its plan is checked)
         self.twins_by_encoder = False  # whether twins are named ``random(<encoder>)-…`` (name_twins_by_encoder)
         reproduced: dict[tuple[str, str], int] = {}
         replicated: dict[tuple[str, str, str], list[tuple[CellResult, CellResult]]] = {}  # method, two folders
@@ -227,6 +228,7 @@ class ResultSet:
                 unique.add(cell)
                 gold.add(cell, cell.predictions)
                 self.cell_commits.setdefault(str(folder), set()).add(cell.record["commit"])
+                self.folder_cells.setdefault(str(folder), []).append(cell.record["cell"])
                 known = self.cells.get(cell.cell_hash)
                 if known is None:
                     cell.folder_index = folder_index

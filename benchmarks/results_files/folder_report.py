@@ -19,6 +19,7 @@ from benchmarks.report.references_section import console_summary
 from benchmarks.report.results_table import build_results
 from benchmarks.results_files.data_release import release_note
 from benchmarks.results_files.folder import ResultSet
+from benchmarks.results_files.plan_check import check_plan, incomplete_notes, mark_incomplete
 from benchmarks.results_files.recipe_folders import recipe_table
 from benchmarks.results_files.seal_chain import seal_lines
 from benchmarks.stats.preregistration import adjust_registered, registered_comparisons
@@ -37,7 +38,7 @@ def report_name(benchmarks: list[dict]) -> str:
 
 
 def build_report(
-    folders: list[Path], out: Path, name: str | None = None, registered: list[Path] = ()
+    folders: list[Path], out: Path, name: str | None = None, registered: list[Path] = (), incomplete: bool = False
 ) -> tuple[pd.DataFrame, list[Path]]:
     """Write the report of the cells in ``folders`` to ``out``; returns the results table and the written
     paths. Baselines at a smaller fraction that the folders lack are fitted from the data set
@@ -48,6 +49,9 @@ def build_report(
     results_set = ResultSet(folders, name_twins_by_encoder=True)
     if not results_set.ordered:
         raise UserError(f"{', '.join(map(str, folders))}: no cells to report")
+    missing = check_plan(
+        results_set.benchmarks, results_set.folder_cells, registered, results_set.twins_by_encoder, incomplete
+    )
     runs, predictions = results_set.runs_and_predictions()
     runs, predictions, fitted = with_fraction_baselines(runs, predictions, results_set.benchmarks)
     grid = lr_grid_table(runs)
@@ -56,6 +60,7 @@ def build_report(
         [benchmark.get("settings") for benchmark in results_set.benchmarks] + declared
     )
     results, family = adjust_registered(build_results(runs, predictions), family_names)
+    results = mark_incomplete(results, runs, missing)
     first = results_set.benchmarks[0]
     settings = (
         first.get("settings")
@@ -78,7 +83,7 @@ def build_report(
         "sources": [benchmark["folder"] for benchmark in results_set.benchmarks],
         "seals": seal_lines([benchmark["folder"] for benchmark in results_set.benchmarks], results_set.cell_commits),
     }
-    context["notes"] = release_note(first) + results_set.notes + fitted
+    context["notes"] = release_note(first) + incomplete_notes(missing) + results_set.notes + fitted
     for note in context["notes"]:
         print(f"  note: {note}")
     written = write_outputs(Path(out), results, runs, context)
