@@ -7,9 +7,10 @@
   already is linked, not copied, and one it holds with other numbers stops the import;
 - ``duplicates [--remove]``: the cells the store holds more than once, and whether their copies
   agree; ``--remove`` deletes the redundant copies;
-- ``report <folder>... --out <folder> [--registered <config>...]``: ``results.csv``, ``report.md``
-  and figures from the folders alone, no store, no training; ``--registered`` adds the
-  ``comparisons:`` of study configs whose folders are not in yet (a chunked study's family);
+- ``report <folder>... --out <folder> [--registered <config>...] [--incomplete]``: ``results.csv``,
+  ``report.md`` and figures from the folders alone, no store, no training; ``--registered`` adds the
+  ``comparisons:`` of study configs whose folders are not in yet (a chunked study's family) and
+  holds the folders to those configs' plan (``--incomplete``: a study that lost cells, marked);
 - ``seal [--again] <folder>...``: a folder written before manifests (or, with ``--again``, a sealed
   one), checked and given its ``manifest.json``, which records the commit that sealed and the
   manifest it replaced.

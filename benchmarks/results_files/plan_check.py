@@ -21,6 +21,7 @@ import pandas as pd
 from benchmarks.cell.method_names import twin_by_encoder, twin_name
 from benchmarks.plan.cost_model import study_plan
 from benchmarks.plan.matrix import load_config
+from benchmarks.stats.preregistration import PREREGISTERED_COLUMN
 from harness.errors import UserError
 
 INCOMPLETE_COLUMN = "planned_cells_missing"  # results.csv, only where a comparison lost cells
@@ -101,7 +102,10 @@ def mark_incomplete(results: pd.DataFrame, runs: pd.DataFrame, missing: dict[str
         len(missing.get(method, [])) + (len(missing.get(control_of[method], [])) if control_of.get(method) else 0)
         for method in results["method"]
     ]
-    return results.assign(**{INCOMPLETE_COLUMN: counts})
+    table = results.copy()
+    place = table.columns.get_loc(PREREGISTERED_COLUMN) if PREREGISTERED_COLUMN in table else len(table.columns)
+    table.insert(place, INCOMPLETE_COLUMN, counts)  # in the declared order (``benchmarks.stats.results_columns``)
+    return table
 
 
 def incomplete_notes(missing: dict[str, list[str]]) -> list[str]:
