@@ -147,3 +147,17 @@ def test_a_committed_folder_changes_only_in_a_commit_that_names_its_re_seal():
                 changed.append(f"{path} in {commit[:12]} ({subject})")
             added.add(path)
     assert changed == [], f"{len(changed)} committed results file(s) changed without a re-seal: {changed[:3]}"
+
+
+@pytest.mark.parametrize("folder", FOLDERS, ids=lambda folder: str(folder.relative_to(RESULTS)))
+def test_a_committed_folder_names_the_commit_that_sealed_it_and_that_commit_exists(folder):
+    seals = json.loads((folder / "manifest.json").read_text()).get("seals")
+    assert seals, f"{folder}: its manifest records no seal: re-seal it with `python -m benchmarks seal --again`"
+    commit = seals[-1]["commit"]
+    assert re.fullmatch(r"[0-9a-f]{40}", commit), f"{folder}: sealed at {commit!r}, not a commit (uncommitted code?)"
+    try:
+        if git("rev-parse", "--is-shallow-repository").strip() == "true":
+            pytest.skip("a shallow clone: the sealing commit may lie outside it")
+        git("cat-file", "-e", f"{commit}^{{commit}}")
+    except (OSError, subprocess.SubprocessError):
+        pytest.fail(f"{folder}: sealed at {commit}, a commit this repository does not hold")
