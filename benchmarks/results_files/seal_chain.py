@@ -46,19 +46,17 @@ def next_seals(folder: Path) -> list[dict]:
 
 
 def seal_text(seals: list[dict], cell_commits: set[str]) -> str:
-    """How a report describes a folder's seal, its flags included."""
+    """How a report describes a folder's seal, its flags included (nothing a folder's own, so that
+    folders sealed alike read as one line)."""
     if not seals:
         return "sealed before seals named a commit (no chain)"
     last = seals[-1]
     text = f"sealed at `{last['commit'][:12] or 'no commit'}`"
-    if len(seals) > 1 or last["replaces"]:
-        text += (
-            f", **re-sealed** ({len(seals)} seal(s); the last replaced manifest "
-            f"`{last['replaces'][:12] or 'none'}`): its git history says what changed"
-        )
+    replaced = sum(1 for seal in seals if seal["replaces"])
+    if replaced:
+        text += f", **re-sealed** ({replaced} earlier manifest(s) chained; git's history says what changed)"
     if last["commit"] not in cell_commits:
-        shown = ", ".join(f"`{commit[:12]}`" for commit in sorted(cell_commits)[:3])
-        text += f"; **not a commit its cells ran at** ({shown}{', …' if len(cell_commits) > 3 else ''})"
+        text += ", **not at a commit its cells ran at**"
     return text
 
 
@@ -69,4 +67,8 @@ def seal_lines(folders: list[str], cell_commits: dict[str, set[str]]) -> list[st
     for folder in folders:
         text = seal_text(earlier_seals(Path(folder) / MANIFEST_FILE), cell_commits.get(folder, set()))
         by_text.setdefault(text, []).append(folder)
-    return [f"{', '.join(f'`{Path(name).name}`' for name in names)}: {text}" for text, names in by_text.items()]
+    return [
+        f"{', '.join(f'`{Path(name).name}`' for name in names)}{f' ({len(names)} folders)' if len(names) > 1 else ''}: "
+        f"{text}"
+        for text, names in by_text.items()
+    ]
