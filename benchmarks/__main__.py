@@ -7,10 +7,13 @@
   already is linked, not copied, and one it holds with other numbers stops the import;
 - ``duplicates [--remove]``: the cells the store holds more than once, and whether their copies
   agree; ``--remove`` deletes the redundant copies;
-- ``report <folder>... --out <folder> [--registered <config>...]``: ``results.csv``, ``report.md``
-  and figures from the folders alone, no store, no training; ``--registered`` adds the
-  ``comparisons:`` of study configs whose folders are not in yet (a chunked study's family);
-- ``seal <folder>...``: a folder written before manifests, checked and given its ``manifest.json``.
+- ``report <folder>... --out <folder> [--registered <config>...] [--incomplete]``: ``results.csv``,
+  ``report.md`` and figures from the folders alone, no store, no training; ``--registered`` adds the
+  ``comparisons:`` of study configs whose folders are not in yet (a chunked study's family) and
+  holds the folders to those configs' plan (``--incomplete``: a study that lost cells, marked);
+- ``seal [--again] <folder>...``: a folder written before manifests (or, with ``--again``, a sealed
+  one), checked and given its ``manifest.json``, which records the commit that sealed and the
+  manifest it replaced.
 """
 
 from __future__ import annotations
@@ -49,10 +52,21 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
         nargs="*",
         default=[],
         metavar="CONFIG",
-        help="matrix configs whose `comparisons:` join the pre-registered family (every chunk of a study, run or not)",
+        help="matrix configs whose `comparisons:` join the pre-registered family (every chunk of a study, run or "
+        "not), and whose planned cells the folders must hold",
+    )
+    report.add_argument(
+        "--incomplete",
+        action="store_true",
+        help="the study lost planned cells: report, marking each comparison that lacks some, instead of refusing",
     )
     seal = commands.add_parser("seal", help="check a results folder written before manifests and write its manifest")
     seal.add_argument("folders", type=Path, nargs="+")
+    seal.add_argument(
+        "--again",
+        action="store_true",
+        help="re-seal a sealed folder: its new manifest records the commit and the manifest it replaces",
+    )
     return parser.parse_args(argv)
 
 
@@ -89,11 +103,14 @@ def main(argv: list[str] | None = None) -> int:
             from benchmarks.results_files.seal import seal_folder
 
             for folder in args.folders:
-                print(f"sealed {folder}: {seal_folder(folder)} cell(s) checked, {folder / 'manifest.json'} written")
+                print(
+                    f"sealed {folder}: {seal_folder(folder, args.again)} cell(s) checked, "
+                    f"{folder / 'manifest.json'} written"
+                )
         else:
             from benchmarks.results_files.folder_report import build_report
 
-            results, written = build_report(args.folders, args.out, args.name, args.registered)
+            results, written = build_report(args.folders, args.out, args.name, args.registered, args.incomplete)
             print(
                 f"report of {len(results)} method(s) from {len(args.folders)} folder(s): "
                 f"{args.out / 'report.md'}, {args.out / 'results.csv'} ({len(written)} files, "

@@ -15,6 +15,15 @@ from downstream.model.settings import Mix
 
 SETTING = ["encoder", "kind", "transfer", "mix", "head"]  # a cell's setting, without fraction and seed
 WEIGHT_COLUMN = re.compile(r"mix_weight_\d+")
+PREDICTION_KEY = "cell_hash"  # a results folder's rows: their predictions' key (run ids may repeat across folders)
+
+
+def prediction_keys(runs: pd.DataFrame) -> pd.Series:
+    """The key of each row's test predictions: its cell hash where the row came from a results
+    folder, else its run id (a tracking store's, or a baseline the report fitted)."""
+    if PREDICTION_KEY not in runs:
+        return runs["run_id"]
+    return runs[PREDICTION_KEY].where(runs[PREDICTION_KEY].notna() & (runs[PREDICTION_KEY] != ""), runs["run_id"])
 
 
 def text_column(runs: pd.DataFrame, column: str) -> pd.Series:

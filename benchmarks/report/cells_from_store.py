@@ -9,6 +9,7 @@ import pandas as pd
 from mlflow.tracking import MlflowClient
 
 from benchmarks.cell.definition import Cell
+from benchmarks.cell.run_table import prediction_keys
 from benchmarks.stats.gaps import ID_COLUMNS, METRICS
 from harness.tracking.runs import tracking_uri
 
@@ -85,14 +86,13 @@ def drop_unpaired_controls(runs: pd.DataFrame, predictions: dict[str, pd.DataFra
     def ids(frame: pd.DataFrame) -> set[tuple]:  # each pair's ids (MRPC: id1, id2; a TSV data set: id)
         return set(frame[[column for column in ID_COLUMNS if column in frame]].astype(str).itertuples(index=False))
 
-    pairs = {run_id: ids(frame) for run_id, frame in predictions.items()}
-    run_of = {(method, seed): run_id for method, seed, run_id in zip(runs["method"], runs["seed"], runs["run_id"])}
+    pairs = {key: ids(frame) for key, frame in predictions.items()}
+    keys = prediction_keys(runs)
+    run_of = {(method, seed): key for method, seed, key in zip(runs["method"], runs["seed"], keys)}
     unpaired = {
         row.method
-        for row in runs.itertuples()
-        if row.control
-        and (row.control, row.seed) in run_of
-        and pairs[row.run_id] != pairs[run_of[(row.control, row.seed)]]
+        for row, key in zip(runs.itertuples(), keys)
+        if row.control and (row.control, row.seed) in run_of and pairs[key] != pairs[run_of[(row.control, row.seed)]]
     }
     for method in sorted(unpaired):
         print(f"  note: {method} was evaluated on other test pairs than its control: no p-value")

@@ -301,6 +301,7 @@ def _markdown(
             else []
         ),
         f"- statistics: {STATISTICS_VERSION} (`benchmarks.stats.pretraining_runs`; docs/statistics.md)",
+        *(f"- seal of {line}" for line in context.get("seals") or ()),  # who sealed each folder, at what
         *answer_section(results),
         "",
         "## Results",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from benchmarks.cell.method_names import fraction_suffix
-from benchmarks.cell.run_table import controls, text_column, train_fractions
+from benchmarks.cell.run_table import controls, prediction_keys, text_column, train_fractions
 from benchmarks.plan.lr_selection import CHOSEN_COLUMN
 from benchmarks.report.probe_checks import twin_probes
 from benchmarks.report.recipe_section import picked_heads
@@ -88,9 +88,10 @@ def build_results(runs: pd.DataFrame, test_predictions: dict[str, pd.DataFrame])
         DataFrame, one row per method (first-appearance order), the columns
         ``benchmarks.stats.results_columns`` declares (its optional ones where some method has a value).
     """
-    predicted = runs[runs["run_id"].isin(list(test_predictions))]
+    keys = prediction_keys(runs)
+    predicted = runs[keys.isin(list(test_predictions))].assign(prediction_key=keys)
     by_seed = {
-        method: {seed: test_predictions[run_id] for seed, run_id in zip(group["seed"], group["run_id"])}
+        method: {seed: test_predictions[key] for seed, key in zip(group["seed"], group["prediction_key"])}
         for method, group in predicted.groupby("method")
     }
     baselines = set(runs.loc[text_column(runs, "kind").isin(CHECK_KINDS), "method"])  # no gaps: checks
@@ -118,7 +119,7 @@ def build_results(runs: pd.DataFrame, test_predictions: dict[str, pd.DataFrame])
         )
         if gap is not None:
             baseline_gaps[method] = gap
-    collapsed = predicted.assign(collapsed=[is_collapsed(test_predictions[run]) for run in predicted["run_id"]])
+    collapsed = predicted.assign(collapsed=[is_collapsed(test_predictions[key]) for key in predicted["prediction_key"]])
     counts = collapsed.groupby("method")["collapsed"].sum()
     checked = {
         method: control_check(method, by_seed[method], control, by_seed[control])

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import unicodedata
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +27,7 @@ from harness.errors import UserError
 from harness.protocol import newer_concerns, settings_hash
 
 SPEC_LABELS = ("method", "kind", "seed", "train_fraction", "mix", "head", "config")  # cell field = spec's
+NAME_FIELDS = ("method", "control", "encoder", "probe_of", "grid_of", "kind", "mix", "head")  # a report's row labels
 TOLERANCE = 1e-9
 
 
@@ -74,9 +76,21 @@ def check_control(cell: dict, random_control: bool, path: Path) -> None:
         )
 
 
+def check_names(cell: dict, path: Path) -> None:
+    """A name a report shows is NFKC-normal and of visible characters: a zero-width space or a
+    look-alike letter would give two identical-looking rows."""
+    for field in NAME_FIELDS:
+        name = cell[field]
+        hidden = next((character for character in name if not character.isprintable()), None)
+        if hidden is not None or unicodedata.normalize("NFKC", name) != name:
+            what = f"an invisible character U+{ord(hidden):04X}" if hidden else "characters that are not NFKC-normal"
+            raise UserError(f"{path}: cell.{field} {ascii(name)[:80]} holds {what}: edited by hand?")
+
+
 def check_labels(record: dict, benchmark: dict, path: Path) -> None:
-    """The fields a report reads beside the settings are the settings' own."""
+    """The fields a report reads beside the settings are the settings' own, and visible."""
     spec, cell, encoder = record["spec"], record["cell"], record["encoder"]
+    check_names(cell, path)
     if not record["data_digest"] == spec["data"] == benchmark["data_digest"]:
         raise UserError(
             f"{path}: data_digest: a cell of another data set than its settings' or its folder's "

@@ -29,9 +29,12 @@ from pathlib import Path
 import pandas as pd
 
 from benchmarks.cell.method_names import twin_by_encoder, twin_name
+from benchmarks.cell.run_table import PREDICTION_KEY
 from benchmarks.plan.pretraining_runs import is_run_of
 from benchmarks.report.cells_from_store import cell_row
 from benchmarks.results_files.cell_checks import check_cell
+from benchmarks.results_files.data_release import check_same_data
+from benchmarks.results_files.gold_labels import GoldLabels
 from benchmarks.results_files.manifest import (
     BENCHMARK_FILE,
     CELLS_DIR,
@@ -42,6 +45,7 @@ from benchmarks.results_files.manifest import (
 )
 from benchmarks.results_files.predictions_file import PREDICTIONS_SUFFIX, SPLITS, predictions_bytes
 from benchmarks.results_files.record_shapes import BENCHMARK, FORMAT, read_record
+from benchmarks.results_files.unique_cells import CellIndex
 from harness.errors import UserError
 
 __all__ = [
@@ -208,19 +212,23 @@ class ResultSet:
         self.notes: list[str] = []
         self.cells: dict[str, CellResult] = {}
         self.ordered: list[CellResult] = []
+        self.cell_commits: dict[str, set[str]] = {}  # each folder's cells' commits (its seal is read against them)
+        self.folder_cells: dict[str, list[dict]] = {}  # each folder's cells' fields as written (its plan is checked)
         self.twins_by_encoder = False  # whether twins are named ``random(<encoder>)-…`` (name_twins_by_encoder)
         reproduced: dict[tuple[str, str], int] = {}
         replicated: dict[tuple[str, str, str], list[tuple[CellResult, CellResult]]] = {}  # method, two folders
+        unique, gold = CellIndex(), GoldLabels()  # one run id, one slot a cell hash; one label a pair
         for folder_index, folder in enumerate(folders):
             benchmark, cells = read_folder(Path(folder))
             expected = data_digest or (self.benchmarks[0]["data_digest"] if self.benchmarks else None)
-            if expected and benchmark["data_digest"] != expected:
-                raise UserError(
-                    f"{folder}: results of another data set ({benchmark['dataset']}, digest "
-                    f"{benchmark['data_digest'][:12]}) than {expected[:12]}"
-                )
+            if expected:
+                check_same_data(folder, benchmark, expected)
             self.benchmarks.append({**benchmark, "folder": str(folder)})
             for cell in cells:
+                unique.add(cell)
+                gold.add(cell, cell.predictions)
+                self.cell_commits.setdefault(str(folder), set()).add(cell.record["commit"])
+                self.folder_cells.setdefault(str(folder), []).append(cell.record["cell"])
                 known = self.cells.get(cell.cell_hash)
                 if known is None:
                     cell.folder_index = folder_index
@@ -330,10 +338,11 @@ class ResultSet:
         return None
 
     def runs_and_predictions(self) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
-        """The per-run table (``benchmarks.report.cells_from_store.run_table``'s columns) and test predictions."""
+        """The per-run table (``benchmarks.report.cells_from_store.run_table``'s columns and each cell's
+        hash) and test predictions keyed by cell hash: run ids are another machine's and may repeat."""
         ordered = sorted(self.ordered, key=lambda cell: cell.place)
-        rows = [cell.row() for cell in ordered]
-        return pd.DataFrame(rows), {cell.record["run"]["run_id"]: cell.predictions["test"] for cell in ordered}
+        rows = [{**cell.row(), PREDICTION_KEY: cell.cell_hash} for cell in ordered]
+        return pd.DataFrame(rows), {cell.cell_hash: cell.predictions["test"] for cell in ordered}
 
     def encoders(self) -> list[dict]:
         """Every encoder the cells used, described once each, in plan order: one per pretraining run

@@ -17,8 +17,11 @@ from benchmarks.report.fraction_baselines import with_fraction_baselines
 from benchmarks.report.outputs import write_outputs
 from benchmarks.report.references_section import console_summary
 from benchmarks.report.results_table import build_results
+from benchmarks.results_files.data_release import release_note
 from benchmarks.results_files.folder import ResultSet
+from benchmarks.results_files.plan_check import check_plan, incomplete_notes, mark_incomplete
 from benchmarks.results_files.recipe_folders import recipe_table
+from benchmarks.results_files.seal_chain import seal_lines
 from benchmarks.stats.preregistration import adjust_registered, registered_comparisons
 from harness.errors import UserError
 
@@ -35,7 +38,7 @@ def report_name(benchmarks: list[dict]) -> str:
 
 
 def build_report(
-    folders: list[Path], out: Path, name: str | None = None, registered: list[Path] = ()
+    folders: list[Path], out: Path, name: str | None = None, registered: list[Path] = (), incomplete: bool = False
 ) -> tuple[pd.DataFrame, list[Path]]:
     """Write the report of the cells in ``folders`` to ``out``; returns the results table and the written
     paths. Baselines at a smaller fraction that the folders lack are fitted from the data set
@@ -46,6 +49,9 @@ def build_report(
     results_set = ResultSet(folders, name_twins_by_encoder=True)
     if not results_set.ordered:
         raise UserError(f"{', '.join(map(str, folders))}: no cells to report")
+    missing = check_plan(
+        results_set.benchmarks, results_set.folder_cells, registered, results_set.twins_by_encoder, incomplete
+    )
     runs, predictions = results_set.runs_and_predictions()
     runs, predictions, fitted = with_fraction_baselines(runs, predictions, results_set.benchmarks)
     grid = lr_grid_table(runs)
@@ -54,6 +60,7 @@ def build_report(
         [benchmark.get("settings") for benchmark in results_set.benchmarks] + declared
     )
     results, family = adjust_registered(build_results(runs, predictions), family_names)
+    results = mark_incomplete(results, runs, missing)
     first = results_set.benchmarks[0]
     settings = (
         first.get("settings")
@@ -74,12 +81,11 @@ def build_report(
         "throughput": None,
         "family": family,
         "sources": [benchmark["folder"] for benchmark in results_set.benchmarks],
+        "seals": seal_lines([benchmark["folder"] for benchmark in results_set.benchmarks], results_set.cell_commits),
     }
-    for note in results_set.notes:
+    context["notes"] = release_note(first) + incomplete_notes(missing) + results_set.notes + fitted
+    for note in context["notes"]:
         print(f"  note: {note}")
-    for note in fitted:
-        print(f"  note: {note}")
-    context["notes"] = results_set.notes + fitted
     written = write_outputs(Path(out), results, runs, context)
     for line in console_summary(results, family):
         print(line)

@@ -44,8 +44,9 @@ def cell_digests(record: dict) -> dict[str, str]:
     }
 
 
-def write_manifest(folder: Path) -> Path:
-    """Write the manifest of the folder's files as they are (``seal``, ``export``); returns its path."""
+def write_manifest(folder: Path, seals: list[dict] | None = None) -> Path:
+    """Write the manifest of the folder's files as they are (``seal``, ``export``), with its chain of
+    ``seals`` (``benchmarks.results_files.seal_chain``) where given; returns its path."""
     folder = Path(folder)
     benchmark = read_record(folder / BENCHMARK_FILE, BENCHMARK)
     cells = {}
@@ -53,6 +54,8 @@ def write_manifest(folder: Path) -> Path:
         record = read_record(path, CELL)
         cells[record["cell_hash"]] = cell_digests(record)
     manifest = {"format": FORMAT, "benchmark": benchmark_digests(benchmark), "cells": cells}
+    if seals is not None:
+        manifest["seals"] = seals
     text = json.dumps(manifest, indent=1, sort_keys=True) + "\n"
     return atomic_write(folder / MANIFEST_FILE, lambda staged: staged.write_text(text, encoding="utf-8"))
 

@@ -18,6 +18,7 @@ from harness.errors import UserError
 FORMAT = 2  # the folder layout's version (2: with manifest.json; a format-1 folder is sealed into one)
 MOST_JSON_BYTES = 16 << 20  # any one file of a results folder's records
 NUMBER = (int, float)
+MOST_INTEGER_BITS = 63  # seeds, counts, times in ms: a larger integer is no result's (and overflows a float)
 
 
 @dataclass(frozen=True)
@@ -114,7 +115,12 @@ CELL = {
     "precision?": (str, type(None)),
 }
 
-MANIFEST = {"format": int, "benchmark": TEXT_FIELDS, "cells": Each(TEXT_FIELDS)}
+MANIFEST = {
+    "format": int,
+    "benchmark": TEXT_FIELDS,
+    "cells": Each(TEXT_FIELDS),
+    "seals?": [{"commit": str, "replaces": str}],
+}
 
 
 def type_name(shape) -> str:
@@ -154,6 +160,8 @@ def problem(value, shape, field: str) -> str | None:
         return (
             f"{field or 'the file'} is {type(value).__name__ if value is not None else 'null'}, not {type_name(shape)}"
         )
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > MOST_INTEGER_BITS:
+        return f"{field or 'the file'} is an integer of {value.bit_length()} bits, out of any result's range"
     if isinstance(shape, tuple):
         inner = [option for option in shape if matches(value, option)][0]
         return problem(value, inner, field) if isinstance(inner, (list, dict, Each)) else None
@@ -202,7 +210,7 @@ def read_record(path: Path, shape) -> dict:
         value = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise UserError(f"{path}: missing") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as error:  # ValueError: JSON, a 5000-digit int
         raise UserError(
             f"{path}: unreadable, truncated or edited ({type(error).__name__}: "
             f"{(str(error).splitlines() or [''])[0][:120]})"

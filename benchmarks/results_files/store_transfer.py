@@ -37,7 +37,9 @@ from benchmarks.results_files.import_lease import (
 )
 from benchmarks.results_files.import_rules import cell_tags, run_times, target_experiment
 from benchmarks.results_files.manifest import write_manifest
+from benchmarks.results_files.seal_chain import next_seals
 from benchmarks.results_files.store_copies import IMPORTED_TAG, held_copies, predictions_digest
+from benchmarks.results_files.unique_cells import check_unique
 from benchmarks.tasks.reuse import result_numbers
 from harness.atomic import atomic_folder
 from harness.cli.precision import FLOAT32
@@ -200,7 +202,7 @@ def export_benchmark(name: str, out: Path) -> tuple[int, int]:
             "cells": len(runs),
         }
         write_json(staging / BENCHMARK_FILE, benchmark)
-        write_manifest(staging)
+        write_manifest(staging, next_seals(staging))  # the first seal: the commit exporting
         (staging / README_FILE).write_text(readme_text(benchmark, records), encoding="utf-8")
         ResultSet([staging])  # what was written reads back, every check passed
         written = sum(path.stat().st_size for path in staging.rglob("*") if path.is_file())
@@ -310,6 +312,7 @@ def import_folders(folders: list[Path]) -> list[tuple[str | None, int, int]]:
     held) per folder. Importing a folder again adds nothing; an import that died is completed
     (:mod:`benchmarks.results_files.import_lease`, whose lease the whole import holds)."""
     results = [ResultSet([folder]) for folder in folders]  # every check before anything is written
+    check_unique(cell for result in results for cell in result.ordered)  # and across the folders
     names = [str(result.benchmarks[0]["benchmark"]) for result in results]
     with one_import(names, folders, tracking_uri()):
         return import_results(folders, results)

@@ -411,6 +411,9 @@ COLUMNS: list[Column] = [
         shown="steps",
         shown_format=".0f",
     ),
+    Column(  # added by a report from folders told the study lost cells (``results_files.plan_check``)
+        "planned_cells_missing", int, "planned cells its comparison lacks, its control's included (report --incomplete)"
+    ),
     Column(PREREGISTERED_COLUMN, bool, "one of the pre-registered comparisons (added with a registered family)"),
 ]
 

@@ -7,6 +7,8 @@ repository alone checks them; the digests themselves are checked against the cor
 are (``CORPORA_DIR``, else ``../shared/data`` beside the repository)."""
 
 import json
+import re
+import subprocess
 from dataclasses import replace
 from pathlib import Path
 
@@ -93,3 +95,69 @@ def test_a_folder_corpus_digests_are_those_of_the_corpora(folder):
             f"to check the recorded corpus digests"
         )
     assert corpus_digests(pretrained_encoders(benchmark)) == benchmark["corpora"]
+
+
+RESEAL = re.compile(r"\bre-?seal", re.IGNORECASE)  # a commit subject that names a re-seal
+BEFORE_SEAL_CHAINS = {  # commits that changed committed folders' files before seals recorded a chain
+    "175ed18832df4b07b80043020c9e0f1ecbe1fbec": "calibration: corpora recorded, sealed",
+    "570a61248a0759a0911f2ac9d30f99868a8bdd78": "device-check: its README's table",
+    "ce05f8300f5c2d9c8b535b95f7878fff9270349a": "every folder: manifests introduced",
+    "ed1e1d2b69c665b1ae05192c2f136b5def48e123": "every folder: corpus digests recorded",
+    "189951812174c77b802bd6b7f45a9e1448ba7de1": "families-budget: ULMFiT re-exported with its stages",
+    "30f94474dc6c9866460f132547cd311add09693c": "study-cells: a cell added",
+    "b0b46670cdb12c8a32b1da50be87abc1cab2aca0": "study-cells: re-timed",
+}
+
+
+def git(*arguments: str) -> str:
+    return subprocess.run(
+        ["git", *arguments], cwd=RESULTS.parent, capture_output=True, text=True, timeout=60, check=True
+    ).stdout
+
+
+def results_history() -> list[tuple[str, str, list[str]]]:
+    """Every commit that touched ``results/``, oldest first: (commit, subject, paths)."""
+    commits = []
+    for block in git("log", "--reverse", "--no-renames", "--format=%x00%H %s", "--name-only", "--", "results").split(
+        "\0"
+    )[1:]:
+        header, *paths = block.strip().splitlines()
+        commit, _, subject = header.partition(" ")
+        commits.append((commit, subject, [path for path in paths if path]))
+    return commits
+
+
+def test_a_committed_folder_changes_only_in_a_commit_that_names_its_re_seal():
+    """A folder's files stay as the commit that added them made them: an edit (and the manifest
+    sealed again over it) passes every check of the folder's own, so git's history is what shows it;
+    a later change is a deliberate re-seal, named in its commit's subject."""
+    try:
+        if git("rev-parse", "--is-shallow-repository").strip() == "true":
+            pytest.skip("a shallow clone: the history that added the results folders is not here")
+    except (OSError, subprocess.SubprocessError):
+        pytest.skip("not a git checkout: no history to hold the results folders to")
+    folders = [f"{folder.relative_to(RESULTS.parent).as_posix()}/" for folder in FOLDERS]
+    added: set[str] = set()
+    changed = []
+    for commit, subject, paths in results_history():
+        for path in paths:
+            if not any(path.startswith(folder) for folder in folders):
+                continue
+            if path in added and commit not in BEFORE_SEAL_CHAINS and not RESEAL.search(subject):
+                changed.append(f"{path} in {commit[:12]} ({subject})")
+            added.add(path)
+    assert changed == [], f"{len(changed)} committed results file(s) changed without a re-seal: {changed[:3]}"
+
+
+@pytest.mark.parametrize("folder", FOLDERS, ids=lambda folder: str(folder.relative_to(RESULTS)))
+def test_a_committed_folder_names_the_commit_that_sealed_it_and_that_commit_exists(folder):
+    seals = json.loads((folder / "manifest.json").read_text()).get("seals")
+    assert seals, f"{folder}: its manifest records no seal: re-seal it with `python -m benchmarks seal --again`"
+    commit = seals[-1]["commit"]
+    assert re.fullmatch(r"[0-9a-f]{40}", commit), f"{folder}: sealed at {commit!r}, not a commit (uncommitted code?)"
+    try:
+        if git("rev-parse", "--is-shallow-repository").strip() == "true":
+            pytest.skip("a shallow clone: the sealing commit may lie outside it")
+        git("cat-file", "-e", f"{commit}^{{commit}}")
+    except (OSError, subprocess.SubprocessError):
+        pytest.fail(f"{folder}: sealed at {commit}, a commit this repository does not hold")

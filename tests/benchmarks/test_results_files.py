@@ -166,6 +166,15 @@ def make_folder(folder: Path, seeds: int = 3, twin_right: int = 26) -> Path:
     return folder
 
 
+def tiny_config(path: Path, seeds: str = "3", name: str = "tiny", comparisons: str = "[]") -> Path:
+    """The matrix config that plans :func:`make_folder`'s cells (its majority baseline exempt)."""
+    path.write_text(
+        f"name: {name}\nencoders: [{{name: elmo, run: 'runs:/abc'}}]\nmixes: [scalar]\nheads: [pool-mlp]\n"
+        f"seeds: {seeds}\nbaselines: [majority]\nlinear_probe: false\ncomparisons: {comparisons}\n"
+    )
+    return path
+
+
 def test_a_folder_reads_back_in_plan_order_without_any_sentence(tmp_path):
     folder = make_folder(tmp_path / "a")
     benchmark, cells = read_folder(folder)
@@ -484,7 +493,8 @@ def test_the_report_adjusts_over_the_folders_and_the_declared_chunks_registered_
     chunk = tmp_path / "chunk.yaml"  # a chunk not run yet, registered before it runs
     chunk.write_text("encoders: [{name: gpt-reuters, run: 'runs:/abc'}]\ncomparisons: [gpt-reuters-full-cls]\n")
     assert main(["report", str(folder), "--out", str(tmp_path / "alone")]) == 0
-    assert main(["report", str(folder), "--out", str(tmp_path / "study"), "--registered", str(chunk)]) == 0
+    own = tiny_config(tmp_path / "tiny.yaml", comparisons="[elmo-scalar-pool-mlp]")
+    assert main(["report", str(folder), "--out", str(tmp_path / "study"), "--registered", str(own), str(chunk)]) == 0
     alone = pd.read_csv(tmp_path / "alone" / "results.csv").set_index("method")
     study = pd.read_csv(tmp_path / "study" / "results.csv").set_index("method")
     p = alone.loc["elmo-scalar-pool-mlp", "p_value_vs_random"]
