@@ -16,6 +16,8 @@ import numpy as np
 import pandas as pd
 
 from benchmarks.stats.pretraining_runs import SD_UPPER_COLUMN, STATISTICS_VERSION
+from harness.entry_point import run_main
+from harness.errors import UserError
 
 ALPHA = 0.05
 BEGIN = "<!-- answer: generated from {source} by make study-report; do not edit by hand -->"
@@ -176,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("results", type=Path)
     parser.add_argument("documents", type=Path, nargs="+")
     arguments = parser.parse_args(argv)
+    if not arguments.results.is_file():
+        raise UserError(f"{arguments.results}: no such results.csv; run make study-report first")
     lines = answer_lines(pd.read_csv(arguments.results))
     if not lines:
         print(f"error: {arguments.results}: no pre-registered comparison with a gap; nothing to write", file=sys.stderr)
@@ -191,4 +195,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)
