@@ -95,7 +95,7 @@ def answer_lines(results: pd.DataFrame) -> list[str]:
             else "no gap over the random-init twin"
         )
         + ".",
-        "**Leads, not findings** (CI above or below 0, Holm p ≥ 0.05): "
+        "**Leads, not findings** over the twin (CI above or below 0, Holm p ≥ 0.05): "
         + ("; ".join(f"`{method}` {_twin(row)}, {_references(row)}" for method, row in leads.iterrows()) or "none")
         + ".",
         f"**Not counted** (the control rule failed: an arm did not learn): {len(failed)} of {len(registered)}"
@@ -130,10 +130,24 @@ def _tfidf_line(registered: pd.DataFrame) -> str:
     adjusted = registered["p_vs_tfidf_registered_adjusted"]
     above = registered[(adjusted < ALPHA) & (registered["gap_vs_tfidf"] > 0)]
     below = registered[(adjusted < ALPHA) & (registered["gap_vs_tfidf"] < 0)]
+    excludes = (registered["gap_vs_tfidf_ci_low"] > 0) | (registered["gap_vs_tfidf_ci_high"] < 0)
+    leads = registered[excludes & (adjusted >= ALPHA)]
+    undetected = registered[~excludes & registered["gap_vs_tfidf"].notna()]
     return (
         f"**Against TF-IDF + LR** at the same labels: {len(above)} of {len(registered)} above it after Holm"
         + (f" ({', '.join(f'`{method}`' for method in above.index)})" if len(above) else "")
-        + f", {len(below)} below it; no gap detected for the rest."
+        + f", {len(below)} below it"
+        + (
+            "; leads, not findings (CI off 0, Holm p ≥ 0.05): "
+            + ", ".join(
+                f"`{method}` {points(row['gap_vs_tfidf'])} ({_ci(row, 'gap_vs_tfidf_ci_low', 'gap_vs_tfidf_ci_high')}, "
+                f"Holm p {_p(row['p_vs_tfidf_registered_adjusted'])})"
+                for method, row in leads.iterrows()
+            )
+            if len(leads)
+            else ""
+        )
+        + f"; no gap detected (CI spans 0) in {len(undetected)}."
     )
 
 

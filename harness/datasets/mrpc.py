@@ -16,7 +16,7 @@ from pathlib import Path
 from harness.atomic import atomic_write
 from harness.datasets.entry import Anchors, DataSet
 from harness.datasets.reader import PairFile, read_pair_tsv
-from harness.datasets.spec import PairDataSpec
+from harness.datasets.spec import PairDataSpec, refuse_pair_files
 from harness.datasets.types import Pair, PairData, combine_digests
 from harness.errors import UserError
 
@@ -256,11 +256,7 @@ def note_own_files(folder: Path, train: PairFile, test: PairFile) -> None:
 
 def load(spec: PairDataSpec) -> PairData:
     """MRPC as ``--data.dataset=mrpc`` names it: the MSR files of ``--data.mrpc_dir``."""
-    given = [split for split in ("train", "dev", "test") if getattr(spec, split) is not None]
-    if given:
-        raise UserError(
-            f"--data.{given[0]}: pair files are read only with --data.dataset=tsv (MRPC's splits are fixed)"
-        )
+    refuse_pair_files(spec, "MRPC's")
     return load_mrpc(spec.mrpc_dir)
 
 

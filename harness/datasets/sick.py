@@ -14,7 +14,7 @@ from pathlib import Path
 
 from harness.datasets.entry import Anchors, DataSet
 from harness.datasets.reader import read_pair_tsv
-from harness.datasets.spec import PairDataSpec
+from harness.datasets.spec import PairDataSpec, refuse_pair_files
 from harness.datasets.types import SPLITS, PairData, combine_digests
 from harness.errors import UserError
 
@@ -95,11 +95,7 @@ def load_sick_e(directory: str | os.PathLike | None = None) -> PairData:
 
 def load(spec: PairDataSpec) -> PairData:
     """SICK-E as ``--data.dataset=sick-e`` names it: the files of ``--data.data_dir`` (or ``$SICK_DIR``)."""
-    given = [split for split in SPLITS if getattr(spec, split) is not None]
-    if given:
-        raise UserError(
-            f"--data.{given[0]}: pair files are read only with --data.dataset=tsv (SICK's splits are fixed)"
-        )
+    refuse_pair_files(spec, "SICK's")
     return load_sick_e(spec.data_dir)
 
 

@@ -8,6 +8,7 @@ import shlex
 from dataclasses import dataclass, fields
 
 from harness.datasets.overlap import DEFAULT_MAX_FRACTION
+from harness.errors import UserError
 
 
 @dataclass(frozen=True)
@@ -71,3 +72,13 @@ def given_flags(settings: dict) -> list[str]:
         text = str(value).lower() if isinstance(value, bool) else str(value)
         flags.append(f"--data.{field.name}={shlex.quote(text)}")
     return flags
+
+
+def refuse_pair_files(spec: PairDataSpec, owner: str) -> None:
+    """A data set whose splits are fixed (``owner``: "MRPC's") takes no ``--data.train/dev/test``:
+    a one-line UserError naming the first one given."""
+    given = [split for split in ("train", "dev", "test") if getattr(spec, split) is not None]
+    if given:
+        raise UserError(
+            f"--data.{given[0]}: pair files are read only with --data.dataset=tsv ({owner} splits are fixed)"
+        )

@@ -83,3 +83,12 @@ def test_rewriting_a_block_names_a_file_without_markers(tmp_path):
     document.write_text(f"# Page\n{BEGIN.format(source=SOURCE)}\nold\n{END}\nrest\n")
     assert rewrite_block(document, ["- x"], SOURCE)
     assert document.read_text() == f"# Page\n{BEGIN.format(source=SOURCE)}\n- x\n{END}\nrest\n"
+
+
+def test_a_tfidf_gap_whose_ci_is_off_zero_is_a_lead_not_no_gap_detected():
+    # GPT frozen attn is +2.4 over TF-IDF with a CI off 0 and Holm p 0.064: neither a finding nor "no gap"
+    line = next(line for line in answer_lines(pd.read_csv(V3 / "results.csv")) if "Against TF-IDF" in line)
+    rows = registered(V3)
+    spans = ((rows["gap_vs_tfidf_ci_low"] <= 0) & (rows["gap_vs_tfidf_ci_high"] >= 0)).sum()
+    assert "leads, not findings (CI off 0, Holm p ≥ 0.05): `gpt-reuters-frozen-attn` +2.4" in line
+    assert line.endswith(f"no gap detected (CI spans 0) in {spans}.") and "for the rest" not in line
