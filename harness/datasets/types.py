@@ -1,6 +1,7 @@
 """What a sentence-pair data set is, whatever read it: train / dev / test lists of :class:`Pair`
-over k >= 2 labels, with the label names, the id columns of its prediction files and a content
-hash. With 2 labels, F1 is the binary F1 of ``positive_label``; with more, macro F1."""
+with the id columns of its prediction files, a content hash and its :class:`~harness.datasets.task.Task`.
+A task of classes has k >= 2 labels (with 2, F1 is the binary F1 of ``positive_label``; with more,
+macro F1); a graded task has no label names, and each pair's ``label`` is its score."""
 
 from __future__ import annotations
 
@@ -8,14 +9,17 @@ import hashlib
 from collections import Counter
 from dataclasses import dataclass, field
 
+from harness.datasets.task import CLASSES, Task
+
 SPLITS = ("train", "dev", "test")
 
 
 @dataclass(frozen=True, slots=True)
 class Pair:
-    """One labelled pair: ``label`` indexes ``PairData.labels``, ``ids`` align with ``PairData.id_columns``."""
+    """One labelled pair: ``label`` indexes ``PairData.labels`` (classes) or is the gold score (a
+    graded task); ``ids`` align with ``PairData.id_columns``."""
 
-    label: int
+    label: int | float
     ids: tuple[str, ...]
     sentence1: str
     sentence2: str
@@ -23,10 +27,11 @@ class Pair:
 
 @dataclass(frozen=True)
 class PairData:
-    """A pair data set: three splits, the label names (index = class id) and a content hash."""
+    """A pair data set: three splits, the label names (index = class id; none for a graded task),
+    a content hash and the task."""
 
     name: str  # the data set's name in run names, tags, experiments and reports
-    labels: list[str]  # label names; labels[pair.label] is a pair's label
+    labels: list[str]  # label names; labels[pair.label] is a pair's label ([] for a graded task)
     id_columns: tuple[str, ...]  # names of pair.ids in prediction files: MRPC ("id1", "id2"), TSV ("id",)
     train: list[Pair]
     dev: list[Pair]
@@ -37,8 +42,12 @@ class PairData:
     source: str = ""  # what was read (a folder or the train file): the source of its MLflow dataset inputs
     train_file: str = ""  # the file of the train split: the source of the pretraining corpus it gives
     split_overlap: dict[str, int] = field(default_factory=dict)  # overlap_train_dev, …: shared pairs (params)
+    task: Task = CLASSES  # what is predicted and how it is scored
 
     def __post_init__(self):
+        if self.task.graded:
+            self._check_scores()
+            return
         if len(self.labels) < 2 or len(set(self.labels)) != len(self.labels):
             raise ValueError(f"a pair data set needs at least 2 distinct labels, got {self.labels}")
         if self.positive_label is None and len(self.labels) == 2:
@@ -54,8 +63,22 @@ class PairData:
                     f"expected indexes into {self.labels} and {len(self.id_columns)} ids"
                 )
 
+    def _check_scores(self):
+        low, high = self.task.score_range
+        if self.labels or self.positive_label is not None:
+            raise ValueError(f"a graded data set has no label names, got {self.labels}")
+        for split in SPLITS:
+            outside = [pair.label for pair in self.split(split) if not low <= float(pair.label) <= high]
+            id_widths = {len(pair.ids) for pair in self.split(split)}
+            if outside or id_widths - {len(self.id_columns)}:
+                raise ValueError(
+                    f"{split} pairs have scores {outside[:3]} outside [{low:g}, {high:g}] or {sorted(id_widths)} "
+                    f"ids; expected {len(self.id_columns)} ids"
+                )
+
     @property
     def num_classes(self) -> int:
+        """Labels of a task of classes (0 for a graded task)."""
         return len(self.labels)
 
     @property
@@ -79,7 +102,8 @@ class PairData:
         return list(dict.fromkeys(sentence for pair in pairs for sentence in (pair.sentence1, pair.sentence2)))
 
     def label_counts(self, split: str) -> dict[str, int]:
-        """Pairs per label name in a split, every label listed (0 when absent), in label order."""
+        """Pairs per label name in a split, every label listed (0 when absent), in label order ({}
+        for a graded task)."""
         counts = Counter(pair.label for pair in self.split(split))
         return {label: counts[index] for index, label in enumerate(self.labels)}
 
