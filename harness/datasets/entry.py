@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from harness.datasets.spec import PairDataSpec
+from harness.datasets.task import CLASSES, Task
 from harness.datasets.types import PairData
 
 
@@ -27,6 +28,7 @@ class DataSet:
     name: str  # the --data.dataset value
     load: Callable[[PairDataSpec], PairData]  # reads and checks it: a PairData of kind ``name``, or a UserError
     default_name: Callable[[PairDataSpec], str]  # its name in runs and reports without --data.name (no reading)
+    task: Task = CLASSES  # what its pairs ask (the PairData it loads carries the same task)
     split_titles: Mapping[str, str] = field(default_factory=dict)  # e.g. dev "GLUE dev"; else "<name> <split>"
     class_titles: tuple[str, ...] = ()  # how figures name the labels, in label order; () the label names
     anchors: Anchors | None = None

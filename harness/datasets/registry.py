@@ -19,6 +19,7 @@ from harness.datasets.overlap import check_split_overlap
 from harness.datasets.reader import canonical_label
 from harness.datasets.sick import SICK_E
 from harness.datasets.spec import PairDataSpec
+from harness.datasets.task import Task
 from harness.datasets.tsv import TSV
 from harness.datasets.types import SPLITS, PairData
 from harness.errors import UserError
@@ -43,6 +44,11 @@ def dataset_entry(name: str) -> DataSet:
     if name not in DATASETS:
         raise UserError(f"--data.dataset={name}: expected {dataset_choices()}")
     return DATASETS[name]
+
+
+def task_of(name: str) -> Task:
+    """The task of the data set ``--data.dataset=<name>`` names, without reading it."""
+    return dataset_entry(name).task
 
 
 def positive_label_of(labels: list[str], requested: str | int | None) -> str | None:
@@ -70,7 +76,10 @@ def load_pair_data(spec: PairDataSpec | None = None, **flags) -> PairData:
         the harness can report on or splits that share more pairs than ``--data.max_split_overlap``.
     """
     spec = spec if spec is not None else PairDataSpec(**flags)
-    data = dataset_entry(spec.dataset).load(spec)
+    entry = dataset_entry(spec.dataset)
+    data = entry.load(spec)
+    if data.task != entry.task:
+        raise ValueError(f"{entry.name}: the entry declares a {entry.task.target} task, its reader {data.task.target}")
     data = replace(data, split_overlap=checked(data, spec))
     if spec.positive_label is not None:
         data = replace(data, positive_label=positive_label_of(data.labels, spec.positive_label))
