@@ -52,17 +52,17 @@ def leave_one_out(predicted, gold, metric: str = "pearson") -> np.ndarray:
 
 
 def correlation(predicted, gold, metric: str = "pearson") -> np.ndarray:
-    """The correlation over all N items, (...,) (NaN where undefined): the plain sample value."""
+    """The correlation over the last axis's N items, (...,) for (..., N) predictions and gold that
+    broadcast (NaN where undefined): the plain sample value."""
     x, y = np.asarray(predicted, dtype=float), np.asarray(gold, dtype=float)
     if metric == "spearman":
-        x = rankdata(x, axis=-1)
-        y = rankdata(y)
+        x, y = rankdata(x, axis=-1), rankdata(y, axis=-1)
     elif metric != "pearson":
         raise ValueError(f"correlation: metric must be one of {METRICS}, got {metric!r}")
     x = x - x.mean(axis=-1, keepdims=True)
-    y = y - y.mean()
+    y = y - y.mean(axis=-1, keepdims=True)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return (x * y).sum(axis=-1) / np.sqrt((x * x).sum(axis=-1) * (y * y).sum())
+        return (x * y).sum(axis=-1) / np.sqrt((x * x).sum(axis=-1) * (y * y).sum(axis=-1))
 
 
 def pseudo_values(predicted, gold, metric: str = "pearson") -> np.ndarray:
