@@ -32,19 +32,21 @@ def leave_one_out(predicted, gold, metric: str = "pearson") -> np.ndarray:
     """Correlation of ``predicted`` with ``gold`` without each item in turn.
 
     Args:
-        predicted: (..., N) predictions (Pearson takes leading batch axes; Spearman one vector).
-        gold: (N,) gold scores.
+        predicted: (..., N) predictions.
+        gold: (N,) gold scores; for Pearson, any (..., N) that broadcasts with ``predicted``.
         metric: ``pearson`` or ``spearman``.
 
     Returns:
         (..., N): entry i is the correlation over the other N - 1 items (NaN where undefined).
     """
     x, y = np.asarray(predicted, dtype=float), np.asarray(gold, dtype=float)
-    if x.shape[-1] != y.shape[-1] or y.ndim != 1 or y.size < 3:
-        raise ValueError(f"leave_one_out: need (..., N) predictions and (N,) gold, N >= 3; got {x.shape}, {y.shape}")
+    if x.shape[-1] != y.shape[-1] or y.shape[-1] < 3:
+        raise ValueError(f"leave_one_out: need (..., N) predictions and gold, N >= 3; got {x.shape}, {y.shape}")
     if metric == "pearson":
         return _pearson_leave_one_out(x, y)
     if metric == "spearman":
+        if y.ndim != 1:
+            raise ValueError(f"leave_one_out: Spearman takes one (N,) gold vector, got {y.shape}")
         if x.ndim != 1:
             return np.stack([leave_one_out(row, y, metric) for row in x.reshape(-1, y.size)]).reshape(x.shape)
         return _spearman_leave_one_out(x, y)
@@ -66,14 +68,16 @@ def correlation(predicted, gold, metric: str = "pearson") -> np.ndarray:
 
 
 def pseudo_values(predicted, gold, metric: str = "pearson") -> np.ndarray:
-    """``n r - (n - 1) r_(-i)`` per item, (..., N); their mean is the jackknife estimate of r."""
+    """``n r - (n - 1) r_(-i)`` per item, (..., N); their mean is the jackknife estimate of r.
+    Shapes as for :func:`leave_one_out`."""
     n = np.shape(gold)[-1]
     whole = correlation(predicted, gold, metric)[..., None]
     return n * whole - (n - 1) * leave_one_out(predicted, gold, metric)
 
 
 def item_scores(predicted, gold, metric: str = "pearson") -> np.ndarray:
-    """The pseudo-values centred on the sample correlation, (..., N): their mean is r itself."""
+    """The pseudo-values centred on the sample correlation, (..., N): their mean is r itself.
+    Shapes as for :func:`leave_one_out`."""
     n = np.shape(gold)[-1]
     left_out = leave_one_out(predicted, gold, metric)
     whole = correlation(predicted, gold, metric)[..., None]
@@ -90,15 +94,13 @@ def _correlation_from_sums(count, sum_x, sum_y, sum_xx, sum_yy, sum_xy) -> np.nd
 
 def _pearson_leave_one_out(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     x = x - x.mean(axis=-1, keepdims=True)  # centred once: the sums below stay well conditioned
-    y = y - y.mean()
-    n = y.size
+    y = y - y.mean(axis=-1, keepdims=True)
+
+    def total(values):
+        return values.sum(axis=-1, keepdims=True)
+
     return _correlation_from_sums(
-        n - 1,
-        x.sum(axis=-1, keepdims=True) - x,
-        y.sum() - y,
-        (x * x).sum(axis=-1, keepdims=True) - x * x,
-        (y * y).sum() - y * y,
-        (x * y).sum(axis=-1, keepdims=True) - x * y,
+        x.shape[-1] - 1, total(x) - x, total(y) - y, total(x * x) - x * x, total(y * y) - y * y, total(x * y) - x * y
     )
 
 
@@ -119,24 +121,21 @@ def _drops(values: np.ndarray, *weights: np.ndarray):
 
 
 def _dominance(first: np.ndarray, second: np.ndarray, first_above: np.ndarray, second_above: np.ndarray):
-    """``#{j : first_j > first_above_i and second_j > second_above_i}`` per i, on integer ranks: the
-    items sorted by ``first`` (descending) make each count one over a prefix, summed over the prefix's
-    aligned blocks of a merge-sort tree (each block's ``second`` values sorted once per level)."""
+    """``#{j : first_j > first_above_q and second_j > second_above_q}`` for each query q, on integer
+    ranks (``second`` >= 1, thresholds >= 0): the items sorted by ``first`` (descending) make each count
+    one over a prefix, summed over the prefix's aligned blocks of a merge-sort tree (each level's blocks
+    with their ``second`` values sorted once, keyed by block)."""
     n = first.size
-    order = np.argsort(-first, kind="stable")
-    prefix = n - np.searchsorted(np.sort(first), first_above, side="right")  # items with first above
-    tail = second[order]
-    width = int(second.max()) + 2
-    counts = np.zeros(n, dtype=np.int64)
+    prefix = n - np.searchsorted(np.sort(first), first_above, side="right")  # (Q,) items with first above
+    tail = second[np.argsort(-first, kind="stable")]
+    width = int(second.max()) + 1
+    counts = np.zeros(prefix.shape, dtype=np.int64)
     for level in range(max(1, int(n).bit_length())):
         keys = np.sort((np.arange(n) >> level) * width + tail)
         block = (prefix >> level) - 1  # the prefix's block at this level, where its bit is set
-        present = ((prefix >> level) & 1).astype(bool)
-        start = block * width
-        inside = np.searchsorted(keys, start + width, side="left") - np.searchsorted(
-            keys, start + second_above, side="right"
-        )
-        counts += np.where(present, inside, 0)
+        size = np.minimum((block + 1) << level, n)  # items up to the block's end
+        not_above = np.searchsorted(keys, block * width + second_above, side="right")  # earlier blocks too
+        counts += np.where((prefix >> level) & 1, size - not_above, 0)
     return counts
 
 
@@ -148,9 +147,10 @@ def _spearman_leave_one_out(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     drop_x, drop_xx, drop_x_rank_x, drop_x_rank_y = _drops(x, rank_x, rank_y)
     drop_y, drop_yy, drop_y_rank_y, drop_y_rank_x = _drops(y, rank_y, rank_x)
     # sum_j a_ij b_ij = 1/4 sum_j ([x>] + [x>=])([y>] + [y>=]) over j != i; only (>=, >=) counts i itself
-    both = sum(
-        _dominance(dense_x, dense_y, dense_x - loose_x, dense_y - loose_y) for loose_x in (0, 1) for loose_y in (0, 1)
-    )
+    loose = [(loose_x, loose_y) for loose_x in (0, 1) for loose_y in (0, 1)]
+    above_x = np.concatenate([dense_x - loose_x for loose_x, _ in loose])  # (4 N,) all four counts at once
+    above_y = np.concatenate([dense_y - loose_y for _, loose_y in loose])
+    both = _dominance(dense_x, dense_y, above_x, above_y).reshape(4, n).sum(axis=0)
     drop_xy = 0.25 * (both - 1)
     sum_x = rank_x.sum() - rank_x - drop_x
     sum_y = rank_y.sum() - rank_y - drop_y
