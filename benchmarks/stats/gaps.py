@@ -29,7 +29,7 @@ items and pretraining runs) in ``tests/benchmarks/test_correlation_gap_calibrati
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -62,6 +62,8 @@ __all__ = [
     "minimum_detectable_effect",
     "compare_with_twin",
     "compare_with_baseline",
+    "compare_deterministic",
+    "DETERMINISTIC",
     "aggregate_runs",
     "is_collapsed",
     "runs_table",
@@ -77,6 +79,7 @@ PROBE_ADJUSTED_COLUMN, TWIN_PROBE_COLUMN = "p_vs_twin_probe_adjusted", "twin_pro
 # p_vs_tfidf adjusted over the pre-registered comparisons only (p_vs_tfidf_adjusted: over every method)
 TFIDF_REGISTERED_COLUMN = "p_vs_tfidf_registered_adjusted"
 CROSSED, NO_SEED_REPLICATION = "seeds x items", "no seed replication"
+DETERMINISTIC = "items, both systems deterministic"  # ``compare_deterministic``: no seed luck to estimate
 ITEMS_ONLY = NO_SEED_REPLICATION  # the former name of the one-seed procedure
 QUADRATURE_POINTS = 2000  # quantiles of MS_seed's distribution averaged over in ``rejection_probability``
 
@@ -112,7 +115,8 @@ def _degrees_of_freedom(variance, ms_seed, ms_item, ms_residual, seeds: int, ite
 def t_interval(gap, variance, df, cells: int, confidence: float = 0.95):
     """``(standard error, two-sided p, CI low, CI high)`` of a mean gap over ``cells`` differences
     whose ``variance`` is ``cells × Var(mean)``, on a t distribution with ``df``. The CI is clipped to
-    [-1, 1], the range of a difference of two accuracies."""
+    [-1, 1], the range of a difference of two accuracies (a correlation gap beyond it needs arms of
+    opposite sign, which the graded control rule fails first)."""
     # Floor: the gap moves in steps of 1 / cells (one item of one run); its standard error is taken to
     # be at least that resolution, so identical runs do not give an infinite t.
     error = np.sqrt(np.maximum(variance / cells, 1.0 / cells**2))
@@ -232,7 +236,8 @@ def minimum_detectable_effect(
     at 0 as the test does), through ``rejection_probability`` (``seed_df`` as there).
 
     Returns:
-        The gap as a fraction (accuracy points / 100); above 1 when no possible gap reaches the power.
+        The gap in the score's unit (accuracy points / 100, or correlation points / 100); above 1 when
+        no possible gap reaches the power.
     """
     if seeds < 2:
         raise ValueError(
@@ -285,3 +290,21 @@ def compare_with_baseline(
     if not method_runs or not same_items(next(iter(method_runs.values())), baseline_predictions):
         return None
     return compare_with_twin(method_runs, {seed: baseline_predictions for seed in method_runs}, method, task, metric)
+
+
+def compare_deterministic(
+    first: pd.DataFrame, second: pd.DataFrame, method: str = "method", task: Task = CLASSES, metric: str | None = None
+) -> Gap | None:
+    """The gap between two deterministic systems' one predictions table each (a published encoder's
+    zero-shot similarity, a fixed baseline): items are the only sample, so the test is over items alone,
+    a t on N - 1 degrees of freedom of the per-item score differences (``crossed_gap`` of two identical
+    seed rows gives the same). Only for systems without seed luck: a random-init twin has its init's.
+
+    Returns:
+        ``Gap`` with ``procedure`` ``DETERMINISTIC`` (seeds = 1), or None when they hold other items.
+    """
+    if not same_items(first, second):
+        return None
+    _, scores_first, scores_second = paired_scores({0: first}, {0: second}, method, task, metric)
+    reading = crossed_gap(np.repeat(scores_first - scores_second, 2, axis=0))  # (2, N): no seed variation
+    return replace(reading, seeds=1, seed_variance=0.0, residual_variance=0.0, procedure=DETERMINISTIC)

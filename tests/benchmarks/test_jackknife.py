@@ -8,7 +8,13 @@ import pytest
 from scipy import stats
 
 from benchmarks.stats import jackknife
-from benchmarks.stats.gaps import CROSSED, compare_with_baseline, compare_with_twin
+from benchmarks.stats.gaps import (
+    CROSSED,
+    DETERMINISTIC,
+    compare_deterministic,
+    compare_with_baseline,
+    compare_with_twin,
+)
 from benchmarks.stats.pairing import item_scores, paired_scores
 from harness.datasets.task import CLASSES, graded
 from tests.benchmarks.stats_inputs import frame
@@ -132,3 +138,20 @@ def test_a_gap_over_items_alone_matches_a_bootstrap_over_items():
     assert gap.ci_low == pytest.approx(low, abs=0.1 * half_width)
     assert gap.ci_high == pytest.approx(high, abs=0.1 * half_width)
     assert gap.standard_error == pytest.approx(differences.std(ddof=1), rel=0.08)
+
+
+def test_two_deterministic_systems_are_compared_over_items_alone():
+    """A published encoder's zero-shot similarity against a fixed baseline: one table each, Spearman
+    (zero-shot's metric); the test is scipy's one-sample t over the items' score differences."""
+    gold, predicted = gold_and_predictions(250, 29, ties=True)
+    other = gold + np.random.default_rng(31).normal(0, 1.6, 250)
+    first, second = graded_frame(predicted, gold), graded_frame(other, gold).iloc[::-1]  # rows in another order
+    gap = compare_deterministic(first, second, task=STSB, metric="spearman")
+    differences = item_scores(first, STSB, "spearman") - item_scores(second.iloc[::-1], STSB, "spearman")
+    reference = stats.ttest_1samp(differences, 0.0)
+    assert gap.procedure == DETERMINISTIC and (gap.seeds, gap.items) == (1, 250)
+    assert gap.gap == pytest.approx(stats.spearmanr(predicted, gold).statistic - stats.spearmanr(other, gold).statistic)
+    assert gap.p_value == pytest.approx(reference.pvalue) and gap.degrees_of_freedom == pytest.approx(249)
+    interval = reference.confidence_interval(0.95)
+    assert (gap.ci_low, gap.ci_high) == (pytest.approx(interval.low), pytest.approx(interval.high))
+    assert compare_deterministic(first, graded_frame(other[:200], gold[:200]), task=STSB) is None
