@@ -42,8 +42,11 @@ def correlation_scores(predictions: pd.DataFrame, metric: str = "pearson") -> np
     Returns:
         (N,) float array.
     """
-    gold = pd.to_numeric(predictions["label"], errors="raise").to_numpy(dtype=float)
-    predicted = pd.to_numeric(predictions["pred"], errors="raise").to_numpy(dtype=float)
+    try:
+        gold = pd.to_numeric(predictions["label"], errors="raise").to_numpy(dtype=float)
+        predicted = pd.to_numeric(predictions["pred"], errors="raise").to_numpy(dtype=float)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"graded predictions need numbers in label and pred: {error}") from None
     return jackknife.item_scores(predicted, gold, metric)
 
 

@@ -15,6 +15,7 @@ from benchmarks.stats.controls import RULE_TEXT, control_check, failed_arms, rul
 from benchmarks.stats.gaps import compare_with_twin
 from benchmarks.stats.multiplicity import holm
 from benchmarks.stats.paired_seeds import paired_t_over_seeds
+from benchmarks.stats.pairing import item_scores
 from benchmarks.stats.pretraining_runs import RECIPE, compare_over_pretrainings
 from benchmarks.stats.results_columns import Evidence, names, results_frame
 from harness.datasets.task import CLASSES, graded
@@ -92,6 +93,13 @@ def test_a_graded_run_collapses_when_its_predictions_are_near_constant_or_not_fi
     assert is_collapsed(wiggle, STSB) and not is_collapsed(2.5 + np.linspace(-1, 1, ITEMS) * 1e-4, STSB)
     assert is_collapsed(spread.assign(pred=np.where(np.arange(ITEMS) == 3, np.nan, spread["pred"])), STSB)
     assert is_collapsed(np.array([1, 1, 1])) and not is_collapsed(np.array([0, 1, 1]))  # classes: one class
+
+
+def test_graded_predictions_that_are_not_numbers_are_refused_in_one_line():
+    table = predictions(0.8, 1).astype({"pred": object})
+    table.loc[5, "pred"] = "high"
+    with pytest.raises(ValueError, match="graded predictions need numbers in label and pred"):
+        item_scores(table, STSB)
 
 
 def test_graded_arms_that_learned_pass_the_rule():
