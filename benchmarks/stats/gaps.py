@@ -1,7 +1,10 @@
-"""The accuracy gap of a method over its random twin, or over a deterministic baseline, tested with
-training seeds and test items both random samples (Clark 1973, "language-as-fixed-effect fallacy").
+"""The gap of a method over its random twin, or over a deterministic baseline, tested with training
+seeds and test items both random samples (Clark 1973, "language-as-fixed-effect fallacy").
 
-For S seed pairs and N test items, ``d[s, i] = correct_method[s, i] - correct_other[s, i]`` is
+The gap is in the task's main score, from the per-item scores it pairs on (``pairing.item_scores``):
+correctness for classes (an accuracy gap), an item's jackknife share of the correlation for a graded
+task (a correlation gap; ``stats.jackknife``). For S seed pairs and N test items,
+``d[s, i] = score_method[s, i] - score_other[s, i]`` (e.g. correct_method - correct_other) is
 decomposed as ``mu + seed_s + item_i + residual_si`` (two-way crossed random effects). The gap is
 ``mean(d)``; its variance is ``(max(MS_seed, MS_res) + max(MS_item, MS_res) - MS_res) / (S N)``:
 the ANOVA estimate with a negative seed or item component truncated at 0, so tied seed means
@@ -19,20 +22,30 @@ method's seed luck alone, and the same test applies with the baseline repeated a
 With one seed pair seed luck is not estimable: the gap is reported without a CI or p ("no seed
 replication"), since an items-only test would pass seed luck off as a gap. Calibration (null
 rejection, tied seeds, CI coverage, power at the MDE) is checked against simulations and an
-independent fit in ``tests/benchmarks/test_stats.py``.
+independent fit in ``tests/benchmarks/test_stats.py``; for a correlation gap (pseudo-values, seeds,
+items and pretraining runs) in ``tests/benchmarks/test_correlation_gap_calibration.py``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 from scipy import optimize, stats
 
 from benchmarks.stats.aggregate import METRICS, STATISTICS, aggregate_runs, is_collapsed, runs_table
-from benchmarks.stats.pairing import ID_COLUMNS, VALUE_COLUMNS, correctness, id_columns, paired_correctness, same_items
+from benchmarks.stats.pairing import (
+    ID_COLUMNS,
+    VALUE_COLUMNS,
+    correctness,
+    id_columns,
+    paired_correctness,
+    paired_scores,
+    same_items,
+)
+from harness.datasets.task import CLASSES, Task
 
 __all__ = [
     "METRICS",
@@ -49,6 +62,8 @@ __all__ = [
     "minimum_detectable_effect",
     "compare_with_twin",
     "compare_with_baseline",
+    "compare_deterministic",
+    "DETERMINISTIC",
     "aggregate_runs",
     "is_collapsed",
     "runs_table",
@@ -64,6 +79,7 @@ PROBE_ADJUSTED_COLUMN, TWIN_PROBE_COLUMN = "p_vs_twin_probe_adjusted", "twin_pro
 # p_vs_tfidf adjusted over the pre-registered comparisons only (p_vs_tfidf_adjusted: over every method)
 TFIDF_REGISTERED_COLUMN = "p_vs_tfidf_registered_adjusted"
 CROSSED, NO_SEED_REPLICATION = "seeds x items", "no seed replication"
+DETERMINISTIC = "items, both systems deterministic"  # ``compare_deterministic``: no seed luck to estimate
 ITEMS_ONLY = NO_SEED_REPLICATION  # the former name of the one-seed procedure
 QUADRATURE_POINTS = 2000  # quantiles of MS_seed's distribution averaged over in ``rejection_probability``
 
@@ -99,7 +115,8 @@ def _degrees_of_freedom(variance, ms_seed, ms_item, ms_residual, seeds: int, ite
 def t_interval(gap, variance, df, cells: int, confidence: float = 0.95):
     """``(standard error, two-sided p, CI low, CI high)`` of a mean gap over ``cells`` differences
     whose ``variance`` is ``cells × Var(mean)``, on a t distribution with ``df``. The CI is clipped to
-    [-1, 1], the range of a difference of two accuracies."""
+    [-1, 1], the range of a difference of two accuracies (a correlation gap beyond it needs arms of
+    opposite sign, which the graded control rule fails first)."""
     # Floor: the gap moves in steps of 1 / cells (one item of one run); its standard error is taken to
     # be at least that resolution, so identical runs do not give an infinite t.
     error = np.sqrt(np.maximum(variance / cells, 1.0 / cells**2))
@@ -219,7 +236,8 @@ def minimum_detectable_effect(
     at 0 as the test does), through ``rejection_probability`` (``seed_df`` as there).
 
     Returns:
-        The gap as a fraction (accuracy points / 100); above 1 when no possible gap reaches the power.
+        The gap in the score's unit (accuracy points / 100, or correlation points / 100); above 1 when
+        no possible gap reaches the power.
     """
     if seeds < 2:
         raise ValueError(
@@ -241,27 +259,52 @@ def minimum_detectable_effect(
     return float(optimize.brentq(shortfall, 0.0, upper, xtol=1e-7))
 
 
-def compare_with_twin(method_runs: Mapping, twin_runs: Mapping, method: str = "method") -> Gap | None:
-    """Accuracy gap of a method over its random twin: pairs seeds by value, items by id.
+def compare_with_twin(
+    method_runs: Mapping, twin_runs: Mapping, method: str = "method", task: Task = CLASSES, metric: str | None = None
+) -> Gap | None:
+    """The gap of a method over its random twin in the task's main score (or ``metric``): seeds
+    paired by value, items by id, on the task's per-item scores (``pairing.item_scores``).
 
     Returns:
-        ``Gap`` (fractions), or None when the two share no seed.
+        ``Gap`` (fractions of accuracy, or correlation units), or None when the two share no seed.
     """
-    seeds, correct_method, correct_twin = paired_correctness(method_runs, twin_runs, method)
+    seeds, scores_method, scores_twin = paired_scores(method_runs, twin_runs, method, task, metric)
     if not seeds:
         return None
-    return crossed_gap(correct_method.astype(float) - correct_twin.astype(float))  # (S, N)
+    return crossed_gap(scores_method - scores_twin)  # (S, N)
 
 
 def compare_with_baseline(
-    method_runs: Mapping, baseline_predictions: pd.DataFrame, method: str = "method"
+    method_runs: Mapping,
+    baseline_predictions: pd.DataFrame,
+    method: str = "method",
+    task: Task = CLASSES,
+    metric: str | None = None,
 ) -> Gap | None:
-    """Accuracy gap of a method over a deterministic baseline (one predictions table): the method's
-    seeds × items against the baseline's correctness repeated at every seed, items paired by id.
+    """The gap of a method over a deterministic baseline (one predictions table): the method's
+    seeds × items against the baseline's per-item scores repeated at every seed, items paired by id.
 
     Returns:
-        ``Gap`` (fractions), or None without runs or when the method saw other items than the baseline.
+        ``Gap``, or None without runs or when the method saw other items than the baseline.
     """
     if not method_runs or not same_items(next(iter(method_runs.values())), baseline_predictions):
         return None
-    return compare_with_twin(method_runs, {seed: baseline_predictions for seed in method_runs}, method)
+    return compare_with_twin(method_runs, {seed: baseline_predictions for seed in method_runs}, method, task, metric)
+
+
+def compare_deterministic(
+    first: pd.DataFrame, second: pd.DataFrame, method: str = "method", task: Task = CLASSES, metric: str | None = None
+) -> Gap | None:
+    """The gap between two deterministic systems' one predictions table each (a published encoder's
+    zero-shot similarity, a fixed baseline): items are the only sample, so the test is over items alone,
+    a t on N - 1 degrees of freedom of the per-item score differences (``crossed_gap`` of two identical
+    seed rows gives the same). Only for systems without seed luck: a random-init twin has its init's.
+
+    Returns:
+        ``Gap`` with ``procedure`` ``DETERMINISTIC`` (seeds = 1), or None when they hold other items.
+    """
+    if not same_items(first, second):
+        return None
+    _, scores_first, scores_second = paired_scores({0: first}, {0: second}, method, task, metric)
+    reading = crossed_gap(np.repeat(scores_first - scores_second, 2, axis=0))  # (2, N): no seed variation
+    return replace(reading, seeds=1, seed_variance=0.0, residual_variance=0.0, procedure=DETERMINISTIC)
