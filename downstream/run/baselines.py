@@ -13,7 +13,8 @@ in class-id order (2 labels: P(positive) >= 0.5 predicts it; more: the most prob
   (multinomial) logistic regression whose L2 strength is chosen by stratified cross-validation on
   train only.
 
-Graded tasks: (N,) scores per evaluation split (the registry puts them on the task's scale).
+Graded tasks: (N,) scores per evaluation split (on the gold scale, or a cosine); the registry hands
+them on as a model's are, mapped onto [0, 1].
 
 - ``overlap_cosine_baseline``: the cosine of the two sentences' word TF-IDF vectors, the vectorizer
   fitted on train sentences, no label used: the unsupervised word-overlap floor of the STS literature.
@@ -248,18 +249,20 @@ def cross_validated_ridge(features: np.ndarray, targets: np.ndarray, seed: int =
 
 @dataclass(frozen=True)
 class Baseline:
-    """One control system as summaries and benchmarks name it: ``fit(train, evaluation_sets, data,
-    seed)`` returns ``{split: (N, C) class probabilities}`` for a task of classes or ``{split: (N,)
-    scores}`` on the task's scale for a graded one (``data``: anything with ``num_classes`` and ``task``)."""
+    """One control system as summaries and benchmarks name it. ``fit(train, evaluation_sets, data,
+    seed)`` returns per split what a model's predictions are and ``predictions_frame`` takes: (N, C)
+    class probabilities for a task of classes, (N,) scores on [0, 1] for a graded one (the task's
+    range mapped by ``Task.scaled``); ``data``: anything with ``num_classes`` and ``task``."""
 
     title: str  # its row in a summary
     note: str  # what it is, in a few words
     fit: Callable[..., dict[str, np.ndarray]]
 
 
-def _on_task_scale(cosines: dict[str, np.ndarray], data) -> dict[str, np.ndarray]:
-    """Cosines in [0, 1] mapped onto the task's range (an affine map: the correlations are the cosines')."""
-    return {name: data.task.unscaled(values) for name, values in cosines.items()}
+def _ridge_on_unit_scale(train: Sequence, evaluation_sets: dict[str, Sequence], data, seed: int):
+    """:func:`tfidf_ridge_baseline`'s scores mapped from the task's range onto [0, 1]."""
+    predicted = tfidf_ridge_baseline(train, evaluation_sets, seed)
+    return {name: data.task.scaled(scores) for name, scores in predicted.items()}
 
 
 BASELINES: dict[str, Baseline] = {
@@ -273,17 +276,13 @@ BASELINES: dict[str, Baseline] = {
         "word overlap + logistic regression, same train pairs",
         lambda train, evaluation_sets, data, seed: tfidf_lr_baseline(train, evaluation_sets, data.num_classes, seed),
     ),
-    "overlap-cosine": Baseline(
+    "overlap-cosine": Baseline(  # a cosine in [0, 1] is its own unit-scale score: 0 → low, 1 → high
         "word-overlap cosine",
         "cosine of the sentences' TF-IDF vectors, no training",
-        lambda train, evaluation_sets, data, seed: _on_task_scale(
-            overlap_cosine_baseline(train, evaluation_sets), data
-        ),
+        lambda train, evaluation_sets, data, seed: overlap_cosine_baseline(train, evaluation_sets),
     ),
     "tfidf-ridge": Baseline(
-        "TF-IDF + ridge",
-        "word overlap + ridge regression, same train pairs",
-        lambda train, evaluation_sets, data, seed: tfidf_ridge_baseline(train, evaluation_sets, seed),
+        "TF-IDF + ridge", "word overlap + ridge regression, same train pairs", _ridge_on_unit_scale
     ),
 }
 
@@ -292,7 +291,7 @@ def fit_baseline(name: str, train: Sequence, evaluation_sets: dict[str, Sequence
     """Fit the baseline ``name`` of ``data``'s task (one of ``data.task.baselines``) on ``train``.
 
     Returns:
-        ``{split: (N, C) probabilities}`` (classes) or ``{split: (N,) scores}`` (graded).
+        ``{split: (N, C) probabilities}`` (classes) or ``{split: (N,) scores on [0, 1]}`` (graded).
     """
     if name not in data.task.baselines:
         raise ValueError(f"{name}: not a baseline of a {data.task.target} task ({', '.join(data.task.baselines)})")
