@@ -324,25 +324,14 @@ class FinetuneCLI(TrackedCLI):
         graded task's ``Pearson r 71.2  Spearman ρ 69.8`` (× 100)."""
         task = self.model.task
         if task.graded:
-            return graded_summary.scores_text(results, split, task)
+            return summary_comparisons.scores_text(results, task, split)
         return f"acc {results[f'{split}_acc']:.3f}  F1{f1_kind} {results[f'{split}_f1']:.3f}"
 
     def context_lines(self, results: dict[str, float], f1_kind: str, test_name: str) -> list[str]:
-        """This run's test scores beside its data set's baselines (not computed in a benchmark's
-        cell: its own baseline cells hold them) and its other arm, ``self.twin``
-        (``downstream.run.summary_comparisons``); a graded task's: its bootstrap interval and
-        the other arm (``downstream.run.graded_summary``)."""
+        """This run's test scores beside its task's baselines (not computed in a benchmark's cell:
+        its own baseline cells hold them) and its other arm, ``self.twin``
+        (``downstream.run.summary_comparisons``; a graded task's: ``downstream.run.graded_summary``)."""
         data = self.datamodule
-        if self.model.task.graded:
-            return graded_summary.context_lines(
-                results,
-                self.evaluation.frames["test"],
-                self.twin,
-                self.model.encoder.is_random,
-                self.model.task,
-                summary_comparisons.test_pairs_title(test_name, len(data.pairs["test"]), len(data.pair_data.test)),
-                summary_comparisons.twin_flags(self.model.encoder),
-            )
         scores = (
             None
             if reusing()
@@ -350,6 +339,17 @@ class FinetuneCLI(TrackedCLI):
                 data.pair_data, data.pairs, None if data.hparams.cache_dir in (None, "none") else data.hparams.cache_dir
             )
         )
+        if self.model.task.graded:
+            return graded_summary.context_lines(
+                results,
+                self.evaluation.frames["test"],
+                scores,
+                self.twin,
+                self.model.encoder.is_random,
+                self.model.task,
+                summary_comparisons.test_pairs_title(test_name, len(data.pairs["test"]), len(data.pair_data.test)),
+                summary_comparisons.twin_flags(self.model.encoder),
+            )
         return summary_comparisons.context_lines(
             results,
             scores,

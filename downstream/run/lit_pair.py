@@ -20,6 +20,7 @@ The random-init twin runs the identical procedure: only its encoder's weights di
 
 from __future__ import annotations
 
+import warnings
 from typing import Literal
 
 import pytorch_lightning as pl
@@ -140,7 +141,11 @@ class LitPairClassifier(pl.LightningModule):
         self.task = task
         self.train_accuracy = None  # classes only
         if task.graded:
-            self.dev_pearson, self.dev_spearman = PearsonCorrCoef(), SpearmanCorrCoef()
+            with warnings.catch_warnings():  # Spearman keeps the split's scores to rank them: a dev split's, by design
+                warnings.filterwarnings(
+                    "ignore", message=".*will save all targets and predictions", category=UserWarning
+                )
+                self.dev_pearson, self.dev_spearman = PearsonCorrCoef(), SpearmanCorrCoef()
         elif num_classes == 2:
             self.dev_accuracy, self.dev_f1, self.train_accuracy = BinaryAccuracy(), BinaryF1Score(), BinaryAccuracy()
         else:
