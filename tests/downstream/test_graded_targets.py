@@ -18,13 +18,19 @@ from downstream.model.targets import GradedTarget, target_of
 from downstream.run.classifier_loading import load_classifier
 from downstream.run.evaluation import predictions_frame, split_metrics
 from downstream.run.lit_pair import LitPairClassifier, linked_task
-from harness.datasets.registry import load_pair_data
+from harness.datasets.registry import DATASETS, load_pair_data
 from harness.datasets.task import CLASSES
 from pretrain.encoders.loading import load_encoder, random_encoder
-from tests.downstream.toy_graded_task import NAME, TASK
+from tests.downstream.toy_graded_task import NAME, TASK, TOY_OVERLAP
 
 GRADED = {"target": "graded", "score_range": TASK.score_range}
 MAX_PAIRS = 48
+
+
+@pytest.fixture(autouse=True)
+def toy_registered(monkeypatch):
+    """The toy task among the data sets for each test here, and for no other."""
+    monkeypatch.setitem(DATASETS, NAME, TOY_OVERLAP)
 
 
 @pytest.fixture(scope="module")
