@@ -255,7 +255,7 @@ def run_study(args: argparse.Namespace, config: Matrix, started: float) -> int:
         }
         client.log_dict(parent, study_record, STUDY_ARTIFACT)  # the suite's time to its last cell, for costs
         engine_text = engine.describe()
-        runs, predictions = run_table(done)
+        runs, predictions = run_table(done, data.task)
         grid = lr_grid_table(runs)  # each arm's learning-rate grid, chosen on dev (lr_grid: in the matrix)
         runs = drop_unpaired_controls(select_learning_rates(runs), predictions)
         results, family = adjust_registered(build_results(runs, predictions), config.comparisons)
