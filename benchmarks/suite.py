@@ -283,7 +283,7 @@ def run_study(args: argparse.Namespace, config: Matrix, started: float) -> int:
             client.log_artifact(parent, str(path), None if folder == "." else folder)
         client.log_metric(parent, "wall_seconds", wall)
         client.log_metric(parent, "cells", len(done))
-        view = describe_parent(client, parent, config.name, results, directory / "report.md", args.config)
+        view = describe_parent(client, parent, config.name, results, directory / "report.md", args.config, data.task)
     except BaseException as error:
         end_driver_runs(driver, f"the study stopped ({type(error).__name__}); task cancelled")
         abandon_parent(client, parent, error)
