@@ -68,9 +68,7 @@ def finished_run(experiment: str, cell_hash: str, parent_run_id: str | None = No
             [experiment_id], query + scope, order_by=["attributes.start_time DESC"], max_results=COPIES_LIMIT
         )
         if runs and conflicting(runs):
-            numbers = ", ".join(
-                f"{run.info.run_id} ({headline(run.data.metrics)})" for run in runs
-            )
+            numbers = ", ".join(f"{run.info.run_id} ({headline(run.data.metrics)})" for run in runs)
             raise UserError(
                 f"cell {cell_hash}: experiment '{experiment}' holds copies with other numbers: {numbers}; "
                 f"not reused, none is chosen: `python -m benchmarks duplicates` names them, delete the "
