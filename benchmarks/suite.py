@@ -256,8 +256,8 @@ def run_study(args: argparse.Namespace, config: Matrix, started: float) -> int:
         client.log_dict(parent, study_record, STUDY_ARTIFACT)  # the suite's time to its last cell, for costs
         engine_text = engine.describe()
         runs, predictions = run_table(done, data.task)
-        grid = lr_grid_table(runs)  # each arm's learning-rate grid, chosen on dev (lr_grid: in the matrix)
-        runs = drop_unpaired_controls(select_learning_rates(runs), predictions)
+        grid = lr_grid_table(runs, data.task)  # each arm's learning-rate grid, chosen on dev (lr_grid: in the matrix)
+        runs = drop_unpaired_controls(select_learning_rates(runs, data.task), predictions)
         results, family = adjust_registered(build_results(runs, predictions), config.comparisons)
         wall = time.perf_counter() - started
         throughput_file = REPO_ROOT / "benchmarks" / "results" / "throughput.json"
@@ -269,11 +269,12 @@ def run_study(args: argparse.Namespace, config: Matrix, started: float) -> int:
             "smoke": bool(config.source.get("smoke")),
             "encoders": encoders,
             "dataset": data.name,
+            "task": data.task,
             "anchors": anchors_of(data),
             "labels": list(data.labels),
             "positive_label": data.positive_label,
             "lr_grid": grid,
-            "recipes": recipe_table([config]),
+            "recipes": recipe_table([config], task=data.task),
             "family": family,
             "throughput": json.loads(throughput_file.read_text()) if throughput_file.is_file() else None,
         }

@@ -18,6 +18,7 @@ from benchmarks.plan.pretraining_runs import entry_name
 from benchmarks.report.answer import answer_section
 from benchmarks.report.control_rule import control_cell
 from benchmarks.report.figures import write_figures
+from benchmarks.report.metric_text import main_test_metric, metric_title, metrics_sentence, short_title
 from benchmarks.report.mix_weights import mix_section
 from benchmarks.report.probe_checks import probe_methods, probe_remarks, probe_section
 from benchmarks.report.recipe_section import recipe_section
@@ -25,11 +26,12 @@ from benchmarks.report.references_section import references_section
 from benchmarks.report.remarks import mde, number, points, remarks
 from benchmarks.report.study_table import study_figures, study_remarks, study_rows, study_tables
 from benchmarks.stats.controls import CONTROL_OK_COLUMN, RULE_TEXT
-from benchmarks.stats.gaps import METRICS, NO_SEED_REPLICATION, PVALUE_COLUMN
+from benchmarks.stats.gaps import NO_SEED_REPLICATION, PVALUE_COLUMN
 from benchmarks.stats.preregistration import PREREGISTERED_COLUMN, family_text, missing_note
 from benchmarks.stats.pretraining_runs import STATISTICS_VERSION
 from benchmarks.stats.results_columns import COLLAPSED_COLUMN, STEPS_COLUMN, shown_columns
 from harness.datasets.registry import published_anchors
+from harness.datasets.task import CLASSES, Task
 
 PUBLISHED_NOTE = (
     "Encoders pretrained elsewhere (`hf:` folders, `reference:` packages such as all-MiniLM-L6-v2), on "
@@ -269,6 +271,12 @@ def _split_sizes(results: pd.DataFrame, runs: pd.DataFrame, context: dict) -> st
     return ", ".join(parts)
 
 
+def task_of_context(context: dict) -> Task:
+    """The task a report is about: the context's (a suite's data set, the folders'), else a task of
+    classes (a report of older folders)."""
+    return context.get("task") or CLASSES
+
+
 def _f1_kind(context: dict) -> str:
     """How F1 is computed, from the context's ``labels`` and ``positive_label`` (nothing when absent)."""
     labels = context.get("labels")
@@ -289,6 +297,7 @@ def _markdown(
     stepped = STEPS_COLUMN in results and results[STEPS_COLUMN].notna().any()  # cells that logged train_steps
     plain = shown_columns(results)  # declared plain columns with a value (steps, the grid's chosen rate)
     checked = CONTROL_OK_COLUMN in results and results[CONTROL_OK_COLUMN].notna().any()  # twin comparisons
+    task = task_of_context(context)
     lines = [
         title_line(context.get("name", "benchmark"), bool(context.get("smoke"))),
         "",
@@ -306,9 +315,9 @@ def _markdown(
         "",
         "## Results",
         "",
-        "Accuracy and F1 in %, mean ± std (min–max) over seeds; "
-        f"{_split_sizes(results, runs, context)}{_f1_kind(context)}. Gap vs the random-init twin on test "
-        "accuracy in points, with its 95% CI (see How to read)"
+        f"{metrics_sentence(task)}, mean ± std (min–max) over seeds; "
+        f"{_split_sizes(results, runs, context)}{_f1_kind(context)}. Gap vs the random-init twin on "
+        f"{metric_title(main_test_metric(task))} in points, with its 95% CI (see How to read)"
         + (
             (
                 f"; `p_adjusted`: {family_text(family)} (every other gap is exploratory: its CI and raw `p`, "
@@ -345,7 +354,7 @@ def _markdown(
         [
             f"`{row['method']}`",
             int(row["n_seeds"]),
-            *[_percent(row, metric) for metric in METRICS],
+            *[_percent(row, metric) for metric in task.run_metrics()],
             gap_cell(row),
             *([control_cell(row.get(CONTROL_OK_COLUMN))] if checked else []),
             number(row.get(PVALUE_COLUMN), ".3g"),
@@ -360,10 +369,7 @@ def _markdown(
     header = [
         "method",
         "seeds",
-        "dev acc",
-        "dev F1",
-        "test acc",
-        "test F1",
+        *map(short_title, task.run_metrics()),
         "gap vs random (95% CI)",
         *(["control"] if checked else []),
         "p",
@@ -380,8 +386,8 @@ def _markdown(
         lines += ["", "## Published and reference encoders (shown apart)", "", PUBLISHED_NOTE, ""]
         lines += _table(header, [row for row, method in zip(rows, results["method"]) if method in published - probes])
     lines += probe_section(results, runs)
-    lines += lr_grid_section(context.get("lr_grid", pd.DataFrame()))
-    lines += recipe_section(context.get("recipes", pd.DataFrame()), results)
+    lines += lr_grid_section(context.get("lr_grid", pd.DataFrame()), task)
+    lines += recipe_section(context.get("recipes", pd.DataFrame()), results, task)
     studied = study is not None and len(study) > 0
     if studied:
         lines += [""] + study_tables(study, family)
@@ -396,7 +402,7 @@ def _markdown(
     if anchors:
         lines += ["", f"## Published anchors ({anchors.split}, for context; not produced by this run)", ""]
         lines += _table(
-            ["system", "test acc", "test F1", "source"],
+            ["system", *map(short_title, task.run_metrics(("test",))), "source"],
             [
                 [system, number(accuracy, ".1f"), number(f1, ".1f"), source]
                 for system, accuracy, f1, source in anchors.rows
