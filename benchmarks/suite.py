@@ -301,6 +301,7 @@ def run_study(args: argparse.Namespace, config: Matrix, started: float) -> int:
         data.name,
         link_lines(client, parent, view, runs),
         engine=engine_text,
+        task=data.task,
     )
     return 0
 

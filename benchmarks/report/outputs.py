@@ -385,7 +385,7 @@ def _markdown(
     if published - probes:
         lines += ["", "## Published and reference encoders (shown apart)", "", PUBLISHED_NOTE, ""]
         lines += _table(header, [row for row, method in zip(rows, results["method"]) if method in published - probes])
-    lines += probe_section(results, runs)
+    lines += probe_section(results, runs, task)
     lines += lr_grid_section(context.get("lr_grid", pd.DataFrame()), task)
     lines += recipe_section(context.get("recipes", pd.DataFrame()), results, task)
     studied = study is not None and len(study) > 0
