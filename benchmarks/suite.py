@@ -258,7 +258,7 @@ def run_study(args: argparse.Namespace, config: Matrix, started: float) -> int:
         runs, predictions = run_table(done, data.task)
         grid = lr_grid_table(runs, data.task)  # each arm's learning-rate grid, chosen on dev (lr_grid: in the matrix)
         runs = drop_unpaired_controls(select_learning_rates(runs, data.task), predictions)
-        results, family = adjust_registered(build_results(runs, predictions), config.comparisons)
+        results, family = adjust_registered(build_results(runs, predictions, data.task), config.comparisons)
         wall = time.perf_counter() - started
         throughput_file = REPO_ROOT / "benchmarks" / "results" / "throughput.json"
         context = {

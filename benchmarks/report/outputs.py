@@ -25,7 +25,7 @@ from benchmarks.report.recipe_section import recipe_section
 from benchmarks.report.references_section import references_section
 from benchmarks.report.remarks import mde, number, points, remarks
 from benchmarks.report.study_table import study_figures, study_remarks, study_rows, study_tables
-from benchmarks.stats.controls import CONTROL_OK_COLUMN, RULE_TEXT
+from benchmarks.stats.controls import CONTROL_OK_COLUMN, RULE_TEXT, rule_text
 from benchmarks.stats.gaps import NO_SEED_REPLICATION, PVALUE_COLUMN
 from benchmarks.stats.preregistration import PREREGISTERED_COLUMN, family_text, missing_note
 from benchmarks.stats.pretraining_runs import STATISTICS_VERSION
@@ -39,6 +39,38 @@ PUBLISHED_NOTE = (
     "protocol — what the same heads and fine-tuning reach when the encoder has transfer — not a peer "
     "of the encoders pretrained here. Their random-init twins go through the same code."
 )
+
+
+GRADED_READING = {  # a graded task's How to read: each sentence of the classes' reading said for correlations
+    "scores d = 1 (only the method right), −1 (only the twin right) or 0.": (
+        "scores d = the method's jackknife pseudo-value of its test correlation minus the twin's (n r − (n − 1) "
+        "r₍₋ᵢ₎, centred so a run's scores average to its correlation; docs/statistics.md, Graded tasks)."
+    ),
+    "*seed luck* moves a run's accuracy by itself": "*seed luck* moves a run's correlation by itself",
+    "accuracy points": "correlation points (× 100)",
+    "- `collapsed`: runs whose test predictions are all one class.": (
+        "- `collapsed`: runs whose test predictions are (near) constant, so their correlation is undefined."
+    ),
+    "against `tfidf-lr`'s one deterministic prediction per item (its correctness is an item property;": (
+        "against `tfidf-ridge`'s one deterministic prediction per item (its pseudo-value is an item property;"
+    ),
+    "- **TF-IDF + LR at the same labels.** Below 100% of the labels a method is compared with "
+    "`tfidf-lr@<fraction>`: TF-IDF + LR (and `majority@<fraction>`)": (
+        "- **TF-IDF + ridge at the same labels.** Below 100% of the labels a method is compared with "
+        "`tfidf-ridge@<fraction>`: TF-IDF + ridge"
+    ),
+}
+
+
+def how_to_read(task: Task = CLASSES) -> list[str]:
+    """The report's How to read: the classes' text, its sentences said for correlations where the
+    task is graded (its control rule the task's own, ``benchmarks.stats.controls.rule_text``)."""
+    lines = [line.replace(RULE_TEXT, rule_text(task)) for line in HOW_TO_READ]
+    if not task.graded:
+        return lines
+    for old, new in GRADED_READING.items():
+        lines = [line.replace(old, new) for line in lines]
+    return lines
 
 
 def published_methods(runs: pd.DataFrame, context: dict) -> set[str]:
@@ -394,7 +426,9 @@ def _markdown(
     lines += references_section(results)
     comparisons = int(results["p_adjusted"].notna().sum()) if "p_adjusted" in results else None
     said = missing_note(family)
-    said += (study_remarks(study, comparisons, family) if studied else []) + remarks(results, runs, published, family)
+    said += (study_remarks(study, comparisons, family) if studied else []) + remarks(
+        results, runs, published, family, task
+    )
     said += probe_remarks(results, runs)
     said += list(context.get("notes") or [])  # e.g. one encoder name over several checkpoints (chunks)
     lines += ["", "## Remarks", ""] + [f"- {remark}" for remark in said]
@@ -412,7 +446,7 @@ def _markdown(
     lines += mix_section(runs)
     lines += _context_sections(context)
     lines += time_section(runs)
-    lines += ["", "## How to read", ""] + HOW_TO_READ
+    lines += ["", "## How to read", ""] + how_to_read(task)
     if figures:
         lines += ["", "## Figures"]
         lines += [line for path in figures for line in ("", f"![{path.stem}](figures/{path.name})")]
@@ -431,7 +465,7 @@ def write_outputs(directory: Path, results: pd.DataFrame, runs: pd.DataFrame, co
     written = [directory / "results.csv", directory / "runs.csv"]
     results.to_csv(written[0], index=False)
     runs.to_csv(written[1], index=False)
-    figures = write_figures(runs, figures_dir, str(context.get("dataset") or "MRPC"))
+    figures = write_figures(runs, figures_dir, str(context.get("dataset") or "MRPC"), task_of_context(context))
     study = study_rows(results, runs, context.get("encoders") or [])
     if len(study):
         figures += study_figures(study, figures_dir)

@@ -60,7 +60,7 @@ def build_report(
     family_names = registered_comparisons(
         [benchmark.get("settings") for benchmark in results_set.benchmarks] + declared
     )
-    results, family = adjust_registered(build_results(runs, predictions), family_names)
+    results, family = adjust_registered(build_results(runs, predictions, task), family_names)
     results = mark_incomplete(results, runs, missing)
     first = results_set.benchmarks[0]
     settings = (
