@@ -84,16 +84,16 @@ def failed_after_selection(table: pd.DataFrame, results: pd.DataFrame | None, ta
         if method not in arms:
             continue
         best = float(group.loc[group["chosen"], mean].iloc[0])
+        best_text, majority_text = points(best, task.monitor), points(majority, task.monitor)
         if majority is not None and best <= majority + MAJORITY_MARGIN:
             why = (
-                f"no point of its grid learned on dev (the best, {points(best, mean)}, against the majority "
-                f"baseline's {points(majority, mean)}), so its cells ran at a recipe that had not learned either"
+                f"no point of its grid learned on dev (the best, {best_text}, against the majority "
+                f"baseline's {majority_text}), so its cells ran at a recipe that had not learned either"
             )
         else:
-            beside = "" if majority is None else f", the majority baseline {points(majority, mean)}"
+            beside = "" if majority is None else f", the majority baseline {majority_text}"
             why = (
-                f"its pick learned on dev on the selection's one seed ({points(best, mean)}{beside}) but not on "
-                "the final seeds"
+                f"its pick learned on dev on the selection's one seed ({best_text}{beside}) but not on the final seeds"
             )
         lines.append(f"- `{method}` ({arms[method]}): {why}.")
     if not lines:
