@@ -422,8 +422,8 @@ def _markdown(
     lines += recipe_section(context.get("recipes", pd.DataFrame()), results, task)
     studied = study is not None and len(study) > 0
     if studied:
-        lines += [""] + study_tables(study, family)
-    lines += references_section(results)
+        lines += [""] + study_tables(study, family, task)
+    lines += references_section(results, task)
     comparisons = int(results["p_adjusted"].notna().sum()) if "p_adjusted" in results else None
     said = missing_note(family)
     said += (study_remarks(study, comparisons, family) if studied else []) + remarks(
@@ -466,7 +466,7 @@ def write_outputs(directory: Path, results: pd.DataFrame, runs: pd.DataFrame, co
     results.to_csv(written[0], index=False)
     runs.to_csv(written[1], index=False)
     figures = write_figures(runs, figures_dir, str(context.get("dataset") or "MRPC"), task_of_context(context))
-    study = study_rows(results, runs, context.get("encoders") or [])
+    study = study_rows(results, runs, context.get("encoders") or [], task_of_context(context))
     if len(study):
         figures += study_figures(study, figures_dir)
     report = directory / "report.md"
