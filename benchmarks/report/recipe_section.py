@@ -9,7 +9,7 @@ import pandas as pd
 from benchmarks.cell.run_table import text_column
 from benchmarks.plan.lr_selection import dev_mean
 from benchmarks.plan.matrix import PICKED_HEAD
-from benchmarks.report.metric_text import metric_title, points, unit
+from benchmarks.report.metric_text import metric_title, points, short_title, unit
 from benchmarks.report.probe_checks import MAJORITY
 from benchmarks.stats.controls import (
     CONTROL_OK_COLUMN,
@@ -40,7 +40,7 @@ def recipe_section(table: pd.DataFrame, results: pd.DataFrame | None = None, tas
     control rule at its pick did (``results``: the results table); [] without a selection."""
     if not len(table):
         return []
-    mean, short = dev_mean(task), task.monitor.replace("_", " ")
+    mean, short = dev_mean(task), short_title(task.monitor)
     rows = []
     for (method, folder), group in table.groupby(["method", "folder"], sort=False):
         several = group["head"].nunique() > 1

@@ -74,6 +74,8 @@ def benchmark(tmp_path_factory) -> dict:
         "toy.yaml",
         "--results-dir",
         "results",
+        "--jobs",
+        "1",  # in this process, where the launcher registered the task
         f"--finetune-args={scratch}",
     )
     launch(directory, uri, "benchmarks", "export", "--benchmark", "toy-graded-quick", "--out", "folder")
