@@ -19,14 +19,14 @@ from benchmarks.cell.definition import Cell
 from benchmarks.tasks.baselines import fit_baseline
 from benchmarks.tasks.linear_probe import probe_probabilities
 from benchmarks.tasks.reuse import finished_run
-from downstream.data.pair_datamodule import DEFAULT_CACHE_DIR
+from downstream.data.pair_datamodule import DEFAULT_CACHE_DIR, task_params
 from downstream.run import encoder_reuse
 from downstream.run.cli import FinetuneCLI
 from downstream.run.evaluation import predictions_frame, split_metrics
 from harness.cli.child_cause import failure_line
 from harness.cli.runtime import intra_op_threads, release_freed_memory
 from harness.cli.tracked_cli import run_cli
-from harness.datasets.registry import run_name_prefix
+from harness.datasets.registry import run_name_prefix, task_tags
 from harness.datasets.types import PairData
 from harness.errors import UserError
 from harness.protocol import protocol_version
@@ -251,6 +251,7 @@ def log_check_run(
         "mlflow.parentRunId": parent_run_id,
         **result_tags(cell_hash, cell_record(cell)),
         "dataset": data.name,
+        **task_tags(data),
         "benchmark": benchmark,
         **tags,
         **process_tags(),
@@ -270,6 +271,7 @@ def log_check_run(
             "dataset": data.name,
             "f1_average": data.f1_average,
             "num_classes": data.num_classes,
+            **task_params(data.task),  # a graded task's, as its finetune runs log them
             **(params or {}),
         }.items():
             client.log_param(run_id, key, value)

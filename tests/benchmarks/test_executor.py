@@ -17,6 +17,7 @@ from benchmarks.plan.cost_model import cell_seconds_estimate
 from benchmarks.plan.matrix import parse_matrix
 from benchmarks.tasks.entry_points import Study
 from benchmarks.tasks.resources import cell_resources, stage_resources
+from harness.datasets.task import CLASSES
 from harness.errors import UserError
 
 
@@ -72,9 +73,13 @@ def test_the_progress_lines_count_cells_as_they_end_and_say_when_more_are_coming
     progress = Progress(stages_total=2, encoders_total=2)
     progress.planned(heads)
     assert progress.eta_minutes(slots=2) is None  # nothing ran yet
-    assert progress.cell_line("elmo-scalar", 0, 0.7, 0.71, "9 s") == (
+    assert progress.cell_line("elmo-scalar", 0, {"dev_acc": 0.7, "test_acc": 0.71}, "9 s") == (
         "  [  1/4+] elmo-scalar                        seed 0  dev acc 0.700  test acc 0.710  (9 s)"
     )
+    graded = Progress(stages_total=0, encoders_total=0).cell_line(
+        "elmo-scalar", 1, {"dev_pearson": 0.7, "test_pearson": 0.71}, "9 s"
+    )
+    assert graded.endswith("seed 1  dev pearson 0.700  test pearson 0.710  (9 s)")  # a graded task's main metric
     progress.finished(heads[0], 60.0)
     progress.planned(
         [Cell("random-scalar", "random", seed, family="elmo", transfer="frozen", head="attn") for seed in range(4)]
@@ -191,7 +196,7 @@ def study_config(tmp_path):
 def run_study(tmp_path, engine, threads=1):
     config = parse_matrix(study_config(tmp_path))
     study = Study("dag", "mrpc", "parent", "driver", tmp_path / "logs", "digest")
-    data = SimpleNamespace(content_hash="digest")
+    data = SimpleNamespace(content_hash="digest", task=CLASSES)
     executor = StudyExecutor(
         engine, study, config, data, config.finetune_config, [], threads, {"elmo": None, "ulmfit": None}
     )
@@ -279,7 +284,7 @@ def test_a_cell_another_benchmark_finished_while_it_waited_is_linked_not_dispatc
         OtherBenchmarkFinishesTheBaselines(cpus=1),
         study,
         config,
-        SimpleNamespace(content_hash="digest"),
+        SimpleNamespace(content_hash="digest", task=CLASSES),
         config.finetune_config,
         [],
         1,
