@@ -41,7 +41,9 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
         help="zero-shot methods of graded tasks: mean:<average|top|layer:K> and/or sentence-transformers:top "
         "(none: no zero-shot)",
     )
-    parser.add_argument("--jobs", type=int, default=1, help="tasks of a study at once (1: in this process)")
+    parser.add_argument(
+        "--jobs", type=int, default=None, help="cells at once (default: the usable cores, at most 4; 1: inline)"
+    )
     parser.add_argument("--out", type=Path, default=None, help="default: benchmarks/results/evaluate/<encoder>")
     return parser.parse_args(argv)
 
@@ -88,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     zero_shot = checked_zero_shot(args.zero_shot)
     if args.seeds is not None and args.seeds < 1:
         raise UserError(f"SEEDS={args.seeds}: at least 1")
+    if args.jobs is not None and args.jobs < 1:
+        raise UserError(f"--jobs {args.jobs}: at least 1")
     data = {task: load_pair_data(dataset=task) for task in tasks}  # a missing folder: one line, before the imports
     from benchmarks.evaluate.run import Evaluation, evaluate  # torch, Lightning, MLflow: only now
     from benchmarks.evaluate.zero_shot_run import ZeroShot
@@ -105,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         args.seeds,
         args.twin,
         tuple(ZeroShot(pooling, mix) for pooling, mix in zero_shot),
-        max(1, args.jobs),
+        args.jobs,
         args.out,
     )
     try:

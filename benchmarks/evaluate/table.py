@@ -63,10 +63,11 @@ def table_rows(tasks: list[TaskScores]) -> list[list[str]]:
         rows.append([label, *(score_text(s.scores[method]) if method in s.scores else "" for s in tasks)])
     for column, scores in enumerate(tasks):
         task, anchors = task_of(scores.task), published_anchors(scores.task)
+        metrics = list(getattr(anchors, "metrics", task.metrics))  # what each figure of a row is
         for system, *values, source in anchors.rows if anchors else ():
-            main = values[task.metrics.index(task.main_metric)] if len(values) == len(task.metrics) else None
-            zero_shot = task.zero_shot_metric and values[task.metrics.index(task.zero_shot_metric)]
-            shown = f"{main:.1f}" if main is not None else (f"{zero_shot:.1f} (ρ)" if zero_shot else "")
+            figures = dict(zip(metrics, values))
+            main, zero_shot = figures.get(task.main_metric), figures.get(task.zero_shot_metric)
+            shown = f"{main:.1f}" if main is not None else (f"{zero_shot:.1f} (ρ)" if zero_shot is not None else "")
             if shown:
                 cells = ["" for _ in tasks]
                 cells[column] = shown
