@@ -5,7 +5,7 @@ files and the tasks read: ``<encoder>-<mix or transfer>-<head>[@<fraction>][~lr<
 
 from __future__ import annotations
 
-BASELINE_NAMES = ("majority", "tfidf-lr")  # the baselines a matrix may list (fitted by benchmarks.tasks.baselines)
+BASELINE_NAMES = ("majority", "tfidf-lr", "overlap-cosine", "tfidf-ridge")  # what a matrix may list (a task has some)
 PROBE_SUFFIX = "linear-probe"  # method names: <encoder>-linear-probe, random(<encoder>)-linear-probe
 
 

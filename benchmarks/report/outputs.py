@@ -396,10 +396,10 @@ def _markdown(
     if anchors:
         lines += ["", f"## Published anchors ({anchors.split}, for context; not produced by this run)", ""]
         lines += _table(
-            ["system", "test acc", "test F1", "source"],
+            ["system", *anchors.column_titles(), "source"],
             [
-                [system, number(accuracy, ".1f"), number(f1, ".1f"), source]
-                for system, accuracy, f1, source in anchors.rows
+                [system, *(number(figure, ".1f") for figure in figures), source]
+                for system, *figures, source in anchors.rows
             ],
         )
         lines += ["", anchors.note] if anchors.note else []

@@ -18,6 +18,7 @@ from collections import Counter
 from functools import partial
 from pathlib import Path
 
+import numpy as np
 import pytorch_lightning as pl
 import torch
 from sklearn.model_selection import train_test_split
@@ -30,28 +31,45 @@ from downstream.data.joint_segments import SegmentBatches, segment_pair
 from downstream.data.validation_schedule import DEFAULT_VALIDATIONS_PER_EPOCH
 from harness.datasets.registry import dataset_params, load_pair_data
 from harness.datasets.spec import PairDataSpec
+from harness.datasets.task import CLASSES, Task
 from harness.datasets.types import SPLITS, Pair
 from harness.errors import UserError
 from harness.tracking.runs import REPO_ROOT
 from harness.training.batching import BucketBatchSampler, pad_batch
 from pretrain.memory import available_bytes
 
+GRADED_STRATA = 5  # a graded train split is subsampled stratified over its score quintiles
 
-def subsample(pairs: list[Pair], fraction: float, seed: int) -> list[Pair]:
-    """A seeded ``fraction`` of ``pairs``, stratified over their labels (1.0: all of them, in order)."""
+
+def strata(pairs: list[Pair], task: Task = CLASSES) -> list[int]:
+    """What a subsample is stratified over: each pair's class, or for a graded task the quintile
+    of its score among the split's (equal-frequency bins, ties by order), so that a fraction keeps
+    the score distribution."""
+    if not task.graded:
+        return [pair.label for pair in pairs]
+    ranks = np.argsort(np.argsort([float(pair.label) for pair in pairs], kind="stable"), kind="stable")
+    return (ranks * GRADED_STRATA // max(len(pairs), 1)).tolist()
+
+
+def subsample(pairs: list[Pair], fraction: float, seed: int, task: Task = CLASSES) -> list[Pair]:
+    """A seeded ``fraction`` of ``pairs``, stratified over :func:`strata` (1.0: all of them, in order)."""
     if not 0.0 < fraction <= 1.0:
         raise UserError(f"--data.train_fraction={fraction}: must be in (0, 1]")
     if fraction == 1.0:
         return list(pairs)
-    labels = [pair.label for pair in pairs]
     try:
-        kept, _ = train_test_split(pairs, train_size=fraction, stratify=labels, random_state=seed)
+        kept, _ = train_test_split(pairs, train_size=fraction, stratify=strata(pairs, task), random_state=seed)
     except ValueError:  # too few pairs left to hold both classes
         raise UserError(
             f"--data.train_fraction={fraction}: too small for {len(pairs)} training pairs "
-            f"(a stratified sample needs at least one pair per class); use a larger fraction"
+            f"(a stratified sample needs at least one pair per class or score quintile); use a larger fraction"
         ) from None
     return kept
+
+
+def task_params(task: Task) -> dict[str, str]:
+    """A graded task's params (``task``, ``score_range``); none for classes, whose runs' params stay as they were."""
+    return {"task": task.target, "score_range": json.dumps(list(task.score_range))} if task.graded else {}
 
 
 INPUT_KINDS = ("features", "tokens", "joint")
@@ -178,7 +196,7 @@ class PairDataModule(pl.LightningDataModule):
             self.pairs = {name: pairs[:max_pairs] for name, pairs in self.pairs.items()}
         self.all_pairs = dict(self.pairs)  # before the subsample: the feature store's sentences
         seed = subsample_seed if subsample_seed is not None else torch.initial_seed() % 2**32
-        self.pairs["train"] = subsample(self.pairs["train"], train_fraction, seed)
+        self.pairs["train"] = subsample(self.pairs["train"], train_fraction, seed, self.pair_data.task)
         self.epoch_order = None  # with equal_steps: an epoch's positions into the train subset
         if equal_steps and len(self.pairs["train"]) < len(self.all_pairs["train"]):
             size = epoch_size(len(self.all_pairs["train"]), len(self.pairs["train"]), max_repeats)
@@ -193,6 +211,16 @@ class PairDataModule(pl.LightningDataModule):
     def num_classes(self) -> int:
         """Labels of the data set (linked to ``--model.num_classes``)."""
         return self.pair_data.num_classes
+
+    @property
+    def target(self) -> str:
+        """The task's target, ``classes`` or ``graded`` (linked to ``--model.target``)."""
+        return self.pair_data.task.target
+
+    @property
+    def score_range(self) -> tuple[float, float] | None:
+        """A graded task's (low, high), else None (linked to ``--model.score_range``)."""
+        return self.pair_data.task.score_range
 
     @property
     def positive_class(self) -> int:
@@ -319,6 +347,7 @@ class PairDataModule(pl.LightningDataModule):
             "num_classes": data.num_classes,
             "f1_average": data.f1_average,
             "positive_label": data.positive_label,
+            **task_params(data.task),
         }
         epoch = len(self.epoch_order) if self.epoch_order is not None else len(self.pairs["train"])
         return {

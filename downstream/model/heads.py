@@ -1,5 +1,7 @@
-"""Pair heads: two sentences' mixed token features -> one logit per class (MRPC: not paraphrase,
-paraphrase; any ``num_classes`` >= 2).
+"""Pair heads: two sentences' mixed token features -> C outputs: one logit per class (MRPC: not
+paraphrase, paraphrase; any number of classes >= 2), or one number for a graded score
+(``Task.output_size``). A head does not know which: the loss that reads its outputs does
+(``downstream.model.pair_classifier``).
 
 Every head takes ``a`` (B, Ta, D) with ``mask_a`` (B, Ta) and ``b`` (B, Tb, D) with ``mask_b``
 (B, Tb); masks are bool, True at real tokens, real tokens first. Values at padding never
@@ -8,14 +10,14 @@ recurrence and attention is masked, so logits do not change with the padding a b
 
 - ``pool-mlp``  masked [mean; max] per sentence -> [u; v; |u-v|; u*v] -> MLP (jiant's MRPC head).
 - ``bilstm``    shared BiLSTM per sentence -> masked max -> [u; v; |u-v|; u*v] -> MLP (GLUE).
-- ``dense``     masked mean per sentence -> [u; v; |u-v|; u*v] -> Dense(ReLU) -> 2 (TF-Hub style).
+- ``dense``     masked mean per sentence -> [u; v; |u-v|; u*v] -> Dense(ReLU) -> C (TF-Hub style).
 - ``attn``      ESIM: project, masked cross-attention, compose, BiLSTM, mean+max pool, MLP.
 - ``decomp``    decomposable attention (Parikh et al. 2016): project, attend, compare, sum, MLP;
                 feed-forward only, so a step costs a few matrix products, not a recurrence.
 - ``concat-pool`` ULMFiT: [last; max; mean] per sentence -> [u; v; |u-v|; u*v] -> BatchNorm /
                 dropout / linear blocks (Howard & Ruder 2018's classifier, for a pair).
 
-Shape legend: B batch, T tokens, D input features per token, H ``hidden_size``.
+Shape legend: B batch, T tokens, D input features per token, H ``hidden_size``, C outputs.
 """
 
 from __future__ import annotations
@@ -51,13 +53,13 @@ def pair_features(u: Tensor, v: Tensor) -> Tensor:
     return torch.cat([u, v, (u - v).abs(), u * v], dim=-1)  # (B, 4F)
 
 
-def _mlp(input_dim: int, hidden_size: int, dropout: float, activation: nn.Module, num_classes: int) -> nn.Sequential:
-    """Linear -> activation -> Dropout -> Linear(num_classes)."""
+def _mlp(input_dim: int, hidden_size: int, dropout: float, activation: nn.Module, outputs: int) -> nn.Sequential:
+    """Linear -> activation -> Dropout -> Linear(outputs)."""
     return nn.Sequential(
         nn.Linear(input_dim, hidden_size),
         activation,
         nn.Dropout(dropout),
-        nn.Linear(hidden_size, num_classes),
+        nn.Linear(hidden_size, outputs),
     )
 
 
@@ -125,13 +127,14 @@ class MaskedBiLSTM(nn.Module):
 
 
 class PairHead(nn.Module):
-    """The protocol of every pair head: ``forward(a, mask_a, b, mask_b) -> (B, C) logits``."""
+    """The protocol of every pair head: ``forward(a, mask_a, b, mask_b) -> (B, C)`` outputs."""
 
     def forward(self, a: Tensor, mask_a: Tensor, b: Tensor, mask_b: Tensor) -> Tensor:
         """Args: a (B, Ta, D), mask_a (B, Ta) bool, b (B, Tb, D), mask_b (B, Tb) bool.
 
         Returns:
-            (B, C) logits, C = num_classes; MRPC's index 1 = paraphrase.
+            (B, C) outputs, C = ``outputs``: class logits (MRPC's index 1 = paraphrase), or (B, 1)
+            for a graded score.
         """
         raise NotImplementedError
 
@@ -139,9 +142,9 @@ class PairHead(nn.Module):
 class PoolMLPHead(PairHead):
     """Masked [mean; max] pooling per sentence, [u; v; |u-v|; u*v], MLP (tanh)."""
 
-    def __init__(self, input_dim: int, hidden_size: int = 256, dropout: float = 0.2, num_classes: int = 2) -> None:
+    def __init__(self, input_dim: int, hidden_size: int = 256, dropout: float = 0.2, outputs: int = 2) -> None:
         super().__init__()
-        self.classifier = _mlp(8 * input_dim, hidden_size, dropout, nn.Tanh(), num_classes)
+        self.classifier = _mlp(8 * input_dim, hidden_size, dropout, nn.Tanh(), outputs)
 
     def encode(self, x: Tensor, mask: Tensor) -> Tensor:
         """(B, T, D) -> (B, 2D)."""
@@ -155,10 +158,10 @@ class PoolMLPHead(PairHead):
 class BiLSTMHead(PairHead):
     """Shared BiLSTM over each sentence, masked max pooling, [u; v; |u-v|; u*v], MLP (tanh)."""
 
-    def __init__(self, input_dim: int, hidden_size: int = 256, dropout: float = 0.2, num_classes: int = 2) -> None:
+    def __init__(self, input_dim: int, hidden_size: int = 256, dropout: float = 0.2, outputs: int = 2) -> None:
         super().__init__()
         self.encoder = MaskedBiLSTM(input_dim, hidden_size)
-        self.classifier = _mlp(8 * hidden_size, hidden_size, dropout, nn.Tanh(), num_classes)
+        self.classifier = _mlp(8 * hidden_size, hidden_size, dropout, nn.Tanh(), outputs)
 
     def encode(self, x: Tensor, mask: Tensor) -> Tensor:
         """(B, T, D) -> (B, 2H)."""
@@ -173,9 +176,9 @@ class BiLSTMHead(PairHead):
 class DenseHead(PairHead):
     """TF-Hub ELMo style: masked mean vector per sentence, [u; v; |u-v|; u*v], Dense(ReLU), C."""
 
-    def __init__(self, input_dim: int, hidden_size: int = 256, dropout: float = 0.2, num_classes: int = 2) -> None:
+    def __init__(self, input_dim: int, hidden_size: int = 256, dropout: float = 0.2, outputs: int = 2) -> None:
         super().__init__()
-        self.classifier = _mlp(4 * input_dim, hidden_size, dropout, nn.ReLU(), num_classes)
+        self.classifier = _mlp(4 * input_dim, hidden_size, dropout, nn.ReLU(), outputs)
 
     def forward(self, a: Tensor, mask_a: Tensor, b: Tensor, mask_b: Tensor) -> Tensor:
         u, v = masked_mean(a, mask_a), masked_mean(b, mask_b)  # (B, D) each
@@ -186,9 +189,9 @@ class LinearHead(PairHead):
     """The linear probe's form as a head: masked mean vector per sentence, [u; v; |u-v|; u*v],
     dropout, one linear layer (no hidden layer; ``hidden_size`` unused)."""
 
-    def __init__(self, input_dim: int, hidden_size: int = 256, dropout: float = 0.2, num_classes: int = 2) -> None:
+    def __init__(self, input_dim: int, hidden_size: int = 256, dropout: float = 0.2, outputs: int = 2) -> None:
         super().__init__()
-        self.classifier = nn.Sequential(nn.Dropout(dropout), nn.Linear(4 * input_dim, num_classes))
+        self.classifier = nn.Sequential(nn.Dropout(dropout), nn.Linear(4 * input_dim, outputs))
 
     def forward(self, a: Tensor, mask_a: Tensor, b: Tensor, mask_b: Tensor) -> Tensor:
         u, v = masked_mean(a, mask_a), masked_mean(b, mask_b)  # (B, D) each
@@ -222,13 +225,13 @@ class AttentionHead(PairHead):
     so a seeded run takes the same steps up to float rounding.
     """
 
-    def __init__(self, input_dim: int, hidden_size: int = 256, dropout: float = 0.2, num_classes: int = 2) -> None:
+    def __init__(self, input_dim: int, hidden_size: int = 256, dropout: float = 0.2, outputs: int = 2) -> None:
         super().__init__()
         self.projection = nn.Linear(input_dim, hidden_size)
         self.compose = nn.Sequential(nn.Linear(4 * hidden_size, hidden_size), nn.ReLU(), nn.Dropout(dropout))
         self.composer = MaskedBiLSTM(hidden_size, hidden_size)
         self.classifier = nn.Sequential(
-            nn.Dropout(dropout), *_mlp(8 * hidden_size, hidden_size, dropout, nn.Tanh(), num_classes)
+            nn.Dropout(dropout), *_mlp(8 * hidden_size, hidden_size, dropout, nn.Tanh(), outputs)
         )
 
     def forward(self, a: Tensor, mask_a: Tensor, b: Tensor, mask_b: Tensor) -> Tensor:
@@ -290,13 +293,13 @@ class DecomposableAttentionHead(PairHead):
     batch of 2B rows.
     """
 
-    def __init__(self, input_dim: int, hidden_size: int = 256, dropout: float = 0.2, num_classes: int = 2) -> None:
+    def __init__(self, input_dim: int, hidden_size: int = 256, dropout: float = 0.2, outputs: int = 2) -> None:
         super().__init__()
         self.projection = nn.Linear(input_dim, hidden_size)
         self.attend_network = _feed_forward(hidden_size, hidden_size, dropout)  # F
         self.compare_network = _feed_forward(2 * hidden_size, hidden_size, dropout)  # G
         self.aggregate_network = nn.Sequential(
-            *_feed_forward(2 * hidden_size, hidden_size, dropout)[:3], nn.Linear(hidden_size, num_classes)
+            *_feed_forward(2 * hidden_size, hidden_size, dropout)[:3], nn.Linear(hidden_size, outputs)
         )  # H
 
     def forward(self, a: Tensor, mask_a: Tensor, b: Tensor, mask_b: Tensor) -> Tensor:
@@ -332,7 +335,7 @@ class ConcatPoolHead(PairHead):
     [u; v; |u-v|; u*v], then BatchNorm -> Dropout -> Linear -> ReLU -> BatchNorm -> Dropout -> Linear.
     fastai's text classifier uses a 50-unit hidden block and dropouts 0.4 then 0.1."""
 
-    def __init__(self, input_dim: int, hidden_size: int = 50, dropout: float = 0.4, num_classes: int = 2) -> None:
+    def __init__(self, input_dim: int, hidden_size: int = 50, dropout: float = 0.4, outputs: int = 2) -> None:
         super().__init__()
         features = 12 * input_dim  # [u; v; |u-v|; u*v] of 3D-wide pooled vectors
         self.classifier = nn.Sequential(
@@ -342,7 +345,7 @@ class ConcatPoolHead(PairHead):
             nn.ReLU(),
             nn.BatchNorm1d(hidden_size),
             nn.Dropout(0.1),
-            nn.Linear(hidden_size, num_classes),
+            nn.Linear(hidden_size, outputs),
         )
 
     def encode(self, x: Tensor, mask: Tensor) -> Tensor:
@@ -366,13 +369,11 @@ HEADS: dict[str, type[PairHead]] = {
 }
 
 
-def build_head(
-    name: str, input_dim: int, hidden_size: int = 256, dropout: float = 0.2, num_classes: int = 2
-) -> PairHead:
+def build_head(name: str, input_dim: int, hidden_size: int = 256, dropout: float = 0.2, outputs: int = 2) -> PairHead:
     """The pair head called ``name`` (a key of ``HEADS``) for D = ``input_dim`` features.
 
     Returns:
-        a ``PairHead``: ``forward(a, mask_a, b, mask_b) -> (B, num_classes)``.
+        a ``PairHead``: ``forward(a, mask_a, b, mask_b) -> (B, outputs)``.
 
     Raises:
         ValueError: ``head=<name>: ...`` naming the choices, for an unknown name.
@@ -380,4 +381,4 @@ def build_head(
     if name not in HEADS:
         shown = name if isinstance(name, str) and name.isprintable() else repr(name)
         raise ValueError(f"head={shown}: unknown head; choose one of {', '.join(HEADS)}")
-    return HEADS[name](input_dim, hidden_size=hidden_size, dropout=dropout, num_classes=num_classes)
+    return HEADS[name](input_dim, hidden_size=hidden_size, dropout=dropout, outputs=outputs)

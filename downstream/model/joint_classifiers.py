@@ -15,7 +15,8 @@ float rounding (``tests/downstream/test_joint.py``). In training each order keep
 so that dropout draws the same masks and a seeded run takes the same steps (a training step
 is bound by its matmuls, so one batched pass would not save time there).
 
-Shapes: B batch, T tokens of the joint sequence, H hidden, C classes.
+Shapes: B batch, T tokens of the joint sequence, H hidden, C outputs (one per class, or 1 for a
+graded score).
 """
 
 from __future__ import annotations
@@ -27,10 +28,10 @@ from torch import Tensor, nn
 class JointClassifier(nn.Module):
     """Dropout + linear on the sum of the two orders' final ``<cls>`` states."""
 
-    def __init__(self, hidden_size: int, dropout: float = 0.1, num_classes: int = 2):
+    def __init__(self, hidden_size: int, dropout: float = 0.1, outputs: int = 2):
         super().__init__()
         self.dropout = nn.Dropout(dropout)
-        self.linear = nn.Linear(hidden_size, num_classes)
+        self.linear = nn.Linear(hidden_size, outputs)
 
     def forward(
         self,
@@ -46,7 +47,7 @@ class JointClassifier(nn.Module):
         test pass needs only the logits).
 
         Returns:
-            (B, C) logits, and the LM loss sums of both sequences (``nll_forward``, ``count``); None
+            (B, C) outputs, and the LM loss sums of both sequences (``nll_forward``, ``count``); None
             for a model without a language-model head (a published decoder loaded as ``AutoModel``)
             or without ``language_modelling``.
         """
@@ -72,10 +73,10 @@ class JointClassifier(nn.Module):
 class FirstTokenClassifier(nn.Module):
     """Dropout + linear on the top state of the joint sequence's first token (``[CLS]``)."""
 
-    def __init__(self, hidden_size: int, dropout: float = 0.1, num_classes: int = 2):
+    def __init__(self, hidden_size: int, dropout: float = 0.1, outputs: int = 2):
         super().__init__()
         self.dropout = nn.Dropout(dropout)
-        self.linear = nn.Linear(hidden_size, num_classes)
+        self.linear = nn.Linear(hidden_size, outputs)
 
     def forward(
         self,
@@ -90,7 +91,7 @@ class FirstTokenClassifier(nn.Module):
         the joint classifiers' common flag; this one has no LM loss).
 
         Returns:
-            (B, C) logits, and None (no language-model loss).
+            (B, C) outputs, and None (no language-model loss).
         """
         hidden = model.hidden_states(ids, lengths, segments)  # (B, T, H)
         return self.linear(self.dropout(hidden[:, 0])), None  # (B, H) -> (B, C)

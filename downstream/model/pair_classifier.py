@@ -1,5 +1,7 @@
 """The sentence-pair classifier as a plain ``nn.Module``: an encoder's layers → mix → pair head →
-one logit per class, its loss and its optimiser's parameter groups. ``LitPairClassifier`` wraps
+the task's outputs (one logit per class, or one number for a graded score), its loss
+(``downstream.model.targets``: cross-entropy, or squared error on [0, 1]) and its optimiser's
+parameter groups. ``LitPairClassifier`` wraps
 it for training (metrics, schedule, logging, checkpoints); ``benchmarks.speed.finetune_throughput`` times
 the very same module.
 
@@ -15,7 +17,7 @@ Three inputs, one per way of feeding the encoder (``input_kind``):
 Settings are checked here and refused with a ``ValueError`` whose message starts with the
 argument (``mix=layer:9: …``), so the CLI can name its flag.
 
-Shape legend: B batch, T tokens, D features per token, L layers + 1, C classes.
+Shape legend: B batch, T tokens, D features per token, L layers + 1, C outputs (``Task.output_size``).
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from downstream.model.joint_classifiers import FirstTokenClassifier, JointClassi
 from downstream.model.scalar_mix import ScalarMix
 from downstream.model.settings import JOINT_HEAD, Mix, parse_finetune, parse_head
 from downstream.model.standardization import FeatureStandardizer
+from downstream.model.targets import target_of
+from harness.datasets.task import CLASSES, Task
 from harness.training.schedules import discriminative_groups
 
 
@@ -73,7 +77,7 @@ JOINT_INPUTS = {"both-orders": (JointPair, JointClassifier), "segments": (Segmen
 
 
 class PairOutput(NamedTuple):
-    logits: Tensor  # (B, C)
+    logits: Tensor  # (B, C): class logits, or (B, 1) a graded score on [0, 1]
     lm_loss: Tensor | None  # 0-dim mean NLL per token of the joint sequences (head=cls), else None
 
 
@@ -99,8 +103,10 @@ class PairClassifier(nn.Module):
         layer_norm: of the mix; hidden_size, dropout: of the head.
         standardize: z-score each frozen layer per dimension before the mix
             (``downstream.model.standardization``; its statistics are fitted at the start of the fit).
-        num_classes: C.
+        num_classes: classes of a task of classes (unused for a graded task).
         lm_weight: λ of the auxiliary LM loss with ``head=cls``.
+        task: what is predicted (``harness.datasets.task``): C = ``task.output_size(num_classes)``
+            outputs and the target's loss (``downstream.model.targets``).
     """
 
     def __init__(
@@ -115,10 +121,11 @@ class PairClassifier(nn.Module):
         num_classes: int = 2,
         lm_weight: float = 0.0,
         standardize: bool = False,
+        task: Task = CLASSES,
     ):
         super().__init__()
         mix, head, finetune = Mix.parse(mix), parse_head(head), parse_finetune(finetune)
-        if num_classes < 2:
+        if not task.graded and num_classes < 2:
             raise ValueError(f"num_classes={num_classes}: need at least 2 classes")
         self.pair_input = encoder.pair_input if head == JOINT_HEAD else None  # a capability, not a family name
         if head == JOINT_HEAD and (self.pair_input is None or finetune == "frozen"):
@@ -139,17 +146,18 @@ class PairClassifier(nn.Module):
                 f"trains, away from statistics taken once"
             )
         self.encoder = encoder  # a plain attribute: frozen, it is neither trained nor checkpointed
-        self.finetune, self.lm_weight = finetune, lm_weight
+        self.finetune, self.lm_weight, self.task = finetune, lm_weight, task
+        outputs = task.output_size(num_classes)
         if finetune != "frozen":
             self.encoder_model = encoder.model.requires_grad_(True).train()  # a submodule: trained, checkpointed
         if head == JOINT_HEAD:
             self.mix = None
-            self.head = JOINT_INPUTS[self.pair_input][1](encoder.dim, dropout=dropout, num_classes=num_classes)
+            self.head = JOINT_INPUTS[self.pair_input][1](encoder.dim, dropout=dropout, outputs=outputs)
         else:
             self.mix = scalar_mix(mix, encoder.num_layers, layer_norm=layer_norm)
-            self.head = build_head(head, encoder.dim, hidden_size=hidden_size, dropout=dropout, num_classes=num_classes)
+            self.head = build_head(head, encoder.dim, hidden_size=hidden_size, dropout=dropout, outputs=outputs)
         self.standardizer = FeatureStandardizer(encoder.num_layers, encoder.dim) if standardize else None
-        self.loss_function = nn.CrossEntropyLoss()
+        self.loss_function = target_of(task)  # no parameters: the state dict is the same for every task
 
     @property
     def input_kind(self) -> str:
@@ -167,7 +175,7 @@ class PairClassifier(nn.Module):
     def forward(
         self, inputs: FeaturePair | TokenPair | JointPair | SegmentPair, language_modelling: bool = True
     ) -> PairOutput:
-        """Returns (B, C) logits and, with ``head=cls``, the auxiliary LM loss (None for a model
+        """Returns (B, C) outputs and, with ``head=cls``, the auxiliary LM loss (None for a model
         without a language-model head, or with ``language_modelling=False``: logits alone)."""
         joint = isinstance(inputs, (JointPair, SegmentPair))
         if joint != (self.mix is None):
@@ -191,7 +199,8 @@ class PairClassifier(nn.Module):
         return PairOutput(self.head(mixed_a, mask_a, mixed_b, mask_b), None)
 
     def loss(self, output: PairOutput, labels: Tensor) -> Tensor:
-        """Cross-entropy over the (B,) labels, plus λ · the LM loss when there is one."""
+        """The target's loss over the (B,) labels (class ids, or gold scores), plus λ · the LM loss
+        when there is one."""
         loss = self.loss_function(output.logits, labels)
         if output.lm_loss is not None:
             loss = loss + self.lm_weight * output.lm_loss

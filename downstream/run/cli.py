@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import functools
 import inspect
+import sys
 
 import torch
 from jsonargparse.typing import register_type
-from pytorch_lightning.callbacks import LearningRateMonitor
+from pytorch_lightning.callbacks import EarlyStopping, LearningRateMonitor
 from pytorch_lightning.cli import LightningCLI
 from pytorch_lightning.utilities import rank_zero_only
 
 from downstream.data.pair_datamodule import PairDataModule
 from downstream.data.validation_schedule import validation_schedule
 from downstream.model.settings import Mix
-from downstream.run import encoder_reuse, summary_comparisons
+from downstream.run import encoder_reuse, graded_summary, summary_comparisons
 from downstream.run.evaluation import EvaluateBest
 from downstream.run.item_intervals import interval_line
 from downstream.run.lit_pair import LitPairClassifier
@@ -122,6 +123,8 @@ class FinetuneCLI(TrackedCLI):
         parser.set_defaults({"experiment_name": None})  # None: the data set's name
         parser.link_arguments("data.num_classes", "model.num_classes", apply_on="instantiate")
         parser.link_arguments("data.positive_class", "model.positive_class", apply_on="instantiate")
+        parser.link_arguments("data.target", "model.target", apply_on="instantiate")
+        parser.link_arguments("data.score_range", "model.score_range", apply_on="instantiate")
 
     def default_experiment(self) -> str:
         """The experiment a run goes to without ``--experiment_name``: the data set's name."""
@@ -227,7 +230,7 @@ class FinetuneCLI(TrackedCLI):
     def stage_callbacks(self, run_id: str) -> list:
         self.evaluation = EvaluateBest()
         callbacks = [
-            *run_checkpoints(self.checkpoint_dir(run_id), monitor="dev_acc", mode="max"),
+            *run_checkpoints(self.checkpoint_dir(run_id), monitor=self.model.task.monitor, mode="max"),
             self.evaluation,
             LogPredictionViews(self.evaluation),
             LogDatasets(),
@@ -239,7 +242,19 @@ class FinetuneCLI(TrackedCLI):
             callbacks.append(LearningRateMonitor(logging_interval="step"))
         return callbacks
 
+    def early_stopping_on_the_task(self) -> None:
+        """Early stopping follows the task's main dev metric: a config's ``monitor`` that the task does
+        not log (``configs/downstream/mrpc.yaml``'s ``dev_acc`` on a graded task) becomes
+        ``task.monitor``, said in one line; one the task logs is kept."""
+        task, name = self.model.task, self.datamodule.pair_data.name
+        for callback in self.trainer.callbacks:
+            if isinstance(callback, EarlyStopping) and callback.monitor not in task.run_metrics(("dev",)):
+                if rank_zero_only.rank == 0:
+                    print(f"early stopping on {task.monitor}: {name} logs no {callback.monitor}", file=sys.stderr)
+                callback.monitor = task.monitor
+
     def before_fit(self) -> None:
+        self.early_stopping_on_the_task()
         self.datamodule.attach(self.model.encoder, self.model.input_kind)
         encoder = self.model.encoder
         log_params(
@@ -286,9 +301,9 @@ class FinetuneCLI(TrackedCLI):
                     f" (fraction {self.setting('data.train_fraction'):g}), {results['train_steps']:.0f} optimiser steps"
                     f" in {results['train_epochs']:.0f} epochs; best dev epoch selected",
                     *summary_comparisons.features_lines(self.model.hparams.finetune, self.model.hparams.standardize),
-                    f"  dev        acc {results['dev_acc']:.3f}  F1{f1_kind} {results['dev_f1']:.3f}"
+                    f"  dev        {self.scores_text(results, 'dev', f1_kind)}"
                     f"   ({dev_name}, {len(self.datamodule.pairs['dev'])} pairs)",
-                    f"  test       acc {results['test_acc']:.3f}  F1{f1_kind} {results['test_f1']:.3f}"
+                    f"  test       {self.scores_text(results, 'test', f1_kind)}"
                     f"   ({test_name}, {len(self.datamodule.pairs['test'])} pairs)",
                     *self.context_lines(results, f1_kind, test_name),
                     f"  mix        {weights}",
@@ -304,10 +319,18 @@ class FinetuneCLI(TrackedCLI):
             )
         )
 
+    def scores_text(self, results: dict[str, float], split: str, f1_kind: str) -> str:
+        """A split's scores in the summary: ``acc 0.735  F1 0.820`` (classes, as fractions), or a
+        graded task's ``Pearson r 71.2  Spearman ρ 69.8`` (× 100)."""
+        task = self.model.task
+        if task.graded:
+            return summary_comparisons.scores_text(results, task, split)
+        return f"acc {results[f'{split}_acc']:.3f}  F1{f1_kind} {results[f'{split}_f1']:.3f}"
+
     def context_lines(self, results: dict[str, float], f1_kind: str, test_name: str) -> list[str]:
-        """This run's test scores beside its data set's baselines (not computed in a benchmark's
-        cell: its own baseline cells hold them) and its other arm, ``self.twin``
-        (``downstream.run.summary_comparisons``)."""
+        """This run's test scores beside its task's baselines (not computed in a benchmark's cell:
+        its own baseline cells hold them) and its other arm, ``self.twin``
+        (``downstream.run.summary_comparisons``; a graded task's: ``downstream.run.graded_summary``)."""
         data = self.datamodule
         scores = (
             None
@@ -316,6 +339,17 @@ class FinetuneCLI(TrackedCLI):
                 data.pair_data, data.pairs, None if data.hparams.cache_dir in (None, "none") else data.hparams.cache_dir
             )
         )
+        if self.model.task.graded:
+            return graded_summary.context_lines(
+                results,
+                self.evaluation.frames["test"],
+                scores,
+                self.twin,
+                self.model.encoder.is_random,
+                self.model.task,
+                summary_comparisons.test_pairs_title(test_name, len(data.pairs["test"]), len(data.pair_data.test)),
+                summary_comparisons.twin_flags(self.model.encoder),
+            )
         return summary_comparisons.context_lines(
             results,
             scores,

@@ -1,5 +1,11 @@
 """End of a finetune run: the best checkpoint on the data set's dev and test splits (MRPC: GLUE dev
-and MSR test), with predictions and figures logged so that any metric can be recomputed from the run."""
+and MSR test), with predictions and figures logged so that any metric can be recomputed from the run.
+
+What a predictions file holds and which metrics and figure come from it is the task's
+(``harness.datasets.task``): for classes, label names, class probabilities and the predicted label,
+accuracy and F1 (sklearn), a confusion matrix; for a graded task, the gold score (``label``) and the
+predicted one (``pred``) on the task's own scale, Pearson and Spearman (scipy, ``graded_metrics``),
+a scatter of predicted against gold scores."""
 
 from __future__ import annotations
 
@@ -16,10 +22,12 @@ import torch
 from sklearn.metrics import ConfusionMatrixDisplay, accuracy_score, f1_score
 
 from harness.datasets.registry import class_titles
+from harness.datasets.task import graded_metrics
 from harness.datasets.types import Pair, PairData
 from harness.training.checkpoints import read_best
 
 PREDICTION_COLUMNS = ["id1", "id2", "label", "prob", "pred", "sentence1", "sentence2"]  # MRPC's predictions files
+GRADED_COLUMNS = ["label", "pred", "sentence1", "sentence2"]  # a graded task's, after its id columns
 
 
 def predicted_class(probabilities: torch.Tensor, positive_class: int = 1) -> torch.Tensor:
@@ -37,27 +45,47 @@ def probability_columns(data: PairData) -> list[str]:
     return ["prob"] if data.num_classes == 2 else [f"prob_{label}" for label in data.labels]
 
 
-def predictions_frame(
-    data: PairData, pairs: list[Pair], probabilities, indices: torch.Tensor | None = None
-) -> pd.DataFrame:
+def gold_labels(data: PairData, pairs: list[Pair]) -> list:
+    """The ``label`` column of ``pairs``: label names (classes), or gold scores (a graded task)."""
+    if data.task.graded:
+        return [float(pair.label) for pair in pairs]
+    return pd.Series(data.labels, dtype=object)[[pair.label for pair in pairs]].tolist()
+
+
+def predictions_frame(data: PairData, pairs: list[Pair], values, indices: torch.Tensor | None = None) -> pd.DataFrame:
     """The predictions file of a split, one row per pair, in split order.
 
-    ``probabilities``: (N, C) class probabilities (tensor or array) of ``pairs[indices[i]]``
-    (``indices`` None: of ``pairs[i]``).
+    ``values``: of ``pairs[indices[i]]`` (``indices`` None: of ``pairs[i]``), a tensor or array:
+    (N, C) class probabilities, or a graded task's (N,) predicted scores on [0, 1]
+    (``LitPairClassifier.predictions``).
 
     Returns:
-        columns: the data set's id columns (MRPC ``id1, id2``; TSV ``id``), ``label``, then ``prob``
-        = P(positive label) for 2 labels or ``prob_<label>`` per label, ``pred``
-        (:func:`predicted_class`), ``sentence1``, ``sentence2``; labels are label names.
+        columns: the data set's id columns (MRPC ``id1, id2``; TSV ``id``), ``label``, then for
+        classes ``prob`` = P(positive label) for 2 labels or ``prob_<label>`` per label, ``pred``
+        (:func:`predicted_class`), labels as label names; for a graded task ``label`` the gold score
+        and ``pred`` the predicted score on the task's scale (``Task.unscaled``); then
+        ``sentence1``, ``sentence2``.
     """
-    probabilities = torch.as_tensor(probabilities).double()  # (N, C)
+    values = torch.as_tensor(values).double()  # (N, C) or (N,)
     if indices is None:
-        indices = torch.arange(len(probabilities))
+        indices = torch.arange(len(values))
     order = torch.argsort(indices)
     rows = [pairs[i] for i in indices[order].tolist()]
-    probabilities = probabilities[order]
+    frame = pd.DataFrame({**data.ids_by_column(rows), "label": gold_labels(data, rows)})
+    PREDICTED_COLUMNS[data.task.target](frame, data, values[order])
+    frame["sentence1"] = [pair.sentence1 for pair in rows]
+    frame["sentence2"] = [pair.sentence2 for pair in rows]
+    return frame
+
+
+def graded_columns(frame: pd.DataFrame, data: PairData, scores: torch.Tensor) -> None:
+    """``pred``: the (N,) scores on [0, 1] on the task's own scale."""
+    frame["pred"] = data.task.unscaled(scores.numpy())
+
+
+def class_columns(frame: pd.DataFrame, data: PairData, probabilities: torch.Tensor) -> None:
+    """``prob`` or ``prob_<label>`` from the (N, C) probabilities, then ``pred`` (a label name)."""
     names = pd.Series(data.labels, dtype=object)
-    frame = pd.DataFrame({**data.ids_by_column(rows), "label": names[[pair.label for pair in rows]].tolist()})
     if data.num_classes == 2:
         frame["prob"] = probabilities[:, data.positive_class].numpy()
     else:
@@ -65,12 +93,19 @@ def predictions_frame(
             frame[column] = probabilities[:, k].numpy()
     positive = data.positive_class if data.positive_class is not None else 1
     frame["pred"] = names[predicted_class(probabilities, positive).numpy()].tolist()
-    frame["sentence1"] = [pair.sentence1 for pair in rows]
-    frame["sentence2"] = [pair.sentence2 for pair in rows]
-    return frame
+
+
+PREDICTED_COLUMNS = {"classes": class_columns, "graded": graded_columns}
 
 
 def split_metrics(frame: pd.DataFrame, split: str, data: PairData) -> dict[str, float]:
+    """The task's metrics of a predictions file: a graded task's ``<split>_pearson`` and
+    ``<split>_spearman`` (scipy, ``graded_metrics``), or ``<split>_acc`` and ``<split>_f1``
+    (:func:`class_metrics`)."""
+    return SPLIT_METRICS[data.task.target](frame, split, data)
+
+
+def class_metrics(frame: pd.DataFrame, split: str, data: PairData) -> dict[str, float]:
     """``<split>_acc`` and ``<split>_f1`` from sklearn over the label names of ``frame``: binary F1
     of the positive label (MRPC: paraphrase) for 2 labels; for more, macro F1 over the labels that
     occur among the split's gold labels or predictions (sklearn's default set)."""
@@ -82,6 +117,7 @@ def split_metrics(frame: pd.DataFrame, split: str, data: PairData) -> dict[str, 
     return {f"{split}_acc": float(accuracy_score(labels, predictions)), f"{split}_f1": float(f1)}
 
 
+SPLIT_METRICS = {"classes": class_metrics, "graded": lambda frame, split, data: graded_metrics(frame, split)}
 COUNTED_CELLS_UP_TO = 20  # labels; more: the confusion matrix is shaded, without a count per cell
 
 
@@ -110,6 +146,27 @@ def confusion_figure(frames: dict[str, pd.DataFrame], data: PairData):
     return figure
 
 
+def scatter_figure(frames: dict[str, pd.DataFrame], data: PairData):
+    """Predicted against gold score, one panel per split, over the task's range with the diagonal
+    (a perfect regressor's line) and each split's Pearson r in its title."""
+    low, high = data.task.score_range
+    figure, axes = plt.subplots(1, len(frames), figsize=(4 * len(frames), 4), squeeze=False)
+    for axis, (split, frame) in zip(axes[0], frames.items()):
+        axis.scatter(frame["label"], frame["pred"], s=6, alpha=0.4, color="tab:blue", linewidths=0)
+        axis.plot([low, high], [low, high], color="grey", linewidth=0.8)
+        axis.set_xlim(low, high)
+        axis.set_xlabel("gold score")
+        axis.set_ylabel("predicted score")
+        pearson = graded_metrics(frame, split)[f"{split}_pearson"]
+        axis.set_title(f"{split} ({len(frame)} pairs, r = {pearson:.3f})")
+    figure.tight_layout()
+    return figure
+
+
+# the figure of a task's predictions, by target: (its name under figures/, how it is drawn)
+PREDICTION_FIGURES = {"classes": ("confusion_matrix", confusion_figure), "graded": ("scatter", scatter_figure)}
+
+
 def mix_figure(weights: list[float], gamma: float, title: str):
     figure, axis = plt.subplots(figsize=(1.2 * len(weights) + 2, 3))
     axis.bar(range(len(weights)), weights, color="tab:blue")
@@ -131,9 +188,11 @@ def rendered(figure) -> np.ndarray:
 
 class EvaluateBest(pl.Callback):
     """At the end of fit (before the run closes): reload the best dev checkpoint, predict dev and
-    test, log ``dev_acc, dev_f1, test_acc, test_f1`` computed by sklearn from exactly the logged
+    test, log the task's metrics (``dev_acc, dev_f1, test_acc, test_f1``, or ``{dev,test}_pearson``
+    and ``_spearman``) computed by sklearn or scipy from exactly the logged
     ``predictions/{dev,test}.csv``, the optimiser steps and epochs the fit took (``train_steps``,
-    ``train_epochs``), a confusion matrix and the mix-weight bar chart. The best
+    ``train_epochs``), the task's figure (a confusion matrix, or a scatter of predicted against
+    gold scores) and the mix-weight bar chart. The best
     checkpoint is read from the run's own checkpoint folder only, without running pickled code.
     Each figure is drawn once (``images``: name → pixels, which ``LogPredictionViews`` logs again
     as keyed images)."""
@@ -152,8 +211,8 @@ class EvaluateBest(pl.Callback):
             pl_module.load_state_dict(read_best(best, Path(checkpoint_callback.dirpath))["state_dict"])
         data = trainer.datamodule
         for split in ("dev", "test"):
-            probabilities, indices = pl_module.probabilities(data.loader(split))
-            self.frames[split] = predictions_frame(data.pair_data, data.pairs[split], probabilities, indices)
+            values, indices = pl_module.predictions(data.loader(split))
+            self.frames[split] = predictions_frame(data.pair_data, data.pairs[split], values, indices)
             self.results.update(split_metrics(self.frames[split], split, data.pair_data))
         self.results.update(pl_module.mix_metrics())
         self.results.update(train_steps=trainer.global_step, train_epochs=trainer.current_epoch)
@@ -162,7 +221,8 @@ class EvaluateBest(pl.Callback):
         logger.log_metrics(self.results, step=trainer.global_step + 1)
         for split, frame in self.frames.items():
             client.log_text(run_id, frame.to_csv(index=False), f"predictions/{split}.csv")
-        self.images = {"confusion_matrix": rendered(confusion_figure(self.frames, data.pair_data))}
+        figure_name, draw = PREDICTION_FIGURES[data.pair_data.task.target]
+        self.images = {figure_name: rendered(draw(self.frames, data.pair_data))}
         if pl_module.mix is not None:
             weights = [self.results[f"mix_weight_{k}"] for k in range(pl_module.mix.num_layers)]
             self.images["mix_weights"] = rendered(

@@ -5,13 +5,17 @@ numbers of this one run; the seed's and the pretraining run's share is a benchma
 
 F1 is the data set's: binary F1 of the positive label, or macro F1 over the labels present among a
 resample's gold labels and predictions (what :func:`downstream.run.evaluation.split_metrics`
-computes on the whole split)."""
+computes on the whole split).
+
+A graded task's run gets a percentile bootstrap over the items of its test Pearson and Spearman
+correlations (each replicate scipy's correlation of a resample; :func:`correlation_interval`), not a
+Wilson interval, which is for a proportion."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy.stats import binomtest
+from scipy.stats import binomtest, pearsonr, spearmanr
 
 CONFIDENCE = 0.95
 RESAMPLES = 1000  # bootstrap replicates of F1
@@ -72,4 +76,46 @@ def interval_line(frame: pd.DataFrame, positive: str | None, f1_kind: str = "") 
     return (
         f"95% interval over these pairs: acc {acc_low:.3f}–{acc_high:.3f} (Wilson), "
         f"F1{f1_kind} {f1_low:.3f}–{f1_high:.3f} (bootstrap ×{RESAMPLES})"
+    )
+
+
+CORRELATIONS = {"pearson": pearsonr, "spearman": spearmanr}
+
+
+def correlation_replicates(
+    gold: np.ndarray, predicted: np.ndarray, metric: str, resamples: int = RESAMPLES, seed: int = BOOTSTRAP_SEED
+) -> np.ndarray:
+    """``metric`` (``pearson`` or ``spearman``, scipy's) of ``resamples`` resamples of the (N,) items
+    with replacement, shape (resamples,); NaN for a resample whose gold or predicted scores are constant."""
+    correlate = CORRELATIONS[metric]
+    generator = np.random.default_rng(seed)
+    items = len(gold)
+    scores = np.full(resamples, np.nan)
+    for replicate in range(resamples):
+        chosen = generator.integers(0, items, size=items)  # (N,) item indices of one resample
+        if np.ptp(gold[chosen]) > 0 and np.ptp(predicted[chosen]) > 0:
+            scores[replicate] = correlate(predicted[chosen], gold[chosen]).statistic
+    return scores
+
+
+def correlation_interval(frame: pd.DataFrame, metric: str) -> tuple[float, float]:
+    """The 2.5th and 97.5th percentiles of ``metric`` over bootstrap resamples of ``frame``'s items
+    (a graded predictions file: gold ``label``, predicted ``pred``); NaN when no resample has one."""
+    gold, predicted = frame["label"].to_numpy(dtype=float), frame["pred"].to_numpy(dtype=float)
+    replicates = correlation_replicates(gold, predicted, metric)
+    replicates = replicates[np.isfinite(replicates)]
+    if not len(replicates):
+        return float("nan"), float("nan")
+    tail = 100 * (1 - CONFIDENCE) / 2
+    low, high = np.percentile(replicates, [tail, 100 - tail])
+    return float(low), float(high)
+
+
+def correlation_line(frame: pd.DataFrame) -> str:
+    """``95% interval over these pairs: Pearson r <low>–<high>, Spearman ρ <low>–<high> (bootstrap
+    ×1000)``, × 100 as the summary prints correlations, of a graded test split's predictions ``frame``."""
+    pearson, spearman = correlation_interval(frame, "pearson"), correlation_interval(frame, "spearman")
+    return (
+        f"95% interval over these pairs: Pearson r {100 * pearson[0]:.1f}–{100 * pearson[1]:.1f}, "
+        f"Spearman ρ {100 * spearman[0]:.1f}–{100 * spearman[1]:.1f} (bootstrap ×{RESAMPLES})"
     )

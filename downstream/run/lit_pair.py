@@ -1,6 +1,12 @@
-"""LightningModule for sentence-pair classification: trains a ``PairClassifier`` (mix → pair head,
-the encoder frozen or fine-tuned) with its metrics, optimiser and schedule, and checkpoints that
-name the encoder they were trained on.
+"""LightningModule for sentence-pair tasks: trains a ``PairClassifier`` (mix → pair head, the
+encoder frozen or fine-tuned) with its task's loss and dev metrics, optimiser and schedule, and
+checkpoints that name the encoder they were trained on.
+
+The task (``harness.datasets.task``) comes as plain hyper-parameters the CLI links from the data
+(``target``, ``score_range``), as ``num_classes`` does, so a checkpoint reloads without pickled
+objects. Classes: ``dev_acc`` and ``dev_f1`` (binary F1 of the positive class, or macro), and
+``train_acc``; a graded task: ``dev_pearson`` and ``dev_spearman`` (torchmetrics) of the predicted
+against the gold scores. Checkpoints and early stopping follow ``task.monitor``.
 
 ``finetune``:
 - ``frozen``: the encoder stays outside the optimiser and the checkpoint; batches hold its cached
@@ -14,11 +20,13 @@ The random-init twin runs the identical procedure: only its encoder's weights di
 
 from __future__ import annotations
 
+import warnings
 from typing import Literal
 
 import pytorch_lightning as pl
 import torch
 from torchmetrics.classification import BinaryAccuracy, BinaryF1Score, MulticlassAccuracy, MulticlassF1Score
+from torchmetrics.regression import PearsonCorrCoef, SpearmanCorrCoef
 
 from downstream.model.pair_classifier import FeaturePair, JointPair, PairClassifier, SegmentPair, TokenPair
 from downstream.model.settings import Finetune, Head, Mix
@@ -26,12 +34,27 @@ from downstream.model.standardization import resolved_standardize
 from downstream.run.evaluation import predicted_class
 from downstream.run.unfreezing import GradualUnfreezing
 from harness.cli.precision import clip_gradients
+from harness.datasets.task import CLASSES, Target, Task, graded
 from harness.training.schedules import slanted_triangular
 from pretrain.encoders.protocol import Encoder
 
 
+def linked_task(target: Target, score_range: tuple[float, float] | None) -> Task:
+    """The task of the hyper-parameters the CLI links from the data: classes, or graded over
+    ``score_range``.
+
+    Raises:
+        ValueError: ``target=…: …`` for another target, or a graded one without its range.
+    """
+    if target == "classes":
+        return CLASSES
+    if target != "graded" or score_range is None:
+        raise ValueError(f"target={target}: expected classes, or graded with a score_range (low, high)")
+    return graded(*score_range)
+
+
 class LitPairClassifier(pl.LightningModule):
-    """Classify sentence pairs from an encoder's per-layer features.
+    """Classify (or score) sentence pairs from an encoder's per-layer features.
 
     Args:
         encoder: the resolved encoder (the CLI resolves ``--model.encoder`` once and passes it).
@@ -65,6 +88,8 @@ class LitPairClassifier(pl.LightningModule):
         positive_class: with 2 classes, the class id whose F1 is ``dev_f1`` and that a tie at
             P = 0.5 goes to (1 for MRPC); the CLI links it from the data.
         lm_weight: λ of the auxiliary LM loss with ``head=cls`` (GPT: 0.5; 0 ablates it).
+        target, score_range: the data set's task (``classes``, or ``graded`` over (low, high));
+            the CLI links both from the data.
     """
 
     def __init__(
@@ -86,6 +111,8 @@ class LitPairClassifier(pl.LightningModule):
         positive_class: int = 1,
         lm_weight: float = 0.0,
         standardize: bool | Literal["auto"] = "auto",
+        target: Target = "classes",
+        score_range: tuple[float, float] | None = None,
     ):
         super().__init__()
         mix = str(Mix.parse(mix))  # the hyper-parameters hold the flag's text (checkpoints load weights_only)
@@ -94,7 +121,8 @@ class LitPairClassifier(pl.LightningModule):
             raise ValueError(f"learning_rate={learning_rate}: must be > 0")
         if mix_learning_rate <= 0:
             raise ValueError(f"mix_learning_rate={mix_learning_rate}: must be > 0")
-        if num_classes == 2 and positive_class not in (0, 1):
+        task = linked_task(target, score_range)
+        if not task.graded and num_classes == 2 and positive_class not in (0, 1):
             raise ValueError(f"positive_class={positive_class}: with 2 classes, 0 or 1")
         self.save_hyperparameters(ignore=["encoder"], logger=False)
         self.classifier = PairClassifier(
@@ -108,8 +136,17 @@ class LitPairClassifier(pl.LightningModule):
             num_classes=num_classes,
             lm_weight=lm_weight,
             standardize=standardize,
+            task=task,
         )
-        if num_classes == 2:
+        self.task = task
+        self.train_accuracy = None  # classes only
+        if task.graded:
+            with warnings.catch_warnings():  # Spearman keeps the split's scores to rank them: a dev split's, by design
+                warnings.filterwarnings(
+                    "ignore", message=".*will save all targets and predictions", category=UserWarning
+                )
+                self.dev_pearson, self.dev_spearman = PearsonCorrCoef(), SpearmanCorrCoef()
+        elif num_classes == 2:
             self.dev_accuracy, self.dev_f1, self.train_accuracy = BinaryAccuracy(), BinaryF1Score(), BinaryAccuracy()
         else:
             self.dev_accuracy = MulticlassAccuracy(num_classes, average="micro")
@@ -136,7 +173,8 @@ class LitPairClassifier(pl.LightningModule):
         return self.classifier.input_kind
 
     def forward(self, inputs: FeaturePair | TokenPair | JointPair | SegmentPair) -> torch.Tensor:
-        """Returns (B, C) logits (no auxiliary LM loss: nothing reads it outside training)."""
+        """Returns (B, C) outputs: class logits, or (B, 1) graded scores on [0, 1] (no auxiliary LM
+        loss: nothing reads it outside training)."""
         return self.classifier(inputs, language_modelling=False).logits
 
     def batch_inputs(self, batch) -> FeaturePair | TokenPair | JointPair | SegmentPair:
@@ -149,14 +187,23 @@ class LitPairClassifier(pl.LightningModule):
         loss = self.classifier.loss(output, labels)
         if output.lm_loss is not None:
             self.log("train_lm_loss", output.lm_loss, batch_size=len(labels))
-        self.train_accuracy(self.predict_classes(output.logits.detach()), labels)
         self.log("train_loss", loss, prog_bar=True, batch_size=len(labels))
-        self.log("train_acc", self.train_accuracy, on_step=False, on_epoch=True, batch_size=len(labels))
+        if self.train_accuracy is not None:
+            self.train_accuracy(self.predict_classes(output.logits.detach()), labels)
+            self.log("train_acc", self.train_accuracy, on_step=False, on_epoch=True, batch_size=len(labels))
         return loss
 
     def validation_step(self, batch, batch_index):
-        labels = batch[4]
-        predictions = self.predict_classes(self(self.batch_inputs(batch)))
+        """Dev metrics of the task: ``dev_acc`` and ``dev_f1``, or ``dev_pearson`` and ``dev_spearman``."""
+        labels, outputs = batch[4], self(self.batch_inputs(batch))
+        if self.task.graded:  # the correlations of the [0, 1] outputs equal those on the task's scale
+            predicted = self.classifier.loss_function.readout(outputs)  # (B,)
+            self.dev_pearson(predicted, labels.float())
+            self.dev_spearman(predicted, labels.float())
+            metrics = {"dev_pearson": self.dev_pearson, "dev_spearman": self.dev_spearman}
+            self.log_dict(metrics, prog_bar=True, batch_size=len(labels))
+            return
+        predictions = self.predict_classes(outputs)
         self.dev_accuracy(predictions, labels)
         if self.hparams.num_classes == 2:  # binary F1 of the positive class, whichever id it has
             positive = self.hparams.positive_class
@@ -196,17 +243,19 @@ class LitPairClassifier(pl.LightningModule):
         return metrics
 
     @torch.no_grad()
-    def probabilities(self, loader) -> tuple[torch.Tensor, torch.Tensor]:
-        """Returns class probabilities (N, C) and the pair indices (N,) over ``loader``."""
+    def predictions(self, loader) -> tuple[torch.Tensor, torch.Tensor]:
+        """Returns what the predictions files are made of over ``loader`` — class probabilities
+        (N, C), or a graded task's (N,) predicted scores on [0, 1] (``Task.unscaled`` maps them
+        onto its scale) — and the pair indices (N,)."""
         was_training = self.training
         self.eval()
-        probabilities, indices = [], []
+        values, indices = [], []
         for batch in loader:
             inputs = self.batch_inputs([t.to(self.device) for t in batch[:4]])
-            probabilities.append(torch.softmax(self(inputs), dim=-1).cpu())
+            values.append(self.classifier.loss_function.readout(self(inputs)).cpu())
             indices.append(batch[5])
         self.train(was_training)
-        return torch.cat(probabilities), torch.cat(indices)
+        return torch.cat(values), torch.cat(indices)
 
     def configure_optimizers(self):
         hparams = self.hparams

@@ -1,7 +1,9 @@
-"""The numbers a finetune result is read against, in its end-of-run summary: the data set's
-majority class and TF-IDF + LR scores on the run's own splits (the benchmark's baseline code,
-:mod:`downstream.run.baselines`, scored by the finetune runs' metric code), and its random-init twin
-(or, for a twin, its pretrained counterpart) when the store holds one with the same settings.
+"""The numbers a finetune result is read against, in its end-of-run summary: the baselines its
+task lists (``Task.baselines``: majority class and TF-IDF + LR for classes, the word-overlap cosine
+and TF-IDF + ridge for a graded task) scored on the run's own splits (the benchmark's baseline code,
+:mod:`downstream.run.baselines`, scored by the finetune runs' metric code, in the task's metrics),
+and its random-init twin (or, for a twin, its pretrained counterpart) when the store holds one with
+the same settings.
 
 Baselines are cached as a small JSON file per digest of the splits' content (data set content
 hash, the pair ids of each split, the baselines' code), so they cost a file read after the first run.
@@ -16,16 +18,13 @@ from pathlib import Path
 from downstream.run import baselines
 from downstream.run.evaluation import predictions_frame, split_metrics
 from harness.atomic import atomic_write
+from harness.datasets.task import CLASSES, Task, metric_title
 from harness.tracking.naming import twin_label
 from pretrain.encoders.references import reference_of
 
 BASELINE_SEED = 0  # a benchmark's baseline cells run at seed 0
 TFIDF_MAX_TRAIN_PAIRS = 50_000  # above: its Python featurizer takes minutes; a benchmark still runs it
-BASELINE_TITLES = {"majority": "majority class", "tfidf-lr": "TF-IDF + LR"}
-BASELINE_NOTES = {
-    "majority": "every pair: the most frequent train label",
-    "tfidf-lr": "word overlap + logistic regression, same train pairs",
-}
+FEATURIZED = ("tfidf-lr", "tfidf-ridge")  # the baselines over baselines.PairFeaturizer, which that bound is about
 TWIN_TAGS = ("finetune_mode", "mix", "head", "train_fraction", "seed", "dataset")
 SETTING_PREFIXES = ("model.", "data.", "trainer.", "seed_everything")
 ENCODER_PARAMS = {"model.encoder", "model.random_like"}  # what differs between a run and its twin
@@ -48,18 +47,17 @@ def baseline_key(data, pairs: dict[str, list]) -> str:
 
 
 def _scores(name: str, data, pairs: dict[str, list]) -> dict[str, float]:
-    evaluation = {"test": pairs["test"]}
-    if name == "majority":
-        probabilities = baselines.majority_baseline(pairs["train"], evaluation, data.num_classes)
-    else:
-        probabilities = baselines.tfidf_lr_baseline(pairs["train"], evaluation, data.num_classes, BASELINE_SEED)
-    frame = predictions_frame(data, pairs["test"], probabilities["test"])
+    """The baseline ``name`` fitted on ``pairs["train"]``, scored on ``pairs["test"]`` as a run is."""
+    predicted = baselines.fit_baseline(name, pairs["train"], {"test": pairs["test"]}, data, BASELINE_SEED)
+    frame = predictions_frame(data, pairs["test"], predicted["test"])
     return split_metrics(frame, "test", data)
 
 
 def baseline_scores(data, pairs: dict[str, list], cache_dir: str | Path | None) -> dict[str, dict | str]:
-    """``{"majority": {"test_acc", "test_f1"}, "tfidf-lr": …}`` fitted on ``pairs["train"]`` and
-    scored on ``pairs["test"]``; a system that cannot run there maps to the reason, in words.
+    """The task's baselines fitted on ``pairs["train"]`` and scored on ``pairs["test"]`` in its
+    metrics: ``{"majority": {"test_acc", "test_f1"}, "tfidf-lr": …}`` for classes, ``{"overlap-cosine":
+    {"test_pearson", "test_spearman"}, "tfidf-ridge": …}`` for a graded task; a system that cannot run
+    there maps to the reason, in words.
     Read from ``<cache_dir>/baselines/<key>.json`` when there, else computed and written there
     (``cache_dir`` None: computed, nothing written)."""
     path = Path(cache_dir) / "baselines" / f"{baseline_key(data, pairs)}.json" if cache_dir else None
@@ -69,13 +67,13 @@ def baseline_scores(data, pairs: dict[str, list], cache_dir: str | Path | None) 
         except (OSError, ValueError):
             pass  # unreadable: computed again and rewritten
     scores: dict[str, dict | str] = {}
-    for name in BASELINE_TITLES:
-        if name == "tfidf-lr" and len(pairs["train"]) > TFIDF_MAX_TRAIN_PAIRS:
+    for name in data.task.baselines:
+        if name in FEATURIZED and len(pairs["train"]) > TFIDF_MAX_TRAIN_PAIRS:
             scores[name] = f"not computed here above {TFIDF_MAX_TRAIN_PAIRS} train pairs (a benchmark runs it)"
             continue
         try:
             scores[name] = _scores(name, data, pairs)
-        except ValueError as error:  # a train set of one class, say
+        except ValueError as error:  # a train set of one class (or one score), say
             scores[name] = str(error).split(": ", 1)[-1]
     if path is not None:
         try:
@@ -137,15 +135,17 @@ def context_lines(
     test_pairs: int | None = None,
     all_test_pairs: int | None = None,
     interval: str | None = None,
+    task: Task = CLASSES,
 ) -> list[str]:
-    """The summary's ``context`` block: this run's test accuracy and F1 above the majority class,
-    TF-IDF + LR and the other arm (``twin``: an MLflow run or None), then the gap pretrained − random,
-    all as fractions, like the metrics. ``scores`` None: the baselines were not computed here (a
-    benchmark's cell: its own baseline cells hold them). ``twin_flags``: what to add to this command
-    to run the missing arm; ``collapsed``: this run predicted one label for every test pair (said
-    beside its row); ``test_pairs`` of ``all_test_pairs``: the test pairs scored, named in the header
-    and beside the majority class (whose rate is that subset's, not the published one); ``interval``:
-    this run's 95% intervals over those pairs (:mod:`downstream.run.item_intervals`), below its row."""
+    """The summary's ``context`` block of a task of classes (``task``): this run's test accuracy and
+    F1 above its baselines (the majority class, TF-IDF + LR) and the other arm (``twin``: an MLflow
+    run or None), then the gap pretrained − random, all as fractions, like the metrics. ``scores``
+    None: the baselines were not computed here (a benchmark's cell: its own baseline cells hold
+    them). ``twin_flags``: what to add to this command to run the missing arm; ``collapsed``: this
+    run predicted one label for every test pair (said beside its row); ``test_pairs`` of
+    ``all_test_pairs``: the test pairs scored, named in the header and beside the majority class
+    (whose rate is that subset's, not the published one); ``interval``: this run's 95% intervals over
+    those pairs (:mod:`downstream.run.item_intervals`), below its row."""
     other = "pretrained counterpart" if is_random else "random twin"
     scored_on = test_pairs_title(test_title, test_pairs, all_test_pairs)
     lines = [
@@ -154,11 +154,13 @@ def context_lines(
         + (" (one label for every pair: collapsed)" if collapsed else ""),
         *([f"  {'':<10} {interval}"] if interval else []),
     ]
-    for name, title in BASELINE_TITLES.items():
-        value = (scores or {}).get(name)
+    for name in task.baselines:
+        value, title = (scores or {}).get(name), baselines.BASELINES[name].title
         if isinstance(value, dict):
             subset = name == "majority" and None not in (test_pairs, all_test_pairs) and test_pairs < all_test_pairs
-            note = BASELINE_NOTES[name] + (f"; these {test_pairs} of {all_test_pairs} test pairs" if subset else "")
+            note = baselines.BASELINES[name].note + (
+                f"; these {test_pairs} of {all_test_pairs} test pairs" if subset else ""
+            )
             lines.append(f"  {'':<10} {value['test_acc']:.3f}     {value['test_f1']:.3f}     {title} ({note})")
         elif isinstance(value, str):
             lines.append(f"  {'':<10} {'–':<9} {'–':<9} {title}: {value}")
@@ -174,6 +176,26 @@ def context_lines(
     gap = pretrained["test_acc"] - random["test_acc"]
     lines.append(f"  {'gap':<10} {gap:+.3f}    test acc (pretrained − random twin), 1 seed each:")
     lines.append(f"  {'':<10} `make benchmark` repeats seeds and tests such a gap")
+    return lines
+
+
+def scores_text(values: dict[str, float], task: Task, split: str = "test") -> str:
+    """``Pearson r 71.2  Spearman ρ 69.8``: a split's scores in the task's metrics, × 100 (how a
+    graded summary prints correlations)."""
+    return "  ".join(f"{metric_title(metric)} {100 * values[f'{split}_{metric}']:.1f}" for metric in task.metrics)
+
+
+def baseline_lines(scores: dict[str, dict | str] | None, task: Task) -> list[str]:
+    """The task's baselines as rows of a graded summary's ``context`` block, below this run's row
+    (``downstream.run.graded_summary``): each one's test scores × 100 (:func:`scores_text`), or why it
+    did not run; none where ``scores`` is None (a benchmark's cell: its baseline cells hold them)."""
+    lines = []
+    for name in task.baselines:
+        value, baseline = (scores or {}).get(name), baselines.BASELINES[name]
+        if isinstance(value, dict):
+            lines.append(f"  {'':<10} {scores_text(value, task)}   {baseline.title} ({baseline.note})")
+        elif isinstance(value, str):
+            lines.append(f"  {'':<10} –   {baseline.title}: {value}")
     return lines
 
 

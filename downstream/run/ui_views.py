@@ -26,6 +26,7 @@ from mlflow.entities import DatasetInput, InputTag
 from mlflow.exceptions import MlflowException
 from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT
 
+from downstream.run.evaluation import gold_labels
 from harness.training.worker_reuse import reusing
 
 SPLITS = ("train", "dev", "test")
@@ -33,11 +34,12 @@ SENTENCE_COLUMNS = ("sentence1", "sentence2")
 
 
 def split_frame(data, pairs) -> pd.DataFrame:
-    """One row per pair: ids, label name and both sentences (the content the dataset digest covers)."""
+    """One row per pair: ids, label name (a graded task's gold score) and both sentences (the content
+    the dataset digest covers)."""
     return pd.DataFrame(
         {
             **data.ids_by_column(pairs),
-            "label": [data.labels[p.label] for p in pairs],
+            "label": gold_labels(data, pairs),
             "sentence1": [p.sentence1 for p in pairs],
             "sentence2": [p.sentence2 for p in pairs],
         }

@@ -10,15 +10,27 @@ from harness.datasets.spec import PairDataSpec
 from harness.datasets.task import CLASSES, Task
 from harness.datasets.types import PairData
 
+ANCHOR_TITLES = {"acc": "acc", "f1": "F1", "pearson": "Pearson", "spearman": "Spearman"}  # table columns
+
 
 @dataclass(frozen=True)
 class Anchors:
-    """Published results on a data set's test split, shown beside a benchmark's for context."""
+    """Published results on a data set's test split, shown beside a benchmark's for context: one
+    figure × 100 per metric of ``metrics`` (the task's metric names), None where the paper gives none."""
 
     split: str  # the split they are on, as the report titles it
-    rows: tuple[tuple[str, float | None, float | None, str], ...]  # (system, test acc %, test F1 %, source);
-    # None where the paper gives no such figure
+    rows: tuple[tuple[str | float | None, ...], ...]  # (system, one figure per metric, source)
     note: str = ""  # a line under the table
+    metrics: tuple[str, ...] = ("acc", "f1")  # what the figures of a row are, in order
+
+    def __post_init__(self):
+        widths = {len(row) for row in self.rows} - {len(self.metrics) + 2}
+        if widths:
+            raise ValueError(f"anchor rows are (system, {', '.join(self.metrics)}, source), got widths {widths}")
+
+    def column_titles(self) -> list[str]:
+        """The table's figure columns: ``test acc``, ``test F1`` / ``test Pearson``, ``test Spearman``."""
+        return [f"test {ANCHOR_TITLES.get(metric, metric)}" for metric in self.metrics]
 
 
 @dataclass(frozen=True)
@@ -39,3 +51,6 @@ class DataSet:
     release_overlap: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # {content hash:
     # {"train/dev": pairs, ...}}: the pairs a fixed release's own splits share, which the literature's
     # split keeps; exactly these are accepted (and said) whatever --data.max_split_overlap allows
+    findable: Callable[[], bool] = lambda: False  # whether its files are where ``load`` looks without flags
+    # (its variable, the data root), checked without reading or downloading: the data sets whose dev and
+    # test sentences a pretraining run counts in its text

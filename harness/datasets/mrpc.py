@@ -272,4 +272,5 @@ MRPC = DataSet(
     split_sizes={
         CONTENT_HASH: {"train": EXPECTED["train"][1] - DEV_PAIRS, "dev": DEV_PAIRS, "test": EXPECTED["test"][1]}
     },
+    findable=lambda: all((default_mrpc_dir() / name).is_file() for name in (TRAIN_FILE, TEST_FILE)),
 )

@@ -15,6 +15,11 @@ integer, else the strings sorted by code point. Two labels that differ only by c
 for a line end (U+0085, U+2028 …) in any field. An error quotes a file's first line only when it
 reads as a pair file's header (at least three tab-separated fields) in a file of the user running
 the reader.
+
+A graded task's file (``score_range``) has a score for a label: a decimal number within the task's
+range (:func:`harness.datasets.graded_reader.parse_score`), read as a float; there is no label set.
+A format whose rows may carry notes after its last column (STS-B) gives ``min_columns``: every row
+needs that many fields, and the fields past them are ignored (still part of the digest).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.datasets.graded_reader import parse_score
 from harness.datasets.types import Pair
 from harness.errors import UserError
 
@@ -183,6 +189,8 @@ def read_pair_tsv(
     flag: str | None = "--data.train",
     labels_from: str = "the train labels",
     content: bytes | None = None,
+    score_range: tuple[float, float] | None = None,
+    min_columns: int | None = None,
 ) -> PairFile:
     """Read one pair file strictly, streaming it line by line.
 
@@ -190,17 +198,21 @@ def read_pair_tsv(
     whose labels become the set (at least 2), named ``labels_from`` in errors. ``id_column``: one
     column or a tuple of them (MSR's two ids). ``header``: the exact header the format requires.
     ``flag`` names the option that gave ``path`` in error messages. ``content``: the file's bytes
-    when they are not on disk (a download; ``path`` names them). Every malformed row raises
-    UserError naming ``file:line``.
+    when they are not on disk (a download; ``path`` names them). ``score_range``: a graded task's
+    (low, high): the label column holds scores, read as floats (``labels`` is then ignored).
+    ``min_columns``: rows need at least this many fields and the rest are ignored (None: every row
+    as wide as the first). Every malformed row raises UserError naming ``file:line``.
 
     Returns:
-        a PairFile: pairs in file order, the label names they index, the normalised text's sha256.
+        a PairFile: pairs in file order, the label names they index ([] for scores: a pair's label
+        is its score), the normalised text's sha256.
     """
     path = Path(path) if content is None else path
     named = f"{flag}={path}" if flag else str(path)
     columns = {"sentence1": sentence1_column, "sentence2": sentence2_column, "label": label_column, "id": id_column}
-    fixed = labels is not None
-    found = list(labels or [])  # label names; a pair's label indexes this list
+    graded = score_range is not None
+    fixed = labels is not None or graded
+    found = [] if graded else list(labels or [])  # label names; a pair's label indexes this list
     folded = {}  # a train label without case and spacing -> (its text, where it was first read)
     index_of = {label: index for index, label in enumerate(found)}  # raw label text -> index
     digest, hashing = hashlib.sha256(), []  # normalised text, hashed in chunks of lines
@@ -233,7 +245,7 @@ def read_pair_tsv(
                     )
                 fields = line.split("\t")  # quoting off: a '"' is just a character
                 if width is None:
-                    width = len(fields)
+                    width = len(fields) if min_columns is None else min_columns
                     found_header = [field.strip() for field in fields]
                     if header is not None and found_header != list(header):
                         expected, seen = "\t".join(header), shown_header(found_header, path)
@@ -243,16 +255,21 @@ def read_pair_tsv(
                     single_id = id_at[0] if len(id_at) == 1 else None
                     if has_header:
                         continue
-                if len(fields) != width:
+                if len(fields) != width and (min_columns is None or len(fields) < width):
+                    expected = f"{width}" if min_columns is None else f"at least {width}"
                     raise UserError(
-                        f"{path}:{number}: expected {width} tab-separated fields, found {len(fields)} "
+                        f"{path}:{number}: expected {expected} tab-separated fields, found {len(fields)} "
                         f"(quotes are text here: a tab always separates fields)"
                     )
                 sentence1, sentence2 = fields[first].strip(), fields[second].strip()
                 if not sentence1 or not sentence2:
                     role, column = ("sentence1", first) if not sentence1 else ("sentence2", second)
                     raise UserError(f"{path}:{number}: empty {role} (column {column}); every pair needs two sentences")
-                label = index_of.get(fields[label_at])
+                label = (
+                    parse_score(fields[label_at], score_range, f"{path}:{number}", label_at)
+                    if graded
+                    else index_of.get(fields[label_at])
+                )
                 if label is None:
                     label = _new_label(
                         fields[label_at], found, index_of, fixed, f"{path}:{number}", labels_from, folded

@@ -17,14 +17,15 @@ from harness.datasets.label_limit import check_label_count
 from harness.datasets.mrpc import MRPC
 from harness.datasets.overlap import check_split_overlap
 from harness.datasets.reader import canonical_label
-from harness.datasets.sick import SICK_E
+from harness.datasets.sick import SICK_E, SICK_R
 from harness.datasets.spec import PairDataSpec
+from harness.datasets.stsb import STSB
 from harness.datasets.task import Task
 from harness.datasets.tsv import TSV
 from harness.datasets.types import SPLITS, PairData
 from harness.errors import UserError
 
-DATASETS: dict[str, DataSet] = {entry.name: entry for entry in (MRPC, SICK_E, TSV)}
+DATASETS: dict[str, DataSet] = {entry.name: entry for entry in (MRPC, SICK_E, SICK_R, STSB, TSV)}
 
 
 def register(entry: DataSet) -> DataSet:
@@ -34,7 +35,7 @@ def register(entry: DataSet) -> DataSet:
 
 
 def dataset_choices() -> str:
-    """The names ``--data.dataset`` takes, as a sentence says them: ``mrpc, sick-e or tsv``."""
+    """The names ``--data.dataset`` takes, as a sentence says them: ``mrpc, sick-e, …, stsb or tsv``."""
     names = sorted(DATASETS)
     return " or ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
 

@@ -17,11 +17,12 @@ class PairDataSpec:
 
     Args:
         dataset: the named data set (``harness.datasets.registry``): ``mrpc`` (the MSR files and
-            the GLUE split), ``sick-e`` (SICK's entailment classes) or ``tsv`` (the three files
+            the GLUE split), ``sick-e`` (SICK's entailment classes), ``sick-r`` (SICK's relatedness,
+            graded 1–5), ``stsb`` (the STS Benchmark, graded 0–5) or ``tsv`` (the three files
             ``train``, ``dev``, ``test``).
         mrpc_dir: folder with the MSR release files (default: ``$MRPC_DIR`` or ``data/mrpc``).
-        data_dir: folder with the release files of another named data set (``sick-e``; default:
-            its variable, ``$SICK_DIR``, else ``$DATA_ROOT/<folder>``).
+        data_dir: folder with the release files of another named data set (``sick-e``, ``sick-r``,
+            ``stsb``; default: its variable, ``$SICK_DIR`` / ``$STSB_DIR``, else ``$DATA_ROOT/<folder>``).
         train: a ``tsv`` data set's train file: tab-separated, a header naming ``sentence1``,
             ``sentence2``, ``label`` and optionally ``id``; its labels are the label set.
         dev: a ``tsv`` data set's dev file (model selection), in the train file's format.

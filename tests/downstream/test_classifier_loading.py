@@ -196,12 +196,12 @@ def test_a_finetune_checkpoint_reloads_alone_and_reproduces_its_predictions(chec
     saving = ModelCheckpoint(dirpath=tmp_path, filename="best")
     trainer(tmp_path, 2, [saving]).fit(model, datamodule=data)
     model.load_state_dict(torch.load(saving.best_model_path, weights_only=True)["state_dict"])
-    expected, _ = model.probabilities(data.train_dataloader())
+    expected, _ = model.predictions(data.train_dataloader())
 
     reloaded = load_classifier(saving.best_model_path)
     assert reloaded.encoder.fingerprint == model.encoder.fingerprint
     assert reloaded.encoder.random_seed == model.encoder.random_seed
-    again, _ = reloaded.probabilities(data.train_dataloader())
+    again, _ = reloaded.predictions(data.train_dataloader())
     assert torch.equal(again, expected)
 
 

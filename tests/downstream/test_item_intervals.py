@@ -7,12 +7,16 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import f1_score
 from statsmodels.stats.proportion import proportion_confint
 
 from downstream.run.item_intervals import (
     RESAMPLES,
     accuracy_interval,
+    correlation_interval,
+    correlation_line,
+    correlation_replicates,
     f1_interval,
     f1_replicates,
     interval_line,
@@ -69,3 +73,39 @@ def test_the_summary_gives_the_interval_beside_the_references():
     assert "majority class" in lines[3]
     assert line.startswith("95% interval over these pairs: acc ") and f"(bootstrap ×{RESAMPLES})" in line
     assert all(len(text) <= 120 for text in lines[:3])
+
+
+# ── a graded run: a bootstrap of its correlations, no Wilson interval ───────────────────────
+
+
+def scored(items: int, noise: float, seed: int = 2) -> pd.DataFrame:
+    generator = np.random.default_rng(seed)
+    gold = generator.uniform(0, 5, size=items)
+    return pd.DataFrame({"label": gold, "pred": gold + generator.normal(0, noise, size=items)})
+
+
+@pytest.mark.parametrize("metric, reference", [("pearson", pearsonr), ("spearman", spearmanr)])
+def test_each_correlation_replicate_is_scipys_correlation_of_a_resample_of_the_items(metric, reference):
+    frame = scored(50, 2.0)
+    gold, predicted = frame["label"].to_numpy(), frame["pred"].to_numpy()
+    replicates = correlation_replicates(gold, predicted, metric, resamples=20, seed=5)
+    generator = np.random.default_rng(5)  # the same draws: the items of each resample
+    for replicate in replicates:
+        chosen = generator.integers(0, len(frame), size=len(frame))
+        assert replicate == pytest.approx(reference(predicted[chosen], gold[chosen]).statistic, abs=1e-12)
+
+
+def test_the_correlation_interval_holds_the_estimate_and_narrows_with_more_items():
+    small, large = scored(100, 2.0), scored(3000, 2.0)
+    low, high = correlation_interval(small, "pearson")
+    assert low < pearsonr(small["pred"], small["label"]).statistic < high
+    large_low, large_high = correlation_interval(large, "pearson")
+    assert large_high - large_low < (high - low) / 3
+
+
+def test_a_graded_runs_line_is_a_bootstrap_of_its_correlations_not_a_wilson_interval():
+    line = correlation_line(scored(200, 1.0))
+    assert line.startswith("95% interval over these pairs: Pearson r ") and "Spearman ρ" in line
+    assert "Wilson" not in line and "acc" not in line
+    constant = pd.DataFrame({"label": [1.0, 2.0, 3.0], "pred": [2.0, 2.0, 2.0]})
+    assert correlation_interval(constant, "pearson") != correlation_interval(constant, "pearson")  # NaN: none

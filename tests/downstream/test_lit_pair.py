@@ -263,7 +263,7 @@ def test_predictions_frame_sorts_by_pair_and_thresholds_at_one_half():
 def test_split_metrics_equal_sklearn_on_a_trained_model(fitted):
     model, data, _ = fitted
     for split in ("dev", "test"):
-        probabilities, indices = model.probabilities(data.loader(split))
+        probabilities, indices = model.predictions(data.loader(split))
         frame = predictions_frame(data.pair_data, data.pairs[split], probabilities, indices)
         assert list(frame.columns) == PREDICTION_COLUMNS
         assert len(frame) == len(data.pairs[split]) == MAX_PAIRS
@@ -295,15 +295,15 @@ def test_same_seed_same_model(fitted, checkpoint, mrpc_dir, cache_dir, tmp_path)
     for name in ("dev_acc", "dev_f1"):
         assert float(again_trainer.callback_metrics[name]) == float(trainer.callback_metrics[name])
     for split in ("dev", "test"):
-        first = model.probabilities(data.loader(split))
-        second = again.probabilities(again_data.loader(split))
+        first = model.predictions(data.loader(split))
+        second = again.predictions(again_data.loader(split))
         assert torch.equal(first[0], second[0]) and torch.equal(first[1], second[1])
     for (name, p), q in zip(model.state_dict().items(), again.state_dict().values()):
         assert torch.equal(p, q), name
 
     other, other_data, _ = fit(checkpoint, mrpc_dir, cache_dir, tmp_path / "other", seed=8)
     assert not np.array_equal(
-        model.probabilities(data.loader("dev"))[0].numpy(), other.probabilities(other_data.loader("dev"))[0].numpy()
+        model.predictions(data.loader("dev"))[0].numpy(), other.predictions(other_data.loader("dev"))[0].numpy()
     )
 
 

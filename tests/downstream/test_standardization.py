@@ -80,7 +80,7 @@ def test_a_fit_takes_statistics_from_its_training_subset_and_its_checkpoint_keep
     assert torch.equal(state["classifier.standardizer.mean"], expected.mean)
     reloaded = pair_classifier(encoder=str(checkpoint), **HEAD, standardize=True)
     reloaded.load_state_dict(state)
-    assert torch.equal(reloaded.probabilities(data.loader("dev"))[0], model.probabilities(data.loader("dev"))[0])
+    assert torch.equal(reloaded.predictions(data.loader("dev"))[0], model.predictions(data.loader("dev"))[0])
     # a further fit of the reloaded model keeps the statistics it was trained with
     make_trainer(tmp_path / "again", epochs=1).fit(reloaded, datamodule=make_data(reloaded, mrpc_dir, tmp_path / "f2"))
     assert torch.equal(reloaded.classifier.standardizer.mean, expected.mean)
