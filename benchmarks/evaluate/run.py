@@ -26,6 +26,7 @@ from pathlib import Path
 import yaml
 from mlflow.tracking import MlflowClient
 
+from benchmarks.cell.method_names import twin_name
 from benchmarks.evaluate.table import TaskScores, console_table, markdown_table
 from benchmarks.evaluate.task_matrix import task_benchmark, task_matrix
 from benchmarks.evaluate.zero_shot_run import ST_POOLING, ZeroShot, log_zero_shot
@@ -97,10 +98,9 @@ def evaluate(request: Evaluation, data: dict[str, PairData] | None = None) -> in
                 arms = [(encoder, 0)] + [(random_encoder(encoder, seed), seed) for seed in seeds if twin]
                 for arm, seed in arms:
                     for method in request.zero_shot:
-                        arm_name = f"random-{name}" if arm.is_random else name
                         log_zero_shot(
                             arm,
-                            method.method(arm_name),
+                            method.method(twin_name() if arm.is_random else name),
                             method,
                             data[task],
                             EXPERIMENT,
@@ -117,7 +117,7 @@ def evaluate(request: Evaluation, data: dict[str, PairData] | None = None) -> in
             print(f"  {task}: {len(task_scores.scores)} methods in {task_scores.wall_seconds / 60:.1f} min")
         title = f"{label} on {', '.join(request.tasks)}"
         notes = [f"Parent run {parent}; per task a results folder under {out}; protocol {protocol_version()}."]
-        (out / "table.md").write_text(markdown_table(scores, title, notes), encoding="utf-8")
+        (out / "table.md").write_text(markdown_table(scores, title, notes, name), encoding="utf-8")
         client.log_artifact(parent, str(out / "table.md"))
         client.log_metric(parent, "wall_seconds", time.perf_counter() - started)
     except BaseException as error:
@@ -127,8 +127,8 @@ def evaluate(request: Evaluation, data: dict[str, PairData] | None = None) -> in
     client.set_terminated(parent, "FINISHED")
     wall = time.perf_counter() - started
     print(f"\n── evaluate {label}: finished in {wall / 60:.1f} min " + "─" * 30)
-    print(console_table(scores))
-    print("  test × 100, mean over seeds; (ρ) zero-shot Spearman ρ, else each task's main score")
+    print(console_table(scores, name))
+    print("  test × 100, mean over seeds (gap to the twin); (ρ) zero-shot Spearman ρ, else each task's main score")
     print(f"  table   {out / 'table.md'}")
     print(f"  parent  {parent}  (experiment '{EXPERIMENT}')")
     return 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
+from benchmarks.cell.method_names import twin_name
 from harness.datasets.registry import published_anchors, task_of
 from harness.datasets.task import metric_title
 
@@ -54,13 +55,30 @@ def header(tasks: list[TaskScores]) -> list[str]:
     return [f"{scores.task} ({metric_title('test_' + task_of(scores.task).main_metric)})" for scores in tasks]
 
 
-def table_rows(tasks: list[TaskScores]) -> list[list[str]]:
-    """``[method, cell per task]`` rows: methods, then anchors (``anchor: <system>``)."""
+def twin_of(method: str, encoder: str) -> str | None:
+    """The twin's method of an encoder's method (``elmo-linear-probe`` → ``random-linear-probe``)."""
+    return f"{twin_name()}-{method.removeprefix(encoder + '-')}" if method.startswith(encoder + "-") else None
+
+
+def cell_text(scores: TaskScores, method: str, encoder: str) -> str:
+    """A method's score, with the gap to its twin's (points, the same seeds' means) where the twin ran."""
+    if method not in scores.scores:
+        return ""
+    twin = twin_of(method, encoder)
+    if twin not in scores.scores:
+        return score_text(scores.scores[method])
+    gap = 100 * (statistics.fmean(scores.scores[method]) - statistics.fmean(scores.scores[twin]))
+    return f"{score_text(scores.scores[method])} ({gap:+.1f})"
+
+
+def table_rows(tasks: list[TaskScores], encoder: str = "", sources: bool = True) -> list[list[str]]:
+    """``[method, cell per task]`` rows: methods (an encoder's with its gap to the twin), then the
+    anchors (``anchor: <system> [<source>]``; without the source when not ``sources``)."""
     kinds = {method: kind for scores in tasks for method, kind in scores.kinds.items()}
     rows = []
     for method in sorted(kinds, key=lambda name: row_order(name, kinds[name])):
         label = f"{method} (ρ)" if kinds[method] == ZERO_SHOT_KIND else method
-        rows.append([label, *(score_text(s.scores[method]) if method in s.scores else "" for s in tasks)])
+        rows.append([label, *(cell_text(scores, method, encoder) for scores in tasks)])
     for column, scores in enumerate(tasks):
         task, anchors = task_of(scores.task), published_anchors(scores.task)
         metrics = list(getattr(anchors, "metrics", task.metrics))  # what each figure of a row is
@@ -71,24 +89,24 @@ def table_rows(tasks: list[TaskScores]) -> list[list[str]]:
             if shown:
                 cells = ["" for _ in tasks]
                 cells[column] = shown
-                rows.append([f"anchor: {system} [{source}]", *cells])
+                rows.append([f"anchor: {system}" + (f" [{source}]" if sources else ""), *cells])
     return rows
 
 
-def markdown_table(tasks: list[TaskScores], title: str, notes: list[str] = ()) -> str:
+def markdown_table(tasks: list[TaskScores], title: str, notes: list[str] = (), encoder: str = "") -> str:
     """The table as Markdown, with a line of wall times and the notes under it."""
     titles = header(tasks)
     lines = [f"# {title}", "", "| method | " + " | ".join(titles) + " |", "|---|" + "---:|" * len(titles)]
-    lines += ["| " + " | ".join(row) + " |" for row in table_rows(tasks)]
+    lines += ["| " + " | ".join(row) + " |" for row in table_rows(tasks, encoder)]
     lines += ["", wall_line(tasks), "", *notes_of(notes)]
     return "\n".join(lines) + "\n"
 
 
 def notes_of(notes: list[str]) -> list[str]:
     return [
-        "Test scores × 100, mean over seeds (± sd with more than one). (ρ): zero-shot similarity, Spearman ρ "
-        "× 100 (MTEB's main score); other rows the task's main score (accuracy; Pearson r for graded tasks, "
-        "SentEval's).",
+        "Test scores × 100, mean over seeds (± sd with more than one); in parentheses the gap to the random-init "
+        "twin's same method, in points. (ρ): zero-shot similarity, Spearman ρ × 100 (MTEB's main score); other "
+        "rows the task's main score (accuracy; Pearson r for graded tasks, SentEval's).",
         *notes,
     ]
 
@@ -99,13 +117,13 @@ def wall_line(tasks: list[TaskScores]) -> str:
     return f"Wall time: {total / 60:.1f} min ({each})."
 
 
-def console_table(tasks: list[TaskScores]) -> str:
-    """The same table for a terminal: fixed-width columns."""
+def console_table(tasks: list[TaskScores], encoder: str = "") -> str:
+    """The same table for a terminal: fixed-width columns, anchors without their sources, the wall times."""
     titles = header(tasks)
-    rows = table_rows(tasks)
+    rows = table_rows(tasks, encoder, sources=False)
     first = max([len("method"), *(len(row[0]) for row in rows)])
     widths = [max([len(title), *(len(row[k + 1]) for row in rows)]) for k, title in enumerate(titles)]
     lines = ["  " + "method".ljust(first) + "".join(f"  {title:>{w}}" for title, w in zip(titles, widths))]
     for row in rows:
         lines.append("  " + row[0].ljust(first) + "".join(f"  {cell:>{w}}" for cell, w in zip(row[1:], widths)))
-    return "\n".join(lines)
+    return "\n".join([*lines, "  " + wall_line(tasks)])

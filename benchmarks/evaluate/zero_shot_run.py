@@ -33,7 +33,8 @@ class ZeroShot:
 
     def method(self, encoder_name: str) -> str:
         """``<encoder>-zero-shot`` (mean over real tokens, average of layers), ``…-zero-shot-top``,
-        ``…-zero-shot-st`` (sentence-transformers' pooling)."""
+        ``…-zero-shot-st`` (sentence-transformers' pooling); the twin's ``random-zero-shot…``, as
+        the suite names its twin's methods."""
         if self.pooling == ST_POOLING:
             return f"{encoder_name}-{ZERO_SHOT}-st"
         suffix = "" if self.mix == "average" else self.mix.replace(":", "")

@@ -81,17 +81,19 @@ def test_the_table_reads_each_tasks_main_score_and_places_its_anchors():
     mrpc.add("majority", "baseline", {"test_acc": 0.665})
     sick = TaskScores("sick-e", wall_seconds=60)
     sick.add("elmo-linear-probe", "probe", {"test_acc": 0.75})
-    table = markdown_table([mrpc, sick], "elmo on mrpc, sick-e")
+    table = markdown_table([mrpc, sick], "elmo on mrpc, sick-e", encoder="elmo")
     lines = table.splitlines()
     assert "| method | mrpc (test accuracy) | sick-e (test accuracy) |" in lines
-    assert "| elmo-linear-probe | 70.0 | 75.0 |" in lines
-    assert "| elmo-scalar-pool-mlp | 72.0 ± 1.4 |  |" in lines  # two seeds: mean ± sample sd
+    assert "| elmo-linear-probe | 70.0 | 75.0 |" in lines  # no twin ran: no gap
+    assert "| elmo-scalar-pool-mlp | 72.0 ± 1.4 (+6.0) |  |" in lines  # two seeds: mean ± sample sd; gap to twin
     order = [line.split(" | ")[0].removeprefix("| ") for line in lines if line.startswith("| ")]
     assert order.index("elmo-scalar-pool-mlp") < order.index("random-scalar-pool-mlp") < order.index("majority")
     for system, accuracy, *_ in published_anchors("sick-e").rows:  # SICK-E's anchors in its own column
         assert any(line.startswith(f"| anchor: {system}") and line.endswith(f"|  | {accuracy:.1f} |") for line in lines)
     assert "Wall time: 3.0 min (mrpc 2.0, sick-e 1.0)." in lines
-    assert "elmo-linear-probe" in console_table([mrpc, sick])
+    console = console_table([mrpc, sick], "elmo")
+    assert "anchor: InferSent (frozen) + LR " in console and "Conneau" not in console  # sources: in table.md
+    assert console.splitlines()[-1].strip() == "Wall time: 3.0 min (mrpc 2.0, sick-e 1.0)."
 
 
 def test_zero_shot_rows_hold_the_zero_shot_metric():
