@@ -42,7 +42,7 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
         "(none: no zero-shot)",
     )
     parser.add_argument(
-        "--jobs", type=int, default=None, help="cells at once (default: the usable cores, at most 4; 1: inline)"
+        "--jobs", type=int, default=1, help="cells at once (1, the default: one after another in this process)"
     )
     parser.add_argument("--out", type=Path, default=None, help="default: benchmarks/results/evaluate/<encoder>")
     return parser.parse_args(argv)

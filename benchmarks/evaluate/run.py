@@ -32,7 +32,6 @@ from benchmarks.evaluate.task_matrix import task_benchmark, task_matrix
 from benchmarks.evaluate.zero_shot_run import ST_POOLING, ZeroShot, log_zero_shot
 from benchmarks.plan.encoders import is_published
 from benchmarks.results_files.store_transfer import export_benchmark, newest_parent
-from benchmarks.suite import default_jobs
 from benchmarks.suite import main as suite_main
 from downstream.data.pair_datamodule import DEFAULT_CACHE_DIR
 from harness.datasets.registry import load_pair_data
@@ -59,7 +58,7 @@ class Evaluation:
     seeds: int | None = None
     twin: bool | None = None
     zero_shot: tuple[ZeroShot, ...] = (ZeroShot(), ZeroShot(ST_POOLING, "top"))
-    jobs: int | None = None  # cells at once (None: the suite's default)
+    jobs: int = 1  # cells at once (1: inline, no Ray instance to start)
     out: Path | None = None
     cache_dir: str | None = DEFAULT_CACHE_DIR
 
@@ -92,7 +91,7 @@ def evaluate(request: Evaluation, data: dict[str, PairData] | None = None) -> in
             folder = out / task
             folder.mkdir(parents=True, exist_ok=True)
             print(f"  {task}: running (its console: {folder / 'suite.log'})", flush=True)
-            suite_parent = run_task_suite(client, matrices[task], folder, request.jobs or default_jobs(), parent)
+            suite_parent = run_task_suite(client, matrices[task], folder, request.jobs, parent)
             task_scores = TaskScores(task)
             if data[task].task.zero_shot_metric:
                 arms = [(encoder, 0)] + [(random_encoder(encoder, seed), seed) for seed in seeds if twin]
