@@ -255,10 +255,10 @@ def run_study(args: argparse.Namespace, config: Matrix, started: float) -> int:
         }
         client.log_dict(parent, study_record, STUDY_ARTIFACT)  # the suite's time to its last cell, for costs
         engine_text = engine.describe()
-        runs, predictions = run_table(done)
-        grid = lr_grid_table(runs)  # each arm's learning-rate grid, chosen on dev (lr_grid: in the matrix)
-        runs = drop_unpaired_controls(select_learning_rates(runs), predictions)
-        results, family = adjust_registered(build_results(runs, predictions), config.comparisons)
+        runs, predictions = run_table(done, data.task)
+        grid = lr_grid_table(runs, data.task)  # each arm's learning-rate grid, chosen on dev (lr_grid: in the matrix)
+        runs = drop_unpaired_controls(select_learning_rates(runs, data.task), predictions)
+        results, family = adjust_registered(build_results(runs, predictions, data.task), config.comparisons)
         wall = time.perf_counter() - started
         throughput_file = REPO_ROOT / "benchmarks" / "results" / "throughput.json"
         context = {
@@ -269,11 +269,12 @@ def run_study(args: argparse.Namespace, config: Matrix, started: float) -> int:
             "smoke": bool(config.source.get("smoke")),
             "encoders": encoders,
             "dataset": data.name,
+            "task": data.task,
             "anchors": anchors_of(data),
             "labels": list(data.labels),
             "positive_label": data.positive_label,
             "lr_grid": grid,
-            "recipes": recipe_table([config]),
+            "recipes": recipe_table([config], task=data.task),
             "family": family,
             "throughput": json.loads(throughput_file.read_text()) if throughput_file.is_file() else None,
         }
@@ -283,7 +284,7 @@ def run_study(args: argparse.Namespace, config: Matrix, started: float) -> int:
             client.log_artifact(parent, str(path), None if folder == "." else folder)
         client.log_metric(parent, "wall_seconds", wall)
         client.log_metric(parent, "cells", len(done))
-        view = describe_parent(client, parent, config.name, results, directory / "report.md", args.config)
+        view = describe_parent(client, parent, config.name, results, directory / "report.md", args.config, data.task)
     except BaseException as error:
         end_driver_runs(driver, f"the study stopped ({type(error).__name__}); task cancelled")
         abandon_parent(client, parent, error)
@@ -300,6 +301,7 @@ def run_study(args: argparse.Namespace, config: Matrix, started: float) -> int:
         data.name,
         link_lines(client, parent, view, runs),
         engine=engine_text,
+        task=data.task,
     )
     return 0
 

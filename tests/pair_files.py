@@ -126,3 +126,24 @@ def write_sick(folder: Path, rows_per_split: int = 6) -> Path:
         ]
         (folder / name).write_text("".join(lines), encoding="ascii")
     return folder
+
+
+STSB_FILES = {"train": "sts-train.csv", "dev": "sts-dev.csv", "test": "sts-test.csv"}
+
+
+def write_stsb(folder: Path, rows_per_split: int = 6) -> Path:
+    """An STS-B-format folder of made-up pairs: no header, genre / file / year / id / score / sentence 1 /
+    sentence 2, every third row with two notes after them; the same id under two genres (the id alone
+    is not a pair's key) and a ``"`` that is no quoting."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for number, name in enumerate(STSB_FILES.values()):
+        lines = []
+        for k in range(rows_per_split):
+            genre, source = ("main-news", "MSRpar") if k % 2 else ("main-captions", "MSRvid")
+            notes = "\tnote one\tnote two" if k % 3 == 0 else ""
+            lines.append(
+                f"{genre}\t{source}\t2012test\t{k // 2:04d}\t{k % 6:.3f}\t"
+                f'A "man plays the {name[4:8]} number {k}\tSomeone plays thing {number}-{k}{notes}\n'
+            )
+        (folder / name).write_text("".join(lines), encoding="ascii")
+    return folder

@@ -107,7 +107,7 @@ def test_finetune_run_goes_to_the_data_sets_experiment_with_three_classes(store,
     client = MlflowClient(store["uri"])
     assert client.get_experiment(finetune_run.info.experiment_id).name == "nli3"
     assert finetune_run.info.run_name == "nli3-elmo-smoke·scalar·pool-mlp·s0"
-    assert finetune_run.data.tags["dataset"] == "nli3"
+    assert finetune_run.data.tags["dataset"] == "nli3" and finetune_run.data.tags["task"] == "tsv"
     params, metrics = finetune_run.data.params, finetune_run.data.metrics
     assert (params["f1_average"], params["num_classes"], params["test_pairs"]) == ("macro", "3", "60")
     assert "nli3 test, 60 pairs" in process.stdout
@@ -168,6 +168,7 @@ def test_suite_on_the_data_set_names_it_and_tests_against_the_control(store, sui
     cells = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
     assert sorted(r.data.tags["method"] for r in cells) == sorted(SUITE_METHODS)
     assert all(r.data.tags["dataset"] == "nli3" and r.info.status == "FINISHED" for r in cells)
+    assert parent.data.tags["task"] == "tsv" and all(r.data.tags["task"] == "tsv" for r in cells)
     results = pd.read_csv(suite["results"] / "results.csv").set_index("method")
     assert results.index.tolist() == SUITE_METHODS
     assert results.loc["majority", "test_acc_mean"] == pytest.approx(1 / 3)  # balanced 3 labels

@@ -8,6 +8,7 @@ import json
 from mlflow.tracking import MlflowClient
 
 from benchmarks.engine.suite_lease import check_parent_free
+from harness.datasets.registry import task_tags
 from harness.datasets.types import PairData
 from harness.errors import UserError
 from harness.interruption import interruption
@@ -44,6 +45,7 @@ def open_parent(config: dict, suite_hash: str, data: PairData) -> str:
         "suite_hash": suite_hash,
         "benchmark": config["name"],
         "dataset": data.name,
+        **task_tags(data),
         "protocol_version": protocol_version(),
         **process_tags(),
     }

@@ -42,13 +42,14 @@ class Progress:
         """``14``, or ``14+`` while encoders still pretrain (their cells are not planned yet)."""
         return f"{self.cells_total}{'+' if self.encoders_planned < self.encoders_total else ''}"
 
-    def cell_line(self, method: str, seed: int, dev_acc: float, test_acc: float, status: str) -> str:
+    def cell_line(self, method: str, seed: int, scores: dict[str, float], status: str) -> str:
+        """A finished cell's line; ``scores``: its task's main metric on dev and test (``dev_acc``,
+        ``test_acc`` or ``dev_pearson``, ``test_pearson``), shown as ``dev acc 0.700``."""
         self.cells_done += 1
         width = len(str(self.cells_total))
-        return (
-            f"  [{self.cells_done:>{max(3, width)}}/{self.total_text()}] {method:<34} seed {seed}  "
-            f"dev acc {dev_acc:.3f}  test acc {test_acc:.3f}  ({status})"
-        )
+        shown = "  ".join(f"{name.replace('_', ' ')} {value:.3f}" for name, value in scores.items())
+        counted = f"[{self.cells_done:>{max(3, width)}}/{self.total_text()}]"
+        return f"  {counted} {method:<34} seed {seed}  {shown}  ({status})"
 
     def eta_minutes(self, slots: int) -> float | None:
         """Minutes for the planned cells still to run, ``slots`` at a time; None before a cell ran."""

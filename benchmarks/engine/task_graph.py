@@ -312,9 +312,9 @@ class StudyExecutor:
                 "reused" if value["reused"] else f"{value['seconds']:.0f} s{self.where(value)}{time_split(metrics)}"
             )
         self.progress.finished(cell, None if value["reused"] else value["seconds"])
-        print(
-            self.progress.cell_line(cell.method, cell.seed, metrics["dev_acc"], metrics["test_acc"], status), flush=True
-        )
+        task = self.data.task
+        scores = {name: metrics[name] for name in (task.monitor, f"test_{task.main_metric}")}
+        print(self.progress.cell_line(cell.method, cell.seed, scores, status), flush=True)
         if self.progress.due():
             self.show_pending = True
 

@@ -1,7 +1,8 @@
 """Learning rates chosen per arm (``lr_grid:`` in a matrix): every grid point of a setting is a
 cell of its own for the pretrained arm and for its twin alike (``<method>~lr<rate>``, tagged
-``grid_of`` and ``learning_rate``); each arm keeps the rate with the best mean **dev** accuracy
-over its seeds (test is never looked at; a tie goes to the smaller rate), so a pretrained encoder
+``grid_of`` and ``learning_rate``); each arm keeps the rate with the best mean **dev** score of
+its task's main metric (accuracy, or Pearson for a graded task: ``Task.monitor``) over its seeds
+(test is never looked at; a tie goes to the smaller rate), so a pretrained encoder
 and its random-init twin each get the rate that suits them, from the same grid. The results and
 the report then read the chosen points under the arm's own method name."""
 
@@ -10,37 +11,46 @@ from __future__ import annotations
 import pandas as pd
 
 from benchmarks.cell.run_table import text_column
+from benchmarks.report.metric_text import metric_title, unit
+from harness.datasets.task import CLASSES, Task
 
 CHOSEN_COLUMN = "learning_rate"  # results.csv: the rate chosen for a method (NaN: no grid)
 
 
-def lr_grid_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per arm and grid rate: seeds and mean dev accuracy, and whether it was chosen.
+def dev_mean(task: Task) -> str:
+    """The grid tables' column of the task's mean dev score over seeds: ``dev_acc_mean``, ``dev_pearson_mean``."""
+    return f"{task.monitor}_mean"
+
+
+def lr_grid_table(runs: pd.DataFrame, task: Task = CLASSES) -> pd.DataFrame:
+    """Per arm and grid rate: seeds and the mean of the task's main dev metric, and whether it was chosen.
 
     Returns:
-        DataFrame ``method, learning_rate, n_seeds, dev_acc_mean, chosen`` (empty without a grid).
+        DataFrame ``method, learning_rate, n_seeds, <dev metric>_mean, chosen`` (``dev_acc_mean`` for
+        a task of classes; empty without a grid).
     """
-    columns = ["method", "learning_rate", "n_seeds", "dev_acc_mean", "chosen"]
+    mean = dev_mean(task)
+    columns = ["method", "learning_rate", "n_seeds", mean, "chosen"]
     arms = text_column(runs, "grid_of")
     grid = runs[arms != ""].assign(method=arms[arms != ""])
     if not len(grid):
         return pd.DataFrame(columns=columns)
     grid = grid.assign(learning_rate=pd.to_numeric(grid["learning_rate"]))
     table = (
-        grid.groupby(["method", "learning_rate"], sort=False)["dev_acc"]
+        grid.groupby(["method", "learning_rate"], sort=False)[task.monitor]
         .agg(["size", "mean"])
         .reset_index()
-        .rename(columns={"size": "n_seeds", "mean": "dev_acc_mean"})
+        .rename(columns={"size": "n_seeds", "mean": mean})
     )
-    best = table.sort_values(["method", "dev_acc_mean", "learning_rate"], ascending=[True, False, True])
+    best = table.sort_values(["method", mean, "learning_rate"], ascending=[True, False, True])
     chosen = set(best.groupby("method", sort=False).head(1).index)
     return table.assign(chosen=[index in chosen for index in table.index])[columns]
 
 
-def select_learning_rates(runs: pd.DataFrame) -> pd.DataFrame:
+def select_learning_rates(runs: pd.DataFrame, task: Task = CLASSES) -> pd.DataFrame:
     """The runs with each arm's grid reduced to its chosen rate, renamed to the arm's method (its
     control to the twin's arm); ``learning_rate`` holds the chosen rate. Runs without a grid as they are."""
-    table = lr_grid_table(runs)
+    table = lr_grid_table(runs, task)
     if not len(table):
         return runs
     chosen = {
@@ -67,15 +77,17 @@ def select_learning_rates(runs: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def lr_grid_section(table: pd.DataFrame) -> list[str]:
-    """Markdown lines: each arm's grid (mean dev accuracy per rate, the chosen one in bold); [] without one."""
+def lr_grid_section(table: pd.DataFrame, task: Task = CLASSES) -> list[str]:
+    """Markdown lines: each arm's grid (the mean of the task's main dev metric per rate, × 100, the
+    chosen one in bold); [] without one."""
     if not len(table):
         return []
+    mean, short, title = dev_mean(task), task.monitor.replace("_", " "), metric_title(task.monitor)
     rows = []
     for method, group in table.groupby("method", sort=False):
         points = [
             (f"**{rate:g}: {100 * dev:.1f}**" if picked else f"{rate:g}: {100 * dev:.1f}")
-            for rate, dev, picked in zip(group["learning_rate"], group["dev_acc_mean"], group["chosen"])
+            for rate, dev, picked in zip(group["learning_rate"], group[mean], group["chosen"])
         ]
         rows.append(f"| `{method}` | {', '.join(points)} | {group.loc[group['chosen'], 'learning_rate'].iloc[0]:g} |")
     return [
@@ -83,9 +95,10 @@ def lr_grid_section(table: pd.DataFrame) -> list[str]:
         "## Learning rates chosen per arm",
         "",
         "Each arm (a method, and its random-init twin apart) trained at every rate of the same grid; the rate "
-        "with the best mean dev accuracy over seeds (%) is the one its rows above report (test never decides).",
+        f"with the best mean {title} over seeds ({unit(task.monitor)}) is the one its rows above report (test never "
+        "decides).",
         "",
-        "| arm | mean dev acc by learning rate | chosen |",
+        f"| arm | mean {short} by learning rate | chosen |",
         "|---|---|---|",
         *rows,
     ]

@@ -4,7 +4,7 @@ and a grid at every seed costs the grid's size over again. So a **selection** â€
 with an ``lr_grid:`` (and, where a transfer's heads say ``picked``, several heads), pretraining
 run 0 only, one seed of its own â€” runs first and is exported to a results folder; a chunk whose
 transfer names that folder plans each arm (pretrained and twin apart) at the arm's pick: the grid
-point with the best mean dev accuracy (test never decides; a tie goes to the smaller rate, then
+point with the best mean dev score of the task's main metric (test never decides; a tie goes to the smaller rate, then
 to the head named first). A pick comes only from the same recipe: the folder's encoder entry,
 finetune settings and transfer (config, args, mix) must be the chunk's own."""
 
@@ -18,8 +18,10 @@ import pandas as pd
 from benchmarks.cell.method_names import twin_name
 from benchmarks.cell.run_table import text_column, train_fractions
 from benchmarks.plan.cells import method_name
+from benchmarks.plan.lr_selection import dev_mean
 from benchmarks.plan.matrix import PICKED_HEAD, Matrix, Transfer, parse_matrix
 from benchmarks.plan.pretraining_runs import RUN_INDEX, method_encoder
+from harness.datasets.task import CLASSES, Task
 from harness.unique_keys import load_yaml
 
 TRANSFER_RECIPE = ("config", "args", "mix")  # what a selection's transfer shares with the chunk's
@@ -69,34 +71,36 @@ def recipe_arms(matrix: Matrix, family: str, transfer: Transfer) -> list[Arm]:
     return arms
 
 
-def grid_points(runs: pd.DataFrame) -> pd.DataFrame:
+def grid_points(runs: pd.DataFrame, task: Task = CLASSES) -> pd.DataFrame:
     """A selection's grid points: per kind, encoder, transfer, fraction, head and rate, the seeds and
-    mean dev accuracy, in the plan's order.
+    the mean of the task's main dev metric, in the plan's order.
 
     Returns:
-        DataFrame ``kind, encoder, transfer, fraction, head, learning_rate, n_seeds, dev_acc_mean``.
+        DataFrame ``kind, encoder, transfer, fraction, head, learning_rate, n_seeds, <dev metric>_mean``
+        (``dev_acc_mean`` for a task of classes).
     """
     keys = ["kind", "encoder", "transfer", "fraction", "head", "learning_rate"]
+    mean = dev_mean(task)
     if "grid_of" not in runs:
-        return pd.DataFrame(columns=[*keys, "n_seeds", "dev_acc_mean"])
+        return pd.DataFrame(columns=[*keys, "n_seeds", mean])
     grid = runs[text_column(runs, "grid_of") != ""]
     grid = grid.assign(
         fraction=train_fractions(grid),
         learning_rate=pd.to_numeric(grid["learning_rate"]),
-        dev_acc=pd.to_numeric(grid["dev_acc"]),
+        **{task.monitor: pd.to_numeric(grid[task.monitor])},
     )
     return (
-        grid.groupby(keys, sort=False)["dev_acc"]
+        grid.groupby(keys, sort=False)[task.monitor]
         .agg(["size", "mean"])
         .reset_index()
-        .rename(columns={"size": "n_seeds", "mean": "dev_acc_mean"})
+        .rename(columns={"size": "n_seeds", "mean": mean})
     )
 
 
-def arm_points(points: pd.DataFrame, arm: Arm) -> pd.DataFrame:
+def arm_points(points: pd.DataFrame, arm: Arm, task: Task = CLASSES) -> pd.DataFrame:
     """The grid points that decide ``arm`` (every head of its transfer and fraction where it says
-    ``picked``), with ``chosen`` marking its pick: best mean dev accuracy, then the smaller rate,
-    then the head first in the plan."""
+    ``picked``), with ``chosen`` marking its pick: best mean of the task's main dev metric, then the
+    smaller rate, then the head first in the plan."""
     mine = points[
         (points["kind"] == arm.kind)
         & (points["encoder"] == arm.encoder)
@@ -109,7 +113,7 @@ def arm_points(points: pd.DataFrame, arm: Arm) -> pd.DataFrame:
         return mine.assign(chosen=pd.Series(dtype=bool))
     head_order = {head: index for index, head in enumerate(dict.fromkeys(mine["head"]))}
     ranked = mine.assign(_head=mine["head"].map(head_order)).sort_values(
-        ["dev_acc_mean", "learning_rate", "_head"], ascending=[False, True, True]
+        [dev_mean(task), "learning_rate", "_head"], ascending=[False, True, True]
     )
     return mine.assign(chosen=mine.index == ranked.index[0])
 

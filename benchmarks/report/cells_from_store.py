@@ -10,7 +10,8 @@ from mlflow.tracking import MlflowClient
 
 from benchmarks.cell.definition import Cell
 from benchmarks.cell.run_table import prediction_keys
-from benchmarks.stats.gaps import ID_COLUMNS, METRICS
+from benchmarks.stats.gaps import ID_COLUMNS
+from harness.datasets.task import CLASSES, Task
 from harness.tracking.runs import tracking_uri
 
 STEP_METRICS = ("train_steps", "train_epochs")  # how long each cell's fit ran (downstream.run.evaluation)
@@ -21,9 +22,9 @@ def read_predictions(path: str) -> pd.DataFrame:
     return pd.read_csv(path, dtype={column: str for column in (*ID_COLUMNS, "label", "pred")}, keep_default_na=False)
 
 
-def cell_row(cell: dict, run_id: str, parent_run_id: str, metrics: dict, params: dict) -> dict:
-    """A cell's row of the per-run table: its settings (``Cell.fields()``), metrics, mix weights,
-    steps and times, and the parent it belongs to."""
+def cell_row(cell: dict, run_id: str, parent_run_id: str, metrics: dict, params: dict, task: Task = CLASSES) -> dict:
+    """A cell's row of the per-run table: its settings (``Cell.fields()``), its task's metrics
+    (``dev_acc`` … or ``dev_pearson`` …), mix weights, steps and times, and the parent it belongs to."""
     row = {
         "run_id": run_id,
         "parent_run_id": parent_run_id,
@@ -47,7 +48,7 @@ def cell_row(cell: dict, run_id: str, parent_run_id: str, metrics: dict, params:
             )
         },  # encoder_run: the pretraining run (or source)
         **({"recipe_from": cell["recipe_from"]} if cell.get("recipe_from") else {}),  # a pick's folder
-        **{m: metrics.get(m) for m in METRICS},
+        **{m: metrics.get(m) for m in task.run_metrics()},
         "encoder_layers": params.get("encoder_layers"),
         "finetune": params.get("model.finetune"),  # frozen, or how the encoder was fine-tuned
         **{f"{split}_pairs": params.get(f"{split}_pairs") for split in ("dev", "test")},
@@ -56,9 +57,9 @@ def cell_row(cell: dict, run_id: str, parent_run_id: str, metrics: dict, params:
     return row
 
 
-def run_table(done: list[tuple[Cell, str]]) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
-    """One row per finished cell (metrics, mix weights, the parent it belongs to: this benchmark's,
-    or an earlier one's for a linked cell) and its test predictions."""
+def run_table(done: list[tuple[Cell, str]], task: Task = CLASSES) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
+    """One row per finished cell (the task's metrics, mix weights, the parent it belongs to: this
+    benchmark's, or an earlier one's for a linked cell) and its test predictions."""
     client = MlflowClient(tracking_uri())
     rows, predictions = [], {}
     with tempfile.TemporaryDirectory() as scratch:
@@ -71,6 +72,7 @@ def run_table(done: list[tuple[Cell, str]]) -> tuple[pd.DataFrame, dict[str, pd.
                     run.data.tags.get("mlflow.parentRunId", ""),
                     run.data.metrics,
                     run.data.params,
+                    task,
                 )
             )
             path = client.download_artifacts(run_id, "predictions/test.csv", scratch)

@@ -1,9 +1,10 @@
 """The benchmark's figures, drawn from the per-run table (``benchmarks.cell.run_table``): learning
-curve, learned scalar-mix weights, and test accuracy by single layer (each pretrained encoder
-beside its random twin).
+curve, learned scalar-mix weights, and the task's main test score (accuracy, or a graded task's
+Pearson × 100) by single layer (each pretrained encoder beside its random twin).
 
-Accuracy axes start at a floor that keeps a gap's size honest (chance for a binary task, or the
-majority rate minus a margin, whichever is lower), with the majority class and TF-IDF + LR drawn
+Score axes start at a floor that keeps a gap's size honest (chance: a binary task's coin flip, no
+correlation for a graded task; or the majority rate minus a margin, whichever is lower), with the
+task's baselines (majority class and TF-IDF + LR, or the overlap cosine and TF-IDF + ridge) drawn
 as horizontal lines where the benchmark ran them; titles say how many seeds a point is."""
 
 from __future__ import annotations
@@ -27,10 +28,12 @@ from benchmarks.cell.run_table import (
     train_fractions,
     weight_columns,
 )
+from benchmarks.report.metric_text import main_test_metric, metric_title, unit
+from harness.datasets.task import CLASSES, Task
 
 
-def _learning_curve(runs: pd.DataFrame, path: Path, data_name: str = "MRPC") -> Path | None:
-    table = settings(runs).assign(test_acc=runs["test_acc"].astype(float) * 100)
+def _learning_curve(runs: pd.DataFrame, path: Path, data_name: str = "MRPC", task: Task = CLASSES) -> Path | None:
+    table = settings(runs).assign(score=runs[main_test_metric(task)].astype(float) * 100)
     table = table[table["kind"] != "baseline"]  # baselines are the horizontal lines, never a curve
     if not (table["fraction"] < 1).any():
         return None
@@ -45,10 +48,10 @@ def _learning_curve(runs: pd.DataFrame, path: Path, data_name: str = "MRPC") -> 
     axes.set_xticks(ticks, [f"{tick:g}" for tick in ticks])
     axes.set(
         xlabel=f"fraction of {data_name} train",
-        ylabel="test accuracy (%)",
+        ylabel=axis_label(task),
         title=f"Learning curve ({seed_text(table, [*SETTING, 'fraction'])})",
     )
-    _accuracy_axis(axes, runs)
+    _accuracy_axis(axes, runs, task)
     legend_outside(axes)
     return _save(figure, path)
 
@@ -81,7 +84,7 @@ def _mix_weights(runs: pd.DataFrame, path: Path) -> Path | None:
     return _save(figure, path)
 
 
-def _accuracy_by_layer(runs: pd.DataFrame, path: Path) -> Path | None:
+def _accuracy_by_layer(runs: pd.DataFrame, path: Path, task: Task = CLASSES) -> Path | None:
     mix, kind, encoder = text_column(runs, "mix"), text_column(runs, "kind"), text_column(runs, "encoder")
     layer = pd.Series(
         [single_layer(value, depth) for value, depth in zip(mix, encoder_layers(runs))], index=runs.index, dtype=object
@@ -106,7 +109,7 @@ def _accuracy_by_layer(runs: pd.DataFrame, path: Path) -> Path | None:
                 ],
             ]
         )
-        rows = rows.assign(layer=rows["layer"].astype(int), test_acc=rows["test_acc"].astype(float) * 100)
+        rows = rows.assign(layer=rows["layer"].astype(int), score=rows[main_test_metric(task)].astype(float) * 100)
         rows["head"] = text_column(rows, "head")
         for (kind_name, head), group in rows.groupby(["kind", "head"], sort=False):
             _errorbar(axes, group, "layer", f"{kind_name} {head}" if rows["head"].nunique() > 1 else kind_name)
@@ -114,17 +117,17 @@ def _accuracy_by_layer(runs: pd.DataFrame, path: Path) -> Path | None:
         axes.set_xticks(ticks, [f"{tick} (top)" if tick in tops else str(tick) for tick in ticks])
         axes.set(
             xlabel="layer (0 = token embedding)",
-            ylabel="test accuracy (%)",
+            ylabel=axis_label(task),
             title=f"{name}: single layers ({seed_text(rows, ['kind', 'head', 'layer'])})",
         )
-        _accuracy_axis(axes, runs)
+        _accuracy_axis(axes, runs, task)
         legend_outside(axes)
     return _save(figure, path)
 
 
 def _errorbar(axes, group: pd.DataFrame, x: str, label: str) -> None:
-    """One line of test accuracy (%), mean ± std over the runs at each ``x``."""
-    stats = group.groupby(x)["test_acc"].agg(["mean", "std"]).fillna(0.0)
+    """One line of the main test score × 100 (``score``), mean ± std over the runs at each ``x``."""
+    stats = group.groupby(x)["score"].agg(["mean", "std"]).fillna(0.0)
     axes.errorbar(stats.index, stats["mean"], yerr=stats["std"], marker="o", capsize=3, label=label)
 
 
@@ -138,35 +141,49 @@ def seed_text(rows: pd.DataFrame, point: list[str]) -> str:
     return f"mean ± std over {low} seeds" if low == high else f"mean ± std over {low}–{high} seeds"
 
 
-BASELINE_LINES = (("majority", "majority class", ":"), ("tfidf-lr", "TF-IDF + LR", "-."))
-CHANCE = 50.0  # a binary task's coin flip: the axis never needs to start above it
+LINE_STYLES = (":", "-.")  # a task's baselines in the order it lists them: the untrained one, the fitted one
+CHANCE = {"classes": 50.0, "graded": 0.0}  # a binary coin flip, no correlation: the axis never starts above it
+LOWEST = {"classes": 0.0, "graded": -100.0}  # the lowest score × 100 a task has
 MARGIN = 15.0  # points below the majority rate the axis may start at
 
 
-def baseline_accuracies(runs: pd.DataFrame) -> dict[str, float]:
-    """Mean test accuracy (%) of the majority and TF-IDF + LR baselines the benchmark ran."""
+def axis_label(task: Task) -> str:
+    """``test accuracy (%)``, ``test Pearson r (× 100)``."""
+    metric = main_test_metric(task)
+    return f"{metric_title(metric)} ({unit(metric)})"
+
+
+def baseline_lines(task: Task = CLASSES) -> list[tuple[str, str, str]]:
+    """``(method, title, line style)`` of the task's baselines: majority class and TF-IDF + LR for classes."""
+    from downstream.run.baselines import BASELINES  # sklearn only where figures are drawn
+
+    return [(name, BASELINES[name].title, style) for name, style in zip(task.baselines, LINE_STYLES)]
+
+
+def baseline_accuracies(runs: pd.DataFrame, task: Task = CLASSES) -> dict[str, float]:
+    """Mean main test score × 100 of the task's baselines the benchmark ran, by title."""
     found = {}
-    for method, label, _ in BASELINE_LINES:
-        values = pd.to_numeric(runs.loc[runs["method"] == method, "test_acc"], errors="coerce").dropna()
+    for method, label, _ in baseline_lines(task):
+        values = pd.to_numeric(runs.loc[runs["method"] == method, main_test_metric(task)], errors="coerce").dropna()
         if len(values):
             found[label] = 100 * float(values.mean())
     return found
 
 
-def _accuracy_axis(axes, runs: pd.DataFrame) -> None:
+def _accuracy_axis(axes, runs: pd.DataFrame, task: Task = CLASSES) -> None:
     """The baselines as horizontal lines; the y-axis from a floor of min(chance, majority −
     margin, the lowest error bar), to the highest error bar or line, in steps of 5."""
     low, high = axes.get_ylim()  # autoscaled to the plotted points and error bars
-    lines = baseline_accuracies(runs)
-    for (_, label, style), color in zip(BASELINE_LINES, ("grey", "black")):
+    lines = baseline_accuracies(runs, task)
+    for (_, label, style), color in zip(baseline_lines(task), ("grey", "black")):
         if label in lines:
             axes.axhline(
                 lines[label], color=color, linestyle=style, linewidth=1.2, label=f"{label} ({lines[label]:.1f})"
             )
     majority = lines.get("majority class")
-    floor = min([CHANCE, low] + ([majority - MARGIN] if majority is not None else []))
+    floor = min([CHANCE[task.target], low] + ([majority - MARGIN] if majority is not None else []))
     top = max([high, *lines.values()]) + 1
-    axes.set_ylim(max(0.0, 5 * math.floor(floor / 5)), min(100.0, 5 * math.ceil(top / 5)))
+    axes.set_ylim(max(LOWEST[task.target], 5 * math.floor(floor / 5)), min(100.0, 5 * math.ceil(top / 5)))
 
 
 def legend_outside(axes, fontsize: int = 8) -> None:
@@ -183,9 +200,9 @@ def _save(figure: Figure, path: Path) -> Path:
 PLOTS = {"learning_curve": _learning_curve, "mix_weights": _mix_weights, "accuracy_by_layer": _accuracy_by_layer}
 
 
-def write_figures(runs: pd.DataFrame, directory: Path, data_name: str = "MRPC") -> list[Path]:
+def write_figures(runs: pd.DataFrame, directory: Path, data_name: str = "MRPC", task: Task = CLASSES) -> list[Path]:
     """Draw every figure the runs have data for as ``directory/<name>.png``; remove stale ones.
-    ``data_name`` names the data set on axes.
+    ``data_name`` names the data set on axes; scores are the task's main test metric's.
 
     Returns:
         The written paths.
@@ -194,6 +211,11 @@ def write_figures(runs: pd.DataFrame, directory: Path, data_name: str = "MRPC") 
     for name, plot in PLOTS.items():
         path = directory / f"{name}.png"
         path.unlink(missing_ok=True)  # a figure skipped now must not survive from an earlier write
-        drawn = plot(runs, path, data_name) if plot is _learning_curve else plot(runs, path)
+        if plot is _learning_curve:
+            drawn = plot(runs, path, data_name, task)
+        elif plot is _accuracy_by_layer:
+            drawn = plot(runs, path, task)
+        else:
+            drawn = plot(runs, path)
         written += [path] if drawn else []
     return written

@@ -68,7 +68,12 @@ def fit_missing(cells: list[Cell], benchmark: dict) -> tuple[pd.DataFrame, dict[
         run_id = f"{REPORT_TIME}:{cell.method}:s{cell.seed}"
         rows.append(
             cell_row(
-                cell.fields(), run_id, REPORT_TIME, metrics, {"dev_pairs": len(data.dev), "test_pairs": len(data.test)}
+                cell.fields(),
+                run_id,
+                REPORT_TIME,
+                metrics,
+                {"dev_pairs": len(data.dev), "test_pairs": len(data.test)},
+                data.task,
             )
         )
         predictions[run_id] = frames["test"].astype({"label": str, "pred": str})

@@ -18,18 +18,20 @@ from benchmarks.plan.pretraining_runs import entry_name
 from benchmarks.report.answer import answer_section
 from benchmarks.report.control_rule import control_cell
 from benchmarks.report.figures import write_figures
+from benchmarks.report.metric_text import main_test_metric, metric_title, metrics_sentence, short_title
 from benchmarks.report.mix_weights import mix_section
 from benchmarks.report.probe_checks import probe_methods, probe_remarks, probe_section
 from benchmarks.report.recipe_section import recipe_section
 from benchmarks.report.references_section import references_section
 from benchmarks.report.remarks import mde, number, points, remarks
 from benchmarks.report.study_table import study_figures, study_remarks, study_rows, study_tables
-from benchmarks.stats.controls import CONTROL_OK_COLUMN, RULE_TEXT
-from benchmarks.stats.gaps import METRICS, NO_SEED_REPLICATION, PVALUE_COLUMN
+from benchmarks.stats.controls import CONTROL_OK_COLUMN, RULE_TEXT, rule_text
+from benchmarks.stats.gaps import NO_SEED_REPLICATION, PVALUE_COLUMN
 from benchmarks.stats.preregistration import PREREGISTERED_COLUMN, family_text, missing_note
 from benchmarks.stats.pretraining_runs import STATISTICS_VERSION
 from benchmarks.stats.results_columns import COLLAPSED_COLUMN, STEPS_COLUMN, shown_columns
 from harness.datasets.registry import published_anchors
+from harness.datasets.task import CLASSES, Task
 
 PUBLISHED_NOTE = (
     "Encoders pretrained elsewhere (`hf:` folders, `reference:` packages such as all-MiniLM-L6-v2), on "
@@ -37,6 +39,38 @@ PUBLISHED_NOTE = (
     "protocol — what the same heads and fine-tuning reach when the encoder has transfer — not a peer "
     "of the encoders pretrained here. Their random-init twins go through the same code."
 )
+
+
+GRADED_READING = {  # a graded task's How to read: each sentence of the classes' reading said for correlations
+    "scores d = 1 (only the method right), −1 (only the twin right) or 0.": (
+        "scores d = the method's jackknife pseudo-value of its test correlation minus the twin's (n r − (n − 1) "
+        "r₍₋ᵢ₎, centred so a run's scores average to its correlation; docs/statistics.md, Graded tasks)."
+    ),
+    "*seed luck* moves a run's accuracy by itself": "*seed luck* moves a run's correlation by itself",
+    "accuracy points": "correlation points (× 100)",
+    "- `collapsed`: runs whose test predictions are all one class.": (
+        "- `collapsed`: runs whose test predictions are (near) constant, so their correlation is undefined."
+    ),
+    "against `tfidf-lr`'s one deterministic prediction per item (its correctness is an item property;": (
+        "against `tfidf-ridge`'s one deterministic prediction per item (its pseudo-value is an item property;"
+    ),
+    "- **TF-IDF + LR at the same labels.** Below 100% of the labels a method is compared with "
+    "`tfidf-lr@<fraction>`: TF-IDF + LR (and `majority@<fraction>`)": (
+        "- **TF-IDF + ridge at the same labels.** Below 100% of the labels a method is compared with "
+        "`tfidf-ridge@<fraction>`: TF-IDF + ridge"
+    ),
+}
+
+
+def how_to_read(task: Task = CLASSES) -> list[str]:
+    """The report's How to read: the classes' text, its sentences said for correlations where the
+    task is graded (its control rule the task's own, ``benchmarks.stats.controls.rule_text``)."""
+    lines = [line.replace(RULE_TEXT, rule_text(task)) for line in HOW_TO_READ]
+    if not task.graded:
+        return lines
+    for old, new in GRADED_READING.items():
+        lines = [line.replace(old, new) for line in lines]
+    return lines
 
 
 def published_methods(runs: pd.DataFrame, context: dict) -> set[str]:
@@ -269,6 +303,12 @@ def _split_sizes(results: pd.DataFrame, runs: pd.DataFrame, context: dict) -> st
     return ", ".join(parts)
 
 
+def task_of_context(context: dict) -> Task:
+    """The task a report is about: the context's (a suite's data set, the folders'), else a task of
+    classes (a report of older folders)."""
+    return context.get("task") or CLASSES
+
+
 def _f1_kind(context: dict) -> str:
     """How F1 is computed, from the context's ``labels`` and ``positive_label`` (nothing when absent)."""
     labels = context.get("labels")
@@ -289,6 +329,7 @@ def _markdown(
     stepped = STEPS_COLUMN in results and results[STEPS_COLUMN].notna().any()  # cells that logged train_steps
     plain = shown_columns(results)  # declared plain columns with a value (steps, the grid's chosen rate)
     checked = CONTROL_OK_COLUMN in results and results[CONTROL_OK_COLUMN].notna().any()  # twin comparisons
+    task = task_of_context(context)
     lines = [
         title_line(context.get("name", "benchmark"), bool(context.get("smoke"))),
         "",
@@ -306,9 +347,9 @@ def _markdown(
         "",
         "## Results",
         "",
-        "Accuracy and F1 in %, mean ± std (min–max) over seeds; "
-        f"{_split_sizes(results, runs, context)}{_f1_kind(context)}. Gap vs the random-init twin on test "
-        "accuracy in points, with its 95% CI (see How to read)"
+        f"{metrics_sentence(task)}, mean ± std (min–max) over seeds; "
+        f"{_split_sizes(results, runs, context)}{_f1_kind(context)}. Gap vs the random-init twin on "
+        f"{metric_title(main_test_metric(task))} in points, with its 95% CI (see How to read)"
         + (
             (
                 f"; `p_adjusted`: {family_text(family)} (every other gap is exploratory: its CI and raw `p`, "
@@ -345,7 +386,7 @@ def _markdown(
         [
             f"`{row['method']}`",
             int(row["n_seeds"]),
-            *[_percent(row, metric) for metric in METRICS],
+            *[_percent(row, metric) for metric in task.run_metrics()],
             gap_cell(row),
             *([control_cell(row.get(CONTROL_OK_COLUMN))] if checked else []),
             number(row.get(PVALUE_COLUMN), ".3g"),
@@ -360,10 +401,7 @@ def _markdown(
     header = [
         "method",
         "seeds",
-        "dev acc",
-        "dev F1",
-        "test acc",
-        "test F1",
+        *map(short_title, task.run_metrics()),
         "gap vs random (95% CI)",
         *(["control"] if checked else []),
         "p",
@@ -379,16 +417,18 @@ def _markdown(
     if published - probes:
         lines += ["", "## Published and reference encoders (shown apart)", "", PUBLISHED_NOTE, ""]
         lines += _table(header, [row for row, method in zip(rows, results["method"]) if method in published - probes])
-    lines += probe_section(results, runs)
-    lines += lr_grid_section(context.get("lr_grid", pd.DataFrame()))
-    lines += recipe_section(context.get("recipes", pd.DataFrame()), results)
+    lines += probe_section(results, runs, task)
+    lines += lr_grid_section(context.get("lr_grid", pd.DataFrame()), task)
+    lines += recipe_section(context.get("recipes", pd.DataFrame()), results, task)
     studied = study is not None and len(study) > 0
     if studied:
         lines += [""] + study_tables(study, family)
     lines += references_section(results)
     comparisons = int(results["p_adjusted"].notna().sum()) if "p_adjusted" in results else None
     said = missing_note(family)
-    said += (study_remarks(study, comparisons, family) if studied else []) + remarks(results, runs, published, family)
+    said += (study_remarks(study, comparisons, family) if studied else []) + remarks(
+        results, runs, published, family, task
+    )
     said += probe_remarks(results, runs)
     said += list(context.get("notes") or [])  # e.g. one encoder name over several checkpoints (chunks)
     lines += ["", "## Remarks", ""] + [f"- {remark}" for remark in said]
@@ -406,7 +446,7 @@ def _markdown(
     lines += mix_section(runs)
     lines += _context_sections(context)
     lines += time_section(runs)
-    lines += ["", "## How to read", ""] + HOW_TO_READ
+    lines += ["", "## How to read", ""] + how_to_read(task)
     if figures:
         lines += ["", "## Figures"]
         lines += [line for path in figures for line in ("", f"![{path.stem}](figures/{path.name})")]
@@ -425,7 +465,7 @@ def write_outputs(directory: Path, results: pd.DataFrame, runs: pd.DataFrame, co
     written = [directory / "results.csv", directory / "runs.csv"]
     results.to_csv(written[0], index=False)
     runs.to_csv(written[1], index=False)
-    figures = write_figures(runs, figures_dir, str(context.get("dataset") or "MRPC"))
+    figures = write_figures(runs, figures_dir, str(context.get("dataset") or "MRPC"), task_of_context(context))
     study = study_rows(results, runs, context.get("encoders") or [])
     if len(study):
         figures += study_figures(study, figures_dir)

@@ -20,6 +20,7 @@ from mlflow.utils.validation import MAX_TAG_VAL_LENGTH
 
 from benchmarks.report.results_table import CHECK_KINDS
 from benchmarks.stats.results_columns import COLUMNS
+from harness.datasets.task import CLASSES, Task
 from harness.tracking.links import experiment_link, metrics_compare_link, run_link
 from harness.tracking.naming import metric_key
 from harness.tracking.views import DESCRIPTION_TAG, benchmark_view
@@ -67,10 +68,16 @@ def note_text(description: str, limit: int = MAX_TAG_VAL_LENGTH) -> str:
 
 
 def describe_parent(
-    client: MlflowClient, parent: str, name: str, results: pd.DataFrame, report_path: Path, config_path: Path
+    client: MlflowClient,
+    parent: str,
+    name: str,
+    results: pd.DataFrame,
+    report_path: Path,
+    config_path: Path,
+    task: Task = CLASSES,
 ) -> str:
     """Log the summary metrics, the description and the source tags on ``parent``; save the
-    benchmark's view. Returns the view key."""
+    benchmark's view (its task's metrics as columns). Returns the view key."""
     timestamp = client.get_run(parent).info.start_time
     metrics = [Metric(key, value, timestamp, 0) for key, value in summary_metrics(results).items()]
     for start in range(0, len(metrics), 500):
@@ -80,7 +87,7 @@ def describe_parent(
     client.set_tag(parent, "mlflow.source.name", f"python -m benchmarks.suite --config {config_path}")
     client.set_tag(parent, "mlflow.source.type", "LOCAL")
     experiment_id = client.get_run(parent).info.experiment_id
-    return benchmark_view(client, experiment_id, name)
+    return benchmark_view(client, experiment_id, name, task)
 
 
 def twin_pairs(runs: pd.DataFrame) -> list[tuple[str, str, str]]:

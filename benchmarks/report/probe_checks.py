@@ -11,7 +11,9 @@ import pandas as pd
 
 from benchmarks.cell.method_names import PROBE_SUFFIX
 from benchmarks.cell.run_table import text_column, train_fractions
+from benchmarks.report.metric_text import metrics_sentence, short_title
 from benchmarks.stats.results_columns import COLLAPSED_COLUMN
+from harness.datasets.task import CLASSES, Task
 
 MAJORITY = "majority"
 
@@ -21,15 +23,19 @@ def probe_methods(runs: pd.DataFrame) -> list[str]:
     return list(dict.fromkeys(runs.loc[text_column(runs, "kind") == "probe", "method"]))
 
 
-def probe_section(results: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
-    """Markdown lines: the probes' dev and test accuracy and F1 (mean over seeds); [] without probes."""
+PROBE_MODELS = {"classes": "Logistic regression", "graded": "Ridge regression"}  # a task's target → its probe
+
+
+def probe_section(results: pd.DataFrame, runs: pd.DataFrame, task: Task = CLASSES) -> list[str]:
+    """Markdown lines: the probes' dev and test metrics of the task (mean over seeds); [] without probes."""
     probes = probe_methods(runs)
     if not probes:
         return []
     table = results.set_index("method")
+    metrics = task.run_metrics()
     rows = [
         f"| `{method}` | {int(table.loc[method, 'n_seeds'])} | "
-        + " | ".join(_percent(table.loc[method], metric) for metric in ("dev_acc", "dev_f1", "test_acc", "test_f1"))
+        + " | ".join(_percent(table.loc[method], metric) for metric in metrics)
         + " |"
         for method in probes
         if method in table.index
@@ -38,20 +44,20 @@ def probe_section(results: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
         "",
         "## Linear probes (checks)",
         "",
-        "Logistic regression on each encoder's frozen features (mean over real tokens and layers; a pair "
+        f"{PROBE_MODELS[task.target]} on each encoder's frozen features (mean over real tokens and layers; a pair "
         "[u; v; |u − v|; u·v], standardised; L2 chosen by 5-fold CV on the whole train split), and on its "
         "random-init twin's at each seed: what a linear read-out of the features reaches. A head arm that "
         "collapses where its encoder's probe is clearly above the majority rate is a defect of the protocol, "
-        "not a result. Accuracy and F1 in %, mean ± std over seeds.",
+        f"not a result. {metrics_sentence(task)}, mean ± std over seeds.",
         "",
-        "| probe | seeds | dev acc | dev F1 | test acc | test F1 |",
-        "|---|---|---|---|---|---|",
+        "| probe | seeds | " + " | ".join(map(short_title, metrics)) + " |",
+        "|---|---|" + "---|" * len(metrics),
         *rows,
     ]
 
 
 def _percent(row: pd.Series, metric: str) -> str:
-    mean, std = 100 * row[f"{metric}_mean"], 100 * row[f"{metric}_std"]
+    mean, std = 100 * row.get(f"{metric}_mean", math.nan), 100 * row.get(f"{metric}_std", math.nan)
     return "—" if pd.isna(mean) else f"{mean:.1f} ± {std:.1f}"
 
 
@@ -81,7 +87,7 @@ def twin_probes(runs: pd.DataFrame) -> dict[str, str]:
 def probe_remarks(results: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
     """One remark per collapsed arm whose encoder's probe (same encoder, same pretrained or twin
     kind) beats the majority baseline's test accuracy by more than two binomial standard errors
-    over the test items; [] without probes, a majority row or collapsed arms."""
+    over the test items; [] without probes, a majority row (a task of classes') or collapsed arms."""
     table = results.set_index("method")
     if not probe_methods(runs) or MAJORITY not in table.index or COLLAPSED_COLUMN not in table:
         return []

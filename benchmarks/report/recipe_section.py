@@ -1,5 +1,5 @@
 """The report's account of recipes chosen in a selection (``recipe_from:``): each arm's grid points
-with their mean dev accuracy and the pick its cells ran at, and the head a ``picked`` arm's cells
+with their mean dev score (the task's main metric) and the pick its cells ran at, and the head a ``picked`` arm's cells
 used, for ``results.csv``."""
 
 from __future__ import annotations
@@ -7,7 +7,9 @@ from __future__ import annotations
 import pandas as pd
 
 from benchmarks.cell.run_table import text_column
+from benchmarks.plan.lr_selection import dev_mean
 from benchmarks.plan.matrix import PICKED_HEAD
+from benchmarks.report.metric_text import metric_title, points, unit
 from benchmarks.report.probe_checks import MAJORITY
 from benchmarks.stats.controls import (
     CONTROL_OK_COLUMN,
@@ -16,6 +18,7 @@ from benchmarks.stats.controls import (
     control_failed,
     failed_arms,
 )
+from harness.datasets.task import CLASSES, Task
 
 
 def picked_heads(runs: pd.DataFrame) -> dict[str, str]:
@@ -31,18 +34,19 @@ def is_picked(method: str) -> bool:
     return str(method).partition("@")[0].endswith(f"-{PICKED_HEAD}")
 
 
-def recipe_section(table: pd.DataFrame, results: pd.DataFrame | None = None) -> list[str]:
-    """Markdown lines: per arm, its selection's grid (mean dev accuracy per head and rate, the pick in
-    bold) and the folder it came from, then why each arm that failed the control rule at its pick
-    did (``results``: the results table); [] without a selection."""
+def recipe_section(table: pd.DataFrame, results: pd.DataFrame | None = None, task: Task = CLASSES) -> list[str]:
+    """Markdown lines: per arm, its selection's grid (the mean of the task's main dev metric per head
+    and rate, × 100, the pick in bold) and the folder it came from, then why each arm that failed the
+    control rule at its pick did (``results``: the results table); [] without a selection."""
     if not len(table):
         return []
+    mean, short = dev_mean(task), task.monitor.replace("_", " ")
     rows = []
     for (method, folder), group in table.groupby(["method", "folder"], sort=False):
         several = group["head"].nunique() > 1
         points = []
         for head, rate, dev, seeds, chosen in zip(
-            group["head"], group["learning_rate"], group["dev_acc_mean"], group["n_seeds"], group["chosen"]
+            group["head"], group["learning_rate"], group[mean], group["n_seeds"], group["chosen"]
         ):
             text = f"{head} {rate:g}" if several else f"{rate:g}"
             text = f"{text}: {100 * dev:.1f}" + (f" ({seeds} seeds)" if seeds != 1 else "")
@@ -54,17 +58,17 @@ def recipe_section(table: pd.DataFrame, results: pd.DataFrame | None = None) -> 
         "## Recipes chosen per arm on dev",
         "",
         "Each arm (a method, and its random-init twin apart) took the point of its selection's pre-declared grid "
-        "with the best mean dev accuracy (%; one seed of its own, pretraining run 0; test never decides), and "
-        "every cell of the arm ran at it.",
+        f"with the best mean {metric_title(task.monitor)} ({unit(task.monitor)}; one seed of its own, pretraining "
+        "run 0; test never decides), and every cell of the arm ran at it.",
         "",
-        "| arm | mean dev acc by grid point | pick | selection |",
+        f"| arm | mean {short} by grid point | pick | selection |",
         "|---|---|---|---|",
         *rows,
-        *failed_after_selection(table, results),
+        *failed_after_selection(table, results, task),
     ]
 
 
-def failed_after_selection(table: pd.DataFrame, results: pd.DataFrame | None) -> list[str]:
+def failed_after_selection(table: pd.DataFrame, results: pd.DataFrame | None, task: Task = CLASSES) -> list[str]:
     """Why each arm of a comparison that failed the control rule failed at its own pick: no grid
     point learned on dev (the best within 1 point of the majority baseline's dev accuracy, or below),
     or the pick learned on its selection seed and not on the final ones; [] when none failed."""
@@ -72,22 +76,23 @@ def failed_after_selection(table: pd.DataFrame, results: pd.DataFrame | None) ->
         return []
     reasons = results[results[CONTROL_OK_COLUMN].map(control_failed)][CONTROL_REASON_COLUMN]
     arms = {name: failure for reason in reasons for name, failure in failed_arms(reason).items()}
-    majority = results.loc[results["method"] == MAJORITY, "dev_acc_mean"]
+    mean = dev_mean(task)
+    majority = results.loc[results["method"] == MAJORITY, mean] if mean in results else []
     majority = float(majority.iloc[0]) if len(majority) else None
     lines = []
     for method, group in table.groupby("method", sort=False):
         if method not in arms:
             continue
-        best = float(group.loc[group["chosen"], "dev_acc_mean"].iloc[0])
+        best = float(group.loc[group["chosen"], mean].iloc[0])
         if majority is not None and best <= majority + MAJORITY_MARGIN:
             why = (
-                f"no point of its grid learned on dev (the best, {100 * best:.1f}%, against the majority "
-                f"baseline's {100 * majority:.1f}%), so its cells ran at a recipe that had not learned either"
+                f"no point of its grid learned on dev (the best, {points(best, mean)}, against the majority "
+                f"baseline's {points(majority, mean)}), so its cells ran at a recipe that had not learned either"
             )
         else:
-            beside = "" if majority is None else f", the majority baseline {100 * majority:.1f}%"
+            beside = "" if majority is None else f", the majority baseline {points(majority, mean)}"
             why = (
-                f"its pick learned on dev on the selection's one seed ({100 * best:.1f}%{beside}) but not on "
+                f"its pick learned on dev on the selection's one seed ({points(best, mean)}{beside}) but not on "
                 "the final seeds"
             )
         lines.append(f"- `{method}` ({arms[method]}): {why}.")

@@ -16,8 +16,9 @@ from benchmarks.cell.run_table import (
     settings,
     text_column,
 )
-from benchmarks.report.results_table import CHECK_KINDS, TFIDF_BASELINE
-from benchmarks.stats.controls import CONTROL_OK_COLUMN, CONTROL_REASON_COLUMN, RULE_TEXT, control_failed
+from benchmarks.report.metric_text import is_percent, main_test_metric, metric_title
+from benchmarks.report.results_table import CHECK_KINDS, tfidf_baseline
+from benchmarks.stats.controls import CONTROL_OK_COLUMN, CONTROL_REASON_COLUMN, control_failed, rule_text
 from benchmarks.stats.gaps import NO_SEED_REPLICATION, PVALUE_COLUMN
 from benchmarks.stats.multiplicity import chance_remark
 from benchmarks.stats.paired_seeds import SEEDS_T_ADJUSTED_COLUMN, SEEDS_T_COLUMNS
@@ -34,8 +35,29 @@ from benchmarks.stats.pretraining_runs import (
     SD_UPPER_COLUMN,
 )
 from benchmarks.stats.results_columns import COLLAPSED_COLUMN
+from harness.datasets.task import CLASSES, Task
+
+
+def baseline_title(name: str) -> str:
+    """How prose names a baseline: ``TF-IDF + LR``, ``TF-IDF + ridge``."""
+    from downstream.run.baselines import BASELINES  # sklearn only where a report is written
+
+    return BASELINES[name].title
+
 
 ALPHA = 0.05  # the level of every CI (95%) and of Holm's adjustment
+COLLAPSE_TEXT = {  # a task's target → what a collapsed run is, and which baseline collapses by design
+    "classes": (
+        "every test prediction one class: the majority rate or its complement",
+        " Expected for `majority`; for another method the run learned nothing.",
+    ),
+    "graded": ("test scores (near) constant: no correlation to read", " The run learned nothing."),
+}
+
+
+def score(value: float, task: Task = CLASSES) -> str:
+    """A main test score already × 100: ``85.3%`` (accuracy) or ``85.3`` (a correlation)."""
+    return f"{value:.1f}{'%' if is_percent(task.main_metric) else ''}"
 
 
 def number(value, spec: str) -> str:
@@ -67,17 +89,20 @@ def _holds(adjusted: float, family: Family | None) -> str:
     return "" if pd.isna(adjusted) else f", and it holds after {_adjustment(family)}"
 
 
-def _control_remark(method: str, control: str, row: pd.Series, accuracy: pd.Series, family: Family | None) -> str:
+def _control_remark(
+    method: str, control: str, row: pd.Series, accuracy: pd.Series, family: Family | None, task: Task = CLASSES
+) -> str:
     """A method against its twin, from the CI and (where the table has it) Holm's ``p_adjusted``: a
     CI that excludes 0 is a finding only when the adjusted p stays below ``ALPHA``."""
+    mean = f"mean {metric_title(main_test_metric(task))}"
     if pd.isna(row.get("gap_vs_random", np.nan)):
         return f"`{method}`: no seed with test predictions in common with its random twin `{control}`, so no test."
     if pd.isna(row.get(PVALUE_COLUMN, np.nan)):
         return (
-            f"`{method}` against its random twin `{control}`: {accuracy[method]:.1f}% vs {accuracy[control]:.1f}% "
-            f"mean test accuracy, paired gap {points(row['gap_vs_random'])} points over "
+            f"`{method}` against its random twin `{control}`: {score(accuracy[method], task)} vs "
+            f"{score(accuracy[control], task)} {mean}, paired gap {points(row['gap_vs_random'])} points over "
             f"{int(row['paired_items'])} test items of one seed pair: no seed replication, so no CI or p "
-            "(seed luck alone moves a run's accuracy); run more seeds before concluding."
+            f"(seed luck alone moves a run's {metric_title(task.main_metric)}); run more seeds before concluding."
         )
     adjusted = row.get("p_adjusted", np.nan)
     if control_failed(row.get(CONTROL_OK_COLUMN)):
@@ -89,7 +114,7 @@ def _control_remark(method: str, control: str, row: pd.Series, accuracy: pd.Seri
             + "), measures an arm that did not learn, not pretraining: shown, not counted."
         )
     numbers = (
-        f"{accuracy[method]:.1f}% vs {accuracy[control]:.1f}% mean test accuracy; paired gap "
+        f"{score(accuracy[method], task)} vs {score(accuracy[control], task)} {mean}; paired gap "
         f"{points(row['gap_vs_random'])} points, 95% CI {points(row['gap_ci_low'])} to "
         f"{points(row['gap_ci_high'])}, p = {row[PVALUE_COLUMN]:.3g}"
         + (f", Holm-adjusted {adjusted:.3g}" if pd.notna(adjusted) else "")
@@ -129,13 +154,18 @@ def _control_remark(method: str, control: str, row: pd.Series, accuracy: pd.Seri
 
 
 def remarks(
-    results: pd.DataFrame, runs: pd.DataFrame, published: set[str] = frozenset(), family: Family | None = None
+    results: pd.DataFrame,
+    runs: pd.DataFrame,
+    published: set[str] = frozenset(),
+    family: Family | None = None,
+    task: Task = CLASSES,
 ) -> list[str]:
-    """The report's remarks, one finding each, from the results and the per-run table; the
-    ``published`` methods (encoders pretrained elsewhere) and the checks (baselines, probes) are never
-    the best method."""
+    """The report's remarks, one finding each, from the results and the per-run table, on the task's
+    main test score (accuracy, or a graded task's Pearson × 100); the ``published`` methods
+    (encoders pretrained elsewhere) and the checks (baselines, probes) are never the best method."""
     table = results.set_index("method")
-    accuracy = table["test_acc_mean"] * 100
+    metric = main_test_metric(task)
+    accuracy = table[f"{metric}_mean"] * 100
     remarks = []
     pretrained = set(runs.loc[text_column(runs, "kind") == "pretrained", "method"])
     curve = curve_methods(runs)  # their remarks: _curve_remarks
@@ -145,7 +175,7 @@ def remarks(
         if control not in table.index:
             remarks.append(f"`{method}`: its random twin `{control}` has no results, so no comparison.")
         elif pd.notna(accuracy[method]) and pd.notna(accuracy[control]):
-            remarks.append(_control_remark(method, control, table.loc[method], accuracy, family))
+            remarks.append(_control_remark(method, control, table.loc[method], accuracy, family, task))
     checks = set(runs.loc[text_column(runs, "kind").isin(CHECK_KINDS), "method"])  # baselines, probes: not candidates
     full = [
         method
@@ -154,18 +184,18 @@ def remarks(
     ]  # published encoders are a ceiling
     if full:
         best = max(full, key=lambda method: accuracy[method])
-        line = f"Best method by mean test accuracy: `{best}` ({accuracy[best]:.1f}%)"
+        line = f"Best method by mean {metric_title(metric)}: `{best}` ({score(accuracy[best], task)})"
         line += " (published and reference encoders left out)." if published else "."
-        for baseline in (TFIDF_BASELINE, "majority"):
+        for baseline in reversed(task.baselines):  # the fitted one first
             if baseline in table.index and baseline != best:
                 gap = accuracy[best] - accuracy[baseline]
-                line += f" {gap:+.1f} points vs `{baseline}` ({accuracy[baseline]:.1f}%; difference of means)."
+                line += f" {gap:+.1f} points vs `{baseline}` ({score(accuracy[baseline], task)}; difference of means)."
         remarks.append(line)
     elif published:
         remarks.append(
             "Best method: none of an encoder pretrained here to rank (published and reference encoders left out)."
         )
-    remarks += _tfidf_remarks(table, accuracy)
+    remarks += _tfidf_remarks(table, accuracy, task)
     many = chance_remark(
         table["gap_ci_low"],
         table["gap_ci_high"],
@@ -174,8 +204,8 @@ def remarks(
     )
     if many:
         remarks.append(f"Gaps to the random twin: {many}")
-    remarks += _control_rule_remark(table)
-    remarks += _pretraining_remarks(table, runs)
+    remarks += _control_rule_remark(table, task)
+    remarks += _pretraining_remarks(table, runs, task)
     remarks += _sensitivity_remarks(table)
     if COLLAPSED_COLUMN in table and table[COLLAPSED_COLUMN].sum() > 0:
         flagged = [
@@ -183,15 +213,13 @@ def remarks(
             for method, row in table.iterrows()
             if row[COLLAPSED_COLUMN] > 0
         ]
-        remarks.append(
-            "Collapsed runs (every test prediction one class: the majority rate or its complement): "
-            + ", ".join(flagged)
-            + ". Expected for `majority`; for another method the run learned nothing."
-        )
+        what, expected = COLLAPSE_TEXT[task.target]
+        remarks.append(f"Collapsed runs ({what}): " + ", ".join(flagged) + f".{expected}")
     if len(table):
         remarks.append(
-            f"Seeds per method: {table['n_seeds'].min()}–{table['n_seeds'].max()}. Restarts move accuracy "
-            "by themselves (seed luck): compare methods by the paired gap and its CI, not by the means."
+            f"Seeds per method: {table['n_seeds'].min()}–{table['n_seeds'].max()}. Restarts move "
+            f"{metric_title(task.main_metric)} by themselves (seed luck): compare methods by the paired gap and its "
+            "CI, not by the means."
         )
     tested = table[table["mde_vs_random"].notna()] if "mde_vs_random" in table else table.iloc[:0]
     if len(tested):
@@ -203,10 +231,10 @@ def remarks(
             "that includes 0; `benchmarks.stats.gaps.minimum_detectable_effect` gives the MDE of a planned "
             "number of seeds and test items."
         )
-    return remarks + _curve_remarks(runs, table, accuracy)
+    return remarks + _curve_remarks(runs, table, accuracy, task)
 
 
-def _control_rule_remark(table: pd.DataFrame) -> list[str]:
+def _control_rule_remark(table: pd.DataFrame, task: Task = CLASSES) -> list[str]:
     """How many twin comparisons failed the pre-registered control rule, named; [] without any check."""
     if CONTROL_OK_COLUMN not in table:
         return []
@@ -216,27 +244,28 @@ def _control_rule_remark(table: pd.DataFrame) -> list[str]:
         return []
     named = ", ".join(f"`{method}`" for method in failed.index)
     return [
-        f"Control rule (pre-registered: {RULE_TEXT}): {len(failed)} of {len(checked)} twin comparisons failed it"
+        f"Control rule (pre-registered: {rule_text(task)}): {len(failed)} of {len(checked)} twin comparisons failed it"
         + (f" ({named}): their gaps are shown, never counted among the gaps that hold." if len(failed) else ".")
     ]
 
 
-def gaps_by_pretraining_run(method: str, runs: pd.DataFrame) -> list[float]:
-    """The gap to the twin of each of ``method``'s pretraining runs (its seeds' mean test accuracy
-    difference to the twin's cell at the same seed), runs in the order of their first seed; [] where
-    the per-run table lacks the fields."""
-    if not {"encoder_run", "test_acc", "seed"} <= set(runs.columns):
+def gaps_by_pretraining_run(method: str, runs: pd.DataFrame, task: Task = CLASSES) -> list[float]:
+    """The gap to the twin of each of ``method``'s pretraining runs (its seeds' mean difference in the
+    task's main test score to the twin's cell at the same seed), runs in the order of their first
+    seed; [] where the per-run table lacks the fields."""
+    metric = main_test_metric(task)
+    if not {"encoder_run", metric, "seed"} <= set(runs.columns):
         return []
     twin = controls(runs).get(method)
-    twin_by_seed = runs[runs["method"] == twin].groupby("seed")["test_acc"].first()
+    twin_by_seed = runs[runs["method"] == twin].groupby("seed")[metric].first()
     mine = runs[(runs["method"] == method) & runs["seed"].isin(twin_by_seed.index)]
-    differences = mine["test_acc"].to_numpy() - twin_by_seed.loc[mine["seed"]].to_numpy()
+    differences = mine[metric].to_numpy() - twin_by_seed.loc[mine["seed"]].to_numpy()
     by_run = pd.DataFrame({"run": mine["encoder_run"].to_numpy(), "seed": mine["seed"].to_numpy(), "d": differences})
     grouped = by_run.groupby("run", sort=False)
     return [float(gap) for gap in grouped["d"].mean().loc[grouped["seed"].min().sort_values().index]]
 
 
-def _pretraining_remarks(table: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
+def _pretraining_remarks(table: pd.DataFrame, runs: pd.DataFrame, task: Task = CLASSES) -> list[str]:
     """Per method pretrained more than once: both readings of its gap and the spread between runs."""
     if N_PRETRAININGS_COLUMN not in table or CHECKPOINTS_COLUMNS[0] not in table:
         return []
@@ -248,7 +277,7 @@ def _pretraining_remarks(table: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
         f"{_holm_and_mde(row, 'p_adjusted', 'mde_vs_random')}); these checkpoints (runs fixed) CI "
         f"{points(row['checkpoints_ci_low'])} to {points(row['checkpoints_ci_high'])}, p = "
         f"{row['checkpoints_p']:.3g}{_holm_and_mde(row, CHECKPOINTS_ADJUSTED_COLUMN, CHECKPOINTS_MDE_COLUMN)}; "
-        f"{_by_run(gaps_by_pretraining_run(method, runs))}the gap's SD between pretraining runs "
+        f"{_by_run(gaps_by_pretraining_run(method, runs, task))}the gap's SD between pretraining runs "
         f"{100 * row['between_run_sd']:.1f} points{_upper(row)}{_registered(row)}."
         for method, row in several.iterrows()
         if pd.notna(row.get("checkpoints_p", np.nan))
@@ -317,10 +346,13 @@ def _tfidf_gap(method: str, row: pd.Series) -> str:
     )
 
 
-def _tfidf_remarks(table: pd.DataFrame, accuracy: pd.Series) -> list[str]:
-    """Each method against TF-IDF + LR, by where its CI of ``gap_vs_tfidf`` lies: above 0, below 0 or
-    across it; one-seed rows have no CI. [] without a TF-IDF comparison."""
-    if "gap_vs_tfidf" not in table or TFIDF_BASELINE not in table.index:
+def _tfidf_remarks(table: pd.DataFrame, accuracy: pd.Series, task: Task = CLASSES) -> list[str]:
+    """Each method against the task's TF-IDF baseline (TF-IDF + LR, or + ridge for a graded task), by
+    where its CI of ``gap_vs_tfidf`` lies: above 0, below 0 or across it; one-seed rows have no CI.
+    [] without a TF-IDF comparison."""
+    reference = tfidf_baseline(task)
+    title = baseline_title(reference)
+    if "gap_vs_tfidf" not in table or reference not in table.index:
         return []
     compared = table[table["gap_vs_tfidf"].notna()]
     if not len(compared):
@@ -339,22 +371,23 @@ def _tfidf_remarks(table: pd.DataFrame, accuracy: pd.Series) -> list[str]:
     alone = compared[low.isna()]
     if len(alone):
         pieces.append(f"{NO_SEED_REPLICATION}, so no test: " + ", ".join(f"`{method}`" for method in alone.index))
-    at_fractions = [method for method in table.index if method.startswith(f"{TFIDF_BASELINE}@")]
+    at_fractions = [method for method in table.index if method.startswith(f"{reference}@")]
+    unit = "%" if is_percent(task.main_metric) else ""
     fitted = "".join(
-        f", `{method}` {number(accuracy[method], '.1f')}% (mean over the seeds' labelled subsets)"
+        f", `{method}` {number(accuracy[method], '.1f')}{unit} (mean over the seeds' labelled subsets)"
         for method in at_fractions
     )
     line = (
-        f"Against TF-IDF + LR (`{TFIDF_BASELINE}`, {number(accuracy[TFIDF_BASELINE], '.1f')}%{fitted}; each "
+        f"Against {title} (`{reference}`, {number(accuracy[reference], '.1f')}{unit}{fitted}; each "
         "method's seeds × test items against the one at its own labelled fraction, gap in points with its 95% "
         "CI) — " + "; ".join(pieces) + "."
     )
     if low.notna().any() and not (low > 0).any():
-        line += " No method is measurably above TF-IDF + LR (a CI that includes 0 is not evidence of no gap)."
+        line += f" No method is measurably above {title} (a CI that includes 0 is not evidence of no gap)."
     many = chance_remark(
         low, high, compared.get("p_vs_tfidf_adjusted"), what="CIs against TF-IDF", adjusted_name="p_vs_tfidf_adjusted"
     )
-    return [line] + ([f"Gaps to TF-IDF + LR: {many}"] if many else [])
+    return [line] + ([f"Gaps to {title}: {many}"] if many else [])
 
 
 def _span(values: pd.Series) -> str:
@@ -377,7 +410,7 @@ def _design(tested: pd.DataFrame) -> str:
     return f"{units} × {_span(tested['paired_items'])} test items"
 
 
-def _curve_remarks(runs: pd.DataFrame, table: pd.DataFrame, accuracy: pd.Series) -> list[str]:
+def _curve_remarks(runs: pd.DataFrame, table: pd.DataFrame, accuracy: pd.Series, task: Task = CLASSES) -> list[str]:
     """Per learning curve of a pretrained setting: its gap at the smallest fraction and on the
     whole training set."""
     twins, remarks = controls(runs), []
@@ -402,7 +435,7 @@ def _curve_remarks(runs: pd.DataFrame, table: pd.DataFrame, accuracy: pd.Series)
                     f"({interval}{_verdict(row)})"
                 )
             elif method in accuracy:
-                pieces.append(f"{accuracy[method]:.1f}% at {fraction:g} of the training data (no paired twin)")
+                pieces.append(f"{score(accuracy[method], task)} at {fraction:g} of the training data (no paired twin)")
         trend = ""
         if len(gaps) == 2:  # the signed values: "grows" would not say in whose favour
             trend = (

@@ -17,35 +17,43 @@ from benchmarks.stats.paired_seeds import paired_t_over_seeds
 from benchmarks.stats.pairing import same_items
 from benchmarks.stats.pretraining_runs import PretrainingGaps, compare_over_pretrainings
 from benchmarks.stats.results_columns import Evidence, results_frame
+from harness.datasets.task import CLASSES, Task
 
 CHECK_KINDS = ("baseline", "probe")  # systems fitted beside the methods, with no twin or TF-IDF gap
-TFIDF_BASELINE = "tfidf-lr"  # every learned method is also tested against it (``gap_vs_tfidf``)
+TFIDF_BASELINE = "tfidf-lr"  # a task of classes': every learned method is also tested against it (``gap_vs_tfidf``)
+
+
+def tfidf_baseline(task: Task = CLASSES) -> str:
+    """The fitted TF-IDF baseline of the task, the last of its baselines: ``tfidf-lr`` (classes),
+    ``tfidf-ridge`` (a graded score over the same overlap features)."""
+    return task.baselines[-1]
 
 
 def tfidf_gap(
-    method: str, method_runs: dict, fraction: float, by_seed: dict, run_of: dict | None = None
+    method: str, method_runs: dict, fraction: float, by_seed: dict, run_of: dict | None = None, task: Task = CLASSES
 ) -> tuple[Gap | None, str]:
     """A method's gap to TF-IDF + LR and the baseline row it is against: at a fraction below 1, the
     ``tfidf-lr@<fraction>`` fitted on each seed's own labelled subset, paired by seed like a twin;
     else (or where that row did not run) the one deterministic ``tfidf-lr`` on the whole train split,
     repeated at every seed. Read as the twin gap is (``twin_gap``: over pretraining runs where the
     method's cells come from several), so every gap of a method is in one unit."""
-    at_fraction = f"{TFIDF_BASELINE}{fraction_suffix(fraction)}"
+    reference = tfidf_baseline(task)
+    at_fraction = f"{reference}{fraction_suffix(fraction)}"
     if (
-        at_fraction != TFIDF_BASELINE
+        at_fraction != reference
         and at_fraction in by_seed
         and same_items(next(iter(method_runs.values())), next(iter(by_seed[at_fraction].values())))
     ):  # not on capped cells
-        gap = twin_gap(method, method_runs, by_seed[at_fraction], run_of)[0]
+        gap = twin_gap(method, method_runs, by_seed[at_fraction], run_of, task)[0]
         if gap is not None:
             return gap, at_fraction
-    if TFIDF_BASELINE not in by_seed:
+    if reference not in by_seed:
         return None, ""
-    full = by_seed[TFIDF_BASELINE][min(by_seed[TFIDF_BASELINE])]  # deterministic: one run is all of it
+    full = by_seed[reference][min(by_seed[reference])]  # deterministic: one run is all of it
     if not same_items(next(iter(method_runs.values())), full):
         return None, ""
-    gap = twin_gap(method, method_runs, {seed: full for seed in method_runs}, run_of)[0]
-    return gap, TFIDF_BASELINE if gap is not None else ""
+    gap = twin_gap(method, method_runs, {seed: full for seed in method_runs}, run_of, task)[0]
+    return gap, reference if gap is not None else ""
 
 
 def pretraining_runs(runs: pd.DataFrame) -> dict[str, dict]:
@@ -55,7 +63,7 @@ def pretraining_runs(runs: pd.DataFrame) -> dict[str, dict]:
 
 
 def twin_gap(
-    method: str, method_runs: dict, twin_runs: dict, run_of: dict | None
+    method: str, method_runs: dict, twin_runs: dict, run_of: dict | None, task: Task = CLASSES
 ) -> tuple[Gap | None, PretrainingGaps | None]:
     """A method's gap over its twin: over its pretraining runs ("this recipe", with "these checkpoints"
     beside it) where its cells come from several, else the crossed seeds × items test."""
@@ -63,16 +71,16 @@ def twin_gap(
     if len(set(run_of.get(seed) for seed in method_runs)) > 1:
         try:
             nested = compare_over_pretrainings(
-                {(run_of.get(seed), seed): frame for seed, frame in method_runs.items()}, twin_runs, method
+                {(run_of.get(seed), seed): frame for seed, frame in method_runs.items()}, twin_runs, method, task
             )
         except ValueError as error:  # an unbalanced design: the conditional reading alone
             print(f"  note: {error}; its gap is the crossed test over every seed, conditional on its runs")
-            return compare_with_twin(method_runs, twin_runs, method), None
+            return compare_with_twin(method_runs, twin_runs, method, task), None
         return (None, None) if nested is None else (nested.recipe, nested)
-    return compare_with_twin(method_runs, twin_runs, method), None
+    return compare_with_twin(method_runs, twin_runs, method, task), None
 
 
-def build_results(runs: pd.DataFrame, test_predictions: dict[str, pd.DataFrame]) -> pd.DataFrame:
+def build_results(runs: pd.DataFrame, test_predictions: dict[str, pd.DataFrame], task: Task = CLASSES) -> pd.DataFrame:
     """The benchmark's ``results.csv`` table.
 
     A method with a ``control`` is compared with that random-init twin: runs paired by seed value
@@ -81,8 +89,9 @@ def build_results(runs: pd.DataFrame, test_predictions: dict[str, pd.DataFrame])
     ``stats.paired_seeds``), and its control is checked against the
     pre-registered rule (``stats.controls``: both arms learned), and with the twin's linear probe at its
     fraction (``probe_checks.twin_probes``), read as the twin gap is. Every method but the baselines is
-    also compared with TF-IDF + LR at its own labelled fraction (``tfidf_gap``); baselines get no
-    gap to a twin.
+    also compared with TF-IDF + LR at its own labelled fraction (``tfidf_gap``; a graded task's TF-IDF
+    ridge); baselines get no gap to a twin. Every score, gap and collapse is the task's
+    (``benchmarks.stats``: accuracy, or a graded task's main correlation).
 
     Returns:
         DataFrame, one row per method (first-appearance order), the columns
@@ -99,30 +108,32 @@ def build_results(runs: pd.DataFrame, test_predictions: dict[str, pd.DataFrame])
     run_of = pretraining_runs(predicted)
     for method, control in controls(runs).items():
         if control != method and method in by_seed and control in by_seed and method not in baselines:
-            gap, over_runs = twin_gap(method, by_seed[method], by_seed[control], run_of.get(method, {}))
+            gap, over_runs = twin_gap(method, by_seed[method], by_seed[control], run_of.get(method, {}), task)
             if gap is not None:
                 gaps[method] = gap
-                seeds_t[method] = paired_t_over_seeds(by_seed[method], by_seed[control], method)
+                seeds_t[method] = paired_t_over_seeds(by_seed[method], by_seed[control], method, task=task)
             if over_runs is not None:
                 nested[method] = over_runs
     probe_gaps, probe_of = {}, {}
     for method, probe in twin_probes(predicted).items():
         if method in gaps and probe in by_seed:  # the twin's probe as a third reference, read as the twin gap is
-            gap = twin_gap(method, by_seed[method], by_seed[probe], run_of.get(method, {}))[0]
+            gap = twin_gap(method, by_seed[method], by_seed[probe], run_of.get(method, {}), task)[0]
             if gap is not None:
                 probe_gaps[method], probe_of[method] = gap, probe
     fraction_of = train_fractions(runs).groupby(runs["method"]).first()
     references = {}
     for method in sorted(set(by_seed) - baselines):
         gap, references[method] = tfidf_gap(
-            method, by_seed[method], fraction_of[method], by_seed, run_of.get(method, {})
+            method, by_seed[method], fraction_of[method], by_seed, run_of.get(method, {}), task
         )
         if gap is not None:
             baseline_gaps[method] = gap
-    collapsed = predicted.assign(collapsed=[is_collapsed(test_predictions[key]) for key in predicted["prediction_key"]])
+    collapsed = predicted.assign(
+        collapsed=[is_collapsed(test_predictions[key], task) for key in predicted["prediction_key"]]
+    )
     counts = collapsed.groupby("method")["collapsed"].sum()
     checked = {
-        method: control_check(method, by_seed[method], control, by_seed[control])
+        method: control_check(method, by_seed[method], control, by_seed[control], task)
         for method, control in controls(runs).items()
         if method in gaps
     }
@@ -150,6 +161,6 @@ def build_results(runs: pd.DataFrame, test_predictions: dict[str, pd.DataFrame])
             probe=probe_gaps.get(method),
             probe_reference=probe_of.get(method, ""),
         )
-        for method, row in ((row["method"], row) for row in aggregate_runs(runs).to_dict("records"))
+        for method, row in ((row["method"], row) for row in aggregate_runs(runs, task).to_dict("records"))
     ]
-    return results_frame(evidence)
+    return results_frame(evidence, task)

@@ -2,10 +2,10 @@
 
 Every field that decides or labels a number is derived or checked: the hash from the settings
 (``spec``) under the cell's protocol; the labels a report reads (method, kind, seed, fraction,
-mix, head, control, encoder) from the same settings; dev and test accuracy and F1 recomputed from
-the predictions, which must be the file beside the cell that its record and the folder's manifest
-name; the rest (the encoder block, other metrics, params) against the manifest's digests. A
-mismatch is one line naming the file and the field."""
+mix, head, control, encoder) from the same settings; the task's dev and test metrics (accuracy and
+F1, or Pearson and Spearman) recomputed from the predictions, which must be the file beside the
+cell that its record and the folder's manifest name; the rest (the encoder block, other metrics,
+params) against the manifest's digests. A mismatch is one line naming the file and the field."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ import math
 import unicodedata
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from benchmarks.cell.definition import portable_args
@@ -23,6 +22,7 @@ from benchmarks.plan.pretraining_runs import is_run_of
 from benchmarks.results_files import manifest as folder_manifest
 from benchmarks.results_files.predictions_file import SPLITS, predictions_path, read_predictions_file
 from benchmarks.results_files.record_shapes import CELL, FORMAT, read_record
+from benchmarks.results_files.task_predictions import Predictions, folder_task, predictions_of
 from harness.errors import UserError
 from harness.protocol import newer_concerns, settings_hash
 
@@ -135,29 +135,11 @@ def check_labels(record: dict, benchmark: dict, path: Path) -> None:
     check_control(cell, random_control, path)
 
 
-def f1(truth: np.ndarray, predicted: np.ndarray, label: str) -> float:
-    """F1 of one label: 2·TP / (2·TP + FP + FN), 0 where it has no true positive (sklearn's zero_division=0)."""
-    true_positives = np.sum((truth == label) & (predicted == label))
-    errors = np.sum((truth == label) != (predicted == label))
-    return float(2 * true_positives / (2 * true_positives + errors)) if true_positives else 0.0
-
-
-def recomputed(frame: pd.DataFrame, split: str, labels: list[str], positive_label: str | None) -> dict[str, float]:
-    """``<split>_acc`` and ``<split>_f1`` as ``downstream.run.evaluation.split_metrics`` computes them with
-    sklearn (binary F1 of the positive label for 2 labels, else macro F1 over the labels present),
-    from counts: sklearn's input checks cost seconds over a folder."""
-    if not len(frame):
-        return {f"{split}_acc": math.nan, f"{split}_f1": math.nan}
-    truth, predicted = frame["label"].astype(str).to_numpy(), frame["pred"].astype(str).to_numpy()
-    if len(labels) == 2:
-        score = f1(truth, predicted, positive_label or labels[-1])
-    else:
-        score = float(np.mean([f1(truth, predicted, label) for label in np.union1d(truth, predicted)]))
-    return {f"{split}_acc": float(np.mean(truth == predicted)), f"{split}_f1": score}
-
-
-def check_metrics(record: dict, predictions: dict[str, pd.DataFrame], benchmark: dict, path: Path) -> None:
-    """Accuracy and F1 of each split, the row counts and the data set's params are the predictions' own."""
+def check_metrics(
+    record: dict, predictions: dict[str, pd.DataFrame], expected: Predictions, benchmark: dict, path: Path
+) -> None:
+    """The task's metrics of each split (accuracy and F1, or Pearson and Spearman), the row counts
+    and the data set's params are the predictions' own."""
     for split in SPLITS:
         rows = len(predictions[split])
         if record["predictions"]["rows"][split] != rows:
@@ -170,9 +152,7 @@ def check_metrics(record: dict, predictions: dict[str, pd.DataFrame], benchmark:
                 f"{path}: params.{split}_pairs {record['params'][f'{split}_pairs'][:20]!r} is not its "
                 f"predictions' {rows}: edited by hand?"
             )
-        for metric, value in recomputed(
-            predictions[split], split, benchmark["labels"], benchmark["positive_label"]
-        ).items():
+        for metric, value in expected.metrics(predictions[split], split).items():
             found = record["metrics"].get(metric)
             if found is None or not (
                 math.isclose(found, value, rel_tol=0, abs_tol=TOLERANCE) or math.isnan(found) and math.isnan(value)
@@ -202,10 +182,12 @@ def check_cell(
     predictions_file = predictions_path(
         folder / folder_manifest.CELLS_DIR, path, record["cell_hash"], record["predictions"]["file"]
     )
+    task = folder_task(benchmark, folder / folder_manifest.BENCHMARK_FILE)
+    expected = predictions_of(task, benchmark["labels"], benchmark["positive_label"])
     predictions = read_predictions_file(
-        predictions_file, record["predictions"]["sha256"], benchmark["data_digest"], benchmark["labels"]
+        predictions_file, record["predictions"]["sha256"], benchmark["data_digest"], expected
     )
-    check_metrics(record, predictions, benchmark, path)
+    check_metrics(record, predictions, expected, benchmark, path)
     if manifest is not None:
         folder_manifest.check_fields(manifest, record, path)
     return record, predictions

@@ -32,6 +32,7 @@ from benchmarks.cell.method_names import twin_by_encoder, twin_name
 from benchmarks.cell.run_table import PREDICTION_KEY
 from benchmarks.plan.pretraining_runs import is_run_of
 from benchmarks.report.cells_from_store import cell_row
+from benchmarks.report.metric_text import main_test_metric, metric_title, points
 from benchmarks.results_files.cell_checks import check_cell
 from benchmarks.results_files.data_release import check_same_data
 from benchmarks.results_files.gold_labels import GoldLabels
@@ -45,7 +46,9 @@ from benchmarks.results_files.manifest import (
 )
 from benchmarks.results_files.predictions_file import PREDICTIONS_SUFFIX, SPLITS, predictions_bytes
 from benchmarks.results_files.record_shapes import BENCHMARK, FORMAT, read_record
+from benchmarks.results_files.task_predictions import folder_task
 from benchmarks.results_files.unique_cells import CellIndex
+from harness.datasets.task import CLASSES, Task
 from harness.errors import UserError
 
 __all__ = [
@@ -116,7 +119,7 @@ class CellResult:
             self.predictions[split].equals(other.predictions[split]) for split in SPLITS
         )
 
-    def row(self) -> dict:
+    def row(self, task: Task = CLASSES) -> dict:
         """The cell's row of the per-run table (``benchmarks.report.cells_from_store.cell_row``)."""
         run = self.record["run"]
         return cell_row(
@@ -125,6 +128,7 @@ class CellResult:
             run.get("parent_run_id", ""),
             self.record["metrics"],
             self.record["params"],
+            task,
         )
 
 
@@ -174,22 +178,24 @@ def read_folder(folder: Path, sealed: bool = True) -> tuple[dict, list[CellResul
     return benchmark, sorted(cells, key=lambda cell: cell.record["order"])
 
 
-def replication_note(pairs: list[tuple[CellResult, CellResult]]) -> str:
-    """One line for a method's cells that another folder ran from another pretraining of the same stage."""
+def replication_note(pairs: list[tuple[CellResult, CellResult]], task: Task = CLASSES) -> str:
+    """One line for a method's cells that another folder ran from another pretraining of the same
+    stage, with their scores on the task's main test metric."""
     pairs = sorted(pairs, key=lambda pair: pair[0].record["cell"]["seed"])
     first, again = pairs[0]
+    metric = main_test_metric(task)
 
     def scores(index: int) -> str:
         """One score where every seed has it, else one per seed, in the order the seeds are named."""
-        accuracies = [pair[index].record["metrics"].get("test_acc", float("nan")) for pair in pairs]
-        shown = accuracies[:1] if len(set(accuracies)) == 1 else accuracies
-        return ", ".join(f"{accuracy:.1%}" for accuracy in shown)
+        values = [pair[index].record["metrics"].get(metric, float("nan")) for pair in pairs]
+        shown = values[:1] if len(set(values)) == 1 else values
+        return ", ".join(points(value, metric) for value in shown)
 
     seeds = ", ".join(str(pair[0].record["cell"]["seed"]) for pair in pairs)
     return (
         f"{first.record['cell']['method']} (seed {seeds}) ran again in {again.folder.name} from another "
         f"pretraining of the same stage (checkpoint {again.encoder.get('digest', '')[:12]}, not "
-        f"{first.encoder.get('digest', '')[:12]}) and scored {scores(1)} test accuracy, not {scores(0)}; "
+        f"{first.encoder.get('digest', '')[:12]}) and scored {scores(1)} {metric_title(metric)}, not {scores(0)}; "
         f"reported once, from {first.folder.name}: the spread of pretraining itself, which no CI here covers"
     )
 
@@ -215,6 +221,7 @@ class ResultSet:
         self.cell_commits: dict[str, set[str]] = {}  # each folder's cells' commits (its seal is read against them)
         self.folder_cells: dict[str, list[dict]] = {}  # each folder's cells' fields as written (its plan is checked)
         self.twins_by_encoder = False  # whether twins are named ``random(<encoder>)-…`` (name_twins_by_encoder)
+        self.task = CLASSES  # the folders' task (``task_predictions.folder_task``)
         reproduced: dict[tuple[str, str], int] = {}
         replicated: dict[tuple[str, str, str], list[tuple[CellResult, CellResult]]] = {}  # method, two folders
         unique, gold = CellIndex(), GoldLabels()  # one run id, one slot a cell hash; one label a pair
@@ -224,6 +231,7 @@ class ResultSet:
             if expected:
                 check_same_data(folder, benchmark, expected)
             self.benchmarks.append({**benchmark, "folder": str(folder)})
+            self.task = folder_task(benchmark, Path(folder) / BENCHMARK_FILE)  # one data set, so one task
             for cell in cells:
                 unique.add(cell)
                 gold.add(cell, cell.predictions)
@@ -263,7 +271,7 @@ class ResultSet:
             f"stage (another checkpoint file) with the very same predictions; reported once, from {first}"
             for (first, again), count in reproduced.items()
         ]
-        self.notes += [replication_note(pairs) for pairs in replicated.values()]
+        self.notes += [replication_note(pairs, self.task) for pairs in replicated.values()]
 
     def name_twins_by_encoder(self) -> None:
         """Folders of several encoders (a study's chunks, one family each) each name their twin
@@ -341,7 +349,7 @@ class ResultSet:
         """The per-run table (``benchmarks.report.cells_from_store.run_table``'s columns and each cell's
         hash) and test predictions keyed by cell hash: run ids are another machine's and may repeat."""
         ordered = sorted(self.ordered, key=lambda cell: cell.place)
-        rows = [{**cell.row(), PREDICTION_KEY: cell.cell_hash} for cell in ordered]
+        rows = [{**cell.row(self.task), PREDICTION_KEY: cell.cell_hash} for cell in ordered]
         return pd.DataFrame(rows), {cell.cell_hash: cell.predictions["test"] for cell in ordered}
 
     def encoders(self) -> list[dict]:

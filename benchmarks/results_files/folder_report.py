@@ -54,12 +54,13 @@ def build_report(
     )
     runs, predictions = results_set.runs_and_predictions()
     runs, predictions, fitted = with_fraction_baselines(runs, predictions, results_set.benchmarks)
-    grid = lr_grid_table(runs)
-    runs = drop_unpaired_controls(select_learning_rates(runs), predictions)
+    task = results_set.task
+    grid = lr_grid_table(runs, task)
+    runs = drop_unpaired_controls(select_learning_rates(runs, task), predictions)
     family_names = registered_comparisons(
         [benchmark.get("settings") for benchmark in results_set.benchmarks] + declared
     )
-    results, family = adjust_registered(build_results(runs, predictions), family_names)
+    results, family = adjust_registered(build_results(runs, predictions, task), family_names)
     results = mark_incomplete(results, runs, missing)
     first = results_set.benchmarks[0]
     settings = (
@@ -74,10 +75,13 @@ def build_report(
         "settings": settings,
         "encoders": results_set.encoders(),
         "dataset": first["dataset"],
+        "task": task,
         "labels": first.get("labels"),
         "positive_label": first.get("positive_label"),
         "lr_grid": grid,
-        "recipes": recipe_table(selection_settings(results_set.benchmarks, registered), results_set.twins_by_encoder),
+        "recipes": recipe_table(
+            selection_settings(results_set.benchmarks, registered), results_set.twins_by_encoder, task
+        ),
         "throughput": None,
         "family": family,
         "sources": [benchmark["folder"] for benchmark in results_set.benchmarks],

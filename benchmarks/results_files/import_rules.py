@@ -21,6 +21,7 @@ CELL_TAGS = (
     "seed",
     "kind",
     "dataset",
+    "task",
     "benchmark",
     "encoder",
     "encoder_source",

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from benchmarks.results_files.task_predictions import Predictions
 from benchmarks.stats.pairing import ID_COLUMNS
 from harness.datasets.registry import known_split_sizes
 from harness.errors import UserError
@@ -24,7 +25,6 @@ TEXT_COLUMNS = ("sentence1", "sentence2")  # data, never written to a results fo
 PROBABILITY_DECIMALS = 6
 DEFAULT_MAX_PAIRS = 100_000  # a split's pairs at most, for data whose sizes no registry entry states
 ROW_BYTES = 512  # a row's split, ids, label and prediction, at most
-PROBABILITY_BYTES = 32  # and each probability column's
 READ_BYTES = 1 << 20
 
 
@@ -95,31 +95,28 @@ def bounded_text(path: Path, most_bytes: int) -> bytes:
     return text
 
 
-def check_columns(frame: pd.DataFrame, labels: list[str], path: Path) -> None:
-    """A split column, the data set's id columns, ``label``, its probability columns, ``pred``; labels
-    and predictions among the data set's labels; probabilities numbers."""
-    probabilities = ["prob"] if len(labels) == 2 else [f"prob_{label}" for label in labels]
+def check_columns(frame: pd.DataFrame, expected: Predictions, path: Path) -> None:
+    """A split column, the data set's id columns, then the task's columns (``label``, its
+    probability columns, ``pred`` for classes; ``label``, ``pred`` for a graded score), each value
+    one the task allows."""
     ids = [column for column in frame.columns if column in ID_COLUMNS]
-    if not ids or list(frame.columns) != ["split", *ids, "label", *probabilities, "pred"]:
+    if not ids or list(frame.columns) != ["split", *ids, *expected.columns()]:
         raise UserError(
-            f"{path}: columns {', '.join(map(str, frame.columns))[:200]}, not split, the ids, label, "
-            f"{', '.join(probabilities)}, pred"
+            f"{path}: columns {', '.join(map(str, frame.columns))[:200]}, not split, the ids, "
+            f"{', '.join(expected.columns())}"
         )
-    for column in ("split", "label", "pred"):
-        allowed = SPLITS if column == "split" else labels
-        strange = sorted(set(frame[column]) - set(allowed))
-        if strange:
-            raise UserError(f"{path}: {column} {strange[0][:40]!r} is not one of {', '.join(allowed)[:200]}")
-    for column in probabilities:
-        if not pd.api.types.is_float_dtype(frame[column]) and not pd.api.types.is_integer_dtype(frame[column]):
-            raise UserError(f"{path}: {column} holds something other than numbers")
+    strange = sorted(set(frame["split"]) - set(SPLITS))
+    if strange:
+        raise UserError(f"{path}: split {strange[0][:40]!r} is not one of {', '.join(SPLITS)}")
+    expected.check_values(frame, path)
 
 
-def read_predictions_file(path: Path, sha256: str, data_digest: str, labels: list[str]) -> dict[str, pd.DataFrame]:
+def read_predictions_file(path: Path, sha256: str, data_digest: str, expected: Predictions) -> dict[str, pd.DataFrame]:
     """``{split: frame}`` of a predictions file whose sha256 must be ``sha256``, of the data with
-    ``data_digest`` and ``labels`` (ids, labels and predictions as text); every problem is one line."""
+    ``data_digest`` and the task's predictions ``expected`` (ids, labels and predictions as text);
+    every problem is one line."""
     bounds = split_bounds(data_digest)
-    row_bytes = ROW_BYTES + PROBABILITY_BYTES * len(labels)
+    row_bytes = ROW_BYTES + expected.number_bytes()
     most_text = row_bytes * (sum(bounds.values()) + 1)
     if streamed_sha256(path, most_text + most_text // 100 + 1024) != sha256:  # gzip never grows text by more
         raise UserError(f"{path}: not the predictions its cell recorded (sha256 differs): truncated or edited")
@@ -132,7 +129,7 @@ def read_predictions_file(path: Path, sha256: str, data_digest: str, labels: lis
         )
     except Exception as error:  # noqa: BLE001 - any unreadable file is one line
         raise UserError(f"{path}: unreadable ({type(error).__name__})") from None
-    check_columns(frame, labels, path)
+    check_columns(frame, expected, path)
     frames = {split: frame[frame["split"] == split].drop(columns="split").reset_index(drop=True) for split in SPLITS}
     for split, bound in bounds.items():
         if len(frames[split]) > bound:

@@ -12,6 +12,7 @@ import pandas as pd
 
 from benchmarks.cell.method_names import twin_by_encoder
 from benchmarks.plan.cells import run_seeds
+from benchmarks.plan.lr_selection import dev_mean
 from benchmarks.plan.matrix import Matrix, parse_matrix, repo_path
 from benchmarks.plan.recipe_picks import (
     Pick,
@@ -23,6 +24,7 @@ from benchmarks.plan.recipe_picks import (
     recipe_mismatch,
 )
 from benchmarks.results_files.folder import ResultSet
+from harness.datasets.task import CLASSES, Task
 from harness.errors import UserError
 
 
@@ -54,12 +56,14 @@ def check_selections_exist(matrix: Matrix, where: str) -> None:
         selection_path(folder, where)
 
 
-def read_selection(folder: str, where: str, data_digest: str | None = None) -> tuple[dict, pd.DataFrame, set[int]]:
-    """A selection folder's settings, grid points and seeds; a missing or unreadable folder is one line."""
+def read_selection(
+    folder: str, where: str, data_digest: str | None = None
+) -> tuple[dict, pd.DataFrame, set[int], Task]:
+    """A selection folder's settings, grid points, seeds and task; a missing or unreadable folder is one line."""
     results = ResultSet([selection_path(folder, where)], data_digest)
     runs, _ = results.runs_and_predictions()
     seeds = set(runs["seed"].astype(int)) if "seed" in runs else set()
-    return results.benchmarks[0].get("settings") or {}, grid_points(runs), seeds
+    return results.benchmarks[0].get("settings") or {}, grid_points(runs, results.task), seeds, results.task
 
 
 def with_picks(matrix: Matrix, where: str, data_digest: str | None = None) -> Matrix:
@@ -75,9 +79,9 @@ def with_picks(matrix: Matrix, where: str, data_digest: str | None = None) -> Ma
                 continue
             folder = transfer.recipe_from
             if folder not in read:
-                source, points, seeds = read_selection(folder, where, data_digest)
-                read[folder] = (parse_matrix(source, f"{folder}/benchmark.json"), points, seeds)
-            selection, points, seeds = read[folder]
+                source, points, seeds, task = read_selection(folder, where, data_digest)
+                read[folder] = (parse_matrix(source, f"{folder}/benchmark.json"), points, seeds, task)
+            selection, points, seeds, task = read[folder]
             key = f"{where}: transfers.{family}.{transfer.name}: recipe_from {folder}"
             mismatch = recipe_mismatch(matrix, family, transfer, selection)
             if mismatch:
@@ -90,7 +94,7 @@ def with_picks(matrix: Matrix, where: str, data_digest: str | None = None) -> Ma
                 )
             picks = {}
             for arm in recipe_arms(matrix, family, transfer):
-                decided = arm_points(points, arm)
+                decided = arm_points(points, arm, task)
                 if not len(decided):
                     raise UserError(
                         f"{key} holds no grid points of arm `{arm.method}` ({arm.kind}, head {arm.head}, "
@@ -117,15 +121,16 @@ def with_known_picks(matrix: Matrix, where: str) -> Matrix:
     return matrix
 
 
-def recipe_table(matrices: list[Matrix], twins_by_encoder: bool = False) -> pd.DataFrame:
+def recipe_table(matrices: list[Matrix], twins_by_encoder: bool = False, task: Task = CLASSES) -> pd.DataFrame:
     """For a report: every ``recipe_from`` arm of ``matrices`` with its grid points and pick, from
     the folders that exist (a selection not run yet is left out). ``twins_by_encoder``: a twin's arm
     is named ``random(<encoder>)-…``, as a report over several encoders names its twins' methods.
 
     Returns:
-        DataFrame ``method, folder, head, learning_rate, n_seeds, dev_acc_mean, chosen``.
+        DataFrame ``method, folder, head, learning_rate, n_seeds, <dev metric>_mean, chosen``
+        (``dev_acc_mean`` for a task of classes).
     """
-    columns = ["method", "folder", "head", "learning_rate", "n_seeds", "dev_acc_mean", "chosen"]
+    columns = ["method", "folder", "head", "learning_rate", "n_seeds", dev_mean(task), "chosen"]
     frames, read, seen = [], {}, set()
     for matrix in matrices:
         for family, settings in matrix.transfers.items():
@@ -134,12 +139,12 @@ def recipe_table(matrices: list[Matrix], twins_by_encoder: bool = False) -> pd.D
                 if not folder or not (repo_path(folder) / "benchmark.json").is_file():
                     continue
                 if folder not in read:
-                    read[folder] = read_selection(folder, folder)[1]  # the grid points
+                    read[folder] = read_selection(folder, folder)[1]  # the grid points (of the report's task)
                 for arm in recipe_arms(matrix, family, transfer):
                     by_encoder = twins_by_encoder and arm.kind == "random"
                     method = twin_by_encoder(arm.method, arm.encoder) if by_encoder else arm.method
                     if (method, folder) not in seen:
                         seen.add((method, folder))
-                        frames.append(arm_points(read[folder], arm).assign(method=method, folder=folder))
+                        frames.append(arm_points(read[folder], arm, task).assign(method=method, folder=folder))
     frames = [frame for frame in frames if len(frame)]
     return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)

@@ -39,7 +39,14 @@ BENCHMARK = {
     "experiment?": str,
     "labels": [str],
     "positive_label": (str, type(None)),
-    "settings?": ({"comparisons?": ([str], type(None)), "random_control?": bool}, type(None)),
+    "settings?": (
+        {
+            "comparisons?": ([str], type(None)),
+            "random_control?": bool,
+            "dataset?": ({"dataset?": str}, type(None)),  # the registry's data set, whose task the folder's is
+        },
+        type(None),
+    ),
     "parent_run_id?": str,
     "cells?": int,
     "corpora?": Each(str),

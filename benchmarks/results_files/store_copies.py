@@ -16,7 +16,7 @@ from mlflow.tracking import MlflowClient
 
 from benchmarks.report.cells_from_store import read_predictions
 from benchmarks.results_files.folder import SPLITS, predictions_bytes
-from benchmarks.tasks.reuse import conflicting
+from benchmarks.tasks.reuse import conflicting, headline
 from harness.tracking.runs import tracking_uri
 
 IMPORTED_TAG = "imported_from"  # a run that ``python -m benchmarks import`` wrote (the folder it came from)
@@ -68,10 +68,7 @@ class Duplicate:
     def describe(self) -> str:
         """One line: the cell, whether its copies agree, and each copy's run, origin and test accuracy."""
         kind = "other numbers" if self.conflicting else "the same numbers"
-        copies = ", ".join(
-            f"{run.info.run_id} ({origin(run)}, test_acc {run.data.metrics.get('test_acc', float('nan')):.4f})"
-            for run in self.runs
-        )
+        copies = ", ".join(f"{run.info.run_id} ({origin(run)}, {headline(run.data.metrics)})" for run in self.runs)
         return (
             f"cell {self.cell_hash} ({self.runs[0].data.tags.get('method', '?')}): {len(self.runs)} copies "
             f"with {kind}: {copies}"

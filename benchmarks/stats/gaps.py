@@ -1,7 +1,10 @@
-"""The accuracy gap of a method over its random twin, or over a deterministic baseline, tested with
-training seeds and test items both random samples (Clark 1973, "language-as-fixed-effect fallacy").
+"""The gap of a method over its random twin, or over a deterministic baseline, tested with training
+seeds and test items both random samples (Clark 1973, "language-as-fixed-effect fallacy").
 
-For S seed pairs and N test items, ``d[s, i] = correct_method[s, i] - correct_other[s, i]`` is
+The gap is in the task's main score, from the per-item scores it pairs on (``pairing.item_scores``):
+correctness for classes (an accuracy gap), an item's jackknife share of the correlation for a graded
+task (a correlation gap; ``stats.jackknife``). For S seed pairs and N test items,
+``d[s, i] = score_method[s, i] - score_other[s, i]`` (e.g. correct_method - correct_other) is
 decomposed as ``mu + seed_s + item_i + residual_si`` (two-way crossed random effects). The gap is
 ``mean(d)``; its variance is ``(max(MS_seed, MS_res) + max(MS_item, MS_res) - MS_res) / (S N)``:
 the ANOVA estimate with a negative seed or item component truncated at 0, so tied seed means
@@ -19,7 +22,8 @@ method's seed luck alone, and the same test applies with the baseline repeated a
 With one seed pair seed luck is not estimable: the gap is reported without a CI or p ("no seed
 replication"), since an items-only test would pass seed luck off as a gap. Calibration (null
 rejection, tied seeds, CI coverage, power at the MDE) is checked against simulations and an
-independent fit in ``tests/benchmarks/test_stats.py``.
+independent fit in ``tests/benchmarks/test_stats.py``; for a correlation gap (pseudo-values, seeds,
+items and pretraining runs) in ``tests/benchmarks/test_correlation_gap_calibration.py``.
 """
 
 from __future__ import annotations
@@ -32,7 +36,16 @@ import pandas as pd
 from scipy import optimize, stats
 
 from benchmarks.stats.aggregate import METRICS, STATISTICS, aggregate_runs, is_collapsed, runs_table
-from benchmarks.stats.pairing import ID_COLUMNS, VALUE_COLUMNS, correctness, id_columns, paired_correctness, same_items
+from benchmarks.stats.pairing import (
+    ID_COLUMNS,
+    VALUE_COLUMNS,
+    correctness,
+    id_columns,
+    paired_correctness,
+    paired_scores,
+    same_items,
+)
+from harness.datasets.task import CLASSES, Task
 
 __all__ = [
     "METRICS",
@@ -241,27 +254,34 @@ def minimum_detectable_effect(
     return float(optimize.brentq(shortfall, 0.0, upper, xtol=1e-7))
 
 
-def compare_with_twin(method_runs: Mapping, twin_runs: Mapping, method: str = "method") -> Gap | None:
-    """Accuracy gap of a method over its random twin: pairs seeds by value, items by id.
+def compare_with_twin(
+    method_runs: Mapping, twin_runs: Mapping, method: str = "method", task: Task = CLASSES, metric: str | None = None
+) -> Gap | None:
+    """The gap of a method over its random twin in the task's main score (or ``metric``): seeds
+    paired by value, items by id, on the task's per-item scores (``pairing.item_scores``).
 
     Returns:
-        ``Gap`` (fractions), or None when the two share no seed.
+        ``Gap`` (fractions of accuracy, or correlation units), or None when the two share no seed.
     """
-    seeds, correct_method, correct_twin = paired_correctness(method_runs, twin_runs, method)
+    seeds, scores_method, scores_twin = paired_scores(method_runs, twin_runs, method, task, metric)
     if not seeds:
         return None
-    return crossed_gap(correct_method.astype(float) - correct_twin.astype(float))  # (S, N)
+    return crossed_gap(scores_method - scores_twin)  # (S, N)
 
 
 def compare_with_baseline(
-    method_runs: Mapping, baseline_predictions: pd.DataFrame, method: str = "method"
+    method_runs: Mapping,
+    baseline_predictions: pd.DataFrame,
+    method: str = "method",
+    task: Task = CLASSES,
+    metric: str | None = None,
 ) -> Gap | None:
-    """Accuracy gap of a method over a deterministic baseline (one predictions table): the method's
-    seeds × items against the baseline's correctness repeated at every seed, items paired by id.
+    """The gap of a method over a deterministic baseline (one predictions table): the method's
+    seeds × items against the baseline's per-item scores repeated at every seed, items paired by id.
 
     Returns:
-        ``Gap`` (fractions), or None without runs or when the method saw other items than the baseline.
+        ``Gap``, or None without runs or when the method saw other items than the baseline.
     """
     if not method_runs or not same_items(next(iter(method_runs.values())), baseline_predictions):
         return None
-    return compare_with_twin(method_runs, {seed: baseline_predictions for seed in method_runs}, method)
+    return compare_with_twin(method_runs, {seed: baseline_predictions for seed in method_runs}, method, task, metric)

@@ -1,4 +1,5 @@
-"""The sensitivity reading beside the crossed test: a paired t-test over seed pairs' test accuracies,
+"""The sensitivity reading beside the crossed test: a paired t-test over seed pairs' test scores
+(accuracies, or a graded task's correlations),
 as most papers test a gap. Each seed's method cell is paired with the twin at that seed (with
 several pretraining runs: every run's cells, each with the twin at its seed), the per-pair accuracy
 differences go through ``scipy.stats.ttest_rel``, and its CI comes from the same t distribution.
@@ -17,7 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from benchmarks.stats.pairing import paired_correctness
+from benchmarks.stats.pairing import paired_scores
+from harness.datasets.task import CLASSES, Task
 
 # results.csv: the paired t over seed pairs (fractions and p), and its Holm adjustment over the
 # pre-registered family (``benchmarks.stats.preregistration``)
@@ -37,23 +39,30 @@ class SeedPairTest:
 
 
 def paired_t_over_seeds(
-    method_runs: Mapping, twin_runs: Mapping, method: str = "method", confidence: float = 0.95
+    method_runs: Mapping,
+    twin_runs: Mapping,
+    method: str = "method",
+    confidence: float = 0.95,
+    task: Task = CLASSES,
+    metric: str | None = None,
 ) -> SeedPairTest | None:
-    """The paired t-test of a method's test accuracy against its twin's, seed by seed.
+    """The paired t-test of a method's test score against its twin's, seed by seed: accuracy, or the
+    task's correlation (the mean of its per-item scores, ``pairing.item_scores``).
 
     Args:
         method_runs, twin_runs: ``{seed: test predictions}`` (a method's seeds are distinct across its
             pretraining runs, so one dict holds every run's cells).
+        task, metric: the task and the score compared (its main one by default).
 
     Returns:
         ``SeedPairTest``, or None with fewer than two seed pairs. Identical differences at every seed
         leave no variance to test: NaN p and CI.
     """
-    seeds, correct_method, correct_twin = paired_correctness(method_runs, twin_runs, method)
+    seeds, scores_method, scores_twin = paired_scores(method_runs, twin_runs, method, task, metric)
     if len(seeds) < 2:
         return None
-    accuracy_method = correct_method.mean(axis=1)  # (S,)
-    accuracy_twin = correct_twin.mean(axis=1)
+    accuracy_method = scores_method.mean(axis=1)  # (S,): each seed's accuracy or correlation
+    accuracy_twin = scores_twin.mean(axis=1)
     differences = accuracy_method - accuracy_twin
     gap = float(differences.mean())
     if np.ptp(differences) == 0:

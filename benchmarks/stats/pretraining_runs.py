@@ -2,11 +2,13 @@
 recipe, S head seeds in each (distinct across runs), N test items. The twin has no run level: its
 cell at seed s (its own random init) pairs with the pretrained cell (run, s), so
 
-    d[r, s, i] = correct_pretrained[r, s, i] - correct_twin[s, i]
+    d[r, s, i] = score_pretrained[r, s, i] - score_twin[s, i]
                = mu + run_r + seed_(r)s + item_i + (run x item)_ri + residual_rsi,
 
-seeds nested in runs, items crossed with both. Every reading comes from the mean squares of this
-balanced design (``NestedMeanSquares``), with ``crossed_gap``'s resolution floor:
+seeds nested in runs, items crossed with both; the scores are the task's per-item ones
+(``pairing.item_scores``: correctness, or a correlation's jackknife share). Every reading comes from
+the mean squares of this balanced design (``NestedMeanSquares``), with ``crossed_gap``'s resolution
+floor:
 
 - **this recipe** (runs random: what another pretraining of the recipe would give, the headline):
   ``R S N Var(mean d) = E[MS_run] + E[MS_item] - E[MS_run x item]``. Without a run effect
@@ -38,7 +40,8 @@ import numpy as np
 from scipy import stats
 
 from benchmarks.stats.gaps import Gap, crossed_gap, minimum_detectable_effect, t_interval
-from benchmarks.stats.pairing import paired_correctness
+from benchmarks.stats.pairing import paired_scores
+from harness.datasets.task import CLASSES, Task
 
 RECIPE, CHECKPOINTS = "runs x items", "seeds within runs x items"
 REGISTERED_RECIPE = "runs x items, run component truncated at 0"  # study v3's registered test
@@ -295,13 +298,18 @@ def checkpoints_detectable_effect(gaps: PretrainingGaps) -> float:
 
 
 def compare_over_pretrainings(
-    method_runs: Mapping[tuple, object], twin_runs: Mapping, method: str = "method"
+    method_runs: Mapping[tuple, object],
+    twin_runs: Mapping,
+    method: str = "method",
+    task: Task = CLASSES,
+    metric: str | None = None,
 ) -> PretrainingGaps | None:
     """Both readings for a method pretrained several times against its twin.
 
     Args:
         method_runs: ``{(pretraining run, seed): test predictions}``, seeds distinct across runs.
         twin_runs: ``{seed: test predictions}``; the twin's cell at seed s pairs with (run, s).
+        task, metric: what the items score (``pairing.item_scores``; the task's main metric by default).
 
     Returns:
         ``PretrainingGaps`` over the seeds both arms have, or None without any. Raises ValueError
@@ -316,10 +324,10 @@ def compare_over_pretrainings(
             )
         run_of[seed] = run
     by_seed = {seed: frame for (_, seed), frame in method_runs.items()}
-    seeds, correct_method, correct_twin = paired_correctness(by_seed, twin_runs, method)
+    seeds, scores_method, scores_twin = paired_scores(by_seed, twin_runs, method, task, metric)
     if not seeds:
         return None
-    differences = correct_method.astype(float) - correct_twin.astype(float)  # (cells, N)
+    differences = scores_method - scores_twin  # (cells, N)
     runs = list(dict.fromkeys(run_of[seed] for seed in seeds))
     rows = [[index for index, seed in enumerate(seeds) if run_of[seed] == run] for run in runs]
     if len({len(row) for row in rows}) != 1:

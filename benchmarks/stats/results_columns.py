@@ -2,18 +2,22 @@
 the function that reads its value from what is known about a method (:class:`Evidence`). The CSV's
 header and order, its rows, the parent run's summary metrics and the plain columns of the report's
 results table are all built from :data:`COLUMNS`; a new statistic is its function and one entry here.
+
+The task decides the metric columns (``<metric>_<statistic>`` for each metric it logs) and what the
+gaps are in (:func:`columns`); a meaning names the task's main score as ``{score}``, its unit as
+``{unit}`` and a collapsed run as ``{collapse}``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from benchmarks.stats.aggregate import METRICS, STATISTICS
+from benchmarks.stats.aggregate import STATISTICS
 from benchmarks.stats.controls import CONTROL_OK_COLUMN, CONTROL_REASON_COLUMN
 from benchmarks.stats.gaps import (
     PROBE_ADJUSTED_COLUMN,
@@ -40,6 +44,7 @@ from benchmarks.stats.pretraining_runs import (
     checkpoints_detectable_effect,
     recipe_detectable_effects,
 )
+from harness.datasets.task import CLASSES, Task, metric_title
 
 COLLAPSED_COLUMN = "collapsed_runs"
 TFIDF_REFERENCE_COLUMN = "tfidf_reference"  # which TF-IDF row a method's ``gap_vs_tfidf`` is against
@@ -54,7 +59,7 @@ class Evidence:
         aggregate: its row of ``aggregate_runs`` (``n_seeds`` and each metric's statistics).
         gap: the gap over its random-init twin (the headline reading), None without one.
         baseline: the gap over TF-IDF + LR, None without one; ``reference``: which TF-IDF row ("" none).
-        collapsed: its runs whose test predictions are all one class.
+        collapsed: its runs whose test predictions collapsed (``aggregate.is_collapsed``).
         control: the control rule's ``(held, reason)``, None without a twin gap.
         pretrainings: how many pretraining runs its pretrained cells come from (None: no pretrained arm).
         over_runs: both readings over pretraining runs, None unless its cells come from several.
@@ -97,6 +102,7 @@ class Column:
         shown: its header in the report's results table, shown where some row has a value ("": not
             shown there as a plain number); ``shown_format`` the format of its cells.
         summary: logged as a summary metric of the benchmark's parent run.
+        per_metric: one of the ``<metric>_<statistic>`` columns, which the task's metrics replace.
     """
 
     name: str
@@ -108,6 +114,7 @@ class Column:
     shown: str = ""
     shown_format: str = "g"
     summary: bool = False
+    per_metric: bool = False
 
 
 def field_of(gap_of: Callable[[Evidence], Gap | None], field: str, missing=np.nan) -> Callable[[Evidence], Any]:
@@ -185,15 +192,24 @@ def seeds_t_reading(field: str) -> Callable[[Evidence], Any]:
     return lambda evidence: None if evidence.seeds_t is None else getattr(evidence.seeds_t, field)
 
 
-def metric_column(metric: str, statistic: str) -> Column:
+# what a task's scores are in, and what its collapsed run predicts (by ``Task.target``)
+UNITS = {"classes": "fraction", "graded": "correlation in [-1, 1]"}
+COLLAPSES = {"classes": "all one class", "graded": "(near) constant"}
+
+
+def metric_column(metric: str, statistic: str, task: Task = CLASSES) -> Column:
+    """``<metric>_<statistic>`` over a method's runs; the parent run's summary holds each test metric's
+    mean, the main one's test SD and its dev mean."""
     name = f"{metric}_{statistic}"
-    summary = name in ("test_acc_mean", "test_acc_std", "test_f1_mean", "dev_acc_mean")
+    main = task.main_metric
+    summary_names = {f"test_{other}_mean" for other in task.metrics} | {f"test_{main}_std", f"dev_{main}_mean"}
     return Column(
         name,
         float,
-        f"{statistic} of {metric} over the method's runs (fraction)",
+        f"{statistic} of {metric} over the method's runs ({UNITS[task.target]})",
         lambda evidence: evidence.aggregate[name],
-        summary=summary,
+        summary=name in summary_names,
+        per_metric=True,
     )
 
 
@@ -204,7 +220,7 @@ def missing_if_none(value):
 COLUMNS: list[Column] = [
     Column("method", str, "the method: an arm of the matrix, a baseline or a probe", lambda e: e.method),
     Column("n_seeds", int, "its runs (one per seed)", lambda e: e.aggregate["n_seeds"], summary=True),
-    *[metric_column(metric, statistic) for metric in METRICS for statistic in STATISTICS],
+    *[metric_column(metric, statistic) for metric in CLASSES.run_metrics() for statistic in STATISTICS],
     Column(
         PVALUE_COLUMN,
         float,
@@ -212,11 +228,11 @@ COLUMNS: list[Column] = [
         field_of(twin, "p_value"),
         summary=True,
     ),
-    Column(COLLAPSED_COLUMN, int, "runs whose test predictions are all one class", lambda e: e.collapsed),
+    Column(COLLAPSED_COLUMN, int, "runs whose test predictions are {collapse}", lambda e: e.collapsed),
     Column(
         "gap_vs_random",
         float,
-        "test accuracy gap over the twin (fraction; over pretraining runs where there are several)",
+        "test {score} gap over the twin ({unit}; over pretraining runs where there are several)",
         field_of(twin, "gap"),
         summary=True,
     ),
@@ -247,7 +263,7 @@ COLUMNS: list[Column] = [
     Column(
         "gap_vs_tfidf",
         float,
-        "test accuracy gap over TF-IDF + LR at the method's fraction",
+        "test {score} gap over TF-IDF + LR at the method's fraction",
         field_of(tfidf, "gap"),
         summary=True,
     ),
@@ -282,7 +298,7 @@ COLUMNS: list[Column] = [
     Column(
         PROBE_GAP_COLUMNS[0],
         float,
-        "test accuracy gap over the twin's linear probe at the method's fraction (read as gap_vs_random)",
+        "test {score} gap over the twin's linear probe at the method's fraction (read as gap_vs_random)",
         field_of(twin_probe, "gap", None),
         optional=True,
     ),
@@ -420,24 +436,47 @@ COLUMNS: list[Column] = [
 
 def register(column: Column) -> None:
     """Declare a new column: written after the declared ones (``preregistered``, added later, stays last)."""
-    if column.name in names():
+    if column.name in [item.name for item in COLUMNS]:
         raise ValueError(f"results column {column.name!r} is declared already")
     COLUMNS.insert(len(COLUMNS) - 1, column)
 
 
-def names() -> list[str]:
-    """Every declared column's name, in the order ``results.csv`` writes them."""
-    return [column.name for column in COLUMNS]
+def columns(task: Task = CLASSES) -> list[Column]:
+    """The declared columns for ``task``: its metrics' columns in place of the per-metric block, and
+    each meaning with the task's main score, unit and collapse named."""
+    words = {
+        "{score}": metric_title(task.main_metric),
+        "{unit}": UNITS[task.target],
+        "{collapse}": COLLAPSES[task.target],
+    }
+    chosen, metrics_placed = [], False
+    for column in COLUMNS:
+        if column.per_metric:
+            if not metrics_placed:
+                chosen += [metric_column(m, statistic, task) for m in task.run_metrics() for statistic in STATISTICS]
+                metrics_placed = True
+            continue
+        meaning = column.meaning
+        for placeholder, word in words.items():
+            meaning = meaning.replace(placeholder, word)
+        chosen.append(replace(column, meaning=meaning))
+    return chosen
 
 
-def results_frame(evidence: list[Evidence]) -> pd.DataFrame:
-    """The table of ``evidence`` (one method each, in the table's order): every declared column with a
-    value or over-table function, in declared order, of its declared type; an optional column only
-    where some method has a value."""
-    values = {item.name: [item.value(method) for method in evidence] for item in COLUMNS if item.value is not None}
+def names(task: Task = CLASSES) -> list[str]:
+    """Every declared column's name for ``task``, in the order ``results.csv`` writes them."""
+    return [column.name for column in columns(task)]
+
+
+def results_frame(evidence: list[Evidence], task: Task = CLASSES) -> pd.DataFrame:
+    """The table of ``evidence`` (one method each, in the table's order): every column declared for
+    ``task`` with a value or over-table function, in declared order, of its declared type; an optional
+    column only where some method has a value."""
+    declared = columns(task)
+    values = {item.name: [item.value(method) for method in evidence] for item in declared if item.value is not None}
     kept = [
         item
-        for item in COLUMNS
+        for item in declared
         if item.over_table is not None
         or (item.value is not None and (not item.optional or any(value is not None for value in values[item.name])))
     ]

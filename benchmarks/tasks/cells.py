@@ -26,7 +26,7 @@ from downstream.run.evaluation import predictions_frame, split_metrics
 from harness.cli.child_cause import failure_line
 from harness.cli.runtime import intra_op_threads, release_freed_memory
 from harness.cli.tracked_cli import run_cli
-from harness.datasets.registry import run_name_prefix
+from harness.datasets.registry import run_name_prefix, task_tags
 from harness.datasets.types import PairData
 from harness.errors import UserError
 from harness.protocol import protocol_version
@@ -251,6 +251,7 @@ def log_check_run(
         "mlflow.parentRunId": parent_run_id,
         **result_tags(cell_hash, cell_record(cell)),
         "dataset": data.name,
+        **task_tags(data),
         "benchmark": benchmark,
         **tags,
         **process_tags(),

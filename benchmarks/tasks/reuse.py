@@ -17,20 +17,33 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from benchmarks.plan.encoders import PRETRAIN_EXPERIMENT, Stage, stage_hashes
-from harness.datasets.registry import dataset_name
+from harness.datasets.registry import DATASETS, dataset_name
 from harness.errors import UserError
 from harness.tracking.runs import ensure_experiment, tracking_uri
 from harness.tracking.store import SERVER_SCHEMES, scheme_of, server_request, user_name
 from pretrain.encoders.trusted import VARIABLE, encoder_experiments
 
-RESULT_METRICS = ("dev_acc", "dev_f1", "test_acc", "test_f1")  # what copies of one cell must agree on
 COPIES_LIMIT = 100
 PERMISSIONS_ENDPOINT = "/api/3.0/mlflow/users/current/permissions"  # the user's own grants (any user may ask)
 
 
+def result_metrics() -> tuple[str, ...]:
+    """The run metrics of every registered data set's task (``dev_acc`` … ``test_spearman``): copies
+    of one cell (one data digest, so one task) hold those of their own task."""
+    names = (name for entry in DATASETS.values() for name in entry.task.run_metrics())
+    return tuple(dict.fromkeys(names))
+
+
 def result_numbers(metrics: dict) -> dict:
-    """The metrics two copies of a cell must share (accuracy and F1 on dev and test)."""
-    return {key: float(metrics[key]) for key in RESULT_METRICS if key in metrics}
+    """The metrics two copies of a cell must share (its task's on dev and test)."""
+    return {key: float(metrics[key]) for key in result_metrics() if key in metrics}
+
+
+def headline(metrics: dict) -> str:
+    """A copy's first test metric, for a line that names copies: ``test_acc 0.8123``."""
+    numbers = result_numbers(metrics)
+    name = next((key for key in numbers if key.startswith("test_")), "test_acc")
+    return f"{name} {numbers.get(name, float('nan')):.4f}"
 
 
 def conflicting(runs: list) -> bool:
@@ -55,9 +68,7 @@ def finished_run(experiment: str, cell_hash: str, parent_run_id: str | None = No
             [experiment_id], query + scope, order_by=["attributes.start_time DESC"], max_results=COPIES_LIMIT
         )
         if runs and conflicting(runs):
-            numbers = ", ".join(
-                f"{run.info.run_id} (test_acc {run.data.metrics.get('test_acc', float('nan')):.4f})" for run in runs
-            )
+            numbers = ", ".join(f"{run.info.run_id} ({headline(run.data.metrics)})" for run in runs)
             raise UserError(
                 f"cell {cell_hash}: experiment '{experiment}' holds copies with other numbers: {numbers}; "
                 f"not reused, none is chosen: `python -m benchmarks duplicates` names them, delete the "

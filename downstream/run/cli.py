@@ -21,7 +21,7 @@ from downstream.run.item_intervals import interval_line
 from downstream.run.lit_pair import LitPairClassifier
 from downstream.run.ui_views import LogDatasets, LogPredictionViews
 from harness.cli.tracked_cli import TrackedCLI
-from harness.datasets.registry import dataset_name, run_name_prefix, split_title
+from harness.datasets.registry import dataset_name, run_name_prefix, split_title, task_tags
 from harness.datasets.spec import SPEC_KEYS
 from harness.digests import RecordBestDigest
 from harness.errors import UserError
@@ -197,6 +197,7 @@ class FinetuneCLI(TrackedCLI):
             "head": model.hparams.head,
             "train_fraction": str(self.setting("data.train_fraction")),
             "dataset": self.datamodule.pair_data.name,
+            **task_tags(self.datamodule.pair_data),
             "encoder": self.encoder_tag(),
         }
         if self.smoke_encoder():

@@ -132,6 +132,12 @@ def run_name_prefix(data: PairData) -> str:
     return "" if entry.plain_run_names and data.name == entry.name else f"{data.name}-"
 
 
+def task_tags(data: PairData) -> dict[str, str]:
+    """``{"task": <its entry's name>}`` on the runs of a data set whose run names carry its name:
+    every data set but MRPC under its own name, whose runs keep the tags they always had ({})."""
+    return {"task": data.kind} if run_name_prefix(data) else {}
+
+
 def anchors_of(data: PairData) -> Anchors | None:
     """Published results on the data set's test split, for the benchmark report (None: none known)."""
     return DATASETS[data.kind].anchors

@@ -17,8 +17,12 @@ Views written here:
   mean shows without expanding a row (the UI adds their parent, whose metrics are per-method
   summaries, under "Additional runs" instead of nesting the cells collapsed below it);
 - ``compare-<digest>``: a few runs (a method and its twin) in the chart view, opening on bar charts
-  of test and dev accuracy and F1 (the UI's compare page opens on a parallel-coordinates plot of
-  the first differing params, which here are checkpoint digests).
+  of their task's test and dev metrics (accuracy and F1, Pearson and Spearman; the UI's compare
+  page opens on a parallel-coordinates plot of the first differing params, which here are
+  checkpoint digests).
+
+A transfer experiment's metric columns are its task's (``harness.datasets.task``): the task of the
+data set it is named after, or a benchmark's own.
 """
 
 from __future__ import annotations
@@ -30,11 +34,15 @@ import time
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
+from harness.datasets.task import CLASSES, EVALUATION_SPLITS, Task
+
 VIEW_PREFIX = "mlflow.sharedViewState."
 DESCRIPTION_TAG = "mlflow.note.content"
 COMPARE_VIEW = "compare"
 GROUPED_VIEW = "by-method"
 
+
+RUN_TAG_COLUMNS = ["tags.`method`", "tags.`encoder`", "tags.`seed`", "tags.`benchmark`"]
 COLUMNS = {
     "pretrain": [
         "tags.`family`",
@@ -46,18 +54,23 @@ COLUMNS = {
         "tags.`benchmark`",
         "attributes.`Duration`",
     ],
-    "finetune": [
-        "metrics.`test_acc`",
-        "metrics.`test_f1`",
-        "metrics.`dev_acc`",
-        "metrics.`dev_f1`",
-        "tags.`method`",
-        "tags.`encoder`",
-        "tags.`seed`",
-        "tags.`benchmark`",
-    ],
 }
-COMPARED_METRICS = ("test_acc", "test_f1", "dev_acc", "dev_f1")  # the charts a compare view opens on
+
+
+def compared_metrics(task: Task = CLASSES) -> list[str]:
+    """The task's run metrics, test first (``test_acc, test_f1, dev_acc, dev_f1``; a graded task's
+    ``test_pearson`` …): the metric columns of a runs table and the charts a compare view opens on."""
+    return task.run_metrics(tuple(reversed(EVALUATION_SPLITS)))
+
+
+def columns_of(kind: str, task: Task = CLASSES) -> list[str]:
+    """The runs-table columns of an experiment of ``kind``; a transfer experiment's show its task's metrics."""
+    if kind in COLUMNS:
+        return COLUMNS[kind]
+    return [f"metrics.`{metric}`" for metric in compared_metrics(task)] + RUN_TAG_COLUMNS
+
+
+COMPARED_METRICS = tuple(compared_metrics())  # a task of classes' (MRPC's): test and dev accuracy and F1
 PARENT_TAG = "mlflow.parentRunId"
 MODEL_METRICS = "Model metrics"  # the UI's section of metrics without a ``system/`` prefix
 DESCRIPTIONS = {
@@ -130,28 +143,38 @@ def set_experiment_tag(client: MlflowClient, experiment_id: str, key: str, value
         client.set_experiment_tag(experiment_id, key, value)
 
 
+def experiment_task(experiment_name: str) -> Task:
+    """The task of the data set an experiment is named after (runs go to the experiment of their
+    data set's name: ``sick-r``, ``stsb``); a task of classes for any other name."""
+    from harness.datasets.registry import DATASETS  # the readers load only where an experiment is prepared
+
+    entry = DATASETS.get(experiment_name)
+    return entry.task if entry else CLASSES
+
+
 def prepare_experiment(client: MlflowClient, experiment_id: str, experiment_name: str) -> None:
-    """Give the experiment its description (unless it has one) and its saved views; hide MLflow's
-    empty ``Default`` experiment."""
+    """Give the experiment its description (unless it has one) and its saved views, whose metric
+    columns are its task's; hide MLflow's empty ``Default`` experiment."""
     kind = kind_of(experiment_name)
+    columns = columns_of(kind, experiment_task(experiment_name))
     experiment = client.get_experiment(experiment_id)
     if not experiment.tags.get(DESCRIPTION_TAG):
         set_experiment_tag(client, experiment_id, DESCRIPTION_TAG, DESCRIPTIONS[kind])
-    save_view(client, experiment_id, COMPARE_VIEW, "Compare runs", view_state(COLUMNS[kind]))
+    save_view(client, experiment_id, COMPARE_VIEW, "Compare runs", view_state(columns))
     if kind == "finetune":
         save_view(
             client,
             experiment_id,
             GROUPED_VIEW,
             "By method and encoder",
-            view_state(COLUMNS[kind], group_by=["method", "encoder"]),
+            view_state(columns, group_by=["method", "encoder"]),
         )
     hide_empty_default(client)
 
 
-def benchmark_view(client: MlflowClient, experiment_id: str, benchmark: str) -> str:
+def benchmark_view(client: MlflowClient, experiment_id: str, benchmark: str, task: Task = CLASSES) -> str:
     """The saved view of one benchmark's cells and baselines, a group per method (the UI adds the
-    parent, under "Additional runs"); returns its key."""
+    parent, under "Additional runs"), with its task's metrics as columns; returns its key."""
     key = f"benchmark-{benchmark}"
     cells = f"tags.benchmark = '{benchmark}' and tags.stage != 'benchmark'"
     save_view(
@@ -159,9 +182,20 @@ def benchmark_view(client: MlflowClient, experiment_id: str, benchmark: str) -> 
         experiment_id,
         key,
         f"Benchmark {benchmark}",
-        view_state(COLUMNS["finetune"], search_filter=cells, group_by=["method"]),
+        view_state(columns_of("finetune", task), search_filter=cells, group_by=["method"]),
     )
     return key
+
+
+def logged_task_metrics(logged: set[str]) -> list[str]:
+    """The metrics a compare view charts: those of the task whose run metrics the runs logged (a
+    registered data set's; runs of one comparison share one), else a task of classes'."""
+    from harness.datasets.registry import DATASETS
+
+    for task in dict.fromkeys(entry.task for entry in DATASETS.values()):
+        if set(compared_metrics(task)) <= logged:
+            return compared_metrics(task)
+    return compared_metrics()
 
 
 def _bar_chart(metric: str, shown: bool) -> dict:
@@ -179,19 +213,21 @@ def _bar_chart(metric: str, shown: bool) -> dict:
 
 
 def compare_view(client: MlflowClient, experiment_id: str, run_ids: list[str]) -> str:
-    """The saved view of ``run_ids`` alone, its charts the test and dev accuracy and F1 (every
+    """The saved view of ``run_ids`` alone, its charts their task's test and dev metrics (every
     other metric of the runs hidden); returns its key (``compare-<digest of the run ids>``)."""
     key = "compare-" + hashlib.sha256(",".join(sorted(run_ids)).encode()).hexdigest()[:12]
     runs = [client.get_run(run_id) for run_id in run_ids]
     parents = {run.data.tags[PARENT_TAG] for run in runs if run.data.tags.get(PARENT_TAG)}
     runs += [client.get_run(parent) for parent in parents]  # the UI shows a child's parent beside it
     logged = {metric for run in runs for metric in run.data.metrics}
-    charts = [_bar_chart(metric, True) for metric in COMPARED_METRICS]
-    charts += [_bar_chart(metric, False) for metric in sorted(logged - set(COMPARED_METRICS))]
+    compared = logged_task_metrics(logged)
+    charts = [_bar_chart(metric, True) for metric in compared]
+    charts += [_bar_chart(metric, False) for metric in sorted(logged - set(compared))]
     listed = ", ".join(f"'{run_id}'" for run_id in run_ids)
     # Grouped by method: a benchmark cell's parent, which the UI adds to the rows, then cannot hold its
     # children collapsed under it; it lands in "Additional runs", its own metrics' charts hidden.
-    state = view_state(COLUMNS["finetune"], search_filter=f"attributes.run_id IN ({listed})", group_by=["method"])
+    columns = [f"metrics.`{metric}`" for metric in compared] + RUN_TAG_COLUMNS
+    state = view_state(columns, search_filter=f"attributes.run_id IN ({listed})", group_by=["method"])
     state.update(
         compareRunCharts=charts,
         compareRunSections=[{"uuid": "metrics", "name": MODEL_METRICS, "display": True, "isReordered": True}],

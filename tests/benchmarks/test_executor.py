@@ -72,9 +72,13 @@ def test_the_progress_lines_count_cells_as_they_end_and_say_when_more_are_coming
     progress = Progress(stages_total=2, encoders_total=2)
     progress.planned(heads)
     assert progress.eta_minutes(slots=2) is None  # nothing ran yet
-    assert progress.cell_line("elmo-scalar", 0, 0.7, 0.71, "9 s") == (
+    assert progress.cell_line("elmo-scalar", 0, {"dev_acc": 0.7, "test_acc": 0.71}, "9 s") == (
         "  [  1/4+] elmo-scalar                        seed 0  dev acc 0.700  test acc 0.710  (9 s)"
     )
+    graded = Progress(stages_total=0, encoders_total=0).cell_line(
+        "elmo-scalar", 1, {"dev_pearson": 0.7, "test_pearson": 0.71}, "9 s"
+    )
+    assert graded.endswith("seed 1  dev pearson 0.700  test pearson 0.710  (9 s)")  # a graded task's main metric
     progress.finished(heads[0], 60.0)
     progress.planned(
         [Cell("random-scalar", "random", seed, family="elmo", transfer="frozen", head="attn") for seed in range(4)]

@@ -15,8 +15,9 @@ from benchmarks.plan.matrix import Matrix, Transfer
 from benchmarks.report.fraction_baselines import missing_fraction_baselines, with_fraction_baselines
 from benchmarks.report.results_table import build_results
 from benchmarks.stats.gaps import compare_with_twin
-from benchmarks.tasks.baselines import fit_baseline, tfidf_lr_baseline
+from benchmarks.tasks.baselines import fit_baseline
 from downstream.data.pair_datamodule import subsample
+from downstream.run.baselines import tfidf_lr_baseline
 from harness.datasets.registry import load_pair_data
 
 REPO = Path(__file__).resolve().parents[2]

@@ -17,9 +17,9 @@ import pytest
 from sklearn.metrics import accuracy_score, f1_score
 
 from benchmarks.__main__ import main
-from benchmarks.results_files.cell_checks import recomputed
 from benchmarks.results_files.folder import BENCHMARK_FILE, CELLS_DIR, MANIFEST_FILE, ResultSet, read_folder
 from benchmarks.results_files.manifest import write_manifest
+from benchmarks.results_files.task_predictions import ClassPredictions
 from harness.errors import UserError
 from tests.benchmarks.test_results_files import edit_record, make_folder
 
@@ -352,6 +352,5 @@ def test_the_recomputed_metrics_are_sklearns(labels):
             "test_acc": accuracy_score(frame["label"], frame["pred"]),
             "test_f1": f1_score(frame["label"], frame["pred"], zero_division=0, **binary),
         }
-        assert recomputed(frame, "test", labels, labels[-1] if len(labels) == 2 else None) == pytest.approx(
-            expected, abs=1e-12
-        )
+        positive = labels[-1] if len(labels) == 2 else None
+        assert ClassPredictions(labels, positive).metrics(frame, "test") == pytest.approx(expected, abs=1e-12)

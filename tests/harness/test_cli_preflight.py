@@ -182,7 +182,7 @@ def test_a_class_a_group_flag_does_not_take_lists_the_choices_in_one_line(monkey
     assert pretrain_problems(["fit", "--model", "LitGPTT"])[0].endswith("; did you mean LitGPT?")
     assert pretrain_problems(["fit", "--data=SST2"]) == [
         "--data=SST2: not a config file, and --data's class is fixed here; the data set is "
-        "--data.dataset: mrpc, sick-e or tsv"
+        "--data.dataset: mrpc, sick-e, sick-r, stsb or tsv"
     ]
     finetune = problems(
         ["fit", "--model=LitBERT"], FINETUNE_FLAGS, FINETUNE_LEAVES, classes=FINETUNE_CLASSES, hints=hints

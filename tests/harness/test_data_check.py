@@ -45,7 +45,10 @@ def test_pair_files_are_read_and_checked(tmp_path):
     broken.write_text(Path(files["train"]).read_text() + "only one column\n")
     problem = data_problem(["fit", "--data.dataset=tsv", *flags, f"--data.train={broken}"])
     assert problem.startswith(f"{broken}:") and "\n" not in problem
-    assert data_problem(["fit", "--data.dataset=sst2"]) == "--data.dataset=sst2: expected mrpc, sick-e or tsv"
+    assert (
+        data_problem(["fit", "--data.dataset=sst2"])
+        == "--data.dataset=sst2: expected mrpc, sick-e, sick-r, stsb or tsv"
+    )
 
 
 @pytest.mark.parametrize(

@@ -312,3 +312,42 @@ def test_a_compare_link_opens_the_runs_metrics_in_the_chart_view(records):
     assert shown == list(COMPARED_METRICS) and hidden == {"train_loss", "mix_weight_0", "elmo/test_acc_mean"}
     assert {chart["type"] for chart in state["compareRunCharts"]} == {"BAR"}
     assert [key["groupByData"] for key in state["groupBy"]["groupByKeys"]] == ["method"]
+
+
+def test_the_runs_table_shows_the_task_of_the_experiments_data_set(records, monkeypatch):
+    """MRPC's columns stay its accuracy and F1; a graded data set's experiment, benchmark view and
+    compare view show Pearson and Spearman instead."""
+    from harness.datasets import registry
+    from harness.datasets.entry import DataSet
+    from harness.datasets.task import graded
+    from harness.tracking.views import columns_of
+
+    assert columns_of("finetune")[:4] == [
+        "metrics.`test_acc`",
+        "metrics.`test_f1`",
+        "metrics.`dev_acc`",
+        "metrics.`dev_f1`",
+    ]
+    toy = DataSet(name="toy-graded", load=None, default_name=lambda spec: "toy-graded", task=graded(0, 5))
+    monkeypatch.setitem(registry.DATASETS, toy.name, toy)
+    client = MlflowClient(records)
+    experiment = ensure_experiment("toy-graded")
+    graded_metrics = ["test_pearson", "test_spearman", "dev_pearson", "dev_spearman"]
+
+    def metric_columns(key: str) -> list[str]:
+        state = json.loads(json.loads(client.get_experiment(experiment).tags[VIEW_PREFIX + key])["state"])
+        return [column for column in state["selectedColumns"] if column.startswith("metrics.")]
+
+    assert metric_columns("compare") == metric_columns("by-method") == [f"metrics.`{m}`" for m in graded_metrics]
+    assert metric_columns(benchmark_view(client, experiment, "tiny", toy.task)) == metric_columns("compare")
+    runs = []
+    for method in ("elmo-scalar-pool-mlp", "random-scalar-pool-mlp"):
+        run = client.create_run(experiment, tags={"method": method}).info.run_id
+        for metric in (*graded_metrics, "train_loss"):
+            client.log_metric(run, metric, 0.5)
+        runs.append(run)
+    lines = summary_lines(experiment, runs[0], "compare", compare=runs)
+    link = next(line for line in lines if line.split()[0] == "compare").split()[1]
+    key = parse_qs(urlparse(link).fragment.partition("?")[2])["viewStateShareKey"][0]
+    state = json.loads(json.loads(client.get_experiment(experiment).tags[VIEW_PREFIX + key])["state"])
+    assert [chart["metricKey"] for chart in state["compareRunCharts"] if not chart["deleted"]] == graded_metrics

@@ -67,7 +67,10 @@ def test_another_data_set_is_kept_out_as_a_model_sees_its_sentences(real_mrpc_di
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        ({"keep_out": ["sst2"]}, r"^--data\.keep_out=sst2: not a named data set; expected mrpc, sick-e or tsv$"),
+        (
+            {"keep_out": ["sst2"]},
+            r"^--data\.keep_out=sst2: not a named data set; expected mrpc, sick-e, sick-r, stsb or tsv$",
+        ),
         ({"keep_out": ["mrpc"], "transductive": True}, r"^--data\.keep_out: not with --data\.transductive=true"),
     ],
 )

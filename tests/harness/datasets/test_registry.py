@@ -87,7 +87,7 @@ def test_a_registered_data_set_is_read_titled_and_named_through_the_registry(toy
 
 def test_mrpc_and_tsv_are_entries_and_unknown_names_are_one_line(tmp_path):
     assert {"mrpc", "tsv"} <= set(registry.DATASETS)
-    with pytest.raises(UserError, match=r"^--data.dataset=csv: expected mrpc, sick-e or tsv$"):
+    with pytest.raises(UserError, match=r"^--data.dataset=csv: expected mrpc, sick-e, sick-r, stsb or tsv$"):
         registry.dataset_entry("csv")
     assert registry.dataset_name({"dataset": "tsv", "train": str(tmp_path / "snli" / "train.tsv")}) == "snli"
     assert registry.dataset_name({"name": "x"}) == "x" and registry.dataset_name({}) == "mrpc"

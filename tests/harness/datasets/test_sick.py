@@ -10,7 +10,7 @@ import pytest
 
 from benchmarks.tasks.baselines import fit_baseline
 from harness.datasets import sick
-from harness.datasets.registry import dataset_choices, load_pair_data, split_title
+from harness.datasets.registry import dataset_choices, dataset_params, load_pair_data, published_anchors, split_title
 from harness.errors import UserError
 from tests.pair_files import write_sick
 
@@ -85,3 +85,38 @@ def test_its_splits_are_fixed_and_it_is_a_listed_choice(tmp_path):
     assert "sick-e" in dataset_choices()
     with pytest.raises(UserError, match=r"--data\.train: pair files are read only with --data\.dataset=tsv"):
         load_pair_data(dataset="sick-e", data_dir=str(write_sick(tmp_path / "sick")), train="x.tsv")
+
+
+@needs_release
+def test_sick_r_is_the_relatedness_column_of_the_same_release(capsys):
+    relatedness = load_pair_data(dataset="sick-r", data_dir=str(RELEASE_DIR))
+    entailment = load_pair_data(dataset="sick-e", data_dir=str(RELEASE_DIR))
+    assert (len(relatedness.train), len(relatedness.dev), len(relatedness.test)) == (4500, 500, 4927)
+    assert relatedness.task.score_range == (1.0, 5.0) and relatedness.labels == []
+    assert relatedness.content_hash == sick.CONTENT_HASHES["sick-r"] != entailment.content_hash
+    assert dataset_params(relatedness)["data_release"] == "release"
+    assert relatedness.split_overlap == entailment.split_overlap
+    assert [pair.ids for pair in relatedness.test] == [pair.ids for pair in entailment.test]
+    first = (RELEASE_DIR / sick.FILES["test"]).read_text().splitlines()[0].split("\t")
+    assert relatedness.test[0].label == float(first[3]) == 3.3
+    scores = [pair.label for pair in relatedness.train]
+    assert (min(scores), max(scores)) == (1.0, 5.0)
+
+
+def test_sick_r_reads_own_files_says_so_and_anchors_name_their_metrics(tmp_path, capsys):
+    data = load_pair_data(dataset="sick-r", data_dir=str(write_sick(tmp_path / "sick")))
+    assert [pair.label for pair in data.train] == [1.0, 2.0, 3.0, 4.0, 5.0, 1.0]
+    assert dataset_params(data)["data_release"] == "own"
+    assert "sick-r: " in capsys.readouterr().err
+    anchors = published_anchors("sick-r")
+    assert anchors.metrics == ("pearson", "spearman") and anchors.rows[0][1:3] == (88.4, None)
+    assert published_anchors("sick-e").column_titles() == ["test acc", "test F1"]
+    assert "sick-r" in dataset_choices()
+
+
+def test_a_relatedness_outside_one_to_five_names_its_line(tmp_path):
+    folder = write_sick(tmp_path / "sick")
+    with (folder / sick.FILES["dev"]).open("a") as handle:
+        handle.write("999\tA b c\tD e f\t0.5\tNEUTRAL\n")
+    with pytest.raises(UserError, match=r"^\S*SICK_trial\.txt:7: score 0\.5 \(column 3\) is outside .*\[1, 5\]$"):
+        load_pair_data(dataset="sick-r", data_dir=str(folder))

@@ -289,7 +289,9 @@ def test_load_flag_mistakes(three_label, tmp_path):
     assert_one_line_error(
         lambda: load_pair_data(dataset="tsv", train=files["train"], dev=files["dev"]), "--data.test", "required"
     )
-    assert_one_line_error(lambda: load_pair_data(dataset="csv", **files), "--data.dataset=csv", "mrpc, sick-e or tsv")
+    assert_one_line_error(
+        lambda: load_pair_data(dataset="csv", **files), "--data.dataset=csv", "mrpc, sick-e, sick-r, stsb or tsv"
+    )
     assert_one_line_error(
         lambda: load_pair_data(dataset="mrpc", train=files["train"]), "--data.train", "--data.dataset=tsv"
     )
