@@ -66,6 +66,11 @@ def test_a_tasks_matrix_is_the_template_with_the_tasks_baselines():
     assert matrix["baselines"] == list(task_of("sick-e").baselines) == ["majority", "tfidf-lr"]
     assert matrix["heads"] == ["pool-mlp", "attn"] and matrix["seeds"] == 3 and matrix["linear_probe"] is True
     assert matrix["random_control"] is True and matrix["encoders"] == [{"name": "elmo", "run": "runs:/abc"}]
+    assert matrix["finetune"]["config"] == "configs/downstream/mrpc.yaml"  # the template's: sick-e has none
+    graded = task_matrix("stsb", "elmo", "runs:/abc", "elmo", twin=True)
+    assert graded["baselines"] == ["overlap-cosine", "tfidf-ridge"] == list(task_of("stsb").baselines)
+    assert graded["finetune"]["config"] == "configs/downstream/stsb.yaml"  # its own: early stopping on dev Pearson
+    assert graded["finetune"]["args"] == matrix["finetune"]["args"]  # the template's short training kept
     published = task_matrix("mrpc", "all-minilm-l6-v2", "reference:all-minilm-l6-v2", "hf", twin=False)
     assert published["random_control"] is False and published["heads"] == ["pool-mlp"] and published["seeds"] == 1
     with pytest.raises(UserError, match="no-such-head"):
