@@ -119,3 +119,25 @@ def test_zero_shot_rows_hold_the_zero_shot_metric():
     assert "| elmo-zero-shot (ρ) | 30.0 |" in lines and "| elmo-linear-probe | 40.0 |" in lines
     assert "| method | toy (test Pearson r) |" in lines
     assert score_text([0.5]) == "50.0"
+
+
+def test_a_results_folder_takes_stsbs_four_id_columns(tmp_path):
+    """STS-B's pair key is (genre, file, year, id): a graded predictions file with those ids is read
+    back by the results-folder check (``python -m benchmarks export`` of an stsb task)."""
+    import pandas as pd
+
+    from benchmarks.results_files.predictions_file import check_columns
+    from benchmarks.results_files.task_predictions import predictions_of
+
+    frame = pd.DataFrame(
+        {
+            "split": ["dev", "test"],
+            "genre": ["main-news", "main-captions"],
+            "file": ["MSRpar", "MSRvid"],
+            "year": ["2012test", "2012test"],
+            "id": ["0001", "0001"],
+            "label": ["4.2", "1.0"],
+            "pred": ["3.9", "1.5"],
+        }
+    )
+    check_columns(frame, predictions_of(task_of("stsb"), [], None), tmp_path / "cell.predictions.csv.gz")
