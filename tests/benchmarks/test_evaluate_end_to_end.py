@@ -1,0 +1,92 @@
+"""``python -m benchmarks.evaluate`` end to end on a toy graded task a user added (one module that
+registers its entry, imported before the command runs) with a tiny biLM: the parent run with a
+child per task, zero-shot beside the probe, the head, the twin and the task's baselines, a results
+folder per task and the table across tasks."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from mlflow.tracking import MlflowClient
+
+from tests.downstream import toy_graded_task
+from tests.helpers import run_module, save_tiny_bilm
+
+pytestmark = pytest.mark.slow
+
+LAUNCHER = """import runpy
+
+import toy_overlap  # noqa: F401 - registers the data set
+
+runpy.run_module("benchmarks.evaluate", run_name="__main__", alter_sys=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def evaluated(tmp_path_factory) -> dict:
+    directory = tmp_path_factory.mktemp("evaluate")
+    shutil.copy(Path(toy_graded_task.__file__), directory / "toy_overlap.py")
+    (directory / "toy_evaluate.py").write_text(LAUNCHER)
+    pairs = toy_graded_task.load(None).train
+    encoder = save_tiny_bilm([s for pair in pairs for s in (pair.sentence1, pair.sentence2)], directory)
+    uri = f"sqlite:///{directory / 'mlflow.db'}"
+    out = directory / "out"
+    process = run_module(
+        "toy_evaluate", "--encoder", str(encoder), "--tasks", "toy-overlap", "--out", str(out), uri=uri, cwd=directory
+    )
+    assert process.returncode == 0, (process.stdout[-3000:], process.stderr[-3000:])
+    return {"uri": uri, "out": out, "process": process}
+
+
+def test_one_parent_with_a_child_per_task_and_the_methods_under_it(evaluated):
+    client = MlflowClient(evaluated["uri"])
+    experiments = [experiment.experiment_id for experiment in client.search_experiments()]
+    runs = client.search_runs(experiments, "", max_results=1000)
+    assert all(run.info.status == "FINISHED" for run in runs), [(r.info.run_name, r.info.status) for r in runs]
+    parents = [run for run in runs if run.data.tags.get("kind") == "evaluate"]
+    assert len(parents) == 1
+    tasks = [run for run in runs if run.data.tags.get("mlflow.parentRunId") == parents[0].info.run_id]
+    assert [run.data.tags["dataset"] for run in tasks] == ["toy-overlap"]
+    methods = {
+        run.data.tags.get("method") for run in runs if run.data.tags.get("mlflow.parentRunId") == tasks[0].info.run_id
+    }
+    assert {
+        "elmo-zero-shot",
+        "elmo-zero-shot-st",
+        "random-zero-shot",
+        "elmo-linear-probe",
+        "random-linear-probe",
+        "elmo-scalar-pool-mlp",
+        "random-scalar-pool-mlp",
+        "overlap-cosine",
+        "tfidf-ridge",
+    } <= methods
+
+
+def test_zero_shot_files_and_metrics(evaluated):
+    folder = evaluated["out"] / "toy-overlap" / "zero-shot" / "elmo-zero-shot"
+    frame = pd.read_csv(folder / "test.csv", dtype={"id": str})
+    assert list(frame.columns) == ["id", "label", "pred", "sentence1", "sentence2"] and len(frame) == 80
+    assert frame["pred"].between(-1, 1).all()
+    metrics = json.loads((folder / "metrics.json").read_text())["metrics"]
+    assert metrics["test_spearman"] == pytest.approx(frame["pred"].corr(frame["label"], method="spearman"))
+
+
+def test_a_results_folder_per_task_and_the_table(evaluated):
+    out = evaluated["out"]
+    assert (out / "toy-overlap" / "results" / "manifest.json").is_file()
+    assert (out / "toy-overlap" / "suite" / "report.md").is_file()
+    table = (out / "table.md").read_text()
+    assert "| method | toy-overlap (test Pearson r) |" in table
+    for row in (
+        "elmo-zero-shot (ρ)",
+        "elmo-linear-probe",
+        "elmo-scalar-pool-mlp",
+        "random-scalar-pool-mlp",
+        "tfidf-ridge",
+    ):
+        assert f"| {row} | " in table, row
+    printed = evaluated["process"].stdout
+    assert "── evaluate " in printed and "Wall time:" in printed.splitlines()[-4]
