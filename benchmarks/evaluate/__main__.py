@@ -25,7 +25,7 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--encoder",
         required=True,
-        help="runs:/<id>, models:/<name>@<alias>, latest[:<family>], a checkpoint, hf:<folder>, reference:<name>",
+        help="runs:/<id>, models:/<name>@<alias>, latest[:<family>], hf:<folder> or reference:<name>",
     )
     parser.add_argument("--tasks", nargs="+", default=None, help=f"data sets (default: {' '.join(DEFAULT_TASKS)})")
     parser.add_argument("--heads", nargs="*", default=[], help="heads beside the default pool-mlp (e.g. attn)")
@@ -64,8 +64,15 @@ def checked_encoder(text: str) -> str:
     text = text.strip()
     if text == "random" or text.startswith("random"):
         raise UserError(f"ENCODER={text}: name the trained encoder; its random-init twin runs beside it")
-    if not text.startswith(ENCODER_FORMS) and not Path(text).expanduser().is_file():
-        raise UserError(f"ENCODER={text}: expected {', '.join(ENCODER_FORMS)}… or a checkpoint file that exists")
+    if Path(text).expanduser().is_file():
+        raise UserError(
+            f"ENCODER={text}: a checkpoint file; evaluate takes a tracked encoder, whose run its cells "
+            f"record: runs:/<id>, models:/<name>@<alias>, latest[:<family>], hf:<folder> or reference:<name>"
+        )
+    if not text.startswith(ENCODER_FORMS):
+        raise UserError(
+            f"ENCODER={text}: expected runs:/<id>, models:/…, latest[:<family>], hf:<folder> or reference:…"
+        )
     return text
 
 

@@ -91,7 +91,7 @@ def evaluate(request: Evaluation, data: dict[str, PairData] | None = None) -> in
             folder = out / task
             folder.mkdir(parents=True, exist_ok=True)
             print(f"  {task}: running (its console: {folder / 'suite.log'})", flush=True)
-            suite_parent = run_task_suite(client, matrices[task], folder, request.jobs, parent)
+            suite_parent, linked = run_task_suite(client, matrices[task], folder, request.jobs, parent)
             task_scores = TaskScores(task)
             if data[task].task.zero_shot_metric:
                 arms = [(encoder, 0)] + [(random_encoder(encoder, seed), seed) for seed in seeds if twin]
@@ -110,7 +110,7 @@ def evaluate(request: Evaluation, data: dict[str, PairData] | None = None) -> in
                             request.encoder,
                         )
             export_benchmark(task_benchmark(label, task), folder / "results")
-            collect_scores(client, suite_parent, task_scores)
+            collect_scores(client, suite_parent, linked, task_scores)
             task_scores.wall_seconds = time.perf_counter() - task_started
             scores.append(task_scores)
             print(f"  {task}: {len(task_scores.scores)} methods in {task_scores.wall_seconds / 60:.1f} min")
@@ -158,9 +158,10 @@ def open_evaluation(client: MlflowClient, request: Evaluation, label: str) -> st
     return run.info.run_id
 
 
-def run_task_suite(client: MlflowClient, matrix: dict, folder: Path, jobs: int, parent: str) -> str:
+def run_task_suite(client: MlflowClient, matrix: dict, folder: Path, jobs: int, parent: str) -> tuple[str, list[str]]:
     """Run one task's matrix through the benchmark suite (its console in ``suite.log``), made a child
-    of the evaluation's parent run; returns the suite's parent run id."""
+    of the evaluation's parent run; returns the suite's parent run id and the cells it linked from
+    other benchmarks (finished there with the same settings, e.g. a task's baselines)."""
     config = folder / "matrix.yaml"
     config.write_text(yaml.safe_dump(matrix, sort_keys=False), encoding="utf-8")
     log = folder / "suite.log"
@@ -169,19 +170,21 @@ def run_task_suite(client: MlflowClient, matrix: dict, folder: Path, jobs: int, 
     if code != 0:
         tail = [line for line in log.read_text(encoding="utf-8").splitlines() if line.strip()][-1:]
         raise UserError(f"{matrix['dataset']['dataset']}: the suite stopped ({tail[0] if tail else code}); see {log}")
-    suite_parent, _ = newest_parent(client, matrix["name"])
+    suite_parent, study = newest_parent(client, matrix["name"])
     client.set_tag(suite_parent, "mlflow.parentRunId", parent)
-    return suite_parent
+    return suite_parent, list(study.get("linked", []))
 
 
-def collect_scores(client: MlflowClient, suite_parent: str, scores: TaskScores) -> None:
-    """Every FINISHED child of a task's suite parent into ``scores`` (a method's newest run per seed)."""
+def collect_scores(client: MlflowClient, suite_parent: str, linked: list[str], scores: TaskScores) -> None:
+    """Every FINISHED child of a task's suite parent, and the cells it linked, into ``scores`` (a
+    method's newest run per seed)."""
     runs = client.search_runs(
         [experiment.experiment_id for experiment in client.search_experiments()],
         f"tags.`mlflow.parentRunId` = '{suite_parent}' and attributes.status = 'FINISHED'",
         order_by=["attributes.start_time ASC"],
         max_results=50_000,
     )
+    runs = [*(client.get_run(run_id) for run_id in linked), *runs]
     newest = {(run.data.tags.get("method"), run.data.tags.get("seed")): run for run in runs}
     for (method, _), run in newest.items():
         if method:

@@ -36,12 +36,14 @@ def evaluate(tmp_path, *args, **environment):
         (["--encoder", "runs:/abc", "--tasks", "mrpc", "paraphrase"], {}, "TASKS=paraphrase: unknown task; expected"),
         (["--encoder", "random", "--tasks", "mrpc"], {}, "ENCODER=random: name the trained encoder"),
         (["--encoder", "no-such-file.ckpt", "--tasks", "mrpc"], {}, "ENCODER=no-such-file.ckpt: expected runs:/"),
+        (["--encoder", "encoder.ckpt", "--tasks", "mrpc"], {}, "ENCODER=encoder.ckpt: a checkpoint file; evaluate"),
         (["--encoder", "runs:/abc", "--tasks", "sick-e"], {"SICK_DIR": "", "DATA_ROOT": ""}, "set SICK_DIR"),
         (["--encoder", "runs:/abc", "--tasks", "mrpc", "mrpc"], {}, "a task is named twice"),
         (["--encoder", "runs:/abc", "--tasks", "mrpc", "--zero-shot", "max:top"], {}, "--zero-shot max:top: expected"),
     ],
 )
 def test_bad_input_is_one_line_before_any_run(tmp_path, arguments, environment, message):
+    (tmp_path / "encoder.ckpt").write_bytes(b"")  # a checkpoint file: not a tracked encoder
     done, seconds, store_made = evaluate(tmp_path, *arguments, **environment)
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip().splitlines() == [done.stderr.strip()] and message in done.stderr, done.stderr

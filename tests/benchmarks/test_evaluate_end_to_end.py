@@ -1,10 +1,13 @@
 """``python -m benchmarks.evaluate`` end to end on a toy graded task a user added (one module that
-registers its entry, imported before the command runs) with a tiny biLM: the parent run with a
+registers its entry, imported before the command runs) with a smoke biLM: the parent run with a
 child per task, zero-shot beside the probe, the head, the twin and the task's baselines, a results
 folder per task and the table across tasks."""
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -12,9 +15,12 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from tests.downstream import toy_graded_task
-from tests.helpers import run_module, save_tiny_bilm
+from tests.helpers import printed_run_id, run_module
 
 pytestmark = pytest.mark.slow
+REPO = Path(__file__).resolve().parents[2]
+SMOKE = REPO / "configs" / "pretrain" / "smoke.yaml"
+QUICK = ["--trainer.max_epochs=1", "--trainer.limit_val_batches=2", "--data.max_sentences=200"]
 
 LAUNCHER = """import runpy
 
@@ -25,16 +31,24 @@ runpy.run_module("benchmarks.evaluate", run_name="__main__", alter_sys=True)
 
 
 @pytest.fixture(scope="module")
-def evaluated(tmp_path_factory) -> dict:
+def evaluated(tmp_path_factory, mrpc_dir) -> dict:
     directory = tmp_path_factory.mktemp("evaluate")
     shutil.copy(Path(toy_graded_task.__file__), directory / "toy_overlap.py")
     (directory / "toy_evaluate.py").write_text(LAUNCHER)
-    pairs = toy_graded_task.load(None).train
-    encoder = save_tiny_bilm([s for pair in pairs for s in (pair.sentence1, pair.sentence2)], directory)
     uri = f"sqlite:///{directory / 'mlflow.db'}"
+    pretrained = run_module(  # a tracked smoke biLM on the synthetic MRPC's text: what evaluate scores
+        "pretrain", "fit", "--config", str(SMOKE), *QUICK, uri=uri, cwd=directory, mrpc_dir=mrpc_dir
+    )
+    encoder = f"runs:/{printed_run_id(pretrained)}"
     out = directory / "out"
-    process = run_module(
-        "toy_evaluate", "--encoder", str(encoder), "--tasks", "toy-overlap", "--out", str(out), uri=uri, cwd=directory
+    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "PYTHONPATH": os.pathsep.join([str(directory), str(REPO)])}
+    process = subprocess.run(
+        [sys.executable, "toy_evaluate.py", "--encoder", encoder, "--tasks", "toy-overlap", "--out", str(out)],
+        cwd=directory,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     assert process.returncode == 0, (process.stdout[-3000:], process.stderr[-3000:])
     return {"uri": uri, "out": out, "process": process}
