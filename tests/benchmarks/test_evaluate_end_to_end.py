@@ -83,7 +83,7 @@ def test_zero_shot_files_and_metrics(evaluated):
     folder = evaluated["out"] / "toy-overlap" / "zero-shot" / "elmo-zero-shot"
     frame = pd.read_csv(folder / "test.csv", dtype={"id": str})
     assert list(frame.columns) == ["id", "label", "pred", "sentence1", "sentence2"] and len(frame) == 80
-    assert frame["pred"].between(-1, 1).all()
+    assert (frame["pred"].abs() <= 1 + 1e-9).all()  # cosines (rounding may pass 1 by an ulp)
     metrics = json.loads((folder / "metrics.json").read_text())["metrics"]
     assert metrics["test_spearman"] == pytest.approx(frame["pred"].corr(frame["label"], method="spearman"))
 
