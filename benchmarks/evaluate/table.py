@@ -98,7 +98,9 @@ def markdown_table(tasks: list[TaskScores], title: str, notes: list[str] = (), e
     titles = header(tasks)
     lines = [f"# {title}", "", "| method | " + " | ".join(titles) + " |", "|---|" + "---:|" * len(titles)]
     lines += ["| " + " | ".join(row) + " |" for row in table_rows(tasks, encoder)]
-    lines += ["", wall_line(tasks), "", *notes_of(notes)]
+    lines += ["", wall_line(tasks)]
+    for note in notes_of(notes):
+        lines += ["", note]
     return "\n".join(lines) + "\n"
 
 
