@@ -24,8 +24,10 @@ QUICK = ["--trainer.max_epochs=1", "--trainer.limit_val_batches=2", "--data.max_
 
 LAUNCHER = """import runpy
 
-import toy_overlap  # noqa: F401 - registers the data set
+from harness.datasets.registry import register
+from toy_overlap import TOY_OVERLAP
 
+register(TOY_OVERLAP)
 runpy.run_module("benchmarks.evaluate", run_name="__main__", alter_sys=True)
 """
 
