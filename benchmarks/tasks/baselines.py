@@ -33,5 +33,5 @@ def fit_baseline(method: str, data: PairData, fraction: float = 1.0, seed: int =
             f"baseline {method}: not one of {data.name}'s ({', '.join(data.task.baselines)}: "
             f"a {data.task.target} task's baselines)"
         )
-    train = subsample(data.train, fraction, seed) if fraction < 1 else data.train
+    train = subsample(data.train, fraction, seed, data.task) if fraction < 1 else data.train
     return baselines.fit_baseline(name, train, {"dev": data.dev, "test": data.test}, data, seed)

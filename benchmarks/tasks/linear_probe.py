@@ -89,6 +89,6 @@ def probe_probabilities(
     sentences = data.sentences()  # the rows (and so the cache) of a frozen cell on the whole data set
     row = {sentence: index for index, sentence in enumerate(sentences)}
     vectors = sentence_vectors(FeatureStore.build(encoder, sentences, cache_dir, progress=False))
-    train = subsample(data.train, fraction, seed) if fraction < 1 else data.train
+    train = subsample(data.train, fraction, seed, data.task) if fraction < 1 else data.train
     with threadpool_limits(torch.get_num_threads()):  # BLAS as many threads as torch (a cell: 1): more stall
         return fitted_probe(vectors, row, data, train, seed)  # a busy machine's cores

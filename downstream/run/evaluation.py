@@ -154,7 +154,8 @@ def scatter_figure(frames: dict[str, pd.DataFrame], data: PairData):
     for axis, (split, frame) in zip(axes[0], frames.items()):
         axis.scatter(frame["label"], frame["pred"], s=6, alpha=0.4, color="tab:blue", linewidths=0)
         axis.plot([low, high], [low, high], color="grey", linewidth=0.8)
-        axis.set_xlim(low, high)
+        margin = 0.03 * (high - low)  # the points at either end of the range stay whole
+        axis.set_xlim(low - margin, high + margin)
         axis.set_xlabel("gold score")
         axis.set_ylabel("predicted score")
         pearson = graded_metrics(frame, split)[f"{split}_pearson"]

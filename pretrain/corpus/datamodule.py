@@ -116,8 +116,9 @@ class CorpusDataModule(pl.LightningDataModule):
         keep_out: named data sets (``mrpc``, ``sick-e``, …) whose dev and test sentences are
             removed from the whole pretraining text, a pair data set's own train sentences
             included (``pretrain.corpus.evaluation_text``); each is read from its default folder.
-            Every run counts the dev and test sentences of its pair data set and of these in its
-            pretraining text (``contamination_<task>_<split>`` params).
+            Every run counts the dev and test sentences of its pair data set, of these and of every
+            data set whose files are at hand in its pretraining text (``contamination_<task>_<split>``
+            params).
         min_frequency: words seen fewer times in the pretraining text become ``<UNK>``.
         max_vocab_size: keep at most this many entries, most frequent first (word: unset keeps every
             word; subword: the BPE vocabulary size, default 8000); a size that leaves no room for a

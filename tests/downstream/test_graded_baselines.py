@@ -138,3 +138,12 @@ def test_a_graded_baseline_that_cannot_fit_is_a_reason_in_the_summary(monkeypatc
     bounded = summary_comparisons.baseline_scores(data, {"train": data.train, "test": data.test}, None)
     assert "not computed here above 10 train pairs" in bounded["tfidf-ridge"]
     assert isinstance(bounded["overlap-cosine"], dict)
+
+
+def test_a_fraction_of_a_graded_train_split_is_the_pairs_a_finetune_cell_of_it_trains_on():
+    from downstream.data.pair_datamodule import subsample
+
+    data = graded_data(train=90)
+    fitted = fit_benchmark_baseline("tfidf-ridge@0.5", data, 0.5, seed=3)["test"]
+    expected = fit_baseline("tfidf-ridge", subsample(data.train, 0.5, 3, TASK), {"test": data.test}, data, seed=3)
+    np.testing.assert_array_equal(fitted, expected["test"])

@@ -1,8 +1,8 @@
-"""A graded task added the way a user adds one — one registered ``DataSet`` entry
-(``toy_graded_task.py``, copied as the user's own module) and a config — then the real
-``python -m downstream fit`` on a tiny biLM: the run logs ``{dev,test}_{pearson,spearman}``,
-each equal to scipy's on the logged predictions file, its best checkpoint monitored
-``dev_pearson``, and its summary prints the correlations × 100."""
+"""A graded task added the way a user adds one — one ``DataSet`` entry in a module of its own
+(``toy_graded_task.py``, copied as the user's), registered by the user's launcher before the CLI
+runs, and a config — then the real ``python -m downstream fit`` on a tiny biLM: the run logs
+``{dev,test}_{pearson,spearman}``, each equal to scipy's on the logged predictions file, its best
+checkpoint monitored ``dev_pearson``, and its summary prints the correlations × 100."""
 
 import shutil
 from pathlib import Path
@@ -21,8 +21,10 @@ pytestmark = pytest.mark.slow
 # What a user writes: the module with the entry, a line that imports it before the CLI runs, a config.
 LAUNCHER = """import runpy
 
-import toy_overlap  # noqa: F401 - registers the data set
+from harness.datasets.registry import register
+from toy_overlap import TOY_OVERLAP
 
+register(TOY_OVERLAP)
 runpy.run_module("downstream", run_name="__main__", alter_sys=True)
 """
 CONFIG = """seed_everything: 0

@@ -15,15 +15,22 @@ from scipy.stats import pearsonr, spearmanr
 from downstream.data.pair_datamodule import PairDataModule, strata, subsample
 from downstream.model.heads import HEADS
 from downstream.model.targets import GradedTarget, target_of
+from downstream.run.classifier_loading import load_classifier
 from downstream.run.evaluation import predictions_frame, split_metrics
 from downstream.run.lit_pair import LitPairClassifier, linked_task
-from harness.datasets.registry import load_pair_data
+from harness.datasets.registry import DATASETS, load_pair_data
 from harness.datasets.task import CLASSES
 from pretrain.encoders.loading import load_encoder, random_encoder
-from tests.downstream.toy_graded_task import NAME, TASK
+from tests.downstream.toy_graded_task import NAME, TASK, TOY_OVERLAP
 
 GRADED = {"target": "graded", "score_range": TASK.score_range}
 MAX_PAIRS = 48
+
+
+@pytest.fixture(autouse=True)
+def toy_registered(monkeypatch):
+    """The toy task among the data sets for each test here, and for no other."""
+    monkeypatch.setitem(DATASETS, NAME, TOY_OVERLAP)
 
 
 @pytest.fixture(scope="module")
@@ -176,3 +183,15 @@ def test_a_graded_predictions_file_holds_scores_on_the_tasks_scale_and_scipys_me
     metrics = split_metrics(frame, "test", data.pair_data)
     assert metrics["test_pearson"] == pytest.approx(pearsonr(frame["pred"], frame["label"]).statistic, abs=1e-12)
     assert metrics["test_spearman"] == pytest.approx(spearmanr(frame["pred"], frame["label"]).statistic, abs=1e-12)
+
+
+def test_a_graded_checkpoint_reloads_weights_only_with_its_task(encoders, tmp_path):
+    model, trainer = fit(load_encoder(encoders["elmo"]), tmp_path, head="pool-mlp")
+    path = tmp_path / "graded.ckpt"
+    trainer.save_checkpoint(path)
+    reloaded = load_classifier(path)
+    assert reloaded.task == TASK and reloaded.hparams.target == "graded"
+    data = PairDataModule(dataset=NAME, batch_size=8, max_pairs=MAX_PAIRS, cache_dir="none")
+    data.attach(model.encoder, model.input_kind)
+    data.setup()
+    assert torch.equal(reloaded.predictions(data.loader("dev"))[0], model.eval().predictions(data.loader("dev"))[0])

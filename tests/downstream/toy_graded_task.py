@@ -1,5 +1,7 @@
-"""A toy graded task added the way a user adds one: this one file, one ``DataSet`` entry
-registered with ``harness.datasets.registry.register``, nothing else of the harness changed.
+"""A toy graded task added the way a user adds one: this one file holding one ``DataSet`` entry,
+which ``harness.datasets.registry.register(TOY_OVERLAP)`` adds before the CLI runs (the user's
+launcher in ``test_graded_cli.py``; in process, the tests add it for their own duration only, so
+that no other test sees it among the data sets); nothing else of the harness changed.
 
 Its pairs are short sentences over a small vocabulary (words the tests' tiny encoders know); each
 pair's gold score is 5 × the Jaccard overlap of its two word sets, so it is learnable from the
@@ -12,7 +14,6 @@ import hashlib
 import random
 
 from harness.datasets.entry import DataSet
-from harness.datasets.registry import register
 from harness.datasets.spec import PairDataSpec
 from harness.datasets.task import graded
 from harness.datasets.types import SPLITS, Pair, PairData, combine_digests
@@ -65,4 +66,4 @@ def load(spec: PairDataSpec) -> PairData:
     )
 
 
-TOY_OVERLAP = register(DataSet(name=NAME, load=load, default_name=lambda spec: NAME, task=TASK))
+TOY_OVERLAP = DataSet(name=NAME, load=load, default_name=lambda spec: NAME, task=TASK)

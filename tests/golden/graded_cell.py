@@ -27,6 +27,7 @@ from mlflow.tracking import MlflowClient
 
 from downstream.run.cli import FinetuneCLI
 from harness.cli.tracked_cli import run_cli
+from harness.datasets.registry import DATASETS
 from tests.downstream import toy_graded_task
 from tests.golden.cells import CONFIGS, FINETUNE, FROZEN
 from tests.golden.compare import moved, read_goldens, write_goldens
@@ -64,6 +65,7 @@ def compute_graded_golden(workdir: Path, cell_flags: tuple[str, ...] = ()) -> di
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(workdir)
         patch.setenv("MLFLOW_TRACKING_URI", uri)
+        patch.setitem(DATASETS, toy_graded_task.NAME, toy_graded_task.TOY_OVERLAP)  # for this cell only
         torch.set_num_threads(1)
         try:
             code = run_cli(FinetuneCLI, arguments)
