@@ -11,7 +11,7 @@ from __future__ import annotations
 import pandas as pd
 
 from benchmarks.cell.run_table import text_column
-from benchmarks.report.metric_text import metric_title, unit
+from benchmarks.report.metric_text import metric_title, short_title, unit
 from harness.datasets.task import CLASSES, Task
 
 CHOSEN_COLUMN = "learning_rate"  # results.csv: the rate chosen for a method (NaN: no grid)
@@ -82,7 +82,7 @@ def lr_grid_section(table: pd.DataFrame, task: Task = CLASSES) -> list[str]:
     chosen one in bold); [] without one."""
     if not len(table):
         return []
-    mean, short, title = dev_mean(task), task.monitor.replace("_", " "), metric_title(task.monitor)
+    mean, short, title = dev_mean(task), short_title(task.monitor), metric_title(task.monitor)
     rows = []
     for method, group in table.groupby("method", sort=False):
         points = [

@@ -22,8 +22,8 @@ from benchmarks.plan.matrix_values import (
 )
 from benchmarks.plan.pretraining_runs import method_encoder, pretraining_runs_of
 from downstream.model.settings import Mix, parse_head
-from harness.datasets.registry import dataset_name
-from harness.datasets.spec import PATH_KEYS, SPEC_KEYS
+from harness.datasets.registry import DATASETS, dataset_name
+from harness.datasets.spec import PATH_KEYS, SPEC_KEYS, PairDataSpec
 from harness.errors import UserError
 from harness.tracking.experiment_names import experiment_name
 from harness.tracking.runs import REPO_ROOT
@@ -158,6 +158,7 @@ def parse_matrix(mapping: dict, where: str = "matrix", stem: str = "benchmark") 
     for baseline_name in baselines:
         if baseline_name not in BASELINE_NAMES:
             raise UserError(f"{where}: unknown baseline {baseline_name!r}; choose from {sorted(BASELINE_NAMES)}")
+    check_task_baselines(baselines, dataset_spec(source).get("dataset") or PairDataSpec().dataset, where)
     budget = source.get("budget")
     if budget is not None:
         known_keys(mapping_of(budget, where, "budget", "budget: {seeds: 3}"), KEYS, where, "`budget`")
@@ -362,6 +363,20 @@ def check_values(matrix: Matrix, where: str) -> None:
 def repo_path(path: str) -> Path:
     """Config paths in a suite file are relative to the repository root."""
     return Path(path) if Path(path).is_absolute() else REPO_ROOT / path
+
+
+def check_task_baselines(baselines: list[str], dataset: str, where: str) -> None:
+    """Every listed baseline is one of the data set's task (``Task.baselines``): a graded task has no
+    majority class, a task of classes no overlap cosine; one line naming the config otherwise."""
+    if dataset not in DATASETS:
+        return  # an unknown data set is named where it is read
+    task = DATASETS[dataset].task
+    other = [name for name in baselines if name not in task.baselines]
+    if other:
+        raise UserError(
+            f"{where}: baselines: {other[0]!r} is no baseline of {dataset} (a {task.target} task's are "
+            f"{', '.join(task.baselines)})"
+        )
 
 
 def dataset_spec(config: Matrix | dict) -> dict:

@@ -35,10 +35,15 @@ def short_title(metric: str) -> str:
     return f"{split} {title}" if split else title
 
 
+def title_case(text: str) -> str:
+    """``test accuracy`` → ``Test accuracy`` (the rest as it is: ``F1``, ``Pearson r``)."""
+    return text[:1].upper() + text[1:]
+
+
 def metrics_sentence(task) -> str:
     """How a table's numbers are said: ``Accuracy and F1 in %``, ``Pearson r and Spearman ρ × 100``."""
     titles = [metric_title(metric) for metric in task.metrics]
-    said = " and ".join([titles[0][:1].upper() + titles[0][1:], *titles[1:]])
+    said = " and ".join([title_case(titles[0]), *titles[1:]])
     return f"{said} in %" if all(map(is_percent, task.metrics)) else f"{said} × 100"
 
 
@@ -47,4 +52,4 @@ def main_test_metric(task) -> str:
     return f"test_{task.main_metric}"
 
 
-__all__ = ["main_test_metric", "metric_title", "metrics_sentence", "points", "short_title", "unit"]
+__all__ = ["main_test_metric", "metric_title", "metrics_sentence", "points", "short_title", "title_case", "unit"]

@@ -23,7 +23,8 @@ from benchmarks.report.mix_weights import mix_section
 from benchmarks.report.probe_checks import probe_methods, probe_remarks, probe_section
 from benchmarks.report.recipe_section import recipe_section
 from benchmarks.report.references_section import references_section
-from benchmarks.report.remarks import mde, number, points, remarks
+from benchmarks.report.remarks import baseline_title, mde, number, points, remarks
+from benchmarks.report.results_table import tfidf_baseline
 from benchmarks.report.study_table import study_figures, study_remarks, study_rows, study_tables
 from benchmarks.stats.controls import CONTROL_OK_COLUMN, RULE_TEXT, rule_text
 from benchmarks.stats.gaps import NO_SEED_REPLICATION, PVALUE_COLUMN
@@ -62,15 +63,21 @@ GRADED_READING = {  # a graded task's How to read: each sentence of the classes'
 }
 
 
+def with_tfidf_of(text: str, task: Task) -> str:
+    """``text`` (said of TF-IDF + LR, ``tfidf-lr``) said of the task's own TF-IDF baseline."""
+    classes, own = tfidf_baseline(CLASSES), tfidf_baseline(task)
+    return text.replace(f"`{classes}", f"`{own}").replace(baseline_title(classes), baseline_title(own))
+
+
 def how_to_read(task: Task = CLASSES) -> list[str]:
     """The report's How to read: the classes' text, its sentences said for correlations where the
-    task is graded (its control rule the task's own, ``benchmarks.stats.controls.rule_text``)."""
+    task is graded (its control rule and TF-IDF baseline the task's own)."""
     lines = [line.replace(RULE_TEXT, rule_text(task)) for line in HOW_TO_READ]
     if not task.graded:
         return lines
     for old, new in GRADED_READING.items():
         lines = [line.replace(old, new) for line in lines]
-    return lines
+    return [with_tfidf_of(line, task) for line in lines]
 
 
 def published_methods(runs: pd.DataFrame, context: dict) -> set[str]:
@@ -366,9 +373,12 @@ def _markdown(
             else ""
         )
         + (
-            "; gap vs TF-IDF: each method against TF-IDF + LR at its own labelled fraction (`tfidf-lr@<fraction>`, "
-            "fitted on each seed's labelled subset, where it ran; else `tfidf-lr` on the whole train split), in "
-            "points, with its 95% CI"
+            with_tfidf_of(
+                "; gap vs TF-IDF: each method against TF-IDF + LR at its own labelled fraction (`tfidf-lr@<fraction>`, "
+                "fitted on each seed's labelled subset, where it ran; else `tfidf-lr` on the whole train split), in "
+                "points, with its 95% CI",
+                task,
+            )
             if against_tfidf
             else ""
         )
@@ -422,8 +432,8 @@ def _markdown(
     lines += recipe_section(context.get("recipes", pd.DataFrame()), results, task)
     studied = study is not None and len(study) > 0
     if studied:
-        lines += [""] + study_tables(study, family)
-    lines += references_section(results)
+        lines += [""] + study_tables(study, family, task)
+    lines += references_section(results, task)
     comparisons = int(results["p_adjusted"].notna().sum()) if "p_adjusted" in results else None
     said = missing_note(family)
     said += (study_remarks(study, comparisons, family) if studied else []) + remarks(
@@ -466,7 +476,7 @@ def write_outputs(directory: Path, results: pd.DataFrame, runs: pd.DataFrame, co
     results.to_csv(written[0], index=False)
     runs.to_csv(written[1], index=False)
     figures = write_figures(runs, figures_dir, str(context.get("dataset") or "MRPC"), task_of_context(context))
-    study = study_rows(results, runs, context.get("encoders") or [])
+    study = study_rows(results, runs, context.get("encoders") or [], task_of_context(context))
     if len(study):
         figures += study_figures(study, figures_dir)
     report = directory / "report.md"

@@ -9,7 +9,7 @@ import pandas as pd
 from benchmarks.cell.run_table import text_column
 from benchmarks.plan.lr_selection import dev_mean
 from benchmarks.plan.matrix import PICKED_HEAD
-from benchmarks.report.metric_text import metric_title, points, unit
+from benchmarks.report.metric_text import metric_title, points, short_title, unit
 from benchmarks.report.probe_checks import MAJORITY
 from benchmarks.stats.controls import (
     CONTROL_OK_COLUMN,
@@ -40,7 +40,7 @@ def recipe_section(table: pd.DataFrame, results: pd.DataFrame | None = None, tas
     control rule at its pick did (``results``: the results table); [] without a selection."""
     if not len(table):
         return []
-    mean, short = dev_mean(task), task.monitor.replace("_", " ")
+    mean, short = dev_mean(task), short_title(task.monitor)
     rows = []
     for (method, folder), group in table.groupby(["method", "folder"], sort=False):
         several = group["head"].nunique() > 1
@@ -84,16 +84,16 @@ def failed_after_selection(table: pd.DataFrame, results: pd.DataFrame | None, ta
         if method not in arms:
             continue
         best = float(group.loc[group["chosen"], mean].iloc[0])
+        best_text, majority_text = points(best, task.monitor), points(majority, task.monitor)
         if majority is not None and best <= majority + MAJORITY_MARGIN:
             why = (
-                f"no point of its grid learned on dev (the best, {points(best, mean)}, against the majority "
-                f"baseline's {points(majority, mean)}), so its cells ran at a recipe that had not learned either"
+                f"no point of its grid learned on dev (the best, {best_text}, against the majority "
+                f"baseline's {majority_text}), so its cells ran at a recipe that had not learned either"
             )
         else:
-            beside = "" if majority is None else f", the majority baseline {points(majority, mean)}"
+            beside = "" if majority is None else f", the majority baseline {majority_text}"
             why = (
-                f"its pick learned on dev on the selection's one seed ({points(best, mean)}{beside}) but not on "
-                "the final seeds"
+                f"its pick learned on dev on the selection's one seed ({best_text}{beside}) but not on the final seeds"
             )
         lines.append(f"- `{method}` ({arms[method]}): {why}.")
     if not lines:

@@ -6,13 +6,17 @@ Holm-adjusted p is below 0.05; the twin only where both arms learned (the contro
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 
+from benchmarks.report.metric_text import main_test_metric, metric_title, short_title, title_case
 from benchmarks.report.remarks import number, points
 from benchmarks.stats.controls import CONTROL_OK_COLUMN, control_failed
 from benchmarks.stats.gaps import PROBE_ADJUSTED_COLUMN, PROBE_GAP_COLUMNS, TFIDF_REGISTERED_COLUMN, TWIN_PROBE_COLUMN
 from benchmarks.stats.preregistration import PREREGISTERED_COLUMN, Family
+from harness.datasets.task import CLASSES, Task
 
 ALPHA = 0.05
 TWIN = ("gap_vs_random", "gap_ci_low", "gap_ci_high", "p_adjusted")
@@ -66,12 +70,13 @@ def _gap(row: pd.Series, columns: tuple[str, ...]) -> str:
     return interval if interval == "—" else f"{interval} p={number(row.get(columns[3], np.nan), '.2g')}"
 
 
-def references_section(results: pd.DataFrame) -> list[str]:
+def references_section(results: pd.DataFrame, task: Task = CLASSES) -> list[str]:
     """Markdown lines: per pre-registered comparison, its gap to each reference with its 95% CI and Holm
     p, and which references it beats; [] without a registered family or a twin's probe."""
     rows = registered_rows(results)
     if not len(rows):
         return []
+    metric = main_test_metric(task)
     lines = [
         "",
         "## Against every reference",
@@ -79,13 +84,14 @@ def references_section(results: pd.DataFrame) -> list[str]:
         "Each pre-registered comparison's pretrained arm against the three references a transfer claim has to "
         "beat: its random-init twin (the headline gap), the twin's linear probe at the same fraction (what a "
         "linear read-out of random features reaches already) and TF-IDF + LR fitted on the same labels, all three "
-        "in one unit: the same test, over pretraining runs where the arm has several. Test accuracy gap in "
-        "points, its 95% CI and p adjusted by Holm over the pre-registered "
+        "in one unit: the same test, over pretraining runs where the arm has several. "
+        f"{title_case(metric_title(metric))} gap in points, its 95% CI and p adjusted by Holm over the pre-registered "
         "comparisons, a family per reference (`p_adjusted`, `p_vs_twin_probe_adjusted`, "
         "`p_vs_tfidf_registered_adjusted`). Beats: the gap is positive with p < 0.05; the twin only where both "
         "arms learned.",
         "",
-        "| comparison | test acc | vs twin | vs twin's linear probe | vs TF-IDF at its fraction | beats |",
+        f"| comparison | {short_title(metric)} | vs twin | vs twin's linear probe | vs TF-IDF at its fraction "
+        "| beats |",
         "|---|---|---|---|---|---|",
     ]
     for _, row in rows.iterrows():
@@ -93,13 +99,13 @@ def references_section(results: pd.DataFrame) -> list[str]:
         if isinstance(probe, str) and probe_text != "—":
             probe_text += f" (`{probe}`)"
         lines.append(
-            f"| `{row['method']}` | {number(100 * row['test_acc_mean'], '.1f')} | {_gap(row, TWIN)} | "
+            f"| `{row['method']}` | {number(100 * row[f'{metric}_mean'], '.1f')} | {_gap(row, TWIN)} | "
             f"{probe_text} | {_gap(row, TFIDF)} | {verdict(row)} |"
         )
     return lines
 
 
-def console_summary(results: pd.DataFrame, family: Family | None) -> list[str]:
+def console_summary(results: pd.DataFrame, family: Family | None, task: Task = CLASSES) -> list[str]:
     """The study's answer on one screen: each pre-registered comparison's test accuracy, its gap to
     each reference (points, 95% CI, Holm p) and what it beats, the comparisons not yet run named;
     [] without a registered family or a twin's probe."""
@@ -107,9 +113,11 @@ def console_summary(results: pd.DataFrame, family: Family | None) -> list[str]:
     if family is None or not len(rows):
         return []
     missing = f"; not yet run: {', '.join(family.missing)}" if family.missing else ""
+    metric = main_test_metric(task)
     lines = [
         f"── pre-registered comparisons: {len(rows)} of {family.size} with a gap{missing} " + "─" * 20,
-        f"  {'comparison':<40}{'acc':>5}   {'vs twin (95% CI)':<20}{'p':>8}   {'vs twin probe':<20}{'p':>8}   "
+        f"  {'comparison':<40}{short_title(task.main_metric):>5}   "
+        f"{'vs twin (95% CI)':<20}{'p':>8}   {'vs twin probe':<20}{'p':>8}   "
         f"{'vs TF-IDF':<20}{'p':>8}   beats (Holm p < 0.05)",
     ]
     for _, row in rows.iterrows():
@@ -117,15 +125,16 @@ def console_summary(results: pd.DataFrame, family: Family | None) -> list[str]:
         for columns in (TWIN, PROBE, TFIDF):
             parts.append(f"{_interval(row, columns):<20}{number(row.get(columns[3], np.nan), '.2g'):>8}")
         lines.append(
-            f"  {row['method']:<40}{100 * row['test_acc_mean']:5.1f}   {'   '.join(parts)}   "
+            f"  {row['method']:<40}{100 * row[f'{metric}_mean']:5.1f}   {'   '.join(parts)}   "
             + verdict(row).replace("**", "")
         )
-    baselines = results[results["method"].str.match(r"^(majority|tfidf-lr)(@|$)")]
+    names = "|".join(map(re.escape, task.baselines))  # majority|tfidf-lr
+    baselines = results[results["method"].str.match(rf"^({names})(@|$)")]
     if len(baselines):
         lines.append(
-            "  baselines (test acc): "
+            f"  baselines ({short_title(metric)}): "
             + ", ".join(
-                f"{method} {100 * acc:.1f}" for method, acc in zip(baselines["method"], baselines["test_acc_mean"])
+                f"{method} {100 * score:.1f}" for method, score in zip(baselines["method"], baselines[f"{metric}_mean"])
             )
         )
     return lines

@@ -23,15 +23,17 @@ from benchmarks.plan.matrix import PICKED_HEAD
 from benchmarks.plan.pretraining_runs import entry_name
 from benchmarks.report.control_rule import control_fields, failed_control, failed_mask, failed_note, learned_text
 from benchmarks.report.figures import _save, legend_outside
+from benchmarks.report.metric_text import main_test_metric, metric_title, short_title, title_case
 from benchmarks.report.pairing_text import pairing_sentence
 from benchmarks.report.recipe_section import is_picked
 from benchmarks.stats.preregistration import PREREGISTERED_COLUMN, Family, family_text
 from benchmarks.stats.results_columns import COLLAPSED_COLUMN
+from harness.datasets.task import CLASSES, Task
 
 ALPHA = 0.05  # a gap holds below this Holm-adjusted p
 
 
-def study_rows(results: pd.DataFrame, runs: pd.DataFrame, encoders: list[dict]) -> pd.DataFrame:
+def study_rows(results: pd.DataFrame, runs: pd.DataFrame, encoders: list[dict], task: Task = CLASSES) -> pd.DataFrame:
     """One row per pretrained method of a transfers matrix: its family, encoder, corpus words,
     transfer, head, fraction, mean test acc/F1 and the gap over its twin (points). Empty when the
     runs come from a mixes × heads matrix."""
@@ -60,8 +62,7 @@ def study_rows(results: pd.DataFrame, runs: pd.DataFrame, encoders: list[dict]) 
                 "fraction": cell.fraction,
                 "method": cell.method,
                 "seeds": int(result["n_seeds"]),
-                "test_acc": 100 * result["test_acc_mean"],
-                "test_f1": 100 * result["test_f1_mean"],
+                **{metric: 100 * result[f"{metric}_mean"] for metric in task.run_metrics(("test",))},
                 **{
                     key: 100 * result.get(column, np.nan)
                     for key, column in (
@@ -146,7 +147,7 @@ def _runs_note(rows: pd.DataFrame) -> str:
     )
 
 
-def study_tables(rows: pd.DataFrame, family: Family | None = None) -> list[str]:
+def study_tables(rows: pd.DataFrame, family: Family | None = None, task: Task = CLASSES) -> list[str]:
     """Markdown: per family, rows = encoder (corpus) · transfer · head, columns = labelled fraction."""
     adjusted = (
         f"p_adj: {family_text(family)}; a gap without p_adj is exploratory"
@@ -156,8 +157,8 @@ def study_tables(rows: pd.DataFrame, family: Family | None = None) -> list[str]:
     lines = [
         "## Transfer study: gap to the random-init twin",
         "",
-        f"Test accuracy gap (pretrained − twin, points) with its 95% CI and p ({adjusted}), per labelled "
-        f"fraction. {pairing_sentence(rows)}{_runs_note(rows)}",
+        f"{title_case(metric_title(main_test_metric(task)))} gap (pretrained − twin, points) with its 95% CI and "
+        f"p ({adjusted}), per labelled fraction. {pairing_sentence(rows)}{_runs_note(rows)}",
         "",
     ]
     fractions = sorted(rows["fraction"].unique())
@@ -186,11 +187,14 @@ def study_tables(rows: pd.DataFrame, family: Family | None = None) -> list[str]:
             "",
         ]
     lines += failed_note(rows)
-    best = rows.sort_values("test_acc", ascending=False).head(3)
+    metrics = task.run_metrics(("test",))
+    best = rows.sort_values(main_test_metric(task), ascending=False).head(3)
     lines += [
         "Best absolute test scores (mean over seeds): "
         + "; ".join(
-            f"`{row['method']}` {row['test_acc']:.1f} acc / {row['test_f1']:.1f} F1" for _, row in best.iterrows()
+            f"`{row['method']}` "
+            + " / ".join(f"{row[metric]:.1f} {short_title(metric.removeprefix('test_'))}" for metric in metrics)
+            for _, row in best.iterrows()
         )
         + " — against the published anchors below.",
         "",

@@ -91,6 +91,6 @@ def build_report(
     for note in context["notes"]:
         print(f"  note: {note}")
     written = write_outputs(Path(out), results, runs, context)
-    for line in console_summary(results, family):
+    for line in console_summary(results, family, task):
         print(line)
     return results, written

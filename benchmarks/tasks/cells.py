@@ -19,7 +19,7 @@ from benchmarks.cell.definition import Cell
 from benchmarks.tasks.baselines import fit_baseline
 from benchmarks.tasks.linear_probe import probe_probabilities
 from benchmarks.tasks.reuse import finished_run
-from downstream.data.pair_datamodule import DEFAULT_CACHE_DIR
+from downstream.data.pair_datamodule import DEFAULT_CACHE_DIR, task_params
 from downstream.run import encoder_reuse
 from downstream.run.cli import FinetuneCLI
 from downstream.run.evaluation import predictions_frame, split_metrics
@@ -271,6 +271,7 @@ def log_check_run(
             "dataset": data.name,
             "f1_average": data.f1_average,
             "num_classes": data.num_classes,
+            **task_params(data.task),  # a graded task's, as its finetune runs log them
             **(params or {}),
         }.items():
             client.log_param(run_id, key, value)

@@ -83,11 +83,17 @@ DESCRIPTIONS = {
     "finetune": (
         "Transfer runs (tag `stage=finetune`): an encoder's features under a pair classifier, "
         "each pretrained encoder beside its random-init twin (`encoder` tag `random-…`). "
-        "`test_acc`/`test_f1` on the test split, `dev_acc` on dev (the epoch selected). "
+        "{test_metrics} on the test split, `{monitor}` on dev (the epoch selected). "
         "Benchmarks are parent runs (`stage=benchmark`) with their cells nested below; "
         "baselines are `stage=baseline`. Group by `method` and `encoder` to average seeds."
     ),
 }
+
+
+def description_of(kind: str, task: Task = CLASSES) -> str:
+    """An experiment's description; a transfer experiment's names its task's metrics."""
+    test_metrics = "/".join(f"`{metric}`" for metric in task.run_metrics(("test",)))
+    return DESCRIPTIONS[kind].replace("{test_metrics}", test_metrics).replace("{monitor}", task.monitor)
 
 
 def kind_of(experiment_name: str) -> str:
@@ -156,10 +162,11 @@ def prepare_experiment(client: MlflowClient, experiment_id: str, experiment_name
     """Give the experiment its description (unless it has one) and its saved views, whose metric
     columns are its task's; hide MLflow's empty ``Default`` experiment."""
     kind = kind_of(experiment_name)
-    columns = columns_of(kind, experiment_task(experiment_name))
+    task = experiment_task(experiment_name)
+    columns = columns_of(kind, task)
     experiment = client.get_experiment(experiment_id)
     if not experiment.tags.get(DESCRIPTION_TAG):
-        set_experiment_tag(client, experiment_id, DESCRIPTION_TAG, DESCRIPTIONS[kind])
+        set_experiment_tag(client, experiment_id, DESCRIPTION_TAG, description_of(kind, task))
     save_view(client, experiment_id, COMPARE_VIEW, "Compare runs", view_state(columns))
     if kind == "finetune":
         save_view(

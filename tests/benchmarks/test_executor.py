@@ -17,6 +17,7 @@ from benchmarks.plan.cost_model import cell_seconds_estimate
 from benchmarks.plan.matrix import parse_matrix
 from benchmarks.tasks.entry_points import Study
 from benchmarks.tasks.resources import cell_resources, stage_resources
+from harness.datasets.task import CLASSES
 from harness.errors import UserError
 
 
@@ -195,7 +196,7 @@ def study_config(tmp_path):
 def run_study(tmp_path, engine, threads=1):
     config = parse_matrix(study_config(tmp_path))
     study = Study("dag", "mrpc", "parent", "driver", tmp_path / "logs", "digest")
-    data = SimpleNamespace(content_hash="digest")
+    data = SimpleNamespace(content_hash="digest", task=CLASSES)
     executor = StudyExecutor(
         engine, study, config, data, config.finetune_config, [], threads, {"elmo": None, "ulmfit": None}
     )
@@ -283,7 +284,7 @@ def test_a_cell_another_benchmark_finished_while_it_waited_is_linked_not_dispatc
         OtherBenchmarkFinishesTheBaselines(cpus=1),
         study,
         config,
-        SimpleNamespace(content_hash="digest"),
+        SimpleNamespace(content_hash="digest", task=CLASSES),
         config.finetune_config,
         [],
         1,

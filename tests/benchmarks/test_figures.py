@@ -63,7 +63,7 @@ def test_no_baseline_lines_without_baseline_runs(drawn, tmp_path):
     figures.write_figures(runs, tmp_path)
     axes = drawn["learning_curve.png"].axes[0]
     assert not any(text.get_text().startswith(("majority", "TF-IDF")) for text in axes.get_legend().get_texts())
-    assert axes.get_ylim()[0] <= figures.CHANCE
+    assert axes.get_ylim()[0] <= figures.CHANCE["classes"]
 
 
 def test_gap_figures_promise_no_ci_with_one_seed(drawn, tmp_path):

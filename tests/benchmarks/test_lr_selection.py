@@ -138,3 +138,20 @@ def test_a_grid_that_is_not_a_list_of_positive_rates_is_one_line(tmp_path, grid)
     assert "\n" not in str(raised.value)
     path.write_text("encoders: [{name: elmo, run: latest}]\nmixes: [scalar]\nlr_grid: [1.0e-3, 3.0e-3]\n")
     assert load_config(path).lr_grid == (1e-3, 3e-3)
+
+
+def test_a_graded_arm_keeps_its_best_dev_pearson_rate():
+    """The rate is chosen on the task's main dev metric: Pearson for a graded task, whatever else the
+    runs hold (here a dev_acc column that would choose the other rate)."""
+    from harness.datasets.task import graded
+
+    runs, _ = grid_runs()
+    task = graded(0, 5)
+    runs = runs.assign(dev_pearson=1 - runs["dev_acc"])  # the order of the rates reversed
+    table = lr_grid_table(runs, task)
+    chosen = dict(zip(table.loc[table["chosen"], "method"], table.loc[table["chosen"], "learning_rate"]))
+    assert chosen == {"elmo-scalar-attn": 1e-3, "random-scalar-attn": 1e-2}
+    assert "dev_pearson_mean" in table and "dev_acc_mean" not in table
+    section = "\n".join(lr_grid_section(table, task))
+    assert "best mean dev Pearson r over seeds (× 100)" in section and "mean dev Pearson by learning rate" in section
+    assert set(select_learning_rates(runs, task)["learning_rate"]) == {1e-3, 1e-2}

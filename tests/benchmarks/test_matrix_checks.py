@@ -49,6 +49,11 @@ def write(tmp_path: Path, content: dict) -> Path:
         ({**GOOD, "random_control": "yes"}, "`random_control` must be true or false"),
         ({**GOOD, "finetune": {"config": "c.yaml", "arg": []}}, "unknown `finetune` key(s) ['arg']"),
         ({**GOOD, "learning_curve": {"fractions": [0.5], "heads": ["attn"]}}, "unknown `learning_curve` key(s)"),
+        (
+            {**GOOD, "dataset": {"dataset": "stsb"}, "baselines": ["tfidf-ridge", "majority"]},
+            "'majority' is no baseline of stsb (a graded task's are overlap-cosine, tfidf-ridge)",
+        ),
+        ({**GOOD, "baselines": ["overlap-cosine"]}, "'overlap-cosine' is no baseline of mrpc"),
     ],
 )
 def test_a_bad_matrix_is_one_line_before_any_work(tmp_path, content, fragment):

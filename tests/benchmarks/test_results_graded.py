@@ -249,3 +249,29 @@ def test_a_graded_folder_seals_and_imports_like_a_folder_of_classes(tmp_path, mo
     cells = [run for run in all_runs(tmp_path) if run.data.tags.get("cell_hash")]
     assert len(cells) == 6 and all(run.data.tags["task"] == TOY for run in cells)
     assert {"test_pearson", "test_spearman", "dev_pearson", "dev_spearman"} <= set(cells[0].data.metrics)
+
+
+def test_a_report_from_a_graded_folder_shows_its_correlations_times_100(tmp_path):
+    from benchmarks.report.metric_text import metrics_sentence, points, short_title
+
+    folder = make_graded_folder(tmp_path / "a")
+    assert main(["report", str(folder), "--out", str(tmp_path / "report")]) == 0
+    results = pd.read_csv(tmp_path / "report" / "results.csv").set_index("method")
+    assert not [column for column in results.columns if column.startswith(("dev_acc", "test_acc", "test_f1"))]
+    cells = read_folder(folder)[1]
+    pearsons = [cell.record["metrics"]["test_pearson"] for cell in cells if cell.record["cell"]["kind"] == "pretrained"]
+    assert results.loc["elmo-scalar-pool-mlp", "test_pearson_mean"] == pytest.approx(np.mean(pearsons), abs=1e-12)
+    report = (tmp_path / "report" / "report.md").read_text()
+    assert f"{metrics_sentence(TASK)}, mean ± std" in report and "Accuracy" not in report
+    header = " | ".join(map(short_title, TASK.run_metrics()))
+    assert (
+        f"| method | seeds | {header} |" in report
+        and header == "dev Pearson | dev Spearman | test Pearson | test Spearman"
+    )
+    row = results.loc["elmo-scalar-pool-mlp"]
+    assert f"{100 * row['test_pearson_mean']:.1f} ± {100 * row['test_pearson_std']:.1f}" in report
+    assert (
+        f"Best method by mean test Pearson r: `elmo-scalar-pool-mlp` ({points(row['test_pearson_mean'], 'pearson')})"
+        in report
+    )
+    assert "d = 1 (only the method right)" not in report and "pseudo-value" in report  # How to read, for correlations

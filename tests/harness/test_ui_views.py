@@ -339,6 +339,8 @@ def test_the_runs_table_shows_the_task_of_the_experiments_data_set(records, monk
         return [column for column in state["selectedColumns"] if column.startswith("metrics.")]
 
     assert metric_columns("compare") == metric_columns("by-method") == [f"metrics.`{m}`" for m in graded_metrics]
+    description = client.get_experiment(experiment).tags[DESCRIPTION_TAG]
+    assert "`test_pearson`/`test_spearman` on the test split, `dev_pearson` on dev" in description
     assert metric_columns(benchmark_view(client, experiment, "tiny", toy.task)) == metric_columns("compare")
     runs = []
     for method in ("elmo-scalar-pool-mlp", "random-scalar-pool-mlp"):
