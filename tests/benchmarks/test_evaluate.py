@@ -68,7 +68,10 @@ def test_a_tasks_matrix_is_the_template_with_the_tasks_baselines():
     assert matrix["baselines"] == list(task_of("sick-e").baselines) == ["majority", "tfidf-lr"]
     assert matrix["heads"] == ["pool-mlp", "attn"] and matrix["seeds"] == 3 and matrix["linear_probe"] is True
     assert matrix["random_control"] is True and matrix["encoders"] == [{"name": "elmo", "run": "runs:/abc"}]
-    assert matrix["finetune"]["config"] == "configs/downstream/mrpc.yaml"  # the template's: sick-e has none
+    assert matrix["finetune"]["config"] == "configs/downstream/sick-e.yaml"  # the task's own config
+    assert task_matrix("tsv", "elmo", "runs:/abc", "elmo", twin=True)["finetune"]["config"] == (
+        "configs/downstream/mrpc.yaml"  # the template's, for a data set without a config of its own
+    )
     graded = task_matrix("stsb", "elmo", "runs:/abc", "elmo", twin=True)
     assert graded["baselines"] == ["overlap-cosine", "tfidf-ridge"] == list(task_of("stsb").baselines)
     assert graded["finetune"]["config"] == "configs/downstream/stsb.yaml"  # its own: early stopping on dev Pearson
