@@ -118,6 +118,12 @@ benchmark: $(STAMP)  ## the default matrix: mixes × 5 seeds, random control, ba
 benchmark-quick: $(STAMP)  ## every path of the suite in a few minutes (1 seed, small pretrain)
 	$(PY) -m benchmarks.suite --config configs/benchmarks/quick.yaml $(ARGS)
 
+# `make evaluate ENCODER=reference:all-minilm-l6-v2 TASKS="mrpc sick-e sick-r stsb" [HEADS=attn] [SEEDS=3]`
+.PHONY: evaluate
+evaluate: $(STAMP)  ## score ENCODER=<ref> on TASKS (default: all four): zero-shot, probe, pool-mlp, twin, baselines; one table
+	@test -n "$(ENCODER)" || { echo "error: ENCODER=<ref> is required (make evaluate ENCODER=runs:/<id> TASKS=\"mrpc stsb\")" >&2; exit 2; }
+	$(PY) -m benchmarks.evaluate --encoder "$(ENCODER)" $(if $(TASKS),--tasks $(TASKS)) $(if $(HEADS),--heads $(HEADS)) $(if $(SEEDS),--seeds $(SEEDS)) $(ARGS)
+
 benchmark-families: $(REFERENCE_STAMP)  ## the transfer study: families × transfer × head × corpus × labels × seeds, and the positive control (ARGS=--budget)
 	$(PY) -m benchmarks.suite --config configs/benchmarks/families.yaml $(ARGS)
 

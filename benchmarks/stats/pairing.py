@@ -15,7 +15,7 @@ from benchmarks.stats import jackknife
 from harness.datasets.task import CLASSES, Task
 
 VALUE_COLUMNS = {"label", "pred", "prob", "sentence1", "sentence2"}  # and prob_<label>: the rest are ids
-ID_COLUMNS = ("id1", "id2", "id")  # the id columns the data sets write (MRPC: id1, id2; a TSV: id)
+ID_COLUMNS = ("id1", "id2", "genre", "file", "year", "id")  # MRPC: id1, id2; STS-B: genre, file, year, id; a TSV: id
 
 
 def id_columns(predictions: pd.DataFrame) -> list[str]:
