@@ -4,9 +4,10 @@ bf16-mixed, against a padded baseline and the machine's matmul peaks, all measur
 ``python -m benchmarks.speed.pretrain_throughput [--json PATH] [--batches 20] [--rounds 5]
 [--peak-seconds 1] [--rows NAME ...] [--profile STEPS]``
 
-Rows; every row has a twin named ``<row>-bf16`` that runs the same step under Lightning's
-``bf16-mixed`` autocast (what ``--trainer.precision=bf16-mixed`` does), measured whether or not the
-CPU has native bf16 (``bf16_supported`` in each row says which):
+Rows; where the CPU computes bf16 natively (``bf16_supported`` in each row), every row has a twin
+named ``<row>-bf16`` that runs the same step under Lightning's ``bf16-mixed`` autocast (what
+``--trainer.precision=bf16-mixed`` does); elsewhere the CLIs refuse bf16, and torch has no bf16
+LSTM kernel to emulate it with, so there are no bf16 rows:
 
 - ``seed-padded-baseline``: the straightforward biLM at ``seed.yaml``: every batch padded to the
   data set's longest sentence, both directions run over the padding (the backward one reads the
@@ -20,8 +21,8 @@ CPU has native bf16 (``bf16_supported`` in each row says which):
 
 The rows of one model (a row and its bf16 twin; the padded baseline with ``seed-full``, the same
 model on unbucketed batches) form a group, measured in its own process (its peak RSS is its own):
-one model and fused AdamW, fixed batches (the first a warm-up), and its rows and the float32 and
-bfloat16 matmul peaks (a ``torch.mm`` of up to 2048², smaller where one product would take over a
+one model and fused AdamW, fixed batches (the first a warm-up), and its rows and the matmul peaks of
+float32 and of the rows' other precision (a ``torch.mm`` of up to 2048², smaller where one product would take over a
 second or two, as emulated bf16 does) run interleaved in ``--rounds`` rounds
 (``benchmarks.speed.rounds``). Every figure and ratio (``over_fp32`` of a twin, ``over_baseline``
 over the padded baseline at the same precision, ``peak_fraction`` over the same round's peak of the
@@ -86,6 +87,7 @@ BILM_ROWS = [
 BASELINE = "seed-padded-baseline"
 FLOAT32, BF16 = "32-true", "bf16-mixed"
 PEAK_DTYPES = {FLOAT32: torch.float32, BF16: torch.bfloat16}
+BF16_PEAK = "bf16_matmul_peak_gflops_per_s"
 BATCHES, ROUNDS, PEAK_SECONDS = 20, 5, 1.0  # timed batches of a row per round, rounds, seconds of a peak
 
 
@@ -158,10 +160,21 @@ def build(row: dict) -> tuple[Family, torch.nn.Module, CorpusDataModule, dict, d
     return family, model, data, optimisation, {**data_args, **arguments, "data_args": data_args}
 
 
-def plan(batches: int, rounds: int, names: list[str] | None = None, profile: int = 0, peak_seconds: float = 1.0):
+def plan(
+    batches: int,
+    rounds: int,
+    names: list[str] | None = None,
+    profile: int = 0,
+    peak_seconds: float = PEAK_SECONDS,
+    bf16: bool | None = None,
+) -> list[dict]:
     """The groups of rows measured together in one process, interleaved: rows of one config and
-    softmax (the padded baseline beside ``seed-full``), each row followed by its bf16 twin; ``names``
-    keeps only those rows (groups left empty are dropped)."""
+    softmax (the padded baseline beside ``seed-full``), each row followed by its bf16 twin where
+    ``bf16`` (default: where the CPU computes bf16 natively; elsewhere torch has no bf16 LSTM
+    kernel and the CLIs refuse bf16); ``names`` keeps only those rows (empty groups are dropped)."""
+    precisions = (
+        (("", FLOAT32), ("-bf16", BF16)) if (cpu_bf16_supported() if bf16 is None else bf16) else (("", FLOAT32),)
+    )
     groups: dict[tuple[str, str | None], dict] = {}
     for name, config, softmax, padded in plan_rows():
         group = groups.setdefault(
@@ -177,7 +190,7 @@ def plan(batches: int, rounds: int, names: list[str] | None = None, profile: int
                 "rows": [],
             },
         )
-        for suffix, precision in (("", FLOAT32), ("-bf16", BF16)):
+        for suffix, precision in precisions:
             if not names or name + suffix in names:
                 group["rows"].append({"name": name + suffix, "padded": padded, "precision": precision})
     return [group for group in groups.values() if group["rows"]]
@@ -241,7 +254,8 @@ def measure(group: dict) -> list[dict]:
         for padded, timed_batches in batches.items()
     }
     variants = {row["name"]: partial(timed, row["padded"], row["precision"]) for row in group["rows"]}
-    for precision, dtype in PEAK_DTYPES.items():
+    for precision in dict.fromkeys([FLOAT32, *(row["precision"] for row in group["rows"])]):  # the peaks needed
+        dtype = PEAK_DTYPES[precision]
         variants[f"peak {precision}"] = partial(matmul_peak_gflops, dtype, seconds=group["peak_seconds"])
     load_before = load_average()
     seconds = interleaved(variants, group["rounds"])
@@ -291,17 +305,16 @@ def row_figures(
     padded baseline), then summarised: (medians, spreads)."""
     own = seconds[row["name"]]
     real, _, flops = work[row["padded"]]
-    fp32_peak, bf16_peak = seconds[f"peak {FLOAT32}"], seconds[f"peak {BF16}"]
+    fp32_peak = seconds[f"peak {FLOAT32}"]
     figures = {
         "real_tokens_per_s": per_round(lambda s: real / s, own),
         "model_gflops_per_s": per_round(lambda s: flops / s / 1e9, own),
-        "peak_fraction": per_round(
-            lambda s, p: peak_fraction(flops, s, p), own, bf16_peak if row["precision"] == BF16 else fp32_peak
-        ),
+        "peak_fraction": per_round(lambda s, p: peak_fraction(flops, s, p), own, seconds[f"peak {row['precision']}"]),
         "fp32_peak_fraction": per_round(lambda s, p: peak_fraction(flops, s, p), own, fp32_peak),
         "matmul_peak_gflops_per_s": fp32_peak,
-        "bf16_matmul_peak_gflops_per_s": bf16_peak,
     }
+    if f"peak {BF16}" in seconds:
+        figures["bf16_matmul_peak_gflops_per_s"] = seconds[f"peak {BF16}"]
     twin = row["name"].removesuffix("-bf16")
     if row["precision"] == BF16 and twin in seconds:  # the same batches: the ratio of seconds
         figures["over_fp32"] = per_round(operator.truediv, seconds[twin], own)
@@ -344,13 +357,15 @@ def print_table(results: list[dict]) -> None:
             f"{range_text(spread['peak_fraction'], 100, '.1f'):>18}{r['peak_rss_mb']:>8.0f}"
         )
     fp32_peaks = [value for r in results for value in r["spread"]["matmul_peak_gflops_per_s"]["rounds"]]
-    bf16_peaks = [value for r in results for value in r["spread"]["bf16_matmul_peak_gflops_per_s"]["rounds"]]
+    bf16_peaks = [
+        value for r in results if "bf16_matmul_peak_gflops_per_s" in r for value in r["spread"][BF16_PEAK]["rounds"]
+    ]
+    bf16_text = f", bfloat16 {min(bf16_peaks):.0f}–{max(bf16_peaks):.0f}" if bf16_peaks else ""
     print(
         f"% own peak: model FLOP/s over the same round's matmul peak of the row's precision (torch.mm up to "
-        f"2048², each group's own process): float32 {min(fp32_peaks):.0f}–{max(fp32_peaks):.0f} GFLOP/s, bfloat16 "
-        f"{min(bf16_peaks):.0f}–{max(bf16_peaks):.0f}; × base: real tokens/s over the padded baseline's at the "
-        f"same precision, same rounds; "
-        f"native bf16 on this CPU: {'yes' if results[0]['bf16_supported'] else 'no (bf16 rows are emulated)'}"
+        f"2048², each group's own process): float32 {min(fp32_peaks):.0f}–{max(fp32_peaks):.0f} GFLOP/s{bf16_text}; "
+        f"× base: real tokens/s over the padded baseline's at the same precision, same rounds; native bf16 on "
+        f"this CPU: {'yes' if results[0]['bf16_supported'] else 'no (no bf16 rows)'}"
     )
     print(target_summary([r for r in results if r["name"].removesuffix("-bf16") != BASELINE], lambda r: r["name"]))
     loads = [pair for r in results for pair in r["load_average_before_after"]]
