@@ -26,7 +26,7 @@ Each harness row runs at ``--precision`` (default: ``bf16-mixed`` where the CPU 
 natively, as the CLIs do; else ``32-true``) under Lightning's autocast, and again in float32
 (``fp32_*``: the path before bf16); the naive rows always run in float32, so ``over_naive`` counts
 the precision's gain too. A row's variants (harness, float32 twin, recomputed / naive / pool-mlp
-reference, ``--levers``, and the float32 and bfloat16 matmul peaks of
+reference, ``--levers``, and the matmul peaks of float32 and of the precision, as measured by
 ``benchmarks.speed.pretrain_throughput``) run interleaved in ``--rounds`` rounds on the same
 batches (``benchmarks.speed.rounds``); every figure and ratio is formed inside a round and
 reported as its median (the row's keys) and spread (``spread``: quartiles, range, each round's
@@ -93,6 +93,7 @@ CROSS_HEADS = ("attn", "decomp")  # timed on the frozen pool-mlp row's cached fe
 LEARNING_RATE, WEIGHT_DECAY, LR_DECAY = 1e-3, 0.0, 2.6  # LitPairClassifier's defaults
 FLOAT32, BF16 = "32-true", "bf16-mixed"
 PEAK_DTYPES = {FLOAT32: torch.float32, BF16: torch.bfloat16}
+BF16_PEAK = "bf16_matmul_peak_gflops_per_s"
 ROUNDS = 5  # interleaved rounds of every variant of a row
 PEAK_SECONDS = 1.0  # of each matmul peak, every round
 
@@ -283,8 +284,8 @@ def measure_family(
             compiled_model = compiled(model)
             variants["compiled"] = partial(timed_steps, compiled_model, bucketed, inputs, precision)
             compile_wall, _ = compile_seconds(variants["compiled"])  # every shape compiled before the rounds
-        for name, dtype in PEAK_DTYPES.items():
-            variants[f"peak {name}"] = partial(matmul_peak_gflops, dtype, seconds=peak_seconds)
+        for name in dict.fromkeys([FLOAT32, precision]):  # the peaks of the precisions the row runs in
+            variants[f"peak {name}"] = partial(matmul_peak_gflops, PEAK_DTYPES[name], seconds=peak_seconds)
         row["load_average_before"] = load_average()
         seconds = interleaved(variants, rounds)
         row["load_average_after"] = load_average()
@@ -326,8 +327,9 @@ def row_figures(
         "fp32_peak_fraction": share(seconds["fp32"], fp32_peak),
         "over_fp32": per_round(operator.truediv, seconds["fp32"], seconds["harness"]),
         "matmul_peak_gflops_per_s": fp32_peak,
-        "bf16_matmul_peak_gflops_per_s": seconds[f"peak {BF16}"],
     }
+    if f"peak {BF16}" in seconds:
+        figures["bf16_matmul_peak_gflops_per_s"] = seconds[f"peak {BF16}"]
     if "naive" in seconds:
         naive_rate = per_round(lambda s: naive_pairs / s, seconds["naive"])
         figures["naive_pairs_per_s"] = naive_rate
@@ -436,12 +438,13 @@ def print_table(rows: list[dict]) -> None:
             f"{range_text(spread['over_fp32'], spec='.2f'):>16}  {'; '.join(versus)}"
         )
     fp32_peaks = [value for r in rows for value in r["spread"]["matmul_peak_gflops_per_s"]["rounds"]]
-    bf16_peaks = [value for r in rows for value in r["spread"]["bf16_matmul_peak_gflops_per_s"]["rounds"]]
+    bf16_peaks = [value for r in rows if BF16_PEAK in r for value in r["spread"][BF16_PEAK]["rounds"]]
+    bf16_text = f", bfloat16 {min(bf16_peaks):.0f}–{max(bf16_peaks):.0f}" if bf16_peaks else ""
     print(
         f"batch {BATCH_SIZE} pairs, scalar mix (GPT's cls: its own head); pairs/s at {rows[0]['precision']}, "
         f"fp32 = the same path in float32, naive (float32) = no cache, random batches padded to the data set's "
         f"longest; % peak = model FLOP/s over the same round's matmul peak of the row's precision (float32 "
-        f"{min(fp32_peaks):.0f}–{max(fp32_peaks):.0f} GFLOP/s, bfloat16 {min(bf16_peaks):.0f}–{max(bf16_peaks):.0f})"
+        f"{min(fp32_peaks):.0f}–{max(fp32_peaks):.0f} GFLOP/s{bf16_text})"
     )
     print(target_summary(rows, lambda r: f"{r['family']} {r['mode']} {r['head']}"))
     loads = [r["load_average_before"] for r in rows] + [r["load_average_after"] for r in rows]

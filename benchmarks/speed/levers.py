@@ -24,7 +24,12 @@ COSTS_FILE = Path(__file__).resolve().parents[1] / "scaleout-costs.json"
 
 
 def compiled(model: nn.Module) -> nn.Module:
-    """``model`` under ``torch.compile`` (inductor); attributes read through to the model."""
+    """``model`` under ``torch.compile`` (inductor); attributes read through to the model. Random
+    operations (dropout) fall back to torch's own generator, so a compiled step draws the masks an
+    eager one draws: the lever changes kernels, not the draws."""
+    import torch._inductor.config as inductor_config
+
+    inductor_config.fallback_random = True
     return torch.compile(model, backend="inductor")
 
 

@@ -3,10 +3,12 @@ figures and ratios are formed inside a round and summarised by median and spread
 peak divides a round's FLOP/s by that round's peak, the load and the machine are recorded, and a
 compiled step's account over a cell adds up."""
 
+import copy
 import json
 
 import numpy as np
 import pytest
+import torch
 
 from benchmarks.speed import levers, rounds
 
@@ -102,3 +104,25 @@ def test_a_cell_is_priced_by_the_costs_file_else_its_default(tmp_path):
     assert levers.cell_minutes("gpt", "full", "cls", path) == (5.6, "gpt/full/cls")
     assert levers.cell_minutes("elmo", "full", "pool-mlp", path) == (13.5, "default")
     assert levers.cell_minutes("gpt", "full", "cls")[0] > 0  # the committed file prices it
+
+
+@pytest.mark.slow
+def test_a_compiled_step_draws_the_same_dropout_and_computes_the_same_gradients():
+    """Inductor's kernels, torch's generator: loss and gradients match the eager step's."""
+    torch.manual_seed(0)
+    eager = torch.nn.Sequential(
+        torch.nn.Linear(8, 16), torch.nn.GELU(approximate="tanh"), torch.nn.Dropout(0.3), torch.nn.Linear(16, 2)
+    )
+    twin = copy.deepcopy(eager)
+    fast = levers.compiled(twin)
+    inputs = torch.randn(4, 5, 8)
+    losses, gradients = [], []
+    for model, parameters in ((eager, eager), (fast, twin)):
+        torch.manual_seed(1)
+        loss = model(inputs).square().mean()
+        loss.backward()
+        losses.append(loss.detach())
+        gradients.append([p.grad for p in parameters.parameters()])
+    torch.testing.assert_close(losses[0], losses[1])
+    for eager_gradient, compiled_gradient in zip(*gradients):
+        torch.testing.assert_close(eager_gradient, compiled_gradient)
