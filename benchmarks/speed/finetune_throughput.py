@@ -62,7 +62,7 @@ import torch
 from pytorch_lightning.plugins.precision import MixedPrecision
 from torch.utils.data import BatchSampler, RandomSampler
 
-from benchmarks.speed.levers import LEVERS, amortised, cell_minutes, compile_seconds, compiled
+from benchmarks.speed.levers import LEVERS, amortised, cell_minutes, compiled, first_pass_seconds
 from benchmarks.speed.model_flops import finetune_step_flops
 from benchmarks.speed.pretrain_throughput import matmul_peak_gflops
 from benchmarks.speed.rounds import (
@@ -283,7 +283,7 @@ def measure_family(
         if "compile" in levers:
             compiled_model = compiled(model)
             variants["compiled"] = partial(timed_steps, compiled_model, bucketed, inputs, precision)
-            compile_wall, _ = compile_seconds(variants["compiled"])  # every shape compiled before the rounds
+            compile_wall = first_pass_seconds(variants["compiled"])  # every shape compiled before the rounds
         for name in dict.fromkeys([FLOAT32, precision]):  # the peaks of the precisions the row runs in
             variants[f"peak {name}"] = partial(matmul_peak_gflops, PEAK_DTYPES[name], seconds=peak_seconds)
         row["load_average_before"] = load_average()

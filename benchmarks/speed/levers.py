@@ -33,12 +33,12 @@ def compiled(model: nn.Module) -> nn.Module:
     return torch.compile(model, backend="inductor")
 
 
-def compile_seconds(first_pass: Callable[[], float]) -> tuple[float, float]:
-    """(wall seconds of ``first_pass`` including its compilation, the seconds it reports for its
-    timed steps): run once before the rounds, so every shape the rounds meet is compiled."""
+def first_pass_seconds(run: Callable[[], float]) -> float:
+    """Wall seconds of ``run``'s first call, its compilation included: made before the rounds, so
+    every shape the rounds meet is compiled by then."""
     start = time.perf_counter()
-    timed = first_pass()
-    return time.perf_counter() - start, timed
+    run()
+    return time.perf_counter() - start
 
 
 def cell_minutes(family: str, transfer: str, head: str, costs_file: Path = COSTS_FILE) -> tuple[float, str]:

@@ -42,6 +42,7 @@ import json
 import multiprocessing
 import operator
 import resource
+import statistics
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -53,6 +54,7 @@ from pathlib import Path
 import torch
 from pytorch_lightning.plugins.precision import MixedPrecision
 
+from benchmarks.speed.levers import LEVERS, compiled, first_pass_seconds
 from benchmarks.speed.model_flops import step_flops
 from benchmarks.speed.rounds import (
     interleaved,
@@ -167,6 +169,7 @@ def plan(
     profile: int = 0,
     peak_seconds: float = PEAK_SECONDS,
     bf16: bool | None = None,
+    levers: tuple[str, ...] = (),
 ) -> list[dict]:
     """The groups of rows measured together in one process, interleaved: rows of one config and
     softmax (the padded baseline beside ``seed-full``), each row followed by its bf16 twin where
@@ -187,6 +190,7 @@ def plan(
                 "rounds": rounds,
                 "profile": profile,
                 "peak_seconds": peak_seconds,
+                "levers": levers,
                 "rows": [],
             },
         )
@@ -213,9 +217,19 @@ def measure(group: dict) -> list[dict]:
     torch.manual_seed(0)
     family, model, data, optimisation, settings = build(group)
     model.train()
-    optimizer = torch.optim.AdamW(
-        model.parameters(), lr=optimisation["learning_rate"], weight_decay=optimisation["weight_decay"], fused=True
-    )
+    optimizers = {  # the harness's fused AdamW; the foreach lever's multi-tensor one
+        fused: torch.optim.AdamW(
+            model.parameters(),
+            lr=optimisation["learning_rate"],
+            weight_decay=optimisation["weight_decay"],
+            fused=fused,
+            foreach=None if fused else True,
+        )
+        for fused in (True, False)
+    }
+    networks = {None: model, "foreach": model}
+    if "compile" in group["levers"]:
+        networks["compile"] = compiled(model)
     batches = {False: fixed_batches(data, group["batches"] + 1)}  # the first is a warm-up
     if any(row["padded"] for row in group["rows"]):
         batches[True] = fixed_batches(
@@ -223,26 +237,27 @@ def measure(group: dict) -> list[dict]:
         )
     max_length = max(len(ids) for ids in data.train_ids)
 
-    def step(token_ids, lengths, padded: bool, precision: str):
+    def step(token_ids, lengths, padded: bool, precision: str, lever: str | None = None):
         autocast = MixedPrecision(BF16, "cpu") if precision == BF16 else None
         with autocast.forward_context() if autocast else nullcontext():
             if padded:
                 token_ids = torch.nn.functional.pad(token_ids, (0, max_length - token_ids.shape[1]))  # (B, T_max)
                 loss = padded_baseline_loss(model, token_ids)
             else:
-                loss = harness_loss(model, token_ids, lengths)
+                loss = harness_loss(networks[lever], token_ids, lengths)
+        optimizer = optimizers[lever != "foreach"]
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if optimisation["clip"]:
             torch.nn.utils.clip_grad_norm_(model.parameters(), optimisation["clip"])
         optimizer.step()
 
-    def timed(padded: bool, precision: str) -> float:
+    def timed(padded: bool, precision: str, lever: str | None = None) -> float:
         """Seconds of the training steps over the fixed batches but the warm-up."""
-        step(*batches[padded][0], padded, precision)
+        step(*batches[padded][0], padded, precision, lever)
         start = time.perf_counter()
         for token_ids, lengths in batches[padded][1:]:
-            step(token_ids, lengths, padded, precision)
+            step(token_ids, lengths, padded, precision, lever)
         return time.perf_counter() - start
 
     work = {  # over the timed batches: (real tokens, computed tokens, useful FLOPs)
@@ -254,6 +269,12 @@ def measure(group: dict) -> list[dict]:
         for padded, timed_batches in batches.items()
     }
     variants = {row["name"]: partial(timed, row["padded"], row["precision"]) for row in group["rows"]}
+    compile_walls = {}  # row → wall seconds of its compiled step's first pass, compilation included
+    for row in group["rows"]:
+        for lever in group["levers"] if not row["padded"] else ():  # the padded baseline is no harness step
+            variants[f"{row['name']} {lever}"] = partial(timed, False, row["precision"], lever)
+            if lever == "compile":
+                compile_walls[row["name"]] = first_pass_seconds(variants[f"{row['name']} {lever}"])
     for precision in dict.fromkeys([FLOAT32, *(row["precision"] for row in group["rows"])]):  # the peaks needed
         dtype = PEAK_DTYPES[precision]
         variants[f"peak {precision}"] = partial(matmul_peak_gflops, dtype, seconds=group["peak_seconds"])
@@ -265,6 +286,14 @@ def measure(group: dict) -> list[dict]:
     for row in group["rows"]:
         real, computed, _ = work[row["padded"]]
         medians, spreads = row_figures(seconds, row, work, group["rows"])
+        if row["name"] in compile_walls:
+            lever_seconds = statistics.median(seconds[f"{row['name']} compile"])
+            overhead = compile_walls[row["name"]] - (group["batches"] + 1) / group["batches"] * lever_seconds
+            saved = (statistics.median(seconds[row["name"]]) - lever_seconds) / group["batches"]  # a step
+            medians["compile"] = {
+                "compile_seconds": overhead,
+                "break_even_steps": overhead / saved if saved > 0 else None,
+            }
         profile = (
             profile_steps(partial(step, padded=row["padded"], precision=row["precision"]), data, group["profile"])
             if group["profile"]
@@ -318,6 +347,13 @@ def row_figures(
     twin = row["name"].removesuffix("-bf16")
     if row["precision"] == BF16 and twin in seconds:  # the same batches: the ratio of seconds
         figures["over_fp32"] = per_round(operator.truediv, seconds[twin], own)
+    for lever in LEVERS:
+        if f"{row['name']} {lever}" in seconds:
+            lever_seconds = seconds[f"{row['name']} {lever}"]
+            figures[f"{lever}_over_harness"] = per_round(operator.truediv, own, lever_seconds)
+            figures[f"{lever}_peak_fraction"] = per_round(
+                lambda s, p: peak_fraction(flops, s, p), lever_seconds, seconds[f"peak {row['precision']}"]
+            )
     baseline = BASELINE + ("-bf16" if row["precision"] == BF16 else "")
     if not row["padded"] and any(other["name"] == baseline for other in rows):
         baseline_real = work[True][0]
@@ -356,6 +392,19 @@ def print_table(results: list[dict]) -> None:
             f"{times_base:>18}{times_fp32:>18}{100 * r['padded_fraction']:>7.1f}{r['model_gflops_per_s']:>9.1f}"
             f"{range_text(spread['peak_fraction'], 100, '.1f'):>18}{r['peak_rss_mb']:>8.0f}"
         )
+        for lever in LEVERS:
+            if f"{lever}_over_harness" in r:
+                account = r.get("compile") if lever == "compile" else None
+                paid = (
+                    f", compile {account['compile_seconds']:.0f} s, paid back after "
+                    + (f"{account['break_even_steps']:.0f} steps" if account["break_even_steps"] else "never")
+                    if account
+                    else ""
+                )
+                print(
+                    f"{'':<4}{lever}: {range_text(spread[f'{lever}_over_harness'], spec='.2f')}× as run, "
+                    f"{range_text(spread[f'{lever}_peak_fraction'], 100, '.1f')}% of the peak{paid}"
+                )
     fp32_peaks = [value for r in results for value in r["spread"]["matmul_peak_gflops_per_s"]["rounds"]]
     bf16_peaks = [
         value for r in results if "bf16_matmul_peak_gflops_per_s" in r for value in r["spread"][BF16_PEAK]["rounds"]
@@ -381,6 +430,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--peak-seconds", type=float, default=PEAK_SECONDS, help="of each matmul peak measurement, every round"
     )
+    parser.add_argument(
+        "--levers", nargs="*", choices=LEVERS, default=[], help="also time each harness row with these, interleaved"
+    )
     parser.add_argument("--rows", nargs="+", metavar="NAME", help="only these rows (default: all; names above)")
     parser.add_argument(
         "--profile",
@@ -392,7 +444,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.batches < 1 or args.rounds < 1 or args.peak_seconds <= 0:
         parser.error("--batches and --rounds must be at least 1, --peak-seconds above 0")
-    groups = plan(args.batches, args.rounds, args.rows, args.profile, args.peak_seconds)
+    groups = plan(args.batches, args.rounds, args.rows, args.profile, args.peak_seconds, levers=tuple(args.levers))
     if not groups:
         names = [row["name"] for group in plan(1, 1) for row in group["rows"]]
         print(f"error: --rows: no such row; choose from {', '.join(names)}", file=sys.stderr)

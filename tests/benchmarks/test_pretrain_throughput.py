@@ -23,7 +23,8 @@ def test_the_padded_baseline_is_grouped_with_seed_full_and_every_row_with_its_bf
 @pytest.mark.slow
 def test_a_group_is_measured_in_interleaved_rounds(monkeypatch, mrpc_dir, capsys):
     monkeypatch.setenv("MRPC_DIR", str(mrpc_dir))
-    group = pretrain_throughput.plan(2, 2, ["seed-padded-baseline", "seed-full"], 0, 0.05, bf16=False)[0]
+    rows = ["seed-padded-baseline", "seed-full"]
+    group = pretrain_throughput.plan(2, 2, rows, 0, 0.05, bf16=False, levers=("foreach",))[0]
     results = pretrain_throughput.measure(group)
     assert [r["name"] for r in results] == ["seed-padded-baseline", "seed-full"]
     baseline, full = results
@@ -38,6 +39,8 @@ def test_a_group_is_measured_in_interleaved_rounds(monkeypatch, mrpc_dir, capsys
     full_rate, baseline_rate = (row["spread"]["real_tokens_per_s"]["rounds"] for row in (full, baseline))
     assert full["spread"]["over_baseline"]["rounds"] == pytest.approx([a / b for a, b in zip(full_rate, baseline_rate)])
     assert "over_baseline" not in baseline
+    assert len(full["spread"]["foreach_over_harness"]["rounds"]) == 2 and "foreach_over_harness" not in baseline
     pretrain_throughput.print_table(results)
     printed = capsys.readouterr().out
     assert "interleaved rounds" in printed and "load average" in printed and "target ≥ 50%" in printed
+    assert "foreach:" in printed
