@@ -24,7 +24,7 @@ weights and a tokenizer built on GLUE train — speed does not depend on the wei
 
 Each harness row runs at ``--precision`` (default: ``bf16-mixed`` where the CPU computes bf16
 natively, as the CLIs do; else ``32-true``) under Lightning's autocast, and again in float32
-(``fp32_*``: the path before bf16); the naive rows always run in float32, so ``over_naive`` counts
+(``fp32_*``: the path before bf16; a float32 row is its own twin); the naive rows always run in float32, so ``over_naive`` counts
 the precision's gain too. A row's variants (harness, float32 twin, recomputed / naive / pool-mlp
 reference, ``--levers``, and the matmul peaks of float32 and of the precision, as measured by
 ``benchmarks.speed.pretrain_throughput``) run interleaved in ``--rounds`` rounds on the same
@@ -237,10 +237,9 @@ def measure_family(
             inputs = collate
         if profile:
             timed_steps(model, bucketed, inputs, precision, profile=True)
-        variants = {
-            "harness": partial(timed_steps, model, bucketed, inputs, precision),
-            "fp32": partial(timed_steps, model, bucketed, inputs),
-        }
+        variants = {"harness": partial(timed_steps, model, bucketed, inputs, precision)}
+        if precision != FLOAT32:  # its float32 twin; in float32 the harness row is its own
+            variants["fp32"] = partial(timed_steps, model, bucketed, inputs)
         naive = None  # the naive variant's (batches, inputs)
         if head in CROSS_HEADS:  # the same cached features and batches as the frozen pool-mlp row
             variants["pool-mlp"] = partial(timed_steps, *pool_mlp, precision)
@@ -318,14 +317,15 @@ def row_figures(
     that round's matmul peaks, under ``peak <precision>``), then summarised: (medians, spreads)."""
     peak = seconds[f"peak {precision}"]
     fp32_peak = seconds[f"peak {FLOAT32}"]
+    fp32 = seconds.get("fp32", seconds["harness"])
     rate = partial(per_round, lambda s: pairs / s)
     share = partial(per_round, lambda s, p: peak_fraction(flops, s, p))
     figures = {
         "pairs_per_s": rate(seconds["harness"]),
         "peak_fraction": share(seconds["harness"], peak),
-        "fp32_pairs_per_s": rate(seconds["fp32"]),
-        "fp32_peak_fraction": share(seconds["fp32"], fp32_peak),
-        "over_fp32": per_round(operator.truediv, seconds["fp32"], seconds["harness"]),
+        "fp32_pairs_per_s": rate(fp32),
+        "fp32_peak_fraction": share(fp32, fp32_peak),
+        "over_fp32": per_round(operator.truediv, fp32, seconds["harness"]),
         "matmul_peak_gflops_per_s": fp32_peak,
     }
     if f"peak {BF16}" in seconds:
