@@ -24,8 +24,8 @@ weights and a tokenizer built on GLUE train — speed does not depend on the wei
 
 Each harness row runs at ``--precision`` (default: ``bf16-mixed`` where the CPU computes bf16
 natively, as the CLIs do; else ``32-true``) under Lightning's autocast, and again in float32
-(``fp32_*``: the path before bf16; a float32 row is its own twin); the naive rows always run in float32, so ``over_naive`` counts
-the precision's gain too. A row's variants (harness, float32 twin, recomputed / naive / pool-mlp
+(``fp32_*``: the path before bf16; a float32 row is its own twin); the naive rows always run in
+float32, so ``over_naive`` counts the precision's gain too. A row's variants (harness, float32 twin, recomputed / naive / pool-mlp
 reference, ``--levers``, and the matmul peaks of float32 and of the precision, as measured by
 ``benchmarks.speed.pretrain_throughput``) run interleaved in ``--rounds`` rounds on the same
 batches (``benchmarks.speed.rounds``); every figure and ratio is formed inside a round and
