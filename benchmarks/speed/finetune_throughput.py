@@ -25,14 +25,14 @@ weights and a tokenizer built on GLUE train — speed does not depend on the wei
 Each harness row runs at ``--precision`` (default: ``bf16-mixed`` where the CPU computes bf16
 natively, as the CLIs do; else ``32-true``) under Lightning's autocast, and again in float32
 (``fp32_*``: the path before bf16; a float32 row is its own twin); the naive rows always run in
-float32, so ``over_naive`` counts the precision's gain too. A row's variants (harness, float32 twin, recomputed / naive / pool-mlp
-reference, ``--levers``, and the matmul peaks of float32 and of the precision, as measured by
-``benchmarks.speed.pretrain_throughput``) run interleaved in ``--rounds`` rounds on the same
-batches (``benchmarks.speed.rounds``); every figure and ratio is formed inside a round and
-reported as its median (the row's keys) and spread (``spread``: quartiles, range, each round's
-value). ``peak_fraction`` is a round's useful model FLOP/s (``benchmarks.speed.model_flops``) over
-the same round's matmul peak of the row's precision; the load average is recorded before and after
-each row's rounds.
+float32, so ``over_naive`` counts the precision's gain too. A row's variants (harness, float32
+twin, recomputed / naive / pool-mlp reference, ``--levers``, and the matmul peaks of float32 and of
+the precision, as ``benchmarks.speed.pretrain_throughput`` measures them) run interleaved in
+``--rounds`` rounds on the same batches (``benchmarks.speed.rounds``); every figure and ratio is
+formed inside a round and reported as its median (the row's keys) and spread (``spread``:
+quartiles, range, each round's value). ``peak_fraction`` is a round's useful model FLOP/s
+(``benchmarks.speed.model_flops``) over the same round's matmul peak of the row's precision; the
+load average is recorded before and after each row's rounds.
 
 Every variant times the same number of training steps (forward, backward, AdamW); one batch is a
 warm-up. ``--levers`` (``benchmarks.speed.levers``): ``compile`` times the step of the model under
