@@ -405,7 +405,8 @@ def print_table(rows: list[dict]) -> None:
     for r in rows:
         spread = r["spread"]
         naive = (
-            f"{range_text(spread['naive_pairs_per_s']):>14}{range_text(spread['over_naive'], spec='.1f'):>16}"
+            f"{' ' + range_text(spread['naive_pairs_per_s']):>14}"
+            f"{' ' + range_text(spread['over_naive'], spec='.1f'):>16}"
             if "naive_pairs_per_s" in r
             else f"{'':>30}"
         )
@@ -432,10 +433,10 @@ def print_table(rows: list[dict]) -> None:
                 f"({account['priced_by']}): {account['saved_seconds_per_cell']:+.0f} s a cell"
             )
         print(
-            f"{r['family']:<7}{r['mode']:<7}{r['head']:<9}{range_text(spread['pairs_per_s']):>16}"
-            f"{range_text(spread['peak_fraction'], 100):>16}{range_text(spread['fp32_pairs_per_s']):>16}"
-            f"{range_text(spread['fp32_peak_fraction'], 100):>16}{naive}"
-            f"{range_text(spread['over_fp32'], spec='.2f'):>16}  {'; '.join(versus)}"
+            f"{r['family']:<7}{r['mode']:<7}{r['head']:<9}{' ' + range_text(spread['pairs_per_s']):>16}"
+            f"{' ' + range_text(spread['peak_fraction'], 100):>16}{' ' + range_text(spread['fp32_pairs_per_s']):>16}"
+            f"{' ' + range_text(spread['fp32_peak_fraction'], 100):>16}{naive}"
+            f"{' ' + range_text(spread['over_fp32'], spec='.2f'):>16}  {'; '.join(versus)}"
         )
     fp32_peaks = [value for r in rows for value in r["spread"]["matmul_peak_gflops_per_s"]["rounds"]]
     bf16_peaks = [value for r in rows if BF16_PEAK in r for value in r["spread"][BF16_PEAK]["rounds"]]

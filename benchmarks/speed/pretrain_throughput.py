@@ -388,9 +388,10 @@ def print_table(results: list[dict]) -> None:
         times_base = range_text(spread["over_baseline"], spec=".2f") if "over_baseline" in r else "—"
         times_fp32 = range_text(spread["over_fp32"], spec=".2f") if "over_fp32" in r else ""
         print(
-            f"{r['name']:<26}{r['softmax']:<11}{r['batch_size']:>6}{range_text(spread['real_tokens_per_s']):>20}"
-            f"{times_base:>18}{times_fp32:>18}{100 * r['padded_fraction']:>7.1f}{r['model_gflops_per_s']:>9.1f}"
-            f"{range_text(spread['peak_fraction'], 100, '.1f'):>18}{r['peak_rss_mb']:>8.0f}"
+            f"{r['name']:<26}{r['softmax']:<11}{r['batch_size']:>6}{' ' + range_text(spread['real_tokens_per_s']):>20}"
+            f"{' ' + times_base:>18}{' ' + times_fp32:>18}"
+            f"{100 * r['padded_fraction']:>7.1f}{r['model_gflops_per_s']:>9.1f}"
+            f"{' ' + range_text(spread['peak_fraction'], 100, '.1f'):>18}{r['peak_rss_mb']:>8.0f}"
         )
         for lever in LEVERS:
             if f"{lever}_over_harness" in r:
