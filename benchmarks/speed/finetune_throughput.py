@@ -62,7 +62,7 @@ import torch
 from pytorch_lightning.plugins.precision import MixedPrecision
 from torch.utils.data import BatchSampler, RandomSampler
 
-from benchmarks.speed.levers import LEVERS, amortised, cell_minutes, compiled, first_pass_seconds
+from benchmarks.speed.levers import LEVERS, amortised, cell_minutes, compiled, first_pass_seconds, lever_error
 from benchmarks.speed.model_flops import finetune_step_flops
 from benchmarks.speed.pretrain_throughput import matmul_peak_gflops
 from benchmarks.speed.rounds import (
@@ -482,6 +482,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.batches < 1 or args.rounds < 1 or args.peak_seconds <= 0:
         parser.error("--batches and --rounds must be at least 1, --peak-seconds above 0")
+    if lever_error(args.levers):
+        print(f"error: {lever_error(args.levers)}", file=sys.stderr)
+        return 2
     retain_freed_memory()
     sources = dict(item.split("=", 1) for item in args.encoder)
     rows = []

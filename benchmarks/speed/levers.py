@@ -10,6 +10,8 @@ whether the cell ends sooner. No lever is on in a real run; each is a measuremen
 
 from __future__ import annotations
 
+import os
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -26,11 +28,25 @@ COSTS_FILE = Path(__file__).resolve().parents[1] / "scaleout-costs.json"
 def compiled(model: nn.Module) -> nn.Module:
     """``model`` under ``torch.compile`` (inductor); attributes read through to the model. Random
     operations (dropout) fall back to torch's own generator, so a compiled step draws the masks an
-    eager one draws: the lever changes kernels, not the draws."""
+    eager one draws: the lever changes kernels, not the draws. Inductor caches in a fresh folder of
+    this process, so the compile time measured is a cold one, as a study cell's would be."""
     import torch._inductor.config as inductor_config
 
     inductor_config.fallback_random = True
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="speed-inductor-")
     return torch.compile(model, backend="inductor")
+
+
+def lever_error(levers: list[str]) -> str | None:
+    """Why ``levers`` cannot be timed here, or None: a compiled kernel's OpenMP threads spin between
+    steps unless ``OMP_WAIT_POLICY=PASSIVE`` (``make`` sets it), and slow the eager steps they are
+    interleaved with."""
+    if "compile" in levers and os.environ.get("OMP_WAIT_POLICY", "").upper() != "PASSIVE":
+        return (
+            "--levers compile: set OMP_WAIT_POLICY=PASSIVE (make does); "
+            "else compiled kernels' spinning threads slow the eager steps"
+        )
+    return None
 
 
 def first_pass_seconds(run: Callable[[], float]) -> float:

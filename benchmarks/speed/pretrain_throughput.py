@@ -54,7 +54,7 @@ from pathlib import Path
 import torch
 from pytorch_lightning.plugins.precision import MixedPrecision
 
-from benchmarks.speed.levers import LEVERS, compiled, first_pass_seconds
+from benchmarks.speed.levers import LEVERS, compiled, first_pass_seconds, lever_error
 from benchmarks.speed.model_flops import step_flops
 from benchmarks.speed.rounds import (
     interleaved,
@@ -445,6 +445,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.batches < 1 or args.rounds < 1 or args.peak_seconds <= 0:
         parser.error("--batches and --rounds must be at least 1, --peak-seconds above 0")
+    if lever_error(args.levers):
+        print(f"error: {lever_error(args.levers)}", file=sys.stderr)
+        return 2
     groups = plan(args.batches, args.rounds, args.rows, args.profile, args.peak_seconds, levers=tuple(args.levers))
     if not groups:
         names = [row["name"] for group in plan(1, 1) for row in group["rows"]]

@@ -126,3 +126,11 @@ def test_a_compiled_step_draws_the_same_dropout_and_computes_the_same_gradients(
     torch.testing.assert_close(losses[0], losses[1])
     for eager_gradient, compiled_gradient in zip(*gradients):
         torch.testing.assert_close(eager_gradient, compiled_gradient)
+
+
+def test_the_compile_lever_asks_for_passive_openmp_threads(monkeypatch):
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    assert "OMP_WAIT_POLICY=PASSIVE" in levers.lever_error(["compile"])
+    assert levers.lever_error(["foreach"]) is None
+    monkeypatch.setenv("OMP_WAIT_POLICY", "passive")
+    assert levers.lever_error(["compile", "foreach"]) is None
