@@ -88,7 +88,7 @@ server-user: $(STAMP)  ## add a user to the running `make server` (NAME=… ROLE
 	@test -n "$(NAME)" || { echo "error: NAME=<user name> is required (make server-user NAME=ada ROLE=edit)" >&2; exit 2; }
 	$(PY) -m harness.server.users "$(NAME)" --role "$(ROLE)" --experiments "$(EXPERIMENTS)" --url http://127.0.0.1:$(PORT) $(ARGS)
 
-bench-throughput: $(STAMP)  ## pretraining tokens/s and FLOP/s of every family, fp32 and bf16 (ARGS="--json PATH")
+bench-throughput: $(STAMP)  ## pretraining tokens/s and % of peak of every family, fp32 and bf16, interleaved rounds (ARGS="--rounds 5 --json PATH")
 	$(PY) -m benchmarks.speed.pretrain_throughput $(or $(ARGS),--json benchmarks/results/throughput.json)
 
 first-look: $(STAMP)  ## smoke-sized tour (4–6 min on 2 cores): tiny pretrain, frozen transfer and its random twin, the gap in context
@@ -151,5 +151,5 @@ study-report: $(STAMP)  ## a transfer study's report from its committed chunks a
 benchmark-corpus: $(STAMP)  ## does more pretraining text transfer? MRPC vs MRPC + Reuters-21578
 	$(PY) -m benchmarks.suite --config configs/benchmarks/corpus.yaml $(ARGS)
 
-bench-finetune: $(STAMP)  ## fine-tuning pairs/s of every family and mode against a naive baseline (ARGS="--json PATH")
+bench-finetune: $(STAMP)  ## fine-tuning pairs/s and % of peak of every family and mode, interleaved rounds (ARGS="--levers compile foreach --json PATH")
 	$(PY) -m benchmarks.speed.finetune_throughput $(or $(ARGS),--json benchmarks/results/finetune_speed.json)

@@ -21,17 +21,19 @@ import harness.tracking.mlflow_defaults  # noqa: F401 - first: MLflow's settings
 
 import argparse
 import json
-import os
+import operator
 import statistics
 import sys
 import tempfile
 from contextlib import ExitStack, contextmanager
+from functools import partial
 from pathlib import Path
 
 import torch
 from torch import nn
 
 from benchmarks.speed.finetune_throughput import config_encoder, default_precision, timed_steps
+from benchmarks.speed.rounds import interleaved, load_average, machine, per_round, range_text, spread
 from downstream.data.pair_datamodule import PairDataModule
 from downstream.model.joint_classifiers import JointClassifier, both_orders
 from downstream.model.pair_classifier import PairClassifier
@@ -117,14 +119,16 @@ def measure(encoder, batches: int, rounds: int, precision: str) -> list[dict]:
         data.setup()
         collate = data.collators["train"]
         bucketed = [batch[5].tolist() for _, batch in zip(range(batches + 1), data.train_dataloader())]
-        steps = {name: [] for name in LEVERS}
-        for _ in range(rounds):
-            for name, levers in LEVERS.items():
-                with ExitStack() as stack:
-                    for lever in levers:
-                        stack.enter_context(lever(classifier))
-                    steps[name].append(timed_steps(classifier, bucketed, collate, precision) / batches)
-    baseline = statistics.median(steps["as run"])
+
+        def step_seconds(levers) -> float:
+            with ExitStack() as stack:
+                for lever in levers:
+                    stack.enter_context(lever(classifier))
+                return timed_steps(classifier, bucketed, collate, precision) / batches
+
+        load_before = load_average()
+        steps = interleaved({name: partial(step_seconds, levers) for name, levers in LEVERS.items()}, rounds)
+        load_after = load_average()
     return [
         {
             "lever": name,
@@ -133,9 +137,13 @@ def measure(encoder, batches: int, rounds: int, precision: str) -> list[dict]:
             "timed_batches": batches,
             "step_seconds": seconds,
             "median_step_seconds": statistics.median(seconds),
-            "over_as_run": baseline / statistics.median(seconds),
+            "over_as_run": statistics.median(per_round(operator.truediv, steps["as run"], seconds)),
+            "spread": spread(seconds),
+            "over_as_run_spread": spread(per_round(operator.truediv, steps["as run"], seconds)),
             "study_cell_steps_minutes": STUDY_STEPS * statistics.median(seconds) / 60,
-            "load_average": os.getloadavg()[0],
+            "load_average": load_after[0],
+            "load_average_before_after": [load_before, load_after],
+            "machine": machine(),
         }
         for name, seconds in steps.items()
     ]
@@ -165,17 +173,19 @@ def main(argv: list[str] | None = None) -> int:
     rows = measure(encoder, args.batches, args.rounds, args.precision or default_precision())
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
-    print(f"\n{'lever':<26}{'s/step':>8}{'× as run':>10}{f'{STUDY_STEPS} steps':>12}  each round")
+    print(f"\n{'lever':<26}{'s/step':>8}{'× as run':>18}{f'{STUDY_STEPS} steps':>12}  each round")
     for row in rows:
         rounds = " ".join(f"{s:.3f}" for s in row["step_seconds"])
+        over = range_text(row["over_as_run_spread"], spec=".2f")
         print(
-            f"{row['lever']:<26}{row['median_step_seconds']:8.3f}{row['over_as_run']:10.2f}"
+            f"{row['lever']:<26}{row['median_step_seconds']:8.3f}{over:>18}"
             f"{row['study_cell_steps_minutes']:9.1f} min  {rounds}"
         )
     print(
         f"GPT cls training steps (forward, λ 0.5 LM loss, backward, AdamW), batch {BATCH_SIZE}, "
         f"{rows[0]['precision']}, one thread, median of {args.rounds} rounds; a study cell's fit adds its "
-        f"dev validations to the {STUDY_STEPS} steps; load average {os.getloadavg()[0]:.1f}"
+        f"dev validations to the {STUDY_STEPS} steps; load average before/after "
+        f"{rows[0]['load_average_before_after'][0][0]:.1f}/{rows[0]['load_average_before_after'][1][0]:.1f}"
     )
     return 0
 

@@ -2,7 +2,8 @@
 matmul peak, against a naive float32 baseline measured in the same process on the same GLUE-train pairs.
 
 ``python -m benchmarks.speed.finetune_throughput [--families elmo ulmfit gpt] [--batches 30]
-[--precision bf16-mixed|32-true] [--json PATH] [--encoder FAMILY=SOURCE ...] [--profile]``
+[--rounds 5] [--levers compile foreach] [--precision bf16-mixed|32-true] [--peak-seconds 1]
+[--json PATH] [--encoder FAMILY=SOURCE ...] [--profile]``
 
 Encoders are each registered family's CPU config (``Family.pretrain_config``) with untrained
 weights and a tokenizer built on GLUE train — speed does not depend on the weights — unless
@@ -23,13 +24,21 @@ weights and a tokenizer built on GLUE train — speed does not depend on the wei
 
 Each harness row runs at ``--precision`` (default: ``bf16-mixed`` where the CPU computes bf16
 natively, as the CLIs do; else ``32-true``) under Lightning's autocast, and again in float32
-(``fp32_*``: the path before bf16); the naive rows always run in float32, so ``over_naive`` counts
-the precision's gain too. ``peak_fraction`` is a row's useful model FLOP/s
-(``benchmarks.speed.model_flops``) over the matmul peak of the precision it ran in, measured in
-this process before and after the row (``benchmarks.speed.pretrain_throughput``'s product of up to 2048²).
+(``fp32_*``: the path before bf16; a float32 row is its own twin); the naive rows always run in
+float32, so ``over_naive`` counts the precision's gain too. A row's variants (harness, float32
+twin, recomputed / naive / pool-mlp reference, ``--levers``, and the matmul peaks of float32 and of
+the precision, as ``benchmarks.speed.pretrain_throughput`` measures them) run interleaved in
+``--rounds`` rounds on the same batches (``benchmarks.speed.rounds``); every figure and ratio is
+formed inside a round and reported as its median (the row's keys) and spread (``spread``:
+quartiles, range, each round's value). ``peak_fraction`` is a round's useful model FLOP/s
+(``benchmarks.speed.model_flops``) over the same round's matmul peak of the row's precision; the
+load average is recorded before and after each row's rounds.
 
 Every variant times the same number of training steps (forward, backward, AdamW); one batch is a
-warm-up. ``--profile`` prints torch.profiler's top operators of each harness step at the precision.
+warm-up. ``--levers`` (``benchmarks.speed.levers``): ``compile`` times the step of the model under
+``torch.compile``, its compile time amortised over a study cell of the row's kind; ``foreach``
+times AdamW's unfused step beside the fused one. ``--profile`` prints torch.profiler's top
+operators of each harness step at the precision, before the rounds.
 """
 
 from __future__ import annotations
@@ -40,7 +49,8 @@ import harness.tracking.mlflow_defaults  # noqa: F401 - first: MLflow's settings
 
 import argparse
 import json
-import os
+import operator
+import statistics
 import sys
 import tempfile
 import time
@@ -52,8 +62,20 @@ import torch
 from pytorch_lightning.plugins.precision import MixedPrecision
 from torch.utils.data import BatchSampler, RandomSampler
 
+from benchmarks.speed.levers import LEVERS, amortised, cell_minutes, compiled, first_pass_seconds, lever_error
 from benchmarks.speed.model_flops import finetune_step_flops
 from benchmarks.speed.pretrain_throughput import matmul_peak_gflops
+from benchmarks.speed.rounds import (
+    interleaved,
+    load_average,
+    machine,
+    machine_line,
+    peak_fraction,
+    per_round,
+    range_text,
+    summarise,
+    target_summary,
+)
 from downstream.data.pair_datamodule import PairDataModule
 from downstream.model.joint_classifiers import JointClassifier
 from downstream.model.pair_classifier import PairClassifier
@@ -69,8 +91,11 @@ from pretrain.families import family_of, family_of_config, pretrained_families
 BATCH_SIZE = 32
 CROSS_HEADS = ("attn", "decomp")  # timed on the frozen pool-mlp row's cached features and batches
 LEARNING_RATE, WEIGHT_DECAY, LR_DECAY = 1e-3, 0.0, 2.6  # LitPairClassifier's defaults
-FLOAT32 = "32-true"
-PEAK_DTYPES = {FLOAT32: torch.float32, "bf16-mixed": torch.bfloat16}
+FLOAT32, BF16 = "32-true", "bf16-mixed"
+PEAK_DTYPES = {FLOAT32: torch.float32, BF16: torch.bfloat16}
+BF16_PEAK = "bf16_matmul_peak_gflops_per_s"
+ROUNDS = 5  # interleaved rounds of every variant of a row
+PEAK_SECONDS = 1.0  # of each matmul peak, every round
 
 
 def default_precision() -> str:
@@ -97,13 +122,20 @@ def config_encoder(family: str) -> Encoder:
     )
 
 
-def timed_steps(classifier: PairClassifier, batches, inputs, precision: str = FLOAT32, profile: bool = False) -> float:
+def timed_steps(
+    classifier: PairClassifier, batches, inputs, precision: str = FLOAT32, profile: bool = False, fused: bool = True
+) -> float:
     """Seconds for training steps of ``classifier`` over ``batches`` (pair-index lists) at ``precision``;
     ``inputs`` makes a step's four input tensors and labels. The first batch is a warm-up. Each step
     is the training step of ``LitPairClassifier``: forward, loss, backward and its (fused) AdamW
-    groups, without the fine-tuning schedule (it needs a Trainer)."""
+    groups, without the fine-tuning schedule (it needs a Trainer); ``fused=False``: AdamW's
+    multi-tensor (foreach) step instead."""
     optimizer = torch.optim.AdamW(
-        classifier.optimizer_groups(LEARNING_RATE, LR_DECAY), lr=LEARNING_RATE, weight_decay=WEIGHT_DECAY, fused=True
+        classifier.optimizer_groups(LEARNING_RATE, LR_DECAY),
+        lr=LEARNING_RATE,
+        weight_decay=WEIGHT_DECAY,
+        fused=fused,
+        foreach=None if fused else True,
     )
     autocast = MixedPrecision(precision, "cpu") if precision != FLOAT32 else None
     classifier.train()
@@ -148,22 +180,22 @@ def batch_flops(classifier: PairClassifier, batches, collate) -> float:
     return sum(finetune_step_flops(classifier, classifier.inputs(*collate(indices)[:4])) for indices in batches[1:])
 
 
-def matmul_peaks() -> dict[str, float]:
-    """This process's matmul peak of each precision now, in GFLOP/s."""
-    return {precision: matmul_peak_gflops(dtype, seconds=1.0) for precision, dtype in PEAK_DTYPES.items()}
-
-
-def rates(pairs: int, seconds: float, flops: float, peak_gflops: float) -> tuple[float, float]:
-    """(pairs/s, fraction of the peak) of ``pairs`` and ``flops`` done in ``seconds``."""
-    return pairs / seconds, flops / seconds / (peak_gflops * 1e9)
-
-
-def measure_family(family: str, encoder: Encoder, batches: int, profile: bool, precision: str) -> list[dict]:
-    """Every mode of one family; returns one row per mode."""
+def measure_family(
+    family: str,
+    encoder: Encoder,
+    batches: int,
+    profile: bool,
+    precision: str,
+    rounds: int = ROUNDS,
+    levers: tuple[str, ...] = (),
+    peak_seconds: float = PEAK_SECONDS,
+) -> list[dict]:
+    """Every mode of one family; returns one row per mode, each from its own interleaved rounds."""
     rows = []
     modes = [("frozen", "pool-mlp"), *(("frozen", head) for head in CROSS_HEADS), ("full", "pool-mlp")]
     modes += [("full", "cls")] if encoder.spec.joint_pair_input else []
     cache_folder = tempfile.TemporaryDirectory()  # one feature cache: the frozen heads read the same features
+    pool_mlp = None  # the frozen pool-mlp row's (model, batches, inputs): the cross heads' reference
     for finetune, head in modes:
         torch.manual_seed(0)
         model = PairClassifier(
@@ -184,31 +216,33 @@ def measure_family(family: str, encoder: Encoder, batches: int, profile: bool, p
         pairs = sum(len(batch) for batch in bucketed[1:])
         naive_pairs = sum(len(batch) for batch in unbucketed[1:])
         flops, naive_flops = batch_flops(model, bucketed, collate), batch_flops(model, unbucketed, collate)
-        peaks_before = matmul_peaks()
+        mode = finetune if head != "cls" else "cls"
         row = {
             "family": family,
-            "mode": finetune if head != "cls" else "cls",
+            "mode": mode,
             "head": head,
             "precision": precision,
             "batch_size": BATCH_SIZE,
             "timed_batches": batches,
+            "rounds": rounds,
             "setup_seconds": setup_seconds,
             "model_gflop_per_pair": flops / pairs / 1e9,
         }
-        seconds = {}  # variant → seconds over its batches
-        naive = None  # the naive variant's (batches, inputs)
         if kind == "features":
 
-            def cached(indices):
+            def inputs(indices):
                 return collate(indices)[:5]
 
-            seconds["harness"] = timed_steps(model, bucketed, cached, precision, profile)
-            seconds["fp32"] = timed_steps(model, bucketed, cached)
         else:
-            seconds["harness"] = timed_steps(model, bucketed, collate, precision, profile)
-            seconds["fp32"] = timed_steps(model, bucketed, collate)
-        if head in CROSS_HEADS:  # the same cached features and batches as the pool-mlp row above
-            pool_mlp = next(r for r in rows if r["mode"] == "frozen" and r["head"] == "pool-mlp")
+            inputs = collate
+        if profile:
+            timed_steps(model, bucketed, inputs, precision, profile=True)
+        variants = {"harness": partial(timed_steps, model, bucketed, inputs, precision)}
+        if precision != FLOAT32:  # its float32 twin; in float32 the harness row is its own
+            variants["fp32"] = partial(timed_steps, model, bucketed, inputs)
+        naive = None  # the naive variant's (batches, inputs)
+        if head in CROSS_HEADS:  # the same cached features and batches as the frozen pool-mlp row
+            variants["pool-mlp"] = partial(timed_steps, *pool_mlp, precision)
         elif kind == "features":
             longest = max(len(encoder.encode_ids(s)) for p in train for s in (p.sentence1, p.sentence2))
 
@@ -221,9 +255,10 @@ def measure_family(family: str, encoder: Encoder, batches: int, profile: bool, p
                         out += list(encoder.features(pad_to(ids, steps or ids.shape[1]), lengths))
                 return (*out, torch.tensor([train[i].label for i in indices]))
 
-            seconds["recomputed"] = timed_steps(model, bucketed, recomputed, precision)
+            variants["recomputed"] = partial(timed_steps, model, bucketed, recomputed, precision)
             naive = unbucketed, lambda indices: recomputed(indices, longest)
             row["cache_sentences"] = len(data.sentences())
+            pool_mlp = model, bucketed, inputs
         else:
             sequences = (
                 collate.forward + collate.backward
@@ -238,65 +273,92 @@ def measure_family(family: str, encoder: Encoder, batches: int, profile: bool, p
 
             naive = unbucketed, padded
             if head == "cls":  # evaluation: both orders in one pass vs one pass per order, same batches
-                batched_seconds = timed_evaluation(model, bucketed, collate, precision)
-                with one_pass_per_order(model.head):
-                    two_pass_seconds = timed_evaluation(model, bucketed, collate, precision)
-                row.update(
-                    {
-                        "eval_pairs_per_s": pairs / batched_seconds,
-                        "eval_two_pass_pairs_per_s": pairs / two_pass_seconds,
-                        "eval_over_two_pass": two_pass_seconds / batched_seconds,
-                    }
-                )
+                variants["eval"] = partial(timed_evaluation, model, bucketed, collate, precision)
+                variants["eval two-pass"] = partial(two_pass_evaluation, model, bucketed, collate, precision)
         if naive:
-            seconds["naive"] = timed_steps(model, *naive)
-        peaks_after = matmul_peaks()
-        peak = {name: (peaks_before[name] + peaks_after[name]) / 2 for name in PEAK_DTYPES}
-        row["pairs_per_s"], row["peak_fraction"] = rates(pairs, seconds["harness"], flops, peak[precision])
-        row["fp32_pairs_per_s"], row["fp32_peak_fraction"] = rates(pairs, seconds["fp32"], flops, peak[FLOAT32])
-        row.update(
-            {
-                "over_fp32": seconds["fp32"] / seconds["harness"],
-                "epoch_seconds": len(train) / row["pairs_per_s"],
-                "fp32_epoch_seconds": len(train) / row["fp32_pairs_per_s"],
-                "matmul_peak_gflops_per_s": peak[FLOAT32],
-                "bf16_matmul_peak_gflops_per_s": peak["bf16-mixed"],
-                "load_average": os.getloadavg()[0],
-            }
-        )
-        if "recomputed" in seconds:
-            row.update(
-                {
-                    "recomputed_pairs_per_s": pairs / seconds["recomputed"],
-                    "cached_over_recomputed": seconds["recomputed"] / seconds["harness"],
-                }
-            )
-        if "naive" in seconds:
-            row["naive_pairs_per_s"], row["naive_peak_fraction"] = rates(
-                naive_pairs, seconds["naive"], naive_flops, peak[FLOAT32]
-            )
-            row.update(
-                {
-                    "over_naive": row["pairs_per_s"] / row["naive_pairs_per_s"],
-                    "fp32_over_naive": row["fp32_pairs_per_s"] / row["naive_pairs_per_s"],
-                }
-            )
-        if head in CROSS_HEADS:
-            row.update(
-                {
-                    "over_pool_mlp": pool_mlp["pairs_per_s"] / row["pairs_per_s"],
-                    "fp32_over_pool_mlp": pool_mlp["fp32_pairs_per_s"] / row["fp32_pairs_per_s"],
-                }
-            )
+            variants["naive"] = partial(timed_steps, model, *naive)
+        if "foreach" in levers:
+            variants["foreach"] = partial(timed_steps, model, bucketed, inputs, precision, fused=False)
+        if "compile" in levers:
+            compiled_model = compiled(model)
+            variants["compiled"] = partial(timed_steps, compiled_model, bucketed, inputs, precision)
+            compile_wall = first_pass_seconds(variants["compiled"])  # every shape compiled before the rounds
+        for name in dict.fromkeys([FLOAT32, precision]):  # the peaks of the precisions the row runs in
+            variants[f"peak {name}"] = partial(matmul_peak_gflops, PEAK_DTYPES[name], seconds=peak_seconds)
+        row["load_average_before"] = load_average()
+        seconds = interleaved(variants, rounds)
+        row["load_average_after"] = load_average()
+        figures = row_figures(seconds, precision, pairs, naive_pairs, flops, naive_flops)
+        row.update(figures[0])
+        row["spread"] = figures[1]
+        row["epoch_seconds"] = len(train) / row["pairs_per_s"]
+        row["fp32_epoch_seconds"] = len(train) / row["fp32_pairs_per_s"]
+        if "compiled" in seconds:
+            transfer = "full" if mode == "cls" else finetune
+            minutes, priced_by = cell_minutes(family, transfer, head)
+            step, lever_step = (statistics.median(seconds[name]) / batches for name in ("harness", "compiled"))
+            overhead = compile_wall - (batches + 1) / batches * statistics.median(seconds["compiled"])
+            row["compile"] = {**amortised(overhead, step, lever_step, minutes), "priced_by": priced_by}
         rows.append(row)
         print(
             f"  measured {family} {row['mode']} {head}: {row['pairs_per_s']:.0f} pairs/s ({precision}), "
-            f"{row['fp32_pairs_per_s']:.0f} in float32",
+            f"{row['fp32_pairs_per_s']:.0f} in float32, {rounds} rounds",
             file=sys.stderr,
             flush=True,
         )
     cache_folder.cleanup()
     return rows
+
+
+def row_figures(
+    seconds: dict[str, list[float]], precision: str, pairs: int, naive_pairs: int, flops: float, naive_flops: float
+) -> tuple[dict[str, float], dict[str, dict]]:
+    """A row's figures and ratios, each formed inside every round from that round's seconds (and
+    that round's matmul peaks, under ``peak <precision>``), then summarised: (medians, spreads)."""
+    peak = seconds[f"peak {precision}"]
+    fp32_peak = seconds[f"peak {FLOAT32}"]
+    fp32 = seconds.get("fp32", seconds["harness"])
+    rate = partial(per_round, lambda s: pairs / s)
+    share = partial(per_round, lambda s, p: peak_fraction(flops, s, p))
+    figures = {
+        "pairs_per_s": rate(seconds["harness"]),
+        "peak_fraction": share(seconds["harness"], peak),
+        "fp32_pairs_per_s": rate(fp32),
+        "fp32_peak_fraction": share(fp32, fp32_peak),
+        "over_fp32": per_round(operator.truediv, fp32, seconds["harness"]),
+        "matmul_peak_gflops_per_s": fp32_peak,
+    }
+    if f"peak {BF16}" in seconds:
+        figures["bf16_matmul_peak_gflops_per_s"] = seconds[f"peak {BF16}"]
+    if "naive" in seconds:
+        naive_rate = per_round(lambda s: naive_pairs / s, seconds["naive"])
+        figures["naive_pairs_per_s"] = naive_rate
+        figures["naive_peak_fraction"] = per_round(
+            lambda s, p: peak_fraction(naive_flops, s, p), seconds["naive"], fp32_peak
+        )
+        figures["over_naive"] = per_round(operator.truediv, figures["pairs_per_s"], naive_rate)
+        figures["fp32_over_naive"] = per_round(operator.truediv, figures["fp32_pairs_per_s"], naive_rate)
+    if "recomputed" in seconds:
+        figures["recomputed_pairs_per_s"] = rate(seconds["recomputed"])
+        figures["cached_over_recomputed"] = per_round(operator.truediv, seconds["recomputed"], seconds["harness"])
+    if "pool-mlp" in seconds:  # the epoch of this head over pool-mlp's, both at the precision
+        figures["over_pool_mlp"] = per_round(operator.truediv, seconds["harness"], seconds["pool-mlp"])
+    if "eval" in seconds:
+        figures["eval_pairs_per_s"] = rate(seconds["eval"])
+        figures["eval_two_pass_pairs_per_s"] = rate(seconds["eval two-pass"])
+        figures["eval_over_two_pass"] = per_round(operator.truediv, seconds["eval two-pass"], seconds["eval"])
+    for lever in ("compiled", "foreach"):
+        if lever in seconds:
+            figures[f"{lever}_pairs_per_s"] = rate(seconds[lever])
+            figures[f"{lever}_peak_fraction"] = share(seconds[lever], peak)
+            figures[f"{lever}_over_harness"] = per_round(operator.truediv, seconds["harness"], seconds[lever])
+    return summarise(figures)
+
+
+def two_pass_evaluation(classifier: PairClassifier, batches, inputs, precision: str = FLOAT32) -> float:
+    """:func:`timed_evaluation` with one model pass per order (the ``cls`` evaluation's baseline)."""
+    with one_pass_per_order(classifier.head):
+        return timed_evaluation(classifier, batches, inputs, precision)
 
 
 def two_pass_joint(
@@ -335,41 +397,60 @@ def profiled():
 
 
 def print_table(rows: list[dict]) -> None:
+    """Each row's medians over rounds with their [min–max], the target's summary, the machine and load."""
     print(
-        f"\n{'family':<8}{'mode':<8}{'head':<10}{'pairs/s':>9}{'% peak':>8}{'fp32':>8}{'% peak':>8}{'naive':>8}"
-        f"{'% peak':>8}{'× naive':>9}{'fp32 ×':>8}{'cached ×':>10}{'epoch s':>9}  versus"
+        f"\n{'family':<7}{'mode':<7}{'head':<9}{'pairs/s':>16}{'% peak':>16}{'fp32 pairs/s':>16}{'% fp32 peak':>16}"
+        f"{'naive':>14}{'× naive':>16}{'× fp32':>16}  versus"
     )
     for r in rows:
+        spread = r["spread"]
         naive = (
-            f"{r['naive_pairs_per_s']:8.0f}{100 * r['naive_peak_fraction']:8.1f}{r['over_naive']:9.1f}"
-            f"{r['fp32_over_naive']:8.1f}"
+            f"{' ' + range_text(spread['naive_pairs_per_s']):>14}"
+            f"{' ' + range_text(spread['over_naive'], spec='.1f'):>16}"
             if "naive_pairs_per_s" in r
-            else f"{'':>33}"
+            else f"{'':>30}"
         )
-        cached = f"{r['cached_over_recomputed']:10.1f}" if "cached_over_recomputed" in r else f"{'':>10}"
-        versus = (
-            f"{r['over_pool_mlp']:.1f}× the pool-mlp epoch (float32: {r['fp32_over_pool_mlp']:.1f}×)"
-            if "over_pool_mlp" in r
-            else f"evaluation {r['eval_pairs_per_s']:.0f} pairs/s, {r['eval_over_two_pass']:.2f}× one pass per order"
-            if "eval_over_two_pass" in r
-            else ""
-        )
+        versus = []
+        if "over_pool_mlp" in r:
+            versus.append(f"{range_text(spread['over_pool_mlp'], spec='.1f')}× the pool-mlp epoch")
+        if "cached_over_recomputed" in r:
+            versus.append(f"cached {range_text(spread['cached_over_recomputed'], spec='.1f')}× recomputed")
+        if "eval_over_two_pass" in r:
+            versus.append(
+                f"evaluation {r['eval_pairs_per_s']:.0f} pairs/s, "
+                f"{range_text(spread['eval_over_two_pass'], spec='.2f')}× one pass per order"
+            )
+        for lever in ("compiled", "foreach"):
+            if f"{lever}_over_harness" in r:
+                versus.append(
+                    f"{lever} {range_text(spread[f'{lever}_over_harness'], spec='.2f')}× as run "
+                    f"({range_text(spread[f'{lever}_peak_fraction'], 100)}% peak)"
+                )
+        if "compile" in r:
+            account = r["compile"]
+            versus.append(
+                f"compile {account['compile_seconds']:.0f} s over a {account['cell_minutes']:.1f}-min cell "
+                f"({account['priced_by']}): {account['saved_seconds_per_cell']:+.0f} s a cell"
+            )
         print(
-            f"{r['family']:<8}{r['mode']:<8}{r['head']:<10}{r['pairs_per_s']:>9.0f}{100 * r['peak_fraction']:8.1f}"
-            f"{r['fp32_pairs_per_s']:8.0f}{100 * r['fp32_peak_fraction']:8.1f}{naive}{cached}"
-            f"{r['epoch_seconds']:>9.1f}  {versus}"
+            f"{r['family']:<7}{r['mode']:<7}{r['head']:<9}{' ' + range_text(spread['pairs_per_s']):>16}"
+            f"{' ' + range_text(spread['peak_fraction'], 100):>16}{' ' + range_text(spread['fp32_pairs_per_s']):>16}"
+            f"{' ' + range_text(spread['fp32_peak_fraction'], 100):>16}{naive}"
+            f"{' ' + range_text(spread['over_fp32'], spec='.2f'):>16}  {'; '.join(versus)}"
         )
-    fp32_peaks = [r["matmul_peak_gflops_per_s"] for r in rows]
-    bf16_peaks = [r["bf16_matmul_peak_gflops_per_s"] for r in rows]
+    fp32_peaks = [value for r in rows for value in r["spread"]["matmul_peak_gflops_per_s"]["rounds"]]
+    bf16_peaks = [value for r in rows if BF16_PEAK in r for value in r["spread"][BF16_PEAK]["rounds"]]
+    bf16_text = f", bfloat16 {min(bf16_peaks):.0f}–{max(bf16_peaks):.0f}" if bf16_peaks else ""
     print(
         f"batch {BATCH_SIZE} pairs, scalar mix (GPT's cls: its own head); pairs/s at {rows[0]['precision']}, "
         f"fp32 = the same path in float32, naive (float32) = no cache, random batches padded to the data set's "
-        f"longest; % peak = model FLOP/s over the matmul peak of the row's precision (float32 "
-        f"{min(fp32_peaks):.0f}–{max(fp32_peaks):.0f} GFLOP/s, "
-        f"bfloat16 {min(bf16_peaks):.0f}–{max(bf16_peaks):.0f}, "
-        f"this process); native bf16: {'yes' if cpu_bf16_supported() else 'no'}; threads {torch.get_num_threads()}; "
-        f"load average {os.getloadavg()[0]:.1f}"
+        f"longest; % peak = model FLOP/s over the same round's matmul peak of the row's precision (float32 "
+        f"{min(fp32_peaks):.0f}–{max(fp32_peaks):.0f} GFLOP/s{bf16_text})"
     )
+    print(target_summary(rows, lambda r: f"{r['family']} {r['mode']} {r['head']}"))
+    loads = [r["load_average_before"] for r in rows] + [r["load_average_after"] for r in rows]
+    print(machine_line(machine(), loads[0], loads[-1], rows[0]["rounds"]))
+    print(f"load average (1 min) over the rows: {min(v[0] for v in loads):.1f}–{max(v[0] for v in loads):.1f}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -389,15 +470,30 @@ def main(argv: list[str] | None = None) -> int:
         default=default_precision(),
         help="of the harness rows (default: bf16-mixed where the CPU has native bf16, else 32-true)",
     )
+    parser.add_argument("--rounds", type=int, default=ROUNDS, help="interleaved rounds of every row's variants")
+    parser.add_argument(
+        "--levers", nargs="*", choices=LEVERS, default=[], help="also time each row with these levers, interleaved"
+    )
+    parser.add_argument(
+        "--peak-seconds", type=float, default=PEAK_SECONDS, help="of each matmul peak measurement, every round"
+    )
     parser.add_argument("--profile", action="store_true", help="print each harness step's top operators")
     parser.add_argument("--json", type=Path, help="write the rows here")
     args = parser.parse_args(argv)
+    if args.batches < 1 or args.rounds < 1 or args.peak_seconds <= 0:
+        parser.error("--batches and --rounds must be at least 1, --peak-seconds above 0")
+    if lever_error(args.levers):
+        print(f"error: {lever_error(args.levers)}", file=sys.stderr)
+        return 2
     retain_freed_memory()
     sources = dict(item.split("=", 1) for item in args.encoder)
     rows = []
     for family in args.families:
         encoder = load_encoder(sources[family]) if family in sources else config_encoder(family)
-        rows += measure_family(family, encoder, args.batches, args.profile, args.precision)
+        levers = tuple(args.levers)
+        rows += measure_family(
+            family, encoder, args.batches, args.profile, args.precision, args.rounds, levers, args.peak_seconds
+        )
     print_table(rows)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
