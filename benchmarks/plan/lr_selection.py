@@ -11,7 +11,7 @@ from __future__ import annotations
 import pandas as pd
 
 from benchmarks.cell.run_table import text_column
-from benchmarks.report.metric_text import metric_title, short_title, unit
+from harness.datasets.metric_text import metric_title, short_title, unit
 from harness.datasets.task import CLASSES, Task
 
 CHOSEN_COLUMN = "learning_rate"  # results.csv: the rate chosen for a method (NaN: no grid)

@@ -7,11 +7,11 @@ from pathlib import Path
 import pandas as pd
 
 from benchmarks.report.control_rule import failed_control, named_reason
-from benchmarks.report.metric_text import short_title
 from benchmarks.report.outputs import SMOKE_NOTE, TFIDF_GAP, TWIN_GAP, gap_cell
 from benchmarks.report.remarks import number
 from benchmarks.stats.controls import CONTROL_REASON_COLUMN
 from benchmarks.stats.gaps import ITEMS_ONLY
+from harness.datasets.metric_text import short_title
 from harness.datasets.task import CLASSES, Task
 
 

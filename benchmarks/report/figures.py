@@ -28,7 +28,7 @@ from benchmarks.cell.run_table import (
     train_fractions,
     weight_columns,
 )
-from benchmarks.report.metric_text import main_test_metric, metric_title, unit
+from harness.datasets.metric_text import main_test_metric, metric_title, unit
 from harness.datasets.task import CLASSES, Task
 
 

@@ -18,7 +18,6 @@ from benchmarks.plan.pretraining_runs import entry_name
 from benchmarks.report.answer import answer_section
 from benchmarks.report.control_rule import control_cell
 from benchmarks.report.figures import write_figures
-from benchmarks.report.metric_text import main_test_metric, metric_title, metrics_sentence, short_title
 from benchmarks.report.mix_weights import mix_section
 from benchmarks.report.probe_checks import probe_methods, probe_remarks, probe_section
 from benchmarks.report.recipe_section import recipe_section
@@ -31,6 +30,7 @@ from benchmarks.stats.gaps import NO_SEED_REPLICATION, PVALUE_COLUMN
 from benchmarks.stats.preregistration import PREREGISTERED_COLUMN, family_text, missing_note
 from benchmarks.stats.pretraining_runs import STATISTICS_VERSION
 from benchmarks.stats.results_columns import COLLAPSED_COLUMN, STEPS_COLUMN, shown_columns
+from harness.datasets.metric_text import main_test_metric, metric_title, metrics_sentence, short_title
 from harness.datasets.registry import published_anchors
 from harness.datasets.task import CLASSES, Task
 

@@ -11,8 +11,8 @@ import pandas as pd
 
 from benchmarks.cell.method_names import PROBE_SUFFIX
 from benchmarks.cell.run_table import text_column, train_fractions
-from benchmarks.report.metric_text import metrics_sentence, short_title
 from benchmarks.stats.results_columns import COLLAPSED_COLUMN
+from harness.datasets.metric_text import metrics_sentence, short_title
 from harness.datasets.task import CLASSES, Task
 
 MAJORITY = "majority"

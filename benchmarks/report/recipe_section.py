@@ -9,7 +9,6 @@ import pandas as pd
 from benchmarks.cell.run_table import text_column
 from benchmarks.plan.lr_selection import dev_mean
 from benchmarks.plan.matrix import PICKED_HEAD
-from benchmarks.report.metric_text import metric_title, points, short_title, unit
 from benchmarks.report.probe_checks import MAJORITY
 from benchmarks.stats.controls import (
     CONTROL_OK_COLUMN,
@@ -18,6 +17,7 @@ from benchmarks.stats.controls import (
     control_failed,
     failed_arms,
 )
+from harness.datasets.metric_text import metric_title, points, short_title, unit
 from harness.datasets.task import CLASSES, Task
 
 

@@ -11,11 +11,11 @@ import re
 import numpy as np
 import pandas as pd
 
-from benchmarks.report.metric_text import main_test_metric, metric_title, short_title, title_case
 from benchmarks.report.remarks import number, points
 from benchmarks.stats.controls import CONTROL_OK_COLUMN, control_failed
 from benchmarks.stats.gaps import PROBE_ADJUSTED_COLUMN, PROBE_GAP_COLUMNS, TFIDF_REGISTERED_COLUMN, TWIN_PROBE_COLUMN
 from benchmarks.stats.preregistration import PREREGISTERED_COLUMN, Family
+from harness.datasets.metric_text import main_test_metric, metric_title, short_title, title_case
 from harness.datasets.task import CLASSES, Task
 
 ALPHA = 0.05

@@ -16,7 +16,6 @@ from benchmarks.cell.run_table import (
     settings,
     text_column,
 )
-from benchmarks.report.metric_text import is_percent, main_test_metric, metric_title
 from benchmarks.report.results_table import CHECK_KINDS, tfidf_baseline
 from benchmarks.stats.controls import CONTROL_OK_COLUMN, CONTROL_REASON_COLUMN, control_failed, rule_text
 from benchmarks.stats.gaps import NO_SEED_REPLICATION, PVALUE_COLUMN
@@ -35,6 +34,7 @@ from benchmarks.stats.pretraining_runs import (
     SD_UPPER_COLUMN,
 )
 from benchmarks.stats.results_columns import COLLAPSED_COLUMN
+from harness.datasets.metric_text import is_percent, main_test_metric, metric_title
 from harness.datasets.task import CLASSES, Task
 
 

@@ -23,11 +23,11 @@ from benchmarks.plan.matrix import PICKED_HEAD
 from benchmarks.plan.pretraining_runs import entry_name
 from benchmarks.report.control_rule import control_fields, failed_control, failed_mask, failed_note, learned_text
 from benchmarks.report.figures import _save, legend_outside
-from benchmarks.report.metric_text import main_test_metric, metric_title, short_title, title_case
 from benchmarks.report.pairing_text import pairing_sentence
 from benchmarks.report.recipe_section import is_picked
 from benchmarks.stats.preregistration import PREREGISTERED_COLUMN, Family, family_text
 from benchmarks.stats.results_columns import COLLAPSED_COLUMN
+from harness.datasets.metric_text import main_test_metric, metric_title, short_title, title_case
 from harness.datasets.task import CLASSES, Task
 
 ALPHA = 0.05  # a gap holds below this Holm-adjusted p

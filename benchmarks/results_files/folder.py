@@ -32,7 +32,6 @@ from benchmarks.cell.method_names import twin_by_encoder, twin_name
 from benchmarks.cell.run_table import PREDICTION_KEY
 from benchmarks.plan.pretraining_runs import is_run_of
 from benchmarks.report.cells_from_store import cell_row
-from benchmarks.report.metric_text import main_test_metric, metric_title, points
 from benchmarks.results_files.cell_checks import check_cell
 from benchmarks.results_files.data_release import check_same_data
 from benchmarks.results_files.gold_labels import GoldLabels
@@ -48,6 +47,7 @@ from benchmarks.results_files.predictions_file import PREDICTIONS_SUFFIX, SPLITS
 from benchmarks.results_files.record_shapes import BENCHMARK, FORMAT, read_record
 from benchmarks.results_files.task_predictions import folder_task
 from benchmarks.results_files.unique_cells import CellIndex
+from harness.datasets.metric_text import main_test_metric, metric_title, points
 from harness.datasets.task import CLASSES, Task
 from harness.errors import UserError
 

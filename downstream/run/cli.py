@@ -21,7 +21,7 @@ from downstream.run.item_intervals import interval_line
 from downstream.run.lit_pair import LitPairClassifier
 from downstream.run.ui_views import LogDatasets, LogPredictionViews
 from harness.cli.tracked_cli import TrackedCLI
-from harness.datasets.registry import dataset_name, run_name_prefix, split_title, task_tags
+from harness.datasets.registry import DATASETS, dataset_name, run_name_prefix, split_title, task_tags
 from harness.datasets.spec import SPEC_KEYS
 from harness.digests import RecordBestDigest
 from harness.errors import UserError
@@ -244,12 +244,15 @@ class FinetuneCLI(TrackedCLI):
         return callbacks
 
     def early_stopping_on_the_task(self) -> None:
-        """Early stopping follows the task's main dev metric: a config's ``monitor`` that the task does
-        not log (``configs/downstream/mrpc.yaml``'s ``dev_acc`` on a graded task) becomes
-        ``task.monitor``, said in one line; one the task logs is kept."""
+        """Early stopping follows the task's main dev metric: a config's ``monitor`` that is another
+        task's dev metric (``configs/downstream/mrpc.yaml``'s ``dev_acc`` on a graded task) becomes
+        ``task.monitor``, said in one line; one the task logs is kept, and any other name is left to
+        Lightning, which stops the run naming it (a typo is never silently replaced)."""
         task, name = self.model.task, self.datamodule.pair_data.name
+        other_tasks = {metric for entry in DATASETS.values() for metric in entry.task.run_metrics(("dev",))}
         for callback in self.trainer.callbacks:
-            if isinstance(callback, EarlyStopping) and callback.monitor not in task.run_metrics(("dev",)):
+            mine = task.run_metrics(("dev",))
+            if isinstance(callback, EarlyStopping) and callback.monitor in other_tasks - set(mine):
                 if rank_zero_only.rank == 0:
                     print(f"early stopping on {task.monitor}: {name} logs no {callback.monitor}", file=sys.stderr)
                 callback.monitor = task.monitor

@@ -224,7 +224,7 @@ def study(cluster, server, tmp_path_factory, mrpc_dir):
             env=env,
             capture_output=True,
             text=True,
-            timeout=900,
+            timeout=1500,  # a 2-core machine under load took 900 s; CI has 90 minutes
         )
     finally:
         stop.set()

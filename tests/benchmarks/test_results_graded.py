@@ -252,7 +252,7 @@ def test_a_graded_folder_seals_and_imports_like_a_folder_of_classes(tmp_path, mo
 
 
 def test_a_report_from_a_graded_folder_shows_its_correlations_times_100(tmp_path):
-    from benchmarks.report.metric_text import metrics_sentence, points, short_title
+    from harness.datasets.metric_text import metrics_sentence, points, short_title
 
     folder = make_graded_folder(tmp_path / "a")
     assert main(["report", str(folder), "--out", str(tmp_path / "report")]) == 0

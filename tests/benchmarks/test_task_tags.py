@@ -23,11 +23,12 @@ def test_mrpc_runs_keep_their_tags_and_mrpc_under_another_name_is_tagged():
 
 
 def test_a_benchmark_of_another_task_tags_its_parent_and_its_baselines(tmp_path, monkeypatch):
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     data = load_pair_data(dataset="sick-e", data_dir=str(write_sick(tmp_path / "sick", rows_per_split=9)))
     assert task_tags(data) == {"task": "sick-e"}
     parent = open_parent({"name": "tiny", "experiment": "sick-e"}, "f" * 64, data)
     run_id = baseline(Cell("majority", "baseline", 0), data, "sick-e", parent, "a" * 64, benchmark="tiny")
-    client = MlflowClient()
+    client = MlflowClient(uri)  # not mlflow's process-wide URI, which an earlier test may have set
     assert client.get_run(parent).data.tags["task"] == "sick-e"
     assert client.get_run(run_id).data.tags["task"] == "sick-e"

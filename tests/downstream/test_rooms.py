@@ -1,6 +1,7 @@
-"""downstream/ in rooms: ``model`` (the classifier's torch modules), ``data`` (what a run reads) and
-``run`` (one run's CLI, LightningModule and records), each small, imports pointing
-``model`` ← ``data`` ← ``run`` only (function-level imports included)."""
+"""downstream/ in rooms: ``model`` (the classifier's torch modules), ``data`` (what a run reads),
+``zero_shot`` (similarity without training, from the same features) and ``run`` (one run's CLI,
+LightningModule and records), each small, imports pointing ``model`` ← ``data`` ← ``zero_shot`` ←
+``run`` only (function-level imports included)."""
 
 import ast
 from pathlib import Path
@@ -8,7 +9,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "downstream"
-ROOMS = ("model", "data", "run")  # a room may import the rooms before it, never those after
+ROOMS = ("model", "data", "zero_shot", "run")  # a room may import the rooms before it, never those after
 MOST_FILES = 20
 
 

@@ -28,6 +28,7 @@ from mlflow.tracking import MlflowClient
 from downstream.run.cli import FinetuneCLI
 from harness.cli.tracked_cli import run_cli
 from harness.datasets.registry import DATASETS
+from harness.entry_point import run_main
 from tests.downstream import toy_graded_task
 from tests.golden.cells import CONFIGS, FINETUNE, FROZEN
 from tests.golden.compare import moved, read_goldens, write_goldens
@@ -118,4 +119,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)
