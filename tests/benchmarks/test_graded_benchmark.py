@@ -18,6 +18,7 @@ from scipy.stats import pearsonr, spearmanr
 
 from benchmarks.results_files.folder import read_folder
 from benchmarks.results_files.task_predictions import GradedPredictions
+from harness.datasets.registry import DATASETS
 from tests.downstream import toy_graded_task
 from tests.helpers import all_runs, run_module
 
@@ -27,8 +28,10 @@ REPO = Path(__file__).resolve().parents[2]
 LAUNCHER = """import runpy
 import sys
 
-import toy_overlap  # noqa: F401 - registers the data set
+from harness.datasets.registry import register
+from toy_overlap import TOY_OVERLAP
 
+register(TOY_OVERLAP)
 runpy.run_module(sys.argv.pop(1), run_name="__main__", alter_sys=True)
 """
 METHODS = {"elmo-scalar-pool-mlp", "random-scalar-pool-mlp", "overlap-cosine", "tfidf-ridge"}
@@ -40,6 +43,15 @@ def launch(directory: Path, uri: str, module: str, *args: str):
     process = run_module("launch", module, *args, uri=uri, cwd=directory, timeout=1200, PYTHONPATH=str(REPO))
     assert process.returncode == 0, (process.stdout[-3000:], process.stderr[-5000:])
     return process
+
+
+@pytest.fixture(scope="module", autouse=True)
+def toy_task_known():
+    """The toy entry in this process's registry while this file's tests read its folder, as a user's
+    plugin would have registered it; removed after, so other files see the built-in tasks only."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(DATASETS, toy_graded_task.NAME, toy_graded_task.TOY_OVERLAP)
+        yield
 
 
 @pytest.fixture(scope="module")
