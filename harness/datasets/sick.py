@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import os
-import sys
 from pathlib import Path
 
 from harness.datasets.entry import Anchors, DataSet
 from harness.datasets.reader import read_pair_tsv
+from harness.datasets.release_folder import default_folder, files_present, release_files, say_differing
 from harness.datasets.spec import PairDataSpec, refuse_pair_files
 from harness.datasets.task import CLASSES, Task, graded
 from harness.datasets.types import SPLITS, PairData, combine_digests
@@ -69,11 +69,7 @@ RELATEDNESS_ANCHORS = Anchors(
 
 def default_sick_dir() -> Path | None:
     """``$SICK_DIR`` if set, else ``$DATA_ROOT/sick`` if ``DATA_ROOT`` is set, else None."""
-    for variable, tail in (("SICK_DIR", ""), ("DATA_ROOT", "sick")):
-        value = os.environ.get(variable, "").strip()
-        if value:
-            return Path(value).expanduser() / tail
-    return None
+    return default_folder("SICK_DIR", "sick")
 
 
 def load_sick(directory: str | os.PathLike | None = None, name: str = "sick-e") -> PairData:
@@ -93,14 +89,10 @@ def load_sick(directory: str | os.PathLike | None = None, name: str = "sick-e") 
     task = TASKS[name]
     labels = list(LABELS) if not task.graded else []
     column = dict(label_column=LABEL_COLUMNS[name], score_range=task.score_range)
-    read = {}
-    for split, file_name in FILES.items():
-        path = folder / file_name
-        if not path.is_file():
-            raise UserError(f"{path}: file not found; {HINT}")
-        read[split] = read_pair_tsv(
-            path, labels or None, flag=None, labels_from="SICK's labels", **column, **SICK_FORMAT
-        )
+    read = {
+        split: read_pair_tsv(path, labels or None, flag=None, labels_from="SICK's labels", **column, **SICK_FORMAT)
+        for split, path in release_files(folder, FILES, HINT).items()
+    }
     data = PairData(
         name=name,
         labels=labels,
@@ -114,20 +106,14 @@ def load_sick(directory: str | os.PathLike | None = None, name: str = "sick-e") 
         train_file=str(folder / FILES["train"]),
         task=task,
     )
-    differing = [FILES[split] for split in SPLITS if read[split].digest != RELEASE[split][1]]
-    if differing:
-        print(
-            f"{name}: {folder}: {', '.join(differing)} differ from the SemEval-2014 release (sha256); "
-            f"read as given, under its own content hash {data.content_hash[:12]}",
-            file=sys.stderr,
-        )
+    digests = {split: read[split].digest for split in SPLITS}
+    say_differing(name, folder, FILES, digests, RELEASE, "SemEval-2014", data.content_hash)
     return data
 
 
 def findable() -> bool:
     """Whether the three files are in the default folder (``$SICK_DIR``, ``$DATA_ROOT/sick``)."""
-    folder = default_sick_dir()
-    return folder is not None and all((folder / name).is_file() for name in FILES.values())
+    return files_present(default_sick_dir(), FILES)
 
 
 def entry(name: str, anchors: Anchors, class_titles: tuple[str, ...] = ()) -> DataSet:

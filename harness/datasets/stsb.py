@@ -11,11 +11,11 @@ rows carry two notes after them, which are ignored. The id alone is not unique (
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 from harness.datasets.entry import Anchors, DataSet
 from harness.datasets.reader import read_pair_tsv
+from harness.datasets.release_folder import default_folder, files_present, release_files, say_differing
 from harness.datasets.spec import PairDataSpec, refuse_pair_files
 from harness.datasets.task import graded
 from harness.datasets.types import SPLITS, PairData, combine_digests
@@ -65,11 +65,7 @@ ANCHORS = Anchors(
 
 def default_stsb_dir() -> Path | None:
     """``$STSB_DIR`` if set, else ``$DATA_ROOT/stsb`` if ``DATA_ROOT`` is set, else None."""
-    for variable, tail in (("STSB_DIR", ""), ("DATA_ROOT", "stsb")):
-        value = os.environ.get(variable, "").strip()
-        if value:
-            return Path(value).expanduser() / tail
-    return None
+    return default_folder("STSB_DIR", "stsb")
 
 
 def load_stsb(directory: str | os.PathLike | None = None) -> PairData:
@@ -83,12 +79,10 @@ def load_stsb(directory: str | os.PathLike | None = None) -> PairData:
     folder = Path(directory).expanduser() if directory is not None else default_stsb_dir()
     if folder is None:
         raise UserError(f"--data.dataset={NAME}: no STS-B folder given; {HINT}")
-    read = {}
-    for split, file_name in FILES.items():
-        path = folder / file_name
-        if not path.is_file():
-            raise UserError(f"{path}: file not found; {HINT}")
-        read[split] = read_pair_tsv(path, flag=None, score_range=TASK.score_range, **STSB_FORMAT)
+    read = {
+        split: read_pair_tsv(path, flag=None, score_range=TASK.score_range, **STSB_FORMAT)
+        for split, path in release_files(folder, FILES, HINT).items()
+    }
     data = PairData(
         name=NAME,
         labels=[],
@@ -102,20 +96,14 @@ def load_stsb(directory: str | os.PathLike | None = None) -> PairData:
         train_file=str(folder / FILES["train"]),
         task=TASK,
     )
-    differing = [FILES[split] for split in SPLITS if read[split].digest != RELEASE[split][1]]
-    if differing:
-        print(
-            f"{NAME}: {folder}: {', '.join(differing)} differ from the STS Benchmark release (sha256); "
-            f"read as given, under its own content hash {data.content_hash[:12]}",
-            file=sys.stderr,
-        )
+    digests = {split: read[split].digest for split in SPLITS}
+    say_differing(NAME, folder, FILES, digests, RELEASE, "STS Benchmark", data.content_hash)
     return data
 
 
 def findable() -> bool:
     """Whether the three files are in the default folder (``$STSB_DIR``, ``$DATA_ROOT/stsb``)."""
-    folder = default_stsb_dir()
-    return folder is not None and all((folder / name).is_file() for name in FILES.values())
+    return files_present(default_stsb_dir(), FILES)
 
 
 def load(spec: PairDataSpec) -> PairData:
