@@ -45,6 +45,12 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
         "--jobs", type=int, default=1, help="cells at once (1, the default: one after another in this process)"
     )
     parser.add_argument("--out", type=Path, default=None, help="default: benchmarks/results/evaluate/<encoder>")
+    parser.add_argument(
+        "--template",
+        type=Path,
+        default=None,
+        help="the matrix each task fills in (default: configs/benchmarks/evaluate.yaml)",
+    )
     return parser.parse_args(argv)
 
 
@@ -99,6 +105,8 @@ def main(argv: list[str] | None = None) -> int:
         raise UserError(f"SEEDS={args.seeds}: at least 1")
     if args.jobs is not None and args.jobs < 1:
         raise UserError(f"--jobs {args.jobs}: at least 1")
+    if args.template is not None and not args.template.is_file():
+        raise UserError(f"--template {args.template}: no such file")
     data = {task: load_pair_data(dataset=task) for task in tasks}  # a missing folder: one line, before the imports
     from benchmarks.evaluate.run import Evaluation, evaluate  # torch, Lightning, MLflow: only now
     from benchmarks.evaluate.zero_shot_run import ZeroShot
@@ -118,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         tuple(ZeroShot(pooling, mix) for pooling, mix in zero_shot),
         args.jobs,
         args.out,
+        **({"template": args.template} if args.template else {}),
     )
     try:
         return evaluate(request, data)

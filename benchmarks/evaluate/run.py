@@ -28,7 +28,7 @@ from mlflow.tracking import MlflowClient
 
 from benchmarks.cell.method_names import twin_name
 from benchmarks.evaluate.table import TaskScores, console_table, markdown_table
-from benchmarks.evaluate.task_matrix import task_benchmark, task_matrix
+from benchmarks.evaluate.task_matrix import TEMPLATE, task_benchmark, task_matrix
 from benchmarks.evaluate.zero_shot_run import ST_POOLING, ZeroShot, log_zero_shot
 from benchmarks.plan.encoders import is_published
 from benchmarks.results_files.store_transfer import export_benchmark, newest_parent
@@ -61,6 +61,7 @@ class Evaluation:
     jobs: int = 1  # cells at once (1: inline, no Ray instance to start)
     out: Path | None = None
     cache_dir: str | None = DEFAULT_CACHE_DIR
+    template: Path = TEMPLATE  # the matrix every task fills in (configs/benchmarks/evaluate.yaml)
 
 
 def evaluate(request: Evaluation, data: dict[str, PairData] | None = None) -> int:
@@ -77,7 +78,7 @@ def evaluate(request: Evaluation, data: dict[str, PairData] | None = None) -> in
     label = encoder_label(encoder.family, encoder.config, encoder.run_id, False, getattr(encoder, "name", None))
     twin = (not is_published({"run": request.encoder})) if request.twin is None else request.twin
     matrices = {
-        task: task_matrix(task, name, request.encoder, label, twin, request.heads, request.seeds)
+        task: task_matrix(task, name, request.encoder, label, twin, request.heads, request.seeds, request.template)
         for task in request.tasks
     }
     seeds = range(int(next(iter(matrices.values()))["seeds"]))
