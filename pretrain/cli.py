@@ -15,6 +15,7 @@ from harness.errors import UserError
 from harness.tracking.links import summary_lines
 from harness.tracking.naming import encoder_label, pretrain_run_name
 from harness.tracking.params import log_params
+from harness.tracking.seen_text import log_seen_text
 from harness.tracking.system_metrics import SystemMetrics
 from harness.tracking.views import COMPARE_VIEW
 from harness.training.checkpoints import run_checkpoints
@@ -195,6 +196,8 @@ class PretrainCLI(TrackedCLI):
         )
         if self.trainer.is_global_zero:
             log_corpora(logger.experiment, logger.run_id, self.datamodule.corpora)
+            continued = self.model.init_source["run_id"] if self.model.init_source else None
+            log_seen_text(logger.experiment, logger.run_id, self.datamodule.train_sentences, continued)
 
     def register(self, run_id: str) -> str | None:
         """Tag the run's ``encoder`` label and register its checkpoint as ``<family>-encoder``, a

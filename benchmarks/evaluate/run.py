@@ -93,7 +93,7 @@ def evaluate(request: Evaluation, data: dict[str, PairData] | None = None) -> in
             folder.mkdir(parents=True, exist_ok=True)
             print(f"  {task}: running (its console: {folder / 'suite.log'})", flush=True)
             suite_parent, linked = run_task_suite(client, matrices[task], folder, request.jobs, parent)
-            task_scores = TaskScores(task)
+            task_scores = TaskScores(task, test_pairs=len(data[task].test))
             if data[task].task.zero_shot_metric:
                 arms = [(encoder, 0)] + [(random_encoder(encoder, seed), seed) for seed in seeds if twin]
                 for arm, seed in arms:

@@ -25,15 +25,24 @@ class TaskScores:
     wall_seconds: float = 0.0
     scores: dict[str, list[float]] = field(default_factory=dict)  # method → test main score per seed, [0, 1] scale
     kinds: dict[str, str] = field(default_factory=dict)  # method → finetune | probe | baseline | zero-shot | …
+    test_pairs: int = 0  # the task's test pairs
+    seen_pairs: dict[str, int] = field(default_factory=dict)  # method → test pairs with a sentence the encoder read
+    unseen: dict[str, list[float]] = field(default_factory=dict)  # method → its score over the other pairs, per seed
 
     def add(self, method: str, kind: str, metrics: dict[str, float]) -> None:
-        """A finished run's test score: ``test_<zero_shot_metric>`` for zero-shot, else ``test_<main_metric>``."""
+        """A finished run's test score: ``test_<zero_shot_metric>`` for zero-shot, else
+        ``test_<main_metric>``; where its encoder's pretraining text is known, the test pairs it
+        holds a sentence of (``test_seen_pairs``) and the score without them (``…_unseen``)."""
         task = task_of(self.task)
         metric = task.zero_shot_metric if kind == ZERO_SHOT_KIND else task.main_metric
         value = metrics.get(f"test_{metric}")
         if value is not None:
             self.scores.setdefault(method, []).append(float(value))
             self.kinds.setdefault(method, kind)
+        if value is not None and "test_seen_pairs" in metrics:
+            self.seen_pairs[method] = int(metrics["test_seen_pairs"])
+            if f"test_{metric}_unseen" in metrics:
+                self.unseen.setdefault(method, []).append(float(metrics[f"test_{metric}_unseen"]))
 
 
 def score_text(values: list[float]) -> str:
@@ -60,15 +69,34 @@ def twin_of(method: str, encoder: str) -> str | None:
     return f"{twin_name()}-{method.removeprefix(encoder + '-')}" if method.startswith(encoder + "-") else None
 
 
-def cell_text(scores: TaskScores, method: str, encoder: str) -> str:
-    """A method's score, with the gap to its twin's (points, the same seeds' means) where the twin ran."""
-    if method not in scores.scores:
+def cell_text(scores: TaskScores, method: str, encoder: str, unseen: bool = False) -> str:
+    """A method's score, with the gap to its twin's (points, the same seeds' means) where the twin
+    ran; ``unseen``: over the test pairs without a sentence the encoder read (the twin: the same pairs)."""
+    values = scores.unseen if unseen else scores.scores
+    if method not in values:
         return ""
     twin = twin_of(method, encoder)
-    if twin not in scores.scores:
-        return score_text(scores.scores[method])
-    gap = 100 * (statistics.fmean(scores.scores[method]) - statistics.fmean(scores.scores[twin]))
-    return f"{score_text(scores.scores[method])} ({gap:+.1f})"
+    if twin not in values:
+        return score_text(values[method])
+    gap = 100 * (statistics.fmean(values[method]) - statistics.fmean(values[twin]))
+    return f"{score_text(values[method])} ({gap:+.1f})"
+
+
+def seen_rows(tasks: list[TaskScores], kinds: dict[str, str], encoder: str) -> list[list[str]]:
+    """Where the encoder's pretraining text is known: how many test pairs have a sentence it read
+    (its own methods' count), and each method's score without them where there are any."""
+    counts = []
+    for scores in tasks:
+        own = [count for method, count in scores.seen_pairs.items() if not method.startswith(twin_name())]
+        counts.append(f"{own[0]} of {scores.test_pairs}" if own and scores.test_pairs else (str(own[0]) if own else ""))
+    if not any(counts):
+        return []
+    rows = [["test pairs with a sentence the encoder read", *counts]]
+    unseen = {method for scores in tasks for method in scores.unseen}
+    for method in sorted(unseen, key=lambda name: row_order(name, kinds[name])):
+        label = f"{method} (ρ)" if kinds[method] == ZERO_SHOT_KIND else method
+        rows.append([f"{label}, without them", *(cell_text(scores, method, encoder, True) for scores in tasks)])
+    return rows
 
 
 def table_rows(tasks: list[TaskScores], encoder: str = "", sources: bool = True) -> list[list[str]]:
@@ -79,6 +107,7 @@ def table_rows(tasks: list[TaskScores], encoder: str = "", sources: bool = True)
     for method in sorted(kinds, key=lambda name: row_order(name, kinds[name])):
         label = f"{method} (ρ)" if kinds[method] == ZERO_SHOT_KIND else method
         rows.append([label, *(cell_text(scores, method, encoder) for scores in tasks)])
+    rows += seen_rows(tasks, kinds, encoder)
     for column, scores in enumerate(tasks):
         task, anchors = task_of(scores.task), published_anchors(scores.task)
         metrics = list(getattr(anchors, "metrics", task.metrics))  # what each figure of a row is

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from mlflow.tracking import MlflowClient
 
+from downstream.run.evaluation import unseen_metrics
 from downstream.zero_shot.similarity import zero_shot_results
 from harness.datasets.registry import run_name_prefix
 from harness.datasets.types import PairData
@@ -18,6 +19,7 @@ from harness.protocol import protocol_version
 from harness.tracking.liveness import process_tags
 from harness.tracking.naming import encoder_label, join
 from harness.tracking.runs import ensure_experiment, tracking_uri
+from harness.tracking.seen_text import encoder_seen_text
 from harness.versioning import git_commit
 
 ZERO_SHOT = "zero-shot"
@@ -61,6 +63,9 @@ def log_zero_shot(
     """
     frames, metrics = zero_shot_results(encoder, data, zero_shot.pooling, zero_shot.mix, cache_dir)
     client = MlflowClient(tracking_uri())
+    seen = encoder_seen_text(client, encoder.run_id, data.name)  # a twin: what its pretrained twin read
+    if seen is not None:
+        metrics.update(unseen_metrics(frames, seen, data))
     tags = {
         "stage": "baseline",
         "kind": ZERO_SHOT,

@@ -29,6 +29,7 @@ from harness.tracking.links import summary_lines
 from harness.tracking.naming import cell_run_name, encoder_label, finetune_run_name
 from harness.tracking.params import log_params
 from harness.tracking.run_clock import RunTimes
+from harness.tracking.seen_text import encoder_seen_text
 from harness.tracking.system_metrics import SystemMetrics
 from harness.tracking.views import COMPARE_VIEW
 from harness.training.checkpoints import run_checkpoints
@@ -261,6 +262,10 @@ class FinetuneCLI(TrackedCLI):
         self.early_stopping_on_the_task()
         self.datamodule.attach(self.model.encoder, self.model.input_kind)
         encoder = self.model.encoder
+        if self.trainer.is_global_zero:  # a twin: the pairs its pretrained twin read, the same items
+            self.evaluation.seen = encoder_seen_text(
+                self.trainer.logger.experiment, encoder.run_id, self.datamodule.pair_data.name
+            )
         log_params(
             self.trainer.logger,
             {
@@ -309,6 +314,7 @@ class FinetuneCLI(TrackedCLI):
                     f"   ({dev_name}, {len(self.datamodule.pairs['dev'])} pairs)",
                     f"  test       {self.scores_text(results, 'test', f1_kind)}"
                     f"   ({test_name}, {len(self.datamodule.pairs['test'])} pairs)",
+                    *self.seen_lines(results, f1_kind),
                     *self.context_lines(results, f1_kind, test_name),
                     f"  mix        {weights}",
                     f"  run        {run_id}  (experiment '{self.experiment_name()}')",
@@ -322,6 +328,19 @@ class FinetuneCLI(TrackedCLI):
                 ]
             )
         )
+
+    def seen_lines(self, results: dict[str, float], f1_kind: str) -> list[str]:
+        """The test pairs with a sentence the encoder was pretrained on (a twin: its pretrained
+        twin), and the test scores without them; nothing where its pretraining text is unknown."""
+        if "test_seen_pairs" not in results:
+            return []
+        seen, total = int(results["test_seen_pairs"]), len(self.datamodule.pairs["test"])
+        whose = "its pretrained twin's" if self.model.encoder.is_random else "the encoder's"
+        if not seen:
+            return [f"  seen       no test pair has a sentence of {whose} pretraining text"]
+        unseen = {name.removesuffix("_unseen"): value for name, value in results.items() if name.endswith("_unseen")}
+        without = f"; without them: {self.scores_text(unseen, 'test', f1_kind)}" if unseen else ""
+        return [f"  seen       {seen} of {total} test pairs have a sentence of {whose} pretraining text{without}"]
 
     def scores_text(self, results: dict[str, float], split: str, f1_kind: str) -> str:
         """A split's scores in the summary: ``acc 0.735  F1 0.820`` (classes, as fractions), or a

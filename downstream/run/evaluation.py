@@ -22,6 +22,7 @@ import torch
 from sklearn.metrics import ConfusionMatrixDisplay, accuracy_score, f1_score
 
 from harness.datasets.registry import class_titles
+from harness.datasets.seen_sentences import seen_pairs
 from harness.datasets.task import graded_metrics
 from harness.datasets.types import Pair, PairData
 from harness.training.checkpoints import read_best
@@ -118,6 +119,23 @@ def class_metrics(frame: pd.DataFrame, split: str, data: PairData) -> dict[str, 
 
 
 SPLIT_METRICS = {"classes": class_metrics, "graded": lambda frame, split, data: graded_metrics(frame, split)}
+
+
+def unseen_metrics(frames: dict[str, pd.DataFrame], seen: np.ndarray, data: PairData) -> dict[str, float]:
+    """Per split, ``<split>_seen_pairs``: the pairs with a sentence among the encoder's pretraining
+    text (``seen``: its digests, :mod:`harness.datasets.seen_sentences`), and where some but not all
+    are, the task's metrics over the other pairs alone (``<split>_acc_unseen`` …): the result
+    without the items the encoder may have memorised."""
+    results: dict[str, float] = {}
+    for split, frame in frames.items():
+        seen_rows = seen_pairs(frame["sentence1"], frame["sentence2"], seen)
+        results[f"{split}_seen_pairs"] = int(seen_rows.sum())
+        if seen_rows.any() and not seen_rows.all():
+            unseen = split_metrics(frame[~seen_rows], split, data)
+            results.update({f"{name}_unseen": value for name, value in unseen.items()})
+    return results
+
+
 COUNTED_CELLS_UP_TO = 20  # labels; more: the confusion matrix is shaded, without a count per cell
 
 
@@ -192,8 +210,9 @@ class EvaluateBest(pl.Callback):
     test, log the task's metrics (``dev_acc, dev_f1, test_acc, test_f1``, or ``{dev,test}_pearson``
     and ``_spearman``) computed by sklearn or scipy from exactly the logged
     ``predictions/{dev,test}.csv``, the optimiser steps and epochs the fit took (``train_steps``,
-    ``train_epochs``), the task's figure (a confusion matrix, or a scatter of predicted against
-    gold scores) and the mix-weight bar chart. The best
+    ``train_epochs``), where the encoder's pretraining text is known the pairs it holds and the
+    metrics without them (:func:`unseen_metrics`), the task's figure (a confusion matrix, or a
+    scatter of predicted against gold scores) and the mix-weight bar chart. The best
     checkpoint is read from the run's own checkpoint folder only, without running pickled code.
     Each figure is drawn once (``images``: name → pixels, which ``LogPredictionViews`` logs again
     as keyed images)."""
@@ -202,6 +221,7 @@ class EvaluateBest(pl.Callback):
         self.results: dict[str, float] = {}
         self.frames: dict[str, pd.DataFrame] = {}
         self.images: dict[str, np.ndarray] = {}
+        self.seen: np.ndarray | None = None  # the digests of the encoder's pretraining text, where known
 
     def on_fit_end(self, trainer, pl_module):
         if not trainer.is_global_zero:
@@ -215,6 +235,8 @@ class EvaluateBest(pl.Callback):
             values, indices = pl_module.predictions(data.loader(split))
             self.frames[split] = predictions_frame(data.pair_data, data.pairs[split], values, indices)
             self.results.update(split_metrics(self.frames[split], split, data.pair_data))
+        if self.seen is not None:
+            self.results.update(unseen_metrics(self.frames, self.seen, data.pair_data))
         self.results.update(pl_module.mix_metrics())
         self.results.update(train_steps=trainer.global_step, train_epochs=trainer.current_epoch)
         logger = trainer.logger

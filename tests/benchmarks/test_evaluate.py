@@ -106,6 +106,22 @@ def test_the_table_reads_each_tasks_main_score_and_places_its_anchors():
     assert console.splitlines()[-1].strip() == "Wall time: 3.0 min (mrpc 2.0, sick-e 1.0)."
 
 
+def test_the_pairs_the_encoder_read_are_counted_and_each_method_scored_without_them():
+    stsb, mrpc = TaskScores("stsb", test_pairs=1379), TaskScores("mrpc", test_pairs=1725)
+    for mine, twin in [(0.70, 0.60), (0.72, 0.60)]:
+        seen = {"test_seen_pairs": 259}
+        stsb.add("elmo-linear-probe", "probe", {"test_pearson": mine, "test_pearson_unseen": mine - 0.02, **seen})
+        stsb.add("random-linear-probe", "probe", {"test_pearson": twin, "test_pearson_unseen": twin, **seen})
+    mrpc.add("elmo-linear-probe", "probe", {"test_acc": 0.7, "test_seen_pairs": 0})
+    lines = markdown_table([stsb, mrpc], "elmo", encoder="elmo").splitlines()
+    assert "| test pairs with a sentence the encoder read | 259 of 1379 | 0 of 1725 |" in lines
+    assert "| elmo-linear-probe, without them | 69.0 ± 1.4 (+9.0) |  |" in lines  # the twin: the same pairs
+    assert "| random-linear-probe, without them | 60.0 ± 0.0 |  |" in lines
+    unknown = TaskScores("stsb", test_pairs=1379)  # a published encoder: its pretraining text is not known
+    unknown.add("minilm-linear-probe", "probe", {"test_pearson": 0.8})
+    assert "encoder read" not in markdown_table([unknown], "minilm", encoder="minilm")
+
+
 def test_zero_shot_rows_hold_the_zero_shot_metric():
     """A graded task's zero-shot row is its Spearman (MTEB's), a trained row its Pearson (SentEval's)."""
     toy = TaskScores("toy")

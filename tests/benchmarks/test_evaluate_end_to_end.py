@@ -104,5 +104,6 @@ def test_a_results_folder_per_task_and_the_table(evaluated):
         "tfidf-ridge",
     ):
         assert f"| {row} | " in table, row
+    assert "| test pairs with a sentence the encoder read | 0 of 80 |" in table  # its text is known: none
     printed = evaluated["process"].stdout
     assert "── evaluate " in printed and "Wall time:" in printed.splitlines()[-4]

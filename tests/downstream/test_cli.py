@@ -13,6 +13,7 @@ import torch
 from mlflow.tracking import MlflowClient
 
 from downstream.run.evaluation import PREDICTION_COLUMNS
+from harness.datasets import seen_sentences
 from harness.datasets.mrpc import load_mrpc
 from harness.tracking.views import VIEW_PREFIX
 from tests.helpers import all_runs, assert_one_line_exit, printed_run_id, run_module
@@ -163,6 +164,31 @@ def test_smoke_run_predictions_recompute_the_metrics(store, smoke, tmp_path):
         f1 = 2 * true_positive / max(1, 2 * true_positive + false_positive + false_negative)
         assert run.data.metrics[f"{split}_acc"] == pytest.approx(accuracy, abs=1e-12)
         assert run.data.metrics[f"{split}_f1"] == pytest.approx(f1, abs=1e-12)
+
+
+def test_smoke_run_counts_the_pairs_its_encoder_read_and_scores_the_rest(store, smoke, tmp_path):
+    client = MlflowClient(store["uri"])
+    pretrain_run = client.get_run(store["pretrain_run_id"])
+    seen = seen_sentences.read(
+        Path(client.download_artifacts(pretrain_run.info.run_id, seen_sentences.ARTIFACT, str(tmp_path)))
+    )
+    assert len(seen) == int(pretrain_run.data.params["train_sentences"])  # its training text, each sentence once
+    metrics = smoke["run"].data.metrics
+    for split in ("dev", "test"):
+        frame, _ = predictions(store, smoke["run"].info.run_id, split, tmp_path / split)
+        read = seen_sentences.seen_pairs(frame["sentence1"], frame["sentence2"], seen)
+        assert metrics[f"{split}_seen_pairs"] == read.sum()
+        if read.any():  # the scores over the rest (unit-tested in tests/harness/datasets/test_seen_sentences.py)
+            rest = frame[~read]
+            assert metrics[f"{split}_acc_unseen"] == pytest.approx((rest["pred"] == rest["label"]).mean(), abs=1e-12)
+        else:
+            assert f"{split}_acc_unseen" not in metrics
+    seen_line = (
+        f"  seen       {metrics['test_seen_pairs']:.0f} of {SMOKE_PAIRS} test pairs have a sentence of"
+        if metrics["test_seen_pairs"]
+        else "  seen       no test pair has a sentence of the encoder's pretraining text"
+    )
+    assert seen_line in smoke["process"].stdout
 
 
 def test_smoke_run_shows_its_data_predictions_and_figures_in_the_ui(store, smoke, tmp_path):

@@ -87,7 +87,7 @@ def test_smoke_run_tags_metrics_and_params(smoke_run):
 def test_smoke_run_artifacts(smoke_run, tmp_path):
     client, run_id = MlflowClient(smoke_run["uri"]), smoke_run["run"].info.run_id
     top = {artifact.path for artifact in client.list_artifacts(run_id)}
-    assert {"config.yaml", "vocab.txt", "checkpoint", "samples"} <= top
+    assert {"config.yaml", "vocab.txt", "checkpoint", "samples", "corpus"} <= top  # corpus/: what it read
     assert [a.path for a in client.list_artifacts(run_id, "checkpoint")] == ["checkpoint/encoder.ckpt"]
     samples = [a.path for a in client.list_artifacts(run_id, "samples")]
     assert samples and all(path.startswith("samples/") and path.endswith(".txt") for path in samples)
