@@ -8,7 +8,7 @@ tasks (:mod:`benchmarks.evaluate.table`) on the console and in ``table.md``.
 Folder of an evaluation (``--out``, default ``benchmarks/results/evaluate/<encoder>``):
 ``table.md``, and per task ``<task>/matrix.yaml`` (what the suite ran), ``<task>/suite/`` (its
 report and logs), ``<task>/suite.log`` (its console), ``<task>/results/`` (the exported cells) and
-``<task>/zero-shot/<method>/`` (predictions and metrics).
+``<task>/zero-shot/<method>/s<seed>/`` (predictions and metrics).
 """
 
 from __future__ import annotations

@@ -56,7 +56,7 @@ def log_zero_shot(
     source: str = "",
 ) -> tuple[str, dict[str, float]]:
     """Score ``encoder`` zero-shot on ``data``'s dev and test, log the child run and write
-    ``<folder>/<method>/{dev,test}.csv`` and ``metrics.json``.
+    ``<folder>/<method>/s<seed>/{dev,test}.csv`` and ``metrics.json`` (a twin runs at each seed).
 
     Returns:
         the run id and its metrics (``<split>_<metric>``, correlations in [-1, 1]).
@@ -106,7 +106,7 @@ def log_zero_shot(
         }
         for key, value in params.items():
             client.log_param(run_id, key, value)
-        target = folder / method
+        target = folder / method / f"s{seed}"
         target.mkdir(parents=True, exist_ok=True)
         for split, frame in frames.items():
             frame.to_csv(target / f"{split}.csv", index=False)

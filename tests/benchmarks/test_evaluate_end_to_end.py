@@ -82,7 +82,9 @@ def test_one_parent_with_a_child_per_task_and_the_methods_under_it(evaluated):
 
 
 def test_zero_shot_files_and_metrics(evaluated):
-    folder = evaluated["out"] / "toy-overlap" / "zero-shot" / "elmo-zero-shot"
+    folder = evaluated["out"] / "toy-overlap" / "zero-shot" / "elmo-zero-shot" / "s0"
+    twins = evaluated["out"] / "toy-overlap" / "zero-shot" / "random-zero-shot"
+    assert [path.name for path in twins.iterdir()] == ["s0"]  # each seed its own files (one seed here)
     frame = pd.read_csv(folder / "test.csv", dtype={"id": str})
     assert list(frame.columns) == ["id", "label", "pred", "sentence1", "sentence2"] and len(frame) == 80
     assert (frame["pred"].abs() <= 1 + 1e-9).all()  # cosines (rounding may pass 1 by an ulp)
