@@ -162,3 +162,22 @@ def test_a_results_folder_takes_stsbs_four_id_columns(tmp_path):
         }
     )
     check_columns(frame, predictions_of(task_of("stsb"), [], None), tmp_path / "cell.predictions.csv.gz")
+
+
+def test_the_pilots_stages_keep_every_task_out_and_its_matrix_parses():
+    from benchmarks.evaluate.pilot_chunk import CONFIG, REPO_ROOT, stage_command
+    from harness.unique_keys import load_yaml
+
+    pilot = load_yaml(CONFIG)
+    assert sorted(pilot["keep_out"]) == sorted(pilot["tasks"]) == ["mrpc", "sick-e", "sick-r", "stsb"]
+    for family, entry in pilot["families"].items():
+        for stage in entry["stages"]:
+            assert (REPO_ROOT / stage["config"]).is_file(), family
+            command = stage_command(stage, pilot, ["--trainer.max_steps=2"])
+            assert command[1:4] == ["-m", "pretrain", "fit"] and command[-1] == "--trainer.max_steps=2"
+            assert "--data.keep_out=[mrpc, sick-e, sick-r, stsb]" in command
+            assert f"--trainer.precision={pilot['precision']}" in command and "--seed_everything=0" in command
+    for task in pilot["tasks"]:  # the suite's own parser accepts each task's matrix
+        matrix = task_matrix(task, "gpt", "runs:/0", "gpt-x", True, ("attn",), 2, REPO_ROOT / pilot["template"])
+        assert matrix["heads"] == ["attn"] and matrix["seeds"] == 2 and matrix["precision"] == pilot["precision"]
+        assert matrix["finetune"]["config"] == f"configs/downstream/{task}.yaml"

@@ -109,3 +109,34 @@ def test_a_results_folder_per_task_and_the_table(evaluated):
     assert "| test pairs with a sentence the encoder read | 0 of 80 |" in table  # its text is known: none
     printed = evaluated["process"].stdout
     assert "── evaluate " in printed and "Wall time:" in printed.splitlines()[-4]
+
+
+def test_the_pilot_summary_reads_an_evaluation_as_a_chunk(evaluated, tmp_path, monkeypatch):
+    from benchmarks.evaluate import pilot_summary
+    from benchmarks.results_files.folder import read_folder
+    from harness.datasets.registry import DATASETS
+
+    monkeypatch.setitem(DATASETS, toy_graded_task.NAME, toy_graded_task.TOY_OVERLAP)  # for this test only
+
+    chunk = tmp_path / "pilot" / "elmo"
+    chunk.mkdir(parents=True)
+    (chunk / "evaluate").symlink_to(evaluated["out"], target_is_directory=True)
+    record = {"family": "elmo", "commit": "0" * 40, "stages": [{"minutes": 1.0}], "evaluate_minutes": 2.0}
+    record.update(minutes=3.0, estimate_minutes=4, load_average_start=[1.0], load_average_end=[1.5])
+    (chunk / "chunk.json").write_text(json.dumps(record))
+    assert pilot_summary.main([str(tmp_path / "pilot")]) == 0
+    rows = pd.read_csv(tmp_path / "pilot" / "components.csv").set_index("arm")
+    _, cells = read_folder(evaluated["out"] / "toy-overlap" / "results")
+    probe = {cell.record["cell"]["method"]: cell.record["metrics"]["test_pearson"] for cell in cells}
+    assert rows.loc["linear-probe", "score"] == pytest.approx(100 * probe["elmo-linear-probe"])
+    assert rows.loc["linear-probe", "gap"] == pytest.approx(
+        100 * (probe["elmo-linear-probe"] - probe["random-linear-probe"])
+    )
+    zero_shot = json.loads(
+        (evaluated["out"] / "toy-overlap" / "zero-shot" / "elmo-zero-shot" / "s0" / "metrics.json").read_text()
+    )
+    assert rows.loc["zero-shot", "score"] == pytest.approx(100 * zero_shot["metrics"]["test_spearman"])
+    summary = (tmp_path / "pilot" / "summary.md").read_text()
+    assert (
+        "| elmo | linear-probe | " in summary and "| elmo | `" + "0" * 12 + "` | 1 | 2 | 3 | 4 | 1.0, 1.5 |" in summary
+    )
