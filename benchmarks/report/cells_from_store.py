@@ -24,7 +24,8 @@ def read_predictions(path: str) -> pd.DataFrame:
 
 def cell_row(cell: dict, run_id: str, parent_run_id: str, metrics: dict, params: dict, task: Task = CLASSES) -> dict:
     """A cell's row of the per-run table: its settings (``Cell.fields()``), its task's metrics
-    (``dev_acc`` … or ``dev_pearson`` …), mix weights, steps and times, and the parent it belongs to."""
+    (``dev_acc`` … or ``dev_pearson`` …), mix weights, steps and times, the pairs its encoder read
+    in pretraining and the metrics without them where the run logged them, and its parent."""
     row = {
         "run_id": run_id,
         "parent_run_id": parent_run_id,
@@ -54,6 +55,7 @@ def cell_row(cell: dict, run_id: str, parent_run_id: str, metrics: dict, params:
         **{f"{split}_pairs": params.get(f"{split}_pairs") for split in ("dev", "test")},
     }
     row.update({k: v for k, v in metrics.items() if k.startswith(("mix_", "time_")) or k in STEP_METRICS})
+    row.update({k: v for k, v in metrics.items() if k.endswith(("_seen_pairs", "_unseen"))})  # where logged
     return row
 
 

@@ -24,6 +24,7 @@ from benchmarks.report.recipe_section import recipe_section
 from benchmarks.report.references_section import references_section
 from benchmarks.report.remarks import baseline_title, mde, number, points, remarks
 from benchmarks.report.results_table import tfidf_baseline
+from benchmarks.report.seen_pairs import seen_pairs_remarks
 from benchmarks.report.study_table import study_figures, study_remarks, study_rows, study_tables
 from benchmarks.stats.controls import CONTROL_OK_COLUMN, RULE_TEXT, rule_text
 from benchmarks.stats.gaps import NO_SEED_REPLICATION, PVALUE_COLUMN
@@ -440,6 +441,7 @@ def _markdown(
         results, runs, published, family, task
     )
     said += probe_remarks(results, runs)
+    said += seen_pairs_remarks(runs, task)
     said += list(context.get("notes") or [])  # e.g. one encoder name over several checkpoints (chunks)
     lines += ["", "## Remarks", ""] + [f"- {remark}" for remark in said]
     anchors = context["anchors"] if "anchors" in context else published_anchors(context.get("dataset"))
