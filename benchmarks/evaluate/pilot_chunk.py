@@ -1,7 +1,7 @@
-"""``python -m benchmarks.evaluate.pilot_chunk --family gpt --out results/tasks-pilot/gpt``: one
+"""``python -m benchmarks.evaluate.pilot_chunk --chunk gpt-a --out results/tasks-pilot/gpt-a``: one
 chunk of the cross-task pilot (``configs/benchmarks/tasks-pilot/pilot.yaml``). It pretrains the
-family's stages on text free of every task's dev and test sentences (``--data.keep_out``), evaluates
-the encoder on the pilot's tasks (:mod:`benchmarks.evaluate.run` under the pilot's matrix), and writes
+chunk's family on text free of every task's dev and test sentences (``--data.keep_out``), evaluates
+the encoder on the chunk's tasks (:mod:`benchmarks.evaluate.run` under the pilot's matrix), and writes
 ``chunk.json``: the commit, the estimate and the measured minutes of each part, the load beside them,
 and each stage's run and contamination counts, so the next study is planned from what it cost."""
 
@@ -31,7 +31,7 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
         prog="python -m benchmarks.evaluate.pilot_chunk", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--config", type=Path, default=CONFIG)
-    parser.add_argument("--family", required=True, help="a family of the config's `families`")
+    parser.add_argument("--chunk", required=True, help="a chunk of the config's `chunks` (e.g. gpt-a)")
     parser.add_argument("--out", type=Path, required=True, help="the chunk's folder (e.g. results/tasks-pilot/gpt)")
     parser.add_argument("--pretrain-args", default="", help="extra flags of every stage, one string (a smoke run)")
     parser.add_argument("--template", type=Path, default=None, help="another matrix than the config's (a smoke run)")
@@ -80,20 +80,23 @@ def main(argv: list[str] | None = None) -> int:
     if not args.config.is_file():
         raise UserError(f"--config {args.config}: no such file")
     pilot = load_yaml(args.config)
-    if args.family not in pilot["families"]:
-        raise UserError(f"--family {args.family}: expected one of {', '.join(pilot['families'])}")
-    family = pilot["families"][args.family]
+    if args.chunk not in pilot["chunks"]:
+        raise UserError(f"--chunk {args.chunk}: expected one of {', '.join(pilot['chunks'])}")
+    chunk = pilot["chunks"][args.chunk]
+    family = pilot["families"][chunk["family"]]
     template = args.template or REPO_ROOT / pilot["template"]
     if not template.is_file():
         raise UserError(f"--template {template}: no such file")
-    data = {task: load_pair_data(dataset=task) for task in pilot["tasks"]}  # a missing folder: one line, first
+    data = {task: load_pair_data(dataset=task) for task in chunk["tasks"]}  # a missing folder: one line, first
     args.out.mkdir(parents=True, exist_ok=True)
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True).stdout.strip()
     record = {
-        "family": args.family,
+        "chunk": args.chunk,
+        "family": chunk["family"],
+        "tasks": chunk["tasks"],
         "commit": commit,
         "config": str(args.config),
-        "estimate_minutes": family["estimate_minutes"],
+        "estimate_minutes": chunk["estimate_minutes"],
         "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "cpus": os.cpu_count(),
         "precision": pilot["precision"],
@@ -105,10 +108,10 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     for number, stage in enumerate(family["stages"], 1):
         command = stage_command(stage, pilot, shlex.split(args.pretrain_args))
-        print(f"pilot {args.family}: stage {number}/{len(family['stages'])}: {' '.join(command[1:])}", flush=True)
+        print(f"pilot {args.chunk}: stage {number}/{len(family['stages'])}: {' '.join(command[1:])}", flush=True)
         stage_started, since_ms = time.perf_counter(), int(time.time() * 1000)
         if subprocess.run(command, cwd=REPO_ROOT).returncode != 0:
-            raise UserError(f"pilot {args.family}: stage {number} ({stage['config']}) failed")
+            raise UserError(f"pilot {args.chunk}: stage {number} ({stage['config']}) failed")
         run_id, params = new_pretrain_run(since_ms)
         record["stages"].append(
             {
@@ -125,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     evaluate(
         Evaluation(
             f"runs:/{record['stages'][-1]['run_id']}",
-            tuple(pilot["tasks"]),
+            tuple(chunk["tasks"]),
             tuple(pilot["heads"]),
             pilot["seeds"],
             twin=True,
@@ -143,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     (args.out / "chunk.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     minutes, estimate = record["minutes"], record["estimate_minutes"]
-    print(f"pilot {args.family}: {minutes} min (estimate {estimate}); {args.out / 'chunk.json'}")
+    print(f"pilot {args.chunk}: {minutes} min (estimate {estimate}); {args.out / 'chunk.json'}")
     return 0
 
 

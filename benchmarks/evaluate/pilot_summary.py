@@ -31,6 +31,7 @@ from harness.datasets.task import metric_title
 from harness.entry_point import run_main
 from harness.errors import UserError
 
+PILOT_TASKS = ("mrpc", "sick-e", "sick-r", "stsb")  # the table's column order
 PLANNED_SEED_PAIRS = 10  # a study of 5 pretraining runs × 2 head seeds, as v3
 ARMS = ("scalar-attn", "linear-probe", "zero-shot", "zero-shot-st")
 TWIN = "random"
@@ -70,6 +71,8 @@ def read_arms(pilot: Path) -> tuple[list[Arm], dict[str, dict[str, float]], list
     arms, baselines, chunks = [], {}, []
     for chunk_path in sorted(pilot.glob("*/chunk.json")):
         chunk = json.loads(chunk_path.read_text(encoding="utf-8"))
+        chunk.setdefault("chunk", chunk_path.parent.name)
+        chunk["encoders"] = set()
         chunks.append(chunk)
         family = chunk["family"]
         for task_folder in sorted((chunk_path.parent / "evaluate").iterdir()):
@@ -86,6 +89,8 @@ def read_arms(pilot: Path) -> tuple[list[Arm], dict[str, dict[str, float]], list
                     baselines.setdefault(task, {})[spec["method"]] = metrics[f"test_{main}"]
                     continue
                 methods.setdefault(spec["method"], {})[spec["seed"]] = cell.predictions["test"]
+                if spec["kind"] == "pretrained":
+                    chunk["encoders"].add(spec["encoder_identity"])
                 if "time_cpu_s" in metrics:
                     minutes.setdefault(spec["method"], []).append(metrics["time_cpu_s"] / 60)
             methods.update(zero_shot_runs(task_folder / "zero-shot"))
@@ -181,15 +186,27 @@ def components_table(rows: pd.DataFrame) -> list[str]:
 
 
 def chunk_lines(chunks: list[dict]) -> list[str]:
-    lines = ["| family | commit | stages (min) | evaluate (min) | total (min) | estimate (min) | load at start, end |"]
-    lines.append("|---|---|---|---:|---:|---:|---|")
+    """A row per chunk (its commit, minutes against its estimate, the load), then a line for each
+    family whose chunks pretrained checkpoints that differ (CPU pretraining is seeded, not always
+    bit-reproducible)."""
+    lines = [
+        "| chunk | tasks | commit | stages (min) | evaluate (min) | total (min) | estimate (min) | load |",
+        "|---|---|---|---|---:|---:|---:|---|",
+    ]
     for chunk in chunks:
         stages = " + ".join(f"{stage['minutes']:.0f}" for stage in chunk["stages"])
         load = f"{chunk['load_average_start'][0]:.1f}, {chunk['load_average_end'][0]:.1f}"
         lines.append(
-            f"| {chunk['family']} | `{chunk['commit'][:12]}` | {stages} | {chunk['evaluate_minutes']:.0f} | "
-            f"{chunk['minutes']:.0f} | {chunk['estimate_minutes']} | {load} |"
+            f"| {chunk['chunk']} | {', '.join(chunk.get('tasks', []))} | `{chunk['commit'][:12]}` | {stages} | "
+            f"{chunk['evaluate_minutes']:.0f} | {chunk['minutes']:.0f} | {chunk['estimate_minutes']} | {load} |"
         )
+    for family in dict.fromkeys(chunk["family"] for chunk in chunks):
+        identities = set().union(*(chunk["encoders"] for chunk in chunks if chunk["family"] == family))
+        if len(identities) > 1:
+            lines += ["", f"{family}: its chunks pretrained {len(identities)} different checkpoints from one seed."]
+    for chunk in chunks:
+        if chunk.get("note"):
+            lines += ["", f"{chunk['chunk']}: {chunk['note']}"]
     return lines
 
 
@@ -199,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     arms, baselines, chunks = read_arms(args.pilot)
     rows = pd.DataFrame([arm_row(arm) for arm in arms])
-    tasks = list(dict.fromkeys(chunks[0]["tasks"] if "tasks" in chunks[0] else rows["task"]))
+    tasks = [task for task in PILOT_TASKS if task in set(rows["task"])] + sorted(set(rows["task"]) - set(PILOT_TASKS))
     rows.to_csv(args.pilot / "components.csv", index=False, float_format="%.6g")
     text = [
         "# The cross-task pilot: its table, variance components and costs",

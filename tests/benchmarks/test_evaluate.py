@@ -170,6 +170,10 @@ def test_the_pilots_stages_keep_every_task_out_and_its_matrix_parses():
 
     pilot = load_yaml(CONFIG)
     assert sorted(pilot["keep_out"]) == sorted(pilot["tasks"]) == ["mrpc", "sick-e", "sick-r", "stsb"]
+    for family in pilot["families"]:  # each family's chunks: every task once, each chunk within 150 minutes
+        chunks = [chunk for chunk in pilot["chunks"].values() if chunk["family"] == family]
+        assert sorted(task for chunk in chunks for task in chunk["tasks"]) == sorted(pilot["tasks"])
+        assert all(chunk["estimate_minutes"] <= 150 for chunk in chunks)
     for family, entry in pilot["families"].items():
         for stage in entry["stages"]:
             assert (REPO_ROOT / stage["config"]).is_file(), family

@@ -118,10 +118,11 @@ def test_the_pilot_summary_reads_an_evaluation_as_a_chunk(evaluated, tmp_path, m
 
     monkeypatch.setitem(DATASETS, toy_graded_task.NAME, toy_graded_task.TOY_OVERLAP)  # for this test only
 
-    chunk = tmp_path / "pilot" / "elmo"
+    chunk = tmp_path / "pilot" / "elmo-a"
     chunk.mkdir(parents=True)
     (chunk / "evaluate").symlink_to(evaluated["out"], target_is_directory=True)
-    record = {"family": "elmo", "commit": "0" * 40, "stages": [{"minutes": 1.0}], "evaluate_minutes": 2.0}
+    record = {"chunk": "elmo-a", "family": "elmo", "tasks": ["toy-overlap"], "commit": "0" * 40}
+    record.update(stages=[{"minutes": 1.0}], evaluate_minutes=2.0)
     record.update(minutes=3.0, estimate_minutes=4, load_average_start=[1.0], load_average_end=[1.5])
     (chunk / "chunk.json").write_text(json.dumps(record))
     assert pilot_summary.main([str(tmp_path / "pilot")]) == 0
@@ -137,6 +138,5 @@ def test_the_pilot_summary_reads_an_evaluation_as_a_chunk(evaluated, tmp_path, m
     )
     assert rows.loc["zero-shot", "score"] == pytest.approx(100 * zero_shot["metrics"]["test_spearman"])
     summary = (tmp_path / "pilot" / "summary.md").read_text()
-    assert (
-        "| elmo | linear-probe | " in summary and "| elmo | `" + "0" * 12 + "` | 1 | 2 | 3 | 4 | 1.0, 1.5 |" in summary
-    )
+    assert "| elmo | linear-probe | " in summary
+    assert "| elmo-a | toy-overlap | `" + "0" * 12 + "` | 1 | 2 | 3 | 4 | 1.0, 1.5 |" in summary
