@@ -71,6 +71,7 @@ def test_the_sample_summary_has_the_lines_of_a_summary_beside_its_twin():
         "features",
         "dev",
         "test",
+        "seen",
         "context",
         "gap",
         "mix",

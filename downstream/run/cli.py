@@ -335,12 +335,12 @@ class FinetuneCLI(TrackedCLI):
         if "test_seen_pairs" not in results:
             return []
         seen, total = int(results["test_seen_pairs"]), len(self.datamodule.pairs["test"])
-        whose = "its pretrained twin's" if self.model.encoder.is_random else "the encoder's"
+        reader = "its pretrained twin" if self.model.encoder.is_random else "the encoder"
         if not seen:
-            return [f"  seen       no test pair has a sentence of {whose} pretraining text"]
+            return [f"  seen       no test pair holds a sentence {reader} read in pretraining"]
         unseen = {name.removesuffix("_unseen"): value for name, value in results.items() if name.endswith("_unseen")}
-        without = f"; without them: {self.scores_text(unseen, 'test', f1_kind)}" if unseen else ""
-        return [f"  seen       {seen} of {total} test pairs have a sentence of {whose} pretraining text{without}"]
+        without = f"; without them {self.scores_text(unseen, 'test', f1_kind)}" if unseen else ""
+        return [f"  seen       {seen} of {total} test pairs hold a sentence {reader} read in pretraining{without}"]
 
     def scores_text(self, results: dict[str, float], split: str, f1_kind: str) -> str:
         """A split's scores in the summary: ``acc 0.735  F1 0.820`` (classes, as fractions), or a

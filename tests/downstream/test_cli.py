@@ -184,9 +184,9 @@ def test_smoke_run_counts_the_pairs_its_encoder_read_and_scores_the_rest(store, 
         else:
             assert f"{split}_acc_unseen" not in metrics
     seen_line = (
-        f"  seen       {metrics['test_seen_pairs']:.0f} of {SMOKE_PAIRS} test pairs have a sentence of"
+        f"  seen       {metrics['test_seen_pairs']:.0f} of {SMOKE_PAIRS} test pairs hold a sentence the encoder read"
         if metrics["test_seen_pairs"]
-        else "  seen       no test pair has a sentence of the encoder's pretraining text"
+        else "  seen       no test pair holds a sentence the encoder read in pretraining"
     )
     assert seen_line in smoke["process"].stdout
 
