@@ -88,7 +88,8 @@ def seen_rows(tasks: list[TaskScores], kinds: dict[str, str], encoder: str) -> l
     counts = []
     for scores in tasks:
         own = [count for method, count in scores.seen_pairs.items() if not method.startswith(twin_name())]
-        counts.append(f"{own[0]} of {scores.test_pairs}" if own and scores.test_pairs else (str(own[0]) if own else ""))
+        of = f" of {scores.test_pairs}" if scores.test_pairs else ""
+        counts.append(f"{own[0]}{of}" if own else "")
     if not any(counts):
         return []
     rows = [["test pairs with a sentence the encoder read", *counts]]
