@@ -114,12 +114,13 @@ def arm_row(arm: Arm) -> dict:
     gap = crossed_gap(mine - twin)
     items = mine.shape[1]
     components = [100**2 * float(value) for value in (gap.seed_variance, gap.item_variance, gap.residual_variance)]
-    known = len(seeds) > 1  # one seed pair: seed luck is not estimable
-    planned = (
-        minimum_detectable_effect(*(value / 100**2 for value in components), PLANNED_SEED_PAIRS, items)
-        if known
-        else float("nan")
-    )
+
+    def detectable(seed_pairs: int) -> float:
+        """The MDE in points for ``seed_pairs`` on these items (NaN with one seed pair: seed luck unknown)."""
+        if len(seeds) < 2:
+            return float("nan")
+        return 100 * minimum_detectable_effect(*(value / 100**2 for value in components), seed_pairs, items)
+
     return {
         "task": arm.task,
         "family": arm.family,
@@ -136,7 +137,8 @@ def arm_row(arm: Arm) -> dict:
         "seed_sd": components[0] ** 0.5,
         "item_sd": components[1] ** 0.5,
         "residual_sd": components[2] ** 0.5,
-        "mde_planned": 100 * planned,
+        "mde_this_design": detectable(len(seeds)),
+        "mde_planned": detectable(PLANNED_SEED_PAIRS),
         "cpu_minutes_per_cell": statistics.fmean(arm.cpu_minutes) if arm.cpu_minutes else float("nan"),
     }
 
@@ -170,16 +172,9 @@ def components_table(rows: pd.DataFrame) -> list[str]:
         "|---|---|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for row in rows.itertuples():
-        this = (
-            minimum_detectable_effect(
-                row.seed_sd**2 / 100**2, row.item_sd**2 / 100**2, row.residual_sd**2 / 100**2, row.seeds, row.items
-            )
-            if row.seeds > 1
-            else float("nan")
-        )
         lines.append(
             f"| {row.task} | {row.family} | {row.arm} | {row.seeds} × {row.items} | {row.seed_sd:.2f} | "
-            f"{row.item_sd:.1f} | {row.residual_sd:.1f} | {100 * this:.1f} | {row.mde_planned:.1f} | "
+            f"{row.item_sd:.1f} | {row.residual_sd:.1f} | {row.mde_this_design:.1f} | {row.mde_planned:.1f} | "
             f"{row.cpu_minutes_per_cell:.1f} |"
         )
     return lines
