@@ -269,9 +269,7 @@ def log_check_run(
             "dev_pairs": len(data.dev),
             "test_pairs": len(data.test),
             "dataset": data.name,
-            "f1_average": data.f1_average,
-            "num_classes": data.num_classes,
-            **task_params(data.task),  # a graded task's, as its finetune runs log them
+            **task_params(data),  # as its finetune runs log them
             **(params or {}),
         }.items():
             client.log_param(run_id, key, value)

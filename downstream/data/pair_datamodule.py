@@ -32,7 +32,7 @@ from downstream.data.validation_schedule import DEFAULT_VALIDATIONS_PER_EPOCH
 from harness.datasets.registry import dataset_params, load_pair_data
 from harness.datasets.spec import PairDataSpec
 from harness.datasets.task import CLASSES, Task
-from harness.datasets.types import SPLITS, Pair
+from harness.datasets.types import SPLITS, Pair, PairData
 from harness.errors import UserError
 from harness.tracking.runs import REPO_ROOT
 from harness.training.batching import BucketBatchSampler, pad_batch
@@ -67,9 +67,17 @@ def subsample(pairs: list[Pair], fraction: float, seed: int, task: Task = CLASSE
     return kept
 
 
-def task_params(task: Task) -> dict[str, str]:
-    """A graded task's params (``task``, ``score_range``); none for classes, whose runs' params stay as they were."""
-    return {"task": task.target, "score_range": json.dumps(list(task.score_range))} if task.graded else {}
+def task_params(data: PairData) -> dict:
+    """What a run predicts: a task of classes' labels, their count and F1 kind (MRPC's params as they
+    always were), or a graded task's target and score range, without the classes it has none of."""
+    if data.task.graded:
+        return {"task": data.task.target, "score_range": json.dumps(list(data.task.score_range))}
+    return {
+        "labels": json.dumps(data.labels),
+        "num_classes": data.num_classes,
+        "f1_average": data.f1_average,
+        "positive_label": data.positive_label,
+    }
 
 
 INPUT_KINDS = ("features", "tokens", "joint")
@@ -332,7 +340,7 @@ class PairDataModule(pl.LightningDataModule):
         data = self.pair_data
         counts = {f"{name}_pairs": len(pairs) for name, pairs in self.pairs.items()}
         by_label = {}
-        for name, pairs in self.pairs.items():
+        for name, pairs in self.pairs.items() if not data.task.graded else ():
             counted = Counter(pair.label for pair in pairs)
             by_label[f"{name}_label_counts"] = json.dumps({label: counted[k] for k, label in enumerate(data.labels)})
         positives = {}
@@ -341,14 +349,7 @@ class PairDataModule(pl.LightningDataModule):
                 f"{name}_positive": sum(p.label == data.positive_class for p in pairs)
                 for name, pairs in self.pairs.items()
             }
-        described = {
-            **dataset_params(data),
-            "labels": json.dumps(data.labels),
-            "num_classes": data.num_classes,
-            "f1_average": data.f1_average,
-            "positive_label": data.positive_label,
-            **task_params(data.task),
-        }
+        described = {**dataset_params(data), **task_params(data)}
         epoch = len(self.epoch_order) if self.epoch_order is not None else len(self.pairs["train"])
         return {
             **counts,

@@ -105,6 +105,7 @@ def test_every_run_logs_the_tasks_correlations_and_carries_its_tag(benchmark):
     assert all(run.data.tags["task"] == toy_graded_task.NAME for run in [*parent, *cells])
     assert all(GRADED_METRICS <= set(run.data.metrics) and "test_acc" not in run.data.metrics for run in cells)
     assert all(run.data.params["task"] == "graded" for run in cells)  # baselines log the task's params too
+    assert not any({"num_classes", "f1_average", "labels"} & set(run.data.params) for run in cells)
     assert "dev pearson" in benchmark["suite"].stdout and "dev acc" not in benchmark["suite"].stdout
 
 

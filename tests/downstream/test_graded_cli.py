@@ -82,6 +82,7 @@ def test_the_run_logs_the_tasks_metrics_and_no_class_metrics(fitted):
     assert not {"dev_acc", "dev_f1", "test_acc", "test_f1", "train_acc"} & set(metrics)
     assert metrics["test_pearson"] > 0.3  # the overlap score is learnable from the pair
     assert run.data.params["task"] == "graded" and run.data.params["score_range"] == "[0.0, 5.0]"
+    assert not {"labels", "num_classes", "f1_average", "positive_label", "train_label_counts"} & set(run.data.params)
 
 
 @pytest.mark.parametrize("split", ["dev", "test"])
