@@ -98,11 +98,12 @@ def test_a_benchmark_whose_cell_crashes_leaves_nothing_running(store, mrpc_dir):
     statuses = {}  # stage → the statuses of its new runs
     for r in new:
         statuses.setdefault(r.data.tags.get("stage"), set()).add(r.info.status)
-    # the baselines finished and will be reused; the first finetune cell crashed, the one beside it
-    # (two at a time) crashed too or was cancelled, and the parent says the benchmark failed
+    # the first finetune cell crashed; whatever ran beside it (two at a time: the other finetune cell,
+    # or a baseline still running on a slow machine) crashed too or was cancelled, and the parent
+    # says the benchmark failed; baselines that finished stay FINISHED and will be reused
     assert statuses["benchmark"] == {"FAILED"} and "FAILED" in statuses["finetune"]
     (parent,) = [r for r in new if r.data.tags.get("stage") == "benchmark"]
     assert parent.data.tags["harness.ended"] == "failed: " + last.removeprefix("error: ")
     assert statuses["finetune"] <= {"FAILED", "KILLED"}
-    assert statuses.get("baseline", {"FINISHED"}) == {"FINISHED"}
+    assert statuses.get("baseline", {"FINISHED"}) <= {"FINISHED", "KILLED"}
     assert not [r for r in all_runs(store) if r.info.status == "RUNNING"]
