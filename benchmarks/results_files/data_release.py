@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.datasets.registry import DATASETS, known_split_sizes
+from harness.datasets.registry import DATASETS, known_release, known_split_sizes
 from harness.errors import UserError
 
 
@@ -17,20 +17,21 @@ def is_fixed_release(name: str) -> bool:
 
 
 def describe(name: str, digest: str) -> str:
-    if known_split_sizes(digest):
-        return f"the known {name} release"
+    """What the content of digest ``digest``, found under the name ``name``, is."""
+    if release := known_release(digest):
+        return f"the known {release} release"
     if is_fixed_release(name):
         return f"not the known {name} release: own or edited files"
     return "its own content"
 
 
-def check_same_data(folder: Path, benchmark: dict, expected: str) -> None:
-    """``folder``'s data is the digest ``expected`` (the first folder's, or a suite's)."""
+def check_same_data(folder: Path, benchmark: dict, expected: str, expected_name: str | None = None) -> None:
+    """``folder``'s data is the digest ``expected`` (the first folder's, named ``expected_name``, or a suite's)."""
     digest, name = benchmark["data_digest"], benchmark["dataset"]
     if digest != expected:
         raise UserError(
             f"{folder}: results of another data set ({name[:40]}, digest {digest[:12]}, {describe(name, digest)}) "
-            f"than {expected[:12]} ({describe(name, expected)}); a study never mixes them"
+            f"than {expected[:12]} ({describe(expected_name or name, expected)}); a study never mixes them"
         )
 
 

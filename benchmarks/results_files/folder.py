@@ -229,7 +229,8 @@ class ResultSet:
             benchmark, cells = read_folder(Path(folder))
             expected = data_digest or (self.benchmarks[0]["data_digest"] if self.benchmarks else None)
             if expected:
-                check_same_data(folder, benchmark, expected)
+                first = self.benchmarks[0]["dataset"] if self.benchmarks and not data_digest else None
+                check_same_data(folder, benchmark, expected, first)
             self.benchmarks.append({**benchmark, "folder": str(folder)})
             self.task = folder_task(benchmark, Path(folder) / BENCHMARK_FILE)  # one data set, so one task
             for cell in cells:

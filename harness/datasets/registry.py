@@ -161,6 +161,11 @@ def release_of(data: PairData) -> str:
     return RELEASE if data.content_hash in DATASETS[data.kind].split_sizes else OWN_FILES
 
 
+def known_release(content_hash: str) -> str | None:
+    """The name of the data set whose known release has digest ``content_hash``; None for other data."""
+    return next((name for name, entry in DATASETS.items() if content_hash in entry.split_sizes), None)
+
+
 def known_split_sizes(content_hash: str) -> dict[str, int] | None:
     """``{split: pairs}`` of the data set whose content has digest ``content_hash``, where an entry
     states them (a fixed release such as MRPC); None for any other data."""
