@@ -247,11 +247,7 @@ class PairDataModule(pl.LightningDataModule):
         positions, and frozen features of the longest batch that would not fit in memory."""
         data = self.pair_data
         named = {
-            (
-                f"--data.{split}={getattr(self.hparams, split)}"
-                if self.hparams.dataset == "tsv"
-                else f"{data.name} {split}"
-            ): pairs
+            (f"--data.{split}={getattr(self.hparams, split)}" if data.kind == "tsv" else f"{data.name} {split}"): pairs
             for split, pairs in self.pairs.items()
         }
         longest = longest_input(named, encoder, input_kind, self.hparams.max_tokens)

@@ -104,6 +104,11 @@ def test_short_pairs_pass(files, elmo):
     data(short).check_inputs(load_encoder(elmo), "features")
 
 
+def test_a_data_module_built_without_flags_checks_its_registry_data_set(mrpc_dir, elmo):
+    """The default data set, no ``dataset`` flag passed: its splits are named by the data set."""
+    PairDataModule(mrpc_dir=str(mrpc_dir), cache_dir="none", max_pairs=20).check_inputs(load_encoder(elmo), "features")
+
+
 @pytest.mark.slow
 def test_the_cli_under_a_memory_budget_refuses_in_one_line(files, elmo, tmp_path):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
