@@ -38,7 +38,9 @@ Every variant times the same number of training steps (forward, backward, AdamW)
 warm-up. ``--levers`` (``benchmarks.speed.levers``): ``compile`` times the step of the model under
 ``torch.compile``, its compile time amortised over a study cell of the row's kind; ``foreach``
 times AdamW's unfused step beside the fused one. ``--profile`` prints torch.profiler's top
-operators of each harness step at the precision, before the rounds.
+operators of each harness step at the precision, before the rounds. After the rounds, each row's
+``phases`` (``benchmarks.speed.step_phases``) split its harness step into making the inputs, the
+forward pass, the backward pass and the optimiser step: where a row below the target spends its time.
 """
 
 from __future__ import annotations
@@ -76,6 +78,7 @@ from benchmarks.speed.rounds import (
     summarise,
     target_summary,
 )
+from benchmarks.speed.step_phases import PHASES, step_phases, train_step
 from downstream.data.pair_datamodule import PairDataModule
 from downstream.model.joint_classifiers import JointClassifier
 from downstream.model.pair_classifier import PairClassifier
@@ -130,6 +133,20 @@ def timed_steps(
     is the training step of ``LitPairClassifier``: forward, loss, backward and its (fused) AdamW
     groups, without the fine-tuning schedule (it needs a Trainer); ``fused=False``: AdamW's
     multi-tensor (foreach) step instead."""
+    optimizer, autocast = ready_to_train(classifier, precision, fused)
+    start = None
+    with profiled() if profile else nullcontext():
+        for index, pair_indices in enumerate(batches):
+            if index == 1:
+                start = time.perf_counter()
+            train_step(classifier, inputs(pair_indices), optimizer, autocast)
+    return time.perf_counter() - start
+
+
+def ready_to_train(classifier: PairClassifier, precision: str = FLOAT32, fused: bool = True):
+    """``classifier`` in training mode (a frozen encoder frozen), its AdamW groups as
+    ``LitPairClassifier`` makes them (fused, or multi-tensor with ``fused=False``) and the
+    precision's autocast plugin (None for float32)."""
     optimizer = torch.optim.AdamW(
         classifier.optimizer_groups(LEARNING_RATE, LR_DECAY),
         lr=LEARNING_RATE,
@@ -137,22 +154,10 @@ def timed_steps(
         fused=fused,
         foreach=None if fused else True,
     )
-    autocast = MixedPrecision(precision, "cpu") if precision != FLOAT32 else None
     classifier.train()
     if classifier.finetune == "frozen":
         classifier.encoder.freeze()
-    start = None
-    with profiled() if profile else nullcontext():
-        for index, pair_indices in enumerate(batches):
-            if index == 1:
-                start = time.perf_counter()
-            batch = inputs(pair_indices)
-            with autocast.forward_context() if autocast else nullcontext():
-                loss = classifier.loss(classifier(classifier.inputs(*batch[:4])), batch[4])
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-    return time.perf_counter() - start
+    return optimizer, MixedPrecision(precision, "cpu") if precision != FLOAT32 else None
 
 
 @torch.no_grad()
@@ -288,6 +293,7 @@ def measure_family(
         row["load_average_before"] = load_average()
         seconds = interleaved(variants, rounds)
         row["load_average_after"] = load_average()
+        row["phases"] = step_phases(model, bucketed, inputs, *ready_to_train(model, precision))
         figures = row_figures(seconds, precision, pairs, naive_pairs, flops, naive_flops)
         row.update(figures[0])
         row["spread"] = figures[1]
@@ -447,6 +453,10 @@ def print_table(rows: list[dict]) -> None:
         f"longest; % peak = model FLOP/s over the same round's matmul peak of the row's precision (float32 "
         f"{min(fp32_peaks):.0f}–{max(fp32_peaks):.0f} GFLOP/s{bf16_text})"
     )
+    print("where a harness step's time goes (% of it; benchmarks.speed.step_phases):")
+    for r in rows:
+        shares = ", ".join(f"{phase} {100 * r['phases'][phase]:.0f}" for phase in PHASES)
+        print(f"  {r['family']} {r['mode']} {r['head']}: {shares} of {r['phases']['step_ms']:.1f} ms")
     print(target_summary(rows, lambda r: f"{r['family']} {r['mode']} {r['head']}"))
     loads = [r["load_average_before"] for r in rows] + [r["load_average_after"] for r in rows]
     print(machine_line(machine(), loads[0], loads[-1], rows[0]["rounds"]))

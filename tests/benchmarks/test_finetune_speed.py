@@ -6,6 +6,7 @@ import json
 import pytest
 
 from benchmarks.speed import finetune_throughput
+from benchmarks.speed.step_phases import PHASES
 
 
 @pytest.mark.parametrize("native", [True, False])
@@ -37,6 +38,7 @@ def test_rows_carry_their_precision_the_float32_path_the_naive_baseline_and_peak
         assert row["matmul_peak_gflops_per_s"] > 0
         assert (row.get("bf16_matmul_peak_gflops_per_s", 0) > 0) == (row["precision"] == "bf16-mixed")
         assert len(row["load_average_before"]) == len(row["load_average_after"]) == 3
+        assert sum(row["phases"][phase] for phase in PHASES) == pytest.approx(1) and row["phases"]["step_ms"] > 0
         spread = row["spread"]
         for name in ("pairs_per_s", "peak_fraction", "over_fp32", "foreach_over_harness"):
             assert len(spread[name]["rounds"]) == 2 and spread[name]["min"] <= row[name] <= spread[name]["max"]
