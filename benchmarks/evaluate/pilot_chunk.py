@@ -1,4 +1,4 @@
-"""``python -m benchmarks.evaluate.pilot_chunk --chunk gpt-a --out results/tasks-pilot/gpt-a``: one
+"""``python -m benchmarks.evaluate.pilot_chunk --chunk gpt-b --out ../pilot-out/gpt-b``: one
 chunk of the cross-task pilot (``configs/benchmarks/tasks-pilot/pilot.yaml``). It pretrains the
 chunk's family on text free of every task's dev and test sentences (``--data.keep_out``), evaluates
 the encoder on the chunk's tasks (:mod:`benchmarks.evaluate.run` under the pilot's matrix), and writes
@@ -32,7 +32,9 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--config", type=Path, default=CONFIG)
     parser.add_argument("--chunk", required=True, help="a chunk of the config's `chunks` (e.g. gpt-a)")
-    parser.add_argument("--out", type=Path, required=True, help="the chunk's folder (e.g. results/tasks-pilot/gpt)")
+    parser.add_argument(
+        "--out", type=Path, required=True, help="the chunk's folder, outside its worktree (e.g. ../pilot-out/gpt-b)"
+    )
     parser.add_argument("--pretrain-args", default="", help="extra flags of every stage, one string (a smoke run)")
     parser.add_argument("--template", type=Path, default=None, help="another matrix than the config's (a smoke run)")
     return parser.parse_args(argv)
