@@ -169,10 +169,8 @@ def known_release(content_hash: str) -> str | None:
 def known_split_sizes(content_hash: str) -> dict[str, int] | None:
     """``{split: pairs}`` of the data set whose content has digest ``content_hash``, where an entry
     states them (a fixed release such as MRPC); None for any other data."""
-    for entry in DATASETS.values():
-        if content_hash in entry.split_sizes:
-            return dict(entry.split_sizes[content_hash])
-    return None
+    name = known_release(content_hash)
+    return dict(DATASETS[name].split_sizes[content_hash]) if name else None
 
 
 def dataset_params(data: PairData) -> dict[str, str]:
