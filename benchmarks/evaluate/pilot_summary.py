@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -175,7 +176,7 @@ def components_table(rows: pd.DataFrame) -> list[str]:
         lines.append(
             f"| {row.task} | {row.family} | {row.arm} | {row.seeds} × {row.items} | {row.seed_sd:.2f} | "
             f"{row.item_sd:.1f} | {row.residual_sd:.1f} | {row.mde_this_design:.1f} | {row.mde_planned:.1f} | "
-            f"{row.cpu_minutes_per_cell:.1f} |"
+            f"{'' if math.isnan(row.cpu_minutes_per_cell) else f'{row.cpu_minutes_per_cell:.1f}'} |"
         )
     return lines
 
@@ -233,7 +234,8 @@ def main(argv: list[str] | None = None) -> int:
         "Seed, item and residual SDs of the per-seed, per-item differences pretrained − twin (two-way crossed "
         f"random effects, truncated at 0); MDE at α 0.05 and power 0.8 for this design and for {PLANNED_SEED_PAIRS} "
         "seed pairs on the same items, without the between-run variance, which one run per family cannot "
-        "estimate (study v3's MRPC figure: docs/study.md). CPU minutes per trained cell: both arms' mean.",
+        "estimate (study v3's MRPC figure: docs/study.md). CPU minutes per trained cell: both arms' mean "
+        "(none for the probes and zero-shot, whose cells log no CPU time).",
         "",
         "## Chunks",
         "",
