@@ -173,12 +173,20 @@ def components_table(rows: pd.DataFrame) -> list[str]:
         "|---|---|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for row in rows.itertuples():
+        figures = [
+            figure(row.seed_sd, ".2f"),
+            *(figure(value, ".1f") for value in (row.item_sd, row.residual_sd, row.mde_this_design, row.mde_planned)),
+            figure(row.cpu_minutes_per_cell, ".1f"),
+        ]
         lines.append(
-            f"| {row.task} | {row.family} | {row.arm} | {row.seeds} × {row.items} | {row.seed_sd:.2f} | "
-            f"{row.item_sd:.1f} | {row.residual_sd:.1f} | {row.mde_this_design:.1f} | {row.mde_planned:.1f} | "
-            f"{'' if math.isnan(row.cpu_minutes_per_cell) else f'{row.cpu_minutes_per_cell:.1f}'} |"
+            f"| {row.task} | {row.family} | {row.arm} | {row.seeds} × {row.items} | " + " | ".join(figures) + " |"
         )
     return lines
+
+
+def figure(value: float, spec: str) -> str:
+    """``value`` formatted, or nothing where it was not estimable (one seed) or not logged."""
+    return "" if math.isnan(value) else f"{value:{spec}}"
 
 
 def chunk_lines(chunks: list[dict]) -> list[str]:
@@ -235,7 +243,8 @@ def main(argv: list[str] | None = None) -> int:
         f"random effects, truncated at 0); MDE at α 0.05 and power 0.8 for this design and for {PLANNED_SEED_PAIRS} "
         "seed pairs on the same items, without the between-run variance, which one run per family cannot "
         "estimate (study v3's MRPC figure: docs/study.md). CPU minutes per trained cell: both arms' mean "
-        "(none for the probes and zero-shot, whose cells log no CPU time).",
+        "(none for the probes and zero-shot, whose cells log no CPU time); an empty "
+        "SD or MDE: one seed, from which it cannot be estimated.",
         "",
         "## Chunks",
         "",
