@@ -13,6 +13,7 @@ import sys
 import traceback
 from pathlib import Path
 
+import numpy as np
 from mlflow.tracking import MlflowClient
 
 from benchmarks.cell.definition import Cell
@@ -22,7 +23,7 @@ from benchmarks.tasks.reuse import finished_run
 from downstream.data.pair_datamodule import DEFAULT_CACHE_DIR, task_params
 from downstream.run import encoder_reuse
 from downstream.run.cli import FinetuneCLI
-from downstream.run.evaluation import predictions_frame, split_metrics
+from downstream.run.evaluation import predictions_frame, split_metrics, unseen_metrics
 from harness.cli.child_cause import failure_line
 from harness.cli.runtime import intra_op_threads, release_freed_memory
 from harness.cli.tracked_cli import run_cli
@@ -34,6 +35,7 @@ from harness.tracking.liveness import process_tags
 from harness.tracking.naming import encoder_label, join
 from harness.tracking.run_clock import cell_clock
 from harness.tracking.runs import ensure_experiment, tracking_uri
+from harness.tracking.seen_text import encoder_seen_text
 from harness.training.worker_reuse import reuse_between_cells
 from harness.versioning import git_commit
 from pretrain.cli import PretrainCLI
@@ -199,7 +201,9 @@ def linear_probe(
 ) -> str:
     """Fit the linear probe (``benchmarks.tasks.linear_probe``) on the frozen features of the cell's
     encoder, or of its random-init twin at the cell's seed (``probe_of``), and log it as a
-    ``stage=baseline``, ``kind=probe`` child run with the finetune metric names; returns the run id."""
+    ``stage=baseline``, ``kind=probe`` child run with the finetune metric names, and as a finetune
+    run does, the test pairs holding a sentence the encoder's pretraining read and the scores
+    without them (a twin: what its pretrained twin read); returns the run id."""
     source = (
         cell.encoder_run if ":" in cell.encoder_run or Path(cell.encoder_run).is_file() else f"runs:/{cell.encoder_run}"
     )  # a run id, a published source or a checkpoint path
@@ -225,7 +229,8 @@ def linear_probe(
         "encoder_fingerprint": encoder.fingerprint,
         "model.encoder": str(reference),
     }
-    return log_check_run(cell, data, probabilities, experiment, parent_run_id, cell_hash, benchmark, tags, params)
+    seen = encoder_seen_text(MlflowClient(tracking_uri()), encoder.run_id, data.name)
+    return log_check_run(cell, data, probabilities, experiment, parent_run_id, cell_hash, benchmark, tags, params, seen)
 
 
 def log_check_run(
@@ -238,9 +243,12 @@ def log_check_run(
     benchmark: str,
     tags: dict[str, str],
     params: dict | None = None,
+    seen: np.ndarray | None = None,
 ) -> str:
     """A finished ``stage=baseline`` child run of a system fitted here on train: the finetune metric
-    names and prediction files of its dev and test ``probabilities`` ((N, C) each); returns its id."""
+    names and prediction files of its dev and test ``probabilities`` ((N, C) each), and where the
+    sentences its encoder read are known (``seen``), the metrics without the pairs holding one
+    (:func:`unseen_metrics`); returns its id."""
     evaluation = {"dev": data.dev, "test": data.test}
     frames = {split: predictions_frame(data, evaluation[split], scores) for split, scores in probabilities.items()}
     client = MlflowClient(tracking_uri())
@@ -264,6 +272,8 @@ def log_check_run(
             for name, value in split_metrics(frame, split, data).items():
                 client.log_metric(run_id, name, value)
             client.log_text(run_id, frame.to_csv(index=False), f"predictions/{split}.csv")
+        for name, value in (unseen_metrics(frames, seen, data) if seen is not None else {}).items():
+            client.log_metric(run_id, name, value)
         for key, value in {
             "train_pairs": len(data.train),
             "dev_pairs": len(data.dev),

@@ -81,6 +81,20 @@ def test_one_parent_with_a_child_per_task_and_the_methods_under_it(evaluated):
     } <= methods
 
 
+def test_every_method_of_the_encoder_and_its_twin_counts_the_test_pairs_it_read(evaluated):
+    """The probe, zero-shot and the head each log ``test_seen_pairs`` (the encoder's text is known);
+    the baselines, which read no pretraining text, do not."""
+    client = MlflowClient(evaluated["uri"])
+    experiments = [experiment.experiment_id for experiment in client.search_experiments()]
+    runs = client.search_runs(experiments, "tags.dataset = 'toy-overlap'", max_results=1000)
+    counted = {
+        run.data.tags["method"]: run.data.metrics.get("test_seen_pairs") for run in runs if "method" in run.data.tags
+    }
+    for method in ("elmo-linear-probe", "random-linear-probe", "elmo-zero-shot", "elmo-scalar-pool-mlp"):
+        assert counted[method] == 0, (method, counted)
+    assert counted["tfidf-ridge"] is None and counted["overlap-cosine"] is None
+
+
 def test_zero_shot_files_and_metrics(evaluated):
     folder = evaluated["out"] / "toy-overlap" / "zero-shot" / "elmo-zero-shot" / "s0"
     twins = evaluated["out"] / "toy-overlap" / "zero-shot" / "random-zero-shot"
