@@ -67,6 +67,7 @@ from benchmarks.speed.rounds import (
     summarise,
     target_summary,
 )
+from benchmarks.speed.step_phases import PHASES, timed_phases
 from harness.cli.precision import cpu_bf16_supported
 from harness.cli.runtime import retain_freed_memory
 from harness.entry_point import run_main
@@ -230,11 +231,12 @@ def measure(group: dict) -> list[dict]:
     networks = {None: model, "foreach": model}
     if "compile" in group["levers"]:
         networks["compile"] = compiled(model)
-    batches = {False: fixed_batches(data, group["batches"] + 1)}  # the first is a warm-up
+    loaders = {False: data}  # bucketed, as the harness trains; unbucketed for the padded baseline
     if any(row["padded"] for row in group["rows"]):
-        batches[True] = fixed_batches(
-            CorpusDataModule(**{**settings["data_args"], "bucket": False}), group["batches"] + 1
-        )
+        loaders[True] = CorpusDataModule(**{**settings["data_args"], "bucket": False})
+    batches = {
+        padded: fixed_batches(loader, group["batches"] + 1) for padded, loader in loaders.items()
+    }  # warm-up first
     max_length = max(len(ids) for ids in data.train_ids)
 
     def step(token_ids, lengths, padded: bool, precision: str, lever: str | None = None):
@@ -245,12 +247,15 @@ def measure(group: dict) -> list[dict]:
                 loss = padded_baseline_loss(model, token_ids)
             else:
                 loss = harness_loss(networks[lever], token_ids, lengths)
+        forward = time.perf_counter()
         optimizer = optimizers[lever != "foreach"]
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
+        backward = time.perf_counter()
         if optimisation["clip"]:
             torch.nn.utils.clip_grad_norm_(model.parameters(), optimisation["clip"])
         optimizer.step()
+        return [forward, backward, time.perf_counter()]
 
     def timed(padded: bool, precision: str, lever: str | None = None) -> float:
         """Seconds of the training steps over the fixed batches but the warm-up."""
@@ -294,6 +299,9 @@ def measure(group: dict) -> list[dict]:
                 "compile_seconds": overhead,
                 "break_even_steps": overhead / saved if saved > 0 else None,
             }
+        phases = step_phases(
+            loaders[row["padded"]], group["batches"], partial(step, padded=row["padded"], precision=row["precision"])
+        )
         profile = (
             profile_steps(partial(step, padded=row["padded"], precision=row["precision"]), data, group["profile"])
             if group["profile"]
@@ -312,6 +320,7 @@ def measure(group: dict) -> list[dict]:
                 "vocab_size": data.vocab_size,
                 **medians,
                 "spread": spreads,
+                "phases": phases,
                 "padded_fraction": 1 - real / computed,
                 "timed_batches": group["batches"],
                 "rounds": group["rounds"],
@@ -325,6 +334,18 @@ def measure(group: dict) -> list[dict]:
             }
         )
     return results
+
+
+def step_phases(data: CorpusDataModule, batches: int, step) -> dict[str, float]:
+    """A row's step split into its phases over ``batches`` steps (after a warm-up), its inputs
+    the next batch of the row's own training loader, as a run makes them."""
+
+    def loader_batches():  # cycled, as fixed_batches does for a loader of fewer batches
+        while True:
+            yield from data.train_dataloader()
+
+    loader = loader_batches()
+    return timed_phases(range(batches + 1), lambda _: next(loader), step)
 
 
 def row_figures(
@@ -417,6 +438,10 @@ def print_table(results: list[dict]) -> None:
         f"× base: real tokens/s over the padded baseline's at the same precision, same rounds; native bf16 on "
         f"this CPU: {'yes' if results[0]['bf16_supported'] else 'no (no bf16 rows)'}"
     )
+    print("where a step's time goes (% of it; benchmarks.speed.step_phases):")
+    for r in results:
+        shares = ", ".join(f"{phase} {100 * r['phases'][phase]:.0f}" for phase in PHASES)
+        print(f"  {r['name']}: {shares} of {r['phases']['step_ms']:.1f} ms")
     print(target_summary([r for r in results if r["name"].removesuffix("-bf16") != BASELINE], lambda r: r["name"]))
     loads = [pair for r in results for pair in r["load_average_before_after"]]
     print(machine_line(results[0]["machine"], loads[0], loads[-1], results[0]["rounds"]))

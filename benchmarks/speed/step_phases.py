@@ -1,6 +1,7 @@
-"""Where a fine-tuning step's time goes: making its inputs (the feature cache's collation, or the
-token ids), the forward pass with its loss, the backward pass and the optimiser step, each timed
-apart on the same batches as its row. A row far below its precision's matmul peak is read with it:
+"""Where a training step's time goes: making its inputs (the feature cache's collation or the token
+ids of a fine-tuning step; a pretraining batch from its loader), the forward pass with its loss,
+the backward pass and the optimiser step (with gradient clipping where the run clips), each timed
+apart on batches of its row. A row far below its precision's matmul peak is read with it:
 time spent making inputs, or dispatching many small operators, is not arithmetic that a faster
 kernel or ``torch.compile`` of the model could shorten."""
 
@@ -29,13 +30,26 @@ def train_step(classifier, batch, optimizer, autocast=None) -> list[float]:
 def step_phases(classifier, batches, inputs, optimizer, autocast=None) -> dict[str, float]:
     """``{phase: its share of the steps' time}`` over ``batches`` (pair-index lists; the first is a
     warm-up), ``inputs`` making a step's tensors from one, and ``step_ms``: the mean step in ms."""
+    return timed_phases(
+        batches,
+        lambda pair_indices: (inputs(pair_indices),),
+        lambda batch: train_step(classifier, batch, optimizer, autocast),
+    )
+
+
+def timed_phases(sources, make, step) -> dict[str, float]:
+    """The phases of ``step`` over ``sources`` (the first a warm-up): ``make(source)`` makes a
+    step's inputs, ``step(*made)`` trains on them and returns the ends of its forward, backward and
+    optimiser step. ``{phase: its share of the time}`` and ``step_ms``, the mean step in ms."""
     totals = dict.fromkeys(PHASES, 0.0)
-    for index, pair_indices in enumerate(batches):
+    steps = 0
+    for index, source in enumerate(sources):
         start = time.perf_counter()
-        batch = inputs(pair_indices)
-        marks = [start, time.perf_counter(), *train_step(classifier, batch, optimizer, autocast)]
+        made = make(source)
+        marks = [start, time.perf_counter(), *step(*made)]
         if index:
+            steps += 1
             for phase, begin, end in zip(PHASES, marks, marks[1:]):
                 totals[phase] += end - begin
     total = sum(totals.values())
-    return {**{phase: totals[phase] / total for phase in PHASES}, "step_ms": 1000 * total / (len(batches) - 1)}
+    return {**{phase: totals[phase] / total for phase in PHASES}, "step_ms": 1000 * total / steps}

@@ -4,6 +4,7 @@ rounds with the matmul peaks, each figure and ratio formed inside a round."""
 import pytest
 
 from benchmarks.speed import pretrain_throughput
+from benchmarks.speed.step_phases import PHASES
 
 
 def test_the_padded_baseline_is_grouped_with_seed_full_and_every_row_with_its_bf16_twin():
@@ -36,6 +37,9 @@ def test_a_group_is_measured_in_interleaved_rounds(monkeypatch, mrpc_dir, capsys
         shares = [g / p for g, p in zip(row["spread"]["model_gflops_per_s"]["rounds"], peaks)]
         assert row["spread"]["peak_fraction"]["rounds"] == pytest.approx(shares)
     assert baseline["padded_fraction"] > full["padded_fraction"]
+    for row in results:  # each step split into its phases, on its own loader's batches
+        assert sum(row["phases"][phase] for phase in PHASES) == pytest.approx(1) and row["phases"]["step_ms"] > 0
+        assert row["phases"]["forward"] > 0 and row["phases"]["backward"] > 0 and row["phases"]["optimizer"] > 0
     full_rate, baseline_rate = (row["spread"]["real_tokens_per_s"]["rounds"] for row in (full, baseline))
     assert full["spread"]["over_baseline"]["rounds"] == pytest.approx([a / b for a, b in zip(full_rate, baseline_rate)])
     assert "over_baseline" not in baseline
@@ -44,3 +48,4 @@ def test_a_group_is_measured_in_interleaved_rounds(monkeypatch, mrpc_dir, capsys
     printed = capsys.readouterr().out
     assert "interleaved rounds" in printed and "load average" in printed and "target ≥ 50%" in printed
     assert "foreach:" in printed
+    assert "where a step's time goes" in printed and "  seed-full: inputs " in printed
