@@ -234,9 +234,8 @@ def measure(group: dict) -> list[dict]:
     loaders = {False: data}  # bucketed, as the harness trains; unbucketed for the padded baseline
     if any(row["padded"] for row in group["rows"]):
         loaders[True] = CorpusDataModule(**{**settings["data_args"], "bucket": False})
-    batches = {
-        padded: fixed_batches(loader, group["batches"] + 1) for padded, loader in loaders.items()
-    }  # warm-up first
+    # the timed rounds' fixed batches, the first a warm-up
+    batches = {padded: fixed_batches(loader, group["batches"] + 1) for padded, loader in loaders.items()}
     max_length = max(len(ids) for ids in data.train_ids)
 
     def step(token_ids, lengths, padded: bool, precision: str, lever: str | None = None):
