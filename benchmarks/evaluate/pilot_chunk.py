@@ -77,6 +77,12 @@ def new_pretrain_run(since_ms: int) -> tuple[str, dict]:
     return runs[0].info.run_id, dict(runs[0].data.params)
 
 
+def repo_path(path: Path) -> str:
+    """``path`` relative to the repository where it lies inside it (a record names no worktree)."""
+    resolved = path.resolve()
+    return resolved.relative_to(REPO_ROOT).as_posix() if resolved.is_relative_to(REPO_ROOT) else str(path)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_arguments(argv)
     if not args.config.is_file():
@@ -97,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         "family": chunk["family"],
         "tasks": chunk["tasks"],
         "commit": commit,
-        "config": str(args.config),
+        "config": repo_path(args.config),
         "estimate_minutes": chunk["estimate_minutes"],
         "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "cpus": os.cpu_count(),

@@ -199,3 +199,11 @@ def test_the_pilots_stages_keep_every_task_out_and_its_matrix_parses():
         matrix = task_matrix(task, "gpt", "runs:/0", "gpt-x", True, ("attn",), 2, REPO_ROOT / pilot["template"])
         assert matrix["heads"] == ["attn"] and matrix["seeds"] == 2 and matrix["precision"] == pilot["precision"]
         assert matrix["finetune"]["config"] == f"configs/downstream/{task}.yaml"
+
+
+def test_a_chunk_record_names_its_config_relative_to_the_repository():
+    """Not the worktree it ran from, which is gone once the chunk is committed."""
+    from benchmarks.evaluate.pilot_chunk import CONFIG, repo_path
+
+    assert repo_path(CONFIG) == "configs/benchmarks/tasks-pilot/pilot.yaml"
+    assert repo_path(Path("/elsewhere/pilot.yaml")) == "/elsewhere/pilot.yaml"
