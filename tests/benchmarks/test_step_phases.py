@@ -54,6 +54,6 @@ def test_slow_inputs_are_counted_as_inputs():
 
 def test_a_slow_backward_is_counted_as_backward():
     model = Tiny()
-    model.linear.weight.register_hook(lambda grad: time.sleep(0.02))
+    model.linear.weight.register_hook(lambda grad: time.sleep(0.05))
     phases = phases_of(model)
-    assert phases["backward"] > 0.8 and phases["inputs"] < 0.1
+    assert phases["backward"] > 0.8 and phases["inputs"] < 0.15  # a loaded machine's jitter lands anywhere
