@@ -78,7 +78,7 @@ from benchmarks.speed.rounds import (
     summarise,
     target_summary,
 )
-from benchmarks.speed.step_phases import PHASES, step_phases, train_step
+from benchmarks.speed.step_phases import phases_text, step_phases, train_step
 from downstream.data.pair_datamodule import PairDataModule
 from downstream.model.joint_classifiers import JointClassifier
 from downstream.model.pair_classifier import PairClassifier
@@ -455,8 +455,7 @@ def print_table(rows: list[dict]) -> None:
     )
     print("where a harness step's time goes (% of it; benchmarks.speed.step_phases):")
     for r in rows:
-        shares = ", ".join(f"{phase} {100 * r['phases'][phase]:.0f}" for phase in PHASES)
-        print(f"  {r['family']} {r['mode']} {r['head']}: {shares} of {r['phases']['step_ms']:.1f} ms")
+        print(f"  {r['family']} {r['mode']} {r['head']}: {phases_text(r['phases'])}")
     print(target_summary(rows, lambda r: f"{r['family']} {r['mode']} {r['head']}"))
     loads = [r["load_average_before"] for r in rows] + [r["load_average_after"] for r in rows]
     print(machine_line(machine(), loads[0], loads[-1], rows[0]["rounds"]))

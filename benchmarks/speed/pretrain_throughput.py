@@ -67,7 +67,7 @@ from benchmarks.speed.rounds import (
     summarise,
     target_summary,
 )
-from benchmarks.speed.step_phases import PHASES, timed_phases
+from benchmarks.speed.step_phases import phases_text, timed_phases
 from harness.cli.precision import cpu_bf16_supported
 from harness.cli.runtime import retain_freed_memory
 from harness.entry_point import run_main
@@ -439,8 +439,7 @@ def print_table(results: list[dict]) -> None:
     )
     print("where a step's time goes (% of it; benchmarks.speed.step_phases):")
     for r in results:
-        shares = ", ".join(f"{phase} {100 * r['phases'][phase]:.0f}" for phase in PHASES)
-        print(f"  {r['name']}: {shares} of {r['phases']['step_ms']:.1f} ms")
+        print(f"  {r['name']}: {phases_text(r['phases'])}")
     print(target_summary([r for r in results if r["name"].removesuffix("-bf16") != BASELINE], lambda r: r["name"]))
     loads = [pair for r in results for pair in r["load_average_before_after"]]
     print(machine_line(results[0]["machine"], loads[0], loads[-1], results[0]["rounds"]))

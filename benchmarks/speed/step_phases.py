@@ -53,3 +53,9 @@ def timed_phases(sources, make, step) -> dict[str, float]:
                 totals[phase] += end - begin
     total = sum(totals.values())
     return {**{phase: totals[phase] / total for phase in PHASES}, "step_ms": 1000 * total / steps}
+
+
+def phases_text(phases: dict[str, float]) -> str:
+    """``inputs 4, forward 36, backward 59, optimizer 2 of 240.0 ms``: a row's ``phases`` in one line."""
+    shares = ", ".join(f"{phase} {100 * phases[phase]:.0f}" for phase in PHASES)
+    return f"{shares} of {phases['step_ms']:.1f} ms"

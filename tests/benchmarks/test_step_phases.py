@@ -56,4 +56,4 @@ def test_a_slow_backward_is_counted_as_backward():
     model = Tiny()
     model.linear.weight.register_hook(lambda grad: time.sleep(0.05))
     phases = phases_of(model)
-    assert phases["backward"] > 0.8 and phases["inputs"] < 0.15  # a loaded machine's jitter lands anywhere
+    assert phases["backward"] > 0.8 and phases["inputs"] < 0.1
